@@ -1,0 +1,88 @@
+"""Lazy access to JAX and the torch <-> JAX dtype tables.
+
+JAX is imported on first device use, never during ``import torch`` (autoload must stay cheap).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+
+@functools.cache
+def jax_module() -> Any:
+    """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+@functools.cache
+def _tables() -> tuple[dict, dict]:
+    jax = jax_module()
+    jnp = jax.numpy
+    pairs = [
+        (torch.float32, jnp.float32),
+        (torch.float64, jnp.float64),
+        (torch.float16, jnp.float16),
+        (torch.bfloat16, jnp.bfloat16),
+        (torch.int64, jnp.int64),
+        (torch.int32, jnp.int32),
+        (torch.int16, jnp.int16),
+        (torch.int8, jnp.int8),
+        (torch.uint8, jnp.uint8),
+        (torch.bool, jnp.bool_),
+        (torch.complex64, jnp.complex64),
+        (torch.complex128, jnp.complex128),
+    ]
+    t2j = {t: jnp.dtype(j) for t, j in pairs}
+    j2t = {jnp.dtype(j): t for t, j in pairs}
+    return t2j, j2t
+
+
+def t2j_dtype(dtype: torch.dtype) -> Any:
+    """JAX dtype for a torch dtype; TypeError for dtypes the device does not hold."""
+    try:
+        return _tables()[0][dtype]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} is not supported on the TPU device") from None
+
+
+def j2t_dtype(dtype: Any) -> torch.dtype:
+    """torch dtype for a JAX dtype."""
+    try:
+        return _tables()[1][dtype]
+    except KeyError:
+        raise TypeError(f"JAX dtype {dtype} has no torch equivalent on the TPU device") from None
+
+
+def cpu_to_jax(t: torch.Tensor) -> Any:
+    """Copy a CPU tensor into a jax.Array (bfloat16 travels as its bit pattern)."""
+    jax = jax_module()
+    t = t.detach()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        bits = t.view(torch.int16).numpy()
+        return jax.numpy.asarray(bits).view(jax.numpy.bfloat16)
+    return jax.numpy.asarray(t.numpy())
+
+
+def jax_to_cpu(a: Any) -> torch.Tensor:
+    """Copy a jax.Array into a new CPU tensor."""
+    import numpy as np
+
+    jnp = jax_module().numpy
+    if a.dtype == jnp.bfloat16:
+        bits = np.array(a.view(jnp.int16))
+        return torch.from_numpy(bits).view(torch.bfloat16)
+    arr = np.array(a)
+    if arr.ndim == 0:
+        return torch.from_numpy(arr.reshape(1)).reshape(())
+    return torch.from_numpy(arr)

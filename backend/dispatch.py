@@ -1,0 +1,399 @@
+"""Route one ATen call on "tpu" tensors: lowering -> decomposition -> NotImplementedError.
+
+Each OpOverload gets a *plan* (a small closure) the first time it is seen; later calls go straight to
+it, so the hot path is: look up plan, unwrap arguments, call the JAX lowering, wrap the result.
+CPU fallback (off by default) is switched on by ``TORCH_TPU_CPU_FALLBACK=1`` or
+``backend.dispatch.set_cpu_fallback(True)``; it warns once per op and counts calls in
+``FALLBACK_COUNTS``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
+import backend.ops  # noqa: F401  (fills the registry)
+from backend.ops.registry import lookup, on_change
+from backend.tensor import TpuTensor, make_view, set_value, value
+
+_cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
+FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
+_PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
+on_change(_PLANS.clear)
+
+_JaxArray: Any = None
+
+
+def set_cpu_fallback(enabled: bool) -> None:
+    """Turn the CPU fallback for ops without a lowering on or off (debugging aid, slow)."""
+    global _cpu_fallback
+    _cpu_fallback = bool(enabled)
+    _PLANS.clear()
+
+
+def cpu_fallback_enabled() -> bool:
+    return _cpu_fallback
+
+
+def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None = None) -> Any:
+    """Entry point from ``TpuTensor.__torch_dispatch__`` and the PrivateUse1 fallback kernel."""
+    plan = _PLANS.get(func)
+    if plan is None:
+        plan = _PLANS[func] = _make_plan(func)
+    if _launch_blocking:
+        return _blocking_call(plan, func, args, kwargs or {})
+    return plan(func, args, kwargs or {})
+
+
+_launch_blocking = False
+
+
+def set_launch_blocking(enabled: bool) -> None:
+    """Debug eager: wait for every op to finish before returning (EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING)."""
+    global _launch_blocking
+    _launch_blocking = bool(enabled)
+
+
+def _blocking_call(plan: Callable, func: Any, args: tuple, kwargs: dict) -> Any:
+    res = plan(func, args, kwargs)
+    leaves = [value(r) for r in (res if isinstance(res, (list, tuple)) else (res,)) if isinstance(r, TpuTensor)]
+    jax_module().block_until_ready(leaves)
+    return res
+
+
+# ----------------------------------------------------------------------------- unwrap / wrap
+def _u(a: Any) -> Any:
+    if type(a) is TpuTensor:
+        return a._elem if a._root is None else value(a)
+    if isinstance(a, (list, tuple)):
+        return type(a)([_u(x) for x in a])
+    if isinstance(a, torch.Tensor):
+        if isinstance(a, TpuTensor):
+            return value(a)
+        if a.dim() == 0 and a.device.type == "cpu":
+            return cpu_to_jax(a)  # CPU scalars mix with device tensors, as on CUDA
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, tpu:0 and {a.device}!"
+        )
+    return a
+
+
+def _uk(kwargs: dict) -> dict:
+    return {k: _u(v) for k, v in kwargs.items()} if kwargs else kwargs
+
+
+def _w(r: Any) -> Any:
+    if isinstance(r, _JaxArray):
+        return TpuTensor(r)
+    if isinstance(r, (tuple, list)):
+        return type(r)([_w(x) for x in r])
+    return r
+
+
+# ----------------------------------------------------------------------------- schema helpers
+def _is_inplace(func: Any) -> bool:
+    s = func._schema
+    return (
+        func.overloadpacket.__name__.endswith("_")
+        and bool(s.arguments)
+        and s.arguments[0].alias_info is not None
+        and s.arguments[0].alias_info.is_write
+    )
+
+
+def _out_args(func: Any) -> list[str]:
+    return [
+        a.name for a in func._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+    ]
+
+
+def _functional_of_inplace(func: Any) -> Any:
+    name = func.overloadpacket.__name__[:-1]
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return None
+    return getattr(packet, func._overloadname, None)
+
+
+_OPTIONS = {"dtype", "layout", "device", "pin_memory", "memory_format"}
+
+
+def _functional_of_out(func: Any, outs: list[str]) -> Any:
+    want = [a.name for a in func._schema.arguments if a.name not in outs and a.name not in _OPTIONS]
+    for name in func.overloadpacket.overloads():
+        cand = getattr(func.overloadpacket, name)
+        if _out_args(cand):
+            continue
+        if [a.name for a in cand._schema.arguments if a.name not in _OPTIONS] == want:
+            return cand
+    return None
+
+
+_DECOMPS: dict | None = None
+
+
+def decomposition_for(func: Any) -> Callable | None:
+    """A PyTorch decomposition for ``func`` (core ATen table first, then the full table)."""
+    global _DECOMPS
+    if _DECOMPS is None:
+        import torch._decomp as d
+
+        table = dict(d.decomposition_table)
+        table.update(d.core_aten_decompositions())
+        _DECOMPS = table
+    return _DECOMPS.get(func)
+
+
+def _cast(new: Any, like: torch.Tensor) -> Any:
+    """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed)."""
+    jd = t2j_dtype(like.dtype)
+    if new.dtype != jd:
+        new = new.astype(jd)
+    if tuple(new.shape) != tuple(like.shape):
+        raise RuntimeError(
+            f"output with shape {list(like.shape)} doesn't match the broadcast shape {list(new.shape)}"
+            " (in-place ops cannot change a TPU tensor's shape)"
+        )
+    return new
+
+
+def _write_outs(outs: list[torch.Tensor], res: Any, func: Any) -> None:
+    vals = res if isinstance(res, (tuple, list)) else (res,)
+    for o, r in zip(outs, vals, strict=False):
+        rv = value(r) if isinstance(r, TpuTensor) else r
+        if tuple(o.shape) != tuple(rv.shape):
+            raise RuntimeError(
+                f"{func.name()}: out= tensor has shape {list(o.shape)} but the result has shape "
+                f"{list(rv.shape)}; the TPU device cannot resize a tensor in place, pass an out= of the "
+                "right shape"
+            )
+        set_value(o, _cast(rv, o))
+
+
+# ----------------------------------------------------------------------------- plans
+def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
+    global _JaxArray
+    if _JaxArray is None:
+        _JaxArray = jax_module().Array
+    low = lookup(func)
+    if low is not None and low.raw:
+        fn = low.fn
+        return lambda f, a, k: fn(*a, **k)
+
+    inplace = _is_inplace(func)
+    outs = _out_args(func)
+
+    if low is not None:
+        fn = _jitted(low.fn) if low.jit else low.fn
+        if inplace:
+
+            def plan_inplace(f, a, k):
+                self = a[0]
+                set_value(self, _cast(fn(*_u(a), **_uk(k)), self))
+                return self
+
+            return plan_inplace
+        if outs:
+
+            def plan_out_direct(f, a, k):
+                o = [k[n] for n in outs]
+                kk = {n: v for n, v in k.items() if n not in outs}
+                _write_outs(o, fn(*_u(a), **_uk(kk)), f)
+                return o[0] if len(o) == 1 else tuple(o)
+
+            return plan_out_direct
+        if func.is_view:
+
+            def plan_view(f, a, k):
+                ua = _u(a)
+                uk = _uk(k)
+                res = fn(*ua, **uk)
+                rest = ua[1:]
+                src = a[0]
+                if isinstance(res, (list, tuple)):
+                    out = [TpuTensor(r) for r in res]
+                    for i, o in enumerate(out):
+                        make_view(o, src, lambda e, i=i: fn(e, *rest, **uk)[i])
+                    return out
+                out = TpuTensor(res)
+                make_view(out, src, None if f in _ALIAS_OPS else (lambda e: fn(e, *rest, **uk)))
+                return out
+
+            return plan_view
+
+        def plan_direct(f, a, k):
+            return _w(fn(*_u(a), **_uk(k)))
+
+        return plan_direct
+
+    # No direct lowering.
+    if inplace:
+        functional = _functional_of_inplace(func)
+        if functional is not None and lookup(functional) is not None:
+
+            def plan_inplace_functional(f, a, k):
+                self = a[0]
+                res = dispatch(functional, (), a, k)
+                set_value(self, _cast(value(res), self))
+                return self
+
+            return plan_inplace_functional
+    if outs:
+        functional = _functional_of_out(func, outs)
+        if functional is not None and (lookup(functional) is not None or decomposition_for(functional)):
+
+            def plan_out(f, a, k):
+                o = [k[n] for n in outs]
+                kk = {n: v for n, v in k.items() if n not in outs}
+                _write_outs(o, dispatch(functional, (), a, kk), f)
+                return o[0] if len(o) == 1 else tuple(o)
+
+            return plan_out
+    dec = decomposition_for(func)
+    if dec is not None:
+        return lambda f, a, k: dec(*a, **k)
+    if inplace:
+        functional = _functional_of_inplace(func)
+        if functional is not None and decomposition_for(functional) is not None:
+
+            def plan_inplace_decomposed(f, a, k):
+                self = a[0]
+                res = dispatch(functional, (), a, k)
+                set_value(self, _cast(value(res), self))
+                return self
+
+            return plan_inplace_decomposed
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        return lambda f, a, k: f.decompose(*a, **k)
+    if _cpu_fallback:
+        return _plan_cpu_fallback
+    return _plan_missing
+
+
+_ALIAS_OPS: set = set()
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return ("l", tuple(_freeze(x) for x in v))
+    if isinstance(v, tuple):
+        return ("t", tuple(_freeze(x) for x in v))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return (type(v), v)
+
+
+def _thaw(v: Any) -> Any:
+    if v[0] == "l":
+        return [_thaw(x) for x in v[1]]
+    if v[0] == "t":
+        return tuple(_thaw(x) for x in v[1])
+    if v[0] == "nan":
+        return float("nan")
+    return v[1]
+
+
+def _jitted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` under jax.jit: arrays are traced, everything else is static (part of the cache key).
+    Matmul precision is part of the key because lowerings read it at trace time."""
+    jax = jax_module()
+    cache: dict = {}
+    from backend.device import _precision_stack
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        pos, static = [], []
+        for i, a in enumerate(args):
+            if isinstance(a, _JaxArray):
+                pos.append(i)
+            else:
+                static.append((i, _freeze(a)))
+        key = (tuple(pos), tuple(static), tuple((k, _freeze(v)) for k, v in kwargs.items()),
+               torch.get_float32_matmul_precision(), _precision_stack[-1] if _precision_stack else None, len(args))
+        try:
+            f = cache.get(key)
+        except TypeError:  # unhashable static argument: run eagerly
+            return fn(*args, **kwargs)
+        if f is None:
+            n = len(args)
+            st = {i: _thaw(v) for i, v in static}
+            kw = {k: _thaw(v) for k, v in key[2]}
+            ps = key[0]
+
+            def g(*arrays: Any) -> Any:
+                full = [None] * n
+                for i, v in st.items():
+                    full[i] = v
+                for i, arr in zip(ps, arrays, strict=True):
+                    full[i] = arr
+                return fn(*full, **kw)
+
+            f = cache[key] = jax.jit(g)
+        return f(*[args[i] for i in pos])
+
+    return call
+
+
+def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:
+    raise NotImplementedError(
+        f"operator '{func.name()}' is not implemented for TPU. Set TORCH_TPU_CPU_FALLBACK=1 (or call "
+        "backend.dispatch.set_cpu_fallback(True)) to run it on the CPU instead, or add a lowering in "
+        "backend/ops/."
+    )
+
+
+def _to_cpu(a: Any) -> Any:
+    if isinstance(a, TpuTensor):
+        return jax_to_cpu(value(a))
+    if isinstance(a, (list, tuple)):
+        return type(a)([_to_cpu(x) for x in a])
+    if isinstance(a, torch.device) and a.type != "cpu":
+        return torch.device("cpu")
+    return a
+
+
+def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict) -> Any:
+    name = func.name()
+    if FALLBACK_COUNTS[name] == 0:
+        warnings.warn(f"operator '{name}' is not implemented for TPU; running it on the CPU (slow)", stacklevel=3)
+    FALLBACK_COUNTS[name] += 1
+    cargs = _to_cpu(args)
+    ckwargs = {k: _to_cpu(v) for k, v in kwargs.items()}
+    if "device" in ckwargs:
+        ckwargs["device"] = torch.device("cpu")
+    res = func(*cargs, **ckwargs)
+    # write mutated arguments back
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            src = cargs[i] if i < len(cargs) and not arg.kwarg_only else ckwargs.get(arg.name)
+            dst = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            if isinstance(dst, TpuTensor) and isinstance(src, torch.Tensor):
+                set_value(dst, cpu_to_jax(src))
+    if _is_inplace(func):
+        return args[0]
+    outs = _out_args(func)
+    if outs:
+        o = [kwargs[n] for n in outs]
+        return o[0] if len(o) == 1 else tuple(o)
+
+    def back(r: Any) -> Any:
+        if isinstance(r, torch.Tensor):
+            return TpuTensor(cpu_to_jax(r))
+        if isinstance(r, (list, tuple)):
+            return type(r)([back(x) for x in r])
+        return r
+
+    return back(res)
+
+
+def _init_alias_ops() -> None:
+    aten = torch.ops.aten
+    _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
+
+
+_init_alias_ops()

@@ -1,0 +1,228 @@
+"""Gather/scatter/advanced-indexing lowerings. Boolean masks are data-dependent: converted eagerly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from backend.ops._util import aten, as_dtype, wrapdim
+from backend.ops.registry import lower
+
+
+def _index_tuple(x: Any, indices: Any) -> tuple:
+    out: list = []
+    for i in indices:
+        if i is None:
+            out.append(slice(None))
+        elif i.dtype == jnp.bool_ or i.dtype == jnp.uint8:
+            nz = jnp.nonzero(i.astype(jnp.bool_))
+            out.extend(nz)
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+def _check_bounds(x: Any, idx: tuple) -> None:
+    d = 0
+    for i in idx:
+        if isinstance(i, slice):
+            d += 1
+            continue
+        if not isinstance(i, jax.core.Tracer) and i.size:
+            n = x.shape[d]
+            lo, hi = int(i.min()), int(i.max())
+            if lo < -n or hi >= n:
+                bad = hi if hi >= n else lo
+                raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {n}")
+        d += 1
+
+
+@lower(aten.index.Tensor)
+def index(x: Any, indices: Any) -> Any:
+    idx = _index_tuple(x, indices)
+    _check_bounds(x, idx)
+    return x[idx]
+
+
+@lower(aten._unsafe_index.Tensor)
+def _unsafe_index(x: Any, indices: Any) -> Any:
+    return x[_index_tuple(x, indices)]
+
+
+@lower(aten.index_put.default, aten._unsafe_index_put.default)
+def index_put(x: Any, indices: Any, values: Any, accumulate: bool = False) -> Any:
+    idx = _index_tuple(x, indices)
+    _check_bounds(x, idx)
+    v = as_dtype(values, x.dtype)
+    return x.at[idx].add(v) if accumulate else x.at[idx].set(v)
+
+
+@lower(aten.index_select.default)
+def index_select(x: Any, d: int, index: Any) -> Any:
+    if x.ndim == 0:
+        return jnp.take(x.reshape(1), index.reshape(-1), axis=0).reshape(())
+    d = wrapdim(d, x.ndim)
+    _check_bounds(x, (slice(None),) * d + (index,))
+    return jnp.take(x, index.reshape(-1), axis=d)
+
+
+def _gather_idx(x: Any, d: int, index: Any) -> tuple:
+    grids = np.ix_(*[np.arange(s) for s in index.shape]) if index.ndim else ()
+    idx = [jnp.asarray(g) for g in grids]
+    idx[d] = index
+    return tuple(idx)
+
+
+@lower(aten.gather.default)
+def gather(x: Any, d: int, index: Any, *, sparse_grad: bool = False) -> Any:
+    if x.ndim == 0:
+        return jnp.broadcast_to(x, index.shape)
+    d = wrapdim(d, x.ndim)
+    if index.size and not isinstance(index, jax.core.Tracer):
+        n = x.shape[d]
+        if int(index.min()) < -n or int(index.max()) >= n:
+            raise RuntimeError(f"index {int(index.max())} is out of bounds for dimension {d} with size {n}")
+    return x[_gather_idx(x, d, index)]
+
+
+def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
+    if x.ndim == 0:
+        x2 = x.reshape(1)
+        return _scatter(x2, 0, index.reshape(-1), jnp.reshape(src, (-1,)) if hasattr(src, "shape") and src.ndim
+                        else src, mode).reshape(())
+    d = wrapdim(d, x.ndim)
+    idx = _gather_idx(x, d, index)
+    if hasattr(src, "shape") and src.ndim:
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    src = as_dtype(src, x.dtype)
+    at = x.at[idx]
+    return {"set": at.set, "add": at.add, "multiply": at.multiply, "mul": at.multiply, "sum": at.add,
+            "prod": at.multiply, "amax": at.max, "amin": at.min}[mode](src)
+
+
+@lower(aten.scatter.src, aten.scatter.value)
+def scatter(x: Any, d: int, index: Any, src: Any) -> Any:
+    return _scatter(x, d, index, src, "set")
+
+
+@lower(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_reduce_legacy(x: Any, d: int, index: Any, src: Any, *, reduce: str) -> Any:
+    return _scatter(x, d, index, src, reduce)
+
+
+@lower(aten.scatter_add.default)
+def scatter_add(x: Any, d: int, index: Any, src: Any) -> Any:
+    return _scatter(x, d, index, src, "add")
+
+
+@lower(aten.scatter_reduce.two)
+def scatter_reduce(x: Any, d: int, index: Any, src: Any, reduce: str, *, include_self: bool = True) -> Any:
+    if reduce == "mean":
+        ones = jnp.ones(index.shape, x.dtype)
+        cnt = _scatter(jnp.full(x.shape, 1 if include_self else 0, x.dtype), d, index, ones, "add")
+        s = _scatter(x if include_self else jnp.zeros_like(x), d, index, src, "add")
+        out = s / jnp.maximum(cnt, 1) if jnp.issubdtype(x.dtype, jnp.floating) else s // jnp.maximum(cnt, 1)
+        return jnp.where(cnt == 0, x, out).astype(x.dtype)
+    if not include_self:
+        ident = {"sum": 0, "prod": 1,
+                 "amax": -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min,
+                 "amin": jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).max}[reduce]
+        base = _scatter(x, d, index, jnp.asarray(ident, x.dtype), "set")
+        touched = _scatter(jnp.zeros(x.shape, jnp.bool_), d, index, jnp.asarray(True), "set")
+        out = _scatter(base, d, index, src, reduce)
+        return jnp.where(touched, out, x)
+    return _scatter(x, d, index, src, reduce)
+
+
+@lower(aten.index_add.default)
+def index_add(x: Any, d: int, index: Any, source: Any, *, alpha: Any = 1) -> Any:
+    d = wrapdim(d, x.ndim) if x.ndim else 0
+    if x.ndim == 0:
+        return x + jnp.sum(source) * alpha
+    idx = [slice(None)] * x.ndim
+    idx[d] = index
+    src = source * alpha if alpha != 1 else source
+    return x.at[tuple(idx)].add(as_dtype(src, x.dtype))
+
+
+@lower(aten.index_copy.default)
+def index_copy(x: Any, d: int, index: Any, source: Any) -> Any:
+    if x.ndim == 0:
+        return as_dtype(source, x.dtype).reshape(())
+    d = wrapdim(d, x.ndim)
+    idx = [slice(None)] * x.ndim
+    idx[d] = index
+    return x.at[tuple(idx)].set(as_dtype(source, x.dtype))
+
+
+@lower(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def index_fill(x: Any, d: int, index: Any, value: Any) -> Any:
+    if x.ndim == 0:
+        return jnp.asarray(value, x.dtype).reshape(())
+    d = wrapdim(d, x.ndim)
+    idx = [slice(None)] * x.ndim
+    idx[d] = index
+    return x.at[tuple(idx)].set(as_dtype(value, x.dtype))
+
+
+@lower(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(x: Any, mask: Any, value: Any) -> Any:
+    if hasattr(value, "ndim") and value.ndim != 0:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor")
+    if mask.dtype != jnp.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype}")
+    return jnp.where(mask, as_dtype(value, x.dtype), x)
+
+
+@lower(aten.masked_select.default)
+def masked_select(x: Any, mask: Any) -> Any:
+    x, mask = jnp.broadcast_arrays(x, mask)
+    return x[mask]
+
+
+@lower(aten.masked_scatter.default)
+def masked_scatter(x: Any, mask: Any, source: Any) -> Any:
+    mask = jnp.broadcast_to(mask, x.shape)
+    n = int(mask.sum())
+    flat = x.reshape(-1).at[jnp.nonzero(mask.reshape(-1))[0]].set(source.reshape(-1)[:n].astype(x.dtype))
+    return flat.reshape(x.shape)
+
+
+@lower(aten.nonzero.default)
+def nonzero(x: Any) -> Any:
+    if x.ndim == 0:
+        return jnp.zeros((1 if bool(x) else 0, 0), jnp.int64)
+    return jnp.stack(jnp.nonzero(x), axis=1).astype(jnp.int64)
+
+
+@lower(aten.take.default)
+def take(x: Any, index: Any) -> Any:
+    return x.reshape(-1)[index]
+
+
+@lower(aten.repeat_interleave.Tensor)
+def repeat_interleave(repeats: Any, *, output_size: int | None = None) -> Any:
+    return jnp.repeat(jnp.arange(repeats.shape[0]), repeats, total_repeat_length=output_size).astype(jnp.int64)
+
+
+@lower(aten.embedding.default)
+def embedding(weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Any:
+    return jnp.take(weight, indices, axis=0)
+
+
+@lower(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_idx: int,
+                             scale_grad_by_freq: bool) -> Any:
+    g = grad.reshape(-1, grad.shape[-1])
+    idx = indices.reshape(-1)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), g.dtype).at[idx].add(1)
+        g = g / counts[idx][:, None]
+    if padding_idx >= 0:
+        g = jnp.where((idx == padding_idx)[:, None], 0, g)
+    return jnp.zeros((num_weights, g.shape[-1]), g.dtype).at[idx].add(g)
+

@@ -1,0 +1,300 @@
+"""Neural-network lowerings: softmax, norms, convolution, pooling, attention choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from backend.ops._util import aten, jdt, wrapdim
+from backend.ops.linalg import precision
+from backend.ops.registry import lower
+
+
+def _wide(dt: Any) -> Any:
+    return jnp.float32 if dt in (jnp.bfloat16, jnp.float16) else dt
+
+
+@lower(aten._softmax.default, jit=True)
+def _softmax(x: Any, dim: int, half_to_float: bool) -> Any:
+    if x.ndim == 0:
+        return jnp.ones_like(x)
+    out = jax.nn.softmax(x.astype(_wide(x.dtype)), axis=wrapdim(dim, x.ndim))
+    return out if half_to_float else out.astype(x.dtype)
+
+
+@lower(aten._log_softmax.default, jit=True)
+def _log_softmax(x: Any, dim: int, half_to_float: bool) -> Any:
+    if x.ndim == 0:
+        return jnp.zeros_like(x)
+    out = jax.nn.log_softmax(x.astype(_wide(x.dtype)), axis=wrapdim(dim, x.ndim))
+    return out if half_to_float else out.astype(x.dtype)
+
+
+@lower(aten._softmax_backward_data.default, jit=True)
+def _softmax_backward_data(g: Any, y: Any, dim: int, input_dtype: Any) -> Any:
+    d = wrapdim(dim, y.ndim) if y.ndim else None
+    gi = y * (g - jnp.sum(g * y, axis=d, keepdims=True))
+    return gi.astype(jdt(input_dtype))
+
+
+@lower(aten._log_softmax_backward_data.default, jit=True)
+def _log_softmax_backward_data(g: Any, y: Any, dim: int, input_dtype: Any) -> Any:
+    d = wrapdim(dim, y.ndim) if y.ndim else None
+    gi = g - jnp.exp(y) * jnp.sum(g, axis=d, keepdims=True)
+    return gi.astype(jdt(input_dtype))
+
+
+@lower(aten.native_layer_norm.default, jit=True)
+def native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Any:
+    k = len(normalized_shape)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    xf = x.astype(_wide(x.dtype))
+    mean = jnp.mean(xf, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(var + eps)
+    out = (xf - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+# ----------------------------------------------------------------------------- convolution
+def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
+          output_padding: Any, groups: int) -> Any:
+    nd = w.ndim - 2
+    unbatched = x.ndim == nd + 1
+    if unbatched:
+        x = x[None]
+    stride, padding, dilation = (tuple(v) * (nd if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    spatial = "DHW"[-nd:] if nd <= 3 else None
+    dn = jax.lax.conv_dimension_numbers(x.shape, w.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+    prec = precision() if x.dtype == jnp.float32 else None
+    if not transposed:
+        out = jax.lax.conv_general_dilated(
+            x, w, window_strides=stride, padding=[(p, p) for p in padding], rhs_dilation=dilation,
+            dimension_numbers=dn, feature_group_count=groups, precision=prec,
+            preferred_element_type=None,
+        )
+    else:
+        output_padding = tuple(output_padding) * (nd if len(output_padding) == 1 else 1)
+        # weight (in, out/groups, k...) -> (out, in/groups, k...) flipped
+        cin = w.shape[0]
+        wg = w.reshape((groups, cin // groups) + w.shape[1:])
+        wg = jnp.swapaxes(wg, 1, 2)  # (g, out/g, in/g, k...)
+        wt = wg.reshape((groups * w.shape[1], cin // groups) + w.shape[2:])
+        wt = jnp.flip(wt, axis=tuple(range(2, wt.ndim)))
+        pads = [(d * (k - 1) - p, d * (k - 1) - p + op)
+                for k, p, d, op in zip(w.shape[2:], padding, dilation, output_padding, strict=True)]
+        dn = jax.lax.conv_dimension_numbers(x.shape, wt.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+        out = jax.lax.conv_general_dilated(
+            x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
+            dimension_numbers=dn, feature_group_count=groups, precision=prec,
+        )
+    if bias is not None:
+        out = out + bias.reshape((1, -1) + (1,) * nd)
+    out = out.astype(x.dtype)
+    return out[0] if unbatched else out
+
+
+@lower(aten.convolution.default, jit=True)
+def convolution(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
+                output_padding: Any, groups: int) -> Any:
+    return _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@lower(aten.convolution_backward.default, jit=True)
+def convolution_backward(g: Any, x: Any, w: Any, bias_sizes: Any, stride: Any, padding: Any, dilation: Any,
+                         transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
+    def f(x_: Any, w_: Any) -> Any:
+        return _conv(x_, w_, None, stride, padding, dilation, transposed, output_padding, groups)
+
+    _, vjp = jax.vjp(f, x, w)
+    gx, gw = vjp(g.astype(x.dtype))
+    nd = w.ndim - 2
+    gb = jnp.sum(g, axis=(0,) + tuple(range(2, 2 + nd))) if g.ndim == nd + 2 else jnp.sum(
+        g, axis=tuple(range(1, 1 + nd)))
+    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb if output_mask[2] else None)
+
+
+# ----------------------------------------------------------------------------- pooling
+def _out_len(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    num = n + 2 * p - d * (k - 1) - 1
+    out = (-(-num // s) if ceil else num // s) + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return max(out, 0)
+
+
+def _windows(shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, ceil: bool) -> Any:
+    """Static flat indices (out..., K) of each window into the spatial plane, and a validity mask."""
+    outs = [_out_len(n, k, s, p, d, ceil) for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation,
+                                                                    strict=True)]
+    grids = []
+    for n, o, k, s, p, d in zip(shape, outs, kernel, stride, padding, dilation, strict=True):
+        pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d  # (o, k)
+        grids.append(pos)
+    nd = len(shape)
+    idx = np.zeros(tuple(outs) + tuple(kernel), np.int64)
+    valid = np.ones(tuple(outs) + tuple(kernel), bool)
+    inpad = np.ones(tuple(outs) + tuple(kernel), bool)
+    mult = 1
+    for i in reversed(range(nd)):
+        pos = grids[i]
+        shp = [1] * (2 * nd)
+        shp[i], shp[nd + i] = pos.shape
+        posb = pos.reshape(shp)
+        idx = idx + np.clip(posb, 0, shape[i] - 1) * mult
+        valid = valid & (posb >= 0) & (posb < shape[i])
+        inpad = inpad & (posb < shape[i] + padding[i])
+        mult *= shape[i]
+    K = int(np.prod(kernel))
+    return idx.reshape(tuple(outs) + (K,)), valid.reshape(tuple(outs) + (K,)), inpad.reshape(tuple(outs) + (K,)), outs
+
+
+def _tuple(v: Any, nd: int) -> tuple:
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return v * nd if len(v) == 1 else v
+
+
+def _max_pool(x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, nd: int) -> Any:
+    kernel = _tuple(kernel, nd)
+    stride = _tuple(stride, nd) if stride else kernel
+    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    spatial = x.shape[-nd:]
+    idx, valid, _, outs = _windows(spatial, kernel, stride, padding, dilation, ceil_mode)
+    lead = x.shape[:-nd]
+    flat = x.reshape(lead + (-1,))
+    win = flat[..., jnp.asarray(idx)]  # lead + outs + (K,)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        neg = jnp.asarray(-jnp.inf, x.dtype)
+    else:
+        neg = jnp.asarray(jnp.iinfo(x.dtype).min, x.dtype)
+    win = jnp.where(jnp.asarray(valid), win, neg)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        nan = jnp.isnan(win)
+        am = jnp.where(jnp.any(nan, -1), jnp.argmax(nan, -1), jnp.argmax(win, -1))
+    else:
+        am = jnp.argmax(win, -1)
+    vals = jnp.take_along_axis(win, am[..., None], -1)[..., 0]
+    flat_idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(idx), win.shape), am[..., None], -1)[..., 0]
+    return vals, flat_idx.astype(jnp.int64)
+
+
+@lower(aten.max_pool2d_with_indices.default, jit=True)
+def max_pool2d_with_indices(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
+                            ceil_mode: bool = False) -> Any:
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 2)
+
+
+@lower(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
+                            ceil_mode: bool = False) -> Any:
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 3)
+
+
+def _max_pool_backward(g: Any, x: Any, indices: Any, nd: int) -> Any:
+    lead = x.shape[:-nd]
+    n = int(np.prod(x.shape[-nd:]))
+    gl = g.reshape(lead + (-1,))
+    il = indices.reshape(lead + (-1,))
+    z = jnp.zeros(lead + (n,), g.dtype)
+    out = jax.vmap(lambda zz, ii, gg: zz.at[ii].add(gg))(
+        z.reshape(-1, n), il.reshape(-1, il.shape[-1]), gl.reshape(-1, gl.shape[-1])
+    ) if lead else z.at[il].add(gl)
+    return out.reshape(x.shape)
+
+
+@lower(aten.max_pool2d_with_indices_backward.default, jit=True)
+def max_pool2d_with_indices_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                                     ceil_mode: bool, indices: Any) -> Any:
+    return _max_pool_backward(g, x, indices, 2)
+
+
+@lower(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                                     ceil_mode: bool, indices: Any) -> Any:
+    return _max_pool_backward(g, x, indices, 3)
+
+
+def _avg_pool(x: Any, kernel: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+              divisor_override: Any, nd: int) -> Any:
+    kernel = _tuple(kernel, nd)
+    stride = _tuple(stride, nd) if stride else kernel
+    padding = _tuple(padding, nd)
+    idx, valid, inpad, outs = _windows(x.shape[-nd:], kernel, stride, padding, (1,) * nd, ceil_mode)
+    lead = x.shape[:-nd]
+    win = x.reshape(lead + (-1,))[..., jnp.asarray(idx)]
+    acc = _wide(x.dtype)
+    s = jnp.sum(jnp.where(jnp.asarray(valid), win.astype(acc), 0), -1)
+    if divisor_override:
+        div = np.asarray(divisor_override, np.float64)
+    elif count_include_pad:
+        div = inpad.sum(-1).astype(np.float64)
+    else:
+        div = valid.sum(-1).astype(np.float64)
+    return (s / jnp.asarray(div, acc)).astype(x.dtype)
+
+
+@lower(aten.avg_pool2d.default, jit=True)
+def avg_pool2d(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
+    return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+@lower(aten.avg_pool2d_backward.default, jit=True)
+def avg_pool2d_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                        count_include_pad: bool, divisor_override: Any) -> Any:
+    _, vjp = jax.vjp(lambda t: _avg_pool(t, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                         divisor_override, 2), x)
+    return vjp(g)[0]
+
+
+@lower(aten.avg_pool3d.default)
+def avg_pool3d(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
+    return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
+def _adaptive_matrix(n: int, o: int) -> np.ndarray:
+    m = np.zeros((o, n))
+    for i in range(o):
+        s, e = (i * n) // o, -(-((i + 1) * n) // o)
+        m[i, s:e] = 1.0 / (e - s)
+    return m
+
+
+def _adaptive_avg(x: Any, output_size: Any, nd: int) -> Any:
+    out = x.astype(_wide(x.dtype))
+    for i, o in enumerate(_tuple(output_size, nd)):
+        ax = x.ndim - nd + i
+        m = jnp.asarray(_adaptive_matrix(x.shape[ax], o), out.dtype)
+        out = jnp.moveaxis(jnp.tensordot(out, m, axes=([ax], [1]), precision=jax.lax.Precision.HIGHEST), -1, ax)
+    return out.astype(x.dtype)
+
+
+@lower(aten._adaptive_avg_pool2d.default, jit=True)
+def _adaptive_avg_pool2d(x: Any, output_size: Any) -> Any:
+    return _adaptive_avg(x, output_size, 2)
+
+
+@lower(aten._adaptive_avg_pool2d_backward.default, jit=True)
+def _adaptive_avg_pool2d_backward(g: Any, x: Any) -> Any:
+    _, vjp = jax.vjp(lambda t: _adaptive_avg(t, g.shape[-2:], 2), x)
+    return vjp(g)[0]
+
+
+@lower(aten._adaptive_avg_pool3d.default)
+def _adaptive_avg_pool3d(x: Any, output_size: Any) -> Any:
+    return _adaptive_avg(x, output_size, 3)
+
+
+@lower(aten._fused_sdp_choice.default)
+def _fused_sdp_choice(*args: Any, **kwargs: Any) -> int:
+    """Always the math path: attention lowers to matmul + softmax, which XLA fuses."""
+    return 0
+

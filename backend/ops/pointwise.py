@@ -1,0 +1,413 @@
+"""Elementwise lowerings (unary, binary, comparison, activation). Torch type promotion throughout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from backend.ops._util import aten, as_dtype, float_of, is_float, jdt, result_dtype
+from backend.ops.registry import lower
+
+
+def _binary(fn: Any, *ops: Any, int_to_float: bool = False) -> None:
+    def impl(a: Any, b: Any) -> Any:
+        dt = result_dtype(a, b)
+        if int_to_float and not jnp.issubdtype(dt, jnp.inexact):
+            dt = jdt(None)
+        return fn(as_dtype(a, dt), as_dtype(b, dt))
+
+    lower(*ops)(impl)
+
+
+def _compare(fn: Any, *ops: Any) -> None:
+    def impl(a: Any, b: Any) -> Any:
+        dt = result_dtype(a, b)
+        return fn(as_dtype(a, dt), as_dtype(b, dt))
+
+    lower(*ops)(impl)
+
+
+def _unary_float(fn: Any, *ops: Any) -> None:
+    """Ops that turn integer inputs into the default float dtype (exp, sin, sqrt, ...)."""
+    lower(*ops)(lambda x: fn(float_of(x)))
+
+
+def _unary(fn: Any, *ops: Any) -> None:
+    lower(*ops)(fn)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+@lower(aten.add.Tensor, aten.add.Scalar)
+def add(a: Any, b: Any, alpha: Any = 1) -> Any:
+    dt = result_dtype(a, b)
+    b = as_dtype(b, dt)
+    if alpha != 1:
+        b = b * as_dtype(alpha, dt)
+    return as_dtype(a, dt) + b
+
+
+@lower(aten.sub.Tensor, aten.sub.Scalar)
+def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
+    dt = result_dtype(a, b)
+    if dt == jnp.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported.")
+    b = as_dtype(b, dt)
+    if alpha != 1:
+        b = b * as_dtype(alpha, dt)
+    return as_dtype(a, dt) - b
+
+
+@lower(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(a: Any, b: Any, alpha: Any = 1) -> Any:
+    return sub(b, a, alpha)
+
+
+@lower(aten.mul.Tensor, aten.mul.Scalar)
+def mul(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    if dt == jnp.bool_:
+        return jnp.logical_and(as_dtype(a, dt), as_dtype(b, dt))
+    return as_dtype(a, dt) * as_dtype(b, dt)
+
+
+@lower(aten.div.Tensor, aten.div.Scalar)
+def div(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        dt = jdt(None)
+    return as_dtype(a, dt) / as_dtype(b, dt)
+
+
+@lower(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+    if rounding_mode is None:
+        return div(a, b)
+    dt = result_dtype(a, b)
+    a, b = as_dtype(a, dt), as_dtype(b, dt)
+    if rounding_mode == "trunc":
+        if jnp.issubdtype(dt, jnp.integer):
+            q = jnp.abs(a) // jnp.abs(b)
+            return jnp.where((a < 0) != (b < 0), -q, q).astype(dt)
+        return jnp.trunc(a / b)
+    if rounding_mode == "floor":
+        if jnp.issubdtype(dt, jnp.integer):
+            return jnp.floor_divide(a, b)
+        return jnp.floor(a / b)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+@lower(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(a: Any, b: Any) -> Any:
+    return div_mode(a, b, rounding_mode="floor")
+
+
+@lower(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
+def remainder(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    a, b = as_dtype(a, dt), as_dtype(b, dt)
+    if jnp.issubdtype(dt, jnp.integer):
+        return jnp.remainder(a, b)
+    r = jnp.fmod(a, b)
+    return jnp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+_binary(jnp.fmod, aten.fmod.Tensor, aten.fmod.Scalar)
+
+
+@lower(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+def pow_(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    a2, b2 = as_dtype(a, dt), as_dtype(b, dt)
+    if jnp.issubdtype(dt, jnp.integer):
+        if isinstance(b, int) and b < 0 and not isinstance(a, int):
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        return jax.lax.integer_pow(a2, b) if isinstance(b, int) and b >= 0 else jnp.power(a2, b2)
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 2:
+            return a2 * a2
+        if b == 0.5:
+            return jnp.sqrt(a2)
+        if float(b).is_integer() and abs(b) <= 64:
+            return jax.lax.integer_pow(a2, int(b))
+    return jnp.power(a2, b2)
+
+
+_binary(jnp.arctan2, aten.atan2.default, int_to_float=True)
+_binary(jnp.hypot, aten.hypot.default)
+_binary(jnp.copysign, aten.copysign.Tensor, aten.copysign.Scalar, int_to_float=True)
+_binary(jnp.logaddexp, aten.logaddexp.default)
+_binary(jnp.nextafter, aten.nextafter.default)
+
+
+@lower(aten.maximum.default)
+def maximum(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    return jnp.maximum(as_dtype(a, dt), as_dtype(b, dt))
+
+
+@lower(aten.minimum.default)
+def minimum(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    return jnp.minimum(as_dtype(a, dt), as_dtype(b, dt))
+
+
+_binary(jnp.fmax, aten.fmax.default)
+_binary(jnp.fmin, aten.fmin.default)
+_binary(jnp.bitwise_and, aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)
+_binary(jnp.bitwise_or, aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)
+_binary(jnp.bitwise_xor, aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)
+_binary(jnp.left_shift, aten.bitwise_left_shift.Tensor, aten.__lshift__.Scalar, aten.__lshift__.Tensor)
+_binary(jnp.right_shift, aten.bitwise_right_shift.Tensor, aten.__rshift__.Scalar, aten.__rshift__.Tensor)
+_unary(lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x), aten.bitwise_not.default)
+
+for _n, _f in [("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
+               ("gt", jnp.greater), ("ge", jnp.greater_equal)]:  # fmt: skip
+    _compare(_f, getattr(aten, _n).Tensor, getattr(aten, _n).Scalar)
+
+
+def _logical(fn: Any, op: Any) -> None:
+    lower(op)(lambda a, b: fn(as_dtype(a, jnp.bool_), as_dtype(b, jnp.bool_)))
+
+
+_logical(jnp.logical_and, aten.logical_and.default)
+_logical(jnp.logical_or, aten.logical_or.default)
+_logical(jnp.logical_xor, aten.logical_xor.default)
+_unary(lambda x: jnp.logical_not(x.astype(jnp.bool_)), aten.logical_not.default)
+
+
+# ----------------------------------------------------------------------------- unary
+_unary(lambda x: -x if x.dtype != jnp.bool_ else _bool_neg(), aten.neg.default)
+
+
+def _bool_neg() -> Any:
+    raise RuntimeError(
+        "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+        "use the `~` or `logical_not()` operator instead."
+    )
+
+
+_unary(lambda x: x if x.dtype == jnp.bool_ else jnp.abs(x), aten.abs.default)
+for _name, _fn in [
+    ("exp", jnp.exp), ("exp2", jnp.exp2), ("expm1", jnp.expm1), ("log", jnp.log), ("log2", jnp.log2),
+    ("log10", jnp.log10), ("log1p", jnp.log1p), ("sqrt", jnp.sqrt), ("rsqrt", jax.lax.rsqrt),
+    ("sin", jnp.sin), ("cos", jnp.cos), ("tan", jnp.tan), ("asin", jnp.arcsin), ("acos", jnp.arccos),
+    ("atan", jnp.arctan), ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tanh", jnp.tanh), ("asinh", jnp.arcsinh),
+    ("acosh", jnp.arccosh), ("atanh", jnp.arctanh), ("sigmoid", jax.nn.sigmoid), ("erf", jax.scipy.special.erf),
+    ("erfc", jax.scipy.special.erfc), ("erfinv", jax.scipy.special.erfinv), ("reciprocal", lambda x: 1 / x),
+    ("lgamma", jax.scipy.special.gammaln), ("digamma", jax.scipy.special.digamma), ("i0", jax.scipy.special.i0),
+    ("sinc", jnp.sinc), ("deg2rad", jnp.deg2rad), ("rad2deg", jnp.rad2deg),
+]:  # fmt: skip
+    _unary_float(_fn, getattr(aten, _name).default)
+
+
+def _int_identity(fn: Any) -> Any:
+    return lambda x: fn(x) if is_float(x) else x
+
+
+_unary(_int_identity(jnp.floor), aten.floor.default)
+_unary(_int_identity(jnp.ceil), aten.ceil.default)
+_unary(_int_identity(jnp.trunc), aten.trunc.default, aten.fix.default)
+_unary(_int_identity(jnp.round), aten.round.default)
+_unary(lambda x: x - jnp.trunc(x), aten.frac.default)
+
+
+@lower(aten.round.decimals)
+def round_decimals(x: Any, *, decimals: int = 0) -> Any:
+    return jnp.round(x, decimals)
+
+
+@lower(aten.sign.default, aten.sgn.default)
+def sign(x: Any) -> Any:
+    if x.dtype == jnp.bool_:
+        return x
+    return jnp.sign(x)
+
+
+_unary(jnp.signbit, aten.signbit.default)
+_unary(jnp.isnan, aten.isnan.default)
+_unary(lambda x: jnp.isinf(x) if is_float(x) else jnp.zeros(x.shape, jnp.bool_), aten.isinf.default)
+_unary(lambda x: jnp.isposinf(x) if is_float(x) else jnp.zeros(x.shape, jnp.bool_), aten.isposinf.default)
+_unary(lambda x: jnp.isneginf(x) if is_float(x) else jnp.zeros(x.shape, jnp.bool_), aten.isneginf.default)
+_unary(lambda x: jnp.isfinite(x) if is_float(x) else jnp.ones(x.shape, jnp.bool_), aten.isfinite.default)
+
+
+@lower(aten.nan_to_num.default)
+def nan_to_num(x: Any, nan: float | None = 0.0, posinf: float | None = None, neginf: float | None = None) -> Any:
+    if not is_float(x):
+        return x
+    return jnp.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+
+
+# ----------------------------------------------------------------------------- ternary
+@lower(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def where(cond: Any, a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    return jnp.where(cond.astype(jnp.bool_), as_dtype(a, dt), as_dtype(b, dt))
+
+
+@lower(aten.clamp.default, aten.clamp.Tensor)
+def clamp(x: Any, min: Any = None, max: Any = None) -> Any:
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    dt = result_dtype(x, min, max)
+    x = as_dtype(x, dt)
+    if min is not None:
+        x = jnp.maximum(x, as_dtype(min, dt))
+    if max is not None:
+        x = jnp.minimum(x, as_dtype(max, dt))
+    return x
+
+
+@lower(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x: Any, m: Any) -> Any:
+    return clamp(x, m, None)
+
+
+@lower(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x: Any, m: Any) -> Any:
+    return clamp(x, None, m)
+
+
+@lower(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(a: Any, b: Any, w: Any) -> Any:
+    dt = result_dtype(a, b)
+    a, b = as_dtype(a, dt), as_dtype(b, dt)
+    w = as_dtype(w, dt)
+    return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
+
+
+@lower(aten.addcmul.default)
+def addcmul(x: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
+    dt = result_dtype(x, t1, t2)
+    return as_dtype(x, dt) + as_dtype(value, dt) * as_dtype(t1, dt) * as_dtype(t2, dt)
+
+
+@lower(aten.addcdiv.default)
+def addcdiv(x: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
+    dt = result_dtype(x, t1, t2)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        raise RuntimeError("Integer division with addcdiv is no longer supported")
+    return as_dtype(x, dt) + as_dtype(value, dt) * (as_dtype(t1, dt) / as_dtype(t2, dt))
+
+
+# ----------------------------------------------------------------------------- activations
+_unary(lambda x: jnp.maximum(x, 0).astype(x.dtype) if x.dtype != jnp.bool_ else x, aten.relu.default)
+
+
+@lower(aten.gelu.default, jit=True)
+def gelu(x: Any, *, approximate: str = "none") -> Any:
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+@lower(aten.gelu_backward.default, jit=True)
+def gelu_backward(g: Any, x: Any, *, approximate: str = "none") -> Any:
+    _, vjp = jax.vjp(lambda t: jax.nn.gelu(t, approximate=approximate == "tanh"), x)
+    return vjp(g)[0]
+
+
+_unary(jax.nn.silu, aten.silu.default)
+
+
+@lower(aten.silu_backward.default, jit=True)
+def silu_backward(g: Any, x: Any) -> Any:
+    s = jax.nn.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+@lower(aten.sigmoid_backward.default)
+def sigmoid_backward(g: Any, y: Any) -> Any:
+    return g * y * (1 - y)
+
+
+@lower(aten.tanh_backward.default)
+def tanh_backward(g: Any, y: Any) -> Any:
+    return g * (1 - y * y)
+
+
+@lower(aten.threshold_backward.default)
+def threshold_backward(g: Any, x: Any, threshold: Any) -> Any:
+    return jnp.where(x <= threshold, jnp.zeros((), g.dtype), g)
+
+
+@lower(aten.threshold.default)
+def threshold(x: Any, threshold: Any, value: Any) -> Any:
+    return jnp.where(x <= threshold, as_dtype(value, x.dtype), x)
+
+
+@lower(aten.hardtanh.default)
+def hardtanh(x: Any, min_val: Any = -1.0, max_val: Any = 1.0) -> Any:
+    return jnp.clip(x, as_dtype(min_val, x.dtype), as_dtype(max_val, x.dtype))
+
+
+@lower(aten.leaky_relu.default)
+def leaky_relu(x: Any, negative_slope: Any = 0.01) -> Any:
+    return jnp.where(x > 0, x, x * as_dtype(negative_slope, x.dtype))
+
+
+@lower(aten.elu.default, jit=True)
+def elu(x: Any, alpha: Any = 1.0, scale: Any = 1.0, input_scale: Any = 1.0) -> Any:
+    neg = alpha * jnp.expm1(x * input_scale)
+    return jnp.where(x > 0, x, neg).astype(x.dtype) * jnp.asarray(scale, x.dtype)
+
+
+@lower(aten.softplus.default, jit=True)
+def softplus(x: Any, beta: Any = 1.0, threshold: Any = 20.0) -> Any:
+    bx = x * beta
+    return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(bx)) / beta).astype(x.dtype)
+
+
+_unary(lambda x: jnp.clip(x / 6 + 0.5, 0, 1).astype(x.dtype), aten.hardsigmoid.default)
+_unary(lambda x: (x * jnp.clip(x / 6 + 0.5, 0, 1)).astype(x.dtype), aten.hardswish.default)
+_unary(lambda x: (x * jnp.tanh(jax.nn.softplus(x))).astype(x.dtype), aten.mish.default)
+
+
+@lower(aten.logit.default)
+def logit(x: Any, eps: float | None = None) -> Any:
+    x = float_of(x)
+    if eps is not None:
+        x = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+@lower(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)
+def xlogy(a: Any, b: Any) -> Any:
+    dt = result_dtype(a, b)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        dt = jdt(None)
+    return jax.scipy.special.xlogy(as_dtype(a, dt), as_dtype(b, dt))
+
+
+@lower(aten.heaviside.default)
+def heaviside(x: Any, v: Any) -> Any:
+    dt = result_dtype(x, v)
+    return jnp.heaviside(as_dtype(x, dt), as_dtype(v, dt))
+
+
+@lower(aten._to_copy.default, raw=True)
+def _to_copy(x: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+             pin_memory: bool | None = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
+    """Device transfers and dtype casts (raw: sees CPU tensors)."""
+    from backend._jax import cpu_to_jax, jax_to_cpu
+    from backend.tensor import TpuTensor, value
+
+    target = torch.device(device) if device is not None else x.device
+    if isinstance(x, TpuTensor):
+        v = value(x)
+        if dtype is not None and dtype != x.dtype:
+            v = _cast_like_torch(v, jdt(dtype))
+        if target.type == "cpu":
+            return jax_to_cpu(v)
+        return TpuTensor(v)  # jax arrays are immutable: sharing the payload is a copy
+    # a CPU tensor going to the device
+    src = x if dtype is None else x.to(dtype)
+    return TpuTensor(cpu_to_jax(src))
+
+
+def _cast_like_torch(v: Any, dt: Any) -> Any:
+    """Casts follow torch: float->int truncates toward zero; to bool tests != 0."""
+    if dt == jnp.bool_:
+        return v != 0
+    return v.astype(dt)

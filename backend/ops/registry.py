@@ -1,0 +1,66 @@
+"""The lowering registry: ATen overload (or packet) -> JAX implementation.
+
+A lowering is a function of jax arrays and plain Python values (the ATen arguments with every TPU tensor
+replaced by its ``jax.Array``) that returns jax arrays. Keeping lowerings pure lets the compile path run
+them under ``jax.jit`` with tracers.
+
+Two conventions beyond that:
+- A lowering registered on an in-place overload (``add_.Tensor``) returns the *new value* of ``self``;
+  the dispatcher writes it back (through views) and returns ``self``.
+- ``raw=True`` lowerings receive the torch-level arguments (wrappers, CPU tensors) and return
+  torch-level results; used for device transfers and data-dependent ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One registered implementation."""
+
+    fn: Callable[..., Any]
+    raw: bool = False
+    jit: bool = False
+
+
+REGISTRY: dict[Any, Lowering] = {}
+_listeners: list[Callable[[], None]] = []
+
+
+def lower(*ops: Any, raw: bool = False, jit: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register ``fn`` as the JAX lowering of each given ATen overload or packet.
+
+    ``jit=True`` (for pure multi-primitive lowerings such as layer_norm): the dispatcher runs ``fn`` through
+    ``jax.jit``, with every non-array argument static, cached per op and static arguments; one compiled
+    XLA call replaces a chain of eager JAX primitives.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for op in ops:
+            REGISTRY[op] = Lowering(fn, raw, jit)
+        for cb in _listeners:
+            cb()
+        return fn
+
+    return deco
+
+
+def lookup(func: Any) -> Lowering | None:
+    """Exact overload first, then its packet."""
+    hit = REGISTRY.get(func)
+    if hit is None:
+        hit = REGISTRY.get(getattr(func, "overloadpacket", None))
+    return hit
+
+
+def on_change(cb: Callable[[], None]) -> None:
+    """Call ``cb`` whenever a lowering is (re)registered (the dispatcher drops its plan cache)."""
+    _listeners.append(cb)

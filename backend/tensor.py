@@ -1,0 +1,154 @@
+"""TpuTensor: a wrapper tensor on device "tpu" whose payload is a ``jax.Array``.
+
+Aliasing. JAX arrays are immutable, so storage sharing is emulated: a tensor produced by a view op
+(``view``, ``select``, ``t``, ``detach``, ...) records its *root* tensor and the chain of view lowerings
+that derive it from the root. Writing to a view scatters the new values into the root at the indices the
+chain selects (the chain replayed on an ``iota`` of the root), and bumps the root's generation; reading a
+view whose root moved on replays the chain. Roots are always current.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from backend._jax import j2t_dtype, jax_module, jax_to_cpu
+
+_DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
+
+
+def _device() -> torch.device:
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = torch.device(torch._C._get_privateuse1_backend_name(), 0)
+    return _DEVICE
+
+
+class TpuTensor(torch.Tensor):
+    """A tensor on the "tpu" device; ``_elem`` holds its value as a ``jax.Array`` (or a jax tracer)."""
+
+    _elem: Any
+    _root: TpuTensor | None
+    _chain: tuple
+    _gen: int
+    _seen: int
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem: Any, requires_grad: bool = False) -> TpuTensor:
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.shape,
+            dtype=j2t_dtype(elem.dtype),
+            device=_DEVICE or _device(),
+            requires_grad=requires_grad,
+        )
+        r._elem = elem
+        r._root = None
+        r._gen = 0
+        return r
+
+    def __init__(self, elem: Any, requires_grad: bool = False) -> None:
+        pass
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _dispatch(func, types, args, kwargs)
+
+    # torch refuses these on subclasses; go through a CPU copy.
+    def tolist(self) -> Any:
+        return self.cpu().tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if self.requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
+        return self.detach().cpu().numpy()
+
+    def __reduce_ex__(self, proto: int) -> Any:
+        # Rebuilt by a function on torch.load's weights_only allowlist: a CPU copy moved back to "tpu".
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
+        )
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        # Print like torch does for any device, from a CPU copy of the value.
+        with torch._C.DisableTorchFunctionSubclass():
+            cpu = jax_to_cpu(value(self))
+        body = torch._tensor_str._tensor_str(cpu, len("tensor("))
+        suffix = [f"device='{self.device}'"]
+        if self.dtype not in (torch.get_default_dtype(), torch.int64, torch.bool) or cpu.numel() == 0:
+            suffix.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            suffix.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
+        elif self.requires_grad:
+            suffix.append("requires_grad=True")
+        if cpu.numel() == 0 and cpu.dim() != 1:
+            suffix.append(f"size={tuple(cpu.shape)}")
+        return "tensor(" + body + ", " + ", ".join(suffix) + ")"
+
+
+def _replay(root_elem: Any, chain: tuple) -> Any:
+    for f in chain:
+        root_elem = f(root_elem)
+    return root_elem
+
+
+def value(t: TpuTensor) -> Any:
+    """The current value of ``t`` (refreshing a view whose root was written since)."""
+    root = t._root
+    if root is not None and root._gen != t._seen:
+        t._elem = _replay(root._elem, t._chain)
+        t._seen = root._gen
+    return t._elem
+
+
+def set_value(t: TpuTensor, new: Any) -> None:
+    """Write ``new`` (same shape and dtype as ``t``) into ``t``, and through to its root if a view."""
+    root = t._root
+    if root is None:
+        t._elem = new
+        t._gen += 1
+        return
+    if not t._chain:  # a pure alias (detach, alias): same value as the root
+        root._elem = new
+    else:
+        jnp = jax_module().numpy
+        base = root._elem
+        iota = jnp.arange(base.size, dtype=jnp.int64).reshape(base.shape)
+        idx = _replay(iota, t._chain)
+        new = jnp.broadcast_to(new, idx.shape)
+        root._elem = base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
+    root._gen += 1
+    t._elem = new
+    t._seen = root._gen
+
+
+def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
+    """Mark ``out`` as a view of ``src`` derived by ``fn(src_value)``."""
+    root = src._root
+    if root is None:
+        out._root = src
+        out._chain = (fn,) if fn is not None else ()
+        out._seen = src._gen
+    else:
+        out._root = root
+        out._chain = src._chain + ((fn,) if fn is not None else ())
+        out._seen = src._seen
+
+
+def _dispatch(func, types, args, kwargs):
+    from backend.dispatch import dispatch
+
+    global _dispatch
+    _dispatch = dispatch
+    return dispatch(func, types, args, kwargs)
+
+
+def from_jax(elem: Any, requires_grad: bool = False) -> TpuTensor:
+    """Wrap a jax.Array as a "tpu" tensor."""
+    return TpuTensor(elem, requires_grad)

@@ -1,0 +1,102 @@
+"""Find the files to migrate: honours .gitignore, skips VCS/venv/build folders, stays inside the tree."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pathspec
+
+SUFFIXES = (".py", ".pyi", ".ipynb")
+SKIP_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".env", ".tox", ".nox", ".mypy_cache",
+    ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "node_modules", "site-packages", "dist-packages",
+    "build", "dist", ".eggs", "__pypackages__",
+})
+
+
+def _is_venv(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "pyvenv.cfg")) or os.path.exists(
+        os.path.join(path, "conda-meta"))
+
+
+def _load_gitignore(folder: str) -> pathspec.PathSpec | None:
+    gi = os.path.join(folder, ".gitignore")
+    if not os.path.isfile(gi):
+        return None
+    with open(gi, encoding="utf-8", errors="replace") as fh:
+        return pathspec.GitIgnoreSpec.from_lines(fh)
+
+
+def walk(root: str, exclude: Iterable[str] = ()) -> Iterator[str]:
+    """Python files and notebooks under ``root``, sorted, without following symlinks out of it."""
+    excl = pathspec.GitIgnoreSpec.from_lines(list(exclude)) if exclude else None
+    # (folder, spec) pairs: a .gitignore applies to paths relative to its own folder.
+    specs: list[tuple[str, pathspec.PathSpec]] = []
+    for parent in _git_parents(root):
+        spec = _load_gitignore(parent)
+        if spec is not None:
+            specs.append((parent, spec))
+
+    def ignored(path: str, is_dir: bool) -> bool:
+        for folder, spec in specs:
+            rel = os.path.relpath(path, folder)
+            if rel.startswith(".."):
+                continue
+            rel = rel.replace(os.sep, "/") + ("/" if is_dir else "")
+            if spec.match_file(rel):
+                return True
+        if excl is not None:
+            rel = os.path.relpath(path, root).replace(os.sep, "/") + ("/" if is_dir else "")
+            if excl.match_file(rel):
+                return True
+        return False
+
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        spec = _load_gitignore(folder)
+        if spec is not None:
+            specs.append((folder, spec))
+        keep = []
+        for d in sorted(dirs):
+            full = os.path.join(folder, d)
+            if d in SKIP_DIRS or d.endswith(".egg-info") or os.path.islink(full) or _is_venv(full):
+                continue
+            if ignored(full, True):
+                continue
+            keep.append(d)
+        dirs[:] = keep
+        for f in sorted(files):
+            if not f.endswith(SUFFIXES):
+                continue
+            full = os.path.join(folder, f)
+            if os.path.islink(full):  # an alias of a file found anyway, or a way out of the tree
+                continue
+            if not os.path.isfile(full) or ignored(full, False):
+                continue
+            yield full
+
+
+def _git_parents(root: str) -> list[str]:
+    """Folders from the enclosing git work tree (if any) down to ``root``: their .gitignore files apply."""
+    root_abs = Path(os.path.abspath(root))
+    chain = [root_abs, *root_abs.parents]
+    for i, p in enumerate(chain):
+        if (p / ".git").exists():
+            return [str(q) for q in reversed(chain[: i + 1])][:-1]
+    return []
+
+
+def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
+    """Expand files and folders into a sorted, de-duplicated list of files (explicit files always kept)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    exclude = list(exclude)
+    for p in paths:
+        found = [p] if os.path.isfile(p) else list(walk(p, exclude)) if os.path.isdir(p) else []
+        for f in found:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out

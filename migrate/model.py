@@ -1,0 +1,80 @@
+"""Result types shared by the engine, the CLI and the notebook API (plain dataclasses, no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Outcome = Literal["rewritten", "warned", "flagged"]
+Status = Literal["changed", "unchanged", "unparsable", "skipped"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding. ``fixed`` is True when the source was rewritten for it (``[*]`` in text output)."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+    fixed: bool
+    outcome: Outcome
+
+    def format(self) -> str:
+        star = " [*]" if self.fixed else ""
+        return f"{self.path}:{self.line}:{self.col}: {self.code}{star} {self.message}"
+
+
+@dataclass
+class MigrationResult:
+    """The outcome of migrating one source string."""
+
+    new_source: str
+    changed: bool
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file; ``diff`` is a unified diff (empty when unchanged)."""
+
+    path: str
+    status: Status
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    diff: str = ""
+    error: str = ""
+
+
+def count_outcomes(diagnostics: list[Diagnostic]) -> dict[str, int]:
+    counts = {"rewritten": 0, "warned": 0, "flagged": 0}
+    for d in diagnostics:
+        counts[d.outcome] += 1
+    return counts
+
+
+def converted_percent(diagnostics: list[Diagnostic]) -> float:
+    """HIPIFY-style: share of findings converted automatically (rewritten or rewritten-with-warning)."""
+    c = count_outcomes(diagnostics)
+    total = sum(c.values())
+    return 100.0 if total == 0 else 100.0 * (c["rewritten"] + c["warned"]) / total
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run over many paths."""
+
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return [d for f in self.files for d in f.diagnostics]
+
+    @property
+    def converted_percent(self) -> float:
+        return converted_percent(self.diagnostics)
+
+    def report_markdown(self) -> str:
+        from .report import markdown_report
+
+        return markdown_report(self)

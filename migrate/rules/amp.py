@@ -1,0 +1,191 @@
+"""Autocast and GradScaler: CUDA AMP implied fp16, TPU autocast is bf16, which makes the scaler moot."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ._util import arg, code, expr, kwarg, set_kwarg, string_body
+from .base import Rule, register
+
+_FP16 = frozenset({"torch.float16", "torch.half"})
+_CUDA_AMP = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+_XLA_AMP = frozenset({"torch_xla.amp.autocast", "torch_xla.amp.autocast_mode.autocast"})
+_GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
+
+
+def _dtype_is_fp16(ctx, node: cst.BaseExpression) -> bool:
+    return ctx.qname(node) in _FP16 if isinstance(node, (cst.Attribute, cst.Name)) else False
+
+
+@register
+class Autocast(Rule):
+    code = "TPU301"
+    name = "autocast-to-tpu"
+    family = "amp"
+    outcome = "warned"
+    summary = 'Rewrite torch.cuda.amp.autocast / torch_xla.amp.autocast to torch.autocast("tpu", dtype=torch.bfloat16).'
+    rationale = ("torch.cuda.amp.autocast defaulted to float16; TPU autocast computes in bfloat16, so an fp16 "
+                 "request becomes bf16 and a warning says so. A device-type *variable* is left alone: its "
+                 "source literal is migrated once (TPU101).")
+    before = "import torch\n\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
+    after = 'import torch\n\nwith torch.autocast("tpu", dtype=torch.bfloat16):\n    y = model(x)\n'
+    calls = _CUDA_AMP | _XLA_AMP | _GENERIC
+    emits = ("torch.autocast", "torch.bfloat16")
+
+    def call(self, ctx, orig, node, qname):
+        if any(a.star for a in node.args):
+            return None
+        if qname in _CUDA_AMP:
+            names = ("enabled", "dtype", "cache_enabled")
+            positional = [a for a in node.args if a.keyword is None]
+            kws = [a for a in node.args if a.keyword is not None]
+            args = [cst.Arg(cst.SimpleString('"tpu"'))]
+            for name, a in zip(names, positional, strict=False):
+                args.append(cst.Arg(a.value, keyword=cst.Name(name), equal=_EQ))
+            args.extend(a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in kws)
+            new = node.with_changes(func=expr("torch.autocast"), args=args)
+            dt = kwarg(new, "dtype")
+            if dt is None or _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
+                new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
+                ctx.report(orig, '`torch.cuda.amp.autocast` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`:'
+                           " the compute dtype changes from fp16 to bf16", code=self.code, outcome="warned")
+            else:
+                ctx.report(orig, '`torch.cuda.amp.autocast` -> `torch.autocast("tpu")`', code=self.code,
+                           outcome="rewritten")
+            ctx.need_import("torch")
+            return new
+        if qname in _XLA_AMP:
+            rest = [a for a in node.args[1:]] if node.args and node.args[0].keyword is None else [
+                a for a in node.args if not (a.keyword is not None and a.keyword.value == "device")]
+            new = node.with_changes(func=expr("torch.autocast"), args=[cst.Arg(cst.SimpleString('"tpu"')), *rest])
+            ctx.report(orig, '`torch_xla.amp.autocast(device, ...)` -> `torch.autocast("tpu", ...)`', code=self.code,
+                       outcome="rewritten")
+            ctx.need_import("torch")
+            return new
+        # torch.autocast / torch.amp.autocast: the device literal is migrated by TPU101/TPU502.
+        dev = arg(node, 0, "device_type")
+        if dev is None or string_body(dev.value) != "tpu":
+            return None
+        dt = kwarg(node, "dtype")
+        if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 99) or dt.value):
+            ctx.report(orig, "autocast dtype float16 -> bfloat16 on TPU (numerics change; GradScaler is "
+                       "no longer needed)", code=self.code, outcome="warned")
+            return set_kwarg(node, "dtype", expr("torch.bfloat16"))
+        return None
+
+
+def _orig_value(orig: cst.Call, name: str, index: int) -> cst.BaseExpression | None:
+    a = arg(orig, index, name)
+    return a.value if a is not None else None
+
+
+_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+_SCALERS = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.amp.GradScaler",
+                      "torch.amp.grad_scaler.GradScaler", "torch_xla.amp.GradScaler",
+                      "torch_xla.amp.grad_scaler.GradScaler"})
+
+
+@register
+class GradScalerRule(Rule):
+    code = "TPU302"
+    name = "grad-scaler-disabled"
+    family = "amp"
+    outcome = "warned"
+    summary = 'Rewrite GradScaler(...) to torch.amp.GradScaler("tpu", enabled=False) (kept as a no-op under bf16).'
+    rationale = ("bf16 has fp32's exponent range, so loss scaling is pointless; a disabled scaler keeps "
+                 "scaler.scale/step/update calls working unchanged. An explicit enabled= expression is kept "
+                 "(with a warning: it must be False unless you really train in fp16).")
+    before = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
+    after = 'import torch\n\nscaler = torch.amp.GradScaler("tpu", enabled=False)\n'
+    calls = _SCALERS
+    emits = ("torch.amp.GradScaler",)
+
+    def call(self, ctx, orig, node, qname):
+        if any(a.star for a in node.args):
+            return None
+        takes_device = qname.startswith("torch.amp.")
+        positional = [a for a in node.args if a.keyword is None]
+        dev = positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
+        if takes_device and dev is not None and string_body(dev.value) == "tpu" and kwarg(node, "enabled"):
+            return None  # already migrated
+        extra_positional = positional[1:] if takes_device else positional
+        if extra_positional:
+            ctx.flag(orig, "GradScaler with positional arguments: rewrite as "
+                     'torch.amp.GradScaler("tpu", enabled=False)', code=self.code)
+            return None
+        kws = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in node.args
+               if a.keyword is not None and a.keyword.value != "device"]
+        new = node.with_changes(func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws])
+        if kwarg(new, "enabled") is None:
+            new = set_kwarg(new, "enabled", expr("False"))
+            ctx.report(orig, 'GradScaler -> torch.amp.GradScaler("tpu", enabled=False): bf16 needs no loss scaling',
+                       code=self.code, outcome="warned")
+        else:
+            ctx.report(orig, f'GradScaler -> torch.amp.GradScaler("tpu", enabled={code(kwarg(new, "enabled").value)})'
+                       ": under bf16 the scaler should be disabled", code=self.code, outcome="warned")
+        ctx.need_import("torch")
+        return new
+
+
+@register
+class SyncfreeOptimizers(Rule):
+    code = "TPU303"
+    name = "syncfree-optimizers"
+    family = "amp"
+    outcome = "warned"
+    summary = "Rewrite torch_xla.amp.syncfree.SGD/Adam/AdamW to torch.optim.SGD/Adam/AdamW."
+    rationale = "The sync-free variants exist to avoid XLA graph breaks with a GradScaler; eager TPU needs neither."
+    before = "from torch_xla.amp import syncfree\n\nopt = syncfree.AdamW(params, lr=1e-3)\n"
+    after = "import torch\n\nopt = torch.optim.AdamW(params, lr=1e-3)\n"
+    refs = frozenset(f"torch_xla.amp.syncfree.{o}" for o in ("SGD", "Adam", "AdamW"))
+    emits = ("torch.optim.SGD", "torch.optim.Adam", "torch.optim.AdamW")
+
+    def ref(self, ctx, orig, node, qname):
+        new = f"torch.optim.{qname.rsplit('.', 1)[1]}"
+        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code, outcome="warned")
+        ctx.need_import("torch")
+        return expr(new)
+
+
+_FP16_NAMES = {"float16": "bfloat16", "fp16": "bf16", "half": "bfloat16", "16-mixed": "bf16-mixed"}
+
+
+@register
+class Fp16Default(Rule):
+    code = "TPU304"
+    name = "fp16-option-default"
+    family = "amp"
+    outcome = "warned"
+    summary = "Rewrite an fp16 default of a dtype/precision command-line option ('float16', 'fp16') to bf16."
+    rationale = ("Scripts pick the AMP dtype from an option that defaults to float16 on GPUs; TPUs compute in "
+                 "bfloat16 and fp16 would need a GradScaler. The choices stay as they are.")
+    before = ('import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
+              'default="float16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n')
+    after = ('import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
+             'default="bfloat16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n')
+    node_types = (cst.Call, cst.SimpleString)
+
+    def visit_node(self, ctx, node):
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or \
+                node.func.attr.value != "add_argument":
+            return
+        names = [string_body(a.value) or "" for a in node.args if a.keyword is None]
+        if not any(w in n.lower() for n in names for w in ("dtype", "precision", "amp", "half", "fp16")):
+            return
+        d = kwarg(node, "default")
+        body = string_body(d.value) if d is not None else None
+        if body in _FP16_NAMES:
+            ctx.claim_string(d.value, self.code, "warned",
+                             f"option default '{body}' -> '{_FP16_NAMES[body]}' (TPU computes in bfloat16; "
+                             "the command line can still ask for fp16)", value=_FP16_NAMES[body])
+
+    def leave_node(self, ctx, orig, node):
+        if not isinstance(node, cst.SimpleString):
+            return None
+        claim = ctx.string_claims.get(id(orig))
+        if claim is None or claim[0] != self.code or claim[3] is None:
+            return None
+        ctx.report(orig, claim[2], code=self.code, outcome="warned")
+        from ._util import with_body
+
+        return with_body(node, claim[3])

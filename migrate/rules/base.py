@@ -1,0 +1,127 @@
+"""The rule protocol and the registry.
+
+A rule is one class with a stable code, a summary, a rationale and a before/after example. It plugs
+into the single libcst pass of :mod:`migrate.transform` through a few hooks, each keyed by what it
+matches, so the transformer dispatches by dictionary lookup instead of asking every rule about every
+node:
+
+* ``calls``      – qualified names of callables; ``call()`` returns the replacement expression.
+* ``statements`` – qualified names of calls (or assignment targets) that must be rewritten as a whole
+  statement (``xm.mark_step()`` is deleted, ``xm.master_print(x)`` becomes an ``if``); ``statement()``.
+* ``refs`` / ``ref_prefixes`` – qualified names of attribute/name references; ``ref()``.
+* ``methods``    – method names on unresolved receivers (``x.cuda()``); ``method()``.
+* ``node_types`` – libcst node classes for everything else; ``visit_node()`` / ``leave_node()``.
+
+Hooks return ``None`` to leave the node alone. Rules report through the context: ``ctx.report`` for a
+rewrite (``fixed=True``) and ``ctx.flag`` for a finding a human must handle, which also puts one
+``# TODO(tpu-migrate TPUnnn): ...`` comment above the statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..transform import Context
+
+Outcome = Literal["rewritten", "warned", "flagged"]
+
+
+class Rule:
+    """Base class; subclasses set the class attributes and implement the hooks they declare."""
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    rationale: ClassVar[str] = ""
+    before: ClassVar[str] = ""
+    after: ClassVar[str] = ""
+    #: The typical outcome; a rule may report another one for a given occurrence.
+    outcome: ClassVar[Outcome] = "rewritten"
+    #: Every torch API (dotted path) the rule can write into user code.
+    emits: ClassVar[tuple[str, ...]] = ()
+    #: Rules that must also be selected for the before/after example (contextual rules ride on others).
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    calls: ClassVar[frozenset[str]] = frozenset()
+    statements: ClassVar[frozenset[str]] = frozenset()
+    refs: ClassVar[frozenset[str]] = frozenset()
+    ref_prefixes: ClassVar[tuple[str, ...]] = ()
+    methods: ClassVar[frozenset[str]] = frozenset()
+    node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
+
+    def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
+        """Default for a statement-only API used inside an expression: flag it."""
+        ctx.flag(orig, f"`{qname}` cannot be rewritten in this position; rewrite it by hand", code=self.code)
+        return None
+
+    def statement(
+        self, ctx: Context, orig: cst.SimpleStatementLine, node: cst.SimpleStatementLine, qname: str,
+        call: cst.Call | None, target: cst.BaseAssignTargetExpression | None,
+    ) -> Sequence[cst.BaseStatement] | cst.RemovalSentinel | None:
+        return None
+
+    def ref(self, ctx: Context, orig: cst.BaseExpression, node: cst.BaseExpression, qname: str
+            ) -> cst.BaseExpression | None:
+        return None
+
+    def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
+        return None
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        return None
+
+    def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        return None
+
+    @classmethod
+    def doc(cls) -> str:
+        """The page printed by ``tpu-migrate rules CODE``."""
+        return (
+            f"{cls.code} {cls.name} ({cls.family}, {cls.outcome})\n\n{cls.summary}\n\n"
+            f"Why: {cls.rationale}\n\nBefore:\n{_indent(cls.before)}\n\nAfter:\n{_indent(cls.after)}\n"
+        )
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line else "" for line in text.strip("\n").splitlines())
+
+
+_REGISTRY: dict[str, type[Rule]] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: adds a rule to the registry (codes are unique and stable)."""
+    if not cls.code or cls.code in _REGISTRY:
+        raise ValueError(f"rule code missing or duplicated: {cls.code!r}")
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+def all_rules() -> list[type[Rule]]:
+    """Every registered rule, in code order."""
+    from . import _load_all  # noqa: F401  (importing the families registers them)
+
+    return [_REGISTRY[c] for c in sorted(_REGISTRY)]
+
+
+def _matches(code: str, patterns: Iterable[str]) -> bool:
+    return any(p == "ALL" or code.startswith(p.upper()) for p in patterns)
+
+
+def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
+    """Rules enabled by ``--select`` / ``--ignore`` (codes or prefixes such as ``TPU5``)."""
+    rules = all_rules()
+    if select:
+        sel = list(select)
+        unknown = [p for p in sel if p != "ALL" and not any(r.code.startswith(p.upper()) for r in rules)]
+        if unknown:
+            raise ValueError(f"unknown rule code or prefix: {', '.join(unknown)}")
+        rules = [r for r in rules if _matches(r.code, sel)]
+    if ignore:
+        rules = [r for r in rules if not _matches(r.code, ignore)]
+    return rules

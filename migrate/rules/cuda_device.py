@@ -1,0 +1,299 @@
+"""CUDA device strings, ``.cuda()``, ``.is_cuda``, integer devices and checkpoint ``map_location``.
+
+String rewrites are not local: a script may set ``device = "cuda"`` and later test ``"cuda" in
+device``. The literal rules therefore rewrite literals everywhere (definitions, comparisons, argparse
+defaults and choices) and report the contextual ones as warnings so a reader checks the values that
+come from outside (CLI, config files).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+import libcst as cst
+
+from ..transform import Context  # noqa: TC001
+from ._util import code, expr, kwarg, string_body, with_body
+from .base import Rule, register
+
+_ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
+_COMPARE_METHODS = frozenset({"startswith", "endswith"})
+COMPARISON_CODE = "TPU102"
+ARGPARSE_CODE = "TPU103"
+DICT_KEY_CODE = "TPU104"
+
+
+def _walk_strings(node: cst.CSTNode):
+    """Literal strings directly in ``node`` or in list/tuple/set displays inside it."""
+    if isinstance(node, cst.SimpleString):
+        yield node
+    elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        for el in node.elements:
+            yield from _walk_strings(el.value)
+
+
+class LiteralRule(Rule):
+    """Shared machinery: a regex on string bodies, a replacement, and the contextual claims."""
+
+    pattern: ClassVar[re.Pattern[str]]
+    replacement: ClassVar[str]
+    what: ClassVar[str] = "device string"
+    node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement)
+
+    def new_body(self, body: str | None) -> str | None:
+        if body is None:
+            return None
+        m = self.pattern.fullmatch(body)
+        return None if m is None else self.replacement + (m.group("suffix") or "")
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Comparison):
+            if not ctx.enabled(COMPARISON_CODE):
+                return
+            for part in (node.left, *(c.comparator for c in node.comparisons)):
+                for s in _walk_strings(part):
+                    self._claim(ctx, s, COMPARISON_CODE, "compared")
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in _COMPARE_METHODS and node.args and ctx.enabled(COMPARISON_CODE):
+                for s in _walk_strings(node.args[0].value):
+                    self._claim(ctx, s, COMPARISON_CODE, f"tested with .{method}()")
+            elif method in _ARGPARSE_METHODS and ctx.enabled(ARGPARSE_CODE):
+                for a in node.args:
+                    if a.keyword is not None and a.keyword.value in ("default", "choices", "const") or (
+                            method == "set_defaults" and a.keyword is not None):
+                        for s in _walk_strings(a.value):
+                            self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
+        elif isinstance(node, cst.DictElement):
+            if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
+                # {"cuda": "nccl"} maps device types: keep the entry, TPU104 adds a "tpu" one.
+                ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]
+                for s in _walk_strings(node.value):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+
+    def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
+        new = self.new_body(string_body(s))
+        if new is None:
+            return
+        if claim_code == ARGPARSE_CODE:
+            msg = (f"{self.what} '{string_body(s)}' -> '{new}' in a command-line option; flag names are kept, "
+                   "but launch scripts and configs may still pass the old value")
+        else:
+            msg = (f"{self.what} '{string_body(s)}' -> '{new}' {how}; make sure the value it is compared "
+                   "with is migrated too (config files, CLI)")
+        ctx.claim_string(s, claim_code, "warned", msg)
+
+    def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(orig, cst.SimpleString) and isinstance(node, cst.SimpleString):
+            new = self.new_body(string_body(node))
+            if new is None:
+                return None
+            claim = ctx.string_claims.get(id(orig))
+            if claim is not None:
+                claim_code, outcome, message, value = claim
+                if value is not None:  # another rule (e.g. TPU403) owns this literal
+                    return None
+                if not claim_code:  # kept on purpose (dict keys)
+                    return None
+                ctx.report(orig, message, code=claim_code, outcome=outcome)
+            else:
+                ctx.report(orig, f"{self.what} '{string_body(node)}' -> '{new}'", code=self.code)
+            return with_body(node, new)
+        if isinstance(node, cst.FormattedString) and len(node.parts) >= 2:
+            first = node.parts[0]
+            if isinstance(first, cst.FormattedStringText):
+                m = re.fullmatch(r"(cuda|xla):", first.value)
+                if m and self.new_body(m.group(1)) is not None:
+                    ctx.report(orig, f"{self.what} f'{first.value}...' -> f'{self.replacement}:...'", code=self.code)
+                    return node.with_changes(parts=[first.with_changes(value=f"{self.replacement}:"),
+                                                    *node.parts[1:]])
+        return None
+
+
+@register
+class CudaDeviceLiteral(LiteralRule):
+    code = "TPU101"
+    name = "cuda-device-string"
+    family = "cuda_device"
+    summary = "Rewrite the device strings 'cuda', 'cuda:N', f'cuda:{i}' and 'cuda:{}' to 'tpu'."
+    rationale = ("TorchTPU registers the device type 'tpu'. Ordinals are local to the process, so 'cuda:N' "
+                 "keeps its N; string formats keep their placeholders.")
+    before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
+    after = 'import torch\n\ndevice = torch.device("tpu")\nloc = f"tpu:{rank}"\n'
+    pattern = re.compile(r"cuda(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
+    replacement = "tpu"
+
+
+@register
+class DeviceComparison(Rule):
+    code = COMPARISON_CODE
+    name = "device-string-comparison"
+    family = "cuda_device"
+    outcome = "warned"
+    summary = "Rewrite device and backend strings inside comparisons, `in` tests and .startswith(), with a warning."
+    rationale = ("`'cuda' in device` or `device.type == 'cuda'` chooses autocast, pin_memory or fused-optimizer "
+                 "paths; rewriting only the definition would silently flip these branches.")
+    requires = ("TPU101",)
+    before = 'device = "cuda"\nif "cuda" in device:\n    pin = True\n'
+    after = 'device = "tpu"\nif "tpu" in device:\n    pin = True\n'
+
+
+@register
+class ArgparseDefault(Rule):
+    code = ARGPARSE_CODE
+    name = "argparse-device-default"
+    family = "cuda_device"
+    outcome = "warned"
+    summary = "Rewrite device/backend defaults and choices of command-line options; keep the flag names."
+    rationale = ("A static tool cannot see values passed on the command line or by a configurator: the default "
+                 "is migrated, the flag names stay (renaming --cuda breaks launch scripts), and a warning says so.")
+    requires = ("TPU101",)
+    before = ('import argparse\n\np = argparse.ArgumentParser()\n'
+              'p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])\n')
+    after = ('import argparse\n\np = argparse.ArgumentParser()\n'
+             'p.add_argument("--device", default="tpu", choices=["cpu", "tpu"])\n')
+
+
+@register
+class DeviceDictKey(Rule):
+    code = DICT_KEY_CODE
+    name = "device-keyed-dict"
+    family = "cuda_device"
+    outcome = "warned"
+    summary = "Add a 'tpu' entry next to a 'cuda' key in a device-keyed dict (values: 'nccl' -> 'tpu_dist')."
+    rationale = ("Tables such as timm's {'cuda': 'nccl', 'xpu': 'ccl'} map device types to settings; the right "
+                 "edit is to add a 'tpu' key, not to rename the 'cuda' one.")
+    before = 'BACKENDS = {"cuda": "nccl", "cpu": "gloo"}\n'
+    after = 'BACKENDS = {"cuda": "nccl", "cpu": "gloo", "tpu": "tpu_dist"}\n'
+    node_types = (cst.Dict,)
+
+    def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        assert isinstance(node, cst.Dict)
+        keys = [string_body(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
+        if "cuda" not in keys or "tpu" in keys:
+            return None
+        el = node.elements[keys.index("cuda")]
+        assert isinstance(el, cst.DictElement)
+        value = el.value
+        if string_body(value) == "nccl":
+            value = with_body(value, "tpu_dist")  # type: ignore[arg-type]
+        key = with_body(el.key, "tpu")  # type: ignore[arg-type]
+        elements = list(node.elements)
+        last = elements[-1]
+        new = cst.DictElement(key=key, value=value)
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        else:
+            new = new.with_changes(comma=last.comma)
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        ctx.report(orig, "added a 'tpu' entry next to 'cuda' in a device-keyed dict", code=self.code,
+                   outcome="warned")
+        return node.with_changes(elements=[*elements, new])
+
+
+@register
+class CudaMethod(Rule):
+    code = "TPU105"
+    name = "tensor-cuda-method"
+    family = "cuda_device"
+    summary = "Rewrite `x.cuda()` / `x.cuda(i)` to `x.to(\"tpu\")`, keeping non_blocking."
+    rationale = ("`.to` works for every device type; TorchTPU binds one device per process, so an explicit "
+                 "index is dropped (with a warning) instead of naming another process's chip.")
+    before = "x = x.cuda()\nimages = images.cuda(args.gpu, non_blocking=True)\n"
+    after = 'x = x.to("tpu")\nimages = images.to("tpu", non_blocking=True)\n'
+    methods = frozenset({"cuda"})
+
+    def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
+        assert isinstance(node.func, cst.Attribute)
+        if any(a.star for a in node.args):
+            return None
+        keep = [a for a in node.args if a.keyword is not None and a.keyword.value in ("non_blocking",
+                                                                                       "memory_format")]
+        dropped = [a for a in node.args if a not in keep]
+        args = [cst.Arg(cst.SimpleString('"tpu"')), *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                                                        for a in keep]]
+        if dropped:
+            ctx.report(orig, f"`.cuda({code(dropped[0].value)})` -> `.to(\"tpu\")`: the process's own device is "
+                       "used (one TPU device per process)", code=self.code, outcome="warned")
+        else:
+            ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
+        return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+
+@register
+class IsCuda(Rule):
+    code = "TPU106"
+    name = "tensor-is-cuda"
+    family = "cuda_device"
+    summary = 'Rewrite `t.is_cuda` to `(t.device.type == "tpu")`.'
+    rationale = ("`is_cuda` gates device-specific paths; on TorchTPU the device type is 'tpu'. The comparison "
+                 "works on every build, unlike the generated `is_tpu` property.")
+    before = "if x.is_cuda:\n    pass\n"
+    after = 'if (x.device.type == "tpu"):\n    pass\n'
+    emits = ("torch.Tensor.device",)
+    node_types = (cst.Attribute,)
+
+    def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        assert isinstance(node, cst.Attribute) and isinstance(orig, cst.Attribute)
+        if node.attr.value != "is_cuda" or ctx.is_target(orig) or ctx.qname(orig):
+            return None
+        ctx.report(orig, '`.is_cuda` -> `.device.type == "tpu"`', code=self.code)
+        return expr(f'({code(node.value)}.device.type == "tpu")')
+
+
+_INT_DEVICE_NAMES = frozenset({"gpu", "gpu_id", "gpu_idx", "gpu_index", "local_rank", "rank", "device_id",
+                               "local_gpu", "cuda_id", "gpu_rank"})
+
+
+def _int_device(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Integer):
+        return True
+    last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else None
+    return last in _INT_DEVICE_NAMES
+
+
+@register
+class IntegerDevice(Rule):
+    code = "TPU107"
+    name = "integer-device"
+    family = "cuda_device"
+    outcome = "warned"
+    summary = 'Rewrite `.to(<int>)` / `.to(local_rank)` (an integer means CUDA) to `.to("tpu")`.'
+    rationale = ("An integer device is implicitly a CUDA ordinal; it failed on other PrivateUse1 backends. "
+                 "Recognised: integer literals and variables named gpu, gpu_id, local_rank, rank, device_id ...")
+    before = "import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to(local_rank)\n"
+    after = 'import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to("tpu")\n'
+    methods = frozenset({"to"})
+
+    def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return None
+        first = node.args[0]
+        if not _int_device(first.value):
+            return None
+        ctx.report(orig, f"integer device `{code(first.value)}` -> \"tpu\" (the process's own device)",
+                   code=self.code, outcome="warned")
+        return node.with_changes(args=[first.with_changes(value=cst.SimpleString('"tpu"')), *node.args[1:]])
+
+
+@register
+class MapLocationLambda(Rule):
+    code = "TPU108"
+    name = "map-location-callable"
+    family = "cuda_device"
+    outcome = "flagged"
+    summary = "Flag `torch.load(..., map_location=<lambda or function>)`."
+    rationale = ("A callable map_location (`lambda storage, loc: storage.cuda(gpu)`) encodes device logic a "
+                 "static tool cannot verify; string and device map_locations are rewritten by TPU101.")
+    requires = ("TPU105",)
+    before = "import torch\n\nckpt = torch.load(path, map_location=lambda s, loc: s.cuda(0))\n"
+    after = ("import torch\n\n# TODO(tpu-migrate TPU108): map_location is a callable; use map_location=\"tpu\" "
+             "or \"cpu\" instead\nckpt = torch.load(path, map_location=lambda s, loc: s.to(\"tpu\"))\n")
+    calls = frozenset({"torch.load", "torch.serialization.load"})
+
+    def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
+        ml = kwarg(orig, "map_location")
+        if ml is not None and isinstance(ml.value, cst.Lambda):
+            ctx.flag(ml.value, 'map_location is a callable; use map_location="tpu" or "cpu" instead', code=self.code)
+        return None

@@ -1,0 +1,120 @@
+"""Process groups: 'nccl'/'xla' backends, init_method, DDP device_ids, XLA backend imports."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ._util import drop_kwargs, kwarg, string_body, with_body
+from .base import Rule, register
+from .cuda_device import LiteralRule
+
+_INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
+_DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
+                  "torch.nn.parallel.distributed.DistributedDataParallel"})
+
+
+@register
+class NcclLiteral(LiteralRule):
+    code = "TPU401"
+    name = "nccl-backend-string"
+    family = "distributed"
+    summary = "Rewrite the process-group backend string 'nccl' to 'tpu_dist'."
+    rationale = ("TorchTPU registers the backend 'tpu_dist' (alias 'tpu') for the 'tpu' device. Comparisons "
+                 "such as `backend == 'nccl'` are rewritten too and reported (TPU102).")
+    before = 'import torch.distributed as dist\n\ndist.init_process_group(backend="nccl")\n'
+    after = 'import torch.distributed as dist\n\ndist.init_process_group(backend="tpu_dist")\n'
+    pattern = re.compile(r"nccl(?P<suffix>)")
+    replacement = "tpu_dist"
+    what = "process-group backend"
+
+
+@register
+class DdpDeviceIds(Rule):
+    code = "TPU402"
+    name = "ddp-device-ids"
+    family = "distributed"
+    outcome = "warned"
+    summary = "Drop device_ids / output_device from DistributedDataParallel(...)."
+    rationale = "TorchTPU builds DDP without device_ids (one device per process); integer ids are CUDA ordinals."
+    before = ("from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+              "model = DDP(model.cuda(), device_ids=[local_rank], output_device=local_rank)\n")
+    after = "from torch.nn.parallel import DistributedDataParallel as DDP\n\nmodel = DDP(model.cuda())\n"
+    calls = _DDP
+
+    def call(self, ctx, orig, node, qname):
+        names = {"device_ids", "output_device"}
+        if not any(a.keyword is not None and a.keyword.value in names for a in node.args):
+            positional = [a for a in node.args if a.keyword is None]
+            if len(positional) > 1:
+                ctx.flag(orig, "DDP with positional device_ids: pass only the module (TorchTPU builds DDP "
+                         "without device_ids)", code=self.code)
+            return None
+        ctx.report(orig, "dropped DDP device_ids/output_device (TorchTPU: one device per process)",
+                   code=self.code, outcome="warned")
+        return drop_kwargs(node, names)
+
+
+@register
+class InitProcessGroupXla(Rule):
+    code = "TPU403"
+    name = "xla-process-group"
+    family = "distributed"
+    summary = "Rewrite init_process_group('xla', init_method='xla://' or 'pjrt://') to ('tpu_dist', init_method='env://')."
+    rationale = ("TorchTPU's backend is 'tpu_dist'; rendezvous uses the standard env:// variables set by torchrun "
+                 "(MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).")
+    before = ('import torch.distributed as dist\n\n'
+              'dist.init_process_group("xla", init_method="xla://")\n')
+    after = ('import torch.distributed as dist\n\n'
+             'dist.init_process_group("tpu_dist", init_method="env://")\n')
+    node_types = (cst.Call, cst.SimpleString)
+
+    def visit_node(self, ctx, node):
+        if isinstance(node, cst.Call):
+            if ctx.qname(node.func) not in _INIT:
+                return
+            positional = [a for a in node.args if a.keyword is None]
+            backend = positional[0] if positional else kwarg(node, "backend")
+            if backend is not None and string_body(backend.value) == "xla":
+                ctx.claim_string(backend.value, self.code, "rewritten", "process-group backend 'xla' -> 'tpu_dist'",
+                                 value="tpu_dist")
+            im = kwarg(node, "init_method")
+            if im is not None and string_body(im.value) in ("xla://", "pjrt://"):
+                ctx.claim_string(im.value, self.code, "rewritten",
+                                 f"init_method '{string_body(im.value)}' -> 'env://'", value="env://")
+
+    def leave_node(self, ctx, orig, node):
+        if not isinstance(node, cst.SimpleString):
+            return None
+        claim = ctx.string_claims.get(id(orig))
+        if claim is None or claim[0] != self.code or claim[3] is None:
+            return None
+        ctx.report(orig, claim[2], code=self.code, outcome=claim[1])
+        return with_body(node, claim[3])
+
+
+_XLA_BACKEND_MODULES = ("torch_xla.distributed.xla_backend", "torch_xla.experimental.pjrt_backend")
+
+
+@register
+class XlaBackendImport(Rule):
+    code = "TPU404"
+    name = "xla-backend-import"
+    family = "distributed"
+    summary = "Delete `import torch_xla.distributed.xla_backend` (and the pjrt_backend variant)."
+    rationale = "They are imported only to register the 'xla' process-group backend, which TPU403 replaces."
+    before = "import torch_xla.distributed.xla_backend\nimport torch.distributed as dist\n"
+    after = "import torch.distributed as dist\n"
+    node_types = (cst.Import,)
+
+    def leave_node(self, ctx, orig, node):
+        assert isinstance(node, cst.Import)
+        keep = [a for a in node.names if (cst.helpers.get_full_name_for_node(a.name) or "") not in _XLA_BACKEND_MODULES]
+        if len(keep) == len(node.names):
+            return None
+        ctx.report(orig, "removed the torch_xla process-group backend import", code=self.code)
+        if not keep:
+            return cst.RemovalSentinel.REMOVE
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(names=keep)

@@ -1,0 +1,183 @@
+"""Migrate one Python source string: prefilter, parse, one rule pass, import clean-up."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper
+
+from .model import Diagnostic, MigrationResult
+from .rules.base import all_rules, select_rules
+from .transform import MigrationTransformer, _Index
+
+#: Cheap text test run before parsing: a file without any of these words cannot match a rule.
+PREFILTER = re.compile(r"cuda|cudnn|xla|nccl|tpu-migrate|pjrt|triton|apex|flash_attn|bitsandbytes|xformers", re.IGNORECASE)
+
+#: Imports that a migration makes obsolete; removed only when nothing uses them any more.
+_REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
+
+UNUSED_IMPORT_CODE = "TPU590"
+
+
+class UnparsableError(Exception):
+    """The source is not valid Python for libcst; the caller leaves the file untouched."""
+
+
+@lru_cache(maxsize=64)
+def _index(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, spmd: bool = False) -> _Index:
+    rules = select_rules(select, ignore)
+    if spmd:
+        # An SPMD program is flagged, never rewritten (see SpmdProgram); other rules only flag.
+        from .rules.xla_flag_only import Spmd, SpmdProgram
+
+        rules = [SpmdProgram if r is Spmd else r for r in rules
+                 if r.outcome == "flagged" and not r.family.startswith("xla_model")]
+    return _Index(rules, all_rules())
+
+
+def is_spmd_program(source: str) -> bool:
+    from .rules.xla_flag_only import SPMD_MARKERS
+
+    return any(m in source for m in SPMD_MARKERS)
+
+
+def _key(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
+    return tuple(patterns) if patterns else None
+
+
+def needs_parse(source: str) -> bool:
+    return PREFILTER.search(source) is not None
+
+
+def migrate_source(
+    source: str, path: str = "<string>", *, select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+) -> MigrationResult:
+    """Migrate ``source``; raises :class:`UnparsableError` when it does not parse.
+
+    Output is byte-identical when no rule fires, and a second run over the output changes nothing.
+    """
+    if not needs_parse(source):
+        return MigrationResult(source, False, [])
+    spmd = is_spmd_program(source)
+    index = _index(_key(select), _key(ignore), spmd and "TPU901" in _index(_key(select), _key(ignore)).codes)
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
+        raise UnparsableError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    transformer = MigrationTransformer(index, path, source.splitlines())
+    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
+    diagnostics = transformer.diagnostics
+    new_code = new.code
+    if new_code == source:
+        return MigrationResult(source, False, _sorted(diagnostics))
+    new = _fix_imports(module, new, transformer, path, diagnostics)
+    new = _add_helpers(new, transformer.helpers)
+    new = _strip_leading_blank(new, source)
+    new_code = new.code
+    return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
+
+
+def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=lambda d: (d.line, d.col, d.code))
+
+
+class _Imports(cst.CSTVisitor):
+    """Collects (module, obj, asname, node) for the imports a migration may make obsolete."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str | None, str | None, cst.CSTNode]] = []
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            mod = cst.helpers.get_full_name_for_node(alias.name) or ""
+            if _REMOVABLE.match(mod):
+                asname = alias.evaluated_alias
+                self.found.append((mod, None, asname, node))
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return False
+        mod = cst.helpers.get_full_name_for_node(node.module) or ""
+        for alias in node.names:
+            obj = cst.helpers.get_full_name_for_node(alias.name) or ""
+            if _REMOVABLE.match(mod) or _REMOVABLE.match(f"{mod}.{obj}"):
+                self.found.append((mod, obj, alias.evaluated_alias, node))
+        return False
+
+
+def _fix_imports(old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str,
+                 diagnostics: list[Diagnostic]) -> cst.Module:
+    ctx = CodemodContext()
+    if tr.enabled(UNUSED_IMPORT_CODE):
+        before = _Imports()
+        MetadataWrapper(old, unsafe_skip_copy=True).visit(before)
+        if before.found:
+            new = RemoveImportsVisitor(ctx, [(m, o, a) for m, o, a, _ in before.found]).transform_module(new)
+            after = _Imports()
+            new.visit(after)
+            remaining = {(m, o, a) for m, o, a, _ in after.found}
+            wrapper = MetadataWrapper(old, unsafe_skip_copy=True)
+            positions = wrapper.resolve(cst.metadata.PositionProvider)
+            for m, o, a, node in before.found:
+                if (m, o, a) not in remaining:
+                    pos = positions[node].start
+                    name = f"{m}.{o}" if o else m
+                    diagnostics.append(Diagnostic(path, pos.line, pos.column + 1, UNUSED_IMPORT_CODE,
+                                                  f"removed import of `{name}`, unused after migration",
+                                                  True, "rewritten"))
+    if tr.needed_imports:
+        ctx = CodemodContext()
+        for mod in sorted(tr.needed_imports):
+            AddImportsVisitor.add_needed_import(ctx, mod)
+        new = AddImportsVisitor(ctx).transform_module(new)
+    return new
+
+
+def _add_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
+    """Insert helper definitions once, after the last top-level import."""
+    if not helpers:
+        return module
+    defined = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    todo = [src for name, src in sorted(helpers.items()) if name not in defined]
+    if not todo:
+        return module
+    body = list(module.body)
+    last_import = -1
+    for i, s in enumerate(body):
+        if isinstance(s, cst.SimpleStatementLine) and any(
+                isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body):
+            last_import = i
+    new_nodes: list[cst.BaseStatement] = []
+    for src in todo:
+        parsed = list(cst.parse_module(src).body)
+        parsed[0] = parsed[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        new_nodes.extend(parsed)
+    body[last_import + 1:last_import + 1] = new_nodes
+    after = last_import + 1 + len(new_nodes)
+    if after < len(body):
+        nxt = body[after]
+        lines = list(nxt.leading_lines)
+        while lines and lines[0].comment is None:
+            lines.pop(0)
+        body[after] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *lines])
+    return module.with_changes(body=body)
+
+
+def _strip_leading_blank(module: cst.Module, source: str) -> cst.Module:
+    """Removing the first import can leave the file starting with blank lines; drop them."""
+    if module.header or not module.body or source[:1] in ("\n", "\r"):
+        return module
+    first = module.body[0]
+    lines = list(first.leading_lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    if len(lines) == len(first.leading_lines):
+        return module
+    return module.with_changes(body=[first.with_changes(leading_lines=lines), *module.body[1:]])

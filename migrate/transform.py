@@ -1,0 +1,351 @@
+"""The single libcst pass: dispatches nodes to the enabled rules and collects diagnostics.
+
+The transformer is also the ``Context`` the rules talk to: it resolves qualified names (so
+``import torch_xla.core.xla_model as anything`` and ``from torch import cuda`` work and a local ``xs``
+is never touched), records diagnostics at original positions, and places at most one
+``# TODO(tpu-migrate CODE)`` comment per code above a statement, never a second one on a re-run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
+
+from .model import Diagnostic, Outcome
+from .rules.base import Rule
+
+_STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_TODO = re.compile(r"#\s*TODO\(tpu-migrate (TPU\d+)\)")
+TODO_PREFIX = "TODO(tpu-migrate"
+
+
+class _Index:
+    """Rules arranged by hook key, built once per (select, ignore) choice."""
+
+    def __init__(self, rules: Sequence[type[Rule]], all_rules: Sequence[type[Rule]]):
+        self.rules = [r() for r in rules]
+        self.codes = {r.code for r in rules}
+        self.by_call: dict[str, Rule] = {}
+        self.by_stmt: dict[str, Rule] = {}
+        self.by_ref: dict[str, Rule] = {}
+        self.by_method: dict[str, list[Rule]] = {}
+        self.by_type: dict[type, list[Rule]] = {}
+        self.prefixes: list[tuple[str, Rule]] = []
+        for r in self.rules:
+            for q in r.calls:
+                self.by_call[q] = r
+            for q in r.statements:
+                self.by_stmt[q] = r
+            for q in r.refs:
+                self.by_ref[q] = r
+            for m in r.methods:
+                self.by_method.setdefault(m, []).append(r)
+            for t in r.node_types:
+                self.by_type.setdefault(t, []).append(r)
+            for p in r.ref_prefixes:
+                self.prefixes.append((p, r))
+        self.prefixes.sort(key=lambda pr: -len(pr[0]))
+        # Names some rule knows about, whether or not it is selected: the catch-alls skip them.
+        self.known_calls = frozenset(q for r in all_rules for q in (*r.calls, *r.statements))
+        self.known_refs = frozenset(q for r in all_rules for q in r.refs)
+
+
+class MigrationTransformer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(self, index: _Index, path: str, source_lines: Sequence[str]):
+        super().__init__()
+        self.index = index
+        self.path = path
+        self.lines = source_lines
+        self.diagnostics: list[Diagnostic] = []
+        self.needed_imports: set[str] = set()
+        self.helpers: dict[str, str] = {}
+        self._stack: list[cst.CSTNode] = []
+        self._pending: dict[int, list[tuple[str, str]]] = {}
+        self._inner: set[int] = set()
+        self._called: set[int] = set()
+        self._stmt_claims: dict[int, tuple[Rule, str, cst.Call | None, cst.BaseExpression | None]] = {}
+        self._claimed_calls: set[int] = set()
+        self._skip: set[int] = set()
+        self._skip_depth = 0
+        self._targets: set[int] = set()
+        #: Per-file scratch space for rules (rule instances are shared between files).
+        self.scratch: dict[str, object] = {}
+        self.source_text = "\n".join(source_lines)
+        self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
+        self.string_claims: dict[int, tuple[str, Outcome, str, str | None]] = {}
+
+    # ----------------------------------------------------------------- context API for the rules
+    def qname(self, node: cst.CSTNode) -> str | None:
+        """Qualified name of an original Name/Attribute bound by an import, else None."""
+        names = self.get_metadata(QualifiedNameProvider, node, None)
+        if not names:
+            return None
+        found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
+        return found[0] if found else None
+
+    def is_called(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._called
+
+    def enabled(self, code: str) -> bool:
+        return code in self.index.codes
+
+    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node, None)
+        if pos is None:
+            for n in reversed(self._stack):
+                pos = self.get_metadata(PositionProvider, n, None)
+                if pos is not None:
+                    break
+        return (pos.start.line, pos.start.column + 1) if pos is not None else (1, 1)
+
+    def report(self, node: cst.CSTNode, message: str, *, code: str, outcome: Outcome = "rewritten") -> None:
+        """Record a rewrite (``outcome`` rewritten or warned)."""
+        line, col = self._position(node)
+        self.diagnostics.append(Diagnostic(self.path, line, col, code, _short(message), True, outcome))
+
+    def flag(self, node: cst.CSTNode, message: str, *, code: str) -> None:
+        """Record a finding for a human and put a TODO comment above the enclosing statement."""
+        line, col = self._position(node)
+        message = _short(message)
+        self.diagnostics.append(Diagnostic(self.path, line, col, code, message, False, "flagged"))
+        if self._stack:
+            pend = self._pending.setdefault(id(self._stack[-1]), [])
+            if all(c != code for c, _ in pend):
+                pend.append((code, message))
+
+    def need_import(self, module: str) -> None:
+        self.needed_imports.add(module)
+
+    def need_helper(self, name: str, source: str) -> None:
+        self.helpers[name] = source
+
+    def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
+                        call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:
+        """A statement-level rule takes the whole line; nothing inside it is rewritten on its own."""
+        self._stmt_claims[id(stmt)] = (rule, qname, call, target)
+        if call is not None:
+            self._claimed_calls.add(id(call))
+
+    def suppress_current_statement(self) -> None:
+        """No other rule touches what is inside the statement being visited."""
+        if self._stack:
+            self._skip.add(id(self._stack[-1]))
+
+    def skip_inside(self, node: cst.CSTNode) -> None:
+        """No rule touches the children of ``node`` (call from a ``visit_node`` hook)."""
+        self._skip.add(id(node))
+
+    def is_condition(self, node: cst.CSTNode) -> bool:
+        """True when ``node`` is the whole test of the enclosing ``if``/``while`` (no parentheses needed)."""
+        top = self._stack[-1] if self._stack else None
+        return isinstance(top, (cst.If, cst.While)) and top.test is node
+
+    def in_claimed_statement(self) -> bool:
+        """True inside a statement that a statement-level rule rewrites as a whole."""
+        return any(id(s) in self._stmt_claims for s in self._stack)
+
+    def is_target(self, node: cst.CSTNode) -> bool:
+        """True for an assignment/deletion/loop target (rewriting it would break the code)."""
+        return id(node) in self._targets
+
+    def claim_string(self, node: cst.SimpleString, code: str, outcome: Outcome, message: str,
+                     value: str | None = None) -> None:
+        """A contextual rule (comparison, argparse default …) decides how a literal is reported."""
+        self.string_claims.setdefault(id(node), (code, outcome, message, value))
+
+    # ----------------------------------------------------------------- traversal
+    def _in_suppressed(self) -> bool:
+        return self._skip_depth > 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, _STATEMENT_TYPES):
+            self._stack.append(node)
+        if isinstance(node, cst.Attribute):
+            self._inner.add(id(node.value))
+            self._inner.add(id(node.attr))
+        elif isinstance(node, cst.Call):
+            self._called.add(id(node.func))
+        elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
+            self._targets.add(id(node.target))
+        elif isinstance(node, cst.AsName):
+            self._targets.add(id(node.name))
+        elif isinstance(node, cst.Del):
+            self._targets.add(id(node.target))
+        if not self._in_suppressed():
+            for rule in self.index.by_type.get(type(node), ()):
+                rule.visit_node(self, node)
+            if isinstance(node, cst.SimpleStatementLine) and id(node) not in self._stmt_claims:
+                self._claim_by_qname(node)
+        if id(node) in self._skip:
+            self._skip_depth += 1
+        return not isinstance(node, (cst.Import, cst.ImportFrom))
+
+    def _claim_by_qname(self, line: cst.SimpleStatementLine) -> None:
+        if len(line.body) != 1:
+            return
+        small = line.body[0]
+        call: cst.Call | None = None
+        target = None
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            call = small.value
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            if isinstance(small.value, cst.Call):
+                call = small.value
+        if call is not None:
+            q = self.qname(call.func)
+            if q and q in self.index.by_stmt:
+                self.claim_statement(line, self.index.by_stmt[q], q, call, target)
+                return
+        if target is not None and isinstance(target, (cst.Attribute, cst.Name)):
+            q = self.qname(target)
+            if q and q in self.index.by_stmt:
+                self.claim_statement(line, self.index.by_stmt[q], q, None, target)
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+        result: object = updated
+        if id(original) in self._skip:
+            self._skip_depth -= 1
+        if not self._in_suppressed():
+            if isinstance(original, cst.Call):
+                result = self._leave_call(original, updated)  # type: ignore[arg-type]
+            elif isinstance(original, (cst.Name, cst.Attribute)):
+                result = self._leave_ref(original, updated)  # type: ignore[arg-type]
+            if result is updated:
+                for rule in self.index.by_type.get(type(original), ()):
+                    r = rule.leave_node(self, original, updated)
+                    if r is not None:
+                        result = r
+                        break
+        if isinstance(result, cst.IndentedBlock) and not result.body:
+            result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        if isinstance(original, cst.SimpleStatementLine) and id(original) in self._stmt_claims:
+            result = self._leave_claimed(original, result)  # type: ignore[arg-type]
+        if isinstance(original, _STATEMENT_TYPES):
+            result = self._attach_todos(original, result)
+            result = self._carry_lines(original, result)
+            self._stack.pop()
+        return result
+
+    def _carry_lines(self, original: cst.CSTNode, result: object) -> object:
+        """Blank lines and comments above a deleted statement move to the next one at the same depth."""
+        depth = len(self._stack)
+        if self._carry is not None and self._carry[0] > depth:
+            self._carry = None
+        if isinstance(result, cst.RemovalSentinel):
+            lines = list(getattr(original, "leading_lines", ()))
+            if self._carry is not None and self._carry[0] == depth:
+                lines = [*self._carry[1], *lines]
+            self._carry = (depth, lines) if lines else self._carry
+            return result
+        if self._carry is not None and self._carry[0] == depth:
+            carried = self._carry[1]
+            self._carry = None
+            if isinstance(result, cst.FlattenSentinel):
+                nodes = list(result.nodes)
+                nodes[0] = nodes[0].with_changes(leading_lines=[*carried, *nodes[0].leading_lines])
+                return cst.FlattenSentinel(nodes)
+            if isinstance(result, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return result.with_changes(leading_lines=[*carried, *result.leading_lines])
+        return result
+
+    def _leave_call(self, orig: cst.Call, node: cst.Call) -> cst.BaseExpression:
+        if id(orig) in self._claimed_calls:
+            return node
+        q = self.qname(orig.func)
+        if q is not None:
+            rule = self.index.by_call.get(q) or self.index.by_stmt.get(q)
+            if rule is not None:
+                return rule.call(self, orig, node, q) or node
+        if isinstance(orig.func, cst.Attribute):
+            for rule in self.index.by_method.get(orig.func.attr.value, ()):
+                r = rule.method(self, orig, node)
+                if r is not None:
+                    return r
+        return node
+
+    def _leave_ref(self, orig: cst.BaseExpression, node: cst.BaseExpression) -> cst.BaseExpression:
+        if id(orig) in self._inner:
+            return node
+        q = self.qname(orig)
+        if q is None:
+            return node
+        rule = self.index.by_ref.get(q)
+        if rule is not None:
+            return rule.ref(self, orig, node, q) or node
+        for prefix, rule in self.index.prefixes:
+            if q == prefix or q.startswith(prefix + "."):
+                r = rule.ref(self, orig, node, q)
+                return r or node
+        return node
+
+    def _leave_claimed(self, orig: cst.SimpleStatementLine, node: object):
+        rule, q, _call, _target = self._stmt_claims[id(orig)]
+        if not isinstance(node, cst.SimpleStatementLine):
+            return node
+        small = node.body[0]
+        call = getattr(small, "value", None)
+        call = call if isinstance(call, cst.Call) else None
+        target = small.targets[0].target if isinstance(small, cst.Assign) else None
+        r = rule.statement(self, orig, node, q, call, target)
+        if r is None:
+            return node
+        if isinstance(r, cst.RemovalSentinel):
+            return r
+        new = list(r)
+        if not new:
+            return cst.RemovalSentinel.REMOVE
+        new[0] = new[0].with_changes(leading_lines=[*node.leading_lines, *new[0].leading_lines])
+        return cst.FlattenSentinel(new) if len(new) > 1 else new[0]
+
+    def _existing_todos(self, stmt: cst.CSTNode) -> set[str]:
+        pos = self.get_metadata(PositionProvider, stmt, None)
+        if pos is None:
+            return set()
+        found: set[str] = set()
+        i = pos.start.line - 2
+        while i >= 0:
+            text = self.lines[i].strip()
+            if text and not text.startswith(("#", "@")):
+                break
+            m = _TODO.search(text)
+            if m:
+                found.add(m.group(1))
+            i -= 1
+        return found
+
+    def _attach_todos(self, orig: cst.CSTNode, result: object):
+        pend = self._pending.pop(id(orig), None)
+        if not pend or isinstance(result, cst.RemovalSentinel):
+            return result
+        have = self._existing_todos(orig)
+        new_lines = [
+            cst.EmptyLine(indent=True, comment=cst.Comment(f"# {TODO_PREFIX} {c}): {_one_line(m)}"))
+            for c, m in pend if c not in have
+        ]
+        if not new_lines:
+            return result
+        if isinstance(result, cst.FlattenSentinel):
+            nodes = list(result.nodes)
+            nodes[0] = nodes[0].with_changes(leading_lines=[*nodes[0].leading_lines, *new_lines])
+            return cst.FlattenSentinel(nodes)
+        assert isinstance(result, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
+
+
+def _short(message: str) -> str:
+    """Conventional aliases read better than qualified names in messages."""
+    return message.replace("torch_xla.core.xla_model.", "xm.").replace("torch_xla.runtime.", "xr.")
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+#: What the rules see: the transformer itself.
+Context = MigrationTransformer

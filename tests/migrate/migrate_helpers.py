@@ -1,0 +1,21 @@
+"""Shared helpers for the tpu-migrate tests."""
+
+from __future__ import annotations
+
+from migrate import migrate_source
+
+
+def run(src: str, **kw):
+    """Migrate and check the two invariants every test relies on: output parses, second pass is a no-op."""
+    import libcst as cst
+
+    res = migrate_source(src, **kw)
+    cst.parse_module(res.new_source)
+    again = migrate_source(res.new_source, **kw)
+    assert again.new_source == res.new_source, "second pass changed the output"
+    return res
+
+
+def codes(res) -> list[str]:
+    return [d.code for d in res.diagnostics]
+

@@ -1,0 +1,98 @@
+import json
+
+import pytest
+
+from workbench.catalog import CatalogError, UnknownChipError, load_catalog
+
+REQUIRED = ["A100", "H100 SXM", "H200", "B200", "GB200", "MI300X", "MI355X", "TPU v4", "TPU v5e", "TPU v5p",
+            "TPU v6e", "TPU v7", "Trainium2"]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def test_all_required_chips_with_bf16_peak_and_sources(catalog):
+    assert set(REQUIRED) <= set(catalog.names())
+    for name in REQUIRED:
+        chip = catalog.chip(name)
+        assert chip.peak_tflops["bf16"] > 0 and chip.sources, name
+        assert chip.hbm_gb > 0 and chip.hbm_bw_gbps > 0 and chip.scaleup_domain >= 1
+
+
+def test_prices_carry_tier_source_and_date(catalog):
+    n = 0
+    for chip in catalog.chips():
+        for p in chip.prices:
+            assert p.source and p.date and p.usd_per_chip_hour > 0
+            n += 1
+    assert n >= 25
+    assert catalog.chip("TPU v7").price("own-hyperscaler").usd_per_chip_hour == 1.21
+
+
+def test_tpu_v7_per_device_peak_is_half_the_chip(catalog):
+    v7 = catalog.chip("ironwood")
+    assert v7.name == "TPU v7" and v7.devices_per_chip == 2
+    assert v7.peak("bf16", per="device") == pytest.approx(2307e12 / 2)
+    assert v7.peak_tflops_per_device["fp8"] == pytest.approx(2307)
+    assert catalog.chip("H100").peak("bf16", per="device") == catalog.chip("H100").peak("bf16")
+
+
+def test_gib_converted_and_bidirectional_links_halved(catalog):
+    assert catalog.chip("TPU v4").hbm_gb == pytest.approx(32 * 1.073741824)
+    assert catalog.chip("v6e").scaleup_bw_uni_gbps == 400
+    assert catalog.chip("H100").scaleup_bw_uni_gbps == 450
+
+
+def test_unknown_chip_lists_known_chips(catalog):
+    with pytest.raises(UnknownChipError) as err:
+        catalog.chip("MI350X")
+    assert "MI350X" in str(err.value) and "TPU v7" in str(err.value) and "H100 SXM" in str(err.value)
+
+
+def test_missing_precision_is_an_error_not_a_fallback(catalog):
+    with pytest.raises(ValueError, match="bf16"):
+        catalog.chip("A100").peak("fp8")
+
+
+def test_device_name_matching(catalog):
+    assert catalog.match_device_name("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert catalog.match_device_name("NVIDIA H200").name == "H200"
+    assert catalog.match_device_name("Some Unknown GPU") is None
+    assert catalog.match_device_name("NVIDIA H100 PCIe") is None  # not the SXM part: no silent peak
+    assert catalog.match_device_name("NVIDIA H100 NVL") is None
+
+
+def test_user_file_adds_chip_and_price(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('''
+[[chip]]
+name = "MyChip"
+peak_tflops = { bf16 = 100.0 }
+hbm_gb = 10
+hbm_bw_gbps = 500
+scaleup_bw_gbps = 100
+scaleup_domain = 4
+
+[[price]]
+chip = "H100"
+tier = "spot"
+usd_per_chip_hour = 0.9
+source = "my quote"
+date = "2026-11-01"
+''')
+    cat = load_catalog([f])
+    assert cat.chip("mychip").peak("bf16") == 100e12
+    assert cat.chip("H100 SXM").price("spot").source == "my quote"
+
+
+def test_malformed_files_are_rejected(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": -1}, "hbm_gb": 1,
+                                         "hbm_bw_gbps": 1, "scaleup_bw_gbps": 1, "scaleup_domain": 1}]}))
+    with pytest.raises(CatalogError, match="positive"):
+        load_catalog([bad])
+    bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": 1}}]}))
+    with pytest.raises(CatalogError, match="hbm"):
+        load_catalog([bad])

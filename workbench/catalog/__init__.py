@@ -1,0 +1,256 @@
+"""Hardware catalog: chips, peaks per precision, memory, links and dated prices, loaded from data files.
+
+The data lives in ``catalog/data/*.toml`` (not in code) so that every figure sits next to its source.
+Users add or override chips and prices with their own TOML/JSON files (``load_catalog(extra_paths)``).
+An unknown chip is an error listing the known ones: a silent default peak is how torchtitan reported
+150-560 % "MFU" on chips it did not know.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError, unknown
+
+DATA_DIR = Path(__file__).parent / "data"
+GIB_TO_GB = 1.073741824
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+PRICE_TIERS = ("on-demand", "capacity-block", "commit-1yr", "rent-3yr", "own-hyperscaler", "own-neocloud",
+               "own-internal", "spot", "custom")
+DIRECTIONS = ("uni", "bidir", "unspecified")
+
+
+class UnknownChipError(WorkbenchError):
+    """Raised for a chip name the catalog does not know; the message lists the known chips."""
+
+
+class CatalogError(ValueError):
+    """A catalog data file is malformed (missing field, bad unit, negative number)."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """One dated price for one chip-hour; the tier says what kind of money it is (rent vs own)."""
+
+    tier: str
+    usd_per_chip_hour: float
+    source: str
+    date: str
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip. Peaks are dense TFLOP/s per chip; divide by devices_per_chip for a device."""
+
+    name: str
+    vendor: str
+    peak_tflops: dict[str, float]
+    devices_per_chip: int
+    hbm_gb: float
+    hbm_bw_gbps: float
+    scaleup_bw_gbps: float
+    scaleup_direction: str
+    scaleup_domain: int
+    scaleup_link: str = ""
+    tdp_w: float | None = None
+    allin_kw: float | None = None
+    prices: list[Price] = field(default_factory=list)
+    aliases: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+    origin: str = ""
+
+    def peak(self, precision: str, *, per: str = "chip") -> float:
+        """Peak dense FLOP/s (not TFLOP/s) at ``precision`` per ``chip`` or per ``device``."""
+        if precision not in self.peak_tflops:
+            raise WorkbenchError(
+                f"chip {self.name!r} has no catalog peak for precision {precision!r}; "
+                f"known precisions for it: {', '.join(sorted(self.peak_tflops))}")
+        if per not in ("chip", "device"):
+            raise WorkbenchError(unknown("peak basis", per, ("chip", "device")))
+        value = self.peak_tflops[precision] * 1e12
+        return value / self.devices_per_chip if per == "device" else value
+
+    @property
+    def peak_tflops_per_device(self) -> dict[str, float]:
+        """Per-device peaks (TPU7x: half the chip; Trainium2 with LNC=2: a quarter)."""
+        return {p: v / self.devices_per_chip for p, v in self.peak_tflops.items()}
+
+    @property
+    def scaleup_bw_uni_gbps(self) -> float:
+        """One-direction scale-up bandwidth per chip. 'unspecified' is treated as bidirectional
+        (halved), the conservative reading."""
+        return self.scaleup_bw_gbps if self.scaleup_direction == "uni" else self.scaleup_bw_gbps / 2
+
+    def price(self, tier: str) -> Price:
+        """The price for one tier; error lists the tiers this chip has."""
+        for p in self.prices:
+            if p.tier == tier:
+                return p
+        raise WorkbenchError(f"chip {self.name!r} has no {tier!r} price; its tiers: "
+                             f"{', '.join(p.tier for p in self.prices) or '(none in the catalog)'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for records and JSON output."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["prices"] = [vars(p).copy() for p in self.prices]
+        d["aliases"], d["sources"] = list(self.aliases), list(self.sources)
+        d["peak_tflops"] = dict(self.peak_tflops)
+        return d
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.lower().replace("_", " ").split())
+
+
+class Catalog:
+    """Chips by name (case-insensitive, aliases allowed)."""
+
+    def __init__(self, chips: list[Chip]):
+        self._chips: dict[str, Chip] = {}
+        self._alias: dict[str, str] = {}
+        for chip in chips:
+            self.add(chip)
+
+    def add(self, chip: Chip) -> None:
+        """Add or replace a chip (a user file replacing a built-in one by the same name wins)."""
+        self._chips[chip.name] = chip
+        for key in (chip.name, *chip.aliases):
+            self._alias[_norm(key)] = chip.name
+
+    def names(self) -> list[str]:
+        """Canonical chip names in catalog order."""
+        return list(self._chips)
+
+    def chips(self) -> list[Chip]:
+        return list(self._chips.values())
+
+    def __contains__(self, name: str) -> bool:
+        return _norm(name) in self._alias
+
+    def chip(self, name: str) -> Chip:
+        """Look up by name or alias; unknown names raise UnknownChipError listing the known chips."""
+        key = self._alias.get(_norm(name))
+        if key is None:
+            raise UnknownChipError(unknown("chip", name, self.names()))
+        return self._chips[key]
+
+    def match_device_name(self, device_name: str) -> Chip | None:
+        """Best catalog chip for a device name such as 'NVIDIA H100 80GB HBM3' (longest alias contained)."""
+        text = _norm(device_name)
+        if "pcie" in text or re.search(r"\bnvl(?!72)", text):
+            return None  # PCIe / NVL boards have other peaks and power than the SXM parts catalogued here
+        best: tuple[int, str] | None = None
+        for alias, chip_name in self._alias.items():
+            if alias and alias in text and (best is None or len(alias) > best[0]):
+                best = (len(alias), chip_name)
+        return self._chips[best[1]] if best else None
+
+
+def _positive(entry: dict, key: str, origin: str, *, required: bool = True) -> float | None:
+    if key not in entry:
+        if required:
+            raise CatalogError(f"{origin}: chip {entry.get('name', '?')!r} is missing {key!r}")
+        return None
+    value = entry[key]
+    if not isinstance(value, int | float) or value <= 0:
+        raise CatalogError(f"{origin}: chip {entry.get('name')!r} field {key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _parse_price(p: dict, chip: str, origin: str) -> Price:
+    for key in ("tier", "usd_per_chip_hour", "source", "date"):
+        if key not in p:
+            raise CatalogError(f"{origin}: a price of {chip!r} is missing {key!r}")
+    if p["tier"] not in PRICE_TIERS:
+        raise CatalogError(f"{origin}: {chip!r} price tier {p['tier']!r} not one of {', '.join(PRICE_TIERS)}")
+    if not isinstance(p["usd_per_chip_hour"], int | float) or p["usd_per_chip_hour"] <= 0:
+        raise CatalogError(f"{origin}: {chip!r} price must be a positive number")
+    return Price(p["tier"], float(p["usd_per_chip_hour"]), str(p["source"]), str(p["date"]))
+
+
+def parse_chip(entry: dict, origin: str) -> Chip:
+    """Validate one chip table from a data file (units: GB, GB/s, TFLOP/s, W, kW)."""
+    name = entry.get("name")
+    if not name:
+        raise CatalogError(f"{origin}: a chip entry has no name")
+    peaks = entry.get("peak_tflops")
+    if not isinstance(peaks, dict) or not peaks:
+        raise CatalogError(f"{origin}: chip {name!r} needs a non-empty peak_tflops table")
+    for prec, value in peaks.items():
+        if prec not in PRECISIONS:
+            raise CatalogError(f"{origin}: chip {name!r} precision {prec!r} not one of {', '.join(PRECISIONS)}")
+        if not isinstance(value, int | float) or value <= 0:
+            raise CatalogError(f"{origin}: chip {name!r} peak {prec} must be positive")
+    if "hbm_gb" in entry:
+        hbm = _positive(entry, "hbm_gb", origin)
+    elif "hbm_gib" in entry:
+        hbm = _positive(entry, "hbm_gib", origin) * GIB_TO_GB
+    else:
+        raise CatalogError(f"{origin}: chip {name!r} needs hbm_gb or hbm_gib")
+    direction = entry.get("scaleup_direction", "unspecified")
+    if direction not in DIRECTIONS:
+        raise CatalogError(f"{origin}: chip {name!r} scaleup_direction must be one of {', '.join(DIRECTIONS)}")
+    devices = entry.get("devices_per_chip", 1)
+    if not isinstance(devices, int) or devices < 1:
+        raise CatalogError(f"{origin}: chip {name!r} devices_per_chip must be a positive integer")
+    return Chip(
+        name=name, vendor=entry.get("vendor", ""),
+        peak_tflops={k: float(v) for k, v in peaks.items()},
+        devices_per_chip=devices, hbm_gb=hbm,
+        hbm_bw_gbps=_positive(entry, "hbm_bw_gbps", origin),
+        scaleup_bw_gbps=_positive(entry, "scaleup_bw_gbps", origin),
+        scaleup_direction=direction,
+        scaleup_domain=int(_positive(entry, "scaleup_domain", origin)),
+        scaleup_link=entry.get("scaleup_link", ""),
+        tdp_w=_positive(entry, "tdp_w", origin, required=False),
+        allin_kw=_positive(entry, "allin_kw", origin, required=False),
+        prices=[_parse_price(p, name, origin) for p in entry.get("prices", [])],
+        aliases=tuple(entry.get("aliases", ())), sources=tuple(entry.get("sources", ())),
+        notes=entry.get("notes", ""), origin=origin,
+    )
+
+
+def _read(path: Path) -> dict:
+    if path.suffix == ".toml":
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    raise CatalogError(f"{path}: catalog files must be .toml or .json")
+
+
+def load_catalog(extra_paths: tuple[str | Path, ...] | list[str | Path] = ()) -> Catalog:
+    """Built-in chips plus user files. A user file may define ``[[chip]]`` entries (new chips or full
+    replacements) and ``[[price]]`` entries (``chip = "H100 SXM"`` plus a price) appended to known chips."""
+    catalog = Catalog([])
+    for path in sorted(DATA_DIR.glob("*.toml")) + sorted(DATA_DIR.glob("*.json")):
+        for entry in _read(path).get("chip", []):
+            catalog.add(parse_chip(entry, path.name))
+    for extra in extra_paths:
+        path = Path(extra)
+        if not path.exists():
+            raise WorkbenchError(f"catalog file not found: {path}")
+        data = _read(path)
+        for entry in data.get("chip", []):
+            catalog.add(parse_chip(entry, str(path)))
+        for p in data.get("price", []):
+            chip = catalog.chip(p.get("chip", ""))
+            price = _parse_price(p, chip.name, str(path))
+            catalog.add(_with_prices(chip, [*chip.prices, price]))
+    return catalog
+
+
+def _with_prices(chip: Chip, prices: list[Price]) -> Chip:
+    d = {k: getattr(chip, k) for k in chip.__dataclass_fields__}
+    d["prices"] = prices
+    return Chip(**d)
+
+
+__all__ = ["Catalog", "CatalogError", "Chip", "Price", "UnknownChipError", "load_catalog", "PRECISIONS",
+           "PRICE_TIERS"]

@@ -1,0 +1,60 @@
+"""Side-by-side tables of result files: throughput and MFU per device, and ratios to a baseline."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.errors import WorkbenchError, unknown
+
+KEYS = ["workload", "phase", "precision", "batch", "seq"]
+
+
+def _label(row) -> str:
+    label = row["device"] + ("+compiled" if row["compiled"] else "")
+    return label
+
+
+def compare_table(df: pd.DataFrame, *, baseline: str | None = None) -> pd.DataFrame:
+    """One row per (workload, phase, precision, batch, seq) and device variant (e.g. ``tpu+compiled``),
+    with median tokens/s, MFU, the peak basis and ``ratio`` = tokens/s ÷ the baseline variant's.
+
+    Several records of the same cell (repeated runs) are reduced to their median.
+    """
+    measured = df[df["provenance"] == "measured"].copy()
+    if measured.empty:
+        raise WorkbenchError("no measured records in the given files")
+    measured["variant"] = measured.apply(_label, axis=1)
+    variants = sorted(measured["variant"].unique())
+    if baseline is None:
+        baseline = "cpu" if "cpu" in variants else variants[0]
+    if baseline not in variants:
+        raise WorkbenchError(unknown("baseline device", baseline, variants))
+    keys = [k for k in KEYS if k in measured]
+    measured[keys] = measured[keys].fillna("-")
+    agg = (measured.groupby([*keys, "variant"], dropna=False)
+           .agg(tokens_per_s=("tokens_per_s", "median"), step_median_s=("step_median_s", "median"),
+                iqr_pct=("step_iqr_s", "median"), mfu=("mfu", "median"), runs=("record_id", "count"),
+                peak_tflops=("peak_tflops", "median"), peak_basis=("peak_basis", "first"),
+                platform=("platform", "first"))
+           .reset_index())
+    agg["iqr_pct"] = 100 * agg["iqr_pct"] / agg["step_median_s"]
+    base = agg[agg["variant"] == baseline].set_index(keys)["tokens_per_s"]
+    agg["ratio_vs_" + baseline] = [
+        row.tokens_per_s / base.get(tuple(row[k] for k in keys), float("nan"))
+        if tuple(row[k] for k in keys) in base.index else float("nan") for _, row in agg.iterrows()]
+    agg["mfu_pct"] = 100 * agg["mfu"]
+    agg["step_ms"] = 1e3 * agg["step_median_s"]
+    return agg.drop(columns=["mfu", "step_median_s"])
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """Fixed-width text with sensible number formats; the peak bases are listed under the table."""
+    fmt = {"tokens_per_s": "{:,.1f}".format, "step_ms": "{:.3f}".format, "iqr_pct": "{:.1f}".format,
+           "mfu_pct": "{:.2f}".format, "peak_tflops": "{:.4g}".format}
+    notes = sorted(set(table["peak_basis"].dropna()))
+    table = table.drop(columns=["peak_basis"])
+    for col in table.columns:
+        if col.startswith("ratio_vs_"):
+            fmt[col] = "{:.3f}x".format
+    text = table.to_string(index=False, formatters=fmt)
+    return text + "\n" + "\n".join(f"MFU peak basis: {n}" for n in notes)

@@ -1,0 +1,244 @@
+"""Measure workloads on present devices and turn timings into records with full provenance."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from workbench import cost as costmod
+from workbench import flops as flopsmod
+from workbench.catalog import Catalog, Chip, load_catalog
+from workbench.devices import DeviceInfo, check_device, describe_device
+from workbench.errors import WorkbenchError, unknown
+from workbench.metrics import (
+    bandwidth_utilisation,
+    measure_cpu_matmul_peak,
+    measure_cpu_memory_bandwidth,
+    mfu,
+)
+from workbench.provenance import git_revision, host_info, now_utc, versions
+from workbench.results import Record, append_records
+from workbench.timing import Timing, time_callable
+from workbench.workloads import (
+    PHASES,
+    PRESETS,
+    VISION_PHASES,
+    VISION_WORKLOADS,
+    Step,
+    decoder_step,
+    vision_step,
+    workload_names,
+)
+
+DEFAULT_BUDGET_S = 2.0
+
+
+def _resolve_chip(info: DeviceInfo, chip: str | None, catalog: Catalog) -> Chip | None:
+    """Catalog chip for the device: None for a host CPU or an emulated TPU (their peak is measured)."""
+    if info.device == "cpu" or info.is_emulated:
+        if chip:
+            raise WorkbenchError(f"device {info.device!r} here is {info.name!r}, not a catalog chip; its MFU is "
+                                 "taken against a measured host-CPU matmul peak, so --chip does not apply")
+        return None
+    if chip:
+        return catalog.chip(chip)
+    if info.chip:
+        return catalog.chip(info.chip)
+    raise WorkbenchError(f"device {info.name!r} matches no catalog chip; pass chip=... (one of: "
+                         f"{', '.join(catalog.names())}) or add it with a catalog file")
+
+
+def _measured_source(info: DeviceInfo, extra: dict | None = None) -> dict:
+    return {"kind": "measured", "host": host_info(), "versions": versions(), "git_revision": git_revision(),
+            "date": now_utc(), "device": info.device, "device_name": info.name, "platform": info.platform,
+            "emulated": info.is_emulated, **(extra or {})}
+
+
+def _count_flops(fn: Callable[[], object]) -> float:
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+@dataclass
+class _Work:
+    step: Step
+    flops_per_token: float
+    convention: str
+    config: dict
+
+
+def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *, workload: str, phase: str,
+            precision: str, batch: int | None, seq: int | None, compiled: bool, tokens_kind: str) -> Record:
+    step = work.step
+    tps = step.tokens / timing.median_s
+    devices_per_chip = chip.devices_per_chip if chip else 1
+    if chip is None:
+        peak = measure_cpu_matmul_peak(precision)
+        peak_flops, peak_basis = peak.value, peak.basis
+        peak_extra = {"peak_samples_flops": peak.samples}
+    else:
+        peak_flops = chip.peak(precision, per="device")
+        peak_basis = f"catalog {chip.name} {precision} dense peak per device (chip/{devices_per_chip})"
+        peak_extra = {}
+    achieved = work.flops_per_token * tps
+    rec_mbu = bw_basis = None
+    extra: dict = {"per_chip_assumes": "all devices of the chip run alike"} if devices_per_chip > 1 else {}
+    extra.update(peak_extra)
+    if phase == "decode" and "weight_bytes" in step.info:
+        bytes_per_step = step.info["weight_bytes"] + step.info["kv_bytes_per_step"]
+        if chip is None:
+            bw = measure_cpu_memory_bandwidth()
+            bw_value, bw_basis = bw.value, bw.basis
+        else:
+            bw_value = chip.hbm_bw_gbps * 1e9 / devices_per_chip
+            bw_basis = f"catalog {chip.name} HBM bandwidth per device"
+        rec_mbu = bandwidth_utilisation(bytes_per_step, timing.median_s, bw_value)
+        extra["bytes_per_step"] = bytes_per_step
+    per_chip = tps * devices_per_chip
+    return Record(
+        provenance="measured", workload=workload, phase=phase, device=info.device, platform=info.platform,
+        device_name=info.name, chip=chip.name if chip else None, precision=precision, batch=batch, seq=seq,
+        compiled=compiled, n_chips=1 / devices_per_chip, n_devices=1, tokens_kind=tokens_kind, unit=step.unit,
+        tokens_per_s=tps, tokens_per_s_per_device=tps, tokens_per_s_per_chip=per_chip if chip else None,
+        output_tokens_per_s=step.output_tokens / timing.median_s,
+        tokens_per_s_per_user=(1.0 / timing.median_s) if phase == "decode" else None,
+        step_median_s=timing.median_s, step_iqr_s=timing.iqr_s, step_mean_s=timing.mean_s,
+        step_samples_s=timing.samples_s, number_per_run=timing.number_per_run, first_call_s=timing.first_call_s,
+        compile_s=timing.compile_s, timing_method=timing.method, flops_per_token=work.flops_per_token,
+        flop_convention=work.convention, achieved_tflops=achieved / 1e12, mfu=mfu(work.flops_per_token, tps, peak_flops),
+        peak_tflops=peak_flops / 1e12, peak_basis=peak_basis, mbu=rec_mbu, bandwidth_basis=bw_basis,
+        cost=[c.to_dict() for c in costmod.cost_lines(chip.prices, per_chip)] if chip else [],
+        energy=costmod.energy(chip, per_chip) if chip else {}, config=work.config,
+        source=_measured_source(info), extra=extra, created=now_utc())
+
+
+def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = False, batch: int = 4,
+                  seq: int = 128, precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S,
+                  convention: str = "palm", chip: str | None = None, compile_backend: str | None = None,
+                  catalog: Catalog | None = None) -> Record:
+    """Build ``workload`` for ``phase`` on ``device``, time it, and return a measured Record.
+
+    MFU is against the catalog peak of the device's chip at ``precision``; on a host CPU, and on a
+    "tpu" that JAX runs on the CPU, it is against a measured host-CPU matmul peak (``peak_basis`` says
+    which). Decode records also carry memory-bandwidth utilisation (``mbu``).
+    """
+    if workload not in workload_names():
+        raise WorkbenchError(unknown("workload", workload, workload_names()))
+    valid_phases = VISION_PHASES if workload in VISION_WORKLOADS else PHASES
+    if phase not in valid_phases:
+        raise WorkbenchError(unknown(f"phase for {workload}", phase, valid_phases))
+    kind = check_device(device)
+    catalog = catalog or load_catalog()
+    info = describe_device(kind, catalog)
+    the_chip = _resolve_chip(info, chip, catalog)
+    if workload in VISION_WORKLOADS:
+        vcfg = VISION_WORKLOADS[workload]
+        step = vision_step(vcfg, phase, device, batch=batch, precision=precision, compiled=compiled,
+                           compile_backend=compile_backend)
+        per_token = _count_flops(vision_step(vcfg, phase, "cpu", batch=batch).fn) / batch
+        work = _Work(step, per_token, "flop_counter", vcfg.to_dict())
+        seq_out = None
+    else:
+        cfg = PRESETS[workload]
+        step = decoder_step(cfg, phase, device, batch=batch, seq=seq, precision=precision, compiled=compiled,
+                            compile_backend=compile_backend)
+        work = _Work(step, flopsmod.flops_per_token(cfg, phase, seq, convention=convention), convention,
+                     cfg.to_dict())
+        seq_out = seq
+    timing = time_callable(step.fn, device=device, budget_s=budget_s, compiled=compiled)
+    kind_of_tokens = "images" if step.unit == "images" else ("output" if phase == "decode" else "total")
+    return _record(work, timing, info, the_chip, workload=workload, phase=phase, precision=precision,
+                   batch=batch, seq=seq_out, compiled=compiled, tokens_kind=kind_of_tokens)
+
+
+def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device: str = "cpu",
+                       name: str = "custom", phase: str = "custom", flops_per_call: float | None = None,
+                       output_tokens_per_call: int = 0, precision: str = "fp32",
+                       budget_s: float = DEFAULT_BUDGET_S, compiled: bool = False, chip: str | None = None,
+                       unit: str = "tokens", config: dict | None = None,
+                       catalog: Catalog | None = None) -> Record:
+    """Benchmark the user's own step function (a zero-argument callable doing one step on ``device``).
+
+    FLOPs per call default to ``torch.utils.flop_counter`` over one extra call (convention
+    "flop_counter"); pass ``flops_per_call`` to use your own count ("user").
+    """
+    if tokens_per_call <= 0:
+        raise WorkbenchError("tokens_per_call must be a positive integer")
+    kind = check_device(device)
+    catalog = catalog or load_catalog()
+    info = describe_device(kind, catalog)
+    the_chip = _resolve_chip(info, chip, catalog)
+    if flops_per_call is None:
+        flops_per_call, convention = _count_flops(fn), "flop_counter"
+    else:
+        convention = "user"
+    step = Step(fn, tokens=tokens_per_call, output_tokens=output_tokens_per_call, unit=unit)
+    work = _Work(step, flops_per_call / tokens_per_call, convention, config or {"name": name})
+    timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled)
+    kind_of_tokens = "images" if unit == "images" else "total"
+    return _record(work, timing, info, the_chip, workload=name, phase=phase, precision=precision, batch=None,
+                   seq=None, compiled=compiled, tokens_kind=kind_of_tokens)
+
+
+@dataclass
+class MatrixResult:
+    """Records measured, combinations that failed at run time, and combinations that do not apply
+    (e.g. ``decode`` for the CNN)."""
+
+    records: list[Record]
+    failures: list[tuple[dict, str]]
+    skipped: list[str] = field(default_factory=list)
+
+
+def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterable[str], *,
+               batches: Iterable[int] = (4,), seqs: Iterable[int] = (128,), compiled: Iterable[bool] = (False,),
+               precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
+               progress: bool = True, convention: str = "palm") -> MatrixResult:
+    """Every combination of workload × phase × device × batch × seq × compiled, with a tqdm bar.
+
+    Names are validated before anything runs. Each finished record is appended to ``out`` at once
+    (crash-safe); a combination that fails at run time is reported in ``failures``, the rest go on.
+    """
+    from tqdm.auto import tqdm
+
+    workloads, phases, devices = list(workloads), list(phases), list(devices)
+    for w in workloads:
+        if w not in workload_names():
+            raise WorkbenchError(unknown("workload", w, workload_names()))
+    for p in phases:
+        if p not in (*PHASES, *VISION_PHASES):
+            raise WorkbenchError(unknown("phase", p, (*PHASES, *VISION_PHASES)))
+    for d in devices:
+        check_device(d)
+    catalog = load_catalog()
+    combos = list(itertools.product(workloads, phases, devices, list(batches), list(seqs), list(compiled)))
+    result = MatrixResult([], [])
+    bar = tqdm(combos, desc="tpu-bench run", unit="run", disable=not progress)
+    for w, p, d, b, s, c in bar:
+        bar.set_postfix_str(f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}")
+        valid = VISION_PHASES if w in VISION_WORKLOADS else PHASES
+        if p not in valid:
+            result.skipped.append(f"{w}/{p}: phase does not apply (valid: {', '.join(valid)})")
+            continue
+        try:
+            rec = run_benchmark(w, p, d, compiled=c, batch=b, seq=s, precision=precision, budget_s=budget_s,
+                                convention=convention, catalog=catalog)
+        except WorkbenchError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one broken combination must not lose the others
+            msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} failed: {msg}", stacklevel=2)
+            result.failures.append(({"workload": w, "phase": p, "device": d, "batch": b, "seq": s,
+                                     "compiled": c}, msg))
+            continue
+        result.records.append(rec)
+        if out:
+            append_records(out, [rec])
+    torch.set_grad_enabled(True)
+    return result

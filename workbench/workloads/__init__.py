@@ -1,0 +1,25 @@
+"""Workloads: decoder LM presets (dense and MoE), a small CNN, and phase step builders."""
+
+from workbench.workloads.config import PRESETS, DecoderConfig, get_config, preset_names
+from workbench.workloads.decoder import Decoder, KVCache, build_model
+from workbench.workloads.steps import PHASES, VISION_PHASES, Step, decoder_step, vision_step
+from workbench.workloads.vision import VisionConfig, build_vision_model
+
+VISION_WORKLOADS = {"small-cnn": VisionConfig()}
+
+
+def workload_names() -> list[str]:
+    """Every name ``run_benchmark`` accepts: decoder presets plus vision models."""
+    return [*preset_names(), *VISION_WORKLOADS]
+
+
+def benchmark_callable(*args, **kwargs):
+    """Benchmark the user's own step function; see :func:`workbench.run.benchmark_callable`."""
+    from workbench.run import benchmark_callable as impl
+
+    return impl(*args, **kwargs)
+
+
+__all__ = ["DecoderConfig", "Decoder", "KVCache", "PRESETS", "PHASES", "VISION_PHASES", "Step",
+           "VisionConfig", "VISION_WORKLOADS", "benchmark_callable", "build_model", "build_vision_model",
+           "decoder_step", "get_config", "preset_names", "vision_step", "workload_names"]

@@ -1,0 +1,99 @@
+"""Decoder LM configurations: dense (GQA, SwiGLU, RoPE, RMSNorm) and MoE (top-k, shared experts).
+
+Presets run from ``tiny`` (seconds on a laptop CPU) to Llama-3-70B / Qwen3-235B-A22B class, which are
+used for FLOP, memory and projection math even where they cannot run here. Published architecture
+hyper-parameters are taken from the models' own config.json files (Hugging Face model cards).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from workbench.errors import WorkbenchError, unknown
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Shape of a decoder-only transformer. ``n_experts == 0`` means dense FFN."""
+
+    name: str
+    vocab: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    head_dim: int = 0
+    n_experts: int = 0
+    top_k: int = 0
+    moe_ffn_dim: int = 0
+    n_shared_experts: int = 0
+    max_seq: int = 2048
+    tie_embeddings: bool = False
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.head_dim == 0:
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        if self.n_heads % self.n_kv_heads:
+            raise WorkbenchError(f"{self.name}: n_heads ({self.n_heads}) must be a multiple of n_kv_heads")
+        if self.is_moe and not (0 < self.top_k <= self.n_experts and self.moe_ffn_dim > 0):
+            raise WorkbenchError(f"{self.name}: MoE needs 0 < top_k <= n_experts and moe_ffn_dim > 0")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DecoderConfig:
+        return cls(**d)
+
+    def with_(self, **changes) -> DecoderConfig:
+        """A copy with some fields changed (e.g. a shorter max_seq)."""
+        return replace(self, **changes)
+
+
+_HF = "Hugging Face config.json of "
+
+PRESETS: dict[str, DecoderConfig] = {c.name: c for c in [
+    DecoderConfig("tiny", vocab=512, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=192,
+                  max_seq=512, source="workbench test size"),
+    DecoderConfig("tiny-moe", vocab=512, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=192,
+                  n_experts=8, top_k=2, moe_ffn_dim=64, n_shared_experts=1, max_seq=512,
+                  source="workbench test size"),
+    DecoderConfig("small", vocab=8192, d_model=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=704,
+                  max_seq=1024, source="workbench benchmark size"),
+    DecoderConfig("small-moe", vocab=8192, d_model=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=704,
+                  n_experts=16, top_k=2, moe_ffn_dim=256, n_shared_experts=1, max_seq=1024,
+                  source="workbench benchmark size"),
+    DecoderConfig("llama3-8b", vocab=128256, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+                  ffn_dim=14336, max_seq=8192, rope_theta=500000.0, source=_HF + "meta-llama/Meta-Llama-3-8B"),
+    DecoderConfig("llama3-70b", vocab=128256, d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8,
+                  ffn_dim=28672, max_seq=8192, rope_theta=500000.0, source=_HF + "meta-llama/Meta-Llama-3-70B"),
+    DecoderConfig("qwen3-32b", vocab=151936, d_model=5120, n_layers=64, n_heads=64, n_kv_heads=8,
+                  head_dim=128, ffn_dim=25600, max_seq=40960, rope_theta=1000000.0, norm_eps=1e-6,
+                  source=_HF + "Qwen/Qwen3-32B"),
+    DecoderConfig("qwen3-30b-a3b", vocab=151936, d_model=2048, n_layers=48, n_heads=32, n_kv_heads=4,
+                  head_dim=128, ffn_dim=6144, n_experts=128, top_k=8, moe_ffn_dim=768, max_seq=40960,
+                  rope_theta=1000000.0, norm_eps=1e-6, source=_HF + "Qwen/Qwen3-30B-A3B"),
+    DecoderConfig("qwen3-235b-a22b", vocab=151936, d_model=4096, n_layers=94, n_heads=64, n_kv_heads=4,
+                  head_dim=128, ffn_dim=12288, n_experts=128, top_k=8, moe_ffn_dim=1536, max_seq=40960,
+                  rope_theta=1000000.0, norm_eps=1e-6, source=_HF + "Qwen/Qwen3-235B-A22B"),
+]}
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def get_config(name: str) -> DecoderConfig:
+    """A preset by name; unknown names raise an error listing the presets."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise WorkbenchError(unknown("decoder preset", name, PRESETS)) from None
