@@ -125,7 +125,6 @@ def _install_kernels() -> None:
 
 def _patch_torch() -> None:
     import torch
-
     from torch.optim import optimizer as _opt
 
     from backend import device

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+from torch.autograd.function import once_differentiable
 
 __all__ = ["CompileStats", "register", "reset_stats", "stats", "tpu_backend"]
 
@@ -110,6 +111,10 @@ class _Entry:
     out_is_tuple: bool = True
 
 
+class _HostInput(Exception):
+    """A graph input that lives on the host and cannot be baked into the executable."""
+
+
 def _is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -118,9 +123,11 @@ class _CompiledGraph:
     """Callable Dynamo runs in place of the FX graph."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
+        gm = _private_copy(gm)  # Dynamo keeps reading the original's placeholders: never edit it
         self.gm = gm
         self.cache: dict[tuple[Any, ...], _Entry] = {}
         self.cpu_outputs = _strip_output_transfers(gm)
+        self.lifted = _lift_tensor_attributes(gm)
         self.eager = False  # set when the graph cannot be traced (data-dependent host reads)
 
     def _run_eager(self, args: Sequence[Any]) -> Any:
@@ -154,10 +161,7 @@ class _CompiledGraph:
                     # a small host tensor is baked in as a constant; its value is part of the key
                     key.append(("cpu", tuple(a.shape), str(a.dtype), tuple(a.reshape(-1).tolist())))
                 else:
-                    raise NotImplementedError(
-                        f"torch.compile(backend='tpu'): graph input {i} is a {a.device.type} tensor of shape "
-                        f"{tuple(a.shape)}; move it to 'tpu' first"
-                    )
+                    raise _HostInput(f"graph input {i} is a {a.device.type} tensor of shape {tuple(a.shape)}")
             elif isinstance(a, torch.SymInt | torch.SymFloat | torch.SymBool):
                 key.append(("s", type(a).__name__, a.node.hint if hasattr(a, "node") else a))
             else:
@@ -165,7 +169,16 @@ class _CompiledGraph:
         return tpos, arrays, tuple(key)
 
     def __call__(self, *args: Any) -> Any:
-        tpos, arrays, key = self._split(args)
+        if self.lifted:
+            args = (*args, *(_getattr(self.gm, n) for n in self.lifted))
+        if self.eager:
+            return self._run_eager(args)
+        try:
+            tpos, arrays, key = self._split(args)
+        except _HostInput as exc:
+            self.eager = True
+            _warn_eager(exc)
+            return self._run_eager(args)
         tcls = _tensor_cls()
         diff = [
             j for j, i in enumerate(tpos) if args[i].requires_grad and _is_float(args[i].dtype)
@@ -180,8 +193,6 @@ class _CompiledGraph:
             _STATS.calls += 1
             if entry is not None:
                 _STATS.cache_hits += 1
-        if entry is None and self.eager:
-            return self._run_eager(args)
         if entry is None:
             try:
                 entry = self._build(args, tpos, arrays, diff, grad, rng)
@@ -237,9 +248,6 @@ class _CompiledGraph:
             call_args = list(static)
             for j, i in enumerate(tpos):
                 call_args[i] = wrappers[j]
-            for i, a in enumerate(call_args):
-                if isinstance(a, torch.Tensor) and not isinstance(a, tcls):  # small cpu constant
-                    call_args[i] = a
             saved = brandom.get_key()
             brandom.set_key(rng)
             try:
@@ -329,6 +337,44 @@ class _CompiledGraph:
         return entry.bwd(pullback, cts)
 
 
+def _private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _getattr(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[str, ...]:
+    """Turn ``get_attr`` nodes that hold "tpu" tensors into graph inputs read at every call.
+
+    Dynamo keeps some tensors (e.g. an optimizer's parameters and states) as attributes of the graph
+    module instead of inputs.  Traced as constants they would be baked into the executable (stale
+    after the next eager update) and an in-place op on them would write a tracer into the real
+    tensor.  As inputs they are read fresh each call and their mutations are written back.
+    """
+    tcls = _tensor_cls()
+    nodes = list(gm.graph.nodes)
+    attrs = [n for n in nodes if n.op == "get_attr" and isinstance(_getattr(gm, n.target), tcls)]
+    if not attrs:
+        return ()
+    first_body = next(n for n in nodes if n.op != "placeholder")
+    names = []
+    for i, n in enumerate(attrs):
+        with gm.graph.inserting_before(first_body):
+            ph = gm.graph.placeholder(f"_tpu_lifted_{i}")
+        n.replace_all_uses_with(ph)
+        gm.graph.erase_node(n)
+        names.append(n.target)
+    gm.recompile()
+    return tuple(names)
+
+
 def _is_cpu_transfer(node: torch.fx.Node) -> bool:
     if node.op == "call_method" and node.target == "cpu":
         return True
@@ -368,20 +414,17 @@ def _untraceable() -> tuple[type[BaseException], ...]:
 
 
 _UNTRACEABLE: tuple[type[BaseException], ...] = ()
-_WARNED_EAGER = False
 
 
 def _warn_eager(exc: BaseException) -> None:
-    global _WARNED_EAGER
-    if not _WARNED_EAGER:
-        _WARNED_EAGER = True
-        import warnings
+    """Once per graph (the decision is made once per graph)."""
+    import warnings
 
-        warnings.warn(
-            "torch.compile(backend='tpu'): a graph reads a device value on the host "
-            f"({type(exc).__name__}); that graph runs op by op (see stats()['eager_fallbacks'])",
-            stacklevel=3,
-        )
+    warnings.warn(
+        "torch.compile(backend='tpu'): a graph cannot run as one executable "
+        f"({type(exc).__name__}: {str(exc)[:120]}); it runs op by op (see stats()['eager_fallbacks'])",
+        stacklevel=3,
+    )
 
 
 class _GraphFunction(torch.autograd.Function):
@@ -400,6 +443,7 @@ class _GraphFunction(torch.autograd.Function):
         return tuple(_wrap(a) for a in fouts)
 
     @staticmethod
+    @once_differentiable  # the pullback is not itself differentiated: double backward must raise
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
         import jax.numpy as jnp
 
@@ -438,12 +482,17 @@ def _install_dynamo_hook() -> None:
     global _HOOKED
     if _HOOKED:
         return
+    from torch._dynamo import trace_rules
     from torch._dynamo.variables.builder import VariableBuilder
 
     tcls = _tensor_cls()
     for trace_numpy in (False, True):
         table = VariableBuilder._type_dispatch_impl(trace_numpy)
         table.setdefault(tcls, VariableBuilder.wrap_tensor)
+    # Eager tpu ops that run inside a compiled region (around a graph break) enter the device's
+    # __torch_dispatch__ and JAX; Dynamo must run those frames, never try to trace them.
+    for mod in ("backend", "jax", "jaxlib"):
+        trace_rules.add(mod)
     _HOOKED = True
 
 

@@ -38,7 +38,7 @@ def core_overloads() -> list[Any]:
 
 def classify(op: Any) -> str:
     """"direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
-    from backend import dispatch
+    from backend import dispatch  # loads every lowering family
     from backend.ops.registry import lookup
 
     if lookup(op) is not None:
@@ -63,6 +63,7 @@ def classify(op: Any) -> str:
 
 def report() -> dict[str, Any]:
     import backend
+    from backend import dispatch  # noqa: F401  (loads every lowering family)
 
     backend.register()
     rows = [{"op": op.name() + ("." + op._overloadname if op._overloadname != "default" else ""),

@@ -27,7 +27,7 @@ from backend import random as _random
 
 __all__ = [
     "EagerMode", "Event", "Precision", "Stream", "current_device", "current_stream", "default_generators",
-    "default_stream", "device", "device_count", "device_of", "eager_mode", "get_amp_supported_dtype",
+    "default_stream", "device", "device_count", "device_of", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_available",
     "is_initialized", "manual_seed", "manual_seed_all", "precision", "set_device", "set_eager_mode",
     "set_rng_state", "set_stream", "stream", "synchronize",

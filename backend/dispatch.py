@@ -17,10 +17,12 @@ from typing import Any
 
 import torch
 
+import backend.ops
 from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
-import backend.ops  # noqa: F401  (fills the registry)
 from backend.ops.registry import lookup, on_change
 from backend.tensor import TpuTensor, make_view, set_value, value
+
+backend.ops.load()  # fill the registry
 
 _cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
@@ -48,7 +50,27 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
         plan = _PLANS[func] = _make_plan(func)
     if _launch_blocking:
         return _blocking_call(plan, func, args, kwargs or {})
-    return plan(func, args, kwargs or {})
+    try:
+        return plan(func, args, kwargs or {})
+    except Exception:
+        if torch._C._current_graph_task_id() == -1:
+            raise
+        return _backward_rescue(func, args, kwargs or {})
+
+
+BACKWARD_RESCUES: collections.Counter[str] = collections.Counter()
+
+
+def _backward_rescue(func: Any, args: tuple, kwargs: dict) -> Any:
+    """An op failed inside the autograd engine. PyTorch's engine loses a Python backend's exception there
+    (backward then raises a message-less SystemError, and a second one aborts the process), so the op is run
+    on the CPU instead, with a warning, and counted in BACKWARD_RESCUES and FALLBACK_COUNTS."""
+    name = func.name()
+    if BACKWARD_RESCUES[name] == 0:
+        warnings.warn(f"operator '{name}' failed on TPU inside backward; running it on the CPU (slow)",
+                      stacklevel=2)
+    BACKWARD_RESCUES[name] += 1
+    return _plan_cpu_fallback(func, args, kwargs, warn=False)
 
 
 _launch_blocking = False
@@ -176,6 +198,38 @@ def _write_outs(outs: list[torch.Tensor], res: Any, func: Any) -> None:
         set_value(o, _cast(rv, o))
 
 
+def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run a plain (non-raw) lowering ``fn`` for ``func`` with the usual view bookkeeping (for raw wrappers
+    that check something first)."""
+    return _direct_plan(func, fn)(func, args, kwargs)
+
+
+def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
+    if func.is_view:
+
+        def plan_view(f, a, k):
+            ua = _u(a)
+            uk = _uk(k)
+            res = fn(*ua, **uk)
+            rest = ua[1:]
+            src = a[0]
+            if isinstance(res, (list, tuple)):
+                out = [TpuTensor(r) for r in res]
+                for i, o in enumerate(out):
+                    make_view(o, src, lambda e, i=i: fn(e, *rest, **uk)[i])
+                return out
+            out = TpuTensor(res)
+            make_view(out, src, None if f in _ALIAS_OPS else (lambda e: fn(e, *rest, **uk)))
+            return out
+
+        return plan_view
+
+    def plan_direct(f, a, k):
+        return _w(fn(*_u(a), **_uk(k)))
+
+    return plan_direct
+
+
 # ----------------------------------------------------------------------------- plans
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     global _JaxArray
@@ -208,29 +262,7 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
                 return o[0] if len(o) == 1 else tuple(o)
 
             return plan_out_direct
-        if func.is_view:
-
-            def plan_view(f, a, k):
-                ua = _u(a)
-                uk = _uk(k)
-                res = fn(*ua, **uk)
-                rest = ua[1:]
-                src = a[0]
-                if isinstance(res, (list, tuple)):
-                    out = [TpuTensor(r) for r in res]
-                    for i, o in enumerate(out):
-                        make_view(o, src, lambda e, i=i: fn(e, *rest, **uk)[i])
-                    return out
-                out = TpuTensor(res)
-                make_view(out, src, None if f in _ALIAS_OPS else (lambda e: fn(e, *rest, **uk)))
-                return out
-
-            return plan_view
-
-        def plan_direct(f, a, k):
-            return _w(fn(*_u(a), **_uk(k)))
-
-        return plan_direct
+        return _direct_plan(func, fn)
 
     # No direct lowering.
     if inplace:
@@ -357,9 +389,9 @@ def _to_cpu(a: Any) -> Any:
     return a
 
 
-def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict) -> Any:
+def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) -> Any:
     name = func.name()
-    if FALLBACK_COUNTS[name] == 0:
+    if FALLBACK_COUNTS[name] == 0 and warn:
         warnings.warn(f"operator '{name}' is not implemented for TPU; running it on the CPU (slow)", stacklevel=3)
     FALLBACK_COUNTS[name] += 1
     cargs = _to_cpu(args)

@@ -7,19 +7,16 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
+from . import imports
 from .model import Diagnostic, MigrationResult
+from .names import import_table
 from .rules.base import all_rules, select_rules
-from .transform import MigrationTransformer, _Index
+from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 
 #: Cheap text test run before parsing: a file without any of these words cannot match a rule.
 PREFILTER = re.compile(r"cuda|cudnn|xla|nccl|tpu-migrate|pjrt|triton|apex|flash_attn|bitsandbytes|xformers", re.IGNORECASE)
-
-#: Imports that a migration makes obsolete; removed only when nothing uses them any more.
-_REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
 
 UNUSED_IMPORT_CODE = "TPU590"
 
@@ -70,12 +67,22 @@ def migrate_source(
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
         raise UnparsableError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-    transformer = MigrationTransformer(index, path, source.splitlines())
-    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
+    table = import_table(module)
+    if table.needs_scopes():
+        transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
+        new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
+    else:
+        transformer = MigrationTransformer(index, path, source.splitlines(), table)
+        new = module.visit(transformer)
+    transformer.finalize(module)
     diagnostics = transformer.diagnostics
     new_code = new.code
     if new_code == source:
         return MigrationResult(source, False, _sorted(diagnostics))
+    if module.code != source:  # libcst itself would change bytes nobody asked to change
+        if new_code == module.code:
+            return MigrationResult(source, False, _sorted(diagnostics))
+        raise UnparsableError("libcst cannot reproduce this file byte-for-byte; left untouched")
     new = _fix_imports(module, new, transformer, path, diagnostics)
     new = _add_helpers(new, transformer.helpers)
     new = _strip_leading_blank(new, source)
@@ -87,56 +94,18 @@ def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=lambda d: (d.line, d.col, d.code))
 
 
-class _Imports(cst.CSTVisitor):
-    """Collects (module, obj, asname, node) for the imports a migration may make obsolete."""
-
-    def __init__(self) -> None:
-        self.found: list[tuple[str, str | None, str | None, cst.CSTNode]] = []
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            mod = cst.helpers.get_full_name_for_node(alias.name) or ""
-            if _REMOVABLE.match(mod):
-                asname = alias.evaluated_alias
-                self.found.append((mod, None, asname, node))
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return False
-        mod = cst.helpers.get_full_name_for_node(node.module) or ""
-        for alias in node.names:
-            obj = cst.helpers.get_full_name_for_node(alias.name) or ""
-            if _REMOVABLE.match(mod) or _REMOVABLE.match(f"{mod}.{obj}"):
-                self.found.append((mod, obj, alias.evaluated_alias, node))
-        return False
-
-
 def _fix_imports(old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str,
                  diagnostics: list[Diagnostic]) -> cst.Module:
-    ctx = CodemodContext()
+    """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
     if tr.enabled(UNUSED_IMPORT_CODE):
-        before = _Imports()
-        MetadataWrapper(old, unsafe_skip_copy=True).visit(before)
-        if before.found:
-            new = RemoveImportsVisitor(ctx, [(m, o, a) for m, o, a, _ in before.found]).transform_module(new)
-            after = _Imports()
-            new.visit(after)
-            remaining = {(m, o, a) for m, o, a, _ in after.found}
-            wrapper = MetadataWrapper(old, unsafe_skip_copy=True)
-            positions = wrapper.resolve(cst.metadata.PositionProvider)
-            for m, o, a, node in before.found:
-                if (m, o, a) not in remaining:
-                    pos = positions[node].start
-                    name = f"{m}.{o}" if o else m
-                    diagnostics.append(Diagnostic(path, pos.line, pos.column + 1, UNUSED_IMPORT_CODE,
-                                                  f"removed import of `{name}`, unused after migration",
-                                                  True, "rewritten"))
+        def removed(node: cst.CSTNode, name: str) -> None:
+            line, col = tr.import_positions.get(name, (1, 1))
+            diagnostics.append(Diagnostic(path, line, col, UNUSED_IMPORT_CODE,
+                                          f"removed import of `{name}`, unused after migration", True, "rewritten"))
+
+        new = imports.remove_unused(new, removed)
     if tr.needed_imports:
-        ctx = CodemodContext()
-        for mod in sorted(tr.needed_imports):
-            AddImportsVisitor.add_needed_import(ctx, mod)
-        new = AddImportsVisitor(ctx).transform_module(new)
+        new = imports.add_imports(new, sorted(tr.needed_imports))
     return new
 
 

@@ -12,9 +12,11 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
+from .imports import removable_aliases
 from .model import Diagnostic, Outcome
+from .names import ImportTable
 from .rules.base import Rule
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -54,10 +56,13 @@ class _Index:
 
 
 class MigrationTransformer(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    """Names resolved from the file's import table; positions computed once at the end (lazily)."""
 
-    def __init__(self, index: _Index, path: str, source_lines: Sequence[str]):
+    def __init__(self, index: _Index, path: str, source_lines: Sequence[str], table: ImportTable | None = None):
         super().__init__()
+        self.table = table
+        self._reports: list[tuple[cst.CSTNode, cst.CSTNode | None, str, str, bool, Outcome]] = []
+        self._import_nodes: dict[str, cst.CSTNode] = {}
         self.index = index
         self.path = path
         self.lines = source_lines
@@ -77,16 +82,33 @@ class MigrationTransformer(cst.CSTTransformer):
         self.scratch: dict[str, object] = {}
         self.source_text = "\n".join(source_lines)
         self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
+        self.import_positions: dict[str, tuple[int, int]] = {}
+        self.module: cst.Module | None = None
         self.string_claims: dict[int, tuple[str, Outcome, str, str | None]] = {}
 
     # ----------------------------------------------------------------- context API for the rules
     def qname(self, node: cst.CSTNode) -> str | None:
         """Qualified name of an original Name/Attribute bound by an import, else None."""
-        names = self.get_metadata(QualifiedNameProvider, node, None)
-        if not names:
-            return None
-        found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
-        return found[0] if found else None
+        assert self.table is not None
+        return self.table.qname(node)
+
+    def finalize(self, module: cst.Module) -> None:
+        """Resolve the positions of what was reported (one pass, only when something was)."""
+        if not self._reports and not self._import_nodes:
+            return
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+        def pos(node: cst.CSTNode | None) -> tuple[int, int] | None:
+            p = positions.get(node) if node is not None else None
+            return (p.start.line, p.start.column + 1) if p is not None else None
+
+        for node, fallback, code, message, fixed, outcome in self._reports:
+            line, col = pos(node) or pos(fallback) or (1, 1)
+            self.diagnostics.append(Diagnostic(self.path, line, col, code, message, fixed, outcome))
+        self._reports.clear()
+        for name, node in self._import_nodes.items():
+            self.import_positions[name] = pos(node) or (1, 1)
+
 
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called
@@ -94,25 +116,17 @@ class MigrationTransformer(cst.CSTTransformer):
     def enabled(self, code: str) -> bool:
         return code in self.index.codes
 
-    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.get_metadata(PositionProvider, node, None)
-        if pos is None:
-            for n in reversed(self._stack):
-                pos = self.get_metadata(PositionProvider, n, None)
-                if pos is not None:
-                    break
-        return (pos.start.line, pos.start.column + 1) if pos is not None else (1, 1)
+    def _fallback(self) -> cst.CSTNode | None:
+        return self._stack[-1] if self._stack else None
 
     def report(self, node: cst.CSTNode, message: str, *, code: str, outcome: Outcome = "rewritten") -> None:
         """Record a rewrite (``outcome`` rewritten or warned)."""
-        line, col = self._position(node)
-        self.diagnostics.append(Diagnostic(self.path, line, col, code, _short(message), True, outcome))
+        self._reports.append((node, self._fallback(), code, _short(message), True, outcome))
 
     def flag(self, node: cst.CSTNode, message: str, *, code: str) -> None:
         """Record a finding for a human and put a TODO comment above the enclosing statement."""
-        line, col = self._position(node)
         message = _short(message)
-        self.diagnostics.append(Diagnostic(self.path, line, col, code, message, False, "flagged"))
+        self._reports.append((node, self._fallback(), code, message, False, "flagged"))
         if self._stack:
             pend = self._pending.setdefault(id(self._stack[-1]), [])
             if all(c != code for c, _ in pend):
@@ -163,8 +177,13 @@ class MigrationTransformer(cst.CSTTransformer):
         return self._skip_depth > 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Module):
+            self.module = node
         if isinstance(node, _STATEMENT_TYPES):
             self._stack.append(node)
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            for _alias, name in removable_aliases(node):
+                self._import_nodes.setdefault(name, node)
         if isinstance(node, cst.Attribute):
             self._inner.add(id(node.value))
             self._inner.add(id(node.attr))
@@ -304,19 +323,16 @@ class MigrationTransformer(cst.CSTTransformer):
         return cst.FlattenSentinel(new) if len(new) > 1 else new[0]
 
     def _existing_todos(self, stmt: cst.CSTNode) -> set[str]:
-        pos = self.get_metadata(PositionProvider, stmt, None)
-        if pos is None:
-            return set()
+        """TODO codes already above ``stmt`` (its leading lines; the module header for the first one)."""
+        lines = list(getattr(stmt, "leading_lines", ()))
+        if self.module is not None and self.module.body and self.module.body[0] is stmt:
+            lines = [*self.module.header, *lines]
         found: set[str] = set()
-        i = pos.start.line - 2
-        while i >= 0:
-            text = self.lines[i].strip()
-            if text and not text.startswith(("#", "@")):
-                break
-            m = _TODO.search(text)
-            if m:
-                found.add(m.group(1))
-            i -= 1
+        for ln in lines:
+            if ln.comment is not None:
+                m = _TODO.search(ln.comment.value)
+                if m:
+                    found.add(m.group(1))
         return found
 
     def _attach_todos(self, orig: cst.CSTNode, result: object):
@@ -345,6 +361,24 @@ def _short(message: str) -> str:
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
+
+
+class PreciseMigrationTransformer(MigrationTransformer):
+    """Full scope analysis, for files that rebind an imported name (see migrate.names)."""
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
+
+    def qname(self, node: cst.CSTNode) -> str | None:
+        names = self.get_metadata(QualifiedNameProvider, node, None)
+        if not names:
+            # An unbound `torch.` / `torch_xla.` chain (the import lives in another notebook cell, or is
+            # about to be added): resolve it by its text so a second pass finds nothing new.
+            full = cst.helpers.get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if full and full.split(".")[0] in ("torch", "torch_xla") and full not in ("torch", "torch_xla"):
+                return full
+            return None
+        found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
+        return found[0] if found else None
 
 
 #: What the rules see: the transformer itself.

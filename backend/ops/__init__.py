@@ -1,14 +1,14 @@
-"""Lowerings by family; importing this package fills ``backend.ops.registry.REGISTRY``."""
+"""Lowerings by family. ``load()`` imports them all (filling ``backend.ops.registry.REGISTRY``); it is
+not done on package import, so ``from backend.ops.registry import lower`` stays free of JAX."""
 
-from backend.ops import (  # noqa: F401
-    factory,
-    foreach,
-    indexing,
-    linalg,
-    misc,
-    nn,
-    pointwise,
-    random,
-    reduction,
-    shape,
-)
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = ("factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape")
+
+
+def load() -> None:
+    """Import every lowering family (imports JAX)."""
+    for name in FAMILIES:
+        importlib.import_module(f"backend.ops.{name}")

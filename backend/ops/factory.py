@@ -269,3 +269,9 @@ def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layo
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None,
                  device: Any = None, pin_memory: Any = None) -> Any:
     return jnp.stack(jnp.triu_indices(row, offset, col)).astype(jdt(dtype, jnp.int64))
+
+
+@lower(torch.ops.prims.copy_to.default, raw=True)
+def prims_copy_to(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """prims.copy_to (used by PyTorch's reference decompositions): copy ``b`` into ``a``."""
+    return copy_(a, b)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backend.ops._util import aten, as_dtype, wrapdim
+from backend.ops._util import as_dtype, aten, wrapdim
 from backend.ops.registry import lower
 
 
@@ -185,7 +185,8 @@ def masked_select(x: Any, mask: Any) -> Any:
 
 @lower(aten.masked_scatter.default)
 def masked_scatter(x: Any, mask: Any, source: Any) -> Any:
-    mask = jnp.broadcast_to(mask, x.shape)
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    x, mask = jnp.broadcast_to(x, shape), jnp.broadcast_to(mask, shape)
     n = int(mask.sum())
     flat = x.reshape(-1).at[jnp.nonzero(mask.reshape(-1))[0]].set(source.reshape(-1)[:n].astype(x.dtype))
     return flat.reshape(x.shape)
@@ -226,3 +227,12 @@ def embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_
         g = jnp.where((idx == padding_idx)[:, None], 0, g)
     return jnp.zeros((num_weights, g.shape[-1]), g.dtype).at[idx].add(g)
 
+
+
+@lower(aten.masked_scatter_backward.default)
+def masked_scatter_backward(grad: Any, mask: Any, sizes: Any) -> Any:
+    n = int(np.prod(sizes))
+    mask = jnp.broadcast_to(mask, grad.shape)
+    vals = grad[mask]
+    out = jnp.zeros((n,), grad.dtype).at[: vals.shape[0]].set(vals[:n])
+    return out.reshape(tuple(sizes))

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from backend.ops._util import aten, as_dtype, result_dtype
+from backend.ops._util import as_dtype, aten, result_dtype
 from backend.ops.registry import lower
 
 _P = jax.lax.Precision

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from backend.ops._util import aten, wrapdim
@@ -123,3 +124,125 @@ def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: 
             out = out / jnp.maximum(counts, 1)[:, None].astype(weight.dtype)
         max_idx = jnp.zeros((nb,), jnp.int64) if mode == 1 else jnp.zeros((0,), jnp.int64)
     return out.astype(weight.dtype), bag.astype(jnp.int64), counts, max_idx
+
+
+# ----------------------------------------------------------------------------- data-dependent predicates
+@lower(aten.equal.default)
+def equal(a: Any, b: Any) -> bool:
+    """Returns a Python bool (materialises, as on every device)."""
+    return a.shape == b.shape and bool(jnp.all(a == b))
+
+
+@lower(aten.is_nonzero.default)
+def is_nonzero(x: Any) -> bool:
+    if x.size != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(x.reshape(()) != 0)
+
+
+@lower(aten.allclose.default)
+def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    if a.dtype != b.dtype:
+        raise RuntimeError("allclose: the two tensors have different dtypes")
+    return bool(jnp.all(isclose(a, b, rtol, atol, equal_nan)))
+
+
+@lower(aten.isclose.default)
+def isclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Any:
+    if a.dtype == jnp.bool_:
+        return a == b
+    close = a == b
+    if jnp.issubdtype(a.dtype, jnp.inexact):
+        diff = jnp.abs(a - b)
+        close = close | (jnp.isfinite(diff) & (diff <= atol + rtol * jnp.abs(b)))
+        if equal_nan:
+            close = close | (jnp.isnan(a) & jnp.isnan(b))
+    else:
+        af, bf = a.astype(jnp.float64), b.astype(jnp.float64)
+        close = close | (jnp.abs(af - bf) <= atol + rtol * jnp.abs(bf))
+    return close
+
+
+@lower(aten.searchsorted.Tensor)
+def searchsorted(sorted_seq: Any, x: Any, *, out_int32: bool = False, right: bool = False, side: str | None = None,
+                 sorter: Any = None) -> Any:
+    side = side or ("right" if right else "left")
+    if sorter is not None:
+        sorted_seq = jnp.take_along_axis(sorted_seq, sorter, -1)
+    if sorted_seq.ndim == 1:
+        out = jnp.searchsorted(sorted_seq, x, side=side)
+    else:
+        import jax
+
+        out = jax.vmap(lambda s, v: jnp.searchsorted(s, v, side=side))(
+            sorted_seq.reshape(-1, sorted_seq.shape[-1]), x.reshape(-1, x.shape[-1])).reshape(x.shape)
+    return out.astype(jnp.int32 if out_int32 else jnp.int64)
+
+
+@lower(aten.searchsorted.Scalar)
+def searchsorted_scalar(sorted_seq: Any, x: Any, *, out_int32: bool = False, right: bool = False,
+                        side: str | None = None, sorter: Any = None) -> Any:
+    return searchsorted(sorted_seq, jnp.asarray(x, sorted_seq.dtype), out_int32=out_int32, right=right, side=side,
+                        sorter=sorter).reshape(())
+
+
+@lower(aten.kthvalue.default)
+def kthvalue(x: Any, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+    from backend.ops.reduction import _sort
+
+    if x.ndim == 0:
+        return x, jnp.zeros((), jnp.int64)
+    d = wrapdim(dim, x.ndim)
+    if not 1 <= k <= x.shape[d]:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
+    v, i = _sort(x, d, False)
+    v, i = jnp.take(v, k - 1, axis=d), jnp.take(i, k - 1, axis=d)
+    if keepdim:
+        v, i = jnp.expand_dims(v, d), jnp.expand_dims(i, d)
+    return v, i
+
+
+# ----------------------------------------------------------------------------- special functions (prims)
+def _special(fn: Any) -> Any:
+    def impl(x: Any) -> Any:
+        xf = x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+        return fn(xf).astype(xf.dtype)
+
+    return impl
+
+
+_prims = __import__("torch").ops.prims
+for _name, _fn in [("erfcx", jax.scipy.special.erfcx), ("ndtri", jax.scipy.special.ndtri),
+                   ("bessel_i0e", jax.scipy.special.i0e), ("bessel_i1", jax.scipy.special.i1),
+                   ("bessel_i1e", jax.scipy.special.i1e), ("bessel_i0", jax.scipy.special.i0)]:
+    if hasattr(_prims, _name):
+        lower(getattr(_prims, _name).default)(_special(_fn))
+
+
+@lower(_prims.gcd.default, aten.gcd.default)
+def gcd(a: Any, b: Any) -> Any:
+    return jnp.gcd(a, b)
+
+
+@lower(aten.lcm.default)
+def lcm(a: Any, b: Any) -> Any:
+    return jnp.lcm(a, b)
+
+
+@lower(_prims.zeta.default, aten.special_zeta.default)
+def zeta(x: Any, q: Any) -> Any:
+    dt = jnp.result_type(x, q)
+    if not jnp.issubdtype(dt, jnp.floating):
+        dt = jnp.float32
+    return jax.scipy.special.zeta(jnp.asarray(x, dt), jnp.asarray(q, dt)).astype(dt)
+
+
+@lower(aten.median.default)
+def median(x: Any) -> Any:
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        return jnp.asarray(jnp.nan, x.dtype)
+    s = jnp.sort(flat)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        s = jnp.where(jnp.any(jnp.isnan(flat)), jnp.nan, s)
+    return s[(flat.size - 1) // 2]

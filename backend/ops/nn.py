@@ -135,7 +135,7 @@ def _windows(shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilatio
     outs = [_out_len(n, k, s, p, d, ceil) for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation,
                                                                     strict=True)]
     grids = []
-    for n, o, k, s, p, d in zip(shape, outs, kernel, stride, padding, dilation, strict=True):
+    for _n, o, k, s, p, d in zip(shape, outs, kernel, stride, padding, dilation, strict=True):
         pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d  # (o, k)
         grids.append(pos)
     nd = len(shape)
@@ -288,9 +288,15 @@ def _adaptive_avg_pool2d_backward(g: Any, x: Any) -> Any:
     return vjp(g)[0]
 
 
-@lower(aten._adaptive_avg_pool3d.default)
+@lower(aten._adaptive_avg_pool3d.default, jit=True)
 def _adaptive_avg_pool3d(x: Any, output_size: Any) -> Any:
     return _adaptive_avg(x, output_size, 3)
+
+
+@lower(aten._adaptive_avg_pool3d_backward.default, jit=True)
+def _adaptive_avg_pool3d_backward(g: Any, x: Any) -> Any:
+    _, vjp = jax.vjp(lambda t: _adaptive_avg(t, g.shape[-3:], 3), x)
+    return vjp(g)[0]
 
 
 @lower(aten._fused_sdp_choice.default)
@@ -298,3 +304,66 @@ def _fused_sdp_choice(*args: Any, **kwargs: Any) -> int:
     """Always the math path: attention lowers to matmul + softmax, which XLA fuses."""
     return 0
 
+
+
+# ----------------------------------------------------------------------------- batch norm
+def _bn(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float, eps: float) -> Any:
+    """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var); pure."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    acc = _wide(x.dtype)
+    xf = x.astype(acc)
+    if training:
+        mean = jnp.mean(xf, axis=axes)
+        var = jnp.mean(jnp.square(xf - mean.reshape(shape)), axis=axes)
+        invstd = jax.lax.rsqrt(var + eps)
+        n = x.size // max(x.shape[1], 1)
+        new_rm = None if rm is None else ((1 - momentum) * rm + momentum * mean).astype(rm.dtype)
+        new_rv = None if rv is None else ((1 - momentum) * rv + momentum * var * (n / max(n - 1, 1))).astype(rv.dtype)
+        save_mean, save_invstd = mean.astype(x.dtype), invstd.astype(x.dtype)
+    else:
+        mean, invstd = rm.astype(acc), jax.lax.rsqrt(rv.astype(acc) + eps)
+        new_rm, new_rv = rm, rv
+        save_mean = save_invstd = jnp.zeros((0,), x.dtype)
+    out = (xf - mean.reshape(shape)) * invstd.reshape(shape)
+    if w is not None:
+        out = out * w.astype(acc).reshape(shape)
+    if b is not None:
+        out = out + b.astype(acc).reshape(shape)
+    return out.astype(x.dtype), save_mean, save_invstd, new_rm, new_rv
+
+
+def _bn_raw(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float, eps: float) -> Any:
+    """Torch-level: runs ``_bn`` and updates the running-stat tensors in place (as the CPU kernel does)."""
+    from backend.tensor import TpuTensor, set_value, value
+
+    def v(t: Any) -> Any:
+        return None if t is None else value(t)
+
+    out, sm, si, nrm, nrv = _bn(value(x), v(w), v(b), v(rm), v(rv), training, momentum, eps)
+    if training and rm is not None:
+        set_value(rm, nrm)
+        set_value(rv, nrv)
+    return TpuTensor(out), TpuTensor(sm), TpuTensor(si)
+
+
+@lower(aten.native_batch_norm.default, aten._native_batch_norm_legit.default, raw=True)
+def native_batch_norm(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float,
+                      eps: float) -> Any:
+    return _bn_raw(x, w, b, rm, rv, training, momentum, eps)
+
+
+@lower(aten._native_batch_norm_legit.no_stats, raw=True)
+def native_batch_norm_no_stats(x: Any, w: Any, b: Any, training: bool, momentum: float, eps: float) -> Any:
+    return _bn_raw(x, w, b, None, None, True, momentum, eps)
+
+
+@lower(aten._native_batch_norm_legit_no_training.default)
+def native_batch_norm_no_training(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float) -> Any:
+    return _bn(x, w, b, rm, rv, False, momentum, eps)[:3]
+
+
+@lower(aten._native_batch_norm_legit_functional.default)
+def native_batch_norm_functional(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float,
+                                 eps: float) -> Any:
+    return _bn(x, w, b, rm, rv, training, momentum, eps)

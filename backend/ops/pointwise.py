@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from backend.ops._util import aten, as_dtype, float_of, is_float, jdt, result_dtype
+from backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
 from backend.ops.registry import lower
 
 
@@ -124,7 +124,12 @@ def pow_(a: Any, b: Any) -> Any:
     if jnp.issubdtype(dt, jnp.integer):
         if isinstance(b, int) and b < 0 and not isinstance(a, int):
             raise RuntimeError("Integers to negative integer powers are not allowed.")
-        return jax.lax.integer_pow(a2, b) if isinstance(b, int) and b >= 0 else jnp.power(a2, b2)
+        if isinstance(b, int):
+            return jax.lax.integer_pow(a2, b)
+        # torch truncates: x ** negative is 0 except for bases 1 and -1
+        pos = jnp.power(a2, jnp.maximum(b2, 0))
+        neg = jnp.where(a2 == 1, 1, jnp.where(a2 == -1, jnp.where(b2 % 2 == 0, 1, -1), 0)).astype(dt)
+        return jnp.where(b2 < 0, neg, pos)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 2:
             return a2 * a2
@@ -197,7 +202,8 @@ for _name, _fn in [
     ("atan", jnp.arctan), ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tanh", jnp.tanh), ("asinh", jnp.arcsinh),
     ("acosh", jnp.arccosh), ("atanh", jnp.arctanh), ("sigmoid", jax.nn.sigmoid), ("erf", jax.scipy.special.erf),
     ("erfc", jax.scipy.special.erfc), ("erfinv", jax.scipy.special.erfinv), ("reciprocal", lambda x: 1 / x),
-    ("lgamma", jax.scipy.special.gammaln), ("digamma", jax.scipy.special.digamma), ("i0", jax.scipy.special.i0),
+    ("lgamma", jax.scipy.special.gammaln),
+    ("digamma", lambda x: jnp.where(x == 0, -jnp.inf, jax.scipy.special.digamma(x))), ("i0", jax.scipy.special.i0),
     ("sinc", jnp.sinc), ("deg2rad", jnp.deg2rad), ("rad2deg", jnp.rad2deg),
 ]:  # fmt: skip
     _unary_float(_fn, getattr(aten, _name).default)
@@ -383,7 +389,8 @@ def xlogy(a: Any, b: Any) -> Any:
 @lower(aten.heaviside.default)
 def heaviside(x: Any, v: Any) -> Any:
     dt = result_dtype(x, v)
-    return jnp.heaviside(as_dtype(x, dt), as_dtype(v, dt))
+    x, v = as_dtype(x, dt), as_dtype(v, dt)
+    return jnp.where(x == 0, v, (x > 0).astype(dt))
 
 
 @lower(aten._to_copy.default, raw=True)
@@ -411,3 +418,11 @@ def _cast_like_torch(v: Any, dt: Any) -> Any:
     if dt == jnp.bool_:
         return v != 0
     return v.astype(dt)
+
+
+@lower(aten.polygamma.default)
+def polygamma(n: int, x: Any) -> Any:
+    x = float_of(x)
+    if n == 0:
+        return jnp.where(x == 0, -jnp.inf, jax.scipy.special.digamma(x))
+    return jax.scipy.special.polygamma(n, x).astype(x.dtype)

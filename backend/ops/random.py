@@ -18,6 +18,7 @@ def _key(generator: Any) -> Any:
     if generator is None:
         return _rng.next_key()
     seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    _rng.draws += 1
     return jax.random.key(seed)
 
 

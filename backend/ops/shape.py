@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backend.ops._util import aten, as_dtype, dims, result_dtype, wrapdim
+from backend.ops._util import as_dtype, aten, dims, result_dtype, wrapdim
 from backend.ops.registry import lower
 
 
@@ -120,7 +120,20 @@ def alias(x: Any) -> Any:
     return x
 
 
-@lower(aten.as_strided.default)
+@lower(aten.as_strided.default, raw=True)
+def as_strided_checked(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
+    """A view of a view would need the root's storage offsets, which wrappers do not have: refuse it
+    rather than answer against the wrong layout."""
+    from backend.dispatch import dispatch_lowering
+
+    if getattr(x, "_root", None) is not None and x._chain:
+        raise NotImplementedError(
+            "as_strided on a view of a TPU tensor is not supported (wrappers have no shared storage offsets); "
+            "call .clone() on the view first"
+        )
+    return dispatch_lowering(aten.as_strided.default, as_strided, (x, size, stride, storage_offset), {})
+
+
 def as_strided(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
     """Strides are read against the tensor's own contiguous layout (payloads have no storage)."""
     flat = x.reshape(-1)

@@ -271,3 +271,65 @@ def test_explicit_inductor_on_tpu_model_raises_and_stats_api() -> None:
         torch.compile(m, backend="inductor")
     assert set(bc.stats()) >= {"compiles", "cache_hits", "compile_seconds", "traces", "graphs"}
     assert torch.tpu._get_cache_stats() == bc.stats()
+
+
+def test_untraceable_graph_falls_back_to_eager_correctly() -> None:
+    big_host = torch.arange(64.0).reshape(8, 8)  # a large CPU tensor used inside the graph
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 + big_host.sum()
+
+    cf = torch.compile(f, backend="tpu")
+    x = torch.randn(4).to("tpu")
+    with pytest.warns(UserWarning, match="op by op"):
+        out = cf(x)
+    _close(out, x * 2 + 2016.0)
+    assert bc.stats()["eager_fallbacks"] >= 1
+
+
+def test_tensor_attributes_are_read_fresh_not_baked_in() -> None:
+    # Parameters updated by an eager optimizer between calls must be seen by the compiled graph.
+    m, e = _pair(MLP)
+    om = torch.optim.SGD(m.parameters(), lr=0.1)
+    oe = torch.optim.SGD(e.parameters(), lr=0.1)
+    x = torch.randn(4, 16).to("tpu")
+    with torch._dynamo.config.patch(inline_inbuilt_nn_modules=False):
+        cm = torch.compile(m, backend="tpu")
+        for _ in range(3):
+            for model, opt in ((cm, om), (e, oe)):
+                opt.zero_grad()
+                model(x).square().mean().backward()
+                opt.step()
+    _close(cm(x), e(x))
+    for g, r in zip(_grads(m), _grads(e), strict=True):
+        _close(g, r)
+
+
+def test_get_attr_tensors_are_lifted_to_inputs() -> None:
+    # An FX graph holding a "tpu" tensor as an attribute (get_attr), as Dynamo does for some state:
+    # it must be read fresh each call, and an in-place update must land in the real tensor.
+    root = nn.Module()
+    root.w = torch.ones(3).to("tpu")
+    g = torch.fx.Graph()
+    x_node = g.placeholder("x")
+    w_node = g.get_attr("w")
+    g.call_method("add_", (w_node, 1))
+    g.output((g.call_function(torch.mul, (x_node, w_node)),))
+    gm = torch.fx.GraphModule(root, g)
+    x = torch.arange(3.0).to("tpu")
+    run = bc.tpu_backend(gm, [x])
+    _close(run(x)[0], x * 2)
+    _close(run(x)[0], x * 3)
+    _close(gm.w, torch.full((3,), 3.0))
+    gm.w.fill_(10.0)  # changed outside the graph: the next call must see it
+    _close(run(x)[0], x * 11)
+    assert bc.stats()["traces"] == 1
+
+
+def test_double_backward_raises_instead_of_wrong_answer() -> None:
+    cf = torch.compile(lambda x: (x**3).sum(), backend="tpu")
+    x = torch.tensor([1.0, 2.0]).to("tpu").requires_grad_()
+    (g,) = torch.autograd.grad(cf(x), x, create_graph=True)
+    _close(g, torch.tensor([3.0, 12.0]))
+    with pytest.raises(RuntimeError):
+        g.sum().backward()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from migrate_helpers import run
 
 from migrate.cli import main
 from migrate.rules import all_rules
 from migrate.rules.base import select_rules
 from migrate.transform import _Index
-
-from migrate_helpers import run
 
 RULES = all_rules()
 
@@ -67,3 +66,11 @@ def test_rules_command_lists_and_explains(capsys):
     page = capsys.readouterr().out
     assert "optimizer_step" in page and "Before:" in page and "After:" in page
     assert main(["rules", "TPU000"]) == 2
+
+
+def test_user_doc_lists_every_rule():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "migrate.md").read_text()
+    missing = [r.code for r in RULES if f"| {r.code} | {r.name} |" not in doc]
+    assert not missing, f"docs/migrate.md rules table lacks {missing}"

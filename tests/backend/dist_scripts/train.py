@@ -1,7 +1,7 @@
 """Worker: train a tiny MLP on "tpu" data-parallel and print the per-step global losses.
 
     python train.py single            # one process, the whole global batch
-    torchrun --nproc_per_node=2 train.py ddp|fsdp [tpu_dist|tpu]
+    torchrun --nproc_per_node=2 train.py ddp|ddp_compiled|fsdp [tpu_dist|tpu]
     python train.py spawn             # torch.multiprocessing.spawn of 2 DDP workers
 
 Rank 0 prints one line ``LOSSES <json list>``; the global loss of a step is the mean over the global
@@ -37,10 +37,12 @@ def model() -> nn.Module:
 
 def train(mode: str, rank: int, world: int) -> list[float]:
     m = model().to("tpu")
-    if mode in ("ddp", "spawn"):
+    if mode in ("ddp", "spawn", "ddp_compiled"):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         m = DDP(m)  # no device_ids, as on TorchTPU
+        if mode == "ddp_compiled":
+            m = torch.compile(m, backend="tpu")
     elif mode == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard

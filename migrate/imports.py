@@ -1,0 +1,168 @@
+"""Import bookkeeping after the rule pass: drop obsolete imports nothing uses, add the needed ones once.
+
+Deliberately simpler (and ~10x cheaper) than libcst's Add/RemoveImportsVisitor: a name counts as used if
+it appears anywhere as an identifier or as a whole string literal (``__all__``), so an import is only
+removed when nothing in the file can refer to it. Removing too little is safe; too much is not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+
+#: Imports a migration makes obsolete; removed only when unused.
+REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
+
+
+def _full(node: cst.CSTNode) -> str:
+    return cst.helpers.get_full_name_for_node(node) or ""
+
+
+def _bound_name(alias: cst.ImportAlias, from_import: bool) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return _full(alias.name) if from_import else _full(alias.name).split(".")[0]
+
+
+class _Used(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        body = node.value.strip("rRbBuU")[1:-1]
+        if body.isidentifier():
+            self.names.add(body)
+
+
+def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias, str]]:
+    """(alias, dotted name) pairs of an import statement that a migration may remove."""
+    if isinstance(stmt, cst.Import):
+        return [(a, _full(a.name)) for a in stmt.names if REMOVABLE.match(_full(a.name))]
+    if stmt.relative or stmt.module is None or isinstance(stmt.names, cst.ImportStar):
+        return []
+    mod = _full(stmt.module)
+    return [(a, f"{mod}.{_full(a.name)}") for a in stmt.names
+            if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
+
+
+class _Remover(cst.CSTTransformer):
+    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None]):
+        super().__init__()
+        self.used = used
+        self.on_remove = on_remove
+        self.originals: dict[int, cst.CSTNode] = {}
+
+    def _filter(self, node, from_import: bool):
+        drop = {id(a) for a, _ in removable_aliases(node) if _bound_name(a, from_import) not in self.used}
+        if not drop:
+            return node
+        for a, name in removable_aliases(node):
+            if id(a) in drop:
+                self.on_remove(node, name)
+        keep = [a for a in node.names if id(a) not in drop]
+        if not keep:
+            return cst.RemovalSentinel.REMOVE
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(names=keep)
+
+    def leave_Import(self, original, updated):
+        return self._filter(updated, False)
+
+    def leave_ImportFrom(self, original, updated):
+        if isinstance(updated.names, cst.ImportStar):
+            return updated
+        return self._filter(updated, True)
+
+    def leave_IndentedBlock(self, original, updated):
+        body = _carry(updated.body, original.body)
+        return updated.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=_carry(updated.body, original.body))
+
+
+def _carry(new_body: Sequence[cst.BaseStatement], old_body: Sequence[cst.BaseStatement]):
+    """Comments and blank lines above a removed import line move to the next statement."""
+    if len(new_body) == len(old_body):
+        return list(new_body)
+    kept_ids = {id(s) for s in new_body}
+    out: list[cst.BaseStatement] = []
+    pending: list[cst.EmptyLine] = []
+    new_iter = iter(new_body)
+    nxt = next(new_iter, None)
+    for old in old_body:
+        if nxt is not None and (id(nxt) == id(old) or id(old) not in kept_ids and _same_slot(old, nxt)):
+            stmt = nxt
+            if pending:
+                stmt = stmt.with_changes(leading_lines=[*pending, *stmt.leading_lines])
+                pending = []
+            out.append(stmt)
+            nxt = next(new_iter, None)
+        else:
+            pending.extend(getattr(old, "leading_lines", ()))
+    while nxt is not None:
+        out.append(nxt)
+        nxt = next(new_iter, None)
+    return out
+
+
+def _same_slot(old: cst.BaseStatement, new: cst.BaseStatement) -> bool:
+    """A statement changed by the remover (fewer aliases) still holds its place."""
+    if isinstance(old, cst.SimpleStatementLine) and isinstance(new, cst.SimpleStatementLine):
+        return old.leading_lines == new.leading_lines and len(new.body) <= len(old.body)
+    return type(old) is type(new)
+
+
+def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], None]) -> cst.Module:
+    used = _Used()
+    module.visit(used)
+    return module.visit(_Remover(used.names, on_remove))
+
+
+def binds(module: cst.Module, name: str) -> bool:
+    """True when a top-level plain ``import name`` exists."""
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                        a.asname is None and _full(a.name) == name for a in small.names):
+                    return True
+    return False
+
+
+def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:
+    """``import name`` after the last top-level import of the file's leading import block
+    (after the docstring and ``from __future__`` imports when there is none)."""
+    missing = [n for n in sorted(set(names)) if not binds(module, n)]
+    if not missing:
+        return module
+    body = list(module.body)
+    insert = 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and (
+                isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)) or
+                (i == 0 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.SimpleString))):
+            insert = i + 1
+        else:
+            break
+    new = [cst.SimpleStatementLine([cst.Import([cst.ImportAlias(cst.parse_expression(n))])]) for n in missing]
+    if insert == 0 and body:
+        # the file's header comments stay above the new import
+        first = body[0]
+        new[0] = new[0].with_changes(leading_lines=first.leading_lines)
+        body[0] = first.with_changes(leading_lines=[cst.EmptyLine()])
+    elif insert == 1 and isinstance(body[0].body[0], cst.Expr):
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
+    body[insert:insert] = new
+    return module.with_changes(body=body)

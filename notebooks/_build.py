@@ -1,0 +1,378 @@
+"""Regenerate the five notebooks from this file (the committed .ipynb files are what users open).
+
+    python notebooks/_build.py
+
+Notebooks are written without outputs or execution counts; the first code cell is tagged
+``parameters`` (papermill convention) and holds small defaults so CI runs them fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+
+def md(text: str):
+    return new_markdown_cell(text.strip("\n"))
+
+
+def code(text: str, *tags: str):
+    cell = new_code_cell(text.strip("\n"))
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def params(text: str):
+    return code(text, "parameters")
+
+
+NOTEBOOKS: dict[str, list] = {}
+
+# ------------------------------------------------------------------------------------------------ 01
+NOTEBOOKS["01_migrate"] = [
+    md("""
+# 01 · Migrate CUDA and torch_xla code to the native "tpu" device
+
+`tpu-migrate` rewrites the bundled sample projects (a CUDA DDP script, a legacy and a modern torch_xla script,
+an SPMD script, and a notebook) in a temporary copy, shows the diffs, the diagnostics and the converted
+percentage, then runs each migrated training script for a few steps on `"tpu"` and on `"cpu"` and compares the
+loss curves. The parameters below are small so CI runs this in about a minute; raise `STEPS` on real hardware.
+"""),
+    params("""
+STEPS = 5          # training steps per run
+SAMPLES = None     # samples to run on both devices; None = every runnable one, e.g. ["cuda_ddp", "xla_modern"]
+EXAMPLES = None    # folder with projects to migrate; None = the bundled examples/ (never modified: a copy is migrated)
+SHOW_DIFFS = True  # print the unified diff of every migrated file
+"""),
+    code("""
+import tempfile
+from pathlib import Path
+
+from workbench import demo_chain as chain
+from workbench import demo_views as views
+
+work = Path(tempfile.mkdtemp(prefix="tpu-migrate-demo-"))
+mig = chain.migrate_examples(work, source=EXAMPLES)
+assert mig.run is not None, f"tpu-migrate failed: {mig.error}"
+print(f"migrated copy in {work} ({mig.seconds:.1f} s); converted {mig.run.converted_percent:.1f}% of the findings")
+views.show_table(chain.outcome_counts(mig.run, work))
+"""),
+    md("""
+## The diffs
+Each hunk is a rewrite; lines tpu-migrate cannot rewrite safely get one `# TODO(tpu-migrate TPUnnn)` comment.
+"""),
+    code("""
+for f in mig.run.files:
+    if SHOW_DIFFS and f.diff:
+        print(f.diff)
+"""),
+    md("""
+## Diagnostics
+One row per finding: `rewritten`, `warned` (rewritten, check the semantics) or `flagged` (left for a human).
+"""),
+    code("""
+views.show_table(chain.diagnostics_frame(mig.run, work))
+"""),
+    md("""
+## tpu-migrate's report (the same markdown `tpu-migrate --report FILE.md` writes)
+"""),
+    code("""
+views.show_md(mig.run.report_markdown())
+"""),
+    md("""
+## Run the migrated scripts on "tpu" and on "cpu"
+Each runnable sample runs as a child process, once with `--device cpu` and once on its migrated default device
+`"tpu"` (same seeds). The SPMD sample is flagged, not rewritten, so it is not run.
+"""),
+    code("""
+platform = chain.tpu_platform()
+print(f'"tpu" device here: {platform}')
+names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
+checks = [chain.check_losses(work, name, steps=STEPS) for name in names]
+views.show_table(chain.checks_frame(checks))
+tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
+views.show(chain.plot_losses(checks, tpu_label=tpu_label))
+"""),
+    md("""
+**What to see:** the dashed "tpu" curve lies on the solid "cpu" curve for every sample — the migrated code runs
+on the `"tpu"` device and computes the same losses (fp32 within rtol 1e-3; the notebook within 2e-2, as its
+autocast uses bf16 on the accelerator only). Here the "tpu" device is this project's backend running through
+JAX on the CPU (the legend says so), not a TPU.
+"""),
+    code("""
+failed = [c.summary() for c in checks if not c.ok]
+assert not failed, f"loss curves disagree or a run failed: {failed}"
+"""),
+]
+
+# ------------------------------------------------------------------------------------------------ 02
+NOTEBOOKS["02_throughput"] = [
+    md("""
+# 02 · Throughput on every device present, and on the devices in your result files
+
+Runs the workloads on every device present here (cpu; cuda if there is a GPU; tpu when the "tpu" device is
+registered), then loads result files you point at — e.g. a run from a GPU box and one from a TPU VM made with
+`tpu-bench run ... -o gpu.jsonl` — and shows one table and one bar chart. Every row says which platform produced
+it; a "tpu" run through XLA on a CPU or GPU is labelled as such, never as a TPU.
+"""),
+    params("""
+WORKLOADS = ["tiny"]     # decoder presets (tiny, tiny-moe, small, ...) or small-cnn
+PHASES = ["train"]       # train, prefill, decode
+BATCH = 4
+SEQ = 64
+BUDGET_S = 0.5           # seconds of timing per combination (raise for steadier numbers)
+COMPILED = [False]       # add True for torch.compile (backend "tpu" on tpu; inductor on cpu takes ~45 s here)
+DEVICES = None           # None = every device present
+RESULT_FILES = ["results/*.jsonl"]  # paths or globs (relative to here or to the project root); [] for none
+BASELINE = "cpu"         # ratios are taken against this variant
+"""),
+    code("""
+import warnings
+
+from workbench import demo_views as views
+from workbench.compare import compare_table
+from workbench.devices import present_devices
+from workbench.plots import plot_throughput_bars
+from workbench.run import run_matrix
+
+devices = DEVICES or present_devices()
+print("devices present here:", ", ".join(present_devices()), "| running on:", ", ".join(devices))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    fresh = run_matrix(WORKLOADS, PHASES, devices, batches=[BATCH], seqs=[SEQ], compiled=COMPILED,
+                       budget_s=BUDGET_S, progress=False)
+for combo, msg in fresh.failures:
+    print("FAILED", combo, msg)
+df = views.load_frames(fresh.records, RESULT_FILES)
+print(views.emulation_note(df))
+views.show_table(views.measured_table(df))
+"""),
+    md("""
+## Ratios (this run), and GPU vs TPU where both exist
+"""),
+    code("""
+this_run = df[df["file"] == "this run"]
+views.show_table(compare_table(this_run, baseline=BASELINE).drop(columns=["peak_basis"]))
+table, note = views.accelerator_comparison(df)
+print(note)
+if table is not None:
+    views.show_table(table.drop(columns=["peak_basis"]))
+"""),
+    code("""
+views.show(plot_throughput_bars(df))
+"""),
+    md("""
+**What to see:** tokens/s per device variant for each workload cell; on this CPU-only machine the
+"tpu (via XLA:CPU)" bar is this project's backend emulated on the same processor, so it measures dispatch
+overhead, not a TPU — point `RESULT_FILES` at runs from real hardware to compare accelerators.
+
+Pick which sources to draw (headless, the plot above uses all of them):
+"""),
+    code("""
+views.throughput_explorer(df);
+"""),
+]
+
+# ------------------------------------------------------------------------------------------------ 03
+NOTEBOOKS["03_mfu"] = [
+    md("""
+# 03 · MFU per workload, phase and device; the two FLOP conventions; decode bandwidth
+
+MFU = FLOPs per token × tokens/s ÷ peak. Two conventions for attention FLOPs are in use: **palm** (full
+attention: PaLM, nanoGPT, torchtitan) and **causal** (halved: MaxText, Megatron). This notebook shows both side
+by side for runs measured here, for your result files, and for projected catalog chips, and shows decode's
+memory-bandwidth utilisation (MBU) beside its MFU.
+"""),
+    params("""
+WORKLOADS = ["tiny"]                      # measured here (decoder presets)
+PHASES = ["train", "prefill", "decode"]
+BATCH = 4
+SEQ = 64                                  # sequence (decode: context) length
+BUDGET_S = 0.3
+RUN_HERE = True                           # False: only the result files and the projections
+RESULT_FILES = ["results/tiny-phases.jsonl"]  # committed measured runs (tiny and tiny-moe); add yours
+PROJECT_CHIP = "TPU v7"
+PROJECT_WORKLOADS = ["llama3-70b"]
+PROJECT_SEQ = 8192
+"""),
+    code("""
+import warnings
+
+from workbench import demo_views as views
+from workbench.devices import present_devices
+from workbench.run import run_matrix
+
+records = []
+if RUN_HERE:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_matrix(WORKLOADS, PHASES, present_devices(), batches=[BATCH], seqs=[SEQ], budget_s=BUDGET_S,
+                         progress=False)
+    records = res.records
+    for combo, msg in res.failures:
+        print("FAILED", combo, msg)
+projected = views.project_phases(PROJECT_CHIP, PROJECT_WORKLOADS, seq=PROJECT_SEQ)
+df = views.load_frames([*records, *projected], RESULT_FILES)
+table = views.mfu_conventions(df)
+print(views.emulation_note(df))
+views.show_table(table)
+"""),
+    code("""
+views.show(views.plot_mfu_conventions(table))
+"""),
+    md("""
+**What to see:** at short sequences (64 tokens here) the two conventions differ by a few percent because
+attention is a small share of the FLOPs; at 8k tokens on a 70B model the causal count is visibly lower, so an MFU
+figure means little without its convention. Decode counts are the same in both (one query sees every cached key).
+Measured MFU here is against a *measured host-CPU matmul peak* (the peak basis column), projected MFU against the
+catalog peak.
+"""),
+    md("""
+## Decode: bandwidth, not FLOPs
+"""),
+    code("""
+views.show(views.plot_decode_bandwidth(table))
+"""),
+    md("""
+**What to see:** decode reads every weight and the KV cache for one token per sequence, so its MBU is far higher
+than its MFU — decode is memory-bandwidth bound; batch more sequences to raise MFU.
+"""),
+]
+
+# ------------------------------------------------------------------------------------------------ 04
+NOTEBOOKS["04_tco"] = [
+    md("""
+# 04 · $ per million tokens across chips and price tiers; throughput vs interactivity
+
+Serving cost depends on how many tokens per second each user gets: bigger decode batches give more tokens per
+chip (cheaper) but fewer per user (slower). This notebook projects a decode batch sweep for catalog chips
+(roofline + communication model, dashed), overlays the published InferenceX points (stars) and any measured
+decode runs on catalog chips you load (filled circles), and prices them per tier.
+"""),
+    params("""
+CHIPS = ["TPU v7", "TPU v6e", "H100 SXM", "H200", "B200"]
+WORKLOAD = "llama3-70b"
+N_CHIPS = 8              # chips serving one model replica
+LAYOUT = "tp"
+SEQ = 4096               # context length during decode
+TIER = "cheapest"        # or a tier name: on-demand, rent-3yr, own-hyperscaler, ...
+PRICE = 0.0              # $/chip-hour for every chip; 0 = the catalog price of TIER
+TARGET = 20.0            # interactivity target, output tokens/s per user
+RESULT_FILES = []        # measured decode runs on a GPU / real TPU, e.g. ["gpu.jsonl"]
+"""),
+    code("""
+from workbench import demo_views as views
+
+records = views.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
+frame = views.frontier_frame(records, TIER, PRICE or None)
+best = views.at_target(frame, TARGET)
+published = views.published_serving()
+measured = views.measured_serving(views.load_frames(files=RESULT_FILES)) if RESULT_FILES else None
+print(f"projected: {WORKLOAD} decode on {N_CHIPS} chips ({LAYOUT}), context {SEQ}; price: "
+      f"{'$%g/chip-hr for every chip' % PRICE if PRICE else TIER + ' tier of the catalog'}")
+views.show_table(best)
+"""),
+    code("""
+views.show(views.plot_tco(frame, target=TARGET, workload=WORKLOAD, published=published, measured=measured))
+"""),
+    md("""
+**What to see:** each chip's Pareto front bends down as the per-user target rises; at the target line the cheapest
+chip is the one with the lowest dashed curve on the right. The published stars are for a different, larger model
+(Qwen3.5-397B FP8, 8k/1k serving), shown as reference points, not as a check of this projection.
+"""),
+    md("""
+## Every price tier at the target
+"""),
+    code("""
+at = views.records_at_target(records, best)
+if at:
+    views.show(views.plot_cost_tiers(at, title_suffix=f" (projected: {WORKLOAD} at >= {TARGET:g} tok/s/user)"))
+views.show_table(published.drop(columns=["setting"]))
+"""),
+    md("""
+## Play: chips, price tier, your own $/chip-hour, the interactivity target
+"""),
+    code("""
+views.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, tier=TIER, price=PRICE,
+                   published=published);
+"""),
+]
+
+# ------------------------------------------------------------------------------------------------ 05
+NOTEBOOKS["05_scaling"] = [
+    md("""
+# 05 · Scaling from 1 chip to 8,192+: data-parallel, fully-sharded, expert-parallel
+
+Projected training throughput per chip as the chip count grows (weak scaling: a fixed batch per chip), for a
+dense model under data parallelism (`dp`) and FSDP (`fsdp`) and a MoE model with expert parallelism (`fsdp+ep`,
+`ep`). Scaling efficiency = per-chip tokens/s ÷ the per-chip tokens/s at the smallest count. The published
+TorchTitan Qwen3-MoE-235B points on TPU v7 (1 → 8 slices) are overlaid with the projection's relative error.
+"""),
+    params("""
+CHIPS = ["TPU v7", "B200", "H100 SXM"]
+DENSE, DENSE_LAYOUTS = "llama3-70b", ["dp", "fsdp"]
+MOE, MOE_LAYOUTS = "qwen3-235b-a22b", ["fsdp+ep", "ep"]
+CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
+"""),
+    code("""
+import pandas as pd
+
+from workbench import demo_views as views
+from workbench.projection import projection_vs_published
+
+frames = [views.scaling_frame(CHIPS, DENSE, DENSE_LAYOUTS, CHIP_COUNTS),
+          views.scaling_frame(CHIPS, MOE, MOE_LAYOUTS, CHIP_COUNTS)]
+published = views.published_scaling()
+efficiency = pd.concat(frames).pivot_table(index=["workload", "chip", "layout"], columns="chips", values="efficiency")
+print("projected weak-scaling efficiency (per-chip tokens/s / that at the smallest count):")
+views.show_table(efficiency.reset_index())
+"""),
+    code("""
+views.show(views.plot_scaling_efficiency(frames, published))
+"""),
+    md("""
+**What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
+overlapped with a large step; expert parallelism drops once its all-to-all leaves the scale-up domain (8 GPUs;
+one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. The stars are the published
+points; the projection overestimates their absolute per-chip throughput (its efficiencies are generic, not fitted).
+"""),
+    md("""
+## Projected vs published, with the relative error
+"""),
+    code("""
+views.show_table(published.drop(columns=["rel error"]))
+vs = projection_vs_published()
+views.show_table(vs[vs["rel_error"].notna()])
+"""),
+    md("""
+## Play: chips to show, compute efficiency, overlap, scale-out bandwidth
+"""),
+    code("""
+views.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS);
+"""),
+]
+
+
+def build() -> list[Path]:
+    written = []
+    for name, cells in NOTEBOOKS.items():
+        nb = new_notebook(cells=cells, metadata={
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}})
+        for i, cell in enumerate(nb.cells):  # stable ids keep diffs small on regeneration
+            cell["id"] = f"{name[:2]}-{i:02d}"
+        nbformat.validate(nb)
+        path = HERE / f"{name}.ipynb"
+        nbformat.write(nb, path)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in build():
+        print(p)

@@ -1,0 +1,398 @@
+"""The migrate → run on "tpu" → compare chain, as reusable steps for ``tpu-bench demo`` and the notebooks.
+
+* :func:`migrate_examples` copies the bundled sample projects into a work folder and migrates the copy
+  with ``tpu-migrate`` (``examples/`` itself is never modified).
+* :func:`run_training` runs one migrated script (or the migrated notebook) as a subprocess on ``"tpu"``
+  or ``"cpu"`` and parses its ``step <i> loss <x>`` lines.
+* :func:`check_losses` runs a sample on both devices and says whether the loss curves agree within a
+  stated tolerance (``RTOL``/``ATOL``).
+
+Nothing here imports torch: the training runs happen in child processes, so a broken "tpu" device is
+reported as a failed step with its error, not a crash of the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RTOL = 1e-3
+"""Relative tolerance for loss agreement between "tpu" and "cpu" (both run fp32)."""
+ATOL = 1e-5
+"""Absolute tolerance added to RTOL·|loss_cpu|."""
+
+LOSS_LINE = re.compile(r"^step\s+(\d+)\s+loss\s+([-+0-9.eEnaNinf]+)\s*$", re.MULTILINE)
+
+
+def repo_root() -> Path:
+    """The source checkout this package lives in (where ``examples/`` and ``results/`` are)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def examples_dir() -> Path:
+    return repo_root() / "examples"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One bundled sample project and how to run its migrated form on a device.
+
+    ``cpu_args``/``tpu_args``: extra arguments for each device. The tpu run keeps the migrated default
+    device (``"tpu"``) so it exercises what the migration wrote; the cpu run forces the CPU.
+    ``common_args`` pin what must be equal on both sides for a fair comparison (e.g. fp32).
+    """
+
+    name: str
+    path: str
+    what: str
+    runnable: bool = True
+    kind: str = "script"  # or "notebook"
+    common_args: tuple[str, ...] = ()
+    cpu_args: tuple[str, ...] = ("--device", "cpu")
+    tpu_args: tuple[str, ...] = ()
+    distributed: bool = False
+    why_not_run: str = ""
+    rtol: float = RTOL
+    precision_note: str = "fp32 on both devices"
+
+
+SAMPLES: tuple[Sample, ...] = (
+    Sample("cuda_ddp", "cuda_ddp/train.py", "CUDA: argparse --device, DDP (nccl, LOCAL_RANK), AMP + GradScaler, "
+           "cuDNN flags, checkpoint with map_location",
+           common_args=("--dtype", "float32"), distributed=True),
+    Sample("xla_legacy", "xla_legacy/train.py", "torch_xla legacy: xmp.spawn, MpDeviceLoader, optimizer_step, "
+           "mesh_reduce, master_print, metrics report"),
+    Sample("xla_modern", "xla_modern/train.py", "torch_xla modern: torch_xla.device/sync/launch, xr.world_size, "
+           "'xla' process group"),
+    Sample("xla_spmd", "xla_spmd/train.py", "torch_xla SPMD (GSPMD sharding annotations)", runnable=False,
+           why_not_run="flagged, not rewritten: TorchTPU has no GSPMD; the port to DTensor is a design decision "
+                       "left to a human (see its TODO comments)"),
+    Sample("notebook", "notebook/train.ipynb", "a CUDA notebook (magics, ! shell lines, autocast)", kind="notebook",
+           cpu_args=(), tpu_args=(), rtol=2e-2,
+           precision_note="its autocast runs bf16 on the accelerator (\"tpu\") and is off on cpu (fp32), so the "
+                          "tolerance is bf16-sized (rtol 2e-2)"),
+)
+
+
+def sample(name: str) -> Sample:
+    for s in SAMPLES:
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown sample {name!r}; known: {', '.join(s.name for s in SAMPLES)}")
+
+
+# --------------------------------------------------------------------------------------------- migration
+
+@dataclass
+class MigrationOutcome:
+    """Where the migrated copy lives and tpu-migrate's RunResult for it (``None`` if migrate failed)."""
+
+    workdir: Path
+    run: object | None
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.run is not None and not self.error and not any(
+            f.status == "unparsable" for f in self.run.files)
+
+
+def migrate_examples(workdir: str | Path, *, source: str | Path | None = None, names: list[str] | None = None,
+                     jobs: int | None = 1) -> MigrationOutcome:
+    """Copy the sample projects (``source``, default the bundled ``examples/``) into ``workdir`` and
+    migrate the copy in place with ``migrate_paths(..., write=True)``. The originals are not touched."""
+    source = Path(source) if source else examples_dir()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    chosen = [sample(n) for n in names] if names else list(SAMPLES)
+    for s in chosen:
+        src = source / s.path
+        if not src.exists():
+            return MigrationOutcome(workdir, None, f"sample {s.name!r} missing: {src}")
+        dst = workdir / s.path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    t0 = time.perf_counter()
+    try:
+        from migrate import migrate_paths
+
+        run = migrate_paths([str(workdir / s.path) for s in chosen], write=True, jobs=jobs)
+    except Exception as exc:  # noqa: BLE001 - report, never hide: the demo prints this as a failed step
+        return MigrationOutcome(workdir, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+    return MigrationOutcome(workdir, run, "", time.perf_counter() - t0)
+
+
+def diagnostics_frame(run, root: str | Path | None = None):
+    """One row per diagnostic: file, line, col, code, outcome, fixed, message (paths relative to root)."""
+    import pandas as pd
+
+    rows = []
+    for f in run.files:
+        for d in f.diagnostics:
+            path = str(d.path)
+            if root is not None:
+                try:
+                    path = str(Path(path).resolve().relative_to(Path(root).resolve()))
+                except ValueError:
+                    pass
+            rows.append({"file": path, "line": d.line, "col": d.col, "code": d.code, "outcome": d.outcome,
+                         "fixed": d.fixed, "message": d.message})
+    return pd.DataFrame(rows, columns=["file", "line", "col", "code", "outcome", "fixed", "message"])
+
+
+def outcome_counts(run, root: str | Path | None = None):
+    """Per file: rewritten / warned / flagged counts and the converted percentage."""
+    import pandas as pd
+
+    rows = []
+    for f in run.files:
+        c = {"rewritten": 0, "warned": 0, "flagged": 0}
+        for d in f.diagnostics:
+            c[d.outcome] = c.get(d.outcome, 0) + 1
+        total = sum(c.values())
+        path = str(f.path)
+        if root is not None:
+            try:
+                path = str(Path(path).resolve().relative_to(Path(root).resolve()))
+            except ValueError:
+                pass
+        rows.append({"file": path, "status": f.status, **c,
+                     "converted %": 100.0 if total == 0 else 100.0 * (c["rewritten"] + c["warned"]) / total})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+@dataclass
+class TrainingRun:
+    """One subprocess run of a migrated sample on one device."""
+
+    sample: str
+    device: str
+    command: list[str]
+    returncode: int | None
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.error and bool(self.losses)
+
+    def failure(self) -> str:
+        """A short reason when not ok: the error, or the last lines of stderr."""
+        if self.ok:
+            return ""
+        if self.error:
+            return self.error
+        if self.returncode != 0:
+            tail = [ln for ln in self.stderr.strip().splitlines() if ln.strip()][-3:]
+            return f"exit status {self.returncode}: " + " | ".join(tail)
+        return "no 'step <i> loss <x>' lines in the output"
+
+
+def parse_losses(text: str) -> list[float]:
+    """Losses from ``step <i> loss <x>`` lines, in step order."""
+    pairs = sorted((int(i), float(x)) for i, x in LOSS_LINE.findall(text))
+    return [x for _, x in pairs]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(device: str, *, distributed: bool = False, steps: int = 5) -> dict[str, str]:
+    """Environment of a training subprocess: single-process torch.distributed settings when needed,
+    ``TPU_WORKBENCH_DEVICE`` (read by the sample notebook), unbuffered output."""
+    env = dict(os.environ)
+    env.update({"PYTHONUNBUFFERED": "1", "TPU_WORKBENCH_DEVICE": device, "STEPS": str(steps)})
+    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(key, None)
+    if distributed:
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1",
+                    "LOCAL_RANK": "0"})
+    return env
+
+
+def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5, timeout_s: float = 300.0,
+                 python: str | None = None) -> TrainingRun:
+    """Run the migrated sample ``name`` under ``workdir`` on ``device`` ("tpu" or "cpu") for ``steps`` steps."""
+    s = sample(name)
+    workdir = Path(workdir)
+    path = workdir / s.path
+    python = python or sys.executable
+    if s.kind == "notebook":
+        cmd = [python, "-m", "workbench.demo_chain", "--execute-notebook", str(path)]
+    else:
+        dev_args = s.tpu_args if device == "tpu" else s.cpu_args
+        cmd = [python, str(path), "--steps", str(steps), *s.common_args, *dev_args]
+    env = child_env(device, distributed=s.distributed, steps=steps)
+    # the child must import this package even when run from the temp folder
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root()), env.get("PYTHONPATH", "")) if p)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=path.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return TrainingRun(name, device, cmd, None, time.perf_counter() - t0, parse_losses(out), out, "",
+                           f"timed out after {timeout_s:.0f} s")
+    return TrainingRun(name, device, cmd, proc.returncode, time.perf_counter() - t0, parse_losses(proc.stdout),
+                       proc.stdout, proc.stderr)
+
+
+@dataclass
+class LossCheck:
+    """The same migrated sample on "cpu" and on "tpu": do the loss curves agree?"""
+
+    sample: str
+    cpu: TrainingRun
+    tpu: TrainingRun
+    rtol: float = RTOL
+    atol: float = ATOL
+
+    @property
+    def max_abs_diff(self) -> float:
+        pairs = list(zip(self.cpu.losses, self.tpu.losses, strict=False))
+        return max((abs(a - b) for a, b in pairs), default=math.nan)
+
+    @property
+    def max_rel_diff(self) -> float:
+        pairs = list(zip(self.cpu.losses, self.tpu.losses, strict=False))
+        return max((abs(a - b) / max(abs(a), 1e-12) for a, b in pairs), default=math.nan)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem()
+
+    def problem(self) -> str:
+        """Empty when the curves agree; else what went wrong."""
+        for run in (self.cpu, self.tpu):
+            if not run.ok:
+                return f"{run.device} run failed: {run.failure()}"
+        if len(self.cpu.losses) != len(self.tpu.losses):
+            return f"step counts differ: cpu {len(self.cpu.losses)}, tpu {len(self.tpu.losses)}"
+        for i, (a, b) in enumerate(zip(self.cpu.losses, self.tpu.losses, strict=True)):
+            if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > self.atol + self.rtol * abs(a):
+                return (f"step {i}: cpu {a:.6f} vs tpu {b:.6f} (|diff| {abs(a - b):.3g} > "
+                        f"{self.atol:g} + {self.rtol:g}*|cpu|)")
+        return ""
+
+    def summary(self) -> dict:
+        return {"sample": self.sample, "precision": sample(self.sample).precision_note,
+                "tolerance": f"|diff| <= {self.atol:g} + {self.rtol:g}*|cpu|", "steps": len(self.cpu.losses), "cpu loss (last)": _last(self.cpu.losses),
+                "tpu loss (last)": _last(self.tpu.losses), "max |diff|": self.max_abs_diff,
+                "max rel diff": self.max_rel_diff, "agree": self.ok, "cpu s": round(self.cpu.seconds, 1),
+                "tpu s": round(self.tpu.seconds, 1), "problem": self.problem()}
+
+
+def _last(xs: list[float]) -> float:
+    return xs[-1] if xs else math.nan
+
+
+def check_losses(workdir: str | Path, name: str, *, steps: int = 5, rtol: float | None = None, atol: float = ATOL,
+                 timeout_s: float = 300.0) -> LossCheck:
+    """Run migrated sample ``name`` on cpu then on tpu and compare the printed losses (tolerance: the
+    sample's ``rtol``, RTOL for fp32 samples, unless given)."""
+    cpu = run_training(workdir, name, "cpu", steps=steps, timeout_s=timeout_s)
+    tpu = run_training(workdir, name, "tpu", steps=steps, timeout_s=timeout_s)
+    return LossCheck(name, cpu, tpu, sample(name).rtol if rtol is None else rtol, atol)
+
+
+def checks_frame(checks: list[LossCheck]):
+    import pandas as pd
+
+    return pd.DataFrame([c.summary() for c in checks])
+
+
+def losses_frame(checks: list[LossCheck]):
+    """Long table: sample, device, step, loss (for plotting or display)."""
+    import pandas as pd
+
+    rows = [{"sample": c.sample, "device": run.device, "step": i, "loss": x}
+            for c in checks for run in (c.cpu, c.tpu) for i, x in enumerate(run.losses)]
+    return pd.DataFrame(rows, columns=["sample", "device", "step", "loss"])
+
+
+def tpu_platform() -> str:
+    """What the "tpu" device really is here, e.g. "tpu via XLA:CPU (JAX 0.10.2, cpu)" (runs a child
+    process so the caller need not import torch)."""
+    code = ("from workbench.devices import describe_device, tpu_present\n"
+            "print(describe_device('tpu').platform if tpu_present() else 'tpu device not present')")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root()), env.get("PYTHONPATH", "")) if p)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        return "unknown (probe timed out)"
+    lines = proc.stdout.strip().splitlines()
+    return lines[-1] if proc.returncode == 0 and lines else f"unknown (probe failed: {proc.stderr.strip()[-200:]})"
+
+
+def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | Path | None = None):
+    """One panel per sample: the cpu loss curve (solid) and the tpu one (dashed), both measured here."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from workbench.plots import RC
+
+    checks = [c for c in checks if c.cpu.losses or c.tpu.losses] or checks
+    n = max(len(checks), 1)
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, n, figsize=(max(4.2 * n, 8.0), 4.2), squeeze=False)
+        for ax, c in zip(axes[0], checks, strict=False):
+            ax.plot(range(len(c.cpu.losses)), c.cpu.losses, "o-", label="cpu, torch eager (measured)")
+            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9,
+                    label=f"{tpu_label} (measured)")
+            verdict = "agree" if c.ok else "DIFFER / FAILED"
+            ax.set_title(f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9)
+            ax.set_xlabel("training step")
+            ax.set_ylabel("loss printed by the script [nats / MSE]")
+            ax.legend(loc="best")
+        fig.suptitle("Migrated samples: loss on cpu vs on the \"tpu\" device (same seeds, measured here)")
+        fig.tight_layout()
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path)
+        return fig
+
+
+# --------------------------------------------------------------------------------------------- notebook runner
+
+def _execute_notebook(path: str) -> int:
+    """Execute a notebook with nbclient and print its stream output (used as a child process)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}})
+    try:
+        client.execute()
+    finally:
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "stream":
+                    stream = sys.stdout if out.get("name") == "stdout" else sys.stderr
+                    stream.write(out.get("text", ""))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--execute-notebook":
+        sys.exit(_execute_notebook(sys.argv[2]))
+    print("usage: python -m workbench.demo_chain --execute-notebook NB.ipynb", file=sys.stderr)
+    sys.exit(2)
