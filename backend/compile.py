@@ -23,6 +23,7 @@ How it works (see docs/compile_and_distributed.md):
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 import threading
 import time
@@ -499,8 +500,8 @@ def _install_dynamo_hook() -> None:
 def _on_tpu(model: Any) -> bool:
     mod = model if isinstance(model, torch.nn.Module) else getattr(model, "__self__", None)
     if isinstance(mod, torch.nn.Module):
-        for t in (*mod.parameters(), *mod.buffers()):
-            return t.device.type == "tpu"
+        first = next(itertools.chain(mod.parameters(), mod.buffers()), None)
+        return first is not None and first.device.type == "tpu"
     return False
 
 
@@ -524,9 +525,8 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
         elif backend in ("inductor", None) and _on_tpu(model) and not kwargs.get("options"):
             raise ValueError("torch.compile: backend='inductor' cannot run a model on the 'tpu' device; "
                              "use backend='tpu' (the default for tpu models)")
-        else:
-            if "torch._dynamo.variables.builder" in sys.modules and "backend.tensor" in sys.modules:
-                _install_dynamo_hook()
+        elif "backend.tensor" in sys.modules:  # other backends ("eager", "aot_eager") on tpu tensors
+            _install_dynamo_hook()
         return orig(model, **kwargs)
 
     compile._tpu_patched = True  # type: ignore[attr-defined]

@@ -106,6 +106,38 @@ def _completed_work(result: list[torch.Tensor]) -> Any:
     return _create_work_from_future(fut).boxed()
 
 
+_CPU_READY: set[int] = set()
+
+
+def _ensure_cpu_backend(group: Any) -> None:
+    """Host copies are re-issued on the group's "cpu" backend. A group made for "tpu" only (e.g.
+    ``init_process_group()`` with no backend, as ``init_device_mesh("tpu", ...)`` does, picks the
+    accelerator's backend alone) gets our gloo backend registered for "cpu" as well."""
+    import torch.distributed as dist
+
+    if isinstance(group, str):
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        group = _resolve_process_group(group)
+    elif isinstance(group, torch.ScriptObject):
+        group = dist.ProcessGroup.unbox(group)
+    if not isinstance(group, dist.ProcessGroup) or id(group) in _CPU_READY:
+        return
+    cpu, tpu = torch.device("cpu"), torch.device("tpu")
+    if cpu not in group._device_types and tpu in group._device_types:
+        group._register_backend(cpu, dist.ProcessGroup.BackendType.CUSTOM, group._get_backend(tpu))
+    _CPU_READY.add(id(group))
+
+
+def _groups_in(args: Any, kwargs: dict[str, Any], names: list[str]) -> list[Any]:
+    out = []
+    for i, a in enumerate(args):
+        if i < len(names) and names[i] in ("process_group", "group_name", "group"):
+            out.append(a)
+    out += [v for k, v in kwargs.items() if k in ("process_group", "group_name", "group")]
+    return out
+
+
 def _c10d_lowering(func: Any) -> Callable[..., Any]:
     """Raw lowering for an in-place ``c10d::*`` op: host copies -> gloo -> write back."""
     schema = func._schema
@@ -135,6 +167,8 @@ def _c10d_lowering(func: Any) -> Callable[..., Any]:
             ckwargs[k] = cv
             if op_name not in _READ_ONLY_OPS and k in _WRITTEN_ARGS:
                 written += [pairs[id(c)] for c in _leaves(cv) if id(c) in pairs]
+        for g in _groups_in(args, kwargs, names):
+            _ensure_cpu_backend(g)
         res = func(*cargs, **ckwargs)
         _wait(res)
         for dst, src in written:
@@ -184,6 +218,8 @@ def _functional_lowering(func: Any) -> Callable[..., Any]:
             ckwargs[k] = _map(v, host)
             if k in written_names:
                 written += [pairs[id(c)] for c in _leaves(ckwargs[k]) if id(c) in pairs]
+        for g in _groups_in(args, kwargs, names):
+            _ensure_cpu_backend(g)
         res = func(*cargs, **ckwargs)
         wait = torch.ops._c10d_functional.wait_tensor.default
         for leaf in _leaves(res):

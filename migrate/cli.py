@@ -126,7 +126,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         first = next((p for p in args.paths if p != "-"), ".")
         cfg = load_config(first)
         select = args.select if args.select is not None else (cfg.select or None)
-        ignore = [*(cfg.ignore if args.select is None or not args.ignore else []), *(args.ignore or [])] or None
+        ignore = [*cfg.ignore, *(args.ignore or [])] or None  # the command line adds to the config
         select_rules(select, ignore)
     except (ValueError, OSError) as exc:
         print(f"tpu-migrate: {exc}", file=sys.stderr)
@@ -186,6 +186,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         with open(args.report, "w", encoding="utf-8") as fh:
             fh.write(result.report_markdown())
     if not args.quiet:
+        sys.stdout.flush()
         print(report.summary_line(result, args.write), file=sys.stderr)
 
     if any(f.status == "unparsable" for f in result.files):

@@ -15,8 +15,14 @@ from .names import import_table
 from .rules.base import all_rules, select_rules
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 
-#: Cheap text test run before parsing: a file without any of these words cannot match a rule.
-PREFILTER = re.compile(r"cuda|cudnn|xla|nccl|tpu-migrate|pjrt|triton|apex|flash_attn|bitsandbytes|xformers", re.IGNORECASE)
+#: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
+#: against code forms, not prose: "CUDA" in a docstring does not make a file worth parsing.
+PREFILTER = re.compile(
+    r"""['"](?:cuda|xla|nccl)(?::[^'"\n]*)?['"]|f['"](?:cuda|xla):|\bcuda\s*[.(]|\.cuda\b|\bis_cuda\b"""
+    r"|torch_xla|cudnn|\b(?:CUDA|NCCL|XLA|XRT|PJRT|PT_XLA)_[A-Z_]+|TPU_NUM_DEVICES|TPU_PROCESS_ADDRESSES"
+    r"|\b(?:triton|apex|flash_attn|bitsandbytes|xformers|cupy|pycuda|transformer_engine)\b"
+    r"|openxla|GradScaler|autocast|ProfilerActivity|emit_nvtx|CUDAExtension|CUDAGraph|tpu-migrate"
+)
 
 UNUSED_IMPORT_CODE = "TPU590"
 

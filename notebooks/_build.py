@@ -226,11 +226,10 @@ views.show_table(table)
 views.show(views.plot_mfu_conventions(table))
 """),
     md("""
-**What to see:** at short sequences (64 tokens here) the two conventions differ by a few percent because
-attention is a small share of the FLOPs; at 8k tokens on a 70B model the causal count is visibly lower, so an MFU
-figure means little without its convention. Decode counts are the same in both (one query sees every cached key).
-Measured MFU here is against a *measured host-CPU matmul peak* (the peak basis column), projected MFU against the
-catalog peak.
+**What to see:** the causal bar is always the lower one, by the `causal/palm` ratio in the table: a few percent
+at 64 tokens, where attention is a small share of the FLOPs, more at 8k tokens — so an MFU figure means little
+without its convention. Decode counts are the same in both (one query sees every cached key). Measured MFU here
+is against a *measured host-CPU matmul peak* (the peak basis column), projected MFU against the catalog peak.
 """),
     md("""
 ## Decode: bandwidth, not FLOPs

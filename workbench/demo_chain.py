@@ -303,11 +303,20 @@ def _last(xs: list[float]) -> float:
 
 
 def check_losses(workdir: str | Path, name: str, *, steps: int = 5, rtol: float | None = None, atol: float = ATOL,
-                 timeout_s: float = 300.0) -> LossCheck:
-    """Run migrated sample ``name`` on cpu then on tpu and compare the printed losses (tolerance: the
-    sample's ``rtol``, RTOL for fp32 samples, unless given)."""
-    cpu = run_training(workdir, name, "cpu", steps=steps, timeout_s=timeout_s)
-    tpu = run_training(workdir, name, "tpu", steps=steps, timeout_s=timeout_s)
+                 timeout_s: float = 300.0, parallel: bool = True) -> LossCheck:
+    """Run migrated sample ``name`` on cpu and on tpu (two child processes, at the same time unless
+    ``parallel=False``) and compare the printed losses (tolerance: the sample's ``rtol`` — RTOL for fp32
+    samples — unless given)."""
+    if parallel:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(run_training, workdir, name, dev, steps=steps, timeout_s=timeout_s)
+                       for dev in ("cpu", "tpu")]
+            cpu, tpu = (f.result() for f in futures)
+    else:
+        cpu = run_training(workdir, name, "cpu", steps=steps, timeout_s=timeout_s)
+        tpu = run_training(workdir, name, "tpu", steps=steps, timeout_s=timeout_s)
     return LossCheck(name, cpu, tpu, sample(name).rtol if rtol is None else rtol, atol)
 
 

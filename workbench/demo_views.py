@@ -74,10 +74,10 @@ def device_label(row: dict) -> str:
         plat = str(row.get("platform") or "")
         if "via" in plat:
             return f"{name} via {plat.split('via ', 1)[1].split(' (')[0]} (measured; not a TPU)"
-        if row.get("chip"):
+        if isinstance(row.get("chip"), str) and row["chip"]:
             return f"{name} = {row['chip']} (measured)"
         return f"{name} (measured, {plat.split(' (')[0] or 'host'})"
-    chip = row.get("chip") or row.get("device")
+    chip = row.get("chip") if isinstance(row.get("chip"), str) and row.get("chip") else row.get("device")
     n = row.get("n_chips")
     size = f" x{int(n)}" if isinstance(n, int | float) and not pd.isna(n) and n >= 1 else ""
     return f"{chip}{size} ({prov})"
@@ -171,7 +171,9 @@ def mfu_conventions(df: pd.DataFrame) -> pd.DataFrame:
         if own not in f:
             continue
         scale = r["mfu"] / f[own]
-        rows.append({"label": device_label(r), "provenance": r["provenance"], "workload": r["workload"],
+        rows.append({"label": device_label(r), "provenance": r["provenance"],
+                     "source": Path(str(r.get("file") or "")).name if r["provenance"] == "measured" else "",
+                     "workload": r["workload"],
                      "phase": r["phase"], "batch": r["batch"], "seq": r["seq"],
                      "MFU % (palm)": 100 * scale * f["palm"], "MFU % (causal)": 100 * scale * f["causal"],
                      "causal/palm": f["causal"] / f["palm"],
@@ -192,25 +194,36 @@ def project_phases(chip: str, workloads: Sequence[str], *, seq: int = 8192, n_ch
 
 
 def plot_mfu_conventions(table: pd.DataFrame, *, path=None):
-    """Grouped bars: MFU under palm vs causal for each row, measured and projected in separate panels."""
+    """Horizontal grouped bars: MFU under palm vs causal for each row; measured and projected in separate
+    panels (their peaks differ: measured host-CPU peak vs catalog chip peak)."""
     kinds = [k for k in ("measured", "projected") if (table["provenance"] == k).any()]
+    sizes = [max(int((table["provenance"] == k).sum()), 1) for k in kinds] or [1]
     with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, max(len(kinds), 1), figsize=(6.5 * max(len(kinds), 1), 5.2), squeeze=False)
-        for ax, kind in zip(axes[0], kinds, strict=False):
+        fig, axes = plt.subplots(len(kinds) or 1, 1, figsize=(10, 1.2 + 0.42 * sum(sizes) + 0.9 * len(sizes)),
+                                 squeeze=False, gridspec_kw={"height_ratios": sizes})
+        for ax, kind in zip(axes[:, 0], kinds, strict=False):
             t = table[table["provenance"] == kind].reset_index(drop=True)
-            xs = range(len(t))
+            ys = range(len(t))
             st = STYLE[kind]
             for j, conv in enumerate(("palm", "causal")):
-                ax.bar([x + (j - 0.5) * 0.4 for x in xs], t[f"MFU % ({conv})"], 0.38, color=COLORS[j],
-                       hatch=st["hatch"], alpha=st["alpha"], edgecolor="k", linewidth=0.5,
-                       label=f"{conv} convention ({kind})")
-            ax.set_xticks(list(xs), [f"{r.workload} {r.phase}\nb{r.batch} s{r.seq}\n{r.label.split(' (')[0]}"
-                                     for r in t.itertuples()], fontsize=6.5)
-            ax.set_ylabel("MFU [% of peak]")
+                vals = t[f"MFU % ({conv})"]
+                pos = [y + (j - 0.5) * 0.4 for y in ys]
+                ax.barh(pos, vals, 0.38, color=COLORS[j], hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
+                        linewidth=0.5, label=f"{conv} convention ({kind})")
+                for y, v in zip(pos, vals, strict=False):
+                    ax.annotate(f"{v:.3g}%", (v, y), va="center", fontsize=6.5, xytext=(2, 0),
+                                textcoords="offset points")
+            src = t["source"] if "source" in t else [""] * len(t)
+            ax.set_yticks(list(ys), [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']} · "
+                                     f"{r['label'].split(' (')[0]}{(' · ' + s_) if s_ else ''}"
+                                     for r, s_ in zip(t.to_dict("records"), src, strict=False)], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlabel("MFU [% of peak]")
             basis = "; ".join(sorted(set(t["peak basis"])))
-            ax.set_title(f"{kind}: MFU under both FLOP conventions\npeak: {basis}"[:160], fontsize=9)
-            ax.legend(loc="best")
-        fig.suptitle("palm = full attention (PaLM/nanoGPT/torchtitan); causal = attention halved (MaxText/Megatron)")
+            ax.set_title(f"{kind} — peak: {basis}"[:150], fontsize=9)
+            ax.legend(loc="lower right")
+        fig.suptitle("MFU under both FLOP conventions: palm = full attention (PaLM/nanoGPT/torchtitan), "
+                     "causal = halved (MaxText/Megatron)", fontsize=10)
         fig.tight_layout()
         if path:
             fig.savefig(path)
@@ -229,7 +242,7 @@ def plot_decode_bandwidth(table: pd.DataFrame, *, path=None):
                        edgecolor="k", linewidth=0.5)
                 ax.annotate(f"{r[col]:.2g}", (i + (j - 0.5) * 0.4, r[col]), ha="center", va="bottom", fontsize=6.5)
         ax.set_xticks(range(len(t)), [f"{r['workload']} b{r['batch']} ctx{r['seq']}\n{r['label'].split(' (')[0]}"
-                                      for r in t.to_dict("records")], fontsize=6.5)
+                                      f"\n{r.get('source') or ''}" for r in t.to_dict("records")], fontsize=6.5)
         ax.set_ylabel("utilisation [% of peak bandwidth / peak FLOP/s]")
         ax.set_title("Decode: memory-bandwidth utilisation (MBU) vs MFU")
         handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[2], label="MBU (bytes read per step / step time / "
@@ -361,8 +374,8 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
                              label=f"{r['chip']} (published, row {r['row']}: {r['price tier']}, total tokens)")
         for ax in (ax1, ax2):
             ax.axvline(target, color="0.3", linestyle=":", linewidth=1.2)
-            ax.annotate(f"target {target:g} tok/s/user", (target, 0.02), xycoords=("data", "axes fraction"),
-                        fontsize=7, rotation=90, ha="right")
+            ax.annotate(f"target {target:g} tok/s/user", (target, 0.98), xycoords=("data", "axes fraction"),
+                        fontsize=7, rotation=90, ha="right", va="top")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("interactivity [output tokens/s per user] (= 1 / decode step time)")

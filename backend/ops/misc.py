@@ -229,14 +229,6 @@ def lcm(a: Any, b: Any) -> Any:
     return jnp.lcm(a, b)
 
 
-@lower(_prims.zeta.default, aten.special_zeta.default)
-def zeta(x: Any, q: Any) -> Any:
-    dt = jnp.result_type(x, q)
-    if not jnp.issubdtype(dt, jnp.floating):
-        dt = jnp.float32
-    return jax.scipy.special.zeta(jnp.asarray(x, dt), jnp.asarray(q, dt)).astype(dt)
-
-
 @lower(aten.median.default)
 def median(x: Any) -> Any:
     flat = x.reshape(-1)

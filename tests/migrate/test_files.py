@@ -70,7 +70,7 @@ def test_unchanged_and_skipped_files_are_not_rewritten(tmp_path):
     a = tmp_path / "a.py"
     a.write_text("x = 1\n")
     b = tmp_path / "b.py"
-    b.write_text("# mentions cuda only in a comment\nx = 1\n")
+    b.write_text("# mentions cuda only in a comment\ncudnn_version = 1\n")
     before = (os.stat(a).st_mtime_ns, os.stat(b).st_mtime_ns)
     res = migrate_paths([str(tmp_path)], write=True)
     assert {f.path.rsplit("/", 1)[1]: f.status for f in res.files} == {"a.py": "skipped", "b.py": "unchanged"}

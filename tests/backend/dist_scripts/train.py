@@ -1,7 +1,7 @@
 """Worker: train a tiny MLP on "tpu" data-parallel and print the per-step global losses.
 
     python train.py single            # one process, the whole global batch
-    torchrun --nproc_per_node=2 train.py ddp|ddp_compiled|fsdp [tpu_dist|tpu]
+    torchrun --nproc_per_node=2 train.py ddp|ddp_compiled|fsdp [tpu_dist|tpu|auto]
     python train.py spawn             # torch.multiprocessing.spawn of 2 DDP workers
 
 Rank 0 prints one line ``LOSSES <json list>``; the global loss of a step is the mean over the global
@@ -47,7 +47,7 @@ def train(mode: str, rank: int, world: int) -> list[float]:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("tpu", (world,))
+        mesh = init_device_mesh("tpu", (world,))  # also initialises the default group if needed
         for layer in m:
             if isinstance(layer, nn.Linear):
                 fully_shard(layer, mesh=mesh)
@@ -90,8 +90,11 @@ def main() -> None:
 
         mp.spawn(_worker, args=(2, sys.argv[2]), nprocs=2, join=True)
         return
-    dist.init_process_group(sys.argv[2] if len(sys.argv) > 2 else "tpu_dist")
-    losses = train(mode, dist.get_rank(), dist.get_world_size())
+    backend = sys.argv[2] if len(sys.argv) > 2 else "tpu_dist"
+    if backend != "auto":  # "auto": no init_process_group; init_device_mesh("tpu", ...) does it
+        dist.init_process_group(backend)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    losses = train(mode, rank, world)
     if dist.get_rank() == 0:
         print("LOSSES " + json.dumps(losses), flush=True)
     dist.destroy_process_group()
