@@ -113,7 +113,7 @@ class _Entry:
 
 
 class _HostInput(Exception):
-    """A graph input that lives on the host and cannot be baked into the executable."""
+    """A host tensor in the graph (input or output) that one executable cannot express."""
 
 
 def _is_float(dtype: torch.dtype) -> bool:
@@ -197,7 +197,7 @@ class _CompiledGraph:
         if entry is None:
             try:
                 entry = self._build(args, tpos, arrays, diff, grad, rng)
-            except _UNTRACEABLE as exc:
+            except (*_UNTRACEABLE, _HostInput) as exc:
                 # e.g. a value read on the host mid-graph: run this graph op by op, correctly, and say so
                 self.eager = True
                 _warn_eager(exc)
@@ -240,7 +240,8 @@ class _CompiledGraph:
         from backend import random as brandom
 
         tcls = _tensor_cls()
-        static = list(args)
+        tset = set(tpos)
+        static = [None if i in tset else a for i, a in enumerate(args)]  # keep no input tensor alive
 
         def run(arrays: list[Any], rng: Any) -> tuple[list[Any], list[Any], list[Any], Any]:
             with _LOCK:
@@ -271,9 +272,7 @@ class _CompiledGraph:
                         spec.append(("n", len(nouts)))
                         nouts.append(_payload(o))
                 elif isinstance(o, torch.Tensor):
-                    raise NotImplementedError(
-                        f"torch.compile(backend='tpu'): graph produced a {o.device.type} tensor output"
-                    )
+                    raise _HostInput(f"graph produces a {o.device.type} tensor from device values")
                 else:
                     spec.append(("c", o))
             entry.out_spec = tuple(spec)

@@ -59,6 +59,12 @@ def load_known_unsupported() -> dict[str, str]:
 
 def _to_tpu(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
+        if x._base is not None:
+            # keep the sample's storage relationship: move the base, re-take the same view on the device
+            base = x._base.detach().to("tpu")
+            if x.requires_grad and base.is_floating_point():
+                base.requires_grad_()
+            return base.as_strided(x.size(), x.stride(), x.storage_offset())
         t = x.detach().to("tpu")
         return t.requires_grad_(x.requires_grad) if x.requires_grad and t.is_floating_point() else t
     return x

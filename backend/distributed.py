@@ -106,9 +106,6 @@ def _completed_work(result: list[torch.Tensor]) -> Any:
     return _create_work_from_future(fut).boxed()
 
 
-_CPU_READY: set[int] = set()
-
-
 def _ensure_cpu_backend(group: Any) -> None:
     """Host copies are re-issued on the group's "cpu" backend. A group made for "tpu" only (e.g.
     ``init_process_group()`` with no backend, as ``init_device_mesh("tpu", ...)`` does, picks the
@@ -121,12 +118,11 @@ def _ensure_cpu_backend(group: Any) -> None:
         group = _resolve_process_group(group)
     elif isinstance(group, torch.ScriptObject):
         group = dist.ProcessGroup.unbox(group)
-    if not isinstance(group, dist.ProcessGroup) or id(group) in _CPU_READY:
+    if not isinstance(group, dist.ProcessGroup):
         return
     cpu, tpu = torch.device("cpu"), torch.device("tpu")
     if cpu not in group._device_types and tpu in group._device_types:
         group._register_backend(cpu, dist.ProcessGroup.BackendType.CUSTOM, group._get_backend(tpu))
-    _CPU_READY.add(id(group))
 
 
 def _groups_in(args: Any, kwargs: dict[str, Any], names: list[str]) -> list[Any]:

@@ -119,6 +119,10 @@ def set_value(t: TpuTensor, new: Any) -> None:
     else:
         jnp = jax_module().numpy
         base = root._elem
+        if jnp.issubdtype(base.dtype, jnp.complexfloating) or jnp.issubdtype(new.dtype, jnp.complexfloating):
+            raise NotImplementedError(
+                "writing through a view of a complex TPU tensor (real/imag/view_as_real) is not supported"
+            )
         iota = jnp.arange(base.size, dtype=jnp.int64).reshape(base.shape)
         idx = _replay(iota, t._chain)
         new = jnp.broadcast_to(new, idx.shape)

@@ -162,7 +162,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--eager-steps", type=int, default=1, help="steps for the slow tpu-eager mode")
+    p.add_argument("--eager-steps", type=int, default=2, help="steps for the slow tpu-eager mode")
     p.add_argument("--modes", default="cpu_eager,cpu_inductor,tpu_eager,tpu_compiled")
     p.add_argument("--json", default=None)
     args = p.parse_args()

@@ -158,10 +158,10 @@ def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:
             break
     new = [cst.SimpleStatementLine([cst.Import([cst.ImportAlias(cst.parse_expression(n))])]) for n in missing]
     if insert == 0 and body:
-        # the file's header comments stay above the new import
+        # comments above the first statement (a TODO among them) stay with it, below the import
         first = body[0]
-        new[0] = new[0].with_changes(leading_lines=first.leading_lines)
-        body[0] = first.with_changes(leading_lines=[cst.EmptyLine()])
+        if not first.leading_lines or first.leading_lines[0].comment is not None:
+            body[0] = first.with_changes(leading_lines=[cst.EmptyLine(), *first.leading_lines])
     elif insert == 1 and isinstance(body[0].body[0], cst.Expr):
         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
     body[insert:insert] = new

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+#: Top-level packages whose names the rules resolve.
+RELEVANT_ROOTS = frozenset({"torch", "torch_xla", "os"})
+
 
 def _names_in(target: cst.CSTNode, out: set[str]) -> None:
     if isinstance(target, cst.Name):
@@ -93,8 +96,13 @@ class ImportTable(cst.CSTVisitor):
             self.rebound.add(n.name.value)
 
     def needs_scopes(self) -> bool:
-        """True when the import table alone could resolve a name wrongly."""
-        return bool(self.conflicts or (set(self.bindings) & self.rebound))
+        """True when the import table alone could resolve a name the rules care about wrongly.
+
+        Only bindings of the packages the rules look at count (torch, torch_xla, os): a rebound
+        ``np`` or ``jnp`` cannot change a migration.
+        """
+        relevant = {n for n, q in self.bindings.items() if q.split(".")[0] in RELEVANT_ROOTS}
+        return bool((self.conflicts | self.rebound) & relevant)
 
     def qname(self, node: cst.CSTNode) -> str | None:
         parts: list[str] = []

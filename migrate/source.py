@@ -103,7 +103,7 @@ def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
 def _fix_imports(old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str,
                  diagnostics: list[Diagnostic]) -> cst.Module:
     """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
-    if tr.enabled(UNUSED_IMPORT_CODE):
+    if tr.enabled(UNUSED_IMPORT_CODE) and tr.import_positions:  # only files with torch_xla/torch.cuda imports
         def removed(node: cst.CSTNode, name: str) -> None:
             line, col = tr.import_positions.get(name, (1, 1))
             diagnostics.append(Diagnostic(path, line, col, UNUSED_IMPORT_CODE,

@@ -67,7 +67,9 @@ class Sample:
 SAMPLES: tuple[Sample, ...] = (
     Sample("cuda_ddp", "cuda_ddp/train.py", "CUDA: argparse --device, DDP (nccl, LOCAL_RANK), AMP + GradScaler, "
            "cuDNN flags, checkpoint with map_location",
-           common_args=("--dtype", "float32"), distributed=True),
+           common_args=("--dtype", "float32"), distributed=True,
+           precision_note="fp32 on both devices (--dtype float32; the migrated default bfloat16 would turn "
+                          "autocast on for the accelerator only)"),
     Sample("xla_legacy", "xla_legacy/train.py", "torch_xla legacy: xmp.spawn, MpDeviceLoader, optimizer_step, "
            "mesh_reduce, master_print, metrics report"),
     Sample("xla_modern", "xla_modern/train.py", "torch_xla modern: torch_xla.device/sync/launch, xr.world_size, "

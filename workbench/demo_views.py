@@ -351,6 +351,7 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12.5, 5.2))
         chips = list(dict.fromkeys(frame["chip"]))
         col = {c: COLORS[i % 10] for i, c in enumerate(chips)}
+        any_nofit = False
         for chip, g in frame.groupby("chip", sort=False):
             g = g.sort_values("tok/s/user")
             ax1.plot(g["tok/s/user"], g["tok/s/chip"], "s--", color=col[chip], markerfacecolor="none",
@@ -360,6 +361,11 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
             if g["$/M output tokens"].notna().any():
                 ax2.plot(g["tok/s/user"], g["$/M output tokens"], "s--", color=col[chip], markerfacecolor="none",
                          label=f"{chip} (projected, {g['price'].iloc[0]})")
+            nofit = g[~g["fits in HBM"]]
+            if len(nofit):
+                ax1.plot(nofit["tok/s/user"], nofit["tok/s/chip"], "x", color="k", markersize=7,
+                         label="does not fit in HBM (projected)" if not any_nofit else None)
+                any_nofit = True
         if measured is not None and not measured.empty:
             for r in measured.to_dict("records"):
                 ax1.plot(r["tok/s/user"], r["tok/s/chip"], "o", color="k", label=f"{r['label']} (measured)")

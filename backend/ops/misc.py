@@ -238,3 +238,33 @@ def median(x: Any) -> Any:
     if jnp.issubdtype(x.dtype, jnp.floating):
         s = jnp.where(jnp.any(jnp.isnan(flat)), jnp.nan, s)
     return s[(flat.size - 1) // 2]
+
+
+# ----------------------------------------------------------------------------- complex views
+@lower(aten.view_as_real.default)
+def view_as_real(x: Any) -> Any:
+    if not jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
+
+
+@lower(aten.view_as_complex.default)
+def view_as_complex(x: Any) -> Any:
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    return jax.lax.complex(x[..., 0], x[..., 1])
+
+
+@lower(aten._conj.default, aten._conj_physical.default, aten.conj_physical.default)
+def conj(x: Any) -> Any:
+    return jnp.conj(x)
+
+
+@lower(aten.real.default)
+def real(x: Any) -> Any:
+    return jnp.real(x)
+
+
+@lower(aten.imag.default)
+def imag(x: Any) -> Any:
+    return jnp.imag(x)

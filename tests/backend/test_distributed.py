@@ -53,7 +53,14 @@ def _losses(stdout: str) -> list[float]:
 
 @pytest.fixture(scope="module")
 def single_losses() -> list[float]:
-    return _losses(_run([sys.executable, str(SCRIPTS / "train.py"), "single"]))
+    # the single-process reference runs in this process (same code path as the workers)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tpu_dist_train", SCRIPTS / "train.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.train("single", 0, 1)
 
 
 def test_backends_registered_for_tpu() -> None:
@@ -61,6 +68,16 @@ def test_backends_registered_for_tpu() -> None:
         assert name in dist.Backend.backend_list
         assert "tpu" in dist.Backend.backend_capability[name]
     assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+
+
+def test_set_tpu_launch_env_fills_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.distributed import set_tpu_launch_env
+
+    for k in ("WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MASTER_PORT", "31234")  # an existing value wins
+    env = set_tpu_launch_env(nnodes=2, nproc_per_node=4, node_rank=1)
+    assert env == {"WORLD_SIZE": "8", "NODE_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "31234"}
 
 
 def test_single_rank_in_process_all_reduce_and_broadcast() -> None:

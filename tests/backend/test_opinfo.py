@@ -28,6 +28,8 @@ SLICE = [
     "arange", "full", "zeros", "ones_like", "linspace",
 ]  # fmt: skip
 DTYPES = [torch.float32, torch.int64]
+BF16_SLICE = ["add", "mul", "matmul", "softmax", "sum", "mean", "nn.functional.layer_norm", "nn.functional.conv2d",
+              "nn.functional.gelu", "nn.functional.linear"]
 
 
 @functools.cache
@@ -37,8 +39,9 @@ def _entries() -> list:
 
 
 def _cases() -> list:
-    return [pytest.param(op, dt, id=f"{entry_name(op)}-{str(dt).replace('torch.', '')}")
-            for op in _entries() for dt in DTYPES]
+    cases = [(op, dt) for op in _entries() for dt in DTYPES]
+    cases += [(op, torch.bfloat16) for op in _entries() if entry_name(op) in BF16_SLICE]
+    return [pytest.param(op, dt, id=f"{entry_name(op)}-{str(dt).replace('torch.', '')}") for op, dt in cases]
 
 
 @pytest.mark.parametrize("op,dtype", _cases())

@@ -84,6 +84,22 @@ def main() -> None:
         dist.recv(y, src=0)
         check(y, torch.tensor([42.0, 43.0]), "send/recv")
 
+    x = tpu(torch.full((2,), float(r + 1)))
+    dist.reduce(x, dst=0)
+    if r == 0:
+        check(x, torch.full((2,), 3.0), "reduce")
+
+    gl = [tpu(torch.zeros(1)) for _ in range(w)] if r == 0 else None
+    dist.gather(tpu(torch.full((1,), float(r + 7))), gather_list=gl, dst=0)
+    if r == 0:
+        for i, o in enumerate(gl):
+            check(o, torch.full((1,), float(i + 7)), f"gather[{i}]")
+
+    out = tpu(torch.zeros(2))
+    sl = [tpu(torch.full((2,), float(10 + i))) for i in range(w)] if r == 1 else None
+    dist.scatter(out, scatter_list=sl, src=1)
+    check(out, torch.full((2,), float(10 + r)), "scatter")
+
     # in-place into a view: the collective must write through to the base
     base = tpu(torch.zeros(2, 3))
     view = base[1]
