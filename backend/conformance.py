@@ -153,7 +153,6 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
         if isinstance(tkwargs.get("device"), (str, torch.device)):
             tkwargs["device"] = "tpu"
         from backend import dispatch as _d
-
         from backend import random as _rng
 
         rescued = dict(_d.BACKWARD_RESCUES)

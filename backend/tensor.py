@@ -117,19 +117,45 @@ def set_value(t: TpuTensor, new: Any) -> None:
     if not t._chain:  # a pure alias (detach, alias): same value as the root
         root._elem = new
     else:
-        jnp = jax_module().numpy
-        base = root._elem
-        if jnp.issubdtype(base.dtype, jnp.complexfloating) or jnp.issubdtype(new.dtype, jnp.complexfloating):
-            raise NotImplementedError(
-                "writing through a view of a complex TPU tensor (real/imag/view_as_real) is not supported"
-            )
-        iota = jnp.arange(base.size, dtype=jnp.int64).reshape(base.shape)
-        idx = _replay(iota, t._chain)
-        new = jnp.broadcast_to(new, idx.shape)
-        root._elem = base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
+        root._elem = _scatter_through(root._elem, t._chain, new)
     root._gen += 1
     t._elem = new
     t._seen = root._gen
+
+
+def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
+    """New root value after writing ``new`` through the view ``chain`` (replayed on an iota of the root).
+
+    Complex roots use a complex iota (real part = element index, imaginary part = index + n), so views that
+    take real/imaginary parts (real, imag, view_as_real) map each value to its component; a real root seen
+    through view_as_complex maps the two components back to two real elements."""
+    jnp = jax_module().numpy
+    n = base.size
+    if jnp.issubdtype(base.dtype, jnp.complexfloating):
+        iota = (jnp.arange(n, dtype=jnp.float64) + 1j * jnp.arange(n, 2 * n, dtype=jnp.float64)).reshape(base.shape)
+        idx = _replay(iota, chain)
+        if jnp.issubdtype(idx.dtype, jnp.complexfloating):
+            if bool(jnp.any(jnp.imag(idx) < 0)):
+                raise NotImplementedError("writing through a conjugated view of a TPU tensor is not supported")
+            k = jnp.real(idx).astype(jnp.int64).reshape(-1)
+            new = jnp.broadcast_to(new, idx.shape).reshape(-1).astype(base.dtype)
+            return base.reshape(-1).at[k].set(new).reshape(base.shape)
+        k = idx.astype(jnp.int64).reshape(-1)
+        ri = jnp.concatenate([jnp.real(base).reshape(-1), jnp.imag(base).reshape(-1)])
+        ri = ri.at[k].set(jnp.broadcast_to(new, idx.shape).reshape(-1).astype(ri.dtype))
+        return (ri[:n] + 1j * ri[n:]).astype(base.dtype).reshape(base.shape)
+    if jnp.issubdtype(new.dtype, jnp.complexfloating):
+        iota = jnp.arange(n, dtype=jnp.float64).reshape(base.shape)
+        idx = _replay(iota, chain)
+        new = jnp.broadcast_to(new, idx.shape).reshape(-1)
+        flat = base.reshape(-1)
+        flat = flat.at[jnp.real(idx).astype(jnp.int64).reshape(-1)].set(jnp.real(new).astype(base.dtype))
+        flat = flat.at[jnp.imag(idx).astype(jnp.int64).reshape(-1)].set(jnp.imag(new).astype(base.dtype))
+        return flat.reshape(base.shape)
+    iota = jnp.arange(n, dtype=jnp.int64).reshape(base.shape)
+    idx = _replay(iota, chain)
+    new = jnp.broadcast_to(new, idx.shape)
+    return base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
 
 
 def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
