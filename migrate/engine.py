@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import multiprocessing
+import multiprocessing.context
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -94,12 +96,19 @@ def run_files(
                 progress(1)
     else:
         chunk = max(1, min(32, len(files) // (jobs * 8)))
-        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=_pool_context()) as pool:
             for r in pool.map(work, files, chunksize=chunk):
                 results.append(r)
                 if progress:
                     progress(1)
     return RunResult(results)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork is cheapest, but forking a process that already runs JAX's or torch's threads can deadlock
+    (the notebooks and the demo call us after importing torch): use a fork server there."""
+    threaded = any(name in sys.modules for name in ("jax", "torch"))
+    return multiprocessing.get_context("forkserver" if threaded else "fork")
 
 
 def stdin_result(select: Sequence[str] | None, ignore: Sequence[str] | None) -> tuple[FileResult, str, str]:

@@ -295,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tpu-bench: error: {exc}; set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to run without the 'tpu' backend",
               file=sys.stderr)
         return 2
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["demo"]:  # the demo parses its own options (argparse.REMAINDER refuses a leading --flag)
+        return _cmd_demo(argparse.Namespace(demo_args=argv[1:]))
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -147,6 +147,19 @@ def emulation_note(df: pd.DataFrame) -> str:
             "through JAX on the host processor: they measure the backend's overhead, not a TPU.")
 
 
+def _redrawer(out, draw):
+    """Observer that redraws into the Output widget ``out`` when a control changes.
+
+    The first drawing (parameter defaults) goes straight into the cell, not into ``out``: headless
+    executors (nbclient / nbmake) stall on rich output captured by an Output widget, and the defaults must
+    render without a browser. In Jupyter, changes then appear below the controls."""
+    def redraw(*_):
+        out.clear_output(wait=True)
+        with out:
+            draw()
+    return redraw
+
+
 # ----------------------------------------------------------------------------------------- 03: MFU
 
 def _config(cfg: dict):
@@ -412,23 +425,22 @@ def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float,
     c_target = w.FloatLogSlider(value=target, base=10, min=0, max=3, step=0.05, description="tok/s/user")
     out = w.Output()
 
-    def redraw(*_):
-        out.clear_output(wait=True)
-        with out:
-            sel = [r for r in records if r.chip in c_chips.value]
-            if not sel:
-                print("select at least one chip")
-                return
-            frame = frontier_frame(sel, c_tier.value, c_price.value or None)
-            pub = published[published["chip"].isin(c_chips.value)] if published is not None else None
-            show_table(at_target(frame, c_target.value))
-            show(plot_tco(frame, target=c_target.value, workload=workload, published=pub))
+    def draw():
+        sel = [r for r in records if r.chip in c_chips.value]
+        if not sel:
+            print("select at least one chip")
+            return
+        frame = frontier_frame(sel, c_tier.value, c_price.value or None)
+        pub = published[published["chip"].isin(c_chips.value)] if published is not None else None
+        show_table(at_target(frame, c_target.value))
+        show(plot_tco(frame, target=c_target.value, workload=workload, published=pub))
 
+    redraw = _redrawer(out, draw)
     for c in (c_chips, c_tier, c_price, c_target):
         c.observe(redraw, names="value")
     box = w.VBox([w.HBox([c_chips, w.VBox([c_tier, c_price, c_target])]), out])
-    redraw()
     display(box)
+    draw()  # the defaults, straight into the cell (see _redrawer)
     return box
 
 
@@ -536,24 +548,23 @@ def scaling_explorer(chips: Sequence[str], specs: Sequence[tuple[str, Sequence[s
     c_out = w.FloatLogSlider(value=50, base=10, min=0.5, max=3, step=0.05, description="scale-out GB/s")
     out = w.Output()
 
-    def redraw(*_):
-        out.clear_output(wait=True)
-        with out:
-            if not c_chips.value:
-                print("select at least one chip")
-                return
-            a = Assumptions(compute_efficiency=c_eff.value, overlap=c_ovl.value,
-                            scaleout_gbps_per_chip=c_out.value)
-            frames = [scaling_frame(c_chips.value, wl, lays, counts, assumptions=a) for wl, lays in specs]
-            pub = published_scaling(a)
-            show_table(pub.drop(columns=["source"]))
-            show(plot_scaling_efficiency(frames, pub))
+    def draw():
+        if not c_chips.value:
+            print("select at least one chip")
+            return
+        a = Assumptions(compute_efficiency=c_eff.value, overlap=c_ovl.value,
+                        scaleout_gbps_per_chip=c_out.value)
+        frames = [scaling_frame(c_chips.value, wl, lays, counts, assumptions=a) for wl, lays in specs]
+        pub = published_scaling(a)
+        show_table(pub.drop(columns=["source"]))
+        show(plot_scaling_efficiency(frames, pub))
 
+    redraw = _redrawer(out, draw)
     for c in (c_chips, c_eff, c_ovl, c_out):
         c.observe(redraw, names="value")
     box = w.VBox([w.HBox([c_chips, w.VBox([c_eff, c_ovl, c_out])]), out])
-    redraw()
     display(box)
+    draw()  # the defaults, straight into the cell (see _redrawer)
     return box
 
 
@@ -570,19 +581,17 @@ def throughput_explorer(df: pd.DataFrame):
     c_files = w.SelectMultiple(options=files, value=tuple(files), description="sources", rows=min(len(files), 6))
     out = w.Output()
 
-    def redraw(*_):
-        out.clear_output(wait=True)
-        with out:
-            sel = df[df["file"].map(lambda f: Path(str(f)).name).isin(c_files.value)]
-            if sel.empty:
-                print("select at least one source")
-                return
-            show(plot_throughput_bars(sel))
+    def draw():
+        sel = df[df["file"].map(lambda f: Path(str(f)).name).isin(c_files.value)]
+        if sel.empty:
+            print("select at least one source")
+            return
+        show(plot_throughput_bars(sel))
 
-    c_files.observe(redraw, names="value")
+    c_files.observe(_redrawer(out, draw), names="value")
     box = w.VBox([c_files, out])
-    redraw()
     display(box)
+    draw()  # the defaults, straight into the cell (see _redrawer)
     return box
 
 

@@ -47,16 +47,6 @@ def test_bad_input_exits_2_naming_choices(argv, needle, capsys):
     assert needle in capsys.readouterr().err
 
 
-def test_demo_without_module_is_a_clear_error(capsys):
-    try:
-        import workbench.demo  # noqa: F401
-    except ModuleNotFoundError:
-        assert main(["demo"]) == 2
-        assert "demo" in capsys.readouterr().err
-    else:
-        pytest.skip("workbench.demo exists")
-
-
 def test_catalog_and_project_print(capsys):
     assert main(["catalog", "list"]) == 0
     assert "Trainium2" in capsys.readouterr().out
