@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape")
+FAMILIES = ("backward", "factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape")
 
 
 def load() -> None:

@@ -236,3 +236,48 @@ def masked_scatter_backward(grad: Any, mask: Any, sizes: Any) -> Any:
     vals = grad[mask]
     out = jnp.zeros((n,), grad.dtype).at[: vals.shape[0]].set(vals[:n])
     return out.reshape(tuple(sizes))
+
+
+@lower(aten.nonzero_static.default)
+def nonzero_static(x: Any, *, size: int, fill_value: int = -1) -> Any:
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got size = {size}")
+    if x.ndim == 0:
+        return jnp.zeros((size, 0), jnp.int64)
+    idx = jnp.nonzero(x.astype(jnp.bool_), size=size, fill_value=fill_value)
+    return jnp.stack(idx, axis=-1).astype(jnp.int64).reshape(size, x.ndim)
+
+
+@lower(aten.bincount.default)
+def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
+    if x.ndim != 1 or not jnp.issubdtype(x.dtype, jnp.integer):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is not None and weights.shape != x.shape:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    if x.size and int(jnp.min(x)) < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    n = max(int(jnp.max(x)) + 1 if x.size else 0, minlength)
+    if weights is None:
+        return jnp.bincount(x, length=n).astype(jnp.int64)
+    dt = weights.dtype if jnp.issubdtype(weights.dtype, jnp.floating) else jnp.float64
+    return jnp.zeros((n,), dt).at[x].add(weights.astype(dt))
+
+
+@lower(aten.put.default)
+def put(x: Any, index: Any, source: Any, accumulate: bool = False) -> Any:
+    if index.size != source.size:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source.size}, index.numel() = {index.size}")
+    if index.size == 0:
+        return x
+    n = x.size
+    idx = index.reshape(-1).astype(jnp.int64)
+    if n == 0 or (not isinstance(idx, jax.core.Tracer) and bool(jnp.any((idx < -n) | (idx >= n)))):
+        raise IndexError(f"out of range: tried to access index {int(idx[0])} on a tensor of {n} elements.")
+    idx = jnp.where(idx < 0, idx + n, idx)
+    src = source.reshape(-1).astype(x.dtype)
+    flat = x.reshape(-1)
+    flat = flat.at[idx].add(src) if accumulate else flat.at[idx].set(src)
+    return flat.reshape(x.shape)

@@ -228,7 +228,7 @@ def _avg_pool(x: Any, kernel: Any, stride: Any, padding: Any, ceil_mode: bool, c
     padding = _tuple(padding, nd)
     idx, valid, inpad, outs = _windows(x.shape[-nd:], kernel, stride, padding, (1,) * nd, ceil_mode)
     lead = x.shape[:-nd]
-    win = x.reshape(lead + (-1,))[..., jnp.asarray(idx)]
+    win = x.reshape(lead + (int(np.prod(x.shape[-nd:])),))[..., jnp.asarray(idx)]
     acc = _wide(x.dtype)
     s = jnp.sum(jnp.where(jnp.asarray(valid), win.astype(acc), 0), -1)
     if divisor_override:

@@ -427,3 +427,66 @@ def polygamma(n: int, x: Any) -> Any:
     if n == 0:
         return jnp.where(x == 0, -jnp.inf, jax.scipy.special.digamma(x))
     raise NotImplementedError("operator 'aten::polygamma' is not implemented for TPU for n >= 1")
+
+
+def _spherical_bessel_j0(x: Any) -> Any:
+    small = jnp.abs(x) < 0.5
+    xs = jnp.where(small, jnp.ones_like(x), x)
+    x2 = x * x
+    series = 1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42 * (1 - x2 / 72 * (1 - x2 / 110))))
+    return jnp.where(jnp.isinf(x), jnp.zeros_like(x), jnp.where(small, series, jnp.sin(xs) / xs))
+
+
+_unary_float(jax.scipy.special.i0, aten.special_modified_bessel_i0.default)
+_unary_float(jax.scipy.special.i1, aten.special_modified_bessel_i1.default)
+_unary_float(_spherical_bessel_j0, aten.special_spherical_bessel_j0.default)
+
+
+@lower(aten.angle.default)
+def angle(x: Any) -> Any:
+    if jnp.iscomplexobj(x):
+        return jnp.angle(x)
+    xf = float_of(x)
+    pi = jnp.asarray(3.141592653589793, xf.dtype)
+    return jnp.where(jnp.isnan(xf), xf, jnp.where(xf < 0, pi, jnp.zeros((), xf.dtype)))
+
+
+@lower(aten.frexp.Tensor)
+def frexp(x: Any) -> Any:
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    m, e = jnp.frexp(x)
+    return m, e.astype(jnp.int32)
+
+
+def _binary_float(a: Any, b: Any) -> tuple[Any, Any]:
+    dt = result_dtype(a, b)
+    if not jnp.issubdtype(dt, jnp.floating):
+        dt = jdt(torch.get_default_dtype())
+    return as_dtype(a, dt), as_dtype(b, dt)
+
+
+def _igamma_edges(a: Any, x: Any, body: Any, complement: bool) -> Any:
+    """torch's (cephes) special cases for igamma/igammac, applied in its order."""
+    nan = jnp.full((), jnp.nan, a.dtype)
+    # igamma: a == 0 -> 1, x == 0 -> 0, a == inf -> 0, x == inf -> 1; igammac: the complements
+    at_a0, at_x0, at_ainf, at_xinf = (jnp.asarray(v, a.dtype) for v in ((0, 1, 1, 0) if complement else (1, 0, 0, 1)))
+    r = jnp.where(jnp.isinf(x), at_xinf, body)
+    r = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), nan, at_ainf), r)
+    r = jnp.where(x == 0, at_x0, r)
+    r = jnp.where(a == 0, jnp.where(x > 0, at_a0, nan), r)
+    return jnp.where((x < 0) | (a < 0), nan, r)
+
+
+@lower(aten.igamma.default)
+def igamma(a: Any, x: Any) -> Any:
+    a, x = _binary_float(a, x)
+    a, x = jnp.broadcast_arrays(a, x)
+    return _igamma_edges(a, x, jax.scipy.special.gammainc(a, x), False)
+
+
+@lower(aten.igammac.default)
+def igammac(a: Any, x: Any) -> Any:
+    a, x = _binary_float(a, x)
+    a, x = jnp.broadcast_arrays(a, x)
+    return _igamma_edges(a, x, jax.scipy.special.gammaincc(a, x), True)

@@ -285,3 +285,84 @@ def topk(x: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool = Tru
     sl = [slice(None)] * x.ndim
     sl[d] = slice(0, k)
     return v[tuple(sl)], i[tuple(sl)]
+
+
+def _median_along(x: Any, d: int, ignore_nan: bool) -> tuple[Any, Any]:
+    """torch's (lower) median along ``d``: values and an index of that value (NaN propagates unless ignored)."""
+    i = jnp.argsort(x, axis=d, stable=True)  # NaNs sort last
+    s = jnp.take_along_axis(x, i, d)
+    n = x.shape[d]
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        nan = jnp.isnan(x)
+        cnt = n - jnp.sum(nan, axis=d, keepdims=True) if ignore_nan else jnp.full_like(
+            jnp.sum(nan, axis=d, keepdims=True), n)
+        pos = jnp.maximum((cnt - 1) // 2, 0)
+        v = jnp.take_along_axis(s, pos, d)
+        idx = jnp.take_along_axis(i, pos, d)
+        if not ignore_nan:
+            anynan = jnp.any(nan, axis=d, keepdims=True)
+            v = jnp.where(anynan, jnp.nan, v)
+            idx = jnp.where(anynan, jnp.argmax(nan, axis=d, keepdims=True), idx)
+        else:
+            v = jnp.where(cnt == 0, jnp.nan, v)
+            idx = jnp.where(cnt == 0, 0, idx)
+        return v, idx.astype(jnp.int64)
+    pos = jnp.full_like(jnp.take(i, jnp.array([0]), axis=d), (n - 1) // 2)
+    return jnp.take_along_axis(s, pos, d), jnp.take_along_axis(i, pos, d).astype(jnp.int64)
+
+
+def _median_dim(x: Any, dim: int, keepdim: bool, ignore_nan: bool, name: str) -> Any:
+    if x.ndim == 0:
+        return x, jnp.zeros((), jnp.int64)
+    d = wrapdim(dim, x.ndim)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    v, i = _median_along(x, d, ignore_nan)
+    if not keepdim:
+        v, i = jnp.squeeze(v, d), jnp.squeeze(i, d)
+    return v, i
+
+
+def _median_all(x: Any, ignore_nan: bool) -> Any:
+    if x.size == 0:
+        return jnp.array(jnp.nan, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else None
+    return _median_along(x.reshape(-1), 0, ignore_nan)[0].reshape(())
+
+
+@lower(aten.median.default)
+def median(x: Any) -> Any:
+    out = _median_all(x, False)
+    if out is None:
+        raise RuntimeError("median() input tensor cannot be empty")
+    return out
+
+
+@lower(aten.nanmedian.default)
+def nanmedian(x: Any) -> Any:
+    out = _median_all(x, True)
+    if out is None:
+        raise RuntimeError("nanmedian() input tensor cannot be empty")
+    return out
+
+
+@lower(aten.median.dim)
+def median_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
+    return _median_dim(x, dim, keepdim, False, "median")
+
+
+@lower(aten.nanmedian.dim)
+def nanmedian_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
+    return _median_dim(x, dim, keepdim, True, "nanmedian")
+
+
+@lower(aten.logcumsumexp.default)
+def logcumsumexp(x: Any, dim: int) -> Any:
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise NotImplementedError(f"logcumsumexp of {x.dtype} is not implemented for TPU")
+    if x.ndim == 0:
+        wrapdim(dim, 0)
+        return x
+    d = wrapdim(dim, x.ndim)
+    if x.shape[d] == 0:
+        return x
+    return jax.lax.cumlogsumexp(x, axis=d)
