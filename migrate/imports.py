@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from .names import TRIVIA
+
 #: Imports a migration makes obsolete; removed only when unused.
 REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
 
@@ -29,6 +31,21 @@ def _bound_name(alias: cst.ImportAlias, from_import: bool) -> str:
 class _Used(cst.CSTVisitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, TRIVIA):  # no names inside
+            return False
+        return super().on_visit(node)
+
+    # No per-attribute or leave hooks: skip libcst's name-based look-up for every node and field.
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -56,17 +73,34 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
             if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
 
 
+_NO_IMPORTS_INSIDE = (cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
+
+
 class _Remover(cst.CSTTransformer):
     def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None]):
         super().__init__()
         self.used = used
         self.on_remove = on_remove
         self.originals: dict[int, cst.CSTNode] = {}
+        #: Whether anything was removed or replaced (else the tree is the input's, code for code).
+        self.changed = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Imports are statements: expressions and other small statements cannot hold one.
+        return not isinstance(node, _NO_IMPORTS_INSIDE)
+
+    # No per-attribute hooks: skip libcst's name-based look-up for every field.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
 
     def _filter(self, node, from_import: bool):
         drop = {id(a) for a, _ in removable_aliases(node) if _bound_name(a, from_import) not in self.used}
         if not drop:
             return node
+        self.changed = True
         for a, name in removable_aliases(node):
             if id(a) in drop:
                 self.on_remove(node, name)
@@ -85,6 +119,8 @@ class _Remover(cst.CSTTransformer):
         return self._filter(updated, True)
 
     def leave_IndentedBlock(self, original, updated):
+        if not updated.body:
+            self.changed = True
         body = _carry(updated.body, original.body)
         return updated.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
 
@@ -125,9 +161,12 @@ def _same_slot(old: cst.BaseStatement, new: cst.BaseStatement) -> bool:
 
 
 def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], None]) -> cst.Module:
+    """``module`` without the unused removable imports; ``module`` itself when none is."""
     used = _Used()
     module.visit(used)
-    return module.visit(_Remover(used.names, on_remove))
+    remover = _Remover(used.names, on_remove)
+    new = module.visit(remover)
+    return new if remover.changed else module
 
 
 def binds(module: cst.Module, name: str) -> bool:

@@ -15,6 +15,17 @@ import libcst as cst
 RELEVANT_ROOTS = frozenset({"torch", "torch_xla", "os"})
 
 
+#: Punctuation, operators and whitespace: no names, statements or strings inside; visitors that only
+#: care about those skip these subtrees.
+TRIVIA = (
+    cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
+    cst.Comma, cst.Dot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
+    cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.AssignEqual, cst.Colon, cst.Semicolon, cst.BaseBinaryOp,
+    cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.ImportStar, cst.Asynchronous,
+)
+_TABLE_SKIP = (*TRIVIA, cst.Name, cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
+
+
 def _names_in(target: cst.CSTNode, out: set[str]) -> None:
     if isinstance(target, cst.Name):
         out.add(target.value)
@@ -32,6 +43,21 @@ class ImportTable(cst.CSTVisitor):
         self.bindings: dict[str, str] = {}
         self.conflicts: set[str] = set()
         self.rebound: set[str] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, _TABLE_SKIP):  # nothing below binds a name
+            return False
+        return super().on_visit(node)
+
+    # No per-attribute or leave hooks: skip libcst's name-based look-up for every node and field.
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
 
     def _bind(self, name: str, qualified: str) -> None:
         if self.bindings.get(name, qualified) != qualified:

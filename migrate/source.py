@@ -85,14 +85,17 @@ def migrate_source(
     new_code = new.code
     if new_code == source:
         return MigrationResult(source, False, _sorted(diagnostics))
-    if module.code != source:  # libcst itself would change bytes nobody asked to change
-        if new_code == module.code:
+    old_code = transformer.module_code if transformer.module_code is not None else module.code
+    if old_code != source:  # libcst itself would change bytes nobody asked to change
+        if new_code == old_code:
             return MigrationResult(source, False, _sorted(diagnostics))
         raise UnparsableError("libcst cannot reproduce this file byte-for-byte; left untouched")
+    rewritten = new
     new = _fix_imports(module, new, transformer, path, diagnostics)
     new = _add_helpers(new, transformer.helpers)
     new = _strip_leading_blank(new, source)
-    new_code = new.code
+    if new is not rewritten:  # else new_code is already its code
+        new_code = new.code
     return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
 
 

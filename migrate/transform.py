@@ -12,11 +12,12 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
+from ._positions import start_positions
 from .imports import removable_aliases
 from .model import Diagnostic, Outcome
-from .names import ImportTable
+from .names import TRIVIA, ImportTable
 from .rules.base import Rule
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -85,6 +86,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self.import_positions: dict[str, tuple[int, int]] = {}
         self.module: cst.Module | None = None
         self.string_claims: dict[int, tuple[str, Outcome, str, str | None]] = {}
+        #: ``module.code`` when :meth:`finalize` computed positions (same code generation), else None.
+        self.module_code: str | None = None
 
     # ----------------------------------------------------------------- context API for the rules
     def qname(self, node: cst.CSTNode) -> str | None:
@@ -93,14 +96,17 @@ class MigrationTransformer(cst.CSTTransformer):
         return self.table.qname(node)
 
     def finalize(self, module: cst.Module) -> None:
-        """Resolve the positions of what was reported (one pass, only when something was)."""
+        """Resolve the positions of what was reported (one pass, only when something was).
+
+        The same code generation also yields ``module.code`` (kept in :attr:`module_code`), so the
+        byte-for-byte check afterwards needs no second pass over the tree.
+        """
         if not self._reports and not self._import_nodes:
             return
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions, self.module_code = start_positions(module)
 
         def pos(node: cst.CSTNode | None) -> tuple[int, int] | None:
-            p = positions.get(node) if node is not None else None
-            return (p.start.line, p.start.column + 1) if p is not None else None
+            return positions(node) if node is not None else None
 
         for node, fallback, code, message, fixed, outcome in self._reports:
             line, col = pos(node) or pos(fallback) or (1, 1)
@@ -108,7 +114,6 @@ class MigrationTransformer(cst.CSTTransformer):
         self._reports.clear()
         for name, node in self._import_nodes.items():
             self.import_positions[name] = pos(node) or (1, 1)
-
 
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called
@@ -177,6 +182,8 @@ class MigrationTransformer(cst.CSTTransformer):
         return self._skip_depth > 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, TRIVIA):  # no rule looks at punctuation or whitespace
+            return False
         if isinstance(node, cst.Module):
             self.module = node
         if isinstance(node, _STATEMENT_TYPES):
@@ -204,6 +211,13 @@ class MigrationTransformer(cst.CSTTransformer):
             self._skip_depth += 1
         return not isinstance(node, (cst.Import, cst.ImportFrom))
 
+    # No per-attribute hooks: skip libcst's name-based look-up for every field.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
+
     def _claim_by_qname(self, line: cst.SimpleStatementLine) -> None:
         if len(line.body) != 1:
             return
@@ -227,6 +241,8 @@ class MigrationTransformer(cst.CSTTransformer):
                 self.claim_statement(line, self.index.by_stmt[q], q, None, target)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+        if isinstance(original, TRIVIA):
+            return updated
         result: object = updated
         if id(original) in self._skip:
             self._skip_depth -= 1
