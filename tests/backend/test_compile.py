@@ -11,18 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def _device_ok() -> bool:
-    try:
-        torch.ones(1, device="tpu").cpu()
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _device_ok(), reason="the eager 'tpu' device is not importable yet")
-
-import backend.compile as bc  # noqa: E402
+import backend.compile as bc
 
 
 @pytest.fixture(autouse=True)

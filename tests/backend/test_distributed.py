@@ -16,16 +16,6 @@ import torch.distributed as dist
 SCRIPTS = Path(__file__).parent / "dist_scripts"
 
 
-def _device_ok() -> bool:
-    try:
-        torch.ones(1, device="tpu").cpu()
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _device_ok(), reason="the eager 'tpu' device is not importable yet")
-
 
 def _free_port() -> str:
     with socket.socket() as s:
