@@ -110,32 +110,28 @@ def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     return _arg(x, dim, keepdim, False).astype(jnp.int64)
 
 
-@lower(aten.max.dim)
-def max_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
+def _extremum_dim(name: str, arg_fn: Any, x: Any, dim: int, keepdim: bool) -> Any:
+    """max.dim / min.dim: values and int64 indices along one dim (torch refuses an empty dim)."""
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
     d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
-        raise IndexError("max(): Expected reduction dim 0 to have non-zero size.")
-    i = jnp.argmax(x, axis=d, keepdims=True)
+        raise IndexError(f"{name}(): Expected reduction dim 0 to have non-zero size.")
+    i = arg_fn(x, axis=d, keepdims=True)
     v = jnp.take_along_axis(x, i, axis=d)
     if not keepdim:
         v, i = jnp.squeeze(v, d), jnp.squeeze(i, d)
     return v, i.astype(jnp.int64)
+
+
+@lower(aten.max.dim)
+def max_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
+    return _extremum_dim("max", jnp.argmax, x, dim, keepdim)
 
 
 @lower(aten.min.dim)
 def min_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
-    if x.ndim == 0:
-        return x, jnp.zeros((), jnp.int64)
-    d = wrapdim(dim, x.ndim)
-    if x.shape[d] == 0:
-        raise IndexError("min(): Expected reduction dim 0 to have non-zero size.")
-    i = jnp.argmin(x, axis=d, keepdims=True)
-    v = jnp.take_along_axis(x, i, axis=d)
-    if not keepdim:
-        v, i = jnp.squeeze(v, d), jnp.squeeze(i, d)
-    return v, i.astype(jnp.int64)
+    return _extremum_dim("min", jnp.argmin, x, dim, keepdim)
 
 
 @lower(aten.var.correction)
