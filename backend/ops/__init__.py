@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("backward", "factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape")
+FAMILIES = ("backward", "factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape", "special")
 
 
 def load() -> None:

@@ -1,0 +1,3 @@
+"""Special functions (polygamma, zeta, Bessel, orthogonal polynomials) lowered to JAX."""
+
+from __future__ import annotations
