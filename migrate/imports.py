@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from .names import TRIVIA
+from . import _walk as walk
+from .names import TRIVIA_TYPES, node_types
 
 #: Imports a migration makes obsolete; removed only when unused.
 REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
@@ -33,13 +34,16 @@ class _Used(cst.CSTVisitor):
         self.names: set[str] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, TRIVIA):  # no names inside
+        if type(node) in TRIVIA_TYPES:  # no names inside
             return False
         return super().on_visit(node)
 
     # No per-attribute or leave hooks: skip libcst's name-based look-up for every node and field.
     def on_leave(self, original_node: cst.CSTNode) -> None:
         pass
+
+    #: Tells migrate._walk there are no attribute hooks to call.
+    NO_ATTRIBUTE_HOOKS = True
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         pass
@@ -73,7 +77,7 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
             if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
 
 
-_NO_IMPORTS_INSIDE = (cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
+_NO_IMPORTS_INSIDE = node_types(cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
 
 
 class _Remover(cst.CSTTransformer):
@@ -87,9 +91,12 @@ class _Remover(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # Imports are statements: expressions and other small statements cannot hold one.
-        return not isinstance(node, _NO_IMPORTS_INSIDE)
+        return type(node) not in _NO_IMPORTS_INSIDE
 
     # No per-attribute hooks: skip libcst's name-based look-up for every field.
+    #: Tells migrate._walk there are no attribute hooks to call.
+    NO_ATTRIBUTE_HOOKS = True
+
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         pass
 
@@ -163,9 +170,9 @@ def _same_slot(old: cst.BaseStatement, new: cst.BaseStatement) -> bool:
 def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], None]) -> cst.Module:
     """``module`` without the unused removable imports; ``module`` itself when none is."""
     used = _Used()
-    module.visit(used)
+    walk.visit(module, used)
     remover = _Remover(used.names, on_remove)
-    new = module.visit(remover)
+    new = walk.visit(module, remover)
     return new if remover.changed else module
 
 

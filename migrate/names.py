@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from . import _walk as walk
+
 #: Top-level packages whose names the rules resolve.
 RELEVANT_ROOTS = frozenset({"torch", "torch_xla", "os"})
 
@@ -26,6 +28,23 @@ TRIVIA = (
 _TABLE_SKIP = (*TRIVIA, cst.Name, cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 
 
+def node_types(*bases: type) -> frozenset[type]:
+    """Every class that is one of ``bases`` or derives from one: ``type(n) in node_types(...)`` is
+    ``isinstance(n, bases)`` without ABCMeta's slow instance check (every libcst node class is an ABC)."""
+    out: set[type] = set()
+    todo = list(bases)
+    while todo:
+        cls = todo.pop()
+        if cls not in out:
+            out.add(cls)
+            todo.extend(cls.__subclasses__())
+    return frozenset(out)
+
+
+TRIVIA_TYPES = node_types(*TRIVIA)
+_TABLE_SKIP_TYPES = node_types(*_TABLE_SKIP)
+
+
 def _names_in(target: cst.CSTNode, out: set[str]) -> None:
     if isinstance(target, cst.Name):
         out.add(target.value)
@@ -36,22 +55,77 @@ def _names_in(target: cst.CSTNode, out: set[str]) -> None:
         _names_in(target.value, out)
 
 
+#: What a binding that is not an import maps to in a scope.
+LOCAL = None
+
+
+class Scope:
+    """Names bound in one Python scope: name -> qualified name (an import) or ``LOCAL`` (anything else).
+
+    A name bound several ways in one scope (``try: from torch._C import X`` / ``except: X = None``)
+    resolves as libcst's scope analysis resolves it: to the first, in sorted order, of its imports.
+    """
+
+    __slots__ = ("kind", "names")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "module", "function", "class" or "comprehension"
+        self.names: dict[str, str | None] = {}
+
+    def bind(self, name: str, qualified: str | None) -> None:
+        old = self.names.get(name, LOCAL)
+        if qualified is LOCAL or (old is not LOCAL and old < qualified):
+            self.names.setdefault(name, LOCAL)
+        else:
+            self.names[name] = qualified
+
+
+def _param_names(params: cst.Parameters) -> list[str]:
+    out = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            out.append(star.name.value)
+    return out
+
+
 class ImportTable(cst.CSTVisitor):
-    """name -> qualified name for every import in the file (guarded and nested ones included)."""
+    """Every import in the file, by scope (guarded and nested ones included), and every other binding.
+
+    Python scoping is static: a name bound anywhere in a function body is local to the whole body. So
+    one walk finds, per scope, what each name is bound to; :meth:`qname` then resolves a reference from
+    the scopes around it (innermost first, class bodies seen only from directly inside). A file where
+    that is not exact (a torch/torch_xla/os name shadowed by a lambda parameter or a comprehension
+    variable, or declared global/nonlocal) is left to libcst's full scope analysis (:meth:`needs_scopes`).
+    """
+
+    #: Tells migrate._walk there are no attribute hooks to call.
+    NO_ATTRIBUTE_HOOKS = True
 
     def __init__(self) -> None:
-        self.bindings: dict[str, str] = {}
-        self.conflicts: set[str] = set()
-        self.rebound: set[str] = set()
+        self.module_scope = Scope("module")
+        #: id(node) -> the scope that starts at that node (a def's or class's body, a lambda's body,
+        #: a comprehension).
+        self.scopes: dict[int, Scope] = {}
+        self._stack: list[Scope] = [self.module_scope]
+        #: Names whose resolution this table cannot make exact (see needs_scopes).
+        self._unsure: set[str] = set()
+
+    @property
+    def bindings(self) -> dict[str, str]:
+        """Module-level imports (name -> qualified name)."""
+        return {n: q for n, q in self.module_scope.names.items() if q is not None}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, _TABLE_SKIP):  # nothing below binds a name
+        scope = self.scopes.get(id(node))
+        if scope is not None:  # (pushed even for a skipped node: on_leave pops it)
+            self._stack.append(scope)
+        if type(node) in _TABLE_SKIP_TYPES:  # nothing below binds a name
             return False
         return super().on_visit(node)
 
-    # No per-attribute or leave hooks: skip libcst's name-based look-up for every node and field.
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        pass
+        if id(original_node) in self.scopes:
+            self._stack.pop()
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         pass
@@ -59,10 +133,24 @@ class ImportTable(cst.CSTVisitor):
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
         pass
 
-    def _bind(self, name: str, qualified: str) -> None:
-        if self.bindings.get(name, qualified) != qualified:
-            self.conflicts.add(name)
-        self.bindings[name] = qualified
+    # ------------------------------------------------------------------ bindings
+    def _bind(self, name: str, qualified: str | None = LOCAL) -> None:
+        scope = self._stack[-1]
+        if scope.kind == "comprehension" and qualified is LOCAL:
+            self._unsure.add(name)  # a comprehension variable: exact only if it shadows no import
+        scope.bind(name, qualified)
+
+    def _bind_all(self, target: cst.CSTNode) -> None:
+        names: set[str] = set()
+        _names_in(target, names)
+        for n in names:
+            self._bind(n)
+
+    def _new_scope(self, key: cst.CSTNode, kind: str, names: list[str] = ()) -> None:  # type: ignore[assignment]
+        scope = Scope(kind)
+        for n in names:
+            scope.bind(n, LOCAL)
+        self.scopes[id(key)] = scope
 
     def visit_Import(self, node: cst.Import) -> bool:
         for a in node.names:
@@ -81,56 +169,110 @@ class ImportTable(cst.CSTVisitor):
         for a in node.names:
             obj = cst.helpers.get_full_name_for_node(a.name) or ""
             name = a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else obj
-            if node.relative:
-                self.rebound.add(name)  # relative: not one of ours, but it shadows
-            else:
-                self._bind(name, f"{mod}.{obj}")
+            self._bind(name, LOCAL if node.relative else f"{mod}.{obj}")  # relative: not ours, but it shadows
         return False
 
-    def visit_Param(self, node: cst.Param) -> None:
-        self.rebound.add(node.name.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        _names_in(node.target, self.rebound)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        _names_in(node.target, self.rebound)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        _names_in(node.target, self.rebound)
-
-    def visit_For(self, node: cst.For) -> None:
-        _names_in(node.target, self.rebound)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        _names_in(node.target, self.rebound)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        _names_in(node.name, self.rebound)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        _names_in(node.target, self.rebound)
-
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.rebound.add(node.name.value)
+        self._bind(node.name.value)
+        self._new_scope(node.body, "function", _param_names(node.params))
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        names = _param_names(node.params)
+        self._unsure.update(names)  # the scope starts at the body; exact only if no import is shadowed
+        self._new_scope(node.body, "function", names)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.rebound.add(node.name.value)
+        self._bind(node.name.value)
+        self._new_scope(node.body, "class")
+
+    def _comprehension(self, node: cst.CSTNode) -> None:
+        self._new_scope(node, "comprehension")
+        self._stack.append(self.scopes[id(node)])  # on_visit ran before this hook created it
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._bind_all(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind_all(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind_all(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_all(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_all(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._bind_all(node.name)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._bind_all(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        names: set[str] = set()
+        _names_in(node.target, names)
+        target = next((s for s in reversed(self._stack) if s.kind != "comprehension"), self.module_scope)
+        for n in names:
+            target.bind(n, LOCAL)
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self._bind(node.name.value)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self._bind(node.name.value)
+
+    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self._bind(node.rest.value)
 
     def visit_Global(self, node: cst.Global) -> None:
-        for n in node.names:
-            self.rebound.add(n.name.value)
+        self._unsure.update(n.name.value for n in node.names)
 
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self._unsure.update(n.name.value for n in node.names)
+
+    # ------------------------------------------------------------------ queries
     def needs_scopes(self) -> bool:
-        """True when the import table alone could resolve a name the rules care about wrongly.
+        """True when this table could resolve a name the rules care about wrongly.
 
-        Only bindings of the packages the rules look at count (torch, torch_xla, os): a rebound
-        ``np`` or ``jnp`` cannot change a migration.
+        Only names ever bound to an import of the packages the rules look at count (torch,
+        torch_xla, os): a rebound ``np`` or ``jnp`` cannot change a migration.
         """
-        relevant = {n for n, q in self.bindings.items() if q.split(".")[0] in RELEVANT_ROOTS}
-        return bool((self.conflicts | self.rebound) & relevant)
+        relevant: set[str] = set()
+        for scope in (self.module_scope, *self.scopes.values()):
+            relevant.update(n for n, q in scope.names.items() if q is not None and q.split(".")[0] in RELEVANT_ROOTS)
+        return bool(self._unsure & relevant)
 
-    def qname(self, node: cst.CSTNode) -> str | None:
+    def lookup(self, name: str, scopes: list[Scope]) -> tuple[bool, str | None]:
+        """(found, qualified name or LOCAL) for ``name`` seen from inside ``scopes`` (outermost first)."""
+        last = len(scopes) - 1
+        for i in range(last, -1, -1):
+            scope = scopes[i]
+            if scope.kind == "class" and i != last:
+                continue  # a class body's names are not visible from its methods
+            if name in scope.names:
+                return True, scope.names[name]
+        if name in self.module_scope.names:
+            return True, self.module_scope.names[name]
+        return False, None
+
+    def qname(self, node: cst.CSTNode, scopes: list[Scope] | None = None) -> str | None:
         parts: list[str] = []
         while isinstance(node, cst.Attribute):
             parts.append(node.attr.value)
@@ -139,14 +281,15 @@ class ImportTable(cst.CSTVisitor):
             return None
         root = node.value
         rest = "".join("." + p for p in reversed(parts))
-        if root in self.bindings:
-            return self.bindings[root] + rest
-        if root in ("torch", "torch_xla") and root not in self.rebound and rest:
+        found, qualified = self.lookup(root, scopes or [])
+        if found:
+            return None if qualified is None else qualified + rest
+        if root in ("torch", "torch_xla") and rest:
             return root + rest  # the import lives in another notebook cell, or is about to be added
         return None
 
 
 def import_table(module: cst.Module) -> ImportTable:
     table = ImportTable()
-    module.visit(table)
+    walk.visit(module, table)
     return table

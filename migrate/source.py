@@ -9,6 +9,7 @@ from functools import lru_cache
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from . import _walk as walk
 from . import imports
 from .model import Diagnostic, MigrationResult
 from .names import import_table
@@ -79,7 +80,7 @@ def migrate_source(
         new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
     else:
         transformer = MigrationTransformer(index, path, source.splitlines(), table)
-        new = module.visit(transformer)
+        new = walk.visit(module, transformer)
     transformer.finalize(module)
     diagnostics = transformer.diagnostics
     new_code = new.code

@@ -17,10 +17,17 @@ from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 from ._positions import start_positions
 from .imports import removable_aliases
 from .model import Diagnostic, Outcome
-from .names import TRIVIA, ImportTable
+from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
 from .rules.base import Rule
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+# Exact-type sets for the per-node checks (isinstance on libcst's ABC classes is slow).
+_STATEMENTS = node_types(*_STATEMENT_TYPES)
+_IMPORTS = node_types(cst.Import, cst.ImportFrom)
+_BINDING_TARGETS = node_types(cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)
+_REFS = node_types(cst.Name, cst.Attribute)
+_ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.Call, cst.AsName, cst.Del))
+_SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
 _TODO = re.compile(r"#\s*TODO\(tpu-migrate (TPU\d+)\)")
 TODO_PREFIX = "TODO(tpu-migrate"
 
@@ -71,6 +78,9 @@ class MigrationTransformer(cst.CSTTransformer):
         self.needed_imports: set[str] = set()
         self.helpers: dict[str, str] = {}
         self._stack: list[cst.CSTNode] = []
+        #: The scopes around the node being visited (see ImportTable.scopes).
+        self._scopes: list[Scope] = []
+        self._scope_starts = table.scopes if table is not None else {}
         self._pending: dict[int, list[tuple[str, str]]] = {}
         self._inner: set[int] = set()
         self._called: set[int] = set()
@@ -93,7 +103,7 @@ class MigrationTransformer(cst.CSTTransformer):
     def qname(self, node: cst.CSTNode) -> str | None:
         """Qualified name of an original Name/Attribute bound by an import, else None."""
         assert self.table is not None
-        return self.table.qname(node)
+        return self.table.qname(node, self._scopes)
 
     def finalize(self, module: cst.Module) -> None:
         """Resolve the positions of what was reported (one pass, only when something was).
@@ -178,40 +188,45 @@ class MigrationTransformer(cst.CSTTransformer):
         self.string_claims.setdefault(id(node), (code, outcome, message, value))
 
     # ----------------------------------------------------------------- traversal
-    def _in_suppressed(self) -> bool:
-        return self._skip_depth > 0
-
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, TRIVIA):  # no rule looks at punctuation or whitespace
+        t = type(node)
+        if t in TRIVIA_TYPES:  # no rule looks at punctuation or whitespace
             return False
-        if isinstance(node, cst.Module):
-            self.module = node
-        if isinstance(node, _STATEMENT_TYPES):
+        if t in _MODULE:
+            self.module = node  # type: ignore[assignment]
+        scope = self._scope_starts.get(id(node))
+        if scope is not None:
+            self._scopes.append(scope)
+        if t in _STATEMENTS:
             self._stack.append(node)
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
-            for _alias, name in removable_aliases(node):
+        is_import = t in _IMPORTS
+        if is_import:
+            for _alias, name in removable_aliases(node):  # type: ignore[arg-type]
                 self._import_nodes.setdefault(name, node)
-        if isinstance(node, cst.Attribute):
-            self._inner.add(id(node.value))
-            self._inner.add(id(node.attr))
-        elif isinstance(node, cst.Call):
-            self._called.add(id(node.func))
-        elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
-            self._targets.add(id(node.target))
-        elif isinstance(node, cst.AsName):
-            self._targets.add(id(node.name))
-        elif isinstance(node, cst.Del):
-            self._targets.add(id(node.target))
-        if not self._in_suppressed():
-            for rule in self.index.by_type.get(type(node), ()):
+        if t in _ATTRIBUTE:
+            self._inner.add(id(node.value))  # type: ignore[attr-defined]
+            self._inner.add(id(node.attr))  # type: ignore[attr-defined]
+        elif t in _CALL:
+            self._called.add(id(node.func))  # type: ignore[attr-defined]
+        elif t in _BINDING_TARGETS:
+            self._targets.add(id(node.target))  # type: ignore[attr-defined]
+        elif t in _ASNAME:
+            self._targets.add(id(node.name))  # type: ignore[attr-defined]
+        elif t in _DEL:
+            self._targets.add(id(node.target))  # type: ignore[attr-defined]
+        if not self._skip_depth:
+            for rule in self.index.by_type.get(t, ()):
                 rule.visit_node(self, node)
-            if isinstance(node, cst.SimpleStatementLine) and id(node) not in self._stmt_claims:
-                self._claim_by_qname(node)
+            if t in _SIMPLE_LINE and id(node) not in self._stmt_claims:
+                self._claim_by_qname(node)  # type: ignore[arg-type]
         if id(node) in self._skip:
             self._skip_depth += 1
-        return not isinstance(node, (cst.Import, cst.ImportFrom))
+        return not is_import
 
     # No per-attribute hooks: skip libcst's name-based look-up for every field.
+    #: Tells migrate._walk there are no attribute hooks to call.
+    NO_ATTRIBUTE_HOOKS = True
+
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         pass
 
@@ -241,27 +256,30 @@ class MigrationTransformer(cst.CSTTransformer):
                 self.claim_statement(line, self.index.by_stmt[q], q, None, target)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
-        if isinstance(original, TRIVIA):
+        t = type(original)
+        if t in TRIVIA_TYPES:
             return updated
         result: object = updated
         if id(original) in self._skip:
             self._skip_depth -= 1
-        if not self._in_suppressed():
-            if isinstance(original, cst.Call):
+        if not self._skip_depth:
+            if t in _CALL:
                 result = self._leave_call(original, updated)  # type: ignore[arg-type]
-            elif isinstance(original, (cst.Name, cst.Attribute)):
+            elif t in _REFS:
                 result = self._leave_ref(original, updated)  # type: ignore[arg-type]
             if result is updated:
-                for rule in self.index.by_type.get(type(original), ()):
+                for rule in self.index.by_type.get(t, ()):
                     r = rule.leave_node(self, original, updated)
                     if r is not None:
                         result = r
                         break
-        if isinstance(result, cst.IndentedBlock) and not result.body:
+        if type(result) in _INDENTED and not result.body:  # type: ignore[attr-defined]
             result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        if isinstance(original, cst.SimpleStatementLine) and id(original) in self._stmt_claims:
+        if t in _SIMPLE_LINE and id(original) in self._stmt_claims:
             result = self._leave_claimed(original, result)  # type: ignore[arg-type]
-        if isinstance(original, _STATEMENT_TYPES):
+        if self._scopes and id(original) in self._scope_starts:
+            self._scopes.pop()
+        if t in _STATEMENTS:
             result = self._attach_todos(original, result)
             result = self._carry_lines(original, result)
             self._stack.pop()

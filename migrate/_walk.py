@@ -1,0 +1,166 @@
+"""A libcst traversal that rebuilds only what changed.
+
+libcst's ``node.visit(visitor)`` reconstructs every node of the tree, even for a read-only visitor and
+even when nothing changes (a TODO in libcst itself); on a large file that costs about as much as parsing
+it. :func:`visit` calls the same visitor hooks in the same order with the same sentinel rules, but reads
+the children straight from the fields and builds a new node only on the path to a change: an unchanged
+subtree comes back as the very same object.
+
+The field order of each node type is taken from libcst's own ``_visit_and_replace_children`` (read once
+per type), so children are visited exactly as libcst visits them; a type whose method is not the plain
+``return Node(field=visit_x(self, "field", self.field, visitor), ...)`` form is handed to libcst.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+import libcst as cst
+from libcst import CSTNode, CSTVisitor, FlattenSentinel, MaybeSentinel, RemovalSentinel
+
+_SEQ, _BODY = "visit_sequence", "visit_body_sequence"
+#: helper name -> the one string object used for it (compared by identity in the walk)
+_KINDS = {k: k for k in ("visit_required", "visit_optional", "visit_sentinel", _SEQ, _BODY)}
+_Plan = tuple[tuple[str, str], ...]
+_PLANS: dict[type, _Plan | None] = {}
+
+
+def _read_plan(cls: type) -> _Plan | None:
+    """(field, helper) pairs in libcst's visiting order, or None when the method is not the plain form."""
+    owner = next((k for k in cls.__mro__ if "_visit_and_replace_children" in k.__dict__), None)
+    if owner is None:
+        return None
+    try:
+        fn = ast.parse(textwrap.dedent(inspect.getsource(owner.__dict__["_visit_and_replace_children"]))).body[0]
+    except (OSError, TypeError, SyntaxError):
+        return None
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # type: ignore[attr-defined]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    ret = body[0].value
+    if isinstance(ret, ast.Name) and ret.id == "self":
+        return ()  # a leaf
+    if not isinstance(ret, ast.Call) or ret.args:
+        return None
+    call = ret
+    builds_own_type = (isinstance(call.func, ast.Name) and call.func.id == cls.__name__ and owner is cls) or (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "__class__"
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == "self")
+    if not builds_own_type:
+        return None  # e.g. an inherited method that builds its parent's type: let libcst do it
+    plan: list[tuple[str, str]] = []
+    for kw in call.keywords:
+        v = kw.value
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" and v.attr == kw.arg:
+            continue  # a plain value copied over (Name.value, Integer.value ...)
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in _KINDS and len(v.args) == 4):
+            return None
+        field = v.args[1]
+        if not (isinstance(field, ast.Constant) and field.value == kw.arg):
+            return None
+        plan.append((kw.arg, _KINDS[v.func.id]))  # type: ignore[arg-type]
+    return tuple(plan)
+
+
+def _plan(cls: type) -> _Plan | None:
+    try:
+        return _PLANS[cls]
+    except KeyError:
+        plan = _PLANS[cls] = _read_plan(cls)
+        return plan
+
+
+class _Walker:
+    """One traversal; flags about the visitor are looked up once, not per node."""
+
+    def __init__(self, visitor: Any) -> None:
+        self.v = visitor
+        self.read_only = isinstance(visitor, CSTVisitor)
+        #: Visitors that define no per-attribute hooks say so, sparing two calls per field.
+        self.attr_hooks = not getattr(visitor, "NO_ATTRIBUTE_HOOKS", False)
+
+    def visit(self, node: CSTNode) -> Any:
+        v = self.v
+        if v.on_visit(node):
+            plan = _PLANS.get(type(node), _MISSING)
+            if plan is _MISSING:
+                plan = _plan(type(node))
+            updated = node._visit_and_replace_children(v) if plan is None else self.children(node, plan)
+        else:
+            updated = node
+        if self.read_only:
+            v.on_leave(node)
+            return node
+        result = v.on_leave(node, updated)
+        if result is not updated and not isinstance(result, (CSTNode, RemovalSentinel, FlattenSentinel)):
+            raise cst.CSTValidationError("Expected a node of type CSTNode or a RemovalSentinel, "
+                                         f"but got a return value of {type(result).__name__}")
+        return result
+
+    def children(self, node: CSTNode, plan: _Plan) -> CSTNode:
+        changes: dict[str, Any] | None = None
+        hooks = self.attr_hooks
+        for field, kind in plan:
+            old = getattr(node, field)
+            if hooks:
+                self.v.on_visit_attribute(node, field)
+            if kind is _SEQ or kind is _BODY:
+                new = self.many(old, kind is _BODY)
+            elif old is None or old is MaybeSentinel.DEFAULT:
+                new = old
+            else:
+                new = self.visit(old)
+                if new is not old:
+                    new = _checked(old, new, kind)
+            if hooks:
+                self.v.on_leave_attribute(node, field)
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[field] = new
+        return node if changes is None else node.with_changes(**changes)
+
+    def many(self, children: Any, body: bool) -> Any:
+        """Visit a sequence; return the original object when no child changed."""
+        out: list[CSTNode] | None = None
+        for i, child in enumerate(children):
+            new = self.visit(child)
+            if new is child:
+                if out is not None:
+                    out.append(new)
+                continue
+            if out is None:
+                out = list(children[:i])
+            if isinstance(new, RemovalSentinel):
+                continue
+            if isinstance(new, FlattenSentinel):
+                for n in new:
+                    if not (body and not child._is_removable() and n._is_removable()):
+                        out.append(n)
+            elif not (body and not child._is_removable() and new._is_removable()):
+                out.append(new)
+        return children if out is None else tuple(out)
+
+
+_MISSING: Any = object()
+
+
+def _checked(child: CSTNode, result: Any, kind: str) -> Any:
+    """libcst's rules for a replaced single child (sentinels allowed only where the field allows)."""
+    if isinstance(result, FlattenSentinel):
+        raise TypeError(f"We got a FlattenSentinel while visiting a {type(child).__name__}. This node's parent "
+                        "does not allow for it to be replaced with a sequence.")
+    if isinstance(result, RemovalSentinel):
+        if kind == "visit_required":
+            raise TypeError(f"We got a RemovalSentinel while visiting a {type(child).__name__}. This node's "
+                            "parent does not allow it to be removed.")
+        return None if kind == "visit_optional" else MaybeSentinel.DEFAULT
+    return result
+
+
+def visit(node: CSTNode, visitor: Any) -> Any:
+    """``node.visit(visitor)`` without rebuilding unchanged nodes (same hooks, order and results)."""
+    return _Walker(visitor).visit(node)
