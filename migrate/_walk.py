@@ -81,6 +81,9 @@ class _Walker:
         self.read_only = isinstance(visitor, CSTVisitor)
         #: Visitors that define no per-attribute hooks say so, sparing two calls per field.
         self.attr_hooks = not getattr(visitor, "NO_ATTRIBUTE_HOOKS", False)
+        #: Node types the visitor ignores entirely (``on_visit`` False, ``on_leave`` a no-op that returns
+        #: the node): they are not even entered. Punctuation and whitespace, mostly.
+        self.skip: frozenset[type] = getattr(visitor, "SKIP_TYPES", frozenset())
 
     def visit(self, node: CSTNode) -> Any:
         v = self.v
@@ -103,8 +106,11 @@ class _Walker:
     def children(self, node: CSTNode, plan: _Plan) -> CSTNode:
         changes: dict[str, Any] | None = None
         hooks = self.attr_hooks
+        skip = self.skip
         for field, kind in plan:
             old = getattr(node, field)
+            if type(old) in skip:
+                continue  # a node the visitor ignores: nothing to call
             if hooks:
                 self.v.on_visit_attribute(node, field)
             if kind is _SEQ or kind is _BODY:
@@ -126,8 +132,9 @@ class _Walker:
     def many(self, children: Any, body: bool) -> Any:
         """Visit a sequence; return the original object when no child changed."""
         out: list[CSTNode] | None = None
+        skip = self.skip
         for i, child in enumerate(children):
-            new = self.visit(child)
+            new = child if type(child) in skip else self.visit(child)
             if new is child:
                 if out is not None:
                     out.append(new)

@@ -30,6 +30,9 @@ def _bound_name(alias: cst.ImportAlias, from_import: bool) -> str:
 
 
 class _Used(cst.CSTVisitor):
+    #: migrate._walk need not enter these at all.
+    SKIP_TYPES = TRIVIA_TYPES
+
     def __init__(self) -> None:
         self.names: set[str] = set()
 

@@ -100,6 +100,8 @@ class ImportTable(cst.CSTVisitor):
 
     #: Tells migrate._walk there are no attribute hooks to call.
     NO_ATTRIBUTE_HOOKS = True
+    #: Nothing below these binds a name (a Name that is a lambda's whole body included).
+    SKIP_TYPES = _TABLE_SKIP_TYPES
 
     def __init__(self) -> None:
         self.module_scope = Scope("module")

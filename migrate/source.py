@@ -11,6 +11,7 @@ from libcst.metadata import MetadataWrapper
 
 from . import _walk as walk
 from . import imports
+from ._spans import SourceMap
 from .model import Diagnostic, MigrationResult
 from .names import import_table
 from .rules.base import all_rules, select_rules
@@ -81,23 +82,49 @@ def migrate_source(
     else:
         transformer = MigrationTransformer(index, path, source.splitlines(), table)
         new = walk.visit(module, transformer)
-    transformer.finalize(module)
+    smap = SourceMap(source, module)
+    transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
-    new_code = new.code
+    if new is module:  # no rule changed anything (the walk returns the very same tree)
+        return MigrationResult(source, False, _sorted(diagnostics))
+    new_code = smap.splice(new)
+    if new_code is None:
+        return _whole_module(source, module, new, transformer, path)
     if new_code == source:
         return MigrationResult(source, False, _sorted(diagnostics))
-    old_code = transformer.module_code if transformer.module_code is not None else module.code
+    rewritten = new
+    new = _finish(module, new, transformer, path, source)
+    if new is not rewritten:
+        new_code = smap.splice(new)
+        if new_code is None:
+            return _whole_module(source, module, rewritten, transformer, path)
+    return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
+
+
+def _finish(module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, source: str) -> cst.Module:
+    """Import clean-up and helpers, after the rule pass."""
+    new = _fix_imports(module, new, tr, path, tr.diagnostics)
+    new = _add_helpers(new, tr.helpers)
+    return _strip_leading_blank(new, source)
+
+
+def _whole_module(source: str, module: cst.Module, new: cst.Module, tr: MigrationTransformer,
+                  path: str) -> MigrationResult:
+    """The slow way: generate the whole module (when statement spans could not be used)."""
+    tr.diagnostics = [d for d in tr.diagnostics if d.code != UNUSED_IMPORT_CODE]  # _finish adds them again
+    new_code = new.code
+    if new_code == source:
+        return MigrationResult(source, False, _sorted(tr.diagnostics))
+    old_code = tr.module_code if tr.module_code is not None else module.code
     if old_code != source:  # libcst itself would change bytes nobody asked to change
         if new_code == old_code:
-            return MigrationResult(source, False, _sorted(diagnostics))
+            return MigrationResult(source, False, _sorted(tr.diagnostics))
         raise UnparsableError("libcst cannot reproduce this file byte-for-byte; left untouched")
     rewritten = new
-    new = _fix_imports(module, new, transformer, path, diagnostics)
-    new = _add_helpers(new, transformer.helpers)
-    new = _strip_leading_blank(new, source)
-    if new is not rewritten:  # else new_code is already its code
+    new = _finish(module, new, tr, path, source)
+    if new is not rewritten:
         new_code = new.code
-    return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
+    return MigrationResult(new_code, new_code != source, _sorted(tr.diagnostics))
 
 
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:

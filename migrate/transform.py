@@ -9,12 +9,13 @@ is never touched), records diagnostics at original positions, and places at most
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
 from ._positions import start_positions
+from ._spans import SourceMap
 from .imports import removable_aliases
 from .model import Diagnostic, Outcome
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
@@ -66,6 +67,9 @@ class _Index:
 class MigrationTransformer(cst.CSTTransformer):
     """Names resolved from the file's import table; positions computed once at the end (lazily)."""
 
+    #: migrate._walk need not enter these at all (on_visit/on_leave ignore them).
+    SKIP_TYPES = TRIVIA_TYPES
+
     def __init__(self, index: _Index, path: str, source_lines: Sequence[str], table: ImportTable | None = None):
         super().__init__()
         self.table = table
@@ -78,6 +82,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self.needed_imports: set[str] = set()
         self.helpers: dict[str, str] = {}
         self._stack: list[cst.CSTNode] = []
+        #: id(node) -> its top-level statement, for nodes whose position may be reported.
+        self._tops: dict[int, cst.CSTNode] = {}
         #: The scopes around the node being visited (see ImportTable.scopes).
         self._scopes: list[Scope] = []
         self._scope_starts = table.scopes if table is not None else {}
@@ -105,18 +111,21 @@ class MigrationTransformer(cst.CSTTransformer):
         assert self.table is not None
         return self.table.qname(node, self._scopes)
 
-    def finalize(self, module: cst.Module) -> None:
-        """Resolve the positions of what was reported (one pass, only when something was).
+    def finalize(self, module: cst.Module, smap: SourceMap | None = None) -> None:
+        """Resolve the positions of what was reported (only when something was).
 
-        The same code generation also yields ``module.code`` (kept in :attr:`module_code`), so the
-        byte-for-byte check afterwards needs no second pass over the tree.
+        With a :class:`SourceMap`, only the top-level statements that hold a finding are generated;
+        otherwise the whole module is, and that code generation also yields ``module.code`` (kept in
+        :attr:`module_code`), so the byte-for-byte check afterwards needs no second pass.
         """
         if not self._reports and not self._import_nodes:
             return
-        positions, self.module_code = start_positions(module)
+        positions = self._positions_by_statement(smap) if smap is not None and smap.ok else None
+        if positions is None:
+            positions, self.module_code = start_positions(module)
 
         def pos(node: cst.CSTNode | None) -> tuple[int, int] | None:
-            return positions(node) if node is not None else None
+            return positions(node) if node is not None else None  # type: ignore[misc]
 
         for node, fallback, code, message, fixed, outcome in self._reports:
             line, col = pos(node) or pos(fallback) or (1, 1)
@@ -124,6 +133,28 @@ class MigrationTransformer(cst.CSTTransformer):
         self._reports.clear()
         for name, node in self._import_nodes.items():
             self.import_positions[name] = pos(node) or (1, 1)
+
+    def _positions_by_statement(self, smap: SourceMap) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
+        by_top: dict[int, Callable[[cst.CSTNode], tuple[int, int] | None]] = {}
+        for top in {id(t): t for t in self._tops.values()}.values():
+            found = smap.positions(top)
+            if found is None:
+                return None
+            by_top[id(top)] = found
+        tops = self._tops
+
+        def pos(node: cst.CSTNode) -> tuple[int, int] | None:
+            top = tops.get(id(node))
+            return by_top[id(top)](node) if top is not None else None
+
+        return pos
+
+    def _note_top(self, *nodes: cst.CSTNode | None) -> None:
+        """Remember the top-level statement around nodes whose position will be asked for."""
+        top = self._stack[0] if self._stack else None
+        for n in nodes:
+            if n is not None and top is not None:
+                self._tops.setdefault(id(n), top)
 
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called
@@ -137,11 +168,13 @@ class MigrationTransformer(cst.CSTTransformer):
     def report(self, node: cst.CSTNode, message: str, *, code: str, outcome: Outcome = "rewritten") -> None:
         """Record a rewrite (``outcome`` rewritten or warned)."""
         self._reports.append((node, self._fallback(), code, _short(message), True, outcome))
+        self._note_top(node, self._fallback())
 
     def flag(self, node: cst.CSTNode, message: str, *, code: str) -> None:
         """Record a finding for a human and put a TODO comment above the enclosing statement."""
         message = _short(message)
         self._reports.append((node, self._fallback(), code, message, False, "flagged"))
+        self._note_top(node, self._fallback())
         if self._stack:
             pend = self._pending.setdefault(id(self._stack[-1]), [])
             if all(c != code for c, _ in pend):
@@ -202,7 +235,9 @@ class MigrationTransformer(cst.CSTTransformer):
         is_import = t in _IMPORTS
         if is_import:
             for _alias, name in removable_aliases(node):  # type: ignore[arg-type]
-                self._import_nodes.setdefault(name, node)
+                if name not in self._import_nodes:
+                    self._import_nodes[name] = node
+                    self._note_top(node)
         if t in _ATTRIBUTE:
             self._inner.add(id(node.value))  # type: ignore[attr-defined]
             self._inner.add(id(node.attr))  # type: ignore[attr-defined]

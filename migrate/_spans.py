@@ -1,0 +1,156 @@
+"""Where each top-level statement of a parsed module lies in its source, so most of a file is never
+regenerated.
+
+Generating a whole module's code with libcst costs about a third of parsing it, and a migration needed
+it twice (positions for the diagnostics, then the new text). Python's own ``ast`` (C, ~20x faster than
+libcst) gives each top-level statement's first line; with the statement's leading blank/comment lines
+that is its start offset. Then
+
+- positions are computed by generating code for the few statements that hold a finding, and
+- the new text is the old text with only the changed statements regenerated.
+
+Every statement whose text is regenerated or dropped is first checked: libcst's code for the original
+statement must equal its slice of the source, byte for byte. Any doubt (``ast`` cannot parse it, the
+statements do not line up, a check fails) answers None and the caller does the whole module the slow
+way, so the output is always exactly what libcst alone would give.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from bisect import bisect_right
+from collections.abc import Callable
+
+import libcst as cst
+
+from ._positions import _NEWLINE, _OffsetState
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class SourceMap:
+    """Offsets of ``module.body`` statements in ``source`` (``ok`` False when they could not be found)."""
+
+    def __init__(self, source: str, module: cst.Module) -> None:
+        self.source = source
+        self.module = module
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
+        self.index = {id(s): i for i, s in enumerate(module.body)}
+        self._checked: dict[int, bool] = {}
+        self.starts = self._find_starts()
+        self.ok = self.starts is not None
+
+    def _find_starts(self) -> list[int] | None:
+        m = self.module
+        if not m.has_trailing_newline or not m.body:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarnings (odd escapes) are not ours to print
+                stmts = ast.parse(self.source).body
+        except Exception:  # noqa: BLE001 - any failure just means "do it the slow way"
+            return None
+        starts: list[int] = []
+        k = 0
+        for s in m.body:
+            if k >= len(stmts):
+                return None
+            a = stmts[k]
+            first = a.lineno
+            lead = len(s.leading_lines)
+            decorators = getattr(s, "decorators", ())
+            if decorators:
+                if not (isinstance(a, _DEFS) and a.decorator_list):
+                    return None
+                first = min(d.lineno for d in a.decorator_list)
+                lead += len(decorators[0].leading_lines)
+            line = first - lead
+            if not 1 <= line <= len(self.line_starts):
+                return None
+            starts.append(self.line_starts[line - 1])
+            k += len(s.body) if isinstance(s, cst.SimpleStatementLine) else 1
+        if k != len(stmts):
+            return None
+        footer = "".join(m.code_for_node(f) for f in m.footer)
+        self.footer_start = len(self.source) - len(footer)
+        if self.source[self.footer_start:] != footer or (starts and starts[-1] > self.footer_start):
+            return None
+        header = "".join(m.code_for_node(h) for h in m.header)
+        if self.source[:starts[0]] != header:
+            return None
+        return starts
+
+    def span(self, i: int) -> tuple[int, int]:
+        assert self.starts is not None
+        end = self.starts[i + 1] if i + 1 < len(self.starts) else self.footer_start
+        return self.starts[i], end
+
+    def check(self, i: int) -> bool:
+        """libcst regenerates statement ``i`` exactly as its slice of the source."""
+        if i not in self._checked:
+            start, end = self.span(i)
+            self._checked[i] = self.module.code_for_node(self.module.body[i]) == self.source[start:end]
+        return self._checked[i]
+
+    def positions(self, stmt: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
+        """``node -> (line, column + 1)`` for nodes inside top-level ``stmt``; None if not possible."""
+        i = self.index.get(id(stmt))
+        if not self.ok or i is None:
+            return None
+        start, end = self.span(i)
+        state = _OffsetState(self.module.default_indent, self.module.default_newline)
+        state.offset = start
+        stmt._codegen(state)
+        if "".join(state.tokens) != self.source[start:end]:
+            return None
+        self._checked[i] = True
+        starts, line_starts = state.starts, self.line_starts
+
+        def pos(node: cst.CSTNode) -> tuple[int, int] | None:
+            off = starts.get(node)
+            if off is None:
+                return None
+            j = bisect_right(line_starts, off) - 1
+            return (j + 1, off - line_starts[j] + 1)
+
+        return pos
+
+    def splice(self, new: cst.Module) -> str | None:
+        """The code of ``new`` (this module after a rewrite), reusing the source of every top-level
+        statement that is still the very same object; None when that cannot be done safely."""
+        old = self.module
+        if not self.ok or new.header is not old.header and new.header != old.header:
+            return None
+        if (new.footer != old.footer or new.has_trailing_newline != old.has_trailing_newline
+                or new.default_newline != old.default_newline or new.default_indent != old.default_indent):
+            return None
+        kept = [self.index.get(id(s)) for s in new.body]
+        last = -1
+        for i in kept:
+            if i is not None:
+                if i <= last:
+                    return None  # reordered or repeated: not a plain edit
+                last = i
+        kept_set = {i for i in kept if i is not None}
+        for i in range(len(old.body)):  # every statement not copied as is must have a verified span
+            if i not in kept_set and not self.check(i):
+                return None
+        parts = [self.source[:self.starts[0]]]  # type: ignore[index]
+        run_start: int | None = None
+        run_end = 0
+        for s, i in zip(new.body, kept, strict=True):
+            if i is not None and run_start is not None and self.span(i)[0] == run_end:
+                run_end = self.span(i)[1]  # extend a run of untouched neighbours
+                continue
+            if run_start is not None:
+                parts.append(self.source[run_start:run_end])
+                run_start = None
+            if i is not None:
+                run_start, run_end = self.span(i)
+            else:
+                parts.append(new.code_for_node(s))
+        if run_start is not None:
+            parts.append(self.source[run_start:run_end])
+        parts.append(self.source[self.footer_start:])
+        return "".join(parts)
