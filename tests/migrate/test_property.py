@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from migrate import migrate_source
-from migrate.source import needs_parse
+from migrate.source import TRIGGERS, needs_parse
 
 IMPORTS = ["import torch", "import torch_xla.core.xla_model as xm", "import torch_xla.runtime as xr",
            "from torch import cuda", "import torch.distributed as dist", "import torch_xla",
@@ -72,3 +72,12 @@ def test_byte_identical_when_no_rule_fires(lines, newline):
     src = newline.join(lines) + newline
     res = migrate_source(src)
     assert res.new_source == src
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(TRIGGERS).flatmap(lambda t: st.tuples(st.just(t[0]), st.from_regex(t[1]))))
+def test_every_prefilter_match_contains_its_word(word_and_text):
+    # needs_parse runs cheap substring tests before the regex: each regex's matches must contain its word.
+    word, text = word_and_text
+    assert word in text, (word, text)
+    assert needs_parse(text)
