@@ -18,6 +18,7 @@ way, so the output is always exactly what libcst alone would give.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from bisect import bisect_right
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import libcst as cst
 from ._positions import _NEWLINE, _OffsetState
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BACKSLASH_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)")
 
 
 class SourceMap:
@@ -43,8 +45,8 @@ class SourceMap:
 
     def _find_starts(self) -> list[int] | None:
         m = self.module
-        if not m.has_trailing_newline or not m.body:
-            return None
+        if not m.has_trailing_newline or not m.body or _BACKSLASH_LINE.search(self.source):
+            return None  # libcst folds a line holding only a backslash into a neighbour: spans would be off
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # SyntaxWarnings (odd escapes) are not ours to print

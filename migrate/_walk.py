@@ -65,11 +65,19 @@ def _read_plan(cls: type) -> _Plan | None:
     return tuple(plan)
 
 
+#: Types whose libcst method is not the plain form but whose order is plain all the same.
+_MANUAL: dict[type, _Plan] = {
+    cst.FormattedStringExpression: (("whitespace_before_expression", "visit_required"), ("expression", "visit_required"),
+                                    ("equal", "visit_optional"), ("whitespace_after_expression", "visit_required"),
+                                    (("format_spec", _SEQ))),
+}
+
+
 def _plan(cls: type) -> _Plan | None:
     try:
         return _PLANS[cls]
     except KeyError:
-        plan = _PLANS[cls] = _read_plan(cls)
+        plan = _PLANS[cls] = _MANUAL.get(cls) or _read_plan(cls)
         return plan
 
 
@@ -111,9 +119,12 @@ class _Walker:
             old = getattr(node, field)
             if type(old) in skip:
                 continue  # a node the visitor ignores: nothing to call
+            seq = kind is _SEQ or kind is _BODY
+            if seq and old is None:
+                continue  # an absent optional sequence (an f-string expression's format_spec): libcst skips it
             if hooks:
                 self.v.on_visit_attribute(node, field)
-            if kind is _SEQ or kind is _BODY:
+            if seq:
                 new = self.many(old, kind is _BODY)
             elif old is None or old is MaybeSentinel.DEFAULT:
                 new = old

@@ -28,6 +28,8 @@ _IMPORTS = node_types(cst.Import, cst.ImportFrom)
 _BINDING_TARGETS = node_types(cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)
 _REFS = node_types(cst.Name, cst.Attribute)
 _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.Call, cst.AsName, cst.Del))
+_NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
+_NAME = node_types(cst.Name)
 _SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
 _TODO = re.compile(r"#\s*TODO\(tpu-migrate (TPU\d+)\)")
 TODO_PREFIX = "TODO(tpu-migrate"
@@ -249,6 +251,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self._targets.add(id(node.name))  # type: ignore[attr-defined]
         elif t in _DEL:
             self._targets.add(id(node.target))  # type: ignore[attr-defined]
+        elif t in _NAMED_BINDERS:  # a parameter's, function's or class's own name binds; it refers to nothing
+            self._targets.add(id(node.name))  # type: ignore[attr-defined]
         if not self._skip_depth:
             for rule in self.index.by_type.get(t, ()):
                 rule.visit_node(self, node)
@@ -360,6 +364,8 @@ class MigrationTransformer(cst.CSTTransformer):
     def _leave_ref(self, orig: cst.BaseExpression, node: cst.BaseExpression) -> cst.BaseExpression:
         if id(orig) in self._inner:
             return node
+        if type(orig) in _NAME and id(orig) in self._targets:
+            return node  # a bare name being bound (``xm = None``, ``def f(xm)``) is not a use of an import
         q = self.qname(orig)
         if q is None:
             return node
