@@ -145,6 +145,17 @@ class _CompiledGraph:
             seq[i] = seq[i].cpu()
         return type(out)(seq) if isinstance(out, tuple | list) else seq[0]
 
+    def _host_tensors(self, args: Sequence[Any]) -> list[torch.Tensor]:
+        """CPU tensors the graph can reach (inputs and module attributes, e.g. an optimizer's step count)."""
+        tcls = _tensor_cls()
+        found = [a for a in args if isinstance(a, torch.Tensor) and not isinstance(a, tcls)]
+        for n in self.gm.graph.nodes:
+            if n.op == "get_attr":
+                v = _getattr(self.gm, n.target)
+                if isinstance(v, torch.Tensor) and not isinstance(v, tcls):
+                    found.append(v)
+        return found
+
     # ---- argument classification -------------------------------------------------------------
     def _split(self, args: Sequence[Any]) -> tuple[list[int], list[Any], tuple[Any, ...]]:
         tcls = _tensor_cls()
@@ -195,8 +206,11 @@ class _CompiledGraph:
             if entry is not None:
                 _STATS.cache_hits += 1
         if entry is None:
+            host = self._host_tensors(args)
+            before = [(t, t._version, t.clone()) for t in host]
             try:
                 entry = self._build(args, tpos, arrays, diff, grad, rng)
+                _check_host_untouched(before)
             except (*_UNTRACEABLE, _HostInput) as exc:
                 # e.g. a value read on the host mid-graph: run this graph op by op, correctly, and say so
                 self.eager = True
@@ -350,6 +364,19 @@ def _getattr(obj: Any, dotted: str) -> Any:
     return obj
 
 
+def _check_host_untouched(before: list[tuple[torch.Tensor, int, torch.Tensor]]) -> None:
+    """A graph that writes into a host tensor cannot be cached: the write would happen once, at trace
+    time, and never again (AdamW's CPU ``step`` count would stay at 1). Undo the trace's write and say so;
+    the caller runs the graph eagerly, which is correct."""
+    touched = [(t, saved) for t, version, saved in before if t._version != version]
+    if touched:
+        with torch.no_grad():
+            for t, saved in touched:
+                t.copy_(saved)
+        raise _HostInput(f"graph writes into {len(touched)} host (cpu) tensor(s), e.g. an optimizer's step count; "
+                         "keep such state on the device (AdamW(..., capturable=True)) to compile it")
+
+
 def _lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[str, ...]:
     """Turn ``get_attr`` nodes that hold "tpu" tensors into graph inputs read at every call.
 
@@ -363,7 +390,8 @@ def _lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[str, ...]:
     attrs = [n for n in nodes if n.op == "get_attr" and isinstance(_getattr(gm, n.target), tcls)]
     if not attrs:
         return ()
-    first_body = next(n for n in nodes if n.op != "placeholder")
+    lifting = set(attrs)
+    first_body = next(n for n in nodes if n.op != "placeholder" and n not in lifting)  # (stays in the graph)
     names = []
     for i, n in enumerate(attrs):
         with gm.graph.inserting_before(first_body):

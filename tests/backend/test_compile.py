@@ -325,3 +325,32 @@ def test_double_backward_raises_instead_of_wrong_answer() -> None:
     _close(g, torch.tensor([3.0, 12.0]))
     with pytest.raises(RuntimeError):
         g.sum().backward()
+
+
+@pytest.mark.parametrize("capturable", [False, True])
+def test_compiled_optimizer_step_matches_eager(capturable: bool) -> None:
+    # AdamW keeps `step` on the CPU unless capturable: a graph that writes into it must not be cached
+    # (the write would happen once, at trace time); with capturable=True the whole step compiles.
+    import copy
+
+    torch.manual_seed(0)
+    mc = nn.Linear(8, 4)
+    mt = copy.deepcopy(mc).to("tpu")
+    oc = torch.optim.AdamW(mc.parameters(), lr=1e-2)
+    ot = torch.optim.AdamW(mt.parameters(), lr=1e-2, capturable=capturable)
+    step = torch.compile(ot.step, backend="tpu")
+    x = torch.randn(2, 8)
+    for _ in range(4):
+        oc.zero_grad()
+        ot.zero_grad()
+        mc(x).sum().backward()
+        mt(x.to("tpu")).sum().backward()
+        oc.step()
+        step()
+    _close(mt.weight, mc.weight)
+    assert ot.state[mt.weight]["step"].item() == 4
+    s = bc.stats()
+    if capturable:
+        assert s["eager_fallbacks"] == 0 and s["cache_hits"] >= 3
+    else:
+        assert s["eager_fallbacks"] == 4
