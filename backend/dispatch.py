@@ -265,6 +265,8 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
         return _direct_plan(func, fn)
 
     # No direct lowering.
+    if func in _METADATA_INPLACE:
+        return _plan_metadata_inplace(func)
     if inplace:
         functional = _functional_of_inplace(func)
         if functional is not None and lookup(functional) is not None:
@@ -309,6 +311,38 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
 
 
 _ALIAS_OPS: set = set()
+_METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload
+
+
+def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
+    """In-place shape ops (``unsqueeze_``, ``squeeze_``, ``transpose_``, ``t_``), as autograd formulas use on
+    temporaries: the new value comes from the functional lowering, and the wrapper's C++ sizes/strides are
+    changed by the stock metadata kernel run with Python dispatch off. A view extends its chain; a root that
+    other tensors view cannot change shape under them, so that raises as before."""
+    from torch.utils._mode_utils import no_dispatch
+
+    low = lookup(_METADATA_INPLACE[func])
+    if low is None or low.raw:
+        return _plan_missing
+
+    def plan(f: Any, a: tuple, k: dict) -> Any:
+        self = a[0]
+        if self._root is None and getattr(self, "_viewed", False):
+            raise RuntimeError(f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
+                               "(a Python wrapper's sizes are shared); use the out-of-place op")
+        rest, uk = _u(a[1:]), _uk(k)
+        fn = low.fn
+        new = fn(value(self), *rest, **uk)
+        with no_dispatch():
+            f(self, *a[1:], **k)
+        if tuple(self.shape) != tuple(new.shape):
+            raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
+        if self._root is not None:
+            self._chain = self._chain + (lambda e: fn(e, *rest, **uk),)
+        self._elem = new
+        return self
+
+    return plan
 
 
 def _freeze(v: Any) -> Any:
@@ -426,6 +460,11 @@ def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) 
 def _init_alias_ops() -> None:
     aten = torch.ops.aten
     _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
+    _METADATA_INPLACE.update({
+        aten.unsqueeze_.default: aten.unsqueeze.default, aten.squeeze_.default: aten.squeeze.default,
+        aten.squeeze_.dim: aten.squeeze.dim, aten.squeeze_.dims: aten.squeeze.dims,
+        aten.transpose_.default: aten.transpose.int, aten.t_.default: aten.t.default,
+    })
 
 
 _init_alias_ops()

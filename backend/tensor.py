@@ -161,6 +161,7 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
 def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
     """Mark ``out`` as a view of ``src`` derived by ``fn(src_value)``."""
     root = src._root
+    (src if root is None else root)._viewed = True  # its shape can no longer change in place (unsqueeze_ ...)
     if root is None:
         out._root = src
         out._chain = (fn,) if fn is not None else ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -80,6 +81,8 @@ def _gather_idx(x: Any, d: int, index: Any) -> tuple:
 def gather(x: Any, d: int, index: Any, *, sparse_grad: bool = False) -> Any:
     if x.ndim == 0:
         return jnp.broadcast_to(x, index.shape)
+    if index.size == 0:
+        return jnp.zeros(index.shape, x.dtype)  # torch accepts an empty index of any rank here
     d = wrapdim(d, x.ndim)
     if index.size and not isinstance(index, jax.core.Tracer):
         n = x.shape[d]
@@ -93,6 +96,8 @@ def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
         x2 = x.reshape(1)
         return _scatter(x2, 0, index.reshape(-1), jnp.reshape(src, (-1,)) if hasattr(src, "shape") and src.ndim
                         else src, mode).reshape(())
+    if index.size == 0:
+        return x  # nothing to write (torch accepts an empty index of any rank)
     d = wrapdim(d, x.ndim)
     idx = _gather_idx(x, d, index)
     if hasattr(src, "shape") and src.ndim:
@@ -281,3 +286,168 @@ def put(x: Any, index: Any, source: Any, accumulate: bool = False) -> Any:
     flat = x.reshape(-1)
     flat = flat.at[idx].add(src) if accumulate else flat.at[idx].set(src)
     return flat.reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- index_reduce
+def _reduce_identity(dt: Any, reduce: str) -> Any:
+    """The value a reduction starts from when ``include_self=False`` drops ``self``'s own entries."""
+    if reduce in ("prod",):
+        return 1
+    if reduce == "mean":
+        return 0
+    floating = jnp.issubdtype(dt, jnp.floating)
+    if reduce == "amax":
+        return -jnp.inf if floating else jnp.iinfo(dt).min
+    return jnp.inf if floating else jnp.iinfo(dt).max
+
+
+@lower(aten.index_reduce.default)
+def index_reduce(x: Any, d: int, index: Any, source: Any, reduce: str, *, include_self: bool = True) -> Any:
+    """torch's index_reduce: like index_add along ``d`` but with prod/mean/amax/amin; ``mean`` divides by the
+    number of contributions (plus one for ``self`` when included), flooring for integers."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    if x.ndim == 0:
+        return index_reduce(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce,
+                            include_self=include_self).reshape(())
+    d = wrapdim(d, x.ndim)
+    index = index.reshape(-1)
+    _check_bounds(x, (slice(None),) * d + (index,))
+    return _index_reduce_core(x, d, index, source, reduce, include_self)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 4, 5))
+def _index_reduce_core(x: Any, d: int, index: Any, source: Any, reduce: str, include_self: bool) -> Any:
+    """One compiled program for the reduction (bounds were checked eagerly by the caller)."""
+    src = as_dtype(source, x.dtype)
+    if src.ndim == 0:
+        src = src.reshape(1)
+    idx = (slice(None),) * d + (index,)
+    base = x if include_self else x.at[idx].set(jnp.asarray(_reduce_identity(x.dtype, reduce), x.dtype))
+    at = base.at[idx]
+    if reduce == "prod":
+        return at.multiply(src)
+    if reduce == "amax":
+        return at.max(src)
+    if reduce == "amin":
+        return at.min(src)
+    total = at.add(src)
+    cnt = jnp.full(x.shape, 1 if include_self else 0, jnp.int64).at[idx].add(jnp.ones(src.shape, jnp.int64))
+    cnt = jnp.maximum(cnt, 1)
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return (total / cnt.astype(x.dtype)).astype(x.dtype)
+    return jnp.floor_divide(total, cnt.astype(x.dtype))
+
+
+# ----------------------------------------------------------------------------- unique (data-dependent sizes)
+def _concrete(name: str, *xs: Any) -> None:
+    """Output sizes depend on values: only eager (concrete) arrays can be answered."""
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        raise NotImplementedError(f"{name} has a data-dependent output shape and cannot be traced on TPU")
+
+
+def _unique_flat(x: Any, return_inverse: bool, return_counts: bool) -> tuple[Any, Any, Any]:
+    """Sorted unique values of the flattened ``x``; NaNs stay distinct, as torch's sort-based CPU unique."""
+    flat = np.asarray(x).reshape(-1)
+    empty = jnp.zeros((0,), jnp.int64)
+    if flat.size == 0:
+        inv = jnp.zeros(x.shape, jnp.int64) if return_inverse else empty
+        return jnp.zeros((0,), x.dtype), inv, empty
+    order = np.argsort(flat, kind="stable")
+    s = flat[order]
+    new = np.ones(s.shape, bool)
+    new[1:] = s[1:] != s[:-1]  # NaN != NaN: every NaN is its own value
+    vals = s[new]
+    ids = np.cumsum(new) - 1
+    inv = empty
+    if return_inverse:
+        inv_flat = np.empty(flat.shape, np.int64)
+        inv_flat[order] = ids
+        inv = jnp.asarray(inv_flat.reshape(x.shape))
+    cnt = jnp.asarray(np.bincount(ids, minlength=vals.size).astype(np.int64)) if return_counts else empty
+    return jnp.asarray(vals), inv, cnt
+
+
+@lower(aten._unique2.default)
+def _unique2(x: Any, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
+    """torch's CPU unique sorts even when ``sorted=False``; so does this one."""
+    _concrete("aten::_unique2", x)
+    return _unique_flat(x, return_inverse, return_counts)
+
+
+@lower(aten._unique.default)
+def _unique(x: Any, sorted: bool = True, return_inverse: bool = False) -> Any:
+    _concrete("aten::_unique", x)
+    v, inv, _ = _unique_flat(x, return_inverse, False)
+    return v, inv
+
+
+def _rows_along(x: Any, d: int) -> np.ndarray:
+    """``x`` with ``d`` first and the rest flattened: one row per slice along ``d``."""
+    rest = int(np.prod([s for i, s in enumerate(x.shape) if i != d], dtype=np.int64))
+    return np.moveaxis(np.asarray(x), d, 0).reshape(x.shape[d], rest)
+
+
+def _from_rows(rows: np.ndarray, x: Any, d: int) -> Any:
+    shape = list(np.moveaxis(np.asarray(x), d, 0).shape)
+    shape[0] = rows.shape[0]
+    return jnp.asarray(np.moveaxis(rows.reshape(shape), 0, d))
+
+
+def _lex_order(rows: np.ndarray) -> np.ndarray:
+    """Stable lexicographic order of the rows (first column most significant)."""
+    if rows.shape[1] == 0:
+        return np.arange(rows.shape[0])
+    return np.lexsort(rows.T[::-1])
+
+
+@lower(aten.unique_dim.default)
+def unique_dim(x: Any, dim: int, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False) -> Any:
+    """Unique slices along ``dim``, in lexicographic order (torch sorts them on every device)."""
+    _concrete("aten::unique_dim", x)
+    d = wrapdim(dim, x.ndim)
+    rows = _rows_along(x, d)
+    n = rows.shape[0]
+    order = _lex_order(rows)
+    s = rows[order]
+    new = np.ones((n,), bool)
+    if n > 1:
+        new[1:] = np.any(s[1:] != s[:-1], axis=1)
+    ids = np.cumsum(new) - 1
+    inv = np.empty((n,), np.int64)
+    inv[order] = ids
+    cnt = np.bincount(ids, minlength=int(new.sum())).astype(np.int64)
+    return _from_rows(s[new], x, d), jnp.asarray(inv), jnp.asarray(cnt)
+
+
+def _consecutive(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = rows.shape[0]
+    new = np.ones((n,), bool)
+    if n > 1:
+        new[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+    ids = np.cumsum(new) - 1
+    return new, ids.astype(np.int64), np.bincount(ids, minlength=int(new.sum())).astype(np.int64)
+
+
+@lower(aten.unique_consecutive.default)
+def unique_consecutive(x: Any, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None) -> Any:
+    """Collapse runs of equal values (or equal slices along ``dim``); NaNs never compare equal."""
+    _concrete("aten::unique_consecutive", x)
+    if dim is not None:
+        return unique_dim_consecutive(x, dim, return_inverse, return_counts)
+    flat = np.asarray(x).reshape(-1, 1)
+    new, ids, cnt = _consecutive(flat)
+    empty = jnp.zeros((0,), jnp.int64)
+    inv = jnp.asarray(ids.reshape(x.shape)) if return_inverse else empty
+    return jnp.asarray(flat[new, 0]), inv, jnp.asarray(cnt) if return_counts else empty
+
+
+@lower(aten.unique_dim_consecutive.default)
+def unique_dim_consecutive(x: Any, dim: int, return_inverse: bool = False, return_counts: bool = False) -> Any:
+    _concrete("aten::unique_dim_consecutive", x)
+    d = wrapdim(dim, x.ndim)
+    rows = _rows_along(x, d)
+    new, ids, cnt = _consecutive(rows)
+    return _from_rows(rows[new], x, d), jnp.asarray(ids), jnp.asarray(cnt)

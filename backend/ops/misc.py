@@ -6,6 +6,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from backend.ops._util import aten, wrapdim
 from backend.ops.registry import lower
@@ -95,7 +96,7 @@ def _count_shape(shape: Any) -> int:
     return n
 
 
-@lower(aten._embedding_bag.default)
+@lower(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
 def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: bool = False, mode: int = 0,
                    sparse: bool = False, per_sample_weights: Any = None, include_last_offset: bool = False,
                    padding_idx: int = -1) -> Any:
@@ -106,6 +107,12 @@ def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: 
     bag = jnp.searchsorted(offsets[: nb] if not include_last_offset else offsets[:nb], pos, side="right") - 1
     bag = jnp.clip(bag, 0, max(nb - 1, 0))
     keep = indices != padding_idx if padding_idx >= 0 else jnp.ones((n,), bool)
+    if include_last_offset and offsets.shape[0]:
+        # Indices past the last offset: torch's CPU kernel reads undefined memory for them, so there is
+        # no answer to match; refuse rather than guess (and refuse under tracing, where we cannot look).
+        if isinstance(offsets, jax.core.Tracer) or int(offsets[-1]) != n:
+            raise NotImplementedError("operator 'aten::_embedding_bag' with include_last_offset=True is only "
+                                      "implemented for TPU when offsets[-1] == len(indices)")
     rows = weight[indices]
     if per_sample_weights is not None:
         rows = rows * per_sample_weights[:, None]
@@ -268,3 +275,190 @@ def real(x: Any) -> Any:
 @lower(aten.imag.default)
 def imag(x: Any) -> Any:
     return jnp.imag(x)
+
+
+# ----------------------------------------------------------------------------- histograms
+def _check_hist_dtype(x: Any, name: str) -> None:
+    if x.dtype not in (jnp.float32, jnp.float64):
+        if jnp.issubdtype(x.dtype, jnp.floating):  # torch's half-precision edges round differently
+            raise NotImplementedError(f"aten::{name} of {x.dtype} is not implemented for TPU")
+        raise RuntimeError(f"\"{name}\" not implemented for '{x.dtype}'")
+
+
+def _torch_linspace(lo: float, hi: float, steps: int, dt: Any) -> Any:
+    """Bit-exact torch CPU linspace: ``start + step*i`` for the first half, ``end - step*(steps-1-i)`` for the
+    rest, each a fused multiply-add in torch's build (one rounding); emulated in float64 for float32."""
+    s, e = jnp.asarray(lo, dt), jnp.asarray(hi, dt)
+    if steps == 1:
+        return s.reshape(1)
+    step = (e - s) / jnp.asarray(steps - 1, dt)
+    i = jnp.arange(steps)
+    wide = jnp.float64
+    first = (s.astype(wide) + step.astype(wide) * i.astype(wide)).astype(dt)
+    second = (e.astype(wide) - step.astype(wide) * (steps - 1 - i).astype(wide)).astype(dt)
+    return jnp.where(i < steps // 2, first, second)
+
+
+def _outer_edges(x2: Any, rng: Any) -> list[tuple[float, float]]:
+    """torch's select_outer_bin_edges for an (M, N) input: ``range`` or the data's extent per column, an
+    empty extent widened by 0.5 each side (numpy's rule)."""
+    n = x2.shape[1]
+    if rng is not None:
+        if len(rng) != 2 * n:
+            raise RuntimeError(f"torch.histogramdd: for a {n}-dimensional histogram range should have {2 * n} "
+                               f"elements, but got {len(rng)}")
+        out = [(float(rng[2 * d]), float(rng[2 * d + 1])) for d in range(n)]
+    elif x2.size:
+        lo, hi = np.asarray(jnp.min(x2, axis=0)), np.asarray(jnp.max(x2, axis=0))
+        out = [(float(lo[d]), float(hi[d])) for d in range(n)]
+    else:
+        out = [(0.0, 1.0)] * n
+    res = []
+    for d, (lo_d, hi_d) in enumerate(out):
+        if not (np.isfinite(lo_d) and np.isfinite(hi_d)):
+            raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{lo_d}, {hi_d}] is not finite")
+        if lo_d > hi_d:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo_d} max {hi_d} for "
+                               f"dimension {d}")
+        res.append((lo_d - 0.5, hi_d + 0.5) if lo_d == hi_d else (lo_d, hi_d))
+    return res
+
+
+def _hist_from_edges(x2: Any, edges: list, weight: Any, density: bool) -> Any:
+    """Histogram of the rows of ``x2`` (M, N) over per-column sorted ``edges``: left-closed bins, the last
+    one closed on both sides; values outside (and NaN) are dropped."""
+    nbs = tuple(int(e.shape[0]) - 1 for e in edges)
+    dt = x2.dtype
+    if any(b <= 0 for b in nbs):
+        return jnp.zeros(nbs, dt)
+    valid = jnp.ones((x2.shape[0],), bool)
+    flat = jnp.zeros((x2.shape[0],), jnp.int64)
+    for d, e in enumerate(edges):
+        col = x2[:, d]
+        nb = nbs[d]
+        valid = valid & (col >= e[0]) & (col <= e[-1])
+        pos = jnp.clip(jnp.searchsorted(e, col, side="right") - 1, 0, nb - 1)
+        flat = flat * nb + pos
+    w = jnp.ones((x2.shape[0],), dt) if weight is None else weight.reshape(-1).astype(dt)
+    hist = jnp.zeros((int(np.prod(nbs)),), dt).at[flat].add(jnp.where(valid, w, 0)).reshape(nbs)
+    if density:
+        hist = hist / jnp.sum(hist)
+        for d, e in enumerate(edges):
+            shape = [1] * len(nbs)
+            shape[d] = nbs[d]
+            hist = hist / jnp.diff(e).reshape(shape)
+    return hist
+
+
+def _check_weight(x2: Any, weight: Any) -> None:
+    if weight is not None:
+        if weight.dtype != x2.dtype:
+            raise RuntimeError("torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
+                               "should have the same dtype")
+        if weight.size != x2.shape[0]:
+            raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as "
+                               "the input tensor excluding its innermost dimension")
+
+
+@lower(aten.histc.default)
+def histc(x: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Any:
+    """torch.histc: bin = trunc((x - lo) * bins / (hi - lo)) in the input's precision (torch's linear rule,
+    no edge search), the top edge counted in the last bin."""
+    _check_hist_dtype(x, "histogram_cpu")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(jnp.min(x)), float(jnp.max(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
+    if not lo < hi:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    left, right = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
+    flat = x.reshape(-1)
+    valid = (flat >= left) & (flat <= right)
+    pos = ((flat - left) * jnp.asarray(bins, x.dtype) / (right - left))
+    pos = jnp.clip(jnp.where(valid, pos, 0).astype(jnp.int64), 0, bins - 1)
+    return jnp.zeros((bins,), x.dtype).at[pos].add(valid.astype(x.dtype))
+
+
+@lower(aten.histogram.bin_ct)
+def histogram_bin_ct(x: Any, bins: int = 100, *, range: Any = None, weight: Any = None,
+                     density: bool = False) -> Any:
+    _check_hist_dtype(x, "histogram_cpu")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    x2 = x.reshape(-1, 1)
+    _check_weight(x2, weight)
+    (lo, hi), = _outer_edges(x2, range)
+    edges = _torch_linspace(lo, hi, bins + 1, x.dtype)
+    return _hist_from_edges(x2, [edges], weight, density), edges
+
+
+@lower(aten.histogram.bins_tensor)
+def histogram_bins_tensor(x: Any, bins: Any, *, weight: Any = None, density: bool = False) -> Any:
+    _check_hist_dtype(x, "histogram_cpu")
+    if bins.ndim != 1 or bins.size == 0 or bins.dtype != x.dtype:
+        raise RuntimeError("torch.histogram: bins tensor should have one dimension, at least 1 element and the "
+                           "input's dtype")
+    x2 = x.reshape(-1, 1)
+    _check_weight(x2, weight)
+    return _hist_from_edges(x2, [bins], weight, density), bins
+
+
+def _dd_input(x: Any) -> Any:
+    _check_hist_dtype(x, "histogramdd")
+    if x.ndim < 2:
+        raise RuntimeError(f"torch.histogramdd: input tensor should have at least 2 dimensions, but got {x.ndim}")
+    return x.reshape(-1, x.shape[-1])
+
+
+def _dd_edges(x2: Any, bins: Any, rng: Any) -> list:
+    if len(bins) != x2.shape[1]:
+        raise RuntimeError(f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
+                           f"{x2.shape[1]}-dimensional histogram but got {len(bins)}")
+    for d, b in enumerate(bins):
+        if b <= 0:
+            raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {b} for dimension {d}")
+    return [_torch_linspace(lo, hi, b + 1, x2.dtype) for (lo, hi), b in zip(_outer_edges(x2, rng), bins,
+                                                                             strict=True)]
+
+
+@lower(aten._histogramdd_bin_edges.default)
+def histogramdd_bin_edges(x: Any, bins: Any, *, range: Any = None, weight: Any = None,
+                          density: bool = False) -> Any:
+    return _dd_edges(_dd_input(x), bins, range)
+
+
+@lower(aten._histogramdd_from_bin_cts.default)
+def histogramdd_from_bin_cts(x: Any, bins: Any, *, range: Any = None, weight: Any = None,
+                             density: bool = False) -> Any:
+    x2 = _dd_input(x)
+    _check_weight(x2, weight)
+    return _hist_from_edges(x2, _dd_edges(x2, bins, range), weight, density)
+
+
+@lower(aten._histogramdd_from_bin_tensors.default)
+def histogramdd_from_bin_tensors(x: Any, bins: Any, *, weight: Any = None, density: bool = False) -> Any:
+    x2 = _dd_input(x)
+    if len(bins) != x2.shape[1]:
+        raise RuntimeError(f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
+                           f"{x2.shape[1]}-dimensional histogram but got {len(bins)}")
+    for b in bins:
+        if b.ndim != 1 or b.size == 0 or b.dtype != x2.dtype:
+            raise RuntimeError("torch.histogramdd: bins tensor should have one dimension, at least 1 element and "
+                               "the input's dtype")
+    _check_weight(x2, weight)
+    return _hist_from_edges(x2, list(bins), weight, density)
+
+
+@lower(aten._efficientzerotensor.default)
+def efficientzerotensor(size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                        pin_memory: Any = None) -> Any:
+    """Autograd's zero gradient (e.g. sgn's backward for real inputs): a plain zero array here; the CPU version
+    is a ZeroTensor, which cannot be copied to the device."""
+    from backend.ops._util import jdt
+
+    return jnp.zeros(tuple(int(s) for s in size), jdt(dtype))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from backend.ops._util import aten, dims, jdt, wrapdim
 from backend.ops.registry import lower
@@ -362,3 +364,202 @@ def logcumsumexp(x: Any, dim: int) -> Any:
     if x.shape[d] == 0:
         return x
     return jax.lax.cumlogsumexp(x, axis=d)
+
+
+# ----------------------------------------------------------------------------- mode
+@jax.jit
+def _mode_last(x: Any) -> tuple[Any, Any]:
+    """Mode along the last axis: the smallest of the most frequent values, and the index of its last
+    occurrence."""
+    n = x.shape[-1]
+    p = jnp.argsort(x, axis=-1, stable=True)  # equal values keep their order: a run ends at its last index
+    s = jnp.take_along_axis(x, p, -1)
+    pos = jnp.broadcast_to(jnp.arange(n), s.shape)
+    differs = s[..., 1:] != s[..., :-1]  # NaN != NaN, as in torch's run counting
+    first = jnp.concatenate([jnp.ones(s.shape[:-1] + (1,), bool), differs], -1)
+    last = jnp.concatenate([differs, jnp.ones(s.shape[:-1] + (1,), bool)], -1)
+    start = jax.lax.cummax(jnp.where(first, pos, 0), axis=s.ndim - 1)
+    length = jnp.where(last, pos - start + 1, 0)
+    j = jnp.argmax(length, axis=-1, keepdims=True)  # first maximum: the smallest value among ties
+    return jnp.take_along_axis(s, j, -1)[..., 0], jnp.take_along_axis(p, j, -1)[..., 0].astype(jnp.int64)
+
+
+@lower(aten.mode.default)
+def mode(x: Any, dim: int = -1, keepdim: bool = False) -> Any:
+    """torch.mode. Value: the smallest most frequent value (as torch). Index: the last occurrence of that value,
+    which is what torch's CPU kernel returns for rows of up to 16 elements (its std::sort is an insertion sort
+    there); for longer rows torch's own choice among equal values is unspecified (unstable introsort).
+    Rows containing NaN follow no defined order in torch (NaN breaks std::sort's ordering): refused."""
+    if x.ndim == 0:
+        wrapdim(dim, 0)
+        return x, jnp.zeros((), jnp.int64)
+    d = wrapdim(dim, x.ndim)
+    if x.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    if jnp.issubdtype(x.dtype, jnp.inexact) and not isinstance(x, jax.core.Tracer) and bool(jnp.any(jnp.isnan(x))):
+        raise NotImplementedError("aten::mode on TPU: inputs containing NaN are not supported (torch's CPU answer "
+                                  "depends on its unstable sort's handling of NaN)")
+    v, i = _mode_last(jnp.moveaxis(x, d, -1))
+    if keepdim:
+        v, i = jnp.expand_dims(v, d), jnp.expand_dims(i, d)
+    return v, i
+
+
+# ----------------------------------------------------------------------------- hash_tensor
+@lower(aten.hash_tensor.default)
+def hash_tensor(x: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 0) -> Any:
+    """torch.hash_tensor mode 0: xor of every element's 64-bit pattern (floats widened to float64, integers
+    and bools to int64), as uint64."""
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: Unsupported hash mode: {mode}")
+    ax = dims(dim, x.ndim) if x.ndim else None
+    _check_nonempty(x, ax, "hash_tensor")
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise NotImplementedError("aten::hash_tensor of complex tensors is not implemented for TPU")
+    wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
+    bits = jax.lax.bitcast_convert_type(wide, jnp.uint64)
+    axes = ax if ax is not None else tuple(range(x.ndim))
+    out = jax.lax.reduce(bits, jnp.uint64(0), jax.lax.bitwise_xor, axes)
+    return jnp.expand_dims(out, axes) if keepdim else out
+
+
+# ----------------------------------------------------------------------------- segment_reduce
+_SEG_INIT = {"max": -jnp.inf, "min": jnp.inf, "sum": 0.0, "mean": 0.0, "prod": 1.0}
+
+
+def _check_lengths(n: int, lengths: Any, unsafe: bool) -> None:
+    if not unsafe and lengths is not None and not isinstance(lengths, jax.core.Tracer):
+        if bool(jnp.any(lengths < 0)):
+            raise RuntimeError("lengths contains negative value!")
+        if bool(jnp.any(jnp.sum(lengths, axis=-1) != n)):
+            raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                               "data.size(lengths.dim()-1) when !unsafe.")
+
+
+def _segments(shape: tuple, lengths: Any, offsets: Any) -> tuple:
+    """Contiguous segments along the reduced axis (the last axis of lengths/offsets): returns
+    (axis, outer, n, inner, S, per-element segment id (outer, n) with S for unused positions, lengths (outer, S))."""
+    if offsets is not None:
+        ax = offsets.ndim - 1
+        starts, ends = offsets[..., :-1], offsets[..., 1:]
+    elif lengths is not None:
+        ax = lengths.ndim - 1
+        ends = jnp.cumsum(lengths, axis=-1)
+        starts = ends - lengths
+    else:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    outer = int(np.prod(shape[:ax], dtype=np.int64))
+    n = shape[ax]
+    inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+    s = starts.shape[-1]
+    starts, ends = starts.reshape(outer, s).astype(jnp.int64), ends.reshape(outer, s).astype(jnp.int64)
+    seglen = ends - starts
+    j = jnp.arange(n)
+    if s == 0:
+        return ax, outer, n, inner, s, jnp.zeros((outer, n), jnp.int64), seglen
+    seg = jnp.sum(ends[:, None, :] <= j[None, :, None], axis=-1)
+    used = (j[None, :] >= starts[:, :1]) & (j[None, :] < ends[:, -1:])
+    return ax, outer, n, inner, s, jnp.where(used, seg, s), seglen
+
+
+@lower(aten.segment_reduce.default)
+def segment_reduce(data: Any, reduce: str, *, lengths: Any = None, indices: Any = None, offsets: Any = None,
+                   axis: int = 0, unsafe: bool = False, initial: Any = None) -> Any:
+    """torch's segment_reduce over contiguous segments: NaN propagates through max/min, an empty segment is
+    ``initial`` (or the reduction's identity; NaN for mean)."""
+    if indices is not None:
+        raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
+    if reduce not in _SEG_INIT:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    ax = (offsets if offsets is not None else lengths).ndim - 1
+    _check_lengths(data.shape[ax], lengths, unsafe)
+    return _segment_reduce_core(data, lengths, offsets, reduce, initial)
+
+
+@functools.partial(jax.jit, static_argnames=("reduce", "initial"))
+def _segment_reduce_core(data: Any, lengths: Any, offsets: Any, reduce: str, initial: Any) -> Any:
+    """One compiled program (eagerly this is dozens of small ops)."""
+    ax, outer, n, inner, s, seg, seglen = _segments(data.shape, lengths, offsets)
+    out_shape = data.shape[:ax] + (s,) + data.shape[ax + 1:]
+    if s == 0:
+        return jnp.zeros(out_shape, data.dtype)
+    gid = (jnp.arange(outer)[:, None] * s + seg).reshape(-1)
+    gid = jnp.where(seg.reshape(-1) == s, outer * s, gid)  # unused positions land in a dropped extra row
+    vals = data.reshape(outer * n, inner)
+    init = _SEG_INIT[reduce] if initial is None else initial
+    acc = jnp.full((outer * s + 1, inner), init, data.dtype).at[gid]
+    if reduce in ("sum", "mean"):
+        acc = acc.add(vals)
+    elif reduce == "prod":
+        acc = acc.multiply(vals)
+    else:
+        # scatter max/min may drop NaN: mark rows that saw one and restore it
+        acc = acc.max(vals) if reduce == "max" else acc.min(vals)
+        nan = jnp.zeros((outer * s + 1, inner), bool).at[gid].max(jnp.isnan(vals))
+        acc = jnp.where(nan, jnp.nan, acc)
+    acc = acc[: outer * s].reshape(outer, s, inner)
+    if reduce == "mean":
+        cnt = seglen[:, :, None].astype(data.dtype)
+        acc = jnp.where((seglen[:, :, None] > 0) & ~jnp.isnan(acc), acc / jnp.maximum(cnt, 1), acc)
+        if initial is None:
+            acc = jnp.where(seglen[:, :, None] == 0, jnp.nan, acc)
+    return acc.reshape(out_shape)
+
+
+def _segmented_cumprod(v: Any, first: Any, reverse: bool) -> Any:
+    """Inclusive product along axis 1 restarting wherever ``first`` is set (scan direction aware)."""
+
+    def comb(a: Any, b: Any) -> Any:
+        pa, fa = a
+        pb, fb = b
+        return jnp.where(fb, pb, pa * pb), fa | fb
+
+    return jax.lax.associative_scan(comb, (v, first), reverse=reverse, axis=1)[0]
+
+
+@lower(aten._segment_reduce_backward.default, jit=True)
+def segment_reduce_backward(grad: Any, output: Any, data: Any, reduce: str, *, lengths: Any = None,
+                            offsets: Any = None, axis: int = 0, initial: Any = None) -> Any:
+    """Mirror of torch's CPU backward, including its quirks: max/min share the gradient among tied (or NaN)
+    elements only where it is positive; prod recomputes the exclusive product for zero/NaN elements."""
+    ax, outer, n, inner, s, seg, seglen = _segments(data.shape, lengths, offsets)
+    if s == 0 or n == 0:
+        return jnp.zeros(data.shape, data.dtype)
+    d3 = data.reshape(outer, n, inner)
+    g3 = grad.reshape(outer, s, inner)
+    o3 = output.reshape(outer, s, inner)
+    used = (seg < s)[:, :, None]
+    segc = jnp.minimum(seg, s - 1)
+    take = lambda t: jnp.take_along_axis(t, segc[:, :, None], axis=1)  # noqa: E731 - per-element segment value
+    g_e, o_e = take(g3), take(o3)
+    len_e = jnp.take_along_axis(seglen, segc, axis=1)[:, :, None]
+    if reduce == "sum":
+        gi = g_e
+    elif reduce == "mean":
+        gi = g_e / len_e.astype(data.dtype)
+    elif reduce in ("max", "min"):
+        hit = (jnp.isnan(d3) | (d3 == o_e)) & used
+        cnt = jnp.zeros((outer, s + 1, inner), jnp.int64).at[
+            jnp.arange(outer)[:, None], seg].add(hit.astype(jnp.int64))[:, :s]
+        cnt_e = jnp.take_along_axis(cnt, segc[:, :, None], axis=1)
+        gi = jnp.where(hit, g_e, 0)
+        gi = jnp.where((cnt_e >= 2) & (gi > 0), gi / cnt_e.astype(data.dtype), gi)
+    elif reduce == "prod":
+        prev = jnp.concatenate([jnp.full((outer, 1), -1, seg.dtype), seg[:, :-1]], axis=1)
+        nxt = jnp.concatenate([seg[:, 1:], jnp.full((outer, 1), -1, seg.dtype)], axis=1)
+        first = jnp.broadcast_to((seg != prev)[:, :, None], d3.shape)
+        last = jnp.broadcast_to((seg != nxt)[:, :, None], d3.shape)
+        ones = jnp.ones((outer, 1, inner), data.dtype)
+        pre = _segmented_cumprod(d3, first, False)
+        pre_ex = jnp.where(first, 1, jnp.concatenate([ones, pre[:, :-1]], axis=1))
+        suf = _segmented_cumprod(d3, last, True)
+        suf_ex = jnp.where(last, 1, jnp.concatenate([suf[:, 1:], ones], axis=1))
+        init = 1.0 if initial is None else initial
+        excl = jnp.asarray(init, data.dtype) * pre_ex * suf_ex
+        special = jnp.isnan(d3) | (d3 == 0)
+        gi = jnp.where(special, g_e * excl, (g_e * o_e) / jnp.where(special, 1, d3))
+    else:
+        raise RuntimeError(f"unsupported reduction {reduce}")
+    return jnp.where(used & (len_e > 0), gi, 0).astype(data.dtype).reshape(data.shape)

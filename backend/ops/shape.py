@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 
 from backend.ops._util import as_dtype, aten, dims, result_dtype, wrapdim
 from backend.ops.registry import lower
@@ -248,3 +249,47 @@ def tril(x: Any, diagonal: int = 0) -> Any:
 @lower(aten.triu.default)
 def triu(x: Any, diagonal: int = 0) -> Any:
     return jnp.triu(x, diagonal)
+
+
+# ----------------------------------------------------------------------------- *_scatter (functional view writes)
+def _check_src_shape(name: str, src: Any, shape: tuple) -> None:
+    if tuple(src.shape) != tuple(shape):
+        raise RuntimeError(f"{name}: expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(shape)}")
+
+
+@lower(aten.diagonal_scatter.default)
+def diagonal_scatter(x: Any, src: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+    """A direct scatter: the stock decomposition goes through as_strided, which a view (e.g. an expanded
+    gradient) cannot take here."""
+    pos = np.diagonal(np.arange(x.size, dtype=np.int64).reshape(x.shape), offset, wrapdim(dim1, x.ndim),
+                      wrapdim(dim2, x.ndim))
+    _check_src_shape("diagonal_scatter", src, pos.shape)
+    flat = x.reshape(-1)
+    if pos.size:
+        flat = flat.at[jnp.asarray(pos.reshape(-1))].set(as_dtype(src, x.dtype).reshape(-1))
+    return flat.reshape(x.shape)
+
+
+def _strided_positions(n: int, size: Any, stride: Any, storage_offset: int | None) -> np.ndarray:
+    idx = np.asarray(storage_offset or 0, dtype=np.int64)
+    for s, st in zip(size, stride, strict=True):
+        idx = idx[..., None] + np.arange(s, dtype=np.int64) * st
+    idx = idx.reshape(tuple(size))
+    if idx.size and (idx.max() >= n or idx.min() < 0):
+        raise RuntimeError("as_strided_scatter: sizes and strides are out of bounds for the tensor")
+    return idx
+
+
+@lower(aten.as_strided_scatter.default, torch.ops.prims.as_strided_scatter.default)
+def as_strided_scatter(x: Any, src: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
+    """Strides are read against ``x``'s own contiguous layout, as for as_strided. Where strided positions
+    overlap, torch's CPU result depends on its copy order: refused rather than guessed."""
+    pos = _strided_positions(x.size, size, stride, storage_offset)
+    _check_src_shape("as_strided_scatter", src, pos.shape)
+    if pos.size and np.unique(pos).size != pos.size:
+        raise NotImplementedError("aten::as_strided_scatter with overlapping positions is not supported on TPU")
+    flat = x.reshape(-1)
+    if pos.size:
+        flat = flat.at[jnp.asarray(pos.reshape(-1))].set(as_dtype(src, x.dtype).reshape(-1))
+    return flat.reshape(x.shape)
