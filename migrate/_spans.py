@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from ._positions import _NEWLINE, _OffsetState
+from ._positions import _NEWLINE, Spans, recorded_codegen, reusing_codegen
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BACKSLASH_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)")
@@ -40,6 +40,9 @@ class SourceMap:
         self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
         self.index = {id(s): i for i, s in enumerate(module.body)}
         self._checked: dict[int, bool] = {}
+        #: Node spans of the checked statements, for copying their unchanged parts (see _positions).
+        self._spans: Spans = {}
+        self._starts: dict[int, dict[cst.CSTNode, int]] = {}
         self.starts = self._find_starts()
         self.ok = self.starts is not None
 
@@ -92,22 +95,19 @@ class SourceMap:
         """libcst regenerates statement ``i`` exactly as its slice of the source."""
         if i not in self._checked:
             start, end = self.span(i)
-            self._checked[i] = self.module.code_for_node(self.module.body[i]) == self.source[start:end]
+            code, starts, spans = recorded_codegen(self.module.body[i], self.module, start)
+            ok = self._checked[i] = code == self.source[start:end]
+            if ok:
+                self._spans.update(spans)
+                self._starts[i] = starts
         return self._checked[i]
 
     def positions(self, stmt: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
         """``node -> (line, column + 1)`` for nodes inside top-level ``stmt``; None if not possible."""
         i = self.index.get(id(stmt))
-        if not self.ok or i is None:
+        if not self.ok or i is None or not self.check(i):
             return None
-        start, end = self.span(i)
-        state = _OffsetState(self.module.default_indent, self.module.default_newline)
-        state.offset = start
-        stmt._codegen(state)
-        if "".join(state.tokens) != self.source[start:end]:
-            return None
-        self._checked[i] = True
-        starts, line_starts = state.starts, self.line_starts
+        starts, line_starts = self._starts[i], self.line_starts
 
         def pos(node: cst.CSTNode) -> tuple[int, int] | None:
             off = starts.get(node)
@@ -151,7 +151,7 @@ class SourceMap:
             if i is not None:
                 run_start, run_end = self.span(i)
             else:
-                parts.append(new.code_for_node(s))
+                parts.append(reusing_codegen(s, old, self._spans, self.source))
         if run_start is not None:
             parts.append(self.source[run_start:run_end])
         parts.append(self.source[self.footer_start:])
