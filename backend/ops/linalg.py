@@ -99,8 +99,92 @@ def addmv(x: Any, a: Any, v: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
     return prod + _scaled(x, beta)
 
 
+_LOW = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def _round_as(x: Any, dt: Any) -> Any:
+    """Round a float32 intermediate to ``dt``'s precision, keeping float32 (XLA may otherwise fuse a chain of
+    bfloat16 ops in float32 and skip the per-op rounding torch does)."""
+    fi = jnp.finfo(dt)
+    return jax.lax.reduce_precision(x, exponent_bits=fi.nexp, mantissa_bits=fi.nmant)
+
+
+@lower(aten.linalg_cross.default)
+def linalg_cross(a: Any, b: Any, *, dim: int = -1) -> Any:
+    """torch's cross kernel: a1*b2 - a2*b1 per component in the tensor dtype (bfloat16/float16 round each
+    product and the difference, as the scalar_t arithmetic does)."""
+    if a.ndim != b.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions. Got {a.ndim} and {b.ndim}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"linalg.cross: expected input and other to have the same dtype, got {a.dtype} and "
+                           f"{b.dtype}")
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
+    d = dim % a.ndim if -a.ndim <= dim < a.ndim else None
+    if d is None:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-a.ndim}, {a.ndim - 1}], but got {dim})")
+    if shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[d]} and "
+                           f"{b.shape[d]}")
+    dt = a.dtype
+    low = dt in _LOW
+    if low:
+        a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+
+    def c(i: int) -> Any:
+        return jnp.take(a, i, axis=d), jnp.take(b, i, axis=d)
+
+    (a0, b0), (a1, b1), (a2, b2) = c(0), c(1), c(2)
+
+    def diff(p: Any, q: Any, r: Any, s: Any) -> Any:
+        if low:
+            return _round_as(_round_as(p * q, dt) - _round_as(r * s, dt), dt)
+        return p * q - r * s
+
+    out = jnp.stack([diff(a1, b2, a2, b1), diff(a2, b0, a0, b2), diff(a0, b1, a1, b0)], axis=d)
+    return out.astype(dt)
+
+
+@lower(aten.addr.default)
+def addr(x: Any, v1: Any, v2: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    """torch's addr kernel: beta * self + (alpha * vec1) * vec2 per element in the result dtype (alpha and beta
+    converted to it first; bfloat16/float16 round after each operation); beta == 0 ignores self."""
+    if v1.ndim != 1 or v2.ndim != 1:
+        raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {v1.ndim}-D")
+    dt = result_dtype(x, v1, v2)
+    shape = (v1.shape[0], v2.shape[0])
+    if dt == jnp.bool_:
+        o = jnp.logical_and(v1[:, None], v2[None, :]) & bool(alpha)
+        if not beta:
+            return jnp.broadcast_to(o, shape)
+        return jnp.broadcast_to(o | (x & bool(beta)), jnp.broadcast_shapes(shape, x.shape))
+    low = jnp.dtype(dt) in _LOW
+    wdt = jnp.float32 if low else dt
+    rnd = (lambda y: _round_as(y, dt)) if low else (lambda y: y)
+    al, be = as_dtype(alpha, dt).astype(wdt), as_dtype(beta, dt).astype(wdt)
+    a1, a2 = as_dtype(v1, dt).astype(wdt)[:, None], as_dtype(v2, dt).astype(wdt)[None, :]
+    o = rnd(rnd(al * a1) * a2)
+    if isinstance(beta, (bool, int, float)) and beta == 0:
+        out = jnp.broadcast_to(o, jnp.broadcast_shapes(shape, x.shape))
+    else:
+        out = rnd(rnd(be * as_dtype(x, dt).astype(wdt)) + o)
+    return out.astype(dt)
+
+
 @lower(aten.addbmm.default)
 def addbmm(x: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    if a.dtype in _LOW and a.ndim == 3 and b.ndim == 3 and a.shape[0] > 0:
+        # torch: result.addmm_(batch1[i], batch2[i], beta (first only), alpha) per batch, each addmm computed
+        # in float32 and rounded to the dtype
+        f = jnp.float32
+        out = jnp.broadcast_to(x, (a.shape[1], b.shape[2])).astype(f)
+        be = beta
+        for i in range(a.shape[0]):
+            prod = jnp.matmul(a[i].astype(f), b[i].astype(f), precision=_P.HIGHEST) * jnp.asarray(alpha, f)
+            out = prod if (isinstance(be, (int, float)) and be == 0) else prod + out * jnp.asarray(be, f)
+            out = _round_as(out, a.dtype)
+            be = 1
+        return out.astype(a.dtype)
     prod = _scaled(jnp.sum(bmm(a, b), axis=0), alpha)
     if isinstance(beta, (int, float)) and beta == 0:
         return jnp.broadcast_to(prod, jnp.broadcast_shapes(prod.shape, x.shape))
@@ -676,9 +760,18 @@ def linalg_matrix_exp(a: Any) -> Any:
         return a
     if n == 1:
         return jnp.exp(a)
+    if a.dtype in _LOW:
+        # torch's CPU kernel is broken here (matrix_exp(0.1 * eye) in bfloat16 is inf, its OpInfo samples all NaN),
+        # so there is no reference to match; refuse instead of returning an answer that cannot be checked
+        raise NotImplementedError(f"linalg.matrix_exp on TPU does not support {a.dtype} (torch's CPU kernel returns "
+                                  "inf/NaN for it); use float32")
+    return _matrix_exp(a, _MEXP_THETAS[jnp.dtype(_real_dtype(a.dtype)).itemsize])
+
+
+def _matrix_exp(a: Any, thetas: Any) -> Any:
+    n = a.shape[-1]
     flat = a.reshape((-1, n, n))
     rdt = _real_dtype(a.dtype)
-    thetas = _MEXP_THETAS[jnp.dtype(rdt).itemsize]
     norm = jnp.max(jnp.sum(jnp.abs(flat), axis=-2), axis=-1)
     big = _mexp_t18_scale_square(flat, norm, thetas[5])
     if flat.shape[0] > 1:

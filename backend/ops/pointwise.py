@@ -114,8 +114,43 @@ def div_mode(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
     if rounding_mode == "floor":
         if jnp.issubdtype(dt, jnp.integer):
             return jnp.floor_divide(a, b)
+        if jnp.issubdtype(dt, jnp.floating):
+            return _div_floor_floating(a, b)
         return jnp.floor(a / b)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+_LOW = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def _opmath(dt: Any) -> Any:
+    """torch's CPU opmath type: bfloat16/float16 compute in float32 and round once."""
+    return jnp.float32 if jnp.dtype(dt) in _LOW else dt
+
+
+def _div_floor_floating(a: Any, b: Any) -> Any:
+    """ATen's c10::div_floor_floating: fmod-corrected quotient. bfloat16/float16 run it on scalar_t, i.e. every
+    operation in float32 rounded back to the dtype (done here with reduce_precision, which XLA keeps)."""
+    dt = a.dtype
+    low = jnp.dtype(dt) in _LOW
+    a, b = jnp.broadcast_arrays(a.astype(_opmath(dt)), b.astype(_opmath(dt)))
+    if low:
+        fi = jnp.finfo(dt)
+
+        def rnd(y: Any) -> Any:
+            return jax.lax.reduce_precision(y, exponent_bits=fi.nexp, mantissa_bits=fi.nmant)
+    else:
+
+        def rnd(y: Any) -> Any:
+            return y
+
+    mod = jnp.fmod(a, b)
+    div = rnd(rnd(a - mod) / b)
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), rnd(div - 1), div)
+    fl = jnp.floor(div)
+    fl = jnp.where(rnd(div - fl) > 0.5, rnd(fl + 1), fl)
+    q = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), a / b))
+    return jnp.where(b == 0, rnd(a / b), q).astype(dt)
 
 
 @lower(aten.floor_divide.default, aten.floor_divide.Scalar)
@@ -306,6 +341,9 @@ def lerp(a: Any, b: Any, w: Any) -> Any:
 @lower(aten.addcmul.default)
 def addcmul(x: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     dt = result_dtype(x, t1, t2)
+    if jnp.dtype(dt) in _LOW:  # torch: float(self) + float(value) * float(t1) * float(t2), rounded once
+        f = jnp.float32
+        return (as_dtype(x, f) + as_dtype(value, f) * as_dtype(t1, f) * as_dtype(t2, f)).astype(dt)
     return as_dtype(x, dt) + as_dtype(value, dt) * as_dtype(t1, dt) * as_dtype(t2, dt)
 
 
@@ -314,6 +352,9 @@ def addcdiv(x: Any, t1: Any, t2: Any, *, value: Any = 1) -> Any:
     dt = result_dtype(x, t1, t2)
     if not jnp.issubdtype(dt, jnp.inexact):
         raise RuntimeError("Integer division with addcdiv is no longer supported")
+    if jnp.dtype(dt) in _LOW:  # torch: float(self) + float(value) * float(t1) / float(t2), rounded once
+        f = jnp.float32
+        return (as_dtype(x, f) + as_dtype(value, f) * as_dtype(t1, f) / as_dtype(t2, f)).astype(dt)
     return as_dtype(x, dt) + as_dtype(value, dt) * (as_dtype(t1, dt) / as_dtype(t2, dt))
 
 

@@ -172,7 +172,8 @@ def cumsum(x: Any, dim: int, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
     if x.ndim == 0:
         return x.astype(dt)
-    return jnp.cumsum(x.astype(dt), axis=wrapdim(dim, x.ndim))
+    # torch accumulates bfloat16/float16 in float32 (acc_type) and rounds each prefix once
+    return jnp.cumsum(x.astype(_wide(dt)), axis=wrapdim(dim, x.ndim)).astype(dt)
 
 
 @lower(aten.cumprod.default)
@@ -180,7 +181,7 @@ def cumprod(x: Any, dim: int, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
     if x.ndim == 0:
         return x.astype(dt)
-    return jnp.cumprod(x.astype(dt), axis=wrapdim(dim, x.ndim))
+    return jnp.cumprod(x.astype(_wide(dt)), axis=wrapdim(dim, x.ndim)).astype(dt)
 
 
 def _cum_ext(x: Any, dim: int, largest: bool) -> Any:

@@ -49,10 +49,11 @@ _EM_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9
 _MACHEP = 1.11022302462515654042e-16
 
 
-def _zeta64(x: Any, q: Any) -> Any:
-    """Hurwitz zeta(x, q) in float64 with torch's rules: x == 1 -> inf, x < 1 -> nan, q a non-positive
-    integer -> inf, q < 0 with non-integer x -> nan; q < 0 otherwise sums the shifted terms directly."""
-    x, q = jnp.broadcast_arrays(x.astype(F64), q.astype(F64))
+def _zeta64(x: Any, q: Any, wdt: Any = F64) -> Any:
+    """Hurwitz zeta(x, q) in float64 (or ``wdt``: torch's acc type, float32 for bfloat16/float16) with torch's
+    rules: x == 1 -> inf, x < 1 -> nan, q a non-positive integer -> inf, q < 0 with non-integer x -> nan; q < 0
+    otherwise sums the shifted terms directly."""
+    x, q = jnp.broadcast_arrays(x.astype(wdt), q.astype(wdt))
     pole = (x == 1) | ((x > 1) & (q <= 0) & (q == jnp.floor(q)))
     bad = (x < 1) | ((x > 1) & (q <= 0) & (q != jnp.floor(q)) & (x != jnp.floor(x)))
     special = pole | bad
@@ -96,9 +97,16 @@ def _zeta64(x: Any, q: Any) -> Any:
     return _where(pole, jnp.inf, _where(bad, jnp.nan, s))
 
 
+def _low(x: Any) -> bool:
+    return x.dtype in (jnp.bfloat16, jnp.float16)
+
+
 def _digamma(x: Any) -> Any:
-    """digamma with torch's edges: +-0 -> -+inf, negative integers and -inf -> nan."""
+    """digamma with torch's edges: +-0 -> -+inf, negative integers and -inf -> nan. bfloat16/float16 run in
+    float32 (torch's calc_digamma(float)) and round once."""
     x = float_of(x)
+    if _low(x):
+        return _digamma(x.astype(jnp.float32)).astype(x.dtype)
     neg = x < 0
     neg_int = neg & (x == jnp.trunc(x))
     # reflection with the fractional part, like torch: tan(pi * frac(x)) keeps full accuracy near the poles
@@ -110,7 +118,10 @@ def _digamma(x: Any) -> Any:
 
 
 def _trigamma(x: Any) -> Any:
-    """torch's calc_trigamma in the input dtype: reflection below 0.5, six shifts, asymptotic series."""
+    """torch's calc_trigamma in the input dtype (float32 for bfloat16/float16, rounded once): reflection below
+    0.5, six shifts, asymptotic series."""
+    if _low(x):
+        return _trigamma(x.astype(jnp.float32)).astype(x.dtype)
     pi = jnp.asarray(math.pi, x.dtype)
     refl = x < 0.5
     sin_pi_x = jnp.sin(pi * x)
@@ -135,8 +146,18 @@ def polygamma(n: int, x: Any) -> Any:
         return _digamma(x)
     if n == 1:
         return _trigamma(x)
+    if _low(x):
+        # torch: zeta<scalar_t> accumulates in float32 and returns scalar_t; the float32 factor
+        # exp(lgamma(n + 1)) times that rounded zeta is computed in float32 and rounded again
+        z = _zeta64(jnp.asarray(float(n + 1), jnp.float32), x, jnp.float32).astype(x.dtype).astype(jnp.float32)
+        return (jnp.asarray(_fact32(n), jnp.float32) * z).astype(x.dtype)
     z = _zeta64(jnp.asarray(float(n + 1), F64), x).astype(x.dtype)
     return jnp.asarray((1.0 if n % 2 else -1.0) * math.factorial(n), x.dtype) * z
+
+
+def _fact32(n: int) -> float:
+    """(-1)^(n+1) exp(lgamma(n + 1)) in float32, as torch's calc_polygamma computes it (torch's own libm)."""
+    return (1.0 if n % 2 else -1.0) * float(torch.tensor(float(n + 1), dtype=torch.float32).lgamma().exp())
 
 
 lower(aten.digamma.default, prims.digamma.default, jit=True)(_digamma)
