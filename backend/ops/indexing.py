@@ -220,6 +220,19 @@ def embedding(weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_fr
     return jnp.take(weight, indices, axis=0)
 
 
+@lower(aten.embedding_renorm_.default)
+def embedding_renorm_(weight: Any, indices: Any, max_norm: float, norm_type: float) -> Any:
+    """Rows of ``weight`` named by ``indices`` whose ``norm_type``-norm exceeds ``max_norm`` are scaled by
+    ``max_norm / (norm + 1e-7)`` (the norm computed in float32 and rounded to the weight dtype, as torch CPU)."""
+    hit = jnp.zeros((weight.shape[0],), bool).at[indices.reshape(-1)].set(True)
+    acc = jnp.float32 if weight.dtype in (jnp.bfloat16, jnp.float16) else weight.dtype
+    wf = weight.astype(acc)
+    norm = jnp.linalg.norm(wf, ord=norm_type, axis=-1).astype(weight.dtype).astype(acc)
+    scale = (max_norm / (norm.astype(jnp.float64) + 1e-7)).astype(acc)  # double on CPU, cast for the mul
+    out = jnp.where((hit & (norm > max_norm))[:, None], wf * scale[:, None], wf)
+    return out.astype(weight.dtype)
+
+
 @lower(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_idx: int,
                              scale_grad_by_freq: bool) -> Any:

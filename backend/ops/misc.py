@@ -114,8 +114,10 @@ def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: 
             raise NotImplementedError("operator 'aten::_embedding_bag' with include_last_offset=True is only "
                                       "implemented for TPU when offsets[-1] == len(indices)")
     rows = weight[indices]
+    if mode != 2 and weight.dtype in (jnp.bfloat16, jnp.float16):
+        rows = rows.astype(jnp.float32)  # torch CPU sums low-precision bags in float32, rounding once
     if per_sample_weights is not None:
-        rows = rows * per_sample_weights[:, None]
+        rows = rows * per_sample_weights[:, None].astype(rows.dtype)
     rows = jnp.where(keep[:, None], rows, 0)
     counts = jnp.zeros((nb,), jnp.int64).at[bag].add(keep.astype(jnp.int64))
     if mode == 2:
@@ -126,9 +128,9 @@ def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: 
         cand = jnp.where(is_max, indices[:, None], -1)
         max_idx = jnp.full((nb, weight.shape[1]), -1, jnp.int64).at[bag].max(cand)
     else:
-        out = jnp.zeros((nb, weight.shape[1]), weight.dtype).at[bag].add(rows)
+        out = jnp.zeros((nb, weight.shape[1]), rows.dtype).at[bag].add(rows)
         if mode == 1:
-            out = out / jnp.maximum(counts, 1)[:, None].astype(weight.dtype)
+            out = out / jnp.maximum(counts, 1)[:, None].astype(rows.dtype)
         max_idx = jnp.zeros((nb,), jnp.int64) if mode == 1 else jnp.zeros((0,), jnp.int64)
     return out.astype(weight.dtype), bag.astype(jnp.int64), counts, max_idx
 

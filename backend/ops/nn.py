@@ -65,8 +65,33 @@ def native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps
 
 
 # ----------------------------------------------------------------------------- convolution
+def _conv_transpose_cols(x: Any, w: Any, stride: tuple, padding: tuple, dilation: tuple, output_padding: tuple,
+                         groups: int) -> Any:
+    """Low-precision transposed convolution as torch CPU's slow (im2col) kernel computes it: per kernel offset a
+    float32-accumulated GEMM rounded to the input dtype, scattered into the output with a rounding add in kernel
+    order (col2im). torch takes that path when an output padding is >= its stride (oneDNN refuses it)."""
+    nd = w.ndim - 2
+    n, cin = x.shape[:2]
+    sp, ks = x.shape[2:], w.shape[2:]
+    cog = w.shape[1]
+    outs = [(sp[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
+            for i in range(nd)]
+    xg = x.reshape((n, groups, cin // groups) + sp)
+    wg = w.reshape((groups, cin // groups, cog) + ks)
+    out = jnp.zeros((n, groups * cog, *outs), jnp.float32)
+    for off in np.ndindex(*ks):
+        col = jnp.einsum("ngc...,gco->ngo...", xg, wg[(Ellipsis, *off)], preferred_element_type=jnp.float32)
+        col = col.astype(x.dtype).astype(jnp.float32).reshape((n, groups * cog) + sp)
+        cfg = [(0, 0, 0), (0, 0, 0)]
+        for i in range(nd):
+            lo = off[i] * dilation[i] - padding[i]
+            cfg.append((lo, outs[i] - lo - (sp[i] - 1) * stride[i] - 1, stride[i] - 1))
+        out = (out + jax.lax.pad(col, jnp.float32(0), cfg)).astype(x.dtype).astype(jnp.float32)
+    return out
+
+
 def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
-          output_padding: Any, groups: int) -> Any:
+          output_padding: Any, groups: int, cpu_slow_path: bool = True) -> Any:
     nd = w.ndim - 2
     unbatched = x.ndim == nd + 1
     if unbatched:
@@ -75,12 +100,20 @@ def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, t
     spatial = "DHW"[-nd:] if nd <= 3 else None
     dn = jax.lax.conv_dimension_numbers(x.shape, w.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
     prec = precision() if x.dtype == jnp.float32 else None
+    # torch CPU runs low-precision convolutions with float32 accumulation (bias included) and rounds once
+    acc = _wide(x.dtype)
+    pet = acc if acc != x.dtype else None
     if not transposed:
         out = jax.lax.conv_general_dilated(
             x, w, window_strides=stride, padding=[(p, p) for p in padding], rhs_dilation=dilation,
             dimension_numbers=dn, feature_group_count=groups, precision=prec,
-            preferred_element_type=None,
+            preferred_element_type=pet,
         )
+    elif (cpu_slow_path and pet is not None and x.size and w.size
+          and any(op >= st for op, st in zip(tuple(output_padding) * (nd if len(output_padding) == 1 else 1), stride,
+                                             strict=True))):
+        output_padding = tuple(output_padding) * (nd if len(output_padding) == 1 else 1)
+        out = _conv_transpose_cols(x, w, stride, padding, dilation, output_padding, groups)
     else:
         output_padding = tuple(output_padding) * (nd if len(output_padding) == 1 else 1)
         # weight (in, out/groups, k...) -> (out, in/groups, k...) flipped
@@ -94,10 +127,10 @@ def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, t
         dn = jax.lax.conv_dimension_numbers(x.shape, wt.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
         out = jax.lax.conv_general_dilated(
             x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
-            dimension_numbers=dn, feature_group_count=groups, precision=prec,
+            dimension_numbers=dn, feature_group_count=groups, precision=prec, preferred_element_type=pet,
         )
     if bias is not None:
-        out = out + bias.reshape((1, -1) + (1,) * nd)
+        out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * nd)
     out = out.astype(x.dtype)
     return out[0] if unbatched else out
 
@@ -112,7 +145,7 @@ def convolution(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: 
 def convolution_backward(g: Any, x: Any, w: Any, bias_sizes: Any, stride: Any, padding: Any, dilation: Any,
                          transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
     def f(x_: Any, w_: Any) -> Any:
-        return _conv(x_, w_, None, stride, padding, dilation, transposed, output_padding, groups)
+        return _conv(x_, w_, None, stride, padding, dilation, transposed, output_padding, groups, False)
 
     _, vjp = jax.vjp(f, x, w)
     gx, gw = vjp(g.astype(x.dtype))
@@ -322,6 +355,14 @@ def _bn(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: floa
         new_rm = None if rm is None else ((1 - momentum) * rm + momentum * mean).astype(rm.dtype)
         new_rv = None if rv is None else ((1 - momentum) * rv + momentum * var * (n / max(n - 1, 1))).astype(rv.dtype)
         save_mean, save_invstd = mean.astype(x.dtype), invstd.astype(x.dtype)
+        if acc != x.dtype:
+            # torch CPU normalises low-precision inputs with the saved (rounded) statistics, in float32, as
+            # x * alpha + beta with alpha = invstd * w, beta = b - mean * alpha
+            mean, invstd = save_mean.astype(acc), save_invstd.astype(acc)
+            alpha = invstd if w is None else invstd * w.astype(acc)
+            beta = -mean * alpha if b is None else b.astype(acc) - mean * alpha
+            out = xf * alpha.reshape(shape) + beta.reshape(shape)
+            return out.astype(x.dtype), save_mean, save_invstd, new_rm, new_rv
     else:
         mean, invstd = rm.astype(acc), jax.lax.rsqrt(rv.astype(acc) + eps)
         new_rm, new_rv = rm, rv
@@ -368,6 +409,28 @@ def native_batch_norm_no_training(x: Any, w: Any, b: Any, rm: Any, rv: Any, mome
 def native_batch_norm_functional(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float,
                                  eps: float) -> Any:
     return _bn(x, w, b, rm, rv, training, momentum, eps)
+
+
+@lower(aten._batch_norm_with_update.default, raw=True)
+def _batch_norm_with_update(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float) -> Any:
+    """Training batch norm updating the running stats in place; save_mean/rstd keep the input dtype as on CPU
+    (the stock decomposition returns them in float32 for low-precision inputs)."""
+    from backend.tensor import TpuTensor
+
+    return (*_bn_raw(x, w, b, rm, rv, True, momentum, eps), TpuTensor(jnp.zeros((0,), jnp.uint8)))
+
+
+@lower(aten._batch_norm_with_update_functional.default)
+def _batch_norm_with_update_functional(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float,
+                                       eps: float) -> Any:
+    out, sm, si, nrm, nrv = _bn(x, w, b, rm, rv, True, momentum, eps)
+    return out, sm, si, jnp.zeros((0,), jnp.uint8), nrm, nrv
+
+
+@lower(aten._batch_norm_no_update.default)
+def _batch_norm_no_update(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float) -> Any:
+    out, sm, si = _bn(x, w, b, rm, rv, rm is None, momentum, eps)[:3]
+    return out, sm, si, jnp.zeros((0,), jnp.uint8)
 
 
 # ----------------------------------------------------------------------------- adaptive max pooling
@@ -606,7 +669,16 @@ def _trilinear(i1: Any, i2: Any, i3: Any, expand1: Any, expand2: Any, expand3: A
         drop = tuple(k for k in range(t.ndim) if t.shape[k] == 1 and shape[k] != 1)
         ops.append(jnp.squeeze(t, drop))
         subs.append("".join(ch for k, ch in enumerate(letters) if k not in drop))
-    out = jnp.einsum(f"{subs[0]},{subs[1]},{subs[2]}->{keep}", *ops, precision=jax.lax.Precision.HIGHEST)
+    acc = _wide(a.dtype)
+    if acc != a.dtype:
+        # torch contracts pairwise (i1 with i2 over the sum dims i3 lacks, then with i3), each a float32-
+        # accumulated GEMM rounded to the input dtype
+        s3 = set(subs[2])
+        mid = "".join(ch for ch in letters if (ch in subs[0] or ch in subs[1]) and (ch in keep or ch in s3))
+        t = jnp.einsum(f"{subs[0]},{subs[1]}->{mid}", ops[0], ops[1], preferred_element_type=acc).astype(a.dtype)
+        out = jnp.einsum(f"{mid},{subs[2]}->{keep}", t, ops[2], preferred_element_type=acc)
+    else:
+        out = jnp.einsum(f"{subs[0]},{subs[1]},{subs[2]}->{keep}", *ops, precision=jax.lax.Precision.HIGHEST)
     return jnp.broadcast_to(out, tuple(s for k, s in enumerate(shape) if k not in summed)).astype(a.dtype)
 
 
@@ -657,6 +729,46 @@ def rrelu_with_noise_functional(x: Any, noise: Any, lower: float = 1.0 / 8, uppe
                                 training: bool = False, generator: Any = None) -> Any:
     out, nz = _rrelu(x, float(lower), float(upper), training, generator)
     return out, (noise if nz is None else nz.astype(noise.dtype))
+
+
+# ----------------------------------------------------------------------------- low-precision trilinear upsampling
+def _linear_matrix_lowp(n: int, o: int, align_corners: bool, scale: float | None, dt: Any) -> np.ndarray:
+    """(o, n) interpolation matrix as torch CPU's linear upsampling kernel builds it for a low-precision input:
+    source index in float32, lambda1 rounded to ``dt``, lambda0 = 1 - lambda1 rounded to ``dt``."""
+    f32 = np.float32
+    if align_corners:
+        sc = f32((n - 1) / (o - 1)) if o > 1 else f32(0)
+    else:
+        sc = f32(1.0 / scale) if scale is not None and scale > 0 else f32(n / o)
+    m = np.zeros((o, n), np.float32)
+    for i in range(o):
+        src = sc * f32(i) if align_corners else max(sc * (f32(i) + f32(0.5)) - f32(0.5), f32(0))
+        i0 = min(int(src), n - 1)
+        i1 = i0 + (1 if i0 < n - 1 else 0)
+        l1 = np.asarray(f32(src) - f32(i0), dtype=np.float32).astype(dt).astype(np.float32)
+        l0 = np.asarray(f32(1) - l1, dtype=np.float32).astype(dt).astype(np.float32)
+        m[i, i0] += l0
+        m[i, i1] += l1
+    return m
+
+
+@lower(aten.upsample_trilinear3d.default, raw=True)
+def upsample_trilinear3d(x: Any, output_size: Any, align_corners: bool, scales_d: Any = None, scales_h: Any = None,
+                         scales_w: Any = None) -> Any:
+    """Low-precision inputs: float32 math with torch CPU's rounded weights, rounded once; otherwise torch's
+    decomposition."""
+    from backend.dispatch import decomposition_for
+    from backend.tensor import TpuTensor, value
+
+    v = value(x)
+    if v.dtype not in (jnp.bfloat16, jnp.float16) or v.size == 0:
+        return decomposition_for(aten.upsample_trilinear3d.default)(x, output_size, align_corners, scales_d,
+                                                                    scales_h, scales_w)
+    dt = jnp.dtype(v.dtype)
+    mats = [jnp.asarray(_linear_matrix_lowp(v.shape[2 + k], int(output_size[k]), align_corners, sc, dt))
+            for k, sc in enumerate((scales_d, scales_h, scales_w))]
+    out = jnp.einsum("ncdhw,Dd,Hh,Ww->ncDHW", v.astype(jnp.float32), *mats, precision=jax.lax.Precision.HIGHEST)
+    return TpuTensor(out.astype(v.dtype))
 
 
 # ----------------------------------------------------------------------------- anti-aliased bilinear upsampling
