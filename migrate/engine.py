@@ -95,13 +95,25 @@ def run_files(
             if progress:
                 progress(1)
     else:
-        chunk = max(1, min(32, len(files) // (jobs * 8)))
+        # Largest files first, handed out one by one (small chunks only for huge trees): a few big files
+        # at the end of a chunk would otherwise leave one worker busy while the others wait.
+        order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
+        chunk = 1 if len(files) <= 4096 else max(1, min(32, len(files) // (jobs * 64)))
+        slots: list[FileResult | None] = [None] * len(files)
         with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=_pool_context()) as pool:
-            for r in pool.map(work, files, chunksize=chunk):
-                results.append(r)
+            for i, r in zip(order, pool.map(work, [files[i] for i in order], chunksize=chunk), strict=True):
+                slots[i] = r
                 if progress:
                     progress(1)
+        results = [r for r in slots if r is not None]
     return RunResult(results)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
