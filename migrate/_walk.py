@@ -69,7 +69,7 @@ def _read_plan(cls: type) -> _Plan | None:
 _MANUAL: dict[type, _Plan] = {
     cst.FormattedStringExpression: (("whitespace_before_expression", "visit_required"), ("expression", "visit_required"),
                                     ("equal", "visit_optional"), ("whitespace_after_expression", "visit_required"),
-                                    (("format_spec", _SEQ))),
+                                    ("format_spec", _SEQ)),
 }
 
 
