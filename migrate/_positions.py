@@ -58,8 +58,17 @@ def start_positions(module: cst.Module) -> tuple[Callable[[cst.CSTNode], tuple[i
     state = _OffsetState(module.default_indent, module.default_newline)
     module._codegen(state)
     code = "".join(state.tokens)
-    line_starts = [0] + [m.end() for m in _NEWLINE.finditer(code)]
-    starts = state.starts
+    return position_lookup(state.starts, line_starts_of(code)), code
+
+
+def line_starts_of(text: str) -> list[int]:
+    """Offsets where each line of ``text`` starts (line breaks as libcst counts them)."""
+    return [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+
+def position_lookup(starts: dict[cst.CSTNode, int],
+                    line_starts: list[int]) -> Callable[[cst.CSTNode], tuple[int, int] | None]:
+    """``node -> (line, column + 1)`` from recorded start offsets; None for a node not recorded."""
 
     def pos(node: cst.CSTNode) -> tuple[int, int] | None:
         off = starts.get(node)
@@ -68,7 +77,7 @@ def start_positions(module: cst.Module) -> tuple[Callable[[cst.CSTNode], tuple[i
         i = bisect_right(line_starts, off) - 1
         return (i + 1, off - line_starts[i] + 1)
 
-    return pos, code
+    return pos
 
 
 # ------------------------------------------------------------------------------------------------

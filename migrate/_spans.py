@@ -20,12 +20,11 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from bisect import bisect_right
 from collections.abc import Callable
 
 import libcst as cst
 
-from ._positions import _NEWLINE, Spans, recorded_codegen, reusing_codegen
+from ._positions import Spans, line_starts_of, position_lookup, recorded_codegen, reusing_codegen
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BACKSLASH_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)")
@@ -37,7 +36,7 @@ class SourceMap:
     def __init__(self, source: str, module: cst.Module) -> None:
         self.source = source
         self.module = module
-        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
+        self.line_starts = line_starts_of(source)
         self.index = {id(s): i for i, s in enumerate(module.body)}
         self._checked: dict[int, bool] = {}
         #: Node spans of the checked statements, for copying their unchanged parts (see _positions).
@@ -107,16 +106,7 @@ class SourceMap:
         i = self.index.get(id(stmt))
         if not self.ok or i is None or not self.check(i):
             return None
-        starts, line_starts = self._starts[i], self.line_starts
-
-        def pos(node: cst.CSTNode) -> tuple[int, int] | None:
-            off = starts.get(node)
-            if off is None:
-                return None
-            j = bisect_right(line_starts, off) - 1
-            return (j + 1, off - line_starts[j] + 1)
-
-        return pos
+        return position_lookup(self._starts[i], self.line_starts)
 
     def splice(self, new: cst.Module) -> str | None:
         """The code of ``new`` (this module after a rewrite), reusing the source of every top-level

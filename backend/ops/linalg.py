@@ -413,17 +413,22 @@ def _chol_solve(b: Any, l_: Any, upper: bool) -> Any:
     return ts(l_, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True)
 
 
+def _check_solve_args(b: Any, a: Any, name: str, square_name: str, ndim_message: str) -> None:
+    """torch's argument errors for ``solve(b, A)``-style ops, in torch's order."""
+    if b.ndim < 2 or a.ndim < 2:
+        raise RuntimeError(ndim_message)
+    if b.dtype != a.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {b.dtype} and A of type "
+                           f"{a.dtype} instead.")
+    _check_square(a, square_name)
+    if b.shape[-2] != a.shape[-1]:
+        raise RuntimeError(f"Incompatible matrix sizes for {name}: each A matrix is {a.shape[-1]} by "
+                           f"{a.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+
+
 @lower(aten.cholesky_solve.default)
 def cholesky_solve(b: Any, l_: Any, upper: bool = False) -> Any:
-    if b.ndim < 2 or l_.ndim < 2:
-        raise RuntimeError("b should have at least 2 dimensions, but has fewer")
-    if b.dtype != l_.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {b.dtype} and A of type "
-                           f"{l_.dtype} instead.")
-    _check_square(l_, "cholesky_solve")
-    if b.shape[-2] != l_.shape[-1]:
-        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {l_.shape[-1]} by "
-                           f"{l_.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+    _check_solve_args(b, l_, "cholesky_solve", "cholesky_solve", "b should have at least 2 dimensions, but has fewer")
     tri = jnp.triu(l_) if upper else jnp.tril(l_)
     return _chol_solve(b, tri, upper)
 
@@ -468,15 +473,8 @@ def _linalg_slogdet(a: Any) -> Any:
 
 @lower(aten.triangular_solve.default)
 def triangular_solve(b: Any, a: Any, upper: bool = True, transpose: bool = False, unitriangular: bool = False) -> Any:
-    if b.ndim < 2 or a.ndim < 2:
-        raise RuntimeError("torch.triangular_solve: The input tensor must have at least 2 dimensions.")
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {b.dtype} and A of type "
-                           f"{a.dtype} instead.")
-    _check_square(a, "torch.triangular_solve")
-    if b.shape[-2] != a.shape[-1]:
-        raise RuntimeError(f"Incompatible matrix sizes for triangular_solve: each A matrix is {a.shape[-1]} by "
-                           f"{a.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+    _check_solve_args(b, a, "triangular_solve", "torch.triangular_solve",
+                      "torch.triangular_solve: The input tensor must have at least 2 dimensions.")
     a_, b_ = _bcast_batch(a, b)
     tri = jnp.triu(a_) if upper else jnp.tril(a_)
     x = jax.lax.linalg.triangular_solve(tri, b_, left_side=True, lower=not upper, transpose_a=transpose,

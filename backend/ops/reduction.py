@@ -322,26 +322,22 @@ def _median_dim(x: Any, dim: int, keepdim: bool, ignore_nan: bool, name: str) ->
     return v, i
 
 
-def _median_all(x: Any, ignore_nan: bool) -> Any:
+def _median_all(x: Any, ignore_nan: bool, name: str) -> Any:
     if x.size == 0:
-        return jnp.array(jnp.nan, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else None
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise RuntimeError(f"{name}() input tensor cannot be empty")
+        return jnp.array(jnp.nan, x.dtype)
     return _median_along(x.reshape(-1), 0, ignore_nan)[0].reshape(())
 
 
 @lower(aten.median.default)
 def median(x: Any) -> Any:
-    out = _median_all(x, False)
-    if out is None:
-        raise RuntimeError("median() input tensor cannot be empty")
-    return out
+    return _median_all(x, False, "median")
 
 
 @lower(aten.nanmedian.default)
 def nanmedian(x: Any) -> Any:
-    out = _median_all(x, True)
-    if out is None:
-        raise RuntimeError("nanmedian() input tensor cannot be empty")
-    return out
+    return _median_all(x, True, "nanmedian")
 
 
 @lower(aten.median.dim)
