@@ -2,9 +2,10 @@
 
 libcst's QualifiedNameProvider runs a full scope analysis, which costs several parses. Most files bind
 each imported name once and never rebind it, and then the import table alone is exact: `xm.xla_device`
-is `torch_xla.core.xla_model.xla_device` wherever it appears. When a file rebinds an imported name (a
-parameter called `xm`, an assignment to `pl`, two imports under one alias), :func:`needs_scopes` says
-so and the caller falls back to the full scope analysis.
+is `torch_xla.core.xla_model.xla_device` wherever it appears. A file that rebinds an imported name (a
+parameter called `xm`, an assignment to `pl`, a comprehension variable `device`) is handled by tracking
+Python's scopes; only `global`/`nonlocal` of such a name makes :func:`needs_scopes` say so, and the
+caller falls back to libcst's full scope analysis.
 """
 
 from __future__ import annotations
@@ -93,9 +94,11 @@ class ImportTable(cst.CSTVisitor):
 
     Python scoping is static: a name bound anywhere in a function body is local to the whole body. So
     one walk finds, per scope, what each name is bound to; :meth:`qname` then resolves a reference from
-    the scopes around it (innermost first, class bodies seen only from directly inside). A file where
-    that is not exact (a torch/torch_xla/os name shadowed by a lambda parameter or a comprehension
-    variable, or declared global/nonlocal) is left to libcst's full scope analysis (:meth:`needs_scopes`).
+    the scopes around it (innermost first, class bodies seen only from directly inside). A scope is
+    keyed by the nodes it covers: a def's, class's or lambda's body, and for a comprehension every part
+    but the first ``for``'s iterable (Python evaluates that one outside). A file where that is not exact
+    (a torch/torch_xla/os name declared global/nonlocal) is left to libcst's full scope analysis
+    (:meth:`needs_scopes`).
     """
 
     #: Tells migrate._walk there are no attribute hooks to call.
@@ -105,10 +108,12 @@ class ImportTable(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.module_scope = Scope("module")
-        #: id(node) -> the scope that starts at that node (a def's or class's body, a lambda's body,
-        #: a comprehension).
+        #: id(node) -> the scope that node lies in, for the nodes where a scope starts (a def's, class's
+        #: or lambda's body; each part of a comprehension but its first iterable).
         self.scopes: dict[int, Scope] = {}
         self._stack: list[Scope] = [self.module_scope]
+        #: Comprehension nodes: this walk binds their variables in their scope (see _comprehension).
+        self._comprehensions: set[int] = set()
         #: Names whose resolution this table cannot make exact (see needs_scopes).
         self._unsure: set[str] = set()
 
@@ -128,6 +133,8 @@ class ImportTable(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self.scopes:
             self._stack.pop()
+        if id(original_node) in self._comprehensions:
+            self._stack.pop()
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         pass
@@ -137,10 +144,7 @@ class ImportTable(cst.CSTVisitor):
 
     # ------------------------------------------------------------------ bindings
     def _bind(self, name: str, qualified: str | None = LOCAL) -> None:
-        scope = self._stack[-1]
-        if scope.kind == "comprehension" and qualified is LOCAL:
-            self._unsure.add(name)  # a comprehension variable: exact only if it shadows no import
-        scope.bind(name, qualified)
+        self._stack[-1].bind(name, qualified)
 
     def _bind_all(self, target: cst.CSTNode) -> None:
         names: set[str] = set()
@@ -179,17 +183,21 @@ class ImportTable(cst.CSTVisitor):
         self._new_scope(node.body, "function", _param_names(node.params))
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
-        names = _param_names(node.params)
-        self._unsure.update(names)  # the scope starts at the body; exact only if no import is shadowed
-        self._new_scope(node.body, "function", names)
+        self._new_scope(node.body, "function", _param_names(node.params))  # defaults are evaluated outside
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._bind(node.name.value)
         self._new_scope(node.body, "class")
 
-    def _comprehension(self, node: cst.CSTNode) -> None:
-        self._new_scope(node, "comprehension")
-        self._stack.append(self.scopes[id(node)])  # on_visit ran before this hook created it
+    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> None:
+        scope = Scope("comprehension")
+        self._comprehensions.add(id(node))
+        self._stack.append(scope)  # (on_leave pops it) the variables below bind here
+        first = node.for_in
+        parts = (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,)
+        for part in (*parts, first.target, *first.ifs, first.inner_for_in):
+            if part is not None:  # everything but first.iter, which Python evaluates in the enclosing scope
+                self.scopes[id(part)] = scope
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
         self._comprehension(node)
@@ -251,7 +259,8 @@ class ImportTable(cst.CSTVisitor):
 
     # ------------------------------------------------------------------ queries
     def needs_scopes(self) -> bool:
-        """True when this table could resolve a name the rules care about wrongly.
+        """True when this table could resolve a name the rules care about wrongly: one declared
+        ``global`` or ``nonlocal`` (this table would bind its assignments in the wrong scope).
 
         Only names ever bound to an import of the packages the rules look at count (torch,
         torch_xla, os): a rebound ``np`` or ``jnp`` cannot change a migration.

@@ -580,7 +580,7 @@ def test_fallback_assignment_target_is_not_rewritten():
 
 def test_lambda_parameter_shadowing_torch():
     src = "import torch\nf = lambda torch: torch.cuda.is_available()\nok = torch.cuda.is_available()\n"
-    assert import_table(cst.parse_module(src)).needs_scopes()
+    assert not import_table(cst.parse_module(src)).needs_scopes()  # the scoped table is exact here
     res = run(src)
     assert "f = lambda torch: torch.cuda.is_available()\n" in res.new_source
     assert "ok = torch.accelerator.is_available()\n" in res.new_source
@@ -589,11 +589,24 @@ def test_lambda_parameter_shadowing_torch():
 
 def test_comprehension_variable_shadowing_alias():
     src = XM + "d = xm.xla_device()\nys = [xm.xla_device() for xm in objs]\n"
-    assert import_table(cst.parse_module(src)).needs_scopes()
     res = run(src)
     assert 'd = torch.device("tpu")' in res.new_source
     assert "ys = [xm.xla_device() for xm in objs]" in res.new_source
     assert codes(res) == ["TPU501"]
+
+
+def test_walrus_in_a_comprehension_binds_in_the_function():
+    # PEP 572: `xm` becomes a local of f (libcst's scope analysis binds it in the comprehension instead).
+    src = XM + "def f():\n    ys = [y for y in objs if (xm := y)]\n    return xm.xla_device()\n"
+    res = run(src)
+    assert "return xm.xla_device()" in res.new_source and codes(res) == []
+
+
+def test_comprehension_first_iterable_is_evaluated_outside():
+    src = XM + "ys = [xm for xm in xm.get_xla_supported_devices()]\n"
+    out = run(src).new_source
+    assert "xm.get_xla_supported_devices()" not in out  # the iterable is the import, the rest the variable
+    assert "[xm for xm in " in out
 
 
 @pytest.mark.parametrize(("src", "expected"), [
@@ -601,7 +614,8 @@ def test_comprehension_variable_shadowing_alias():
     ("import numpy as np\ndef f():\n    global np\n", False),
     ("import torch\ndef f():\n    global torch\n", True),
     ("import os\ndef f():\n    def g():\n        nonlocal os\n", True),
-    ("import torch\nys = [torch for torch in x]\n", True),
+    ("import torch\nys = [torch for torch in x]\n", False),
+    ("import torch\nf = lambda torch: torch\n", False),
     ("import torch\nys = {k: v for k, v in x}\n", False),
     ("import torch\ndef f(torch):\n    return torch\n", False),  # a parameter is exact without scopes
     ("import torch\nclass C:\n    torch = 1\n", False),
@@ -653,12 +667,47 @@ PARAMS = [
     "def f(xm, /):\n    return xm.xla_device()\n",
     "def f(xm):\n    def g():\n        return xm.xla_device()\n",
 ]
+#: Lambda parameters and comprehension variables named like an import, reached from every side.
+SHADOWING = [
+    "f = lambda xm: xm.xla_device()\ng = xm.xla_device()\n",
+    "f = lambda d=xm.xla_device(): d\n",
+    "f = lambda xm=xm.xla_device(): xm\n",
+    "f = lambda torch: torch.cuda.is_available()\n",
+    "f = lambda *torch, **kw: torch.cuda.is_available()\n",
+    "ys = [xm.xla_device() for xm in objs]\n",
+    "ys = [xm for xm in xm.get_xla_supported_devices()]\n",
+    "ys = [d for xm in objs for d in xm.get_xla_supported_devices()]\n",
+    "ys = [d for d in objs if xm.is_master_ordinal()]\nzs = [1 for xm in objs if xm.is_master_ordinal()]\n",
+    "ys = {xm: torch.cuda.device_count() for xm in objs}\nzs = {k: xm.xla_device() for k, xm in objs}\n",
+    "ys = {torch for torch in x}\nzs = (torch.cuda.synchronize() for torch in x)\n",
+    "ys = [(xm.xla_device() for xm in a) for b in xm.get_xla_supported_devices()]\n",
+    "ys = [[xm.xla_device() for a in xm] for xm in objs]\n",
+    "ys = [lambda: xm.xla_device() for xm in objs]\nzs = [lambda xm: xm.xla_device() for _ in objs]\n",
+    "m = model.to(torch.device('cuda') if all(torch.cuda.is_available() for torch in t) else 'cpu')\n",
+    "model.to([xm.xla_device() for xm in objs][0])\nmodel.to(xm.xla_device())\n",
+    "model = DDP(model, device_ids=[torch.cuda.current_device() for torch in t])\n",
+    "with torch.autocast(device_type=[torch for torch in 'cuda'][0]):\n    pass\n",
+    "x = torch.tensor(1).to(device=(lambda torch: torch.cuda.current_device())(t))\n",
+    "if [torch.cuda.is_available() for torch in t] == 'cuda':\n    pass\n",
+    "class A:\n    xm = 1\n    ys = [xm.xla_device() for _ in xm.objs]\n    zs = [xm.xla_device() for _ in r]\n",
+    "class A:\n    torch = 1\n    f = lambda: torch.cuda.is_available()\n    g = lambda a=torch.cuda: a\n",
+    "def f(xm):\n    return [xm.xla_device() for xm in xm.get_xla_supported_devices()]\n",
+    "def f():\n    return [xm.xla_device() for xm in objs], xm.xla_device()\n",
+]
 HEAD = XM + "import torch\n"
 
 
 @pytest.mark.parametrize("body", AGREE)
 def test_scoped_table_agrees_with_libcst_scopes(body):
     precise, fast = _fast_and_precise(HEAD + body)
+    assert fast == precise
+
+
+@pytest.mark.parametrize("body", SHADOWING)
+def test_lambdas_and_comprehensions_agree_with_libcst_scopes(body):
+    src = HEAD + body
+    assert not import_table(cst.parse_module(src)).needs_scopes()
+    precise, fast = _fast_and_precise(src)
     assert fast == precise
 
 
