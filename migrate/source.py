@@ -19,8 +19,9 @@ from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 
 #: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
 #: against code forms, not prose: "CUDA" in a docstring does not make a file worth parsing. Each regex
-#: comes with a word that every one of its matches contains: plain substring tests for those words (C speed)
-#: clear most files before the regex runs (a property test checks the pairing).
+#: comes with a word that every one of its matches contains: a regex runs only over a file that holds its
+#: word (a plain substring test, C speed), so common words ("device") cost one cheap search, not a scan
+#: with every alternative (a property test checks the pairing).
 TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""), ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
     ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""), ("cuda", r"""f['"]cuda:"""), ("xla", r"""f['"]xla:"""),
@@ -34,9 +35,16 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("xla", "openxla"), ("GradScaler", "GradScaler"), ("autocast", "autocast"),
     ("ProfilerActivity", "ProfilerActivity"), ("emit_nvtx", "emit_nvtx"), ("CUDA", "CUDAExtension"),
     ("CUDA", "CUDAGraph"), ("tpu-migrate", "tpu-migrate"),
+    # framework knobs (rules/frameworks.py)
+    ("accelerator", r"""\baccelerator\s*=\s*['"]"""), ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
+    ("tpu_", r"\btpu_(?:num_)?cores\b"), ("tpu_", "tpu_metrics_debug"), ("gpus", r"\bgpus\s*="),
+    ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
+    ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"), ("Device", r"\bDevice[TG]PU\b"),
+    ("device", r"""\bdevice\s*=\s*['"][tg]pu['"]"""), ("--tpu", "--tpu"),
 )
-PREFILTER = re.compile("|".join(regex for _, regex in TRIGGERS))
-PREFILTER_WORDS = tuple(dict.fromkeys(word for word, _ in TRIGGERS))
+PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))
+    for word in dict.fromkeys(word for word, _ in TRIGGERS))
 
 UNUSED_IMPORT_CODE = "TPU590"
 
@@ -68,7 +76,7 @@ def _key(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
 
 
 def needs_parse(source: str) -> bool:
-    return any(w in source for w in PREFILTER_WORDS) and PREFILTER.search(source) is not None
+    return any(word in source and regex.search(source) is not None for word, regex in PREFILTER)
 
 
 def migrate_source(

@@ -11,6 +11,7 @@ def _families() -> None:
         cuda_api,
         cuda_device,
         distributed,
+        frameworks,
         xla_flag_only,
         xla_loader,
         xla_model,

@@ -16,6 +16,7 @@ import libcst as cst
 from ..transform import Context  # noqa: TC001
 from ._util import code, expr, kwarg, string_body, with_body
 from .base import Rule, register
+from .frameworks import framework_knob_strings
 
 _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
@@ -54,6 +55,9 @@ class LiteralRule(Rule):
             for part in (node.left, *(c.comparator for c in node.comparisons)):
                 for s in _walk_strings(part):
                     self._claim(ctx, s, COMPARISON_CODE, "compared")
+        elif isinstance(node, cst.Call) and (knobs := framework_knob_strings(ctx, node)):
+            for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
+                ctx.claim_string(s, "", "rewritten", "", value=None)
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method in _COMPARE_METHODS and node.args and ctx.enabled(COMPARISON_CODE):

@@ -95,6 +95,16 @@ XLA_TABLE = [
     ("import os\nos.environ['XLA_USE_BF16'] = '1'", "TPU603", "flagged", None),
     ("import os\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp'", "TPU603", "flagged", None),
     ("n = xm.xla_device_world_size()", "TPU599", "flagged", None),
+    # framework knobs (the last row of the table)
+    ("import lightning as L\nt = L.Trainer(accelerator='tpu', devices=8)", "TPU911", "flagged", "accelerator='tpu'"),
+    ("import lightning as L\nt = L.Trainer(strategy='xla')", "TPU911", "flagged", None),
+    ("from lightning.pytorch.strategies import XLAStrategy\ns = XLAStrategy()", "TPU911", "flagged", None),
+    ("from transformers import TrainingArguments\na = TrainingArguments('o', tpu_num_cores=8)", "TPU912", "flagged",
+     None),
+    ("from transformers import TrainingArguments\na = TrainingArguments('o', debug='tpu_metrics_debug')", "TPU912",
+     "flagged", None),
+    ("from composer import Trainer\nt = Trainer(model=m, device='tpu')", "TPU913", "flagged", "device='tpu'"),
+    ("cmd = 'accelerate launch --tpu train.py'", "TPU914", "flagged", None),
 ]
 
 CUDA_TABLE = [

@@ -1,0 +1,250 @@
+"""Training frameworks' own device knobs (Lightning, Hugging Face Trainer, composer, accelerate): flagged.
+
+``Trainer(accelerator="tpu")`` in Lightning, ``tpu_num_cores`` in Hugging Face, ``device="tpu"`` in
+composer and ``accelerate launch --tpu`` all select the framework's torch_xla integration; their CUDA
+twins (``accelerator="gpu"``, ``device="gpu"``) select CUDA. Whether and how each framework drives the
+native TorchTPU device is the framework's decision, so these are flagged for a human and their literals
+are never rewritten: turning ``accelerator="cuda"`` into ``accelerator="tpu"`` would silently pick
+Lightning's torch_xla path.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ._util import string_body
+from .base import Rule, register
+
+
+def _qualified(roots: tuple[str, ...], paths: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(f"{r}.{p}" for r in roots for p in paths)
+
+
+_LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
+_FABRIC = ("lightning.fabric", "lightning_fabric")
+LIGHTNING_ENTRIES = (_qualified(_LIGHTNING, ("Trainer", "trainer.Trainer", "trainer.trainer.Trainer"))
+                     | _qualified(_FABRIC, ("Fabric", "fabric.Fabric")) | {"lightning.Trainer", "lightning.Fabric"})
+COMPOSER_ENTRIES = frozenset({"composer.Trainer", "composer.trainer.Trainer", "composer.trainer.trainer.Trainer"})
+HF_ENTRIES = _qualified(("transformers",), ("TrainingArguments", "training_args.TrainingArguments",
+                                            "Seq2SeqTrainingArguments",
+                                            "training_args_seq2seq.Seq2SeqTrainingArguments"))
+#: The last name of every entry point: a cheap text test before a qualified-name look-up.
+_ENTRY_NAMES = frozenset(q.rsplit(".", 1)[1] for q in LIGHTNING_ENTRIES | COMPOSER_ENTRIES | HF_ENTRIES)
+
+#: Keyword -> literal values that pick torch_xla or CUDA (None: any value).
+_LIGHTNING_KNOBS: dict[str, frozenset[str] | None] = {
+    "accelerator": frozenset({"tpu", "xla", "gpu", "cuda"}),
+    "strategy": frozenset({"xla", "xla_debug", "xla_fsdp", "single_xla", "tpu_spawn", "tpu_spawn_debug",
+                           "single_tpu"}),
+    "tpu_cores": None, "gpus": None,
+}
+_COMPOSER_KNOBS: dict[str, frozenset[str] | None] = {"device": frozenset({"tpu", "gpu"})}
+_HF_KNOBS: dict[str, frozenset[str] | None] = {"tpu_num_cores": None, "tpu_metrics_debug": None,
+                                               "debug": frozenset({"tpu_metrics_debug"})}
+_LIGHTNING_XLA_CLASSES = frozenset({
+    "XLAStrategy", "XLAFSDPStrategy", "SingleDeviceXLAStrategy", "XLAAccelerator", "XLAPrecision",
+    "XLAPrecisionPlugin", "XLABf16PrecisionPlugin", "XLACheckpointIO", "XLAProfiler", "XLAEnvironment",
+    "TPUAccelerator", "TPUSpawnStrategy", "SingleTPUStrategy", "TPUSpawnPlugin", "SingleTPUPlugin",
+    "TPUPrecisionPlugin", "TPUBf16PrecisionPlugin", "TPUHalfPrecisionPlugin",
+})
+
+
+def _entry(ctx, call: cst.Call) -> str | None:
+    """Qualified name of the framework entry point ``call`` constructs, else None."""
+    f = call.func
+    last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+    if last not in _ENTRY_NAMES:
+        return None
+    q = ctx.qname(f)
+    return q if q in LIGHTNING_ENTRIES or q in COMPOSER_ENTRIES or q in HF_ENTRIES else None
+
+
+def _knobs(call: cst.Call, knobs: dict[str, frozenset[str] | None]) -> list[tuple[str, cst.Arg]]:
+    """``keyword=value`` texts of the arguments that select a device, with their Arg nodes."""
+    found = []
+    for a in call.args:
+        if a.keyword is None or a.keyword.value not in knobs:
+            continue
+        values = knobs[a.keyword.value]
+        body = string_body(a.value)
+        if values is None:
+            found.append((a.keyword.value + "=" + (repr(body) if body is not None else "..."), a))
+        elif body is not None and any(v in values for v in body.lower().split(",")):
+            found.append((f'{a.keyword.value}="{body}"', a))
+    return found
+
+
+def framework_knob_strings(ctx, call: cst.Call) -> list[cst.SimpleString]:
+    """String literals that are a framework's device knob in ``call`` (the device-string rules keep them)."""
+    q = _entry(ctx, call)
+    if q is None:
+        return []
+    knobs = _LIGHTNING_KNOBS if q in LIGHTNING_ENTRIES else _COMPOSER_KNOBS if q in COMPOSER_ENTRIES else _HF_KNOBS
+    return [a.value for _text, a in _knobs(call, knobs) if isinstance(a.value, cst.SimpleString)]
+
+
+class _KnobRule(Rule):
+    """Shared: flag the device knobs of one framework's entry points."""
+
+    entries: frozenset[str] = frozenset()
+    knobs: dict[str, frozenset[str] | None] = {}
+    node_types = (cst.Call,)
+
+    def message(self, short: str, found: str) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def backend(found: str) -> str:
+        """What the knobs select, in words."""
+        return "torch_xla" if "tpu" in found or "xla" in found else "CUDA"
+
+    def visit_node(self, ctx, node):
+        q = _entry(ctx, node)
+        if q is None or q not in self.entries:
+            return
+        found = _knobs(node, self.knobs)
+        if found:
+            for _text, a in found:
+                if isinstance(a.value, cst.SimpleString):
+                    ctx.claim_string(a.value, "", "rewritten", "", value=None)  # kept as written
+            ctx.flag(node, self.message(q.rsplit(".", 1)[1], ", ".join(t for t, _a in found)), code=self.code)
+
+
+@register
+class LightningKnobs(_KnobRule):
+    code = "TPU911"
+    name = "lightning-device-knobs"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = ("Flag Lightning's device knobs: Trainer/Fabric(accelerator='tpu'/'xla'/'gpu'/'cuda', "
+               "strategy='xla'…, tpu_cores=, gpus=) and its XLA/TPU strategy, accelerator and precision classes.")
+    rationale = ("These pick Lightning's torch_xla integration (or CUDA). How Lightning drives the native "
+                 "TorchTPU device is Lightning's decision; rewriting accelerator='cuda' to 'tpu' would "
+                 "silently select its torch_xla path.")
+    before = 'import lightning as L\n\ntrainer = L.Trainer(accelerator="tpu", devices=8)\n'
+    after = ('import lightning as L\n\n# TODO(tpu-migrate TPU911): `Trainer(accelerator="tpu")` selects Lightning\'s '
+             "torch_xla integration; TorchTPU support depends on Lightning: choose the device by hand\n"
+             'trainer = L.Trainer(accelerator="tpu", devices=8)\n')
+    entries = LIGHTNING_ENTRIES
+    knobs = _LIGHTNING_KNOBS
+    ref_prefixes = ("lightning", "pytorch_lightning", "lightning_fabric")
+
+    def message(self, short, found):
+        return (f"`{short}({found})` selects Lightning's {self.backend(found)} integration; TorchTPU support "
+                "depends on Lightning: choose the device by hand")
+
+    def ref(self, ctx, orig, node, qname):
+        name = next((p for p in qname.split(".") if p in _LIGHTNING_XLA_CLASSES), None)
+        if name is not None:
+            ctx.flag(orig, f"`{name}` is Lightning's torch_xla integration; TorchTPU support depends on "
+                     "Lightning: port by hand", code=self.code)
+        return None
+
+
+@register
+class HfTrainerKnobs(_KnobRule):
+    code = "TPU912"
+    name = "hf-trainer-tpu-knobs"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = ("Flag Hugging Face TrainingArguments(tpu_num_cores=, debug='tpu_metrics_debug') and the "
+               "--tpu_num_cores / tpu_metrics_debug command-line strings.")
+    rationale = ("The Trainer drives TPUs through torch_xla (xmp.spawn, metrics reports); with TorchTPU it runs "
+                 "under torchrun like any accelerator, so these options go, and the launch changes.")
+    before = 'from transformers import TrainingArguments\n\nargs = TrainingArguments("out", tpu_num_cores=8)\n'
+    after = ('from transformers import TrainingArguments\n\n# TODO(tpu-migrate TPU912): `TrainingArguments('
+             "tpu_num_cores=...)` configures the Trainer's torch_xla path; with TorchTPU launch with torchrun "
+             'and drop it\nargs = TrainingArguments("out", tpu_num_cores=8)\n')
+    entries = HF_ENTRIES
+    knobs = _HF_KNOBS
+    node_types = (cst.Call, cst.SimpleString)
+    _TOKENS = frozenset({"--tpu_num_cores", "tpu_metrics_debug"})
+
+    def message(self, short, found):
+        return (f"`{short}({found})` configures the Trainer's torch_xla path; with TorchTPU launch with "
+                "torchrun and drop it")
+
+    def visit_node(self, ctx, node):
+        if type(node) is not cst.SimpleString:
+            return super().visit_node(ctx, node)
+        if "tpu_" not in node.value or id(node) in ctx.string_claims:
+            return None
+        option = _command_option(string_body(node), self._TOKENS)
+        if option:
+            ctx.flag(node, f"`{option}` is a Hugging Face Trainer option for torch_xla TPUs; with TorchTPU "
+                     "launch with torchrun and drop it", code=self.code)
+        return None
+
+
+#: First words of a command line (``python train.py --tpu_num_cores 8``), as opposed to prose.
+_COMMANDS = ("python", "accelerate", "torchrun", "deepspeed", "launch")
+
+
+def _command_option(body: str | None, options: frozenset[str]) -> str | None:
+    """The first of ``options`` in a string that is one argument (``"--tpu_num_cores"``) or a command line."""
+    words = [w.split("=", 1)[0] for w in body.split()] if body else []
+    hits = [w for w in words if w in options]
+    if not hits:
+        return None
+    if len(words) <= 2 or words[0].startswith(_COMMANDS) or words[0].endswith(".py"):
+        return hits[0]
+    return None
+
+
+@register
+class ComposerDevice(_KnobRule):
+    code = "TPU913"
+    name = "composer-device"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = "Flag composer Trainer(device='tpu'/'gpu') and its DeviceTPU/DeviceGPU classes."
+    rationale = ("composer's 'tpu' device is its torch_xla integration and 'gpu' is CUDA; TorchTPU support "
+                 "depends on composer.")
+    before = 'from composer import Trainer\n\ntrainer = Trainer(model=m, device="tpu")\n'
+    after = ('from composer import Trainer\n\n# TODO(tpu-migrate TPU913): `Trainer(device="tpu")` selects '
+             "composer's torch_xla device; TorchTPU support depends on composer: choose the device by hand\n"
+             'trainer = Trainer(model=m, device="tpu")\n')
+    entries = COMPOSER_ENTRIES
+    knobs = _COMPOSER_KNOBS
+    refs = frozenset({"composer.devices.DeviceTPU", "composer.devices.device_tpu.DeviceTPU",
+                      "composer.devices.DeviceGPU", "composer.devices.device_gpu.DeviceGPU"})
+
+    def message(self, short, found):
+        return (f"`{short}({found})` selects composer's {self.backend(found)} device; TorchTPU support depends "
+                "on composer: choose the device by hand")
+
+    def ref(self, ctx, orig, node, qname):
+        name = qname.rsplit(".", 1)[1]
+        ctx.flag(orig, f"`{name}` is composer's {'torch_xla' if name == 'DeviceTPU' else 'CUDA'} device; "
+                 "TorchTPU support depends on composer: port by hand", code=self.code)
+        return None
+
+
+@register
+class AccelerateLaunchTpu(Rule):
+    code = "TPU914"
+    name = "accelerate-launch-tpu"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = "Flag `accelerate launch --tpu …` command lines (one string, or a list of arguments)."
+    rationale = ("accelerate's --tpu options launch through torch_xla (xmp.spawn, TPU pods); with TorchTPU a "
+                 "plain multi-process launch (torchrun) replaces them.")
+    before = 'import subprocess\n\nsubprocess.run(["accelerate", "launch", "--tpu", "train.py"])\n'
+    after = ('import subprocess\n\n# TODO(tpu-migrate TPU914): `accelerate launch --tpu` starts torch_xla '
+             "workers; with TorchTPU launch with torchrun (or accelerate launch without --tpu)\n"
+             'subprocess.run(["accelerate", "launch", "--tpu", "train.py"])\n')
+    node_types = (cst.SimpleString, cst.List, cst.Tuple)
+
+    def visit_node(self, ctx, node):
+        if type(node) is cst.SimpleString:
+            if "--tpu" not in node.value:
+                return
+            body = string_body(node)
+            words = body.split() if body is not None else []
+            hit = "accelerate" in words and any(w.startswith("--tpu") for w in words)
+        else:
+            words = [b for b in (string_body(e.value) for e in node.elements) if b is not None]
+            hit = ("accelerate" in words or "launch" in words) and any(w.startswith("--tpu") for w in words)
+        if hit:
+            ctx.flag(node, "`accelerate launch --tpu` starts torch_xla workers; with TorchTPU launch with torchrun "
+                     "(or accelerate launch without --tpu)", code=self.code)
