@@ -109,7 +109,11 @@ class MigrationTransformer(cst.CSTTransformer):
 
     # ----------------------------------------------------------------- context API for the rules
     def qname(self, node: cst.CSTNode) -> str | None:
-        """Qualified name of an original Name/Attribute bound by an import, else None."""
+        """Qualified name of an original Name/Attribute bound by an import, else None.
+
+        Resolved from the scopes around the node being visited: ask about the current node or parts of
+        it outside any lambda or comprehension nested in it (rules/ tests check fast == libcst scopes).
+        """
         assert self.table is not None
         return self.table.qname(node, self._scopes)
 
