@@ -30,6 +30,7 @@ _REFS = node_types(cst.Name, cst.Attribute)
 _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.Call, cst.AsName, cst.Del))
 _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
 _NAME = node_types(cst.Name)
+_EXPRESSIONS = node_types(cst.BaseExpression)
 _SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
 _TODO = re.compile(r"#\s*TODO\(tpu-migrate (TPU\d+)\)")
 TODO_PREFIX = "TODO(tpu-migrate"
@@ -198,6 +199,25 @@ class MigrationTransformer(cst.CSTTransformer):
         self._stmt_claims[id(stmt)] = (rule, qname, call, target)
         if call is not None:
             self._claimed_calls.add(id(call))
+
+    def previous_statement(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement just before ``stmt`` in its own block (original tree), or None when it is first.
+
+        Call it for the statement being visited or left; it searches only the enclosing statement's
+        blocks (or the module), so it is cheap enough for a rule that fires now and then.
+        """
+        parent: cst.CSTNode | None = self._stack[-2] if len(self._stack) >= 2 and self._stack[-1] is stmt else None
+        todo: list[cst.CSTNode] = [parent if parent is not None else self.module]  # type: ignore[list-item]
+        while todo:
+            node = todo.pop()
+            body = getattr(node, "body", None)
+            if isinstance(body, (list, tuple)):  # Module.body, IndentedBlock.body
+                for i, s in enumerate(body):
+                    if s is stmt:
+                        return body[i - 1] if i else None
+                continue
+            todo.extend(c for c in node.children if type(c) not in _STATEMENTS and type(c) not in _EXPRESSIONS)
+        return None
 
     def suppress_current_statement(self) -> None:
         """No other rule touches what is inside the statement being visited."""

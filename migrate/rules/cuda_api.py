@@ -383,6 +383,14 @@ class Tf32Flags(Rule):
             value = '"high"' if v.value == "True" else '"highest"'
         else:
             value = f'"high" if {code(v)} else "highest"'
+        prev = ctx.previous_statement(orig)
+        literal = isinstance(v, cst.Name)  # (a name, not an expression that may have side effects)
+        repeated = literal and prev is not None and ctx.scratch.get(self.code) == (id(prev), value)
+        ctx.scratch[self.code] = (id(orig), value)
+        if repeated:  # matmul and cudnn flags side by side: one precision line says it
+            ctx.report(orig, f"`{qname} = ...` removed: the line above already sets the same "
+                       "torch.set_float32_matmul_precision", code=self.code)
+            return cst.RemovalSentinel.REMOVE
         ctx.report(orig, f"`{qname} = ...` -> torch.set_float32_matmul_precision(...)", code=self.code)
         ctx.need_import("torch")
         return [cst.SimpleStatementLine([cst.Expr(expr(f"torch.set_float32_matmul_precision({value})"))])]

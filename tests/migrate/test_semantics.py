@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from migrate_helpers import codes, run
 
 from migrate import migrate_source
@@ -230,3 +231,23 @@ def test_select_and_ignore_restrict_rules():
     assert codes(migrate_source(src, select=["TPU2"])) == ["TPU201"]
     assert "TPU201" not in codes(migrate_source(src, ignore=["TPU201"]))
     assert "torch.cuda.is_available()" in migrate_source(src, ignore=["TPU201"]).new_source
+
+
+def test_tf32_flags_side_by_side_give_one_precision_line():
+    src = ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True  # matmul\n"
+           "torch.backends.cudnn.allow_tf32 = True  # cudnn\nx = 1\n")
+    res = run(src)
+    assert res.new_source == 'import torch\ntorch.set_float32_matmul_precision("high")\nx = 1\n'
+    assert [d.code for d in res.diagnostics] == ["TPU214", "TPU214"]
+
+
+@pytest.mark.parametrize("src", [
+    # different blocks, different values, something in between, an expression value: every line kept
+    "import torch\nif a:\n    torch.backends.cuda.matmul.allow_tf32 = True\nelse:\n    torch.backends.cudnn.allow_tf32 = True\n",
+    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = False\n",
+    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\nx = 1\ntorch.backends.cudnn.allow_tf32 = True\n",
+    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = cfg.tf32\ntorch.backends.cudnn.allow_tf32 = cfg.tf32\n",
+])
+def test_tf32_lines_that_are_not_repeats_stay(src):
+    res = run(src)
+    assert res.new_source.count("set_float32_matmul_precision") == src.count("allow_tf32")

@@ -73,7 +73,6 @@ def main():
     if use_cuda:
         torch.manual_seed(1337)
     torch.set_float32_matmul_precision("high")
-    torch.set_float32_matmul_precision("high")
 
     ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
     use_amp = device_type == "tpu" and args.dtype != "float32"
