@@ -715,3 +715,45 @@ def test_lambdas_and_comprehensions_agree_with_libcst_scopes(body):
 def test_parameters_agree_with_libcst_scopes(body):
     precise, fast = _fast_and_precise(HEAD + body)
     assert fast == precise
+
+
+_SHADOW_NAMES = ("xm", "torch", "d", "t")
+_SHADOW_USES = ("xm.xla_device()", "torch.cuda.is_available()", "torch.device('cuda')", "xm.get_ordinal()", "d")
+
+
+@st.composite
+def _shadow_expr(draw, depth=0):
+    """Nested lambdas and comprehensions whose variables shadow the imports, used in every position."""
+    sub = (lambda: draw(_shadow_expr(depth + 1)))  # noqa: E731
+    name = (lambda: draw(st.sampled_from(_SHADOW_NAMES)))  # noqa: E731
+    kind = draw(st.integers(0, 6 if depth < 3 else 0))
+    if kind == 0:
+        return draw(st.sampled_from(_SHADOW_USES))
+    return [
+        None,
+        lambda: f"[{sub()} for {name()} in {sub()}]",
+        lambda: f"(lambda {name()}: {sub()})",
+        lambda: f"(lambda a={sub()}: {sub()})",
+        lambda: f"{{{name()}: {sub()} for {name()}, q in {sub()} if {sub()}}}",
+        lambda: f"f({sub()}, k={sub()})",
+        lambda: f"[{sub()} for a in b for {name()} in {sub()}]",
+    ][kind]()
+
+
+@st.composite
+def _shadow_program(draw):
+    parts = []
+    for _ in range(3):
+        e, n = draw(_shadow_expr()), draw(st.sampled_from(_SHADOW_NAMES))
+        parts.append(draw(st.sampled_from([
+            f"y = {e}\n", f"class C:\n    {n} = 1\n    z = {e}\n", f"def g({n}):\n    return {e}\n",
+            f"if {e}:\n    {n} = 2\n"])))
+    return HEAD + "".join(parts)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(src=_shadow_program())
+def test_generated_shadowing_agrees_with_libcst_scopes(src):
+    assert not import_table(cst.parse_module(src)).needs_scopes()
+    precise, fast = _fast_and_precise(src)
+    assert fast == precise
