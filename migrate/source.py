@@ -40,7 +40,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("tpu_", r"\btpu_(?:num_)?cores\b"), ("tpu_", "tpu_metrics_debug"), ("gpus", r"\bgpus\s*="),
     ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
     ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"), ("Device", r"\bDevice[TG]PU\b"),
-    ("device", r"""\bdevice\s*=\s*['"][tg]pu['"]"""), ("--tpu", "--tpu"),
+    ("composer", r"\bcomposer\b"), ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
 )
 PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))

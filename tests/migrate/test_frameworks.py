@@ -60,3 +60,11 @@ def test_one_todo_per_statement():
     res = run(src)
     assert res.new_source.count("TODO(tpu-migrate TPU911)") == 1
     assert codes(res).count("TPU911") == 2
+
+
+def test_prefilter_lets_framework_files_through_but_not_migrated_code():
+    from migrate.source import needs_parse
+
+    assert needs_parse("from composer import Trainer\nt = Trainer(model=m, device='gpu')\n")
+    assert needs_parse("t = L.Trainer(accelerator='tpu')\n")
+    assert not needs_parse('x = torch.ones(1, device="tpu")\nok = torch.accelerator.is_available()\n')
