@@ -92,24 +92,16 @@ def _scalar_q(x: torch.Tensor, q: float, name: str) -> torch.Tensor:
     return torch.scalar_tensor(q, dtype=x.dtype, device=x.device)
 
 
-def _quantile(x: torch.Tensor, q: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
-              interpolation: str = "linear") -> torch.Tensor:
-    return _quantile_impl(x, q, dim, keepdim, interpolation, False, "quantile")
+def _quantile_kernel(name: str, scalar_q: bool) -> Any:
+    """The kernel for one of quantile / quantile.scalar / nanquantile / nanquantile.scalar."""
+    ignore_nan = name == "nanquantile"
 
+    def kernel(x: torch.Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
+               interpolation: str = "linear") -> torch.Tensor:
+        qt = _scalar_q(x, q, name) if scalar_q else q
+        return _quantile_impl(x, qt, dim, keepdim, interpolation, ignore_nan, name)
 
-def _quantile_scalar(x: torch.Tensor, q: float, dim: int | None = None, keepdim: bool = False, *,
-                     interpolation: str = "linear") -> torch.Tensor:
-    return _quantile_impl(x, _scalar_q(x, q, "quantile"), dim, keepdim, interpolation, False, "quantile")
-
-
-def _nanquantile(x: torch.Tensor, q: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
-                 interpolation: str = "linear") -> torch.Tensor:
-    return _quantile_impl(x, q, dim, keepdim, interpolation, True, "nanquantile")
-
-
-def _nanquantile_scalar(x: torch.Tensor, q: float, dim: int | None = None, keepdim: bool = False, *,
-                        interpolation: str = "linear") -> torch.Tensor:
-    return _quantile_impl(x, _scalar_q(x, q, "nanquantile"), dim, keepdim, interpolation, True, "nanquantile")
+    return kernel
 
 
 def _tensor_split_tensor(x: torch.Tensor, indices_or_sections: torch.Tensor, dim: int = 0) -> Any:
@@ -122,9 +114,8 @@ def _tensor_split_tensor(x: torch.Tensor, indices_or_sections: torch.Tensor, dim
 def install() -> list[Any]:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("matmul", _matmul, "AutogradPrivateUse1")
-    lib.impl("quantile", _quantile, "AutogradPrivateUse1")
-    lib.impl("quantile.scalar", _quantile_scalar, "AutogradPrivateUse1")
-    lib.impl("nanquantile", _nanquantile, "AutogradPrivateUse1")
-    lib.impl("nanquantile.scalar", _nanquantile_scalar, "AutogradPrivateUse1")
+    for name in ("quantile", "nanquantile"):
+        lib.impl(name, _quantile_kernel(name, False), "AutogradPrivateUse1")
+        lib.impl(f"{name}.scalar", _quantile_kernel(name, True), "AutogradPrivateUse1")
     lib.impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, "AutogradPrivateUse1")
     return [lib]
