@@ -8,7 +8,7 @@ A pure source-to-source tool (libcst); it imports neither torch nor jax.
 """
 
 from .engine import migrate_paths
-from .model import Diagnostic, FileResult, MigrationResult, RunResult
+from .results import Diagnostic, FileResult, MigrationResult, RunResult
 from .source import UnparsableError, migrate_source
 
 __all__ = [

@@ -133,7 +133,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     from .discover import discover
-    from .model import RunResult
+    from .results import RunResult
 
     files_args = [p for p in args.paths if p != "-"]
     missing = [p for p in files_args if not os.path.exists(p)]

@@ -13,7 +13,7 @@ from functools import partial
 
 from .discover import discover
 from .fileio import decode, encode, write_atomic
-from .model import FileResult, RunResult
+from .results import FileResult, RunResult
 from .notebook import migrate_notebook
 from .source import UnparsableError, migrate_source, needs_parse
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .model import MigrationResult
+from .results import MigrationResult
 from .source import migrate_source
 
 _MAGIC = re.compile(r"^(\s*)([%!].*|\w[\w.]*\s*=\s*[%!].*|[\w.]+\?\??)$")

@@ -6,10 +6,10 @@ import json
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from .model import Diagnostic, FileResult, converted_percent, count_outcomes
+from .results import Diagnostic, FileResult, converted_percent, count_outcomes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .model import RunResult
+    from .results import RunResult
 
 FORMATS = ("text", "json", "sarif", "github")
 

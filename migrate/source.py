@@ -12,7 +12,7 @@ from libcst.metadata import MetadataWrapper
 from . import _walk as walk
 from . import imports
 from ._spans import SourceMap
-from .model import Diagnostic, MigrationResult
+from .results import Diagnostic, MigrationResult
 from .names import import_table
 from .rules.base import all_rules, select_rules
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index

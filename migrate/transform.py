@@ -17,7 +17,7 @@ from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 from ._positions import start_positions
 from ._spans import SourceMap
 from .imports import removable_aliases
-from .model import Diagnostic, Outcome
+from .results import Diagnostic, Outcome
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
 from .rules.base import Rule
 
