@@ -13,8 +13,8 @@ from functools import partial
 
 from .discover import discover
 from .fileio import decode, encode, write_atomic
-from .results import FileResult, RunResult
 from .notebook import migrate_notebook
+from .results import FileResult, RunResult
 from .source import UnparsableError, migrate_source, needs_parse
 
 #: Below this many files a process pool costs more than it saves.
