@@ -1,6 +1,6 @@
 """The single libcst pass: dispatches nodes to the enabled rules and collects diagnostics.
 
-The transformer is also the ``Context`` the rules talk to: it resolves qualified names (so
+The transformer implements the rules' :class:`migrate.rules.base.Context`: it resolves qualified names (so
 ``import torch_xla.core.xla_model as anything`` and ``from torch import cuda`` work and a local ``xs``
 is never touched), records diagnostics at original positions, and places at most one
 ``# TODO(tpu-migrate CODE)`` comment per code above a statement, never a second one on a re-run.
@@ -17,8 +17,8 @@ from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 from ._positions import start_positions
 from ._spans import SourceMap
 from .imports import removable_aliases
-from .results import Diagnostic, Outcome
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
+from .results import Diagnostic, Outcome
 from .rules.base import Rule
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -162,6 +162,9 @@ class MigrationTransformer(cst.CSTTransformer):
         for n in nodes:
             if n is not None and top is not None:
                 self._tops.setdefault(id(n), top)
+
+    def is_known(self, qname: str, called: bool) -> bool:
+        return qname in self.index.known_refs or (called and qname in self.index.known_calls)
 
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called
@@ -479,6 +482,3 @@ class PreciseMigrationTransformer(MigrationTransformer):
         found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
         return found[0] if found else None
 
-
-#: What the rules see: the transformer itself.
-Context = MigrationTransformer

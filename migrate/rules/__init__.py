@@ -1,33 +1,17 @@
 """Rule families. Importing this package registers every rule (see :func:`base.all_rules`)."""
 
-from .base import Rule, all_rules, register, select_rules
+from . import (  # noqa: F401  (each family module registers its rules on import)
+    amp,
+    cuda_api,
+    cuda_device,
+    distributed,
+    frameworks,
+    xla_flag_only,
+    xla_loader,
+    xla_model,
+    xla_runtime,
+    xla_spawn,
+)
+from .base import Context, Rule, all_rules, register, select_rules
 
-__all__ = ["Rule", "all_rules", "register", "select_rules"]
-
-
-def _families() -> None:
-    from . import (  # noqa: F401
-        amp,
-        cuda_api,
-        cuda_device,
-        distributed,
-        frameworks,
-        xla_flag_only,
-        xla_loader,
-        xla_model,
-        xla_runtime,
-        xla_spawn,
-    )
-
-
-class _LoadAll:
-    loaded = False
-
-
-def __getattr__(name: str):  # lazy: `from . import _load_all` triggers the family imports once
-    if name == "_load_all":
-        if not _LoadAll.loaded:
-            _LoadAll.loaded = True
-            _families()
-        return True
-    raise AttributeError(name)
+__all__ = ["Context", "Rule", "all_rules", "register", "select_rules"]

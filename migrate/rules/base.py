@@ -20,14 +20,79 @@ rewrite (``fixed=True``) and ``ctx.flag`` for a finding a human must handle, whi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 import libcst as cst
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..transform import Context
-
 Outcome = Literal["rewritten", "warned", "flagged"]
+#: How a contextual rule claims a string literal: (code, outcome, message, replacement body or None).
+StringClaim = tuple[str, Outcome, str, "str | None"]
+
+
+class Context(Protocol):
+    """What a rule may ask of the pass (the transformer implements it; rules never import it).
+
+    Kept apart from the transformer as LibCST keeps ``CodemodContext`` apart from its codemods: the rules
+    depend on this small surface only, so the traversal can change without touching them.
+    """
+
+    #: Per-file scratch space (rule instances are shared between files).
+    scratch: dict[str, object]
+    #: id(literal) -> its claim (see :meth:`claim_string`).
+    string_claims: dict[int, StringClaim]
+    #: The whole source text of the file.
+    source_text: str
+
+    def qname(self, node: cst.CSTNode) -> str | None:
+        """Qualified name of a Name/Attribute bound by an import (``xm.xla_device`` ->
+        ``torch_xla.core.xla_model.xla_device``), else None."""
+
+    def enabled(self, code: str) -> bool:
+        """Whether the rule ``code`` is selected for this run."""
+
+    def is_known(self, qname: str, called: bool) -> bool:
+        """Whether some rule (selected or not) handles ``qname`` (as a call when ``called``)."""
+
+    def is_called(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is the callee of a call."""
+
+    def is_target(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is an assignment, deletion or loop target."""
+
+    def is_condition(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is the whole test of the enclosing ``if``/``while``."""
+
+    def in_claimed_statement(self) -> bool:
+        """Whether the statement being visited is rewritten as a whole by a statement rule."""
+
+    def report(self, node: cst.CSTNode, message: str, *, code: str, outcome: Outcome = "rewritten") -> None:
+        """Record a rewrite (``outcome`` rewritten or warned)."""
+
+    def flag(self, node: cst.CSTNode, message: str, *, code: str) -> None:
+        """Record a finding for a human; one ``# TODO(tpu-migrate CODE)`` goes above the statement."""
+
+    def need_import(self, module: str) -> None:
+        """The rewritten file needs ``import module``."""
+
+    def need_helper(self, name: str, source: str) -> None:
+        """The rewritten file needs the top-level definition ``name`` (its ``source``)."""
+
+    def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
+                        call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:
+        """``rule.statement`` rewrites ``stmt`` as a whole; nothing inside is rewritten on its own."""
+
+    def claim_string(self, node: cst.SimpleString, code: str, outcome: Outcome, message: str,
+                     value: str | None = None) -> None:
+        """A contextual rule decides how a literal is reported (and, with ``value``, rewritten)."""
+
+    def previous_statement(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement before ``stmt`` in its block (original tree), or None."""
+
+    def suppress_current_statement(self) -> None:
+        """No other rule touches what is inside the statement being visited."""
+
+    def skip_inside(self, node: cst.CSTNode) -> None:
+        """No rule touches the children of ``node`` (from a ``visit_node`` hook)."""
 
 
 class Rule:
@@ -103,9 +168,7 @@ def register(cls: type[Rule]) -> type[Rule]:
 
 
 def all_rules() -> list[type[Rule]]:
-    """Every registered rule, in code order."""
-    from . import _load_all  # noqa: F401  (importing the families registers them)
-
+    """Every registered rule, in code order (importing :mod:`migrate.rules` registers the families)."""
     return [_REGISTRY[c] for c in sorted(_REGISTRY)]
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..transform import Context  # noqa: F401
 from ._util import arg, code, expr, kwarg, string_body
-from .base import Rule, register
+from .base import Context, Rule, register
 
 _ACCELERATOR = {
     "is_available": "is_available",
@@ -435,9 +434,9 @@ class UnknownCuda(Rule):
     ref_prefixes = ("torch.cuda",)
 
     def ref(self, ctx, orig, node, qname):
-        if ctx.index.known_refs.__contains__(qname) or (qname in ctx.index.known_calls and ctx.is_called(orig)):
+        if ctx.is_known(qname, ctx.is_called(orig)):
             return None
-        if qname in ctx.index.known_calls:
+        if ctx.is_known(qname, True):
             ctx.flag(orig, f"`{qname}` used as a value; rewrite its uses by hand", code=self.code)
             return None
         ctx.flag(orig, f"`{qname}` has no known TorchTPU equivalent; port by hand", code=self.code)

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
+from ._literal import LiteralRule
 from ._util import drop_kwargs, kwarg, string_body, with_body
 from .base import Rule, register
-from .cuda_device import LiteralRule
 
 _INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 _DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",

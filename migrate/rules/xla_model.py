@@ -6,10 +6,10 @@ import re
 
 import libcst as cst
 
+from ._literal import LiteralRule
 from ._util import arg, code, expr, kwarg, stmts, string_body
 from ._xla import DIST_EMITS, LOCAL_RANK, RANK, WORLD, XM, needs, xm
 from .base import Rule, register
-from .cuda_device import LiteralRule
 
 
 def _src(node: cst.CSTNode | None) -> str:
@@ -606,7 +606,7 @@ class UnknownXla(Rule):
     ref_prefixes = ("torch_xla",)
 
     def ref(self, ctx, orig, node, qname):
-        if qname in ctx.index.known_refs or (qname in ctx.index.known_calls and ctx.is_called(orig)):
+        if ctx.is_known(qname, ctx.is_called(orig)):
             return None
         short = qname.replace(XM + ".", "xm.").replace("torch_xla.runtime.", "xr.")
         parts = qname.split(".")
@@ -614,7 +614,7 @@ class UnknownXla(Rule):
             if ctx.enabled("TPU904"):
                 ctx.flag(orig, f"`{short}` is private torch_xla API; no TorchTPU equivalent", code="TPU904")
             return None
-        if qname in ctx.index.known_calls:
+        if ctx.is_known(qname, True):
             ctx.flag(orig, f"`{short}` used as a value; rewrite its uses by hand", code=self.code)
         else:
             ctx.flag(orig, f"`{short}` is not a known torch_xla API with a TorchTPU equivalent; port by hand",
