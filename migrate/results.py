@@ -75,6 +75,6 @@ class RunResult:
         return converted_percent(self.diagnostics)
 
     def report_markdown(self) -> str:
-        from .report import markdown_report
+        from .report import markdown_report  # lazy: report.py imports this module
 
         return markdown_report(self)

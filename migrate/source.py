@@ -12,9 +12,10 @@ from libcst.metadata import MetadataWrapper
 from . import _walk as walk
 from . import imports
 from ._spans import SourceMap
-from .results import Diagnostic, MigrationResult
 from .names import import_table
+from .results import Diagnostic, MigrationResult
 from .rules.base import all_rules, select_rules
+from .rules.xla_flag_only import SPMD_MARKERS, Spmd, SpmdProgram
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 
 #: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
@@ -58,16 +59,12 @@ def _index(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, spmd:
     rules = select_rules(select, ignore)
     if spmd:
         # An SPMD program is flagged, never rewritten (see SpmdProgram); other rules only flag.
-        from .rules.xla_flag_only import Spmd, SpmdProgram
-
         rules = [SpmdProgram if r is Spmd else r for r in rules
                  if r.outcome == "flagged" and not r.family.startswith("xla_model")]
     return _Index(rules, all_rules())
 
 
 def is_spmd_program(source: str) -> bool:
-    from .rules.xla_flag_only import SPMD_MARKERS
-
     return any(m in source for m in SPMD_MARKERS)
 
 

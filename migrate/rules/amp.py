@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._util import arg, code, expr, kwarg, set_kwarg, string_body
+from ._util import arg, code, expr, kwarg, set_kwarg, string_body, with_body
 from .base import Rule, register
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
@@ -186,6 +186,4 @@ class Fp16Default(Rule):
         if claim is None or claim[0] != self.code or claim[3] is None:
             return None
         ctx.report(orig, claim[2], code=self.code, outcome="warned")
-        from ._util import with_body
-
         return with_body(node, claim[3])
