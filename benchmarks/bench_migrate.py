@@ -2,7 +2,7 @@
 
 Prints, for the whole tree and for the files that need rewriting: wall time of tpu-migrate's check
 (prefilter + parse + rules + diff, nothing written) with --jobs 1 and --jobs 2, and the wall time of
-just parsing every file with libcst (one process). Targets (issue 3): whole tree <= 0.5x parse-all;
+just parsing every file with libcst (one process). Targets: whole tree <= 0.5x parse-all;
 files needing rewrites <= 2x their bare parse; --jobs 2 faster than --jobs 1.
 
     python benchmarks/bench_migrate.py                 # torch, jax, libcst, numpy, ... (several minutes)
