@@ -55,13 +55,14 @@ import tempfile
 from pathlib import Path
 
 from workbench import demo_chain as chain
-from workbench import demo_views as views
+from workbench import notebook_views as nbv
+from workbench import plots
 
 work = Path(tempfile.mkdtemp(prefix="tpu-migrate-demo-"))
 mig = chain.migrate_examples(work, source=EXAMPLES)
 assert mig.run is not None, f"tpu-migrate failed: {mig.error}"
 print(f"migrated copy in {work} ({mig.seconds:.1f} s); converted {mig.run.converted_percent:.1f}% of the findings")
-views.show_table(chain.outcome_counts(mig.run, work))
+nbv.show_table(chain.outcome_counts(mig.run, work))
 """),
     md("""
 ## The diffs
@@ -77,13 +78,13 @@ for f in mig.run.files:
 One row per finding: `rewritten`, `warned` (rewritten, check the semantics) or `flagged` (left for a human).
 """),
     code("""
-views.show_table(chain.diagnostics_frame(mig.run, work))
+nbv.show_table(chain.diagnostics_frame(mig.run, work))
 """),
     md("""
 ## tpu-migrate's report (the same markdown `tpu-migrate --report FILE.md` writes)
 """),
     code("""
-views.show_md(mig.run.report_markdown())
+nbv.show_md(mig.run.report_markdown())
 """),
     md("""
 ## Run the migrated scripts on "tpu" and on "cpu"
@@ -95,9 +96,9 @@ platform = chain.tpu_platform()
 print(f'"tpu" device here: {platform}')
 names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
 checks = [chain.check_losses(work, name, steps=STEPS) for name in names]
-views.show_table(chain.checks_frame(checks))
+nbv.show_table(chain.checks_frame(checks))
 tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
-views.show(chain.plot_losses(checks, tpu_label=tpu_label))
+nbv.show(plots.plot_losses(checks, tpu_label=tpu_label))
 """),
     md("""
 **What to see:** the dashed "tpu" curve lies on the solid "cpu" curve for every sample — the migrated code runs
@@ -135,10 +136,10 @@ BASELINE = "cpu"         # ratios are taken against this variant
     code("""
 import warnings
 
-from workbench import demo_views as views
+from workbench import analysis, plots
+from workbench import notebook_views as nbv
 from workbench.compare import compare_table
 from workbench.devices import present_devices
-from workbench.plots import plot_throughput_bars
 from workbench.run import run_matrix
 
 devices = DEVICES or present_devices()
@@ -149,9 +150,9 @@ with warnings.catch_warnings():
                        budget_s=BUDGET_S, progress=False)
 for combo, msg in fresh.failures:
     print("FAILED", combo, msg)
-df = views.load_frames(fresh.records, RESULT_FILES)
-print(views.emulation_note(df))
-views.show_table(views.measured_table(df))
+df = analysis.load_frames(fresh.records, RESULT_FILES)
+print(analysis.emulation_note(df))
+nbv.show_table(analysis.measured_table(df))
 """),
     md("""
 ## Ratios (this run), and GPU vs TPU where both exist
@@ -159,16 +160,16 @@ views.show_table(views.measured_table(df))
     code("""
 this_run = df[df["file"] == "this run"] if not df.empty else df
 if len(this_run):
-    views.show_table(compare_table(this_run, baseline=BASELINE).drop(columns=["peak_basis"]))
+    nbv.show_table(compare_table(this_run, baseline=BASELINE).drop(columns=["peak_basis"]))
 else:
     print("nothing measured in this run (see the failures above)")
-table, note = views.accelerator_comparison(df)
+table, note = analysis.accelerator_comparison(df)
 print(note)
 if table is not None:
-    views.show_table(table.drop(columns=["peak_basis"]))
+    nbv.show_table(table.drop(columns=["peak_basis"]))
 """),
     code("""
-views.show(plot_throughput_bars(df))
+nbv.show(plots.plot_throughput_bars(df))
 """),
     md("""
 **What to see:** tokens/s per device variant for each workload cell; on this CPU-only machine the
@@ -178,7 +179,7 @@ overhead, not a TPU — point `RESULT_FILES` at runs from real hardware to compa
 Pick which sources to draw (headless, the plot above uses all of them):
 """),
     code("""
-views.throughput_explorer(df);
+nbv.throughput_explorer(df)
 """),
 ]
 
@@ -207,7 +208,8 @@ PROJECT_SEQ = 8192
     code("""
 import warnings
 
-from workbench import demo_views as views
+from workbench import analysis, plots
+from workbench import notebook_views as nbv
 from workbench.devices import present_devices
 from workbench.run import run_matrix
 
@@ -220,14 +222,14 @@ if RUN_HERE:
     records = res.records
     for combo, msg in res.failures:
         print("FAILED", combo, msg)
-projected = views.project_phases(PROJECT_CHIP, PROJECT_WORKLOADS, seq=PROJECT_SEQ)
-df = views.load_frames([*records, *projected], RESULT_FILES)
-table = views.mfu_conventions(df)
-print(views.emulation_note(df))
-views.show_table(table)
+projected = analysis.project_phases(PROJECT_CHIP, PROJECT_WORKLOADS, seq=PROJECT_SEQ)
+df = analysis.load_frames([*records, *projected], RESULT_FILES)
+table = analysis.mfu_conventions(df)
+print(analysis.emulation_note(df))
+nbv.show_table(table)
 """),
     code("""
-views.show(views.plot_mfu_conventions(table))
+nbv.show(plots.plot_mfu_conventions(table))
 """),
     md("""
 **What to see:** the causal bar is always the lower one, by the `causal/palm` ratio in the table: a few percent
@@ -239,7 +241,7 @@ is against a *measured host-CPU matmul peak* (the peak basis column), projected 
 ## Decode: bandwidth, not FLOPs
 """),
     code("""
-views.show(views.plot_decode_bandwidth(table))
+nbv.show(plots.plot_decode_bandwidth(table))
 """),
     md("""
 **What to see:** decode reads every weight and the KV cache for one token per sequence, so its MBU is far higher
@@ -269,19 +271,20 @@ TARGET = 20.0            # interactivity target, output tokens/s per user
 RESULT_FILES = []        # measured decode runs on a GPU / real TPU, e.g. ["gpu.jsonl"]
 """),
     code("""
-from workbench import demo_views as views
+from workbench import analysis, plots
+from workbench import notebook_views as nbv
 
-records = views.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
-frame = views.frontier_frame(records, TIER, PRICE or None)
-best = views.at_target(frame, TARGET)
-published = views.published_serving()
-measured = views.measured_serving(views.load_frames(files=RESULT_FILES)) if RESULT_FILES else None
+records = analysis.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
+frame = analysis.frontier_frame(records, TIER, PRICE or None)
+best = analysis.at_target(frame, TARGET)
+published = analysis.published_serving()
+measured = analysis.measured_serving(analysis.load_frames(files=RESULT_FILES)) if RESULT_FILES else None
 price = f"${PRICE:g}/chip-hr for every chip" if PRICE else f"{TIER} tier of the catalog"
 print(f"projected: {WORKLOAD} decode on {N_CHIPS} chips ({LAYOUT}), context {SEQ}; price: {price}")
-views.show_table(best)
+nbv.show_table(best)
 """),
     code("""
-views.show(views.plot_tco(frame, target=TARGET, workload=WORKLOAD, published=published, measured=measured))
+nbv.show(plots.plot_tco(frame, target=TARGET, workload=WORKLOAD, published=published, measured=measured))
 """),
     md("""
 **What to see:** each chip's Pareto front bends down as the per-user target rises; at the target line the cheapest
@@ -292,17 +295,17 @@ chip is the one with the lowest dashed curve on the right. The published stars a
 ## Every price tier at the target
 """),
     code("""
-at = views.records_at_target(records, best)
+at = analysis.records_at_target(records, best)
 if at:
-    views.show(views.plot_cost_tiers(at, title_suffix=f" (projected: {WORKLOAD} at >= {TARGET:g} tok/s/user)"))
-views.show_table(published.drop(columns=["setting"]))
+    nbv.show(plots.plot_cost_tiers(at, title_suffix=f" (projected: {WORKLOAD} at >= {TARGET:g} tok/s/user)"))
+nbv.show_table(published.drop(columns=["setting"]))
 """),
     md("""
 ## Play: chips, price tier, your own $/chip-hour, the interactivity target
 """),
     code("""
-views.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, tier=TIER, price=PRICE,
-                   published=published);
+nbv.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, tier=TIER, price=PRICE,
+                   published=published)
 """),
 ]
 
@@ -325,18 +328,19 @@ CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
     code("""
 import pandas as pd
 
-from workbench import demo_views as views
+from workbench import analysis, plots
+from workbench import notebook_views as nbv
 from workbench.projection import projection_vs_published
 
-frames = [views.scaling_frame(CHIPS, DENSE, DENSE_LAYOUTS, CHIP_COUNTS),
-          views.scaling_frame(CHIPS, MOE, MOE_LAYOUTS, CHIP_COUNTS)]
-published = views.published_scaling()
+frames = [analysis.scaling_frame(CHIPS, DENSE, DENSE_LAYOUTS, CHIP_COUNTS),
+          analysis.scaling_frame(CHIPS, MOE, MOE_LAYOUTS, CHIP_COUNTS)]
+published = analysis.published_scaling()
 efficiency = pd.concat(frames).pivot_table(index=["workload", "chip", "layout"], columns="chips", values="efficiency")
 print("projected weak-scaling efficiency (per-chip tokens/s / that at the smallest count):")
-views.show_table(efficiency.reset_index())
+nbv.show_table(efficiency.reset_index())
 """),
     code("""
-views.show(views.plot_scaling_efficiency(frames, published))
+nbv.show(plots.plot_scaling_efficiency(frames, published))
 """),
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
@@ -348,15 +352,15 @@ points; the projection overestimates their absolute per-chip throughput (its eff
 ## Projected vs published, with the relative error
 """),
     code("""
-views.show_table(published.drop(columns=["rel error"]))
+nbv.show_table(published.drop(columns=["rel error"]))
 vs = projection_vs_published()
-views.show_table(vs[vs["rel_error"].notna()])
+nbv.show_table(vs[vs["rel_error"].notna()])
 """),
     md("""
 ## Play: chips to show, compute efficiency, overlap, scale-out bandwidth
 """),
     code("""
-views.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS);
+nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
 """),
 ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from workbench import tables
 from workbench.errors import WorkbenchError, unknown
 
 KEYS = ["workload", "phase", "precision", "batch", "seq"]
@@ -48,13 +49,13 @@ def compare_table(df: pd.DataFrame, *, baseline: str | None = None) -> pd.DataFr
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """Fixed-width text with sensible number formats; the peak bases are listed under the table."""
-    fmt = {"tokens_per_s": "{:,.1f}".format, "step_ms": "{:.3f}".format, "iqr_pct": "{:.1f}".format,
-           "mfu_pct": "{:.2f}".format, "peak_tflops": "{:.4g}".format}
+    """Fixed-width text in the workbench number format; ratios read ``1.000x``; the peak bases are
+    listed under the table."""
     notes = sorted(set(table["peak_basis"].dropna()))
     table = table.drop(columns=["peak_basis"])
-    for col in table.columns:
-        if col.startswith("ratio_vs_"):
-            fmt[col] = "{:.3f}x".format
-    text = table.to_string(index=False, formatters=fmt)
-    return text + "\n" + "\n".join(f"MFU peak basis: {n}" for n in notes)
+    ratios = {c: _ratio for c in table.columns if c.startswith("ratio_vs_")}
+    return tables.text(table, formats=ratios) + "\n" + "\n".join(f"MFU peak basis: {n}" for n in notes)
+
+
+def _ratio(value: object) -> str:
+    return "-" if value is None or value != value else f"{value:.3f}x"

@@ -20,9 +20,19 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import nbformat
+import pandas as pd
+from nbclient import NotebookClient
+
+from migrate import migrate_paths
+from workbench.paths import examples_dir, repo_root
 
 RTOL = 1e-3
 """Relative tolerance for loss agreement between "tpu" and "cpu" (both run fp32)."""
@@ -30,15 +40,6 @@ ATOL = 1e-5
 """Absolute tolerance added to RTOL·|loss_cpu|."""
 
 LOSS_LINE = re.compile(r"^step\s+(\d+)\s+loss\s+([-+0-9.eEnaNinf]+)\s*$", re.MULTILINE)
-
-
-def repo_root() -> Path:
-    """The source checkout this package lives in (where ``examples/`` and ``results/`` are)."""
-    return Path(__file__).resolve().parents[1]
-
-
-def examples_dir() -> Path:
-    return repo_root() / "examples"
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,6 @@ def migrate_examples(workdir: str | Path, *, source: str | Path | None = None, n
         shutil.copy2(src, dst)
     t0 = time.perf_counter()
     try:
-        from migrate import migrate_paths
-
         run = migrate_paths([str(workdir / s.path) for s in chosen], write=True, jobs=jobs)
     except Exception as exc:  # noqa: BLE001 - report, never hide: the demo prints this as a failed step
         return MigrationOutcome(workdir, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
@@ -135,8 +134,6 @@ def migrate_examples(workdir: str | Path, *, source: str | Path | None = None, n
 
 def diagnostics_frame(run, root: str | Path | None = None):
     """One row per diagnostic: file, line, col, code, outcome, fixed, message (paths relative to root)."""
-    import pandas as pd
-
     rows = []
     for f in run.files:
         for d in f.diagnostics:
@@ -153,8 +150,6 @@ def diagnostics_frame(run, root: str | Path | None = None):
 
 def outcome_counts(run, root: str | Path | None = None):
     """Per file: rewritten / warned / flagged counts and the converted percentage."""
-    import pandas as pd
-
     rows = []
     for f in run.files:
         c = {"rewritten": 0, "warned": 0, "flagged": 0}
@@ -230,8 +225,11 @@ def child_env(device: str, *, distributed: bool = False, steps: int = 5) -> dict
 
 
 def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5, timeout_s: float = 300.0,
-                 python: str | None = None) -> TrainingRun:
-    """Run the migrated sample ``name`` under ``workdir`` on ``device`` ("tpu" or "cpu") for ``steps`` steps."""
+                 python: str | None = None, on_line: Callable[[str], None] | None = None) -> TrainingRun:
+    """Run the migrated sample ``name`` under ``workdir`` on ``device`` ("tpu" or "cpu") for ``steps`` steps.
+
+    The child's stdout is read line by line as it is printed; ``on_line`` sees each line (the demo
+    prints the loss of every step as it arrives)."""
     s = sample(name)
     workdir = Path(workdir)
     path = workdir / s.path
@@ -245,14 +243,33 @@ def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5,
     # the child must import this package even when run from the temp folder
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root()), env.get("PYTHONPATH", "")) if p)
     t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, bufsize=1)
+    stderr: list[str] = []
+    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        proc.kill()
+
+    watchdog = threading.Timer(timeout_s, kill)
+    watchdog.start()
+    lines: list[str] = []
     try:
-        proc = subprocess.run(cmd, cwd=path.parent, env=env, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return TrainingRun(name, device, cmd, None, time.perf_counter() - t0, parse_losses(out), out, "",
-                           f"timed out after {timeout_s:.0f} s")
-    return TrainingRun(name, device, cmd, proc.returncode, time.perf_counter() - t0, parse_losses(proc.stdout),
-                       proc.stdout, proc.stderr)
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+        proc.wait()
+    finally:
+        watchdog.cancel()
+        reader.join()
+    out = "".join(lines)
+    error = f"timed out after {timeout_s:.0f} s" if timed_out.is_set() else ""
+    return TrainingRun(name, device, cmd, None if error else proc.returncode, time.perf_counter() - t0,
+                       parse_losses(out), out, "".join(stderr), error)
 
 
 @dataclass
@@ -305,33 +322,29 @@ def _last(xs: list[float]) -> float:
 
 
 def check_losses(workdir: str | Path, name: str, *, steps: int = 5, rtol: float | None = None, atol: float = ATOL,
-                 timeout_s: float = 300.0, parallel: bool = True) -> LossCheck:
+                 timeout_s: float = 300.0, parallel: bool = True,
+                 on_line: Callable[[str, str], None] | None = None) -> LossCheck:
     """Run migrated sample ``name`` on cpu and on tpu (two child processes, at the same time unless
     ``parallel=False``) and compare the printed losses (tolerance: the sample's ``rtol`` — RTOL for fp32
-    samples — unless given)."""
-    if parallel:
-        from concurrent.futures import ThreadPoolExecutor
+    samples — unless given). ``on_line(device, line)`` sees each line a child prints."""
+    def run(dev: str) -> TrainingRun:
+        hook = (lambda line: on_line(dev, line)) if on_line is not None else None
+        return run_training(workdir, name, dev, steps=steps, timeout_s=timeout_s, on_line=hook)
 
+    if parallel:
         with ThreadPoolExecutor(2) as pool:
-            futures = [pool.submit(run_training, workdir, name, dev, steps=steps, timeout_s=timeout_s)
-                       for dev in ("cpu", "tpu")]
-            cpu, tpu = (f.result() for f in futures)
+            cpu, tpu = pool.map(run, ("cpu", "tpu"))
     else:
-        cpu = run_training(workdir, name, "cpu", steps=steps, timeout_s=timeout_s)
-        tpu = run_training(workdir, name, "tpu", steps=steps, timeout_s=timeout_s)
+        cpu, tpu = run("cpu"), run("tpu")
     return LossCheck(name, cpu, tpu, sample(name).rtol if rtol is None else rtol, atol)
 
 
 def checks_frame(checks: list[LossCheck]):
-    import pandas as pd
-
     return pd.DataFrame([c.summary() for c in checks])
 
 
 def losses_frame(checks: list[LossCheck]):
     """Long table: sample, device, step, loss (for plotting or display)."""
-    import pandas as pd
-
     rows = [{"sample": c.sample, "device": run.device, "step": i, "loss": x}
             for c in checks for run in (c.cpu, c.tpu) for i, x in enumerate(run.losses)]
     return pd.DataFrame(rows, columns=["sample", "device", "step", "loss"])
@@ -352,43 +365,12 @@ def tpu_platform() -> str:
     return lines[-1] if proc.returncode == 0 and lines else f"unknown (probe failed: {proc.stderr.strip()[-200:]})"
 
 
-def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | Path | None = None):
-    """One panel per sample: the cpu loss curve (solid) and the tpu one (dashed), both measured here."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from workbench.plots import RC
-
-    checks = [c for c in checks if c.cpu.losses or c.tpu.losses] or checks
-    n = max(len(checks), 1)
-    with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, n, figsize=(max(4.2 * n, 8.0), 4.2), squeeze=False)
-        for ax, c in zip(axes[0], checks, strict=False):
-            ax.plot(range(len(c.cpu.losses)), c.cpu.losses, "o-", label="cpu, torch eager (measured)")
-            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9,
-                    label=f"{tpu_label} (measured)")
-            verdict = "agree" if c.ok else "DIFFER / FAILED"
-            ax.set_title(f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9)
-            ax.set_xlabel("training step")
-            ax.set_ylabel("loss printed by the script [nats / MSE]")
-            ax.legend(loc="best")
-        fig.suptitle("Migrated samples: loss on cpu vs on the \"tpu\" device (same seeds, measured here)")
-        fig.tight_layout()
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path)
-        return fig
 
 
 # --------------------------------------------------------------------------------------------- notebook runner
 
 def _execute_notebook(path: str) -> int:
     """Execute a notebook with nbclient and print its stream output (used as a child process)."""
-    import nbformat
-    from nbclient import NotebookClient
-
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}})
     try:

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from cycler import cycler
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 
-matplotlib.use("Agg")  # headless: CI and the CLI write PNGs, never open windows
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from workbench.catalog import load_catalog
+from workbench.projection import Assumptions, decode_sweep, project, scaling_curve
+from workbench.published import published_records
+from workbench.results import Record, load_results
 
-from workbench.results import Record  # noqa: E402
+if TYPE_CHECKING:  # typing only: demo_chain imports the codemod
+    from workbench.demo_chain import LossCheck
 
 KINDS = ("throughput", "mfu", "cost", "pareto", "scaling", "roofline")
 STYLE = {
@@ -29,7 +35,8 @@ STYLE = {
 }
 RC = {"figure.figsize": (9, 5), "figure.dpi": 110, "axes.grid": True, "grid.linestyle": ":", "grid.alpha": 0.6,
       "axes.spines.top": False, "axes.spines.right": False, "font.size": 9, "axes.titlesize": 11,
-      "legend.fontsize": 8, "axes.prop_cycle": plt.cycler(color=plt.get_cmap("tab10").colors)}
+      "legend.fontsize": 8, "axes.prop_cycle": cycler(color=matplotlib.colormaps["tab10"].colors)}
+COLORS = RC["axes.prop_cycle"].by_key()["color"]
 
 
 def _frame(data) -> pd.DataFrame:
@@ -67,8 +74,9 @@ def _variant(row) -> str:
 
 
 def _bars(df: pd.DataFrame, value, ylabel: str, title: str, path) -> Figure:
-    with plt.rc_context(RC):
-        fig, ax = plt.subplots()
+    with matplotlib.rc_context(RC):
+        fig = Figure()
+        ax = fig.subplots()
         df = df.copy()
         df["variant"] = [_variant(r) for r in df.to_dict("records")]
         df["group"] = [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']}" for r in df.to_dict("records")]
@@ -125,8 +133,9 @@ def plot_cost_per_tier(records, *, path: str | Path | None = None) -> Figure:
     if not rows:
         raise ValueError("no records with cost lines (cost needs a catalog chip with prices)")
     cdf = pd.DataFrame(rows)
-    with plt.rc_context(RC):
-        fig, ax = plt.subplots()
+    with matplotlib.rc_context(RC):
+        fig = Figure()
+        ax = fig.subplots()
         labels = list(dict.fromkeys(cdf["label"]))
         tiers = list(dict.fromkeys(cdf["tier"]))
         width = 0.8 / len(tiers)
@@ -151,8 +160,9 @@ def plot_pareto(records, *, path: str | Path | None = None) -> Figure:
     """Decode batch sweep: tokens/s per chip (y) vs tokens/s per user = 1/step time (x), per chip."""
     df = _frame(records)
     df = df.dropna(subset=["tokens_per_s_per_user"])
-    with plt.rc_context(RC):
-        fig, ax = plt.subplots()
+    with matplotlib.rc_context(RC):
+        fig = Figure()
+        ax = fig.subplots()
         for (label, prov), g in df.groupby([df["chip"].fillna(df["device"]), "provenance"]):
             g = g.sort_values("tokens_per_s_per_user")
             y = g["tokens_per_s_per_chip"].fillna(g["tokens_per_s"])
@@ -176,8 +186,9 @@ def plot_scaling(records, *, path: str | Path | None = None) -> Figure:
     """Scaling efficiency = per-chip throughput at N / per-chip throughput at the smallest N, per series."""
     df = _frame(records).dropna(subset=["n_chips"])
     df = df[df["n_chips"] > 0]
-    with plt.rc_context(RC):
-        fig, ax = plt.subplots()
+    with matplotlib.rc_context(RC):
+        fig = Figure()
+        ax = fig.subplots()
         for (chip, wl, prov), g in df.groupby([df["chip"].fillna(df["device"]), "workload", "provenance"]):
             g = g.sort_values("n_chips")
             y = g["tokens_per_s_per_chip"].fillna(g["tokens_per_s_per_device"])
@@ -200,10 +211,9 @@ def plot_scaling(records, *, path: str | Path | None = None) -> Figure:
 def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None, precision: str = "bf16") -> Figure:
     """Log-log attainable FLOP/s vs arithmetic intensity (FLOP per HBM byte) for catalog chips, with
     projected points (intensity = FLOPs per step / HBM bytes per step)."""
-    import numpy as np
-
-    with plt.rc_context(RC):
-        fig, ax = plt.subplots()
+    with matplotlib.rc_context(RC):
+        fig = Figure()
+        ax = fig.subplots()
         ai = np.logspace(-1, 5, 200)
         colors = RC["axes.prop_cycle"].by_key()["color"]
         for i, chip in enumerate(chips):
@@ -238,22 +248,213 @@ def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None
         return _finish(fig, path)
 
 
+def plot_cost_tiers(records, *, title_suffix: str = "", path=None):
+    """$ per million tokens per price tier and chip (:func:`workbench.plots.plot_cost_per_tier`) with short
+    tick labels (chip names) and the setting in the title."""
+    fig = plot_cost_per_tier(records)
+    ax = fig.axes[0]
+    ax.set_xticks(range(len(records)), [r.chip for r in records])
+    ax.set_title(f"Cost per million {records[0].tokens_kind} tokens by price tier{title_suffix}\n"
+                 "($/chip-hr ÷ tokens/s per chip; catalog prices with tier and date)", fontsize=10)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path)
+    return fig
+
+
+def plot_mfu_conventions(table: pd.DataFrame, *, path=None):
+    """Horizontal grouped bars: MFU under palm vs causal for each row; measured and projected in separate
+    panels (their peaks differ: measured host-CPU peak vs catalog chip peak)."""
+    kinds = [k for k in ("measured", "projected") if (table["provenance"] == k).any()]
+    sizes = [max(int((table["provenance"] == k).sum()), 1) for k in kinds] or [1]
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(10, 1.2 + 0.42 * sum(sizes) + 0.9 * len(sizes)))
+        axes = fig.subplots(len(kinds) or 1, 1, squeeze=False, gridspec_kw={"height_ratios": sizes})
+        for ax, kind in zip(axes[:, 0], kinds, strict=False):
+            t = table[table["provenance"] == kind].reset_index(drop=True)
+            ys = range(len(t))
+            st = STYLE[kind]
+            for j, conv in enumerate(("palm", "causal")):
+                vals = t[f"MFU % ({conv})"]
+                pos = [y + (j - 0.5) * 0.4 for y in ys]
+                ax.barh(pos, vals, 0.38, color=COLORS[j], hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
+                        linewidth=0.5, label=f"{conv} convention ({kind})")
+                for y, v in zip(pos, vals, strict=False):
+                    ax.annotate(f"{v:.3g}%", (v, y), va="center", fontsize=6.5, xytext=(2, 0),
+                                textcoords="offset points")
+            src = t["source"] if "source" in t else [""] * len(t)
+            ax.set_yticks(list(ys), [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']} · "
+                                     f"{r['label'].split(' (')[0]}{(' · ' + s_) if s_ else ''}"
+                                     for r, s_ in zip(t.to_dict("records"), src, strict=False)], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlabel("MFU [% of peak]")
+            basis = "; ".join(sorted(set(t["peak basis"])))
+            ax.set_title(f"{kind} — peak: {basis}"[:150], fontsize=9)
+            ax.legend(loc="lower right")
+        fig.suptitle("MFU under both FLOP conventions: palm = full attention (PaLM/nanoGPT/torchtitan), "
+                     "causal = halved (MaxText/Megatron)", fontsize=10)
+        fig.tight_layout()
+        if path:
+            fig.savefig(path)
+        return fig
+
+
+def plot_decode_bandwidth(table: pd.DataFrame, *, path=None):
+    """Decode rows: memory-bandwidth utilisation beside MFU (decode is bandwidth-bound: MBU ≫ MFU)."""
+    t = table[table["phase"] == "decode"].reset_index(drop=True)
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(9, 4.8))
+        ax = fig.subplots()
+        for i, r in enumerate(t.to_dict("records")):
+            st = STYLE[r["provenance"]]
+            for j, col in enumerate(("MBU % (decode)", "MFU % (palm)")):
+                ax.bar(i + (j - 0.5) * 0.4, r[col], 0.38, color=COLORS[2 + j], hatch=st["hatch"], alpha=st["alpha"],
+                       edgecolor="k", linewidth=0.5)
+                ax.annotate(f"{r[col]:.2g}", (i + (j - 0.5) * 0.4, r[col]), ha="center", va="bottom", fontsize=6.5)
+        ax.set_xticks(range(len(t)), [f"{r['workload']} b{r['batch']} ctx{r['seq']}\n{r['label'].split(' (')[0]}"
+                                      f"\n{r.get('source') or ''}" for r in t.to_dict("records")], fontsize=6.5)
+        ax.set_ylabel("utilisation [% of peak bandwidth / peak FLOP/s]")
+        ax.set_title("Decode: memory-bandwidth utilisation (MBU) vs MFU")
+        handles = [Rectangle((0, 0), 1, 1, color=COLORS[2], label="MBU (bytes read per step / step time / "
+                                                                       "bandwidth)"),
+                   Rectangle((0, 0), 1, 1, color=COLORS[3], label="MFU (palm)")]
+        for kind in sorted(set(t["provenance"])):
+            handles.append(Rectangle((0, 0), 1, 1, facecolor="0.7", hatch=STYLE[kind]["hatch"], edgecolor="k",
+                                         label=kind))
+        ax.legend(handles=handles, loc="best")
+        fig.tight_layout()
+        if path:
+            fig.savefig(path)
+        return fig
+
+
+def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd.DataFrame | None = None,
+             measured: pd.DataFrame | None = None, path=None):
+    """Left: Pareto front (tokens/s per chip vs tokens/s per user); right: $ per M output tokens vs tokens/s
+    per user at the chosen price. Projected = dashed, published = stars, measured = filled circles."""
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(12.5, 5.2))
+        (ax1, ax2) = fig.subplots(1, 2)
+        chips = list(dict.fromkeys(frame["chip"]))
+        col = {c: COLORS[i % 10] for i, c in enumerate(chips)}
+        any_nofit = False
+        for chip, g in frame.groupby("chip", sort=False):
+            g = g.sort_values("tok/s/user")
+            ax1.plot(g["tok/s/user"], g["tok/s/chip"], "s--", color=col[chip], markerfacecolor="none",
+                     label=f"{chip} (projected)")
+            for x, y, b in zip(g["tok/s/user"], g["tok/s/chip"], g["batch"], strict=False):
+                ax1.annotate(f"b{int(b)}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+            if g["$/M output tokens"].notna().any():
+                ax2.plot(g["tok/s/user"], g["$/M output tokens"], "s--", color=col[chip], markerfacecolor="none",
+                         label=f"{chip} (projected, {g['price'].iloc[0]})")
+            nofit = g[~g["fits in HBM"]]
+            if len(nofit):
+                ax1.plot(nofit["tok/s/user"], nofit["tok/s/chip"], "x", color="k", markersize=7,
+                         label="does not fit in HBM (projected)" if not any_nofit else None)
+                any_nofit = True
+        if measured is not None and not measured.empty:
+            for r in measured.to_dict("records"):
+                ax1.plot(r["tok/s/user"], r["tok/s/chip"], "o", color="k", label=f"{r['label']} (measured)")
+        if published is not None and not published.empty:
+            for r in published.to_dict("records"):
+                c = col.get(r["chip"], "k")
+                if r["tok/s/chip"] and not pd.isna(r["tok/s/chip"]):
+                    ax1.plot(r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=14, markeredgecolor="k",
+                             label=f"{r['chip']} (published, row {r['row']}: Qwen3.5-397B FP8 serving)")
+                if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):
+                    ax2.plot(r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=14, markeredgecolor="k",
+                             label=f"{r['chip']} (published, row {r['row']}: {r['price tier']}, total tokens)")
+        for ax in (ax1, ax2):
+            ax.axvline(target, color="0.3", linestyle=":", linewidth=1.2)
+            ax.annotate(f"target {target:g} tok/s/user", (target, 0.98), xycoords=("data", "axes fraction"),
+                        fontsize=7, rotation=90, ha="right", va="top")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("interactivity [output tokens/s per user] (= 1 / decode step time)")
+            ax.legend(loc="best", fontsize=6.5)
+        ax1.set_ylabel("throughput [output tokens/s per chip]")
+        ax1.set_title(f"Pareto front: {workload} decode batch sweep")
+        ax2.set_ylabel("cost [$ per million output tokens]")
+        ax2.set_title("Cost vs interactivity at the chosen price")
+        fig.tight_layout()
+        if path:
+            fig.savefig(path)
+        return fig
+
+
+def plot_scaling_efficiency(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *, path=None):
+    """One panel per workload: projected weak-scaling efficiency per chip × layout (dashed), the published
+    TorchTitan points (stars, annotated with the projection's relative error)."""
+    frames = [f for f in frames if not f.empty]
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(6.3 * len(frames), 5))
+        axes = fig.subplots(1, len(frames), squeeze=False)
+        for ax, f in zip(axes[0], frames, strict=False):
+            series = list(dict.fromkeys(zip(f["chip"], f["layout"], strict=False)))
+            chips = list(dict.fromkeys(f["chip"]))
+            dashes = ["--", "-.", ":", (0, (5, 1, 1, 1))]
+            layouts = list(dict.fromkeys(f["layout"]))
+            for chip, layout in series:
+                g = f[(f["chip"] == chip) & (f["layout"] == layout)]
+                ax.plot(g["chips"], g["efficiency"], marker="s", markerfacecolor="none",
+                        linestyle=dashes[layouts.index(layout) % 4], color=COLORS[chips.index(chip) % 10],
+                        label=f"{chip} {layout} (projected, vs {int(g['chips'].iloc[0])} chip)")
+            wl = f["workload"].iloc[0]
+            if published is not None and not published.empty and wl == "qwen3-235b-a22b":
+                errs = ", ".join(f"{100 * r['rel error']:+.0f}% @ {r['chips']}" for r in published.to_dict("records"))
+                ax.plot(published["chips"], published["published efficiency"], "*", markersize=15, color="gold",
+                        markeredgecolor="k", label="TPU v7 TorchTitan (published, vs 1 slice = 1024 chips)")
+                ax.plot(published["chips"], published["projected efficiency"], "s", color="k",
+                        markerfacecolor="none", markersize=8,
+                        label=f"TPU v7 fsdp+ep, slice = 1024 (projected, vs 1024 chips);\n  projected tok/s per "
+                              f"TensorCore vs published: {errs}")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("chips")
+            ax.set_ylabel("weak-scaling efficiency [per-chip tokens/s ÷ that at the smallest count]")
+            ax.set_title(f"{wl} training: scaling efficiency")
+            ax.axhline(1.0, color="0.5", linewidth=0.8)
+            ax.set_ylim(bottom=0)
+            ax.legend(loc="lower left", fontsize=6.5)
+        fig.tight_layout()
+        if path:
+            fig.savefig(path)
+        return fig
+
+
+def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | Path | None = None):
+    """One panel per sample: the cpu loss curve (solid) and the tpu one (dashed), both measured here."""
+    checks = [c for c in checks if c.cpu.losses or c.tpu.losses] or checks
+    n = max(len(checks), 1)
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(max(4.2 * n, 8.0), 4.2))
+        axes = fig.subplots(1, n, squeeze=False)
+        for ax, c in zip(axes[0], checks, strict=False):
+            ax.plot(range(len(c.cpu.losses)), c.cpu.losses, "o-", label="cpu, torch eager (measured)")
+            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9,
+                    label=f"{tpu_label} (measured)")
+            verdict = "agree" if c.ok else "DIFFER / FAILED"
+            ax.set_title(f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9)
+            ax.set_xlabel("training step")
+            ax.set_ylabel("loss printed by the script [nats / MSE]")
+            ax.legend(loc="best")
+        fig.suptitle("Migrated samples: loss on cpu vs on the \"tpu\" device (same seeds, measured here)")
+        fig.tight_layout()
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path)
+        return fig
+
+
 def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir: str | Path = "plots",
                chips: Sequence[str] = ("TPU v7", "H100 SXM", "B200"), workload: str = "llama3-70b") -> list[Path]:
     """Write the requested PNGs: bars from measured files; cost, Pareto, scaling and roofline from
     projections for ``chips`` × ``workload`` (with published points where they describe that setting)."""
-    from workbench.catalog import load_catalog
-    from workbench.projection import Assumptions, decode_sweep, project, scaling_curve
-    from workbench.published import published_records
-    from workbench.results import load_results
-
     kinds = list(KINDS) if "all" in kinds else list(kinds)
     outdir = Path(outdir)
     catalog = load_catalog()
     chip_objs = [catalog.chip(c) for c in chips]
     measured = load_results(*files) if files else pd.DataFrame()
     written: list[Path] = []
-    plt.close("all")
     for kind in kinds:
         path = outdir / f"{kind}.png"
         if kind in ("throughput", "mfu"):
@@ -279,5 +480,4 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
                     for ph, b in (("train", 4), ("prefill", 1), ("decode", 1), ("decode", 64))]
             plot_roofline(chip_objs, recs, path=path)
         written.append(path)
-        plt.close("all")
-    return written
+        return written

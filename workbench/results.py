@@ -155,11 +155,11 @@ def read_records(path: str | Path) -> list[Record]:
     return out
 
 
-def load_results(*paths: str | Path, include_published: bool = False):
+def load_results(*paths: str | Path):
     """All records of the given JSONL files (directories are searched for *.jsonl) as one DataFrame.
 
-    One row per record; columns are the record fields plus ``file``. ``include_published`` adds the
-    published reference points.
+    One row per record; columns are the record fields plus ``file``. The published reference points
+    are :func:`workbench.published.published_records`.
     """
     import pandas as pd
 
@@ -171,14 +171,6 @@ def load_results(*paths: str | Path, include_published: bool = False):
             if not fpath.exists():
                 raise FileNotFoundError(f"results file not found: {fpath}")
             rows += [{**r.to_dict(), "file": str(fpath)} for r in read_records(fpath)]
-    if include_published:
-        rows += [{**r.to_dict(), "file": "<published>"} for r in published_records()]
     columns = [f.name for f in fields(Record)] + ["file"]
     return pd.DataFrame(rows, columns=columns)
 
-
-def published_records() -> list[Record]:
-    """Published reference points (see :mod:`workbench.published`)."""
-    from workbench.published import published_records as impl
-
-    return impl()

@@ -98,8 +98,14 @@ def test_samples_cover_the_bundled_examples():
     assert [s.name for s in demo_chain.SAMPLES if not s.runnable] == ["xla_spmd"]
 
 
-def test_md_table_escapes_and_formats():
+def test_one_number_format_for_every_table():
     import pandas as pd
 
-    text = demo.md_table(pd.DataFrame([{"a": "x|y", "b": 1234567.0, "c": float("nan"), "d": 0.5}]))
-    assert "x\\|y" in text and "1.23e+06" in text and "| - |" in text
+    from workbench import tables
+
+    df = pd.DataFrame([{"a": "x|y", "b": 23812.4, "c": float("nan"), "d": 0.5, "e": 1234567.0, "f": 3.5e-7}])
+    text = tables.markdown(df)
+    assert "x\\|y" in text and "| 23,812 |" in text and "| - |" in text and "| 0.500 |" in text
+    assert "1,234,567" in text and "3.5e-07" in text and "e+" not in text
+    assert tables.text(df).splitlines()[1].split()[1:3] == ["23,812", "-"]
+    assert tables.fmt(35.4813, 3) == "35.5" and tables.fmt(7) == "7" and tables.fmt(None) == "-"

@@ -13,13 +13,6 @@ def workload_names() -> list[str]:
     return [*preset_names(), *VISION_WORKLOADS]
 
 
-def benchmark_callable(*args, **kwargs):
-    """Benchmark the user's own step function; see :func:`workbench.run.benchmark_callable`."""
-    from workbench.run import benchmark_callable as impl
-
-    return impl(*args, **kwargs)
-
-
 __all__ = ["DecoderConfig", "Decoder", "KVCache", "PRESETS", "PHASES", "VISION_PHASES", "Step",
-           "VisionConfig", "VISION_WORKLOADS", "benchmark_callable", "build_model", "build_vision_model",
+           "VisionConfig", "VISION_WORKLOADS", "build_model", "build_vision_model",
            "decoder_step", "get_config", "preset_names", "vision_step", "workload_names"]
