@@ -1,0 +1,103 @@
+"""Tier-2 agreement: the "tpu" run against the CPU run of the same seed, float32.
+
+Tolerances are per tensor and relative to the tensor's own scale, because errors of a stack of layers grow
+with the magnitude of what flows through them (an elementwise relative test fails on values that are
+near zero by cancellation):
+
+    forward outputs:      max|tpu - cpu| <= 1e-5 + 1e-4 * max|cpu|
+    parameter gradients:  max|tpu - cpu| <= 1e-5 + 1e-3 * max|cpu|
+
+Integer and boolean outputs must be equal; NaN/inf must sit at the same places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+FORWARD_RTOL, FORWARD_ATOL = 1e-4, 1e-5
+GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-5
+TOLERANCES = {"forward": {"rtol": FORWARD_RTOL, "atol": FORWARD_ATOL},
+              "gradients": {"rtol": GRAD_RTOL, "atol": GRAD_ATOL}}
+
+
+def tensor_leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """(path, tensor) for every tensor in a model output (ModelOutput, dict, tuple, list); caches and
+    other objects are skipped."""
+    if isinstance(obj, torch.Tensor):
+        yield prefix or "output", obj
+    elif isinstance(obj, dict):  # ModelOutput is an OrderedDict of its non-None fields
+        for key, value in obj.items():
+            yield from tensor_leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            yield from tensor_leaves(value, f"{prefix}.{i}" if prefix else str(i))
+
+
+def probe_loss(outputs: Any) -> torch.Tensor | None:
+    """A scalar that depends on every floating output that carries gradient: mean of squares, summed."""
+    terms = [t.float().pow(2).mean() for _, t in tensor_leaves(outputs)
+             if t.is_floating_point() and t.requires_grad and t.numel() > 0]
+    if not terms:
+        return None
+    return torch.stack([t.to(terms[0].device) for t in terms]).sum()
+
+
+@dataclass
+class Mismatch:
+    name: str
+    max_abs: float
+    scale: float
+    limit: float
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "max_abs_err": self.max_abs, "ref_scale": self.scale, "limit": self.limit,
+                "detail": self.detail}
+
+
+def compare_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> tuple[float, Mismatch | None]:
+    """Share of the tolerance used (max|Δ| / limit: at most 1 passes) and a Mismatch when over it."""
+    got = got.detach().cpu()
+    ref = ref.detach().cpu()
+    if got.shape != ref.shape:
+        return float("inf"), Mismatch(name, float("inf"), 0.0, 0.0, f"shape {tuple(got.shape)} vs {tuple(ref.shape)}")
+    if not ref.is_floating_point() and not ref.is_complex():
+        equal = bool(torch.equal(got.to(ref.dtype), ref))
+        return (0.0 if equal else float("inf")), (None if equal else Mismatch(name, float("inf"), 0.0, 0.0,
+                                                                             "integer values differ"))
+    if ref.is_complex():
+        got, ref = torch.view_as_real(got.to(ref.dtype)), torch.view_as_real(ref)
+    got, ref = got.double(), ref.double()
+    finite = torch.isfinite(ref)
+    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(got[~finite].nan_to_num(0, 1, -1),
+                                                                         ref[~finite].nan_to_num(0, 1, -1)):
+        return float("inf"), Mismatch(name, float("inf"), 0.0, 0.0, "NaN/inf at different places")
+    if ref.numel() == 0 or not finite.any():
+        return 0.0, None
+    diff = (got[finite] - ref[finite]).abs().max().item()
+    scale = ref[finite].abs().max().item()
+    limit = atol + rtol * scale
+    return diff / limit, (Mismatch(name, diff, scale, limit) if diff > limit else None)
+
+
+def compare_all(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], rtol: float, atol: float) -> dict:
+    """Compare two name->tensor maps; names missing on one side are mismatches."""
+    mismatches: list[Mismatch] = []
+    worst = 0.0
+    for name, r in ref.items():
+        if name not in got:
+            mismatches.append(Mismatch(name, float("inf"), 0.0, 0.0, "missing in the tpu run"))
+            continue
+        rel, bad = compare_tensor(name, got[name], r, rtol, atol)
+        worst = max(worst, rel)
+        if bad:
+            mismatches.append(bad)
+    for name in got:
+        if name not in ref:
+            mismatches.append(Mismatch(name, float("inf"), 0.0, 0.0, "missing in the cpu run"))
+    return {"ok": not mismatches, "compared": len(ref), "worst_tol_used": worst,
+            "mismatches": [m.as_dict() for m in mismatches[:8]], "n_mismatches": len(mismatches)}

@@ -1,0 +1,312 @@
+"""Synthetic inputs for a tiny model, built from its config and forward signature (no tokenizer, no
+processor, no files).
+
+The model's ``main_input_name`` says what it reads (``input_ids``, ``pixel_values``, ``input_features``,
+``input_values``, ``past_values`` ...); the forward signature says which companions it takes
+(``attention_mask``, ``decoder_input_ids``, ``image_grid_thw`` ...). Each input has a builder in
+``BUILDERS``; vision-language models get image placeholder tokens, as many as their vision tower
+produces for the synthetic image (found by running ``get_image_features`` once).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.validate import shrink
+
+BATCH = 2
+SEQ = 7
+DECODER_SEQ = 5
+AUDIO_SAMPLES = 3200
+AUDIO_FRAMES = 64
+
+
+@dataclass
+class InputContext:
+    """What the builders know: the model, its config, the reserved token ids and the overrides."""
+
+    model: Any
+    config: Any
+    reserved_ids: set[int]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
+
+    def opt(self, key: str, default: Any) -> Any:
+        return self.overrides.get(key, default)
+
+    @property
+    def batch(self) -> int:
+        return self.opt("batch", BATCH)
+
+    @property
+    def seq(self) -> int:
+        return self.opt("seq", SEQ)
+
+
+def _sub(config: Any, *names: str) -> Any:
+    for name in names:
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            return sub
+    return None
+
+
+def text_config(config: Any) -> Any:
+    getter = getattr(config, "get_text_config", None)
+    if callable(getter):
+        try:
+            return getter(decoder=True)
+        except TypeError:
+            return getter()
+    return config
+
+
+def vision_config(config: Any) -> Any:
+    return _sub(config, "vision_config", "image_config", "vision_encoder_config", "encoder") or config
+
+
+def audio_config(config: Any) -> Any:
+    return _sub(config, "audio_config", "encoder_config", "audio_encoder_config", "speech_config",
+                "encoder") or config
+
+
+def vocab_size(config: Any) -> int:
+    for cfg in (text_config(config), config):
+        v = getattr(cfg, "vocab_size", None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return shrink.VOCAB
+
+
+def _token_pool(ctx: InputContext, config: Any) -> torch.Tensor:
+    v = vocab_size(config)
+    special = set(ctx.reserved_ids)
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "image_token_id", "image_token_index",
+                 "decoder_start_token_id"):
+        for cfg in (config, text_config(config)):
+            value = getattr(cfg, name, None)
+            if isinstance(value, int):
+                special.add(value)
+            elif isinstance(value, (list, tuple)):
+                special.update(x for x in value if isinstance(x, int))
+    pool = [i for i in range(3, v) if i not in special]
+    return torch.tensor(pool or list(range(v)))
+
+
+def token_ids(ctx: InputContext, shape: tuple[int, ...], config: Any | None = None) -> torch.Tensor:
+    pool = _token_pool(ctx, config or ctx.config)
+    idx = torch.randint(0, len(pool), shape, generator=ctx.generator)
+    return pool[idx]
+
+
+def image_size(ctx: InputContext) -> tuple[int, int]:
+    if "image_size" in ctx.overrides:
+        s = ctx.overrides["image_size"]
+        return (s, s) if isinstance(s, int) else tuple(s)
+    for cfg in (vision_config(ctx.config), ctx.config):
+        s = getattr(cfg, "image_size", None)
+        if isinstance(s, int) and s > 0:
+            return s, s
+        if isinstance(s, (list, tuple)) and len(s) == 2:
+            return int(s[0]), int(s[1])
+    return 64, 64
+
+
+def num_channels(ctx: InputContext) -> int:
+    for cfg in (vision_config(ctx.config), ctx.config):
+        c = getattr(cfg, "num_channels", None) or getattr(cfg, "in_channels", None)
+        if isinstance(c, int) and c > 0:
+            return c
+    return 3
+
+
+def randn(ctx: InputContext, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=ctx.generator)
+
+
+# --------------------------------------------------------------------------------------------- builders
+Builder = Callable[[InputContext], Any]
+BUILDERS: dict[str, Builder] = {}
+
+
+def builder(*names: str):
+    def deco(fn: Builder) -> Builder:
+        for n in names:
+            BUILDERS[n] = fn
+        return fn
+
+    return deco
+
+
+@builder("input_ids")
+def _input_ids(ctx: InputContext) -> torch.Tensor:
+    return token_ids(ctx, (ctx.batch, ctx.seq))
+
+
+@builder("attention_mask")
+def _attention_mask(ctx: InputContext) -> torch.Tensor | None:
+    ids = ctx.overrides.get("_built", {}).get("input_ids")
+    if ids is None:
+        return None
+    return torch.ones_like(ids)
+
+
+@builder("decoder_input_ids")
+def _decoder_input_ids(ctx: InputContext) -> torch.Tensor | None:
+    if not getattr(ctx.config, "is_encoder_decoder", False):
+        return None
+    dec = getattr(ctx.config, "decoder", None)
+    cfg = dec if dec is not None and hasattr(dec, "vocab_size") else ctx.config
+    return token_ids(ctx, (ctx.batch, ctx.opt("decoder_seq", DECODER_SEQ)), cfg)
+
+
+@builder("pixel_values")
+def _pixel_values(ctx: InputContext) -> torch.Tensor:
+    h, w = image_size(ctx)
+    frames = ctx.opt("frames", None)
+    if frames:
+        return randn(ctx, ctx.batch, frames, num_channels(ctx), h, w)
+    return randn(ctx, ctx.batch, num_channels(ctx), h, w)
+
+
+@builder("input_values")
+def _input_values(ctx: InputContext) -> torch.Tensor:
+    return randn(ctx, ctx.batch, ctx.opt("samples", AUDIO_SAMPLES))
+
+
+@builder("input_features")
+def _input_features(ctx: InputContext) -> torch.Tensor:
+    cfg = audio_config(ctx.config)
+    mel = (getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", None)
+           or getattr(cfg, "input_feat_per_channel", None) or 80)
+    frames = ctx.opt("frames", None)
+    if frames is None:
+        src = getattr(cfg, "max_source_positions", None)
+        frames = 2 * src if isinstance(src, int) and src <= 64 else AUDIO_FRAMES
+    layout = ctx.opt("features_layout", "channels_first" if hasattr(cfg, "num_mel_bins") else "time_first")
+    if layout == "channels_first":
+        return randn(ctx, ctx.batch, mel, frames)
+    return randn(ctx, ctx.batch, frames, mel)
+
+
+@builder("image_grid_thw")
+def _image_grid_thw(ctx: InputContext) -> torch.Tensor | None:
+    grid = ctx.overrides.get("_grid")
+    if grid is None:
+        return None
+    return torch.tensor([grid] * ctx.batch)
+
+
+def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]:
+    """Qwen2-VL style: every image as rows of flattened ``temporal x patch x patch x channels`` patches."""
+    vc = vision_config(ctx.config)
+    patch = getattr(vc, "patch_size", 14)
+    temporal = getattr(vc, "temporal_patch_size", 2) or 1
+    merge = getattr(vc, "spatial_merge_size", 2) or 1
+    channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3
+    side = ctx.opt("grid_side", 2 * merge)
+    grid = [1, side, side]
+    rows = ctx.batch * side * side
+    return randn(ctx, rows, channels * temporal * patch * patch), grid
+
+
+# --------------------------------------------------------------------------------------------- assembly
+def forward_params(model: Any) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def image_token_id(config: Any) -> int | None:
+    for cfg in (config, text_config(config)):
+        for name in ("image_token_id", "image_token_index", "image_token"):
+            value = getattr(cfg, name, None)
+            if isinstance(value, int) and value >= 0:
+                return value
+    return None
+
+
+def _count_features(features: Any) -> int | None:
+    """Number of feature vectors (rows) in whatever ``get_image_features`` returned."""
+    if hasattr(features, "pooler_output") and features.pooler_output is not None:
+        features = features.pooler_output
+    elif hasattr(features, "last_hidden_state") and not isinstance(features, (list, tuple, torch.Tensor)):
+        features = features.last_hidden_state
+    if isinstance(features, torch.Tensor):
+        return features.numel() // features.shape[-1] if features.dim() else None
+    if isinstance(features, (list, tuple)):
+        counts = [_count_features(f) for f in features]
+        return sum(c for c in counts if c) if any(counts) else None
+    return None
+
+
+def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dict | None = None) -> dict:
+    """Inputs for one forward call of ``model``; raises ``ValueError`` naming what it cannot build."""
+    ctx = InputContext(model, config, reserved_ids, dict(overrides or {}))
+    params = forward_params(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    built: dict[str, Any] = {}
+    ctx.overrides["_built"] = built
+    wanted = [main] + [n for n in ctx.opt("extra_inputs", ()) if n != main]
+    for name in ("attention_mask", "decoder_input_ids"):
+        if name in params and name not in wanted:
+            wanted.append(name)
+    required = [n for n, p in params.items()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                and n != "self"]
+    for n in required:
+        if n not in wanted:
+            wanted.append(n)
+    vlm = main == "input_ids" and "pixel_values" in params and image_token_id(config) is not None
+    if vlm and "pixel_values" not in wanted:
+        wanted.insert(1, "pixel_values")
+    if vlm and "image_grid_thw" in params:
+        pixels, grid = _patch_flattened_pixels(ctx)
+        built["pixel_values"] = pixels
+        ctx.overrides["_grid"] = grid
+        wanted.insert(2, "image_grid_thw")
+    for name in wanted:
+        if name in built:
+            continue
+        fn = BUILDERS.get(name)
+        if fn is None:
+            raise ValueError(f"no input builder for required argument {name!r} of {type(model).__name__}.forward")
+        value = fn(ctx)
+        if value is not None:
+            built[name] = value
+    if vlm:
+        _place_image_tokens(model, config, built, ctx)
+    for key, value in ctx.opt("constants", {}).items():
+        built[key] = value
+    return built
+
+
+def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:
+    """Put as many image placeholder tokens in ``input_ids`` as the vision tower yields per image."""
+    getter = getattr(model, "get_image_features", None)
+    if getter is None and hasattr(model, "model"):
+        getter = getattr(model.model, "get_image_features", None)
+    per_image = ctx.opt("image_tokens", None)
+    if per_image is None:
+        if getter is None:
+            raise ValueError(f"{type(model).__name__} takes pixel_values with an image token but has no "
+                             "get_image_features to count them")
+        extra = {k: built[k] for k in ("image_grid_thw", "image_sizes") if k in built}
+        with torch.no_grad():
+            features = getter(pixel_values=built["pixel_values"], **extra)
+        total = _count_features(features)
+        if not total:
+            raise ValueError(f"could not count the image features of {type(model).__name__}")
+        per_image = total // ctx.batch
+    token = image_token_id(config)
+    text = built["input_ids"]
+    ids = torch.cat([torch.full((ctx.batch, per_image), token, dtype=text.dtype), text], dim=1)
+    built["input_ids"] = ids
+    if "attention_mask" in built:
+        built["attention_mask"] = torch.ones_like(ids)

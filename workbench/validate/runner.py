@@ -1,0 +1,354 @@
+"""Validate one architecture in the current process: build tiny, run on the CPU, run on "tpu", compare.
+
+Stages, in order (each one's wall time is kept):
+
+``config`` shrink the config · ``model`` build it with seed 0, float32, eval mode · ``inputs`` synthetic
+inputs · ``cpu`` forward, probe loss, backward on the CPU (the reference; anything failing up to here is a
+*harness* failure: the tiny model or its inputs are not valid) · ``tpu_forward`` · ``tpu_backward``
+(tier 1) · ``compare`` outputs and parameter gradients (tier 2) · ``generate`` greedy decoding with the KV
+cache on both devices (generative models) · ``compile`` one ``torch.compile(backend="tpu")`` forward.
+
+A backward op rescued on the CPU or any CPU fallback during the "tpu" stages is a tier-1 failure.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from workbench.validate import compare, families, inputs, shrink, zoo
+
+GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}
+NEW_TOKENS = 3
+HARNESS_STAGES = ("config", "model", "inputs", "cpu")
+
+Emit = Callable[[str, dict], None]
+
+
+class StageError(Exception):
+    """A stage failed; carries the stage name and the original exception's text."""
+
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.stage = stage
+        self.exc = exc
+        self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-12))
+
+
+def _no_emit(event: str, data: dict) -> None:
+    pass
+
+
+def _to(obj: Any, device: str) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(v, device) for v in obj)
+    return obj
+
+
+def _call(model: Any, args: Any) -> Any:
+    if isinstance(args, dict):
+        return model(**args)
+    if isinstance(args, (list, tuple)):
+        return model(*args)
+    return model(args)
+
+
+def _snapshot_counters() -> dict[str, dict[str, int]]:
+    try:
+        from backend import dispatch
+    except Exception:  # noqa: BLE001 - no backend: nothing can be rescued
+        return {"rescues": {}, "fallbacks": {}}
+    return {"rescues": dict(dispatch.BACKWARD_RESCUES), "fallbacks": dict(dispatch.FALLBACK_COUNTS)}
+
+
+def _counter_diff(before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    after = _snapshot_counters()
+    return {kind: {k: v - before[kind].get(k, 0) for k, v in after[kind].items() if v != before[kind].get(k, 0)}
+            for kind in after}
+
+
+# --------------------------------------------------------------------------------------------- building
+def build_config(arch: zoo.Architecture) -> tuple[Any, dict, set[int]]:
+    """Tiny config of one architecture, the changes made, and the special token ids reserved."""
+    import transformers
+
+    cls = getattr(transformers, arch.config_class)
+    fam = families.family_for(arch.model_type)
+    default = cls(**fam.init)
+    d = default.to_dict()
+    small, report, tokens = shrink.shrink_config_dict(d)
+    for path, value in fam.config.items():
+        report.note(path, shrink.get_path(small, path), value)
+        shrink.set_path(small, path, value)
+    small.pop("transformers_version", None)
+    config = cls.from_dict(small)
+    return config, report.changes, tokens.reserved
+
+
+def _model_class(name: str) -> Any:
+    import transformers
+
+    return getattr(transformers, name)
+
+
+def build_model(cls: Any, config: Any) -> Any:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(config)
+    model = model.float().eval()
+    return model
+
+
+def count_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """``module:function`` or ``path/to/file.py:function`` -> the callable."""
+    if ":" not in spec:
+        raise ValueError(f"--model wants module:factory (e.g. my_models:build), got {spec!r}")
+    module_name, attr = spec.rsplit(":", 1)
+    if module_name.endswith(".py") or os.sep in module_name:
+        import importlib.util
+
+        loader = importlib.util.spec_from_file_location("user_model", module_name)
+        if loader is None or loader.loader is None:
+            raise ValueError(f"cannot load {module_name}")
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"{module_name} has no callable {attr!r}")
+    return fn
+
+
+def _user_model(spec: str) -> tuple[Any, Any, dict]:
+    """A user factory returns ``model`` (a transformers model: inputs are built from its config) or
+    ``(model, inputs)`` with inputs a dict of keyword arguments or a tuple of positional ones."""
+    torch.manual_seed(0)
+    made = load_factory(spec)()
+    model, args = (made if isinstance(made, tuple) and len(made) == 2 else (made, None))
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
+    model = model.float().eval()
+    if args is None:
+        config = getattr(model, "config", None)
+        if config is None:
+            raise TypeError(f"{spec} returned a model without a config; return (model, inputs) instead")
+        args = inputs.build_inputs(model, config, set())
+    return model, args, {}
+
+
+# --------------------------------------------------------------------------------------------- stages
+class Run:
+    """State and results of one validation run; ``result`` is what goes back to the parent process."""
+
+    def __init__(self, emit: Emit):
+        self.emit = emit
+        self.result: dict[str, Any] = {"stages": {}, "status": "running"}
+
+    def stage(self, name: str, fn: Callable[[], Any]) -> Any:
+        self.emit("stage", {"stage": name})
+        t0 = time.perf_counter()
+        try:
+            out = fn()
+        except Exception as exc:  # noqa: BLE001 - every failure is data for the report
+            self.result["stages"][name] = {"ok": False, "s": round(time.perf_counter() - t0, 3)}
+            raise StageError(name, exc) from exc
+        self.result["stages"][name] = {"ok": True, "s": round(time.perf_counter() - t0, 3)}
+        return out
+
+
+def _forward_backward(model: Any, args: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
+    outputs = _call(model, args)
+    leaves = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(outputs)}
+    loss = compare.probe_loss(outputs)
+    if loss is None:
+        raise RuntimeError("the model's outputs carry no gradient (nothing to differentiate)")
+    loss.backward()
+    grads = {n: (p.grad.detach().to("cpu") if p.grad is not None else None)
+             for n, p in model.named_parameters() if p.requires_grad}
+    return leaves, grads
+
+
+def _grad_maps(cpu: dict, tpu: dict) -> tuple[dict, dict]:
+    ref = {n: g for n, g in cpu.items() if g is not None}
+    got = {n: g for n, g in tpu.items() if g is not None}
+    missing = {n for n in ref if n not in got} | {n for n in got if n not in ref}
+    for n in missing:  # a gradient present on one side only is compared against zeros, which shows it
+        ref.setdefault(n, torch.zeros_like(got.get(n)))
+        got.setdefault(n, torch.zeros_like(ref[n]))
+    return got, ref
+
+
+def _generate(model: Any, args: dict, device: str) -> list[list[int]]:
+    gen_args = {k: v for k, v in args.items() if not k.startswith("decoder_")}
+    with torch.no_grad():
+        out = model.generate(**_to(gen_args, device), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                             do_sample=False, use_cache=True, num_beams=1)
+    seq = out.sequences if hasattr(out, "sequences") else out
+    return seq.to("cpu").tolist()
+
+
+def validate(model_type: str | None = None, *, user_model: str | None = None, device: str = "tpu",
+             check_generate: bool = True, check_compile: bool = False, emit: Emit = _no_emit) -> dict:
+    """Run every stage for one architecture (or a user's model) and return the result dictionary."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    run = Run(emit)
+    res = run.result
+    res.update({"model_type": model_type or user_model, "device": device})
+    try:
+        if user_model:
+            res["family"] = "user"
+            model, args, _ = run.stage("model", lambda: _user_model(user_model))
+            res["model_class"] = type(model).__name__
+            family = "user"
+        else:
+            arch = {a.model_type: a for a in zoo.architectures()}[model_type]
+            res["family"] = family = arch.family
+            res["config_class"] = arch.config_class
+            config, changes, reserved = run.stage("config", lambda: build_config(arch))
+            res["shrunk"] = changes
+            model, args, cand = None, None, None
+            errors = []
+            for cand in arch.candidates:
+                try:
+                    cls = _model_class(cand.class_name)
+                    model = run.stage("model", lambda cls=cls: build_model(cls, config))
+                    overrides = families.family_for(model_type).inputs
+                    args = run.stage("inputs", lambda m=model, o=overrides: inputs.build_inputs(m, config, reserved, o))
+                    break
+                except StageError as exc:
+                    errors.append({"class": cand.class_name, "stage": exc.stage, "error": str(exc)[:500]})
+                    model = None
+            if model is None:
+                last = errors[-1]
+                raise StageError(last["stage"], RuntimeError(last["error"]))
+            if errors:
+                res["fallback_from"] = errors
+            res["model_class"] = cand.class_name
+            res["family"] = family = cand.family if cand.family != "base" else inputs_family(model)
+        res["parameters"] = count_parameters(model)
+        res["inputs"] = {k: list(v.shape) if isinstance(v, torch.Tensor) else repr(v)[:40]
+                         for k, v in (args.items() if isinstance(args, dict) else enumerate(args))}
+        cpu_model = model
+        tpu_model = copy.deepcopy(cpu_model)  # before any backward: no .grad to copy
+        ref_out, ref_grads = run.stage("cpu", lambda: _forward_backward(cpu_model, args))
+        res["harness_ok"] = True
+        tpu_model = run.stage("tpu_move", lambda: tpu_model.to(device))
+        tpu_args = _to(args, device)
+        before = _snapshot_counters()
+
+        def tpu_forward():
+            out = _call(tpu_model, tpu_args)
+            loss = compare.probe_loss(out)
+            if loss is not None and device != "cpu":
+                torch.accelerator.synchronize()
+            return out, loss
+
+        out, loss = run.stage("tpu_forward", tpu_forward)
+
+        def tpu_backward():
+            loss.backward()
+            if device != "cpu":
+                torch.accelerator.synchronize()
+
+        run.stage("tpu_backward", tpu_backward)
+        counters = _counter_diff(before)
+        res["cpu_rescued"] = counters
+        res["tier1"] = not counters["rescues"] and not counters["fallbacks"]
+        got_out = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
+        got_grads = {n: (p.grad.detach().to("cpu") if p.grad is not None else None)
+                     for n, p in tpu_model.named_parameters() if p.requires_grad}
+
+        def tier2():
+            fwd = compare.compare_all(got_out, ref_out, compare.FORWARD_RTOL, compare.FORWARD_ATOL)
+            g_got, g_ref = _grad_maps(ref_grads, got_grads)
+            grd = compare.compare_all(g_got, g_ref, compare.GRAD_RTOL, compare.GRAD_ATOL)
+            return {"forward": fwd, "gradients": grd}
+
+        res["agreement"] = run.stage("compare", tier2)
+        res["tier2"] = bool(res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"])
+        res["status"] = "pass" if res["tier2"] else ("tier1" if res["tier1"] else "fail")
+        emit("partial", dict(res))  # kept by the parent if generate/compile later crash or hang
+        if check_generate and family in GENERATE_FAMILIES and isinstance(args, dict) and _can_generate(cpu_model):
+            res["generate"] = _run_generate(run, cpu_model, tpu_model, args, device)
+        if check_compile:
+            res["compile"] = _run_compile(run, tpu_model, tpu_args, ref_out)
+        res["status"] = "pass" if res["tier2"] else ("tier1" if res["tier1"] else "fail")
+    except StageError as exc:
+        res["status"] = "harness" if exc.stage in HARNESS_STAGES or exc.stage == "model" else "fail"
+        res["failed_stage"] = exc.stage
+        res["error_type"] = type(exc.exc).__name__
+        res["error"] = str(exc.exc)[:4000]
+        res["traceback"] = exc.tb[-6000:]
+        if res["status"] == "fail":
+            res["tier1"] = False
+            res["tier2"] = False
+            res["cpu_rescued"] = _counter_diff(before) if "before" in locals() else {}
+    return res
+
+
+def inputs_family(model: Any) -> str:
+    return zoo.BASE_FAMILY.get(getattr(model, "main_input_name", ""), "base")
+
+
+def _can_generate(model: Any) -> bool:
+    fn = getattr(model, "can_generate", None)
+    try:
+        return bool(fn()) if callable(fn) else False
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _run_generate(run: Run, cpu_model: Any, tpu_model: Any, args: dict, device: str) -> dict:
+    """Greedy tokens on both devices; a CPU failure means the harness cannot say (not a tpu failure)."""
+    try:
+        ref = _generate(cpu_model, args, "cpu")
+    except Exception as exc:  # noqa: BLE001
+        return {"status": "harness", "error": f"{type(exc).__name__}: {exc}"[:1000]}
+    before = _snapshot_counters()
+    try:
+        got = run.stage("generate", lambda: _generate(tpu_model, args, device))
+    except StageError as exc:
+        return {"status": "fail", "error": str(exc)[:1000], "error_type": type(exc.exc).__name__,
+                "traceback": exc.tb[-3000:]}
+    counters = _counter_diff(before)
+    ok = got == ref and not counters["fallbacks"] and not counters["rescues"]
+    return {"status": "pass" if ok else "fail", "tokens_equal": got == ref, "cpu_rescued": counters,
+            "new_tokens": NEW_TOKENS, "cpu": ref[:1], "tpu": got[:1]}
+
+
+def _run_compile(run: Run, tpu_model: Any, tpu_args: Any, ref_out: dict) -> dict:
+    before = _snapshot_counters()
+    try:
+        compiled = torch.compile(tpu_model, backend="tpu")
+
+        def fwd():
+            with torch.no_grad():
+                return _call(compiled, tpu_args)
+
+        out = run.stage("compile", fwd)
+    except StageError as exc:
+        return {"status": "fail", "error": str(exc)[:1000], "error_type": type(exc.exc).__name__,
+                "traceback": exc.tb[-3000:]}
+    got = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
+    agree = compare.compare_all(got, ref_out, compare.FORWARD_RTOL, compare.FORWARD_ATOL)
+    counters = _counter_diff(before)
+    ok = agree["ok"] and not counters["fallbacks"]
+    return {"status": "pass" if ok else "fail", "agreement": agree, "cpu_rescued": counters}

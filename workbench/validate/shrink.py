@@ -1,0 +1,363 @@
+"""Shrink a ``transformers`` config to a tiny one of the same architecture.
+
+How transformers' own model testers size theirs (tests/models/*/test_modeling_*.py): 2 layers, width 32,
+2-4 heads, intermediate ~37, vocabulary 99, 8 experts with top-2, images of 8-30 pixels. The generic rule
+here works on the config's own dictionary, by attribute name, and only ever makes numbers smaller:
+
+* layer counts -> 2; per-layer lists (``layer_types`` ...) keep one layer of each kind, in order, and the
+  layer count grows to hold them; layer-index lists (``global_attn_indexes`` ...) are rescaled into the
+  new depth;
+* widths -> 64, head dims -> 16, heads -> 4 (key/value heads -> 2, or 4 without grouped attention),
+  feed-forward widths -> 128, experts -> 4 with top-2;
+* vocabularies -> 128; every special token id (``*_token_id``, ``*_token_index``) is renumbered into the
+  small vocabulary, the same original id to the same new id across all nested configs;
+* image sizes -> 32 pixels (patches at most 8), per-stage lists (``depths``, ``hidden_sizes``) shrunk with
+  their ratios kept.
+
+Architectures where the generic rule is wrong get a small entry in ``workbench.validate.families``, which is
+applied on top. The config is then rebuilt through ``config_class.from_dict`` so the class's own
+validation and derived attributes run on the shrunk values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LAYERS = 2
+WIDTH = 64
+HEAD_DIM = 16
+HEADS = 4
+KV_HEADS = 2
+FFN = 128
+EXPERT_FFN = 32
+EXPERTS = 4
+TOP_K = 2
+VOCAB = 128
+IMAGE = 32
+PATCH = 8
+SPECIAL_BASE = VOCAB - 1  # special ids are numbered downward from the top of the vocabulary
+
+
+def _name(*names: str) -> Callable[[str], bool]:
+    wanted = set(names)
+    return lambda key: key in wanted
+
+
+def _regex(pattern: str) -> Callable[[str], bool]:
+    compiled = re.compile(pattern)
+    return lambda key: bool(compiled.fullmatch(key))
+
+
+@dataclass(frozen=True)
+class IntRule:
+    """Integers whose key matches get ``min(value, cap)`` (values at or below ``floor`` are left alone)."""
+
+    kind: str
+    match: Callable[[str], bool]
+    cap: int
+    floor: int = 0
+
+
+# Order matters: the first rule whose key matches applies.
+INT_RULES: tuple[IntRule, ...] = (
+    IntRule("layers", _regex(r"(num_)?(hidden_|encoder_|decoder_|text_|vision_|audio_|cross_|global_|local_)?"
+                             r"(layers|n_layers?|num_layers|layer|blocks|hidden_layers|depth)"), LAYERS),
+    IntRule("layers", _name("n_layer", "num_hidden_layers", "encoder_layers", "decoder_layers", "num_layers",
+                            "depth", "num_decoder_layers", "num_encoder_layers", "n_layers", "decoder_num_layers",
+                            "encoder_num_layers", "num_hidden_blocks", "text_layers", "vision_layers"), LAYERS),
+    IntRule("heads", _name("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
+                           "encoder_num_key_value_heads", "decoder_num_key_value_heads"), KV_HEADS),
+    IntRule("heads", _regex(r"(num_|n_)?((encoder|decoder|text|vision|cross|global|swa|linear_num_key|"
+                            r"linear_num_value|index_n)_)?(attention_heads|heads|head|attn_heads)"), HEADS),
+    IntRule("head_dim", _regex(r".*(head_dim|d_kv|kv_channels|attention_head_size|dim_head|head_size)"),
+            HEAD_DIM),
+    IntRule("rope_head_dim", _name("qk_rope_head_dim", "qk_nope_head_dim"), HEAD_DIM // 2),
+    IntRule("lora_rank", _name("kv_lora_rank", "q_lora_rank"), 32),
+    IntRule("experts", _regex(r"(num_|n_)?(local_|routed_|moe_num_)?experts|moe_num_experts|num_experts"),
+            EXPERTS),
+    IntRule("top_k", _name("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token",
+                           "moe_top_k", "experts_per_token"), TOP_K),
+    IntRule("expert_groups", _name("n_group", "topk_group"), 1),
+    IntRule("shared_experts", _name("n_shared_experts", "num_shared_experts", "moe_num_shared_experts"), 1),
+    IntRule("ffn", _regex(r"(moe_|shared_expert_|expert_)intermediate_size"), EXPERT_FFN),
+    IntRule("ffn", _regex(r".*(intermediate_size|ffn_dim|d_ff|mlp_dim|ffn_hidden_size|intermediate_dim|"
+                          r"inner_dim|n_inner|ffn_size|intermediate)"), FFN),
+    IntRule("vocab", _regex(r".*vocab_size"), VOCAB, floor=VOCAB),
+    IntRule("width", _regex(r".*(hidden_size|d_model|n_embd|embed_dim|embedding_dim|embedding_size|"
+                            r"hidden_dim|model_dim|emb_dim|projection_dim|_dim_model|word_embed_proj_dim|"
+                            r"proj_dim|text_dim|vision_dim|d_embed|out_dim|output_dim)"), WIDTH, floor=WIDTH),
+    IntRule("width", _name("dim", "hidden", "channels", "embed_size"), WIDTH, floor=WIDTH),
+    IntRule("image", _name("image_size", "img_size", "input_size", "image_resolution", "resolution",
+                           "pretrain_image_size", "crop_size"), IMAGE, floor=IMAGE),
+    IntRule("patch", _name("patch_size", "patch_sizes"), PATCH),
+    IntRule("window", _name("sliding_window", "sliding_window_size", "attention_window", "local_attention",
+                            "attention_chunk_size"), 4),
+    IntRule("leading_dense", _name("first_k_dense_replace", "num_dense_layers", "first_dense_layers"), 1),
+    IntRule("period", _regex(r".*_(period|interval|freq|step)|sliding_window_pattern|decoder_sparse_step"), 2),
+    IntRule("offset", _regex(r".*_offset"), 1),
+    IntRule("codebook", _name("codebook_size", "num_embeddings", "n_codes"), 64, floor=64),
+    IntRule("queries", _name("num_queries", "num_query_tokens"), 8),
+    IntRule("max_window_layers", _name("max_window_layers"), LAYERS),
+    IntRule("kv_shared", _name("num_kv_shared_layers"), 0),
+)
+# Structural integers that the generic rules would mis-read: never touched.
+KEEP = {
+    "num_channels", "in_channels", "num_labels", "pad_token_id", "type_vocab_size", "num_mel_bins",
+    "max_position_embeddings", "spatial_merge_size", "temporal_patch_size", "merge_size", "num_beams",
+    "max_length", "min_length", "chunk_size_feed_forward", "pretraining_tp", "num_return_sequences",
+    "sampling_rate", "audio_channels", "no_repeat_ngram_size", "top_k_sampling", "rope_theta",
+    "tokens_per_second", "position_id_per_seconds",
+}
+TOKEN_ID = re.compile(r".*(_token_id|_token_index|_token_ids|token_id)$")
+STAGE_LISTS = {  # per-stage sizes: shrunk with their ratios kept
+    "depths": "layers", "stage_num_blocks": "layers", "blocks_per_stage": "layers", "num_block_repeats": "layers",
+    "stage_numb_of_layers": "layers", "n_attn_blocks": "layers", "block_repeats": "layers",
+    "hidden_sizes": "width", "embed_dim_per_stage": "width", "embed_dims": "width", "neck_hidden_sizes": "width",
+    "stage_out_channels": "width", "stage_in_channels": "width", "stage_mid_channels": "width",
+    "conv_dim": "width", "tdnn_dim": "width", "encoder_in_channels": "width", "decoder_in_channels": "width",
+    "backbone_channel_list": "width", "out_channels": "width", "in_channels": "width",
+    "encoder_hidden_sizes": "width", "downsample_channels": "width", "fusion_hidden_sizes": "width",
+    "convstream_hidden_sizes": "width", "post_process_channels": "width", "layer_list_out_channels": "width",
+    "base_attn_unit_dims": "width", "keypoint_encoder_sizes": "width", "out_features": "width",
+    "fine_fusion_dims": "width", "mask_feature_channels": "width", "intermediate_feature_dims": "width",
+    "enc_channels": "width", "vision_features_channels": "width",
+    "num_heads": "heads", "num_attention_heads": "heads", "num_attention_heads_per_stage": "heads",
+}
+INDEX_LIST = re.compile(r".*(index|indexes|indices|idxs|_ids|layers|_layer)$")
+STAGE_CAPS = {"layers": 1, "width": WIDTH, "heads": HEADS}
+
+
+@dataclass
+class ShrinkReport:
+    """What the shrinker changed, for the record: ``path: old -> new``."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def note(self, path: str, old: Any, new: Any) -> None:
+        if old != new:
+            self.changes[path] = [_jsonable(old), _jsonable(new)]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(_is_int(v) for v in value)
+
+
+def _rule_for(key: str) -> IntRule | None:
+    if key in KEEP:
+        return None
+    for rule in INT_RULES:
+        if rule.match(key):
+            return rule
+    return None
+
+
+def is_subconfig(value: Any) -> bool:
+    return isinstance(value, dict) and ("model_type" in value or "architectures" in value
+                                        or "transformers_version" in value)
+
+
+class TokenIds:
+    """Renumbers special token ids into the small vocabulary: one new id per distinct original id,
+    downward from the top of the smallest (shrunk) text vocabulary."""
+
+    def __init__(self, top: int = SPECIAL_BASE) -> None:
+        self.mapping: dict[int, int] = {}
+        self.top = top
+
+    def new(self, old: int) -> int:
+        if old < 0:
+            return old
+        if old < 8:  # pad/bos/eos of small vocabularies: already valid
+            self.mapping.setdefault(old, old)
+            return old
+        if old not in self.mapping:
+            self.mapping[old] = self.top - len([v for k, v in self.mapping.items() if k >= 8])
+        return self.mapping[old]
+
+    @property
+    def reserved(self) -> set[int]:
+        return set(self.mapping.values())
+
+
+def _scale_stage_list(values: list[int], kind: str) -> list[int]:
+    cap = STAGE_CAPS[kind]
+    if kind == "layers":
+        return [min(v, cap) for v in values]
+    top = max(values)
+    if top <= cap:
+        return list(values)
+    if kind == "heads":
+        base = min(v for v in values if v > 0) if any(v > 0 for v in values) else 1
+        return [max(1, v // base) if v > 0 else 0 for v in values]
+    factor = math.ceil(top / (cap * 2))  # widths: keep ratios, the widest stage at most 2x the cap
+    step = 8
+    return [max(step, (v // factor) // step * step) if v > 0 else 0 for v in values]
+
+
+def _representative(values: list, n: int) -> list:
+    """One entry of each distinct kind (first occurrences, in order), padded to ``n`` entries."""
+    try:
+        seen: dict = {}
+        for i, v in enumerate(values):
+            seen.setdefault(v if not isinstance(v, list) else tuple(v), i)
+    except TypeError:
+        return list(values[:n])
+    if len(seen) == len(values):  # every entry distinct: a plain prefix
+        return list(values[:n])
+    picks = sorted(seen.values())
+    i = 0
+    while len(picks) < n and i < len(values):
+        if i not in picks:
+            picks.append(i)
+        i += 1
+    return [values[i] for i in sorted(picks)]
+
+
+def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "") -> dict:
+    """Shrunk copy of one config dictionary (recursing into nested configs)."""
+    out = dict(d)
+    old_layers: dict[str, int] = {}
+    for key, value in d.items():
+        where = f"{path}{key}"
+        if is_subconfig(value):
+            out[key] = shrink_dict(value, tokens, report, f"{where}.")
+            continue
+        if isinstance(value, dict) and value and all(is_subconfig(v) for v in value.values()):
+            out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.") for k, v in value.items()}
+            continue
+        if TOKEN_ID.fullmatch(key) and (_is_int(value) or _int_list(value)):
+            new = tokens.new(value) if _is_int(value) else [tokens.new(v) for v in value]
+            report.note(where, value, new)
+            out[key] = new
+            continue
+        if _is_int(value):
+            rule = _rule_for(key)
+            if rule is None or value <= rule.floor:
+                continue
+            new = min(value, rule.cap)
+            if rule.kind == "layers":
+                old_layers[key] = value
+            report.note(where, value, new)
+            out[key] = new
+        elif _int_list(value) and key in STAGE_LISTS:
+            new = _scale_stage_list(list(value), STAGE_LISTS[key])
+            report.note(where, value, new)
+            out[key] = new
+        elif _int_list(value) and key in ("image_size", "input_size", "img_size"):
+            new = [min(v, IMAGE) for v in value]
+            report.note(where, value, new)
+            out[key] = new
+        elif _int_list(value) and key in ("patch_size",) and len(value) == 2:
+            new = [min(v, PATCH) for v in value]
+            report.note(where, value, new)
+            out[key] = new
+    _fit_layer_lists(d, out, old_layers, report, path)
+    _fit_heads(d, out, report, path)
+    return out
+
+
+def _fit_layer_lists(d: dict, out: dict, old_layers: dict[str, int], report: ShrinkReport, path: str) -> None:
+    """Per-layer lists keep one layer of each kind; layer-index lists are rescaled into the new depth."""
+    if not old_layers:
+        return
+    by_length: dict[int, list[str]] = {}
+    for key, old in old_layers.items():
+        by_length.setdefault(old, []).append(key)
+    for key, value in d.items():
+        if not isinstance(value, (list, tuple)) or not value or key in STAGE_LISTS or TOKEN_ID.fullmatch(key):
+            continue
+        owners = by_length.get(len(value))
+        if owners and not (_int_list(value) and INDEX_LIST.fullmatch(key) and _looks_like_indices(value)):
+            n = max(out[k] for k in owners)
+            new = _representative(list(value), n)
+            for k in owners:
+                if out[k] < len(new):
+                    report.note(f"{path}{k}", out[k], len(new))
+                    out[k] = len(new)
+            report.note(f"{path}{key}", value, new)
+            out[key] = new
+            continue
+        if _int_list(value) and INDEX_LIST.fullmatch(key) and _looks_like_indices(value):
+            depth_keys = [k for k, old in old_layers.items() if old > max(v for v in value if v >= 0)]
+            if not depth_keys:
+                continue
+            k = min(depth_keys, key=lambda k: old_layers[k])
+            old_n, new_n = old_layers[k], out[k]
+            new = sorted({min(new_n - 1, (v * new_n) // old_n) if v >= 0 else v for v in value})
+            report.note(f"{path}{key}", value, new)
+            out[key] = new
+
+
+def _looks_like_indices(values) -> bool:
+    return len(set(values)) == len(values) and list(values) == sorted(values)
+
+
+def _fit_heads(d: dict, out: dict, report: ShrinkReport, path: str) -> None:
+    """Key/value heads divide the attention heads after shrinking; full multi-head attention stays so."""
+    for heads_key in ("num_attention_heads", "n_head", "num_heads"):
+        heads, old_heads = out.get(heads_key), d.get(heads_key)
+        if not _is_int(heads):
+            continue
+        for kv_key in ("num_key_value_heads", "n_kv_heads", "num_kv_heads"):
+            kv, old_kv = out.get(kv_key), d.get(kv_key)
+            if not _is_int(kv) or kv <= 0:
+                continue
+            new = heads if old_kv == old_heads else (math.gcd(heads, kv) if heads % kv else kv)
+            report.note(f"{path}{kv_key}", kv, new)
+            out[kv_key] = new
+        break
+
+
+def smallest_text_vocab(d: dict) -> int:
+    """The smallest vocabulary of at least 16 entries anywhere in a (shrunk) config tree."""
+    found = []
+
+    def walk(node: dict) -> None:
+        for key, value in node.items():
+            if is_subconfig(value):
+                walk(value)
+            elif _is_int(value) and key.endswith("vocab_size") and value >= 16:
+                found.append(value)
+
+    walk(d)
+    return min(found) if found else VOCAB
+
+
+def set_path(d: dict, dotted: str, value: Any) -> None:
+    """``d["a"]["b"] = value`` for ``dotted == "a.b"`` (creating nested dicts as needed)."""
+    *parents, last = dotted.split(".")
+    node = d
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def get_path(d: dict, dotted: str, default: Any = None) -> Any:
+    node: Any = d
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def shrink_config_dict(d: dict) -> tuple[dict, ShrinkReport, TokenIds]:
+    """Generic shrink of a config dictionary; returns the new dictionary, the changes and the token ids."""
+    report = ShrinkReport()
+    first = shrink_dict(d, TokenIds(), ShrinkReport())  # to learn the shrunk vocabularies
+    tokens = TokenIds(top=min(VOCAB, smallest_text_vocab(first)) - 1)
+    return shrink_dict(d, tokens, report), report, tokens
