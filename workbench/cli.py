@@ -9,9 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
+import warnings
 from pathlib import Path
 
+from workbench import argtypes
+from workbench.catalog import CatalogError
 from workbench.errors import WorkbenchError
+from workbench.results import SchemaError
 
 EPILOG_MAIN = """\
 examples:
@@ -28,13 +33,6 @@ Numbers carry their provenance: measured (this host), projected (a stated model 
 inputs) or published (a cited source). A "tpu" run that JAX executes on the CPU is labelled
 "tpu via XLA:CPU", never as a TPU.
 """
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def _add_run(sub) -> None:
@@ -54,18 +52,25 @@ def _add_run(sub) -> None:
                f"phases: {', '.join(PHASES)} (decoders); {', '.join(VISION_PHASES)} (small-cnn)\n"
                "MFU: vs the catalog peak of the device's chip; on a host CPU (and a tpu emulated on it)\n"
                "vs a measured host-CPU matmul peak. Decode also reports memory-bandwidth utilisation.")
-    p.add_argument("-w", "--workload", nargs="+", default=["tiny"], metavar="NAME")
-    p.add_argument("-p", "--phase", nargs="+", default=["train"], metavar="PHASE")
-    p.add_argument("-d", "--device", nargs="+", default=["cpu"], metavar="DEV", help="cpu, cuda, tpu")
-    p.add_argument("-b", "--batch", nargs="+", type=int, default=[4])
-    p.add_argument("-s", "--seq", nargs="+", type=int, default=[64], help="sequence (decode: context) length")
+    p.add_argument("-w", "--workload", nargs="+", default=["tiny"], metavar="NAME",
+                   help="workload presets to run (default tiny; listed below)")
+    p.add_argument("-p", "--phase", nargs="+", default=["train"], metavar="PHASE",
+                   help=f"phases to run: {', '.join(dict.fromkeys((*PHASES, *VISION_PHASES)))} (default train)")
+    p.add_argument("-d", "--device", nargs="+", default=["cpu"], metavar="DEV",
+                   help="devices present here: cpu, cuda, tpu (default cpu)")
+    p.add_argument("-b", "--batch", nargs="+", type=argtypes.POSITIVE_INT, default=[4], metavar="N",
+                   help="sequences (images) per step, integers >= 1 (default 4)")
+    p.add_argument("-s", "--seq", nargs="+", type=argtypes.POSITIVE_INT, default=[64], metavar="T",
+                   help="sequence length (decode: context length), integers >= 1 (default 64)")
     p.add_argument("--compiled", choices=["no", "yes", "both"], default="no",
                    help="torch.compile the model (backend 'tpu' on tpu, inductor elsewhere)")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="dtype of the weights and activations (default fp32)")
     p.add_argument("--convention", default="palm", choices=list(CONVENTIONS), help="attention FLOP convention")
-    p.add_argument("--budget", type=_positive_float, default=2.0, help="seconds of timing per combination")
+    p.add_argument("--budget", type=argtypes.POSITIVE, default=2.0, metavar="S",
+                   help="seconds of timing per combination, > 0 (default 2)")
     p.add_argument("-o", "--out", default="results/runs.jsonl", help="JSONL file to append to")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _cmd_run(args) -> int:
@@ -95,23 +100,36 @@ def _add_compare(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="example:\n  tpu-bench compare results/*.jsonl --baseline cpu\n"
                               "variants are device names, '+compiled' when torch.compile was used")
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="+", help="result JSONL files or folders of them")
     p.add_argument("--baseline", default=None, help="variant the ratio is taken against (default cpu)")
     p.add_argument("--csv", default=None, help="also write the table as CSV")
 
 
 def _cmd_compare(args) -> int:
-    from workbench.compare import compare_table, format_table
+    from workbench import tables
+    from workbench.compare import compare_table, format_table, other_records_table
     from workbench.results import load_results
 
-    table = compare_table(load_results(*args.files), baseline=args.baseline)
-    print(format_table(table))
+    df = load_results(*args.files)
+    if df.empty:
+        raise WorkbenchError(f"no records in {', '.join(args.files)}")
+    others = other_records_table(df)
+    table = None
+    if (df["provenance"] == "measured").any():
+        table = compare_table(df, baseline=args.baseline)
+        print(format_table(table))
+    if len(others):
+        counts = ", ".join(f"{n} {kind}" for kind, n in others["provenance"].value_counts().sort_index().items())
+        print(f"\nnot compared with the measured runs ({counts}: other provenance):" if table is not None
+              else f"no measured records; {counts} record(s):")
+        print(tables.text(others))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        (table if table is not None else others).to_csv(args.csv, index=False)
     return 0
 
 
 def _add_project(sub) -> None:
+    from workbench.flops import PHASES as FLOP_PHASES
     from workbench.projection import LAYOUTS
 
     p = sub.add_parser(
@@ -124,72 +142,48 @@ def _add_project(sub) -> None:
                f"layouts: {', '.join(LAYOUTS)} or explicit 'dp=2,fsdp=64,tp=4,ep=8'\n"
                "every assumption (efficiencies, overlap, scale-out bandwidth) is an option with a default\n"
                "and is written into each projected record.")
-    p.add_argument("--chip", nargs="+", default=["TPU v7"])
-    p.add_argument("-w", "--workload", default="llama3-70b")
-    p.add_argument("-p", "--phase", default="train", choices=["train", "prefill", "decode"])
-    p.add_argument("--chips", nargs="+", type=int, default=[1, 8, 64, 512, 4096, 8192])
-    p.add_argument("--layout", default="fsdp")
-    p.add_argument("--batch", nargs="+", type=int, default=None,
-                   help="sequences per chip (train/prefill) or concurrent sequences (decode)")
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--precision", default="bf16")
-    p.add_argument("--compute-efficiency", type=float, default=None)
-    p.add_argument("--memory-efficiency", type=float, default=None)
-    p.add_argument("--overlap", type=float, default=None)
-    p.add_argument("--scaleout-gbps", type=float, default=None, help="scale-out GB/s per chip")
-    p.add_argument("--scaleup-domain", type=int, default=None, help="override the chip's scale-up domain (e.g. slice size)")
-    p.add_argument("--run-tokens", type=float, default=None,
-                   help="also print the $ cost of a run of this many tokens (e.g. 15e12), cheapest tier")
+    p.add_argument("--chip", nargs="+", default=["TPU v7"], metavar="CHIP",
+                   help='catalog chips (names or aliases; `tpu-bench catalog list`), default "TPU v7"')
+    p.add_argument("-w", "--workload", default="llama3-70b", help="decoder preset (default llama3-70b)")
+    p.add_argument("-p", "--phase", default="train", choices=list(FLOP_PHASES), help="phase (default train)")
+    p.add_argument("--chips", nargs="+", type=argtypes.POSITIVE_INT, default=[1, 8, 64, 512, 4096, 8192],
+                   metavar="N", help="chip counts, integers >= 1")
+    p.add_argument("--layout", default="fsdp",
+                   help="parallel layout: a name listed below or explicit 'dp=..,fsdp=..,tp=..,ep=..' (default fsdp)")
+    p.add_argument("--batch", nargs="+", type=argtypes.POSITIVE_INT, default=None, metavar="N",
+                   help="sequences per chip (train/prefill) or concurrent sequences (decode), integers >= 1 "
+                        "(default: the phase's default batch)")
+    p.add_argument("--seq", type=argtypes.POSITIVE_INT, default=4096,
+                   help="sequence length (decode: context length), integer >= 1 (default 4096)")
+    p.add_argument("--precision", default="bf16",
+                   help="precision of the math and weights; the chip needs a catalog peak for it (default bf16)")
+    p.add_argument("--compute-efficiency", type=argtypes.FRACTION, default=None,
+                   help="fraction of the dense peak reached, in (0, 1]")
+    p.add_argument("--memory-efficiency", type=argtypes.FRACTION, default=None,
+                   help="fraction of the HBM bandwidth reached, in (0, 1]")
+    p.add_argument("--overlap", type=argtypes.SHARE, default=None,
+                   help="share of communication hidden under math, in [0, 1]")
+    p.add_argument("--scaleout-gbytes-per-s", "--scaleout-gbps", type=argtypes.POSITIVE, default=None,
+                   help="scale-out (NIC / TPU DCN) GB/s per chip and direction, > 0 (default: the catalog's "
+                        "vendor Gb/s figure / 8)")
+    p.add_argument("--scaleup-domain", type=argtypes.POSITIVE_INT, default=None,
+                   help="override the chip's scale-up domain (e.g. slice size), integer >= 1")
+    p.add_argument("--run-tokens", type=argtypes.POSITIVE, default=None,
+                   help="also print the $ cost of a run of this many tokens (e.g. 15e12) at the chosen price kind")
     p.add_argument("--vs-published", action="store_true", help="print projected vs published points")
     p.add_argument("-o", "--out", default=None, help="append projected records to this JSONL")
-    p.add_argument("--catalog-file", action="append", default=[])
+    p.add_argument("--catalog-file", action="append", default=[], metavar="FILE",
+                   help="extra catalog TOML/JSON file (repeatable)")
+    from workbench.projection.cli import EPILOG, add_arguments
+
+    add_arguments(p)
+    p.epilog += "\n" + EPILOG
 
 
 def _cmd_project(args) -> int:
-    import pandas as pd
+    from workbench.projection.cli import run
 
-    from workbench.catalog import load_catalog
-    from workbench.cost import usd_per_run
-    from workbench.projection import Assumptions, format_vs_published, project, projection_vs_published
-    from workbench.results import append_records
-
-    if args.vs_published:
-        print(format_vs_published(projection_vs_published()))
-        return 0
-    catalog = load_catalog(args.catalog_file)
-    overrides = {k: v for k, v in {"compute_efficiency": args.compute_efficiency,
-                                    "memory_efficiency": args.memory_efficiency, "overlap": args.overlap,
-                                    "scaleout_gbps_per_chip": args.scaleout_gbps,
-                                    "scaleup_domain": args.scaleup_domain}.items() if v is not None}
-    assumptions = Assumptions(**overrides)
-    records, rows = [], []
-    for chip in args.chip:
-        for n in args.chips:
-            for b in args.batch or [None]:
-                rec = project(catalog.chip(chip), args.workload, args.phase, n, args.layout, batch=b,
-                              seq=args.seq, precision=args.precision, assumptions=assumptions, catalog=catalog)
-                records.append(rec)
-                cheapest = min(rec.cost, key=lambda c: c["usd_per_mtok"]) if rec.cost else None
-                row = {"chip": rec.chip, "n_chips": rec.n_chips, "layout": rec.extra["layout"],
-                             "batch": rec.batch, "tok/s/chip": rec.tokens_per_s_per_chip,
-                             "tok/s/user": rec.tokens_per_s_per_user, "MFU%": 100 * rec.mfu,
-                             "bound": rec.extra["bound"], "comm%": 100 * rec.extra["comm_fraction"],
-                             "fits": rec.extra["fits_in_hbm"],
-                             "$/Mtok (cheapest tier)": (f"{cheapest['usd_per_mtok']:.4f} ({cheapest['tier']})"
-                                                        if cheapest else "no price")}
-                if args.run_tokens and cheapest:
-                    row["$ per run (cheapest)"] = usd_per_run(args.run_tokens, rec.tokens_per_s_per_chip, n,
-                                                              cheapest["usd_per_chip_hour"])
-                    row["run days"] = args.run_tokens / rec.tokens_per_s / 86400
-                rows.append(row)
-    with pd.option_context("display.width", 250, "display.float_format", "{:,.2f}".format):
-        print(pd.DataFrame(rows).to_string(index=False))
-    print(f"model: {records[0].source['model']} v{records[0].source['model_version']}; assumptions: "
-          + ", ".join(f"{k}={v}" for k, v in records[0].source["assumptions"].items()))
-    if args.out:
-        append_records(args.out, records)
-        print(f"{len(records)} projected record(s) appended to {args.out}")
-    return 0
+    return run(args)
 
 
 def _add_plot(sub) -> None:
@@ -202,9 +196,9 @@ def _add_plot(sub) -> None:
                               "  tpu-bench plot --kind scaling roofline pareto cost --outdir plots/   "
                               "(projection figures need no files)\n"
                               f"kinds: {', '.join(KINDS)}")
-    p.add_argument("files", nargs="*")
-    p.add_argument("--kind", nargs="+", default=["all"], choices=[*KINDS, "all"])
-    p.add_argument("--outdir", default="plots")
+    p.add_argument("files", nargs="*", help="result JSONL files for the measured figures (throughput, mfu)")
+    p.add_argument("--kind", nargs="+", default=["all"], choices=[*KINDS, "all"], help="figures to draw (default all)")
+    p.add_argument("--outdir", default="plots", help="folder for the PNGs (default plots/)")
     p.add_argument("--chip", nargs="+", default=["TPU v7", "H100 SXM", "B200"],
                    help="chips for the projected figures (cost, pareto, scaling, roofline)")
     p.add_argument("-w", "--workload", default="llama3-70b", help="model for the projected figures")
@@ -224,10 +218,10 @@ def _add_catalog(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog='examples:\n  tpu-bench catalog list\n  tpu-bench catalog show "TPU v7"\n'
                               "  tpu-bench catalog list --file my_chips.toml   (add chips or [[price]] entries)")
-    p.add_argument("action", choices=["list", "show"])
-    p.add_argument("name", nargs="?")
+    p.add_argument("action", choices=["list", "show"], help="list every chip, or show one")
+    p.add_argument("name", nargs="?", help="chip name or alias (for show)")
     p.add_argument("--file", action="append", default=[], help="extra catalog TOML/JSON file")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _cmd_catalog(args) -> int:
@@ -238,15 +232,9 @@ def _cmd_catalog(args) -> int:
         if args.json:
             print(json.dumps([c.to_dict() for c in catalog.chips()], indent=1))
             return 0
-        print(f"{'chip':<11} {'dev/chip':>8} {'BF16 TF/s':>9} {'FP8 TF/s':>8} {'HBM GB':>7} {'HBM GB/s':>8} "
-              f"{'scale-up GB/s':>14} {'domain':>6} {'TDP W':>6}  prices")
-        for c in catalog.chips():
-            peak = c.peak_tflops
-            tiers = ", ".join(f"{p.tier} ${p.usd_per_chip_hour:g}" for p in c.prices) or "-"
-            print(f"{c.name:<11} {c.devices_per_chip:>8} {peak.get('bf16', float('nan')):>9,.0f} "
-                  f"{peak.get('fp8', float('nan')):>8,.0f} {c.hbm_gb:>7.0f} {c.hbm_bw_gbps:>8,.0f} "
-                  f"{c.scaleup_bw_gbps:>8,.0f} {c.scaleup_direction:<5} {c.scaleup_domain:>6} "
-                  f"{c.tdp_w or float('nan'):>6.0f}  {tiers}")
+        from workbench.catalog.listing import format_list
+
+        print(format_list(catalog))
         return 0
     if not args.name:
         raise WorkbenchError(f"catalog show needs a chip name; known: {', '.join(catalog.names())}")
@@ -272,19 +260,37 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tpu-bench", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG_MAIN,
         description="Throughput, MFU and cost of real workloads: measured here, projected for catalog "
                     "chips at any scale, and published reference points, never mixed silently.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,compare,project,plot,catalog,demo}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,compare,project,plot,catalog,validate,demo}")
     _add_run(sub)
     _add_compare(sub)
     _add_project(sub)
     _add_plot(sub)
     _add_catalog(sub)
+    _add_validate(sub)
     d = sub.add_parser("demo", help="the guided end-to-end demo (migrate → run → compare → plot)")
-    d.add_argument("demo_args", nargs=argparse.REMAINDER)
+    d.add_argument("demo_args", nargs=argparse.REMAINDER, help="the demo's own options (tpu-bench demo --help)")
     return parser
 
 
+def _add_validate(sub) -> None:
+    from workbench.validate.cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_validate(args) -> int:
+    from workbench.validate.cli import run
+
+    return run(args)
+
+
 COMMANDS = {"run": _cmd_run, "compare": _cmd_compare, "project": _cmd_project, "plot": _cmd_plot,
-            "catalog": _cmd_catalog, "demo": _cmd_demo}
+            "catalog": _cmd_catalog, "validate": _cmd_validate, "demo": _cmd_demo}
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings about user files (a skipped results line) as one line, without source context."""
+    print(f"tpu-bench: warning: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,20 +305,29 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["demo"]:  # the demo parses its own options (argparse.REMAINDER refuses a leading --flag)
         return _cmd_demo(argparse.Namespace(demo_args=argv[1:]))
     args = parser.parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except WorkbenchError as exc:
-        print(f"tpu-bench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"tpu-bench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        if "backend extension" not in str(exc):
-            raise
-        print(f"tpu-bench {args.command}: error: torch could not autoload the 'tpu' backend ({exc}); "
-              "set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to measure on cpu without it", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            return COMMANDS[args.command](args)
+        except USER_ERRORS as exc:
+            print(f"tpu-bench {args.command}: error: {_first_line(exc)}", file=sys.stderr)
+            return 2
+        except RuntimeError as exc:
+            if "backend extension" not in str(exc):
+                raise
+            print(f"tpu-bench {args.command}: error: torch could not autoload the 'tpu' backend ({exc}); "
+                  "set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to measure on cpu without it", file=sys.stderr)
+            return 2
+
+
+USER_ERRORS = (WorkbenchError, CatalogError, SchemaError, tomllib.TOMLDecodeError, json.JSONDecodeError,
+               FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
+"""Errors caused by what the user typed or pointed at: one line, exit status 2, no traceback."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Side-by-side tables of result files: throughput and MFU per device, and ratios to a baseline."""
+"""Side-by-side tables of result files: throughput and MFU per device, and ratios to a baseline.
+
+Only measured records are compared with each other (a ratio between a run here and a projection would
+mix provenance); projected and published records in the same files are listed in their own table, so
+none is dropped without a word.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +51,28 @@ def compare_table(df: pd.DataFrame, *, baseline: str | None = None) -> pd.DataFr
     agg["mfu_pct"] = 100 * agg["mfu"]
     agg["step_ms"] = 1e3 * agg["step_median_s"]
     return agg.drop(columns=["mfu", "step_median_s"])
+
+
+def other_records_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Projected and published records, one row each: what, where (chip × count), tokens/s per chip, MFU."""
+    rows = []
+    for r in df[df["provenance"] != "measured"].to_dict("records"):
+        n = r.get("n_chips")
+        rows.append({"provenance": r["provenance"], "workload": r["workload"], "phase": r["phase"],
+                     "chip": r.get("chip") or r.get("device"),
+                     "chips": int(n) if isinstance(n, int | float) and n == n and n >= 1 else None,
+                     "batch": r.get("batch"), "seq": r.get("seq"), "tokens/s per chip": r.get("tokens_per_s_per_chip"),
+                     "tokens": r.get("tokens_kind"),
+                     "MFU %": 100 * r["mfu"] if isinstance(r.get("mfu"), float) and r["mfu"] == r["mfu"] else None,
+                     "source": _source_note(r)})
+    return pd.DataFrame(rows)
+
+
+def _source_note(r: dict) -> str:
+    src = r.get("source") or {}
+    if r["provenance"] == "projected":
+        return f"{src.get('model', '?')} v{src.get('model_version', '?')}"
+    return str(src.get("title") or src.get("url") or "")
 
 
 def format_table(table: pd.DataFrame) -> str:

@@ -11,5 +11,5 @@ class WorkbenchError(ValueError):
 
 def unknown(kind: str, name: object, choices: Iterable[object]) -> str:
     """Message naming the bad value and every valid choice, so the user never has to guess."""
-    listed = ", ".join(sorted(str(c) for c in choices))
+    listed = ", ".join(sorted({str(c) for c in choices}))
     return f"unknown {kind} {name!r}; valid choices: {listed}"

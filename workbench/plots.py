@@ -480,4 +480,4 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
                     for ph, b in (("train", 4), ("prefill", 1), ("decode", 1), ("decode", 64))]
             plot_roofline(chip_objs, recs, path=path)
         written.append(path)
-        return written
+    return written

@@ -7,6 +7,7 @@ most the record being written; a torn line is skipped on load with a warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import uuid
 import warnings
@@ -14,13 +15,21 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import WorkbenchError
+
 SCHEMA_VERSION = 1
 PROVENANCES = ("measured", "projected", "published")
 TOKEN_KINDS = ("total", "output", "input", "images", "unstated", "n/a")
+POSITIVE_FIELDS = ("batch", "seq", "tokens_per_s", "step_median_s", "peak_memory_bytes")
+"""Fields that, when set, must be > 0: a record of 0 tokens/s or batch 0 is never written or read."""
 
 
 class SchemaError(ValueError):
     """A record that does not fit the schema (bad provenance, newer schema_version, missing field)."""
+
+
+class ResultsFileError(WorkbenchError):
+    """A results file the user named holds no usable record."""
 
 
 @dataclass
@@ -31,6 +40,9 @@ class Record:
     output = generated only). ``source`` holds the provenance details:
     measured → host, versions, git revision, date, platform; projected → model name/version and every
     input; published → title/URL and the exact setting. Raw step-time samples are in ``step_samples_s``.
+    ``peak_memory_bytes`` (measured) is the most memory the step held on the device, and
+    ``peak_memory_basis`` says what that number is (``torch.cuda.max_memory_allocated``, or on a host CPU
+    the process's peak resident set, which includes the interpreter and libraries).
     """
 
     provenance: str
@@ -69,6 +81,8 @@ class Record:
     peak_basis: str | None = None
     mbu: float | None = None
     bandwidth_basis: str | None = None
+    peak_memory_bytes: float | None = None
+    peak_memory_basis: str | None = None
     cost: list[dict] = field(default_factory=list)
     energy: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +104,10 @@ class Record:
             raise SchemaError("a measured record must keep its raw step-time samples")
         if not self.source:
             raise SchemaError("every record needs its provenance details in `source`")
+        for name in POSITIVE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise SchemaError(f"{name} must be a positive finite number, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,13 +116,13 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> Record:
         """Inverse of to_dict. Refuses newer schema versions; unknown keys (from a newer minor
         writer) are kept under ``extra['unknown_fields']`` rather than dropped."""
-        version = d.get("schema_version", 0)
+        missing = [k for k in ("schema_version", "provenance", "workload", "phase", "device") if k not in d]
+        if missing:
+            raise SchemaError(f"record missing {', '.join(missing)}")
+        version = d["schema_version"]
         if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
             raise SchemaError(f"schema_version {version!r} not supported (this reader: 1..{SCHEMA_VERSION})")
         names = {f.name for f in fields(cls)}
-        missing = [k for k in ("provenance", "workload", "phase", "device") if k not in d]
-        if missing:
-            raise SchemaError(f"record missing {', '.join(missing)}")
         known = {k: v for k, v in d.items() if k in names}
         unknown_fields = {k: v for k, v in d.items() if k not in names}
         rec = cls(**known)
@@ -138,21 +156,45 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def read_records(path: str | Path) -> list[Record]:
-    """Records of one file; unparseable lines (a torn last write) are skipped with a warning."""
+    """Records of one file. A line that is not a record is skipped with a one-line warning naming the
+    file and line: unparseable JSON (a torn write), JSON that is not an object, an object that is not a
+    valid record, or a record from a newer schema. A file with lines but no record at all is an error."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ResultsFileError(f"{path}: not a results file (not UTF-8 text)") from None
     out: list[Record] = []
+    skipped: list[str] = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        problem = None
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
-            where = "last line" if i == len(lines) else f"line {i} of {len(lines)}"
-            warnings.warn(f"{path}: skipping torn/corrupt {where} (an interrupted write?)", stacklevel=2)
-            continue
-        out.append(Record.from_dict(data))
+            problem = "torn/corrupt JSON (an interrupted write?)"
+        else:
+            if not isinstance(data, dict):
+                problem = f"a JSON {_json_kind(data)}, not a record object"
+            else:
+                try:
+                    out.append(Record.from_dict(data))
+                except (SchemaError, TypeError) as exc:
+                    problem = f"not a valid record: {str(exc).splitlines()[0]}"
+        if problem:
+            skipped.append(f"line {i} of {len(lines)}" + (" (last line)" if i == len(lines) else "") + f": {problem}")
+    if skipped and not out:
+        more = f" (and {len(skipped) - 1} more line(s))" if len(skipped) > 1 else ""
+        raise ResultsFileError(f"{path}: no result record; {skipped[0]}{more}")
+    for where in skipped:
+        warnings.warn(f"{path}: skipping {where}", stacklevel=2)
     return out
+
+
+def _json_kind(value: object) -> str:
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__)
 
 
 def load_results(*paths: str | Path):
@@ -161,7 +203,7 @@ def load_results(*paths: str | Path):
     One row per record; columns are the record fields plus ``file``. The published reference points
     are :func:`workbench.published.published_records`.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: writers and readers of records never need pandas
 
     rows: list[dict] = []
     for p in paths:

@@ -15,6 +15,7 @@ from workbench import flops as flopsmod
 from workbench.catalog import Catalog, Chip, load_catalog
 from workbench.devices import DeviceInfo, check_device, describe_device
 from workbench.errors import WorkbenchError, unknown
+from workbench.memory import MemoryPeak, peak_memory
 from workbench.metrics import (
     bandwidth_utilisation,
     measure_cpu_matmul_peak,
@@ -36,6 +37,15 @@ from workbench.workloads import (
 )
 
 DEFAULT_BUDGET_S = 2.0
+
+
+def check_sizes(*, batch: object = 1, seq: object = 1, budget_s: object = 1.0) -> None:
+    """Refuse sizes no run can have, before anything is built: a record of batch 0 is never written."""
+    for name, value in (("batch", batch), ("seq", seq)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise WorkbenchError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not budget_s > 0:
+        raise WorkbenchError(f"budget_s must be a number > 0, got {budget_s!r}")
 
 
 def _resolve_chip(info: DeviceInfo, chip: str | None, catalog: Catalog) -> Chip | None:
@@ -74,7 +84,8 @@ class _Work:
 
 
 def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *, workload: str, phase: str,
-            precision: str, batch: int | None, seq: int | None, compiled: bool, tokens_kind: str) -> Record:
+            precision: str, batch: int | None, seq: int | None, compiled: bool, tokens_kind: str,
+            memory: MemoryPeak) -> Record:
     step = work.step
     tps = step.tokens / timing.median_s
     devices_per_chip = chip.devices_per_chip if chip else 1
@@ -90,6 +101,7 @@ def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *,
     rec_mbu = bw_basis = None
     extra: dict = {"per_chip_assumes": "all devices of the chip run alike"} if devices_per_chip > 1 else {}
     extra.update(peak_extra)
+    extra.update({f"memory_{k}": v for k, v in memory.extra.items()})
     if phase == "decode" and "weight_bytes" in step.info:
         bytes_per_step = step.info["weight_bytes"] + step.info["kv_bytes_per_step"]
         if chip is None:
@@ -113,6 +125,7 @@ def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *,
         compile_s=timing.compile_s, timing_method=timing.method, flops_per_token=work.flops_per_token,
         flop_convention=work.convention, achieved_tflops=achieved / 1e12, mfu=mfu(work.flops_per_token, tps, peak_flops),
         peak_tflops=peak_flops / 1e12, peak_basis=peak_basis, mbu=rec_mbu, bandwidth_basis=bw_basis,
+        peak_memory_bytes=memory.bytes, peak_memory_basis=memory.basis or None,
         cost=[c.to_dict() for c in costmod.cost_lines(chip.prices, per_chip)] if chip else [],
         energy=costmod.energy(chip, per_chip) if chip else {}, config=work.config,
         source=_measured_source(info), extra=extra, created=now_utc())
@@ -130,6 +143,7 @@ def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = Fa
     """
     if workload not in workload_names():
         raise WorkbenchError(unknown("workload", workload, workload_names()))
+    check_sizes(batch=batch, seq=seq, budget_s=budget_s)
     valid_phases = VISION_PHASES if workload in VISION_WORKLOADS else PHASES
     if phase not in valid_phases:
         raise WorkbenchError(unknown(f"phase for {workload}", phase, valid_phases))
@@ -151,10 +165,11 @@ def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = Fa
         work = _Work(step, flopsmod.flops_per_token(cfg, phase, seq, convention=convention), convention,
                      cfg.to_dict())
         seq_out = seq
-    timing = time_callable(step.fn, device=device, budget_s=budget_s, compiled=compiled)
+    with peak_memory(device) as memory:
+        timing = time_callable(step.fn, device=device, budget_s=budget_s, compiled=compiled)
     kind_of_tokens = "images" if step.unit == "images" else ("output" if phase == "decode" else "total")
     return _record(work, timing, info, the_chip, workload=workload, phase=phase, precision=precision,
-                   batch=batch, seq=seq_out, compiled=compiled, tokens_kind=kind_of_tokens)
+                   batch=batch, seq=seq_out, compiled=compiled, tokens_kind=kind_of_tokens, memory=memory)
 
 
 def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device: str = "cpu",
@@ -168,8 +183,9 @@ def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device
     FLOPs per call default to ``torch.utils.flop_counter`` over one extra call (convention
     "flop_counter"); pass ``flops_per_call`` to use your own count ("user").
     """
-    if tokens_per_call <= 0:
-        raise WorkbenchError("tokens_per_call must be a positive integer")
+    if not isinstance(tokens_per_call, int) or tokens_per_call < 1:
+        raise WorkbenchError(f"tokens_per_call must be an integer >= 1, got {tokens_per_call!r}")
+    check_sizes(budget_s=budget_s)
     kind = check_device(device)
     catalog = catalog or load_catalog()
     info = describe_device(kind, catalog)
@@ -180,10 +196,11 @@ def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device
         convention = "user"
     step = Step(fn, tokens=tokens_per_call, output_tokens=output_tokens_per_call, unit=unit)
     work = _Work(step, flops_per_call / tokens_per_call, convention, config or {"name": name})
-    timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled)
+    with peak_memory(device) as memory:
+        timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled)
     kind_of_tokens = "images" if unit == "images" else "total"
     return _record(work, timing, info, the_chip, workload=name, phase=phase, precision=precision, batch=None,
-                   seq=None, compiled=compiled, tokens_kind=kind_of_tokens)
+                   seq=None, compiled=compiled, tokens_kind=kind_of_tokens, memory=memory)
 
 
 @dataclass
@@ -211,13 +228,20 @@ def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterabl
     for w in workloads:
         if w not in workload_names():
             raise WorkbenchError(unknown("workload", w, workload_names()))
+    all_phases = tuple(dict.fromkeys((*PHASES, *VISION_PHASES)))
     for p in phases:
-        if p not in (*PHASES, *VISION_PHASES):
-            raise WorkbenchError(unknown("phase", p, (*PHASES, *VISION_PHASES)))
+        if p not in all_phases:
+            raise WorkbenchError(unknown("phase", p, all_phases))
+    batches, seqs = list(batches), list(seqs)
+    for b in batches:
+        check_sizes(batch=b)
+    for s in seqs:
+        check_sizes(seq=s)
+    check_sizes(budget_s=budget_s)
     for d in devices:
         check_device(d)
     catalog = load_catalog()
-    combos = list(itertools.product(workloads, phases, devices, list(batches), list(seqs), list(compiled)))
+    combos = list(itertools.product(workloads, phases, devices, batches, seqs, list(compiled)))
     result = MatrixResult([], [])
     bar = tqdm(combos, desc="tpu-bench run", unit="run", disable=not progress)
     for w, p, d, b, s, c in bar:

@@ -38,6 +38,13 @@ def test_schema_rejections():
         Record.from_dict({**_rec().to_dict(), "schema_version": SCHEMA_VERSION + 1})
 
 
+@pytest.mark.parametrize("field, value", [("batch", 0), ("seq", -1), ("tokens_per_s", 0.0),
+                                          ("tokens_per_s", float("nan")), ("step_median_s", float("inf"))])
+def test_a_record_of_an_impossible_run_is_refused(field, value):
+    with pytest.raises(SchemaError, match=f"{field} must be a positive finite number"):
+        _rec(**{field: value})
+
+
 def test_unknown_fields_are_kept():
     r = Record.from_dict({**_rec().to_dict(), "future_field": 3})
     assert r.extra["unknown_fields"] == {"future_field": 3}
@@ -89,7 +96,7 @@ def test_a_killed_writer_loses_no_completed_record(tmp_path):
     code = (
         "import sys\n"
         "from workbench.results import Record, append_records\n"
-        "i = 0\n"
+        "i = 1\n"
         "while True:\n"
         "    append_records(sys.argv[1], Record(provenance='projected', workload='w', phase='train', device='x',\n"
         "                                       batch=i, source={'kind': 'projected'}, extra={'pad': 'x' * 20000}))\n"
@@ -104,4 +111,4 @@ def test_a_killed_writer_loses_no_completed_record(tmp_path):
         warnings.simplefilter("ignore")
         recs = read_records(path)
     assert len(recs) >= 5
-    assert [r.batch for r in recs] == list(range(len(recs)))
+    assert [r.batch for r in recs] == list(range(1, len(recs) + 1))
