@@ -5,7 +5,8 @@ import pytest
 from workbench.catalog import CatalogError, UnknownChipError, load_catalog
 
 REQUIRED = ["A100", "H100 SXM", "H200", "B200", "GB200", "MI300X", "MI355X", "TPU v4", "TPU v5e", "TPU v5p",
-            "TPU v6e", "TPU v7", "Trainium2"]
+            "TPU v6e", "TPU v7", "Trainium2", "Trainium2 UltraServer"]
+GIB = 1.073741824
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_tpu_v7_per_device_peak_is_half_the_chip(catalog):
 
 
 def test_gib_converted_and_bidirectional_links_halved(catalog):
-    assert catalog.chip("TPU v4").hbm_gb == pytest.approx(32 * 1.073741824)
+    assert catalog.chip("TPU v4").hbm_gb == pytest.approx(32 * GIB)
     assert catalog.chip("v6e").scaleup_bw_uni_gbps == 400
     assert catalog.chip("H100").scaleup_bw_uni_gbps == 450
 
@@ -95,4 +96,69 @@ def test_malformed_files_are_rejected(tmp_path):
         load_catalog([bad])
     bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": 1}}]}))
     with pytest.raises(CatalogError, match="hbm"):
+        load_catalog([bad])
+
+
+def test_corrections_each_with_a_source(catalog):
+    gb200 = catalog.chip("GB200")
+    assert gb200.hbm_gb == 186 and any("13.4 TB" in src for src in gb200.sources)
+    assert [d["value"] for d in gb200.disputed if d["field"] == "hbm_gb"] == [192]
+    b200 = catalog.chip("B200")
+    assert b200.hbm_bw_gbps == 8000 and "8.0 TB/s is used because" in b200.notes
+    assert [d["value"] for d in b200.disputed] == [7700]
+    v5p = catalog.chip("v5p")
+    assert (v5p.scaleup_domain, v5p.pod_chips) == (6144, 8960) and "6,144" in v5p.notes
+    trn2, ultra = catalog.chip("trn2"), catalog.chip("trn2 ultraserver")
+    assert (trn2.scaleup_domain, ultra.scaleup_domain) == (16, 64)
+    v7 = catalog.chip("TPU v7")
+    assert v7.hbm_bw_gbps == 7370 and sorted(d["value"] for d in v7.disputed) == [7200, 7300, 7400]
+    assert v7.hbm_gbytes_per_device == pytest.approx(96 * GIB) and v7.d2d_gbytes_per_s == 1080
+    for chip in catalog.chips():
+        for d in chip.disputed:
+            assert d["source"] and d["unit"], (chip.name, d)
+
+
+def test_every_tpu_stores_hbm_in_gib(catalog):
+    for name, gib in (("TPU v4", 32), ("TPU v5e", 16), ("TPU v5p", 95), ("TPU v6e", 32), ("TPU v7", 192)):
+        assert catalog.chip(name).hbm_gb == pytest.approx(gib * GIB), name
+
+
+def test_scaleout_is_stored_in_vendor_gbits_and_converted(catalog):
+    v5e, v6e, h100 = catalog.chip("v5e"), catalog.chip("v6e"), catalog.chip("H100")
+    assert (v5e.scaleout_gbits_per_s_per_chip, v5e.scaleout_gbytes_per_s_per_chip) == (25, 25 / 8)
+    assert v6e.scaleout_gbytes_per_s_per_chip == 12.5 and "25.6 Tbps" in v6e.scaleout_note
+    assert h100.scaleout_gbytes_per_s_per_chip == 50
+    assert catalog.chip("A100").scaleout_gbytes_per_s_per_chip is None  # no figure: never a silent default
+
+
+def test_old_or_year_only_prices_are_stale():
+    import datetime as dt
+
+    cat = load_catalog()
+    today = dt.date(2026, 12, 1)
+    a100 = next(p for p in cat.chip("A100").prices if p.tier == "on-demand")
+    assert "older than a year" in a100.staleness(today)
+    h100 = next(p for p in cat.chip("H100").prices if p.tier == "on-demand")
+    assert "June 2025" in h100.staleness(today)
+    for name in ("TPU v4", "TPU v5e", "TPU v5p"):
+        assert "dated only by year" in cat.chip(name).prices[0].staleness(today)
+    assert cat.chip("TPU v7").price("own-hyperscaler").staleness(today) == ""
+    assert cat.chip("B200").price("own-hyperscaler").staleness(dt.date(2027, 6, 1)) != ""
+
+
+def test_catalog_list_shows_the_stale_flag(capsys):
+    from workbench.cli import main
+
+    assert main(["catalog", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "STALE: dated only by year (2025)" in out and "owner-tco" in out and "provider-internal" in out
+    assert "Trainium2 UltraServer" in out
+
+
+def test_torus_chip_without_axis_bandwidth_is_rejected(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": 1}, "hbm_gb": 1, "hbm_bw_gbps": 1,
+                                         "scaleup_bw_gbps": 1, "scaleup_domain": 4,
+                                         "scaleup_topology": "torus-2d"}]}))
+    with pytest.raises(CatalogError, match="ici_axis"):
         load_catalog([bad])

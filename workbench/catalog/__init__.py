@@ -15,14 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.catalog.prices import KIND_MEANING, PRICE_KINDS, PRICE_TIERS, Price, price_staleness
 from workbench.errors import WorkbenchError, unknown
 
 DATA_DIR = Path(__file__).parent / "data"
 GIB_TO_GB = 1.073741824
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-PRICE_TIERS = ("on-demand", "capacity-block", "commit-1yr", "rent-3yr", "own-hyperscaler", "own-neocloud",
-               "own-internal", "spot", "custom")
 DIRECTIONS = ("uni", "bidir", "unspecified")
+# how the scale-up domain is wired: a switch (NVLink), a full mesh of point-to-point links (AMD Infinity
+# Fabric), or a torus of nearest-neighbour links (TPU ICI, Trainium NeuronLink)
+TOPOLOGIES = ("switch", "full-mesh", "torus-2d", "torus-3d")
 
 
 class UnknownChipError(WorkbenchError):
@@ -31,16 +33,6 @@ class UnknownChipError(WorkbenchError):
 
 class CatalogError(ValueError):
     """A catalog data file is malformed (missing field, bad unit, negative number)."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """One dated price for one chip-hour; the tier says what kind of money it is (rent vs own)."""
-
-    tier: str
-    usd_per_chip_hour: float
-    source: str
-    date: str
 
 
 @dataclass(frozen=True)
@@ -64,6 +56,38 @@ class Chip:
     sources: tuple[str, ...] = ()
     notes: str = ""
     origin: str = ""
+    scaleup_topology: str = "switch"
+    ici_axis_gbytes_per_s: float | None = None
+    ici_ports: int | None = None
+    scaleup_peer_gbytes_per_s: float | None = None
+    scaleout_gbits_per_s_per_chip: float | None = None
+    scaleout_note: str = ""
+    d2d_gbytes_per_s: float | None = None
+    mxu_tile: int | None = None
+    pod_chips: int | None = None
+    chips_per_host: int = 8
+    disputed: tuple[dict, ...] = ()
+
+    @property
+    def hbm_gbytes(self) -> float:
+        """HBM capacity per chip in GB (10^9 bytes; GiB sources are converted on load)."""
+        return self.hbm_gb
+
+    @property
+    def hbm_gbytes_per_device(self) -> float:
+        """HBM per device (TPU v7: each TensorCore die has its own half of the HBM stacks)."""
+        return self.hbm_gb / self.devices_per_chip
+
+    @property
+    def hbm_gbytes_per_s(self) -> float:
+        """HBM bandwidth per chip in GB/s (the stored field ``hbm_bw_gbps`` is GB/s, not Gb/s)."""
+        return self.hbm_bw_gbps
+
+    @property
+    def scaleout_gbytes_per_s_per_chip(self) -> float | None:
+        """Scale-out (NIC / TPU DCN) bandwidth per chip and direction in GB/s, converted from the
+        vendor's Gb/s figure (÷ 8)."""
+        return None if self.scaleout_gbits_per_s_per_chip is None else self.scaleout_gbits_per_s_per_chip / 8
 
     def peak(self, precision: str, *, per: str = "chip") -> float:
         """Peak dense FLOP/s (not TFLOP/s) at ``precision`` per ``chip`` or per ``device``."""
@@ -83,9 +107,14 @@ class Chip:
 
     @property
     def scaleup_bw_uni_gbps(self) -> float:
-        """One-direction scale-up bandwidth per chip. 'unspecified' is treated as bidirectional
+        """One-direction scale-up bandwidth per chip in GB/s. 'unspecified' is treated as bidirectional
         (halved), the conservative reading."""
         return self.scaleup_bw_gbps if self.scaleup_direction == "uni" else self.scaleup_bw_gbps / 2
+
+    @property
+    def scaleup_gbytes_per_s_uni(self) -> float:
+        """Same as :attr:`scaleup_bw_uni_gbps`, with the unit in the name."""
+        return self.scaleup_bw_uni_gbps
 
     def price(self, tier: str) -> Price:
         """The price for one tier; error lists the tiers this chip has."""
@@ -98,9 +127,10 @@ class Chip:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for records and JSON output."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["prices"] = [vars(p).copy() for p in self.prices]
+        d["prices"] = [{**vars(p), "kind": p.kind, "stale": p.staleness()} for p in self.prices]
         d["aliases"], d["sources"] = list(self.aliases), list(self.sources)
         d["peak_tflops"] = dict(self.peak_tflops)
+        d["disputed"] = [dict(x) for x in self.disputed]
         return d
 
 
@@ -171,7 +201,23 @@ def _parse_price(p: dict, chip: str, origin: str) -> Price:
         raise CatalogError(f"{origin}: {chip!r} price tier {p['tier']!r} not one of {', '.join(PRICE_TIERS)}")
     if not isinstance(p["usd_per_chip_hour"], int | float) or p["usd_per_chip_hour"] <= 0:
         raise CatalogError(f"{origin}: {chip!r} price must be a positive number")
-    return Price(p["tier"], float(p["usd_per_chip_hour"]), str(p["source"]), str(p["date"]))
+    return Price(p["tier"], float(p["usd_per_chip_hour"]), str(p["source"]), str(p["date"]),
+                 str(p.get("stale_note", "")))
+
+
+def _optional_int(entry: dict, key: str, origin: str) -> int | None:
+    value = _positive(entry, key, origin, required=False)
+    return None if value is None else int(value)
+
+
+def _parse_disputed(entry: dict, origin: str) -> tuple[dict, ...]:
+    out = []
+    for d in entry.get("disputed", []):
+        missing = [k for k in ("field", "value", "unit", "source") if k not in d]
+        if missing:
+            raise CatalogError(f"{origin}: a disputed figure of {entry.get('name')!r} is missing {missing}")
+        out.append(dict(d))
+    return tuple(out)
 
 
 def parse_chip(entry: dict, origin: str) -> Chip:
@@ -199,6 +245,11 @@ def parse_chip(entry: dict, origin: str) -> Chip:
     devices = entry.get("devices_per_chip", 1)
     if not isinstance(devices, int) or devices < 1:
         raise CatalogError(f"{origin}: chip {name!r} devices_per_chip must be a positive integer")
+    topology = entry.get("scaleup_topology", "switch")
+    if topology not in TOPOLOGIES:
+        raise CatalogError(f"{origin}: chip {name!r} scaleup_topology must be one of {', '.join(TOPOLOGIES)}")
+    if topology.startswith("torus") and "ici_axis_gbytes_per_s" not in entry:
+        raise CatalogError(f"{origin}: torus chip {name!r} needs ici_axis_gbytes_per_s (ring bandwidth of one axis)")
     return Chip(
         name=name, vendor=entry.get("vendor", ""),
         peak_tflops={k: float(v) for k, v in peaks.items()},
@@ -213,6 +264,17 @@ def parse_chip(entry: dict, origin: str) -> Chip:
         prices=[_parse_price(p, name, origin) for p in entry.get("prices", [])],
         aliases=tuple(entry.get("aliases", ())), sources=tuple(entry.get("sources", ())),
         notes=entry.get("notes", ""), origin=origin,
+        scaleup_topology=topology,
+        ici_axis_gbytes_per_s=_positive(entry, "ici_axis_gbytes_per_s", origin, required=False),
+        ici_ports=_optional_int(entry, "ici_ports", origin),
+        scaleup_peer_gbytes_per_s=_positive(entry, "scaleup_peer_gbytes_per_s", origin, required=False),
+        scaleout_gbits_per_s_per_chip=_positive(entry, "scaleout_gbits_per_s_per_chip", origin, required=False),
+        scaleout_note=entry.get("scaleout_note", ""),
+        d2d_gbytes_per_s=_positive(entry, "d2d_gbytes_per_s", origin, required=False),
+        mxu_tile=_optional_int(entry, "mxu_tile", origin),
+        pod_chips=_optional_int(entry, "pod_chips", origin),
+        chips_per_host=_optional_int(entry, "chips_per_host", origin) or 8,
+        disputed=_parse_disputed(entry, origin),
     )
 
 
@@ -252,5 +314,5 @@ def _with_prices(chip: Chip, prices: list[Price]) -> Chip:
     return Chip(**d)
 
 
-__all__ = ["Catalog", "CatalogError", "Chip", "Price", "UnknownChipError", "load_catalog", "PRECISIONS",
-           "PRICE_TIERS"]
+__all__ = ["Catalog", "CatalogError", "Chip", "KIND_MEANING", "PRICE_KINDS", "PRICE_TIERS", "PRECISIONS", "Price",
+           "TOPOLOGIES", "UnknownChipError", "load_catalog", "price_staleness"]

@@ -1,7 +1,12 @@
 """Published reference points as ``published`` records: the figure, its source and the exact setting.
 
-Data: ``figures.json`` beside this file (transcribed from the project's published-figures reference).
-Row 8 of that table is a qualitative limitation, not a number, and has no record.
+Data beside this file:
+
+- ``figures.json``: the TorchTPU / InferenceX figures of the project's published-figures reference
+  (rows 1-14; row 8 is a qualitative limitation, not a number, and has no record) -> :func:`published_records`.
+- ``training.json``: training benchmarks with complete settings (MaxText v5e/v5p tables, MaxText model
+  tiering on v6e/v5p, MaxText TPU7x recipes, torchtitan H100), each with repository, file, commit, date
+  and the config it was run with -> :func:`training_points`, :func:`training_records`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from workbench.results import Record
 
 DATA = Path(__file__).parent / "figures.json"
+TRAINING = Path(__file__).parent / "training.json"
 
 
 @lru_cache(maxsize=1)
@@ -31,4 +37,52 @@ def published_records() -> list[Record]:
                   "figure": p["figure"], "document": "shared/reference/published-figures.md"}
         out.append(Record(provenance="published", source=source, created=p["source"].get("date", ""),
                           record_id=f"published-row{p['row']}-{len(out)}", **fields))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _training() -> dict:
+    return json.loads(TRAINING.read_text())
+
+
+def training_models() -> dict[str, dict]:
+    """DecoderConfig fields (with ``source``) of the published models that are not workload presets."""
+    return {k: dict(v) for k, v in _training()["models"].items()}
+
+
+def training_points() -> list[dict]:
+    """The published training points as dicts: id, group, source {title, repo, path, commit, date, config},
+    figure (as printed), published {tflops_per_chip, mfu, tokens_per_s_per_device | _per_chip, ...},
+    setting {...}, and ``unanchored`` (the reason) where the projection cannot set the point up."""
+    return [json.loads(json.dumps(p)) for p in _training()["points"]]
+
+
+def training_records() -> list[Record]:
+    """One ``published`` record per training point (per-chip and per-device figures as printed or implied
+    by the chip's devices per chip; MFU as printed, else TFLOP/s per chip / catalog peak, said in ``extra``)."""
+    from workbench.catalog import load_catalog
+
+    catalog = load_catalog()
+    out = []
+    for p in training_points():
+        st, pub = p["setting"], p["published"]
+        chip = catalog.chip(st["chip"]) if st.get("chip") in catalog else None
+        dev = chip.devices_per_chip if chip else 1
+        per_dev = pub.get("tokens_per_s_per_device") or (pub["tokens_per_s_per_chip"] / dev
+                                                         if pub.get("tokens_per_s_per_chip") else None)
+        mfu, mfu_basis = pub.get("mfu"), "as printed"
+        if mfu is None and pub.get("tflops_per_chip") and chip and st.get("precision", "bf16") == "bf16":
+            mfu, mfu_basis = pub["tflops_per_chip"] / chip.peak_tflops["bf16"], "TFLOP/s per chip / catalog bf16 peak"
+        n = st.get("n_chips")
+        out.append(Record(
+            provenance="published", workload=str(st.get("model", "")), phase="train", device=st.get("chip", ""),
+            chip=st.get("chip"), precision=st.get("precision", "unstated"), batch=st.get("per_device_batch"),
+            seq=st.get("seq"), n_chips=n, n_devices=n * dev if n else None, tokens_kind="total",
+            tokens_per_s_per_device=per_dev, tokens_per_s_per_chip=per_dev * dev if per_dev else None,
+            tokens_per_s=per_dev * dev * n if per_dev and n else None,
+            achieved_tflops=pub.get("tflops_per_chip"), mfu=mfu, flop_convention=st.get("mfu_convention"),
+            source={"kind": "published", "id": p["id"], "group": p["group"], **p["source"], "setting": st["text"],
+                    "figure": p["figure"], "document": "workbench/published/training.json"},
+            extra={"mfu_basis": mfu_basis, "unanchored": p.get("unanchored"), "setting": st},
+            created=p["source"]["date"], record_id=f"published-{p['id']}"))
     return out

@@ -1,0 +1,66 @@
+import pytest
+
+from workbench.catalog import load_catalog
+from workbench.flops import param_counts
+from workbench.published import published_records, training_models, training_points, training_records
+from workbench.workloads.config import PRESETS, DecoderConfig
+
+COMPLETE = (
+    "chip",
+    "n_chips",
+    "model",
+    "seq",
+    "per_device_batch",
+    "precision",
+    "layout",
+    "remat",
+    "mfu_convention",
+    "text",
+    "async_collectives",
+)
+
+
+def test_every_point_names_its_source_commit_date_and_figure():
+    pts = training_points()
+    assert len(pts) >= 60 and len({p["id"] for p in pts}) == len(pts)
+    for p in pts:
+        src = p["source"]
+        assert src["repo"] and src["path"] and len(src["commit"]) == 40 and src["date"][:2] == "20", p["id"]
+        assert p["figure"] and p["published"] and p["setting"]["text"], p["id"]
+        if not p.get("unanchored"):
+            missing = [k for k in COMPLETE if k not in p["setting"]]
+            assert not missing, (p["id"], missing)
+
+
+def test_models_are_decoder_configs_of_the_stated_size():
+    models = training_models()
+    sizes = {f"maxtext-synthetic-{s}b": s for s in (16, 32, 64, 128, 256, 512, 1024)}
+    for name, size in sizes.items():
+        total = param_counts(DecoderConfig(**models[name])).total / 1e9
+        assert total == pytest.approx(size, rel=0.05), name
+    assert param_counts(DecoderConfig(**models["llama3.1-405b"])).total / 1e9 == pytest.approx(
+        405.9, rel=0.01
+    )
+    names = {p["setting"]["model"] for p in training_points() if not p.get("unanchored")}
+    assert names <= set(models) | set(PRESETS)
+
+
+def test_maxtext_v5e_table_is_self_consistent():
+    v5e = load_catalog().chip("TPU v5e")
+    pts = [p for p in training_points() if p["id"].startswith("maxtext-v5e-")]
+    assert len(pts) == 24 and {p["setting"]["slices"] for p in pts} == {1, 2, 4, 8, 16, 32}
+    for p in pts:
+        assert p["published"]["tflops_per_chip"] / v5e.peak_tflops["bf16"] == pytest.approx(
+            p["published"]["mfu"], abs=0.006
+        )
+
+
+def test_training_records_are_published_records_apart_from_the_torchtpu_rows():
+    recs = training_records()
+    assert all(r.provenance == "published" and r.source["id"] and r.source["commit"] for r in recs)
+    v7 = next(r for r in recs if r.source["id"] == "maxtext-tpu7x-llama3.1-70b-8k-64")
+    assert v7.tokens_per_s_per_chip == pytest.approx(2686.98) and v7.tokens_per_s_per_device == pytest.approx(
+        1343.49
+    )
+    assert v7.mfu == pytest.approx(1207.05 / 2307) and "catalog bf16 peak" in v7.extra["mfu_basis"]
+    assert {r.source["row"] for r in published_records()} == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14}

@@ -1,0 +1,141 @@
+"""``tpu-bench project``: the options beyond the basic ones and the handler (kept here, beside the model)."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.catalog import KIND_MEANING
+from workbench.projection.remat import POLICIES
+
+EPILOG = (
+    "costs use one kind of price for every chip (--price-kind; default: the first of owner-tco, "
+    "committed, list that all requested chips have); a stale price is marked '(stale)'.\n"
+    "--vs-published prints the calibration point, the validation points with their errors, and the "
+    "unanchored points apart."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``tpu-bench project`` that this module handles (the basic ones live in workbench.cli)."""
+    p.add_argument(
+        "--remat",
+        default="auto",
+        choices=[*POLICIES, "auto"],
+        help="training rematerialisation policy (default auto: the least recompute that fits per device)",
+    )
+    p.add_argument(
+        "--slices",
+        type=int,
+        default=1,
+        help="TPU slices joined by DCN: FSDP inside a slice, data parallel across (default 1)",
+    )
+    p.add_argument(
+        "--straggler-cv",
+        type=float,
+        default=None,
+        help="per-host step-time coefficient of variation (default 0.01)",
+    )
+    p.add_argument(
+        "--price-kind",
+        default=None,
+        choices=list(KIND_MEANING),
+        help="kind of price for the $ columns: " + "; ".join(f"{k} = {v}" for k, v in KIND_MEANING.items()),
+    )
+    p.add_argument(
+        "--brief", action="store_true", help="with --vs-published: the tables only, no per-point details"
+    )
+
+
+def _assumptions(args):
+    from workbench.projection import Assumptions
+
+    overrides = {
+        "gemm_efficiency": getattr(args, "compute_efficiency", None),
+        "memory_efficiency": getattr(args, "memory_efficiency", None),
+        "overlap": getattr(args, "overlap", None),
+        "scaleout_gbytes_per_s_per_chip": getattr(args, "scaleout_gbytes_per_s", None),
+        "scaleup_domain": getattr(args, "scaleup_domain", None),
+        "straggler_cv": getattr(args, "straggler_cv", None),
+    }
+    return Assumptions(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def run(args) -> int:
+    """Handler of ``tpu-bench project``; returns the exit status."""
+    import pandas as pd
+
+    from workbench.catalog import load_catalog
+    from workbench.cost import comparable_prices, cost_line, usd_per_run
+    from workbench.projection import project, projection_vs_published
+    from workbench.projection.report import format_table
+    from workbench.results import append_records
+
+    if args.vs_published:
+        table = projection_vs_published(assumptions=_assumptions(args))
+        print(format_table(table, details=not args.brief))
+        return 0
+    catalog = load_catalog(args.catalog_file)
+    assumptions = _assumptions(args)
+    chips = [catalog.chip(c) for c in args.chip]
+    prices = comparable_prices(chips, args.price_kind)
+    money = f"$/Mtok ({prices.kind})"
+    records, rows = [], []
+    for chip in chips:
+        price = prices.prices[chip.name]
+        for n in args.chips:
+            for b in args.batch or [None]:
+                rec = project(
+                    chip,
+                    args.workload,
+                    args.phase,
+                    n,
+                    args.layout,
+                    batch=b,
+                    seq=args.seq,
+                    precision=args.precision,
+                    assumptions=assumptions,
+                    catalog=catalog,
+                    remat=args.remat,
+                    slices=args.slices,
+                )
+                records.append(rec)
+                line = cost_line(price, rec.tokens_per_s_per_chip) if price else None
+                row = {
+                    "chip": rec.chip,
+                    "n_chips": rec.n_chips,
+                    "layout": rec.extra["layout"],
+                    "batch": rec.batch,
+                    "tok/s/chip": rec.tokens_per_s_per_chip,
+                    "tok/s/user": rec.tokens_per_s_per_user,
+                    "MFU%": 100 * rec.mfu,
+                    "bound": rec.extra["bound"],
+                    "comm%": 100 * rec.extra["comm_fraction"],
+                    "fits/device": rec.extra["fits_in_hbm"],
+                    money: (
+                        f"{line.usd_per_mtok:.4f} ({line.tier} {line.price_date}"
+                        f"{', stale' if line.stale else ''})"
+                        if line
+                        else f"no {prices.kind} price"
+                    ),
+                }
+                if args.run_tokens and line:
+                    row[f"$ per run ({prices.kind})"] = usd_per_run(
+                        args.run_tokens, rec.tokens_per_s_per_chip, n, line.usd_per_chip_hour
+                    )
+                    row["run days"] = args.run_tokens / rec.tokens_per_s / 86400
+                rows.append(row)
+    with pd.option_context("display.width", 250, "display.float_format", "{:,.2f}".format):
+        print(pd.DataFrame(rows).to_string(index=False))
+    print(
+        f"prices: one kind for every chip, {prices.kind} = {prices.meaning}"
+        + (f"; no {prices.kind} price for {', '.join(prices.missing)}" if prices.missing else "")
+        + (f"; stale: {'; '.join(f'{k}: {v}' for k, v in prices.stale().items())}" if prices.stale() else "")
+    )
+    print(
+        f"model: {records[0].source['model']} v{records[0].source['model_version']}; assumptions: "
+        + ", ".join(f"{k}={v}" for k, v in records[0].source["assumptions"].items())
+    )
+    if args.out:
+        append_records(args.out, records)
+        print(f"{len(records)} projected record(s) appended to {args.out}")
+    return 0

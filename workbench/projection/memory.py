@@ -1,0 +1,104 @@
+"""Does a setting fit in HBM? Per DEVICE: a TPU v7 chip is two TensorCore dies, each with its own half of
+the HBM, so a shard must fit in 96 GiB, not in the chip's 192 GiB.
+
+Counted: sharded weights, gradients and optimizer state; saved activations under the remat policy
+(offloaded ones live in host memory); one layer's recomputed working set; the FSDP-gathered weights of
+two layers (compute + prefetch); the logits of the loss. Approximate: allocator slack and compiler
+temporaries are not modelled, so a setting within ~10% of capacity is reported as tight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.flops import ParamCounts
+from workbench.projection.layout import Layout
+from workbench.workloads.config import DecoderConfig
+
+TIGHT = 0.9
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    per_device_gb: float
+    capacity_per_device_gb: float
+    breakdown_gb: dict
+
+    @property
+    def fits(self) -> bool:
+        return self.per_device_gb <= self.capacity_per_device_gb
+
+    @property
+    def tight(self) -> bool:
+        return self.fits and self.per_device_gb > TIGHT * self.capacity_per_device_gb
+
+
+def sublayer_elements(cfg: DecoderConfig) -> dict[str, float]:
+    """Elements per token of each sub-layer's output (what saving it costs)."""
+    hd = cfg.head_dim
+    ffn = cfg.top_k * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim if cfg.is_moe else cfg.ffn_dim
+    return {
+        "q_proj": cfg.n_heads * hd,
+        "k_proj": cfg.n_kv_heads * hd,
+        "v_proj": cfg.n_kv_heads * hd,
+        "attention": cfg.n_heads * hd,
+        "out_proj": cfg.d_model,
+        "mlp_wi_0": ffn,
+        "mlp_wi_1": ffn,
+        "mlp_wo": cfg.d_model,
+        "elementwise": 6 * cfg.d_model + ffn,
+    }
+
+
+def training_memory(
+    cfg: DecoderConfig,
+    pc: ParamCounts,
+    lay: Layout,
+    *,
+    tokens_per_chip: float,
+    devices_per_chip: int,
+    hbm_gb_per_device: float,
+    saved: frozenset[str],
+    offloaded: frozenset[str],
+    state_bytes_per_param: float,
+    act_bytes: float,
+    weight_bytes: float,
+) -> MemoryFit:
+    """Training memory per device. ``saved`` sub-layers stay in HBM unless in ``offloaded``."""
+    dense = pc.total - pc.routed_experts
+    shard = lay.fsdp * lay.tp * devices_per_chip
+    expert_shard = max(lay.ep * lay.tp, shard)
+    params = dense / shard + pc.routed_experts / expert_shard
+    tok = tokens_per_chip / devices_per_chip
+    el = sublayer_elements(cfg)
+    kept = [s for s in saved if s not in offloaded]
+    per_layer_tok = (cfg.d_model + sum(el[s] for s in kept)) / lay.tp  # + the layer input
+    working = sum(el.values()) / lay.tp * tok * act_bytes  # one layer recomputed / live
+    gathered = 2 * (dense - pc.embedding - pc.lm_head) / max(cfg.n_layers, 1) * weight_bytes / lay.tp
+    parts = {
+        "weights_grads_optimizer": params * state_bytes_per_param,
+        "saved_activations": per_layer_tok * tok * act_bytes * cfg.n_layers,
+        "layer_working_set": working,
+        "gathered_weights_two_layers": gathered if lay.fsdp > 1 else 0.0,
+        "logits_fp32": tok * cfg.vocab * 4 / lay.tp,
+    }
+    gb = {k: v / 1e9 for k, v in parts.items()}
+    return MemoryFit(sum(gb.values()), hbm_gb_per_device, gb)
+
+
+def inference_memory(
+    cfg: DecoderConfig,
+    pc: ParamCounts,
+    lay: Layout,
+    *,
+    kv_bytes_per_chip: float,
+    devices_per_chip: int,
+    hbm_gb_per_device: float,
+    weight_bytes: float,
+) -> MemoryFit:
+    """Inference memory per device: sharded weights and the KV cache."""
+    dense = pc.total - pc.routed_experts
+    shard = lay.fsdp * lay.tp * devices_per_chip
+    params = dense / shard + pc.routed_experts / max(lay.ep * lay.tp * devices_per_chip, shard)
+    gb = {"weights": params * weight_bytes / 1e9, "kv_cache": kv_bytes_per_chip / devices_per_chip / 1e9}
+    return MemoryFit(sum(gb.values()), hbm_gb_per_device, gb)

@@ -1,0 +1,172 @@
+"""The work of one step on one chip, as timed operations: matmuls, grouped (MoE) matmuls, flash attention,
+elementwise passes and the optimizer update.
+
+Each operation's time is its own roofline, max(FLOPs / (efficiency x peak x tile fill), bytes / (HBM
+bandwidth x memory efficiency)), and operations run one after another (a kernel does not overlap the
+next one's math). Tile fill is the useful fraction of MXU tiles: a dimension of 128 on a 256x256 MXU
+fills half of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from workbench.workloads.config import DecoderConfig
+
+
+@dataclass
+class Op:
+    """One kernel of the forward pass (per chip, per step). ``sublayer`` ties it to remat (see remat.py)."""
+
+    name: str
+    kind: str  # gemm | grouped_gemm | attention | elementwise
+    sublayer: str
+    flops: float = 0.0
+    bytes: float = 0.0
+    fill: float = 1.0
+
+    def time(self, peak: float, hbm: float, eff: dict[str, float]) -> float:
+        math_t = self.flops / (peak * eff[self.kind] * self.fill) if self.flops else 0.0
+        return max(math_t, self.bytes / hbm if self.bytes else 0.0)
+
+
+def tile_fill(dims: tuple[float, ...], tile: int | None) -> float:
+    """Useful fraction of tile-padded work for the matmul dimensions ``dims`` (None: no tiling modelled)."""
+    if not tile:
+        return 1.0
+    fill = 1.0
+    for d in dims:
+        if d > 0:
+            fill *= d / (math.ceil(d / tile) * tile)
+    return fill
+
+
+def _gemm(
+    name: str,
+    sublayer: str,
+    m: float,
+    k: float,
+    n: float,
+    nb: float,
+    tile: int | None,
+    *,
+    kind: str = "gemm",
+    groups: float = 1.0,
+) -> Op:
+    """``groups`` matmuls of (m x k) @ (k x n) with ``nb`` bytes per element."""
+    return Op(
+        name,
+        kind,
+        sublayer,
+        flops=2 * m * k * n * groups,
+        bytes=(m * k + k * n + m * n) * nb * groups,
+        fill=tile_fill((k, n), tile),
+    )
+
+
+@dataclass
+class StepWork:
+    """Forward operations of one step on one chip, plus the per-step extras of training."""
+
+    ops: list[Op] = field(default_factory=list)
+    loss_bytes: float = 0.0  # softmax cross-entropy over the vocabulary, forward + backward
+    notes: list[str] = field(default_factory=list)
+
+
+def forward_ops(
+    cfg: DecoderConfig,
+    *,
+    tokens: float,
+    seq: int,
+    context: int | None,
+    tp: int,
+    ep: int,
+    nb: float,
+    tile: int | None,
+    capacity_factor: float | None,
+    attn_block: int,
+    causal: bool = True,
+) -> StepWork:
+    """Forward work of ``tokens`` tokens on one chip of a tensor-parallel group of ``tp`` (each chip runs
+    1/tp of the group's ``tokens * tp`` tokens' matmuls). ``context``: keys each query sees (decode: the
+    cache length; training/prefill: None = the sequence, causal). ``ep``: expert-parallel degree."""
+    d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
+    m = tokens * tp  # rows of the TP group's matmuls
+    kv_rep = max(tp // cfg.n_kv_heads, 1)  # KV heads replicated when tp > n_kv_heads
+    w = StepWork()
+    ops = w.ops
+    q_n, kv_n = cfg.n_heads * hd / tp, cfg.n_kv_heads * hd * kv_rep / tp
+    ops += [
+        _gemm("q_proj", "q_proj", m, d, q_n, nb, tile, groups=L),
+        _gemm("k_proj", "k_proj", m, d, kv_n, nb, tile, groups=L),
+        _gemm("v_proj", "v_proj", m, d, kv_n, nb, tile, groups=L),
+        _gemm("out_proj", "out_proj", m, q_n, d, nb, tile, groups=L),
+    ]
+    # flash attention: QK^T contracts over head_dim, PV produces head_dim -> both fill head_dim/tile
+    if context is None:
+        keys = (seq + attn_block) / 2 if causal else seq  # causal block skipping keeps the diagonal blocks
+    else:
+        keys = context + 1
+    heads = cfg.n_heads / tp
+    attn_flops = 4 * m * heads * hd * keys * L
+    kv_bytes = m * 2 * cfg.n_kv_heads * kv_rep / tp * hd * nb
+    reads = 1 if context is not None else max(keys / max(attn_block, 1), 1)  # K,V re-read per query block
+    ops.append(
+        Op(
+            "attention",
+            "attention",
+            "attention",
+            flops=attn_flops,
+            bytes=(m * 2 * heads * hd * nb + kv_bytes * reads) * L,
+            fill=tile_fill((hd,), tile),
+        )
+    )
+    if cfg.is_moe:
+        cf = capacity_factor or 1.0
+        routed = m * cfg.top_k * cf  # token-expert rows the TP group sends
+        # each chip holds E/ep experts; after the all-to-all each local expert has ep * routed / E rows
+        rows_per_expert = ep * routed / cfg.n_experts
+        groups = L * cfg.n_experts / ep
+        f_moe = cfg.moe_ffn_dim / tp
+        ops.append(
+            Op(
+                "router",
+                "gemm",
+                "mlp_wi_0",
+                flops=2 * m * d * cfg.n_experts / tp * L,
+                bytes=(m * d + d * cfg.n_experts) * nb / tp * L,
+            )
+        )
+        for name, sub, k_, n_ in (
+            ("moe_wi_0", "mlp_wi_0", d, f_moe),
+            ("moe_wi_1", "mlp_wi_1", d, f_moe),
+            ("moe_wo", "mlp_wo", f_moe, d),
+        ):
+            ops.append(
+                _gemm(name, sub, rows_per_expert, k_, n_, nb, tile, kind="grouped_gemm", groups=groups)
+            )
+        if cfg.n_shared_experts:
+            fs = cfg.moe_ffn_dim * cfg.n_shared_experts / tp
+            ops += [
+                _gemm("shared_wi", "mlp_wi_0", m, d, 2 * fs, nb, tile, groups=L),
+                _gemm("shared_wo", "mlp_wo", m, fs, d, nb, tile, groups=L),
+            ]
+        ffn_act = cfg.top_k * cf * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim
+        route_elems = (2 + 2 * cfg.top_k * cf) * d + 4 * cfg.n_experts  # dispatch/combine permutes, top-k
+        if capacity_factor:
+            w.notes.append(f"capacity factor {cf:g}: padded expert rows are computed (not model FLOPs)")
+    else:
+        f = cfg.ffn_dim / tp
+        ops += [
+            _gemm("mlp_wi_0", "mlp_wi_0", m, d, f, nb, tile, groups=L),
+            _gemm("mlp_wi_1", "mlp_wi_1", m, d, f, nb, tile, groups=L),
+            _gemm("mlp_wo", "mlp_wo", m, f, d, nb, tile, groups=L),
+        ]
+        ffn_act, route_elems = cfg.ffn_dim, 0.0
+    # elementwise passes that read and write HBM (norms, residual adds, RoPE, SwiGLU, routing permutes)
+    elems = 10 * d + 2 * (cfg.n_heads + cfg.n_kv_heads) * hd + 3 * ffn_act + route_elems
+    ops.append(Op("elementwise", "elementwise", "elementwise", bytes=tokens * elems * nb * L))
+    ops.append(_gemm("lm_head", "lm_head", m, d, cfg.vocab / tp, nb, tile))
+    w.loss_bytes = tokens * cfg.vocab * (2 + 4 + 4 + 2)  # logits read, fp32 softmax write/read, grad write
+    return w
