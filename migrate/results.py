@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Outcome = Literal["rewritten", "warned", "flagged"]
-Status = Literal["changed", "unchanged", "unparsable", "skipped"]
+#: skipped: the prefilter found nothing to migrate; over-limit: a per-file time/memory limit was hit;
+#: not-writable: --write left a read-only file alone; interrupted: Ctrl-C came before the file was done.
+Status = Literal["changed", "unchanged", "unparsable", "skipped", "over-limit", "not-writable", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -37,13 +39,18 @@ class MigrationResult:
 
 @dataclass
 class FileResult:
-    """The outcome for one file; ``diff`` is a unified diff (empty when unchanged)."""
+    """The outcome for one file; ``diff`` is a unified diff (empty when unchanged). For an unparsable
+    file ``line``/``col`` say where Python's parser stopped (0: unknown); ``note`` is something the user
+    should know about a written file (e.g. written in place to keep its hard links)."""
 
     path: str
     status: Status
     diagnostics: list[Diagnostic] = field(default_factory=list)
     diff: str = ""
     error: str = ""
+    line: int = 0
+    col: int = 0
+    note: str = ""
 
 
 def count_outcomes(diagnostics: list[Diagnostic]) -> dict[str, int]:
@@ -62,9 +69,11 @@ def converted_percent(diagnostics: list[Diagnostic]) -> float:
 
 @dataclass
 class RunResult:
-    """The outcome of a run over many paths."""
+    """The outcome of a run over many paths; ``interrupted`` when Ctrl-C stopped it (the files not done
+    have status ``interrupted`` and were left as they were)."""
 
     files: list[FileResult] = field(default_factory=list)
+    interrupted: bool = False
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
