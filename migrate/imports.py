@@ -80,6 +80,34 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
             if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
 
 
+#: Calls a condition may make and still be dropped with its emptied ``if``: availability checks and the like.
+_PURE_CALL = re.compile(r"^(?:(?:torch|os|sys)\.[\w.]+|(?:\w+\.)*is_\w+|_tpu_\w+|len|isinstance|hasattr|getattr|"
+                        r"callable|bool|int|str|float)$")
+_IMPURE = (cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)
+
+
+def _pure(node: cst.CSTNode) -> bool:
+    """True when evaluating ``node`` cannot do anything but compute a value (cheap and conservative)."""
+    if isinstance(node, _IMPURE):
+        return False
+    if isinstance(node, cst.Call) and not _PURE_CALL.match(_full(node.func)):
+        return False
+    return all(_pure(c) for c in node.children)
+
+
+def _only_pass(block: cst.BaseSuite) -> bool:
+    return isinstance(block, cst.IndentedBlock) and all(
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body) for s in block.body)
+
+
+def emptied_if(original: cst.CSTNode, updated: cst.CSTNode) -> bool:
+    """An ``if`` (no ``else``) whose every statement a migration removed, with a side-effect-free test:
+    ``if is_torch_xla_available(): import torch_xla`` or ``if flags.debug: print(met.metrics_report())``.
+    Dropping it is what a person would do; an ``if ...: pass`` left behind is noise."""
+    return (isinstance(original, cst.If) and isinstance(updated, cst.If) and updated.orelse is None
+            and not _only_pass(original.body) and _only_pass(updated.body) and _pure(original.test))
+
+
 _NO_IMPORTS_INSIDE = node_types(cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
 
 
@@ -127,6 +155,12 @@ class _Remover(cst.CSTTransformer):
         if isinstance(updated.names, cst.ImportStar):
             return updated
         return self._filter(updated, True)
+
+    def leave_If(self, original, updated):
+        if emptied_if(original, updated):
+            self.changed = True
+            return cst.RemovalSentinel.REMOVE
+        return updated
 
     def leave_IndentedBlock(self, original, updated):
         if not updated.body:

@@ -12,10 +12,15 @@ from libcst.metadata import MetadataWrapper
 from . import _walk as walk
 from . import imports
 from ._spans import SourceMap
-from .names import import_table
+from ._syntax import describe as describe_syntax_error
+from .limits import Watch
+from .names import ImportTable, import_table
 from .results import Diagnostic, MigrationResult
-from .rules.base import all_rules, select_rules
-from .rules.xla_flag_only import SPMD_MARKERS, Spmd, SpmdProgram
+from .rules._helpers import Helper, closure
+from .rules.base import all_rules
+from .rules.cuda_api import cuda_only_module
+from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
+from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 
 #: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
@@ -42,34 +47,82 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
     ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"), ("Device", r"\bDevice[TG]PU\b"),
     ("composer", r"\bcomposer\b"), ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
+    # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
+    *((w, rf"\b{w}\b") for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm",
+                                  "liger_kernel")),
+    ("cuda", r"\bfrom\s+cuda\b"), ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
+    ("flash_attention_", r"flash_attention_[23]"), ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
 )
 PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))
     for word in dict.fromkeys(word for word, _ in TRIGGERS))
 
 UNUSED_IMPORT_CODE = "TPU590"
+_QUIET = Watch()
 
 
 class UnparsableError(Exception):
-    """The source is not valid Python for libcst; the caller leaves the file untouched."""
+    """The source is not valid Python for libcst; the caller leaves the file untouched. ``line`` and
+    ``col`` (1-based; 0 when unknown) say where Python's own parser stopped (see migrate._syntax)."""
+
+    def __init__(self, message: str, line: int = 0, col: int = 0) -> None:
+        super().__init__(f"line {line}, column {col}: {message}" if line else message)
+        self.message, self.line, self.col = message, line, col
+
+
+def _index(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, mode: str = "normal") -> _Index:
+    """The rule index for raw ``--select`` / ``--ignore`` patterns (resolved once, see migrate.selection)."""
+    return _rule_index(resolve(select, ignore).codes, mode)
 
 
 @lru_cache(maxsize=64)
-def _index(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, spmd: bool = False) -> _Index:
-    rules = select_rules(select, ignore)
-    if spmd:
+def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
+    """The rules of one run; ``mode`` "spmd" or "cuda-only" keeps only the flagging rules (see flag_only_mode)."""
+    enabled = set(codes)
+    rules = [r for r in all_rules() if r.code in enabled]
+    if mode == "spmd":
         # An SPMD program is flagged, never rewritten (see SpmdProgram); other rules only flag.
         rules = [SpmdProgram if r is Spmd else r for r in rules
                  if r.outcome == "flagged" and not r.family.startswith("xla_model")]
+    elif mode == "cuda-only":
+        rules = [r for r in rules if r.outcome == "flagged"]
     return _Index(rules, all_rules())
 
 
-def is_spmd_program(source: str) -> bool:
-    return any(m in source for m in SPMD_MARKERS)
+def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
+    """"spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
+    (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
+
+    Decided by qualified names, never by substrings: a file with its own ``use_spmd_backend()`` is not SPMD.
+    """
+    if any(m in source for m in SPMD_MARKERS) and _uses_spmd(source, table):
+        return "spmd"
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names] if isinstance(
+                    small, cst.Import) else [cst.helpers.get_full_name_for_node(small.module) or ""] if isinstance(
+                    small, cst.ImportFrom) and small.module is not None and not small.relative else []
+                if any(cuda_only_module(m) for m in mods):
+                    return "cuda-only"
+    return "normal"
 
 
-def _key(patterns: Iterable[str] | None) -> tuple[str, ...] | None:
-    return tuple(patterns) if patterns else None
+_USE_SPMD = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)*)\.use_spmd\s*\(")
+
+
+def _uses_spmd(source: str, table: ImportTable) -> bool:
+    scopes = [table.module_scope, *table.scopes.values()]
+    qualified = {q for scope in scopes for q in scope.names.values() if q is not None}
+    if any(q.startswith(SPMD_MODULES) or q.endswith((".use_spmd", ".SpmdFullyShardedDataParallel")) for q in qualified):
+        return True
+    for m in _USE_SPMD.finditer(source):
+        root, _, rest = m.group(1).partition(".")
+        for scope in scopes:
+            q = scope.names.get(root)
+            if q is not None and (f"{q}.{rest}" if rest else q) == "torch_xla.runtime":
+                return True
+    return False
 
 
 def needs_parse(source: str) -> bool:
@@ -78,32 +131,43 @@ def needs_parse(source: str) -> bool:
 
 def migrate_source(
     source: str, path: str = "<string>", *, select: Iterable[str] | None = None,
-    ignore: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None, rules: RuleSet | None = None, watch: Watch | None = None,
 ) -> MigrationResult:
     """Migrate ``source``; raises :class:`UnparsableError` when it does not parse.
 
     Output is byte-identical when no rule fires, and a second run over the output changes nothing.
+    ``rules`` (already resolved) overrides ``select``/``ignore``; ``watch`` hears each stage (progress,
+    per-file limits: see migrate.limits).
     """
     if not needs_parse(source):
         return MigrationResult(source, False, [])
-    spmd = is_spmd_program(source)
-    index = _index(_key(select), _key(ignore), spmd and "TPU901" in _index(_key(select), _key(ignore)).codes)
+    watch = watch or _QUIET
+    codes = as_rule_set(rules, select, ignore).codes
+    watch.stage("parsing")
     try:
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
-        raise UnparsableError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+        raise UnparsableError(*describe_syntax_error(source, exc)) from exc
+    watch.stage("resolving names")
     table = import_table(module)
+    mode = flag_only_mode(source, module, table)
+    if mode == "spmd" and "TPU901" not in codes:
+        mode = "normal"
+    index = _rule_index(codes, mode)
+    watch.stage("rewriting")
     if table.needs_scopes():
         transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
         new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
     else:
         transformer = MigrationTransformer(index, path, source.splitlines(), table)
-        new = walk.visit(module, transformer)
+        new = walk.visit(module, transformer, watch.tick)
+    watch.stage("locating findings")
     smap = SourceMap(source, module)
     transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
     if new is module:  # no rule changed anything (the walk returns the very same tree)
         return MigrationResult(source, False, _sorted(diagnostics))
+    watch.stage("generating code")
     new_code = smap.splice(new)
     if new_code is None:
         return _whole_module(source, module, new, transformer, path)
@@ -120,8 +184,11 @@ def migrate_source(
 
 def _finish(module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, source: str) -> cst.Module:
     """Import clean-up and helpers, after the rule pass."""
+    helpers = [h for h in closure(tr.helpers) if not _defines(new, h.name)]
+    for h in helpers:
+        tr.needed_imports.update(h.imports)
     new = _fix_imports(module, new, tr, path, tr.diagnostics)
-    new = _add_helpers(new, tr.helpers)
+    new = _add_helpers(new, helpers, early=tr.helpers_early)
     return _strip_leading_blank(new, source)
 
 
@@ -163,13 +230,14 @@ def _fix_imports(old: cst.Module, new: cst.Module, tr: MigrationTransformer, pat
     return new
 
 
-def _add_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
-    """Insert helper definitions once, after the last top-level import."""
+def _defines(module: cst.Module, name: str) -> bool:
+    return any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in module.body)
+
+
+def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> cst.Module:
+    """Insert helper definitions once: after the last top-level import, or after the leading import block
+    when a module-level statement uses one (a helper must be defined before that statement runs)."""
     if not helpers:
-        return module
-    defined = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
-    todo = [src for name, src in sorted(helpers.items()) if name not in defined]
-    if not todo:
         return module
     body = list(module.body)
     last_import = -1
@@ -177,9 +245,11 @@ def _add_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
         if isinstance(s, cst.SimpleStatementLine) and any(
                 isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body):
             last_import = i
+        elif early and last_import >= 0 and not _is_docstring(s, i):
+            break
     new_nodes: list[cst.BaseStatement] = []
-    for src in todo:
-        parsed = list(cst.parse_module(src).body)
+    for h in helpers:
+        parsed = list(cst.parse_module(h.source).body)
         parsed[0] = parsed[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
         new_nodes.extend(parsed)
     body[last_import + 1:last_import + 1] = new_nodes
@@ -191,6 +261,11 @@ def _add_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
             lines.pop(0)
         body[after] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *lines])
     return module.with_changes(body=body)
+
+
+def _is_docstring(stmt: cst.BaseStatement, index: int) -> bool:
+    return index == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr) \
+        and isinstance(stmt.body[0].value, cst.SimpleString)
 
 
 def _strip_leading_blank(module: cst.Module, source: str) -> cst.Module:

@@ -16,7 +16,7 @@ from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
 from ._positions import start_positions
 from ._spans import SourceMap
-from .imports import removable_aliases
+from .imports import emptied_if, removable_aliases
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
 from .results import Diagnostic, Outcome
 from .rules.base import Rule
@@ -29,6 +29,8 @@ _BINDING_TARGETS = node_types(cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cs
 _REFS = node_types(cst.Name, cst.Attribute)
 _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.Call, cst.AsName, cst.Del))
 _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
+_DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
+_IF = node_types(cst.If)
 _NAME = node_types(cst.Name)
 _EXPRESSIONS = node_types(cst.BaseExpression)
 _SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
@@ -83,7 +85,10 @@ class MigrationTransformer(cst.CSTTransformer):
         self.lines = source_lines
         self.diagnostics: list[Diagnostic] = []
         self.needed_imports: set[str] = set()
-        self.helpers: dict[str, str] = {}
+        #: Names of the local replacements (rules/_helpers.py) the rewritten file needs.
+        self.helpers: set[str] = set()
+        #: True when a helper is used by a module-level statement (it must be defined before that).
+        self.helpers_early = False
         self._stack: list[cst.CSTNode] = []
         #: id(node) -> its top-level statement, for nodes whose position may be reported.
         self._tops: dict[int, cst.CSTNode] = {}
@@ -166,6 +171,9 @@ class MigrationTransformer(cst.CSTTransformer):
     def is_known(self, qname: str, called: bool) -> bool:
         return qname in self.index.known_refs or (called and qname in self.index.known_calls)
 
+    def enclosing_definitions(self) -> list[cst.FunctionDef | cst.ClassDef]:
+        return [s for s in self._stack if type(s) in _DEFINITIONS]  # type: ignore[misc]
+
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called
 
@@ -193,8 +201,10 @@ class MigrationTransformer(cst.CSTTransformer):
     def need_import(self, module: str) -> None:
         self.needed_imports.add(module)
 
-    def need_helper(self, name: str, source: str) -> None:
-        self.helpers[name] = source
+    def need_helper(self, name: str) -> None:
+        self.helpers.add(name)
+        if not any(type(s) in _DEFINITIONS for s in self._stack):
+            self.helpers_early = True
 
     def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
                         call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:
@@ -345,6 +355,8 @@ class MigrationTransformer(cst.CSTTransformer):
             result = self._leave_claimed(original, result)  # type: ignore[arg-type]
         if self._scopes and id(original) in self._scope_starts:
             self._scopes.pop()
+        if t in _IF and not self._pending.get(id(original)) and emptied_if(original, result):  # type: ignore[arg-type]
+            result = cst.RemovalSentinel.REMOVE
         if t in _STATEMENTS:
             result = self._attach_todos(original, result)
             result = self._carry_lines(original, result)

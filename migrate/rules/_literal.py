@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from ._util import string_body, with_body
+from ._util import code, string_body, with_body
 from .base import Context, Rule
 from .frameworks import framework_knob_strings
 
@@ -21,6 +21,70 @@ _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 ARGPARSE_CODE = "TPU103"
 DICT_KEY_CODE = "TPU104"
+
+
+#: Device/backend names of other accelerators: a function that names one of them dispatches on the device
+#: type (framework internals, multi-device ladders), and its 'cuda'/'nccl' names the CUDA path.
+OTHER_DEVICES = frozenset({"xla", "tpu", "npu", "hpu", "xpu", "mlu", "musa", "sdaa", "neuron", "hccl", "ccl", "xccl",
+                           "tpu_dist"})
+_WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True))
+_QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
+
+
+def _names_in(ctx: Context, node: cst.CSTNode) -> frozenset[str]:
+    """Quoted device/backend names in a def or class (cached per file)."""
+    cache: dict[int, frozenset[str]] = ctx.scratch.setdefault("literal-scopes", {})  # type: ignore[assignment]
+    found = cache.get(id(node))
+    if found is None:
+        found = cache[id(node)] = frozenset(_QUOTED.findall(code(node)))
+    return found
+
+
+def _is_accelerator_class(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.ClassDef):
+        return False
+    names = [node.name.value, *(code(b.value) for b in node.bases)]
+    return any("accelerator" in n.lower() for n in names)
+
+
+def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
+    """Why a device literal must be flagged, not rewritten, in the code around it (None: rewrite it).
+
+    Inside a framework's accelerator class the name is a registry key (renaming 'cuda' to 'tpu' collides with
+    the framework's own TPU accelerator); in a def that names other accelerators the literal is one branch of
+    a dispatch on the device type (renaming it duplicates or steals the TPU branch).
+    """
+    if ctx.scratch.get("literal-others") is None:
+        ctx.scratch["literal-others"] = bool(_QUOTED.search(ctx.source_text)) and any(
+            w in ctx.source_text for w in OTHER_DEVICES)
+    scopes = ctx.enclosing_definitions()
+    if any(_is_accelerator_class(s) for s in scopes):
+        return f"'{body}' is a device name inside an accelerator class (a registry key)"
+    if not ctx.scratch["literal-others"]:
+        return None
+    fn = next((s for s in reversed(scopes) if isinstance(s, cst.FunctionDef)), None)
+    if fn is None:
+        return None
+    seen = sorted(_names_in(ctx, fn) & others)
+    if seen:
+        return (f"'{body}' is one branch of code that dispatches on the device type (it also names "
+                f"{', '.join(repr(w) for w in seen)})")
+    return None
+
+
+_ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"})
+
+
+def _external(ctx: Context, node: cst.CSTNode) -> bool:
+    """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``."""
+    if isinstance(node, cst.Call):
+        return ctx.qname(node.func) in _ENV_READS
+    if isinstance(node, cst.Subscript):
+        if ctx.qname(node.value) == "os.environ":
+            return True
+        return len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and \
+            string_body(node.slice[0].slice.value) is not None
+    return False
 
 
 def _walk_strings(node: cst.CSTNode):
@@ -38,6 +102,10 @@ class LiteralRule(Rule):
     pattern: ClassVar[re.Pattern[str]]
     replacement: ClassVar[str]
     what: ClassVar[str] = "device string"
+    #: Device names whose presence in the same def means this literal is one branch of a device dispatch.
+    others: ClassVar[frozenset[str]] = OTHER_DEVICES
+    #: Keep the literal in argparse ``choices`` (launch scripts and CI pass it) and add the new value beside it.
+    keep_in_choices: ClassVar[bool] = True
     node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement)
 
     def new_body(self, body: str | None) -> str | None:
@@ -50,9 +118,17 @@ class LiteralRule(Rule):
         if isinstance(node, cst.Comparison):
             if not ctx.enabled(COMPARISON_CODE):
                 return
-            for part in (node.left, *(c.comparator for c in node.comparisons)):
+            parts = [node.left, *(c.comparator for c in node.comparisons)]
+            external = any(_external(ctx, p) for p in parts)
+            for part in parts:
                 for s in _walk_strings(part):
-                    self._claim(ctx, s, COMPARISON_CODE, "compared")
+                    if external and self.new_body(string_body(s)) is not None:
+                        ctx.claim_string(s, COMPARISON_CODE, "flagged",
+                                         f"{self.what} '{string_body(s)}' is compared with a value from outside the "
+                                         "file (environment, config mapping): kept; migrate that value and this "
+                                         "test together", value=None)
+                    else:
+                        self._claim(ctx, s, COMPARISON_CODE, "compared")
         elif isinstance(node, cst.Call) and (knobs := framework_knob_strings(ctx, node)):
             for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
                 ctx.claim_string(s, "", "rewritten", "", value=None)
@@ -63,7 +139,11 @@ class LiteralRule(Rule):
                     self._claim(ctx, s, COMPARISON_CODE, f"tested with .{method}()")
             elif method in _ARGPARSE_METHODS and ctx.enabled(ARGPARSE_CODE):
                 for a in node.args:
-                    if a.keyword is not None and a.keyword.value in ("default", "choices", "const") or (
+                    if a.keyword is not None and a.keyword.value == "choices" and self.keep_in_choices:
+                        for s in _walk_strings(a.value):  # old values stay valid; TPU103 adds the new one
+                            if self.new_body(string_body(s)) is not None:
+                                ctx.claim_string(s, "", "rewritten", "", value=None)
+                    elif a.keyword is not None and a.keyword.value in ("default", "choices", "const") or (
                             method == "set_defaults" and a.keyword is not None):
                         for s in _walk_strings(a.value):
                             self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
@@ -98,7 +178,16 @@ class LiteralRule(Rule):
                     return None
                 if not claim_code:  # kept on purpose (dict keys)
                     return None
-                ctx.report(orig, message, code=claim_code, outcome=outcome)
+            body = string_body(node) or ""
+            reason = kept_reason(ctx, body.split(":")[0], self.others)
+            if reason is not None:
+                ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
+                return None
+            if claim is not None and claim[1] == "flagged":
+                ctx.flag(orig, claim[2], code=claim[0])
+                return None
+            if claim is not None:
+                ctx.report(orig, claim[2], code=claim[0], outcome=claim[1])
             else:
                 ctx.report(orig, f"{self.what} '{string_body(node)}' -> '{new}'", code=self.code)
             return with_body(node, new)
@@ -107,6 +196,14 @@ class LiteralRule(Rule):
             if isinstance(first, cst.FormattedStringText):
                 m = re.fullmatch(r"(cuda|xla):", first.value)
                 if m and self.new_body(m.group(1)) is not None:
+                    if len(node.parts) == 2 and isinstance(node.parts[1], cst.FormattedStringExpression):
+                        # f"cuda:{local_rank}": the ordinal picked this process's GPU; TorchTPU binds one device
+                        # per process (its own is "tpu", another ordinal does not exist there)
+                        ctx.report(orig, f"{self.what} f'{first.value}{{...}}' -> '{self.replacement}' (one device "
+                                   "per process: the ordinal chose this process's GPU)", code=self.code,
+                                   outcome="warned")
+                        quote = node.start.lstrip("fFrR")
+                        return cst.SimpleString(f"{quote}{self.replacement}{quote}")
                     ctx.report(orig, f"{self.what} f'{first.value}...' -> f'{self.replacement}:...'", code=self.code)
                     return node.with_changes(parts=[first.with_changes(value=f"{self.replacement}:"),
                                                     *node.parts[1:]])

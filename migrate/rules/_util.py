@@ -87,3 +87,31 @@ def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
 
 def is_int_literal(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer)
+
+
+def append_elements(elements, values: list[cst.BaseExpression]) -> list:
+    """List/tuple/set elements with ``values`` appended, keeping the display's comma style."""
+    elements = list(elements)
+    if not elements:
+        return [cst.Element(v) for v in values]
+    last = elements[-1]
+    trailing = last.comma
+    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    out = [*elements[:-1], last.with_changes(comma=sep)]
+    for i, v in enumerate(values):
+        out.append(cst.Element(v, comma=trailing if i == len(values) - 1 else sep))
+    return out
+
+
+def literals(node: cst.CSTNode) -> list[cst.SimpleString]:
+    """The string literals a value can evaluate to: the literal itself, both arms of ``a if c else b``,
+    the operands of ``x or "cpu"``, the elements of a list or tuple (not strings used inside a call)."""
+    if isinstance(node, cst.SimpleString):
+        return [node]
+    if isinstance(node, cst.IfExp):
+        return [*literals(node.body), *literals(node.orelse)]
+    if isinstance(node, cst.BooleanOperation):
+        return [*literals(node.left), *literals(node.right)]
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        return [s for el in node.elements for s in literals(el.value)]
+    return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ._calls import bind, rebind
 from ._util import arg, code, expr, kwarg, set_kwarg, string_body, with_body
 from .base import Rule, register
 
@@ -35,31 +36,23 @@ class Autocast(Rule):
     def call(self, ctx, orig, node, qname):
         if any(a.star for a in node.args):
             return None
-        if qname in _CUDA_AMP:
-            names = ("enabled", "dtype", "cache_enabled")
-            positional = [a for a in node.args if a.keyword is None]
-            kws = [a for a in node.args if a.keyword is not None]
-            args = [cst.Arg(cst.SimpleString('"tpu"'))]
-            for name, a in zip(names, positional, strict=False):
-                args.append(cst.Arg(a.value, keyword=cst.Name(name), equal=_EQ))
-            args.extend(a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in kws)
+        if qname in _CUDA_AMP or qname in _XLA_AMP:
+            old = _CUDA_SIGNATURE if qname in _CUDA_AMP else _XLA_SIGNATURE
+            args = rebind(node, old, _TORCH_SIGNATURE, drop=frozenset({"device"}),
+                          first=[cst.Arg(cst.SimpleString('"tpu"'))])
+            if args is None:
+                ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto torch.autocast; port by hand",
+                         code=self.code)
+                return None
             new = node.with_changes(func=expr("torch.autocast"), args=args)
-            dt = kwarg(new, "dtype")
-            if dt is None or _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
+            dtype = bind(orig, old)["dtype"].value if "dtype" in (bind(orig, old) or {}) else None
+            # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU)
+            if (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype)):
                 new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
-                ctx.report(orig, '`torch.cuda.amp.autocast` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`:'
-                           " the compute dtype changes from fp16 to bf16", code=self.code, outcome="warned")
+                ctx.report(orig, f'`{qname}` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`: the '
+                           "compute dtype changes from fp16 to bf16", code=self.code, outcome="warned")
             else:
-                ctx.report(orig, '`torch.cuda.amp.autocast` -> `torch.autocast("tpu")`', code=self.code,
-                           outcome="rewritten")
-            ctx.need_import("torch")
-            return new
-        if qname in _XLA_AMP:
-            rest = [a for a in node.args[1:]] if node.args and node.args[0].keyword is None else [
-                a for a in node.args if not (a.keyword is not None and a.keyword.value == "device")]
-            new = node.with_changes(func=expr("torch.autocast"), args=[cst.Arg(cst.SimpleString('"tpu"')), *rest])
-            ctx.report(orig, '`torch_xla.amp.autocast(device, ...)` -> `torch.autocast("tpu", ...)`', code=self.code,
-                       outcome="rewritten")
+                ctx.report(orig, f'`{qname}` -> `torch.autocast("tpu")`', code=self.code, outcome="rewritten")
             ctx.need_import("torch")
             return new
         # torch.autocast / torch.amp.autocast: the device literal is migrated by TPU101/TPU502.
@@ -74,12 +67,16 @@ class Autocast(Rule):
         return None
 
 
+_CUDA_SIGNATURE = "enabled=True, dtype=torch.float16, cache_enabled=True"
+_XLA_SIGNATURE = "device, enabled=True, dtype=None, cache_enabled=True"
+_TORCH_SIGNATURE = "device_type, dtype=None, enabled=True, cache_enabled=None"
+
+
 def _orig_value(orig: cst.Call, name: str, index: int) -> cst.BaseExpression | None:
     a = arg(orig, index, name)
     return a.value if a is not None else None
 
 
-_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 _SCALERS = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.amp.GradScaler",
                       "torch.amp.grad_scaler.GradScaler", "torch_xla.amp.GradScaler",
                       "torch_xla.amp.grad_scaler.GradScaler"})

@@ -56,6 +56,9 @@ class Context(Protocol):
     def is_called(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is the callee of a call."""
 
+    def enclosing_definitions(self) -> list[cst.FunctionDef | cst.ClassDef]:
+        """The defs and classes around the node being visited, outermost first (original nodes)."""
+
     def is_target(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is an assignment, deletion or loop target."""
 
@@ -74,8 +77,8 @@ class Context(Protocol):
     def need_import(self, module: str) -> None:
         """The rewritten file needs ``import module``."""
 
-    def need_helper(self, name: str, source: str) -> None:
-        """The rewritten file needs the top-level definition ``name`` (its ``source``)."""
+    def need_helper(self, name: str) -> None:
+        """The rewritten file needs the local replacement ``name`` (see :mod:`._helpers`)."""
 
     def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
                         call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:

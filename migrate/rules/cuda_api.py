@@ -6,19 +6,22 @@ with torch >= 2.11, so the device-agnostic ``torch.accelerator`` API is the targ
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from ._util import arg, code, expr, kwarg, string_body
+from ._calls import rebind, same_args
+from ._util import arg, code, expr, kwarg, literals, string_body
 from .base import Context, Rule, register
 
-_ACCELERATOR = {
-    "is_available": "is_available",
-    "device_count": "device_count",
-    "synchronize": "synchronize",
-    "current_device": "current_device_index",
-    "set_device": "set_device_index",
-    "current_stream": "current_stream",
-    "set_stream": "set_stream",
+#: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
+_ACCELERATOR: dict[str, tuple[str, str, str, dict[str, str]]] = {
+    "is_available": ("", "is_available", "", {}),
+    "device_count": ("", "device_count", "", {}),
+    "synchronize": ("device=None", "synchronize", "device_index=None", {"device": "device_index"}),
+    "current_device": ("", "current_device_index", "", {}),
+    "current_stream": ("device=None", "current_stream", "device=None, /", {}),
+    "set_stream": ("stream", "set_stream", "stream", {}),
 }
 
 
@@ -27,20 +30,55 @@ class CudaToAccelerator(Rule):
     code = "TPU201"
     name = "cuda-to-accelerator"
     family = "cuda_api"
-    summary = "Rewrite torch.cuda.is_available/device_count/synchronize/current_device/set_device/... to torch.accelerator."
+    summary = ("Rewrite torch.cuda.is_available/device_count/synchronize/current_device/current_stream/... to "
+               "torch.accelerator (arguments re-bound to its signature); delete torch.cuda.set_device(i).")
     rationale = ("torch.accelerator is the device-agnostic API (PyTorch >= 2.6) that pytorch/examples moved to; "
-                 "TorchTPU's torch.tpu versions of these raise on torch >= 2.11. Note that is_available() is "
-                 "true for any accelerator, and set_device_index raises if the ordinal is not the process's chip.")
-    before = "import torch\n\nif torch.cuda.is_available():\n    n = torch.cuda.device_count()\n"
-    after = "import torch\n\nif torch.accelerator.is_available():\n    n = torch.accelerator.device_count()\n"
+                 "TorchTPU's torch.tpu versions of these raise on torch >= 2.11. Its signatures differ "
+                 "(synchronize(device_index=...), current_stream(device, /)), so arguments are re-bound, never "
+                 "copied. is_available() is true for any accelerator. TorchTPU binds one device per process and "
+                 "set_device_index raises for another ordinal, so `torch.cuda.set_device(local_rank)` is deleted.")
+    before = ("import torch\n\ntorch.cuda.set_device(local_rank)\nif torch.cuda.is_available():\n"
+              "    torch.cuda.synchronize(device=d)\n")
+    after = "import torch\n\nif torch.accelerator.is_available():\n    torch.accelerator.synchronize(device_index=d)\n"
     refs = frozenset(f"torch.cuda.{k}" for k in _ACCELERATOR)
-    emits = tuple(f"torch.accelerator.{v}" for v in _ACCELERATOR.values())
+    calls = refs
+    statements = frozenset({"torch.cuda.set_device"})
+    emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
     def ref(self, ctx: Context, orig, node, qname: str):
-        new = f"torch.accelerator.{_ACCELERATOR[qname.rsplit('.', 1)[1]]}"
-        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
+        if ctx.is_called(orig):
+            return None  # the call hook re-binds the arguments too
+        new = f"torch.accelerator.{_ACCELERATOR[qname.rsplit('.', 1)[1]][1]}"
+        ctx.report(orig, f"`{qname}` -> `{new}` (as a value: check how it is called)", code=self.code,
+                   outcome="warned")
         ctx.need_import("torch")
         return expr(new)
+
+    def call(self, ctx: Context, orig, node, qname: str):
+        last = qname.rsplit(".", 1)[1]
+        if last == "set_device":
+            ctx.flag(orig, "`torch.cuda.set_device(...)` in an expression: TorchTPU binds one device per process; "
+                     "remove it", code=self.code)
+            return None
+        old, name, new_sig, rename = _ACCELERATOR[last]
+        args = rebind(node, old, new_sig, rename)
+        new = f"torch.accelerator.{name}"
+        if args is None:
+            ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto `{new}({new_sig})`; port by hand",
+                     code=self.code)
+            return None
+        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
+        ctx.need_import("torch")
+        func = expr(new)
+        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+
+    def statement(self, ctx: Context, orig, node, qname, call, target):
+        if call is None or target is not None:
+            return None
+        ctx.report(orig, "removed `torch.cuda.set_device(...)`: TorchTPU binds one device per process (the "
+                   "launcher picks it; set_device_index raises for another ordinal)", code=self.code,
+                   outcome="warned")
+        return cst.RemovalSentinel.REMOVE
 
 
 @register
@@ -112,23 +150,61 @@ class CudaMemoryStats(Rule):
         return None
 
 
+#: What torch.tpu.get_device_properties(...) is known to carry (TorchTPU 0.2.0).
+_TPU_PROPERTIES = frozenset({"name", "total_memory"})
+_PROPS = "torch.cuda.get_device_properties"
+
+
 @register
 class CudaDeviceInfo(Rule):
     code = "TPU205"
     name = "cuda-device-info"
     family = "cuda_api"
     outcome = "warned"
-    summary = "Rewrite torch.cuda.get_device_name/get_device_properties to torch.tpu; flag capability checks."
-    rationale = ("torch.tpu.get_device_name/get_device_properties exist in TorchTPU 0.2.0; compute-capability "
-                 "gates such as `>= (8, 0)` for bf16/tf32 have no TPU meaning.")
-    before = "import torch\n\nname = torch.cuda.get_device_name(0)\n"
-    after = "import torch\n\nname = torch.tpu.get_device_name(0)\n"
-    refs = frozenset({"torch.cuda.get_device_name", "torch.cuda.get_device_properties",
-                      "torch.cuda.get_device_capability", "torch.version.cuda", "torch.cuda.get_arch_list"})
+    summary = ("Rewrite torch.cuda.get_device_name/get_device_properties to torch.tpu; flag capability checks "
+               "(.major, .minor, .multi_processor_count ..., get_device_capability, torch.version.cuda).")
+    rationale = ("torch.tpu.get_device_name/get_device_properties exist in TorchTPU 0.2.0, but the properties "
+                 "carry name and total_memory only: a compute-capability gate such as `.major >= 8` for bf16/tf32 "
+                 "has no TPU meaning and would raise AttributeError, so it is flagged and left as it is.")
+    before = ("import torch\n\nname = torch.cuda.get_device_name(0)\n"
+              "sm = torch.cuda.get_device_properties(0).major\n")
+    after = ("import torch\n\nname = torch.tpu.get_device_name(0)\n# TODO(tpu-migrate TPU205): "
+             "`torch.cuda.get_device_properties(...).major` is a CUDA capability check (TPU properties have "
+             "name and total_memory); decide what the TPU path needs\nsm = torch.cuda.get_device_properties(0).major\n")
+    refs = frozenset({"torch.cuda.get_device_name", _PROPS, "torch.cuda.get_device_capability", "torch.version.cuda",
+                      "torch.cuda.get_arch_list"})
     emits = ("torch.tpu.get_device_name", "torch.tpu.get_device_properties")
+    node_types = (cst.Attribute, cst.Assign)
+
+    def visit_node(self, ctx, node):
+        """Before the reference is left: decide whether the properties' uses all exist on TPU."""
+        call, attrs = None, []
+        value = node.value
+        func = value.func if type(value) is cst.Call else None
+        last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        if last != "get_device_properties":
+            return  # (cheap test first: this runs for every attribute)
+        if isinstance(node, cst.Attribute):
+            call, attrs = value, [node.attr.value]
+        elif len(node.targets) == 1:
+            call = node.value
+            target = node.targets[0].target
+            if isinstance(target, (cst.Name, cst.Attribute)):
+                name = code(target)
+                attrs = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", ctx.source_text)
+        if call is None or ctx.qname(call.func) != _PROPS:
+            return
+        unknown = sorted(set(attrs) - _TPU_PROPERTIES)
+        if unknown:
+            ctx.scratch.setdefault(self.code, {})[id(call.func)] = unknown  # type: ignore[index]
 
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
+        unknown = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
+        if unknown:
+            ctx.flag(orig, f"`{qname}(...).{unknown[0]}` is a CUDA capability check (TPU properties have name and "
+                     "total_memory); decide what the TPU path needs", code=self.code)
+            return None
         if last in ("get_device_name", "get_device_properties"):
             ctx.report(orig, f"`{qname}` -> `torch.tpu.{last}` (raises where no TPU is present)",
                        code=self.code, outcome="warned")
@@ -167,7 +243,12 @@ class CudaEventStream(Rule):
     before = "import torch\n\nstart = torch.cuda.Event(enable_timing=True)\n"
     after = "import torch\n\nstart = torch.Event(enable_timing=True)\n"
     refs = frozenset({"torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.stream"})
+    calls = frozenset({"torch.cuda.Event", "torch.cuda.Stream"})
     emits = ("torch.Event", "torch.Stream")
+    #: name -> (torch.cuda signature, torch signature)
+    _SIGNATURES = {"Event": ("enable_timing=False, blocking=False, interprocess=False, external=False",
+                             "device=None, *, enable_timing=False, blocking=False, interprocess=False"),
+                   "Stream": ("device=None, priority=0, **kwargs", "device=None, *, priority=0")}
 
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
@@ -175,10 +256,26 @@ class CudaEventStream(Rule):
             ctx.flag(orig, "`torch.cuda.stream(...)`: TorchTPU streams are placeholders; drop the context or "
                      "use torch.Stream", code=self.code)
             return None
+        if ctx.is_called(orig):
+            return None  # the call hook re-binds the arguments too
         ctx.report(orig, f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
                    code=self.code, outcome="warned")
         ctx.need_import("torch")
         return expr(f"torch.{last}")
+
+    def call(self, ctx, orig, node, qname):
+        last = qname.rsplit(".", 1)[1]
+        old, new = self._SIGNATURES[last]
+        args = rebind(node, old, new)
+        if args is None:
+            ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto `torch.{last}({new})`; port by hand",
+                     code=self.code)
+            return None
+        ctx.report(orig, f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
+                   code=self.code, outcome="warned")
+        ctx.need_import("torch")
+        func = expr(f"torch.{last}")
+        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
 
 
 _TENSOR_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
@@ -273,8 +370,16 @@ class CudaGraphsNvtx(Rule):
         return None
 
 
-_KERNEL_MODULES = ("triton", "apex", "bitsandbytes", "flash_attn", "xformers", "cupy", "pycuda", "numba.cuda",
-                   "transformer_engine")
+#: Python packages that only run on NVIDIA GPUs (kernels, compilers, bindings, monitoring).
+KERNEL_MODULES = ("triton", "apex", "bitsandbytes", "flash_attn", "flash_attn_interface", "xformers", "cupy",
+                  "pycuda", "numba.cuda", "transformer_engine", "tensorrt", "torch_tensorrt", "cuda", "cuda.bindings",
+                  "deep_ep", "pynvml", "nvidia", "cutlass", "flashinfer", "mamba_ssm", "causal_conv1d",
+                  "liger_kernel", "cudnn")
+_FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
+
+
+def cuda_only_module(mod: str) -> bool:
+    return any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES)
 
 
 @register
@@ -283,18 +388,29 @@ class CustomKernels(Rule):
     name = "custom-cuda-kernels"
     family = "cuda_api"
     outcome = "flagged"
-    summary = "Flag custom CUDA kernels: CUDAExtension, triton, apex, bitsandbytes, flash_attn, xformers ..."
-    rationale = "These run CUDA code; on TPU write the kernel in JAX/Pallas (torch.tpu.pallas.jax_op) or use torch ops."
+    summary = ("Flag CUDA-only stacks: CUDAExtension, triton, apex, bitsandbytes, flash_attn, xformers, TensorRT, "
+               "cuda-python, DeepEP, pynvml, `nvidia-smi` calls, attn_implementation='flash_attention_2' ...")
+    rationale = ("These run CUDA code; on TPU write the kernel in JAX/Pallas (torch.tpu.pallas.jax_op) or use torch "
+                 "ops. A file that imports one of them at its top level cannot even be imported without CUDA: "
+                 "nothing else in it is rewritten (a half-migrated kernel file is worse than an untouched one).")
     before = "import triton\n"
     after = ("# TODO(tpu-migrate TPU211): `triton` runs CUDA kernels; port to torch ops or a Pallas kernel "
              "(torch.tpu.pallas.jax_op)\nimport triton\n")
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
-    node_types = (cst.Import, cst.ImportFrom)
+    node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
-        if mod.split(".")[0] in _KERNEL_MODULES or any(mod.startswith(m + ".") or mod == m for m in _KERNEL_MODULES):
+        if cuda_only_module(mod):
             ctx.flag(node, f"`{mod}` runs CUDA kernels; port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op)",
                      code=self.code)
+
+    def visit_node(self, ctx, node):
+        if type(node) is cst.Call:
+            a = kwarg(node, "attn_implementation")
+            if a is not None and string_body(a.value) in _FLASH_ATTENTION:
+                ctx.claim_string(a.value, "", "rewritten", "", value=None)  # type: ignore[arg-type]
+                ctx.flag(node, f"attn_implementation='{string_body(a.value)}' is a CUDA kernel; use 'sdpa' (or "
+                         "torch.tpu.ops.splash_sdpa)", code=self.code)
 
     def leave_node(self, ctx, orig, node):
         if isinstance(orig, cst.Import):
@@ -302,11 +418,56 @@ class CustomKernels(Rule):
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")
         elif isinstance(orig, cst.ImportFrom) and orig.module is not None and not orig.relative:
             self._flag(ctx, orig, cst.helpers.get_full_name_for_node(orig.module) or "")
+        elif type(orig) is cst.SimpleString and "nvidia-smi" in orig.value:
+            ctx.flag(orig, "`nvidia-smi` queries NVIDIA GPUs; there is no TPU equivalent here (use "
+                     "torch.tpu.get_device_properties or tpu-info)", code=self.code)
         return None
 
     def ref(self, ctx, orig, node, qname):
         ctx.flag(orig, "`CUDAExtension` builds CUDA kernels; port to torch ops or a Pallas kernel", code=self.code)
         return None
+
+
+_KERNEL_REGISTRATIONS = frozenset({"torch.library.custom_op", "torch._library.custom_ops.custom_op",
+                                   "torch.library.register_kernel", "torch.library.impl"})
+_CUDA_KEYS = frozenset({"cuda", "CUDA", "AutogradCUDA", "SparseCUDA", "QuantizedCUDA"})
+
+
+@register
+class CudaKernelRegistration(Rule):
+    code = "TPU216"
+    name = "cuda-kernel-registration"
+    family = "cuda_api"
+    outcome = "flagged"
+    summary = ("Flag custom-op kernels registered for CUDA (torch.library.custom_op(device_types='cuda'), "
+               "register_kernel('cuda'), impl(..., 'CUDA')); their device names are kept.")
+    rationale = ("The registered function is CUDA code (Triton, a CUDA extension): registering it for 'tpu' would "
+                 "route TPU tensors into a CUDA kernel. Register a TPU implementation (torch ops or a Pallas kernel) "
+                 "beside it instead.")
+    before = ('import torch\n\n@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
+              "def fused(x):\n    return kernel(x)\n")
+    after = ('import torch\n\n# TODO(tpu-migrate TPU216): a kernel registered for CUDA (\'cuda\') is CUDA code; '
+             "register a separate 'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it\n"
+             '@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
+             "def fused(x):\n    return kernel(x)\n")
+    node_types = (cst.Call,)
+
+    def visit_node(self, ctx, node):
+        f = node.func
+        last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+        if last not in ("custom_op", "register_kernel", "impl"):
+            return
+        if ctx.qname(f) not in _KERNEL_REGISTRATIONS and not (isinstance(f, cst.Attribute) and ctx.qname(f) is None):
+            return
+        keys = [s for a in node.args if a.keyword is None or a.keyword.value in ("device_types", "dispatch_key",
+                                                                                   "types")
+                for s in literals(a.value) if string_body(s) in _CUDA_KEYS]
+        if not keys:
+            return
+        for s in keys:
+            ctx.claim_string(s, "", "rewritten", "", value=None)
+        ctx.flag(node, f"a kernel registered for CUDA ('{string_body(keys[0])}') is CUDA code; register a separate "
+                 "'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it", code=self.code)
 
 
 @register
@@ -360,12 +521,16 @@ class CudnnFlags(Rule):
         return None
 
 
+_SETS_PRECISION = re.compile(r"set_float32_matmul_precision\s*\(")
+
+
 @register
 class Tf32Flags(Rule):
     code = "TPU214"
     name = "tf32-to-matmul-precision"
     family = "cuda_api"
-    summary = "Rewrite allow_tf32 assignments to torch.set_float32_matmul_precision('high'|'highest')."
+    summary = ("Rewrite allow_tf32 assignments to torch.set_float32_matmul_precision('high'|'highest'); remove them "
+               "where the file sets the precision itself.")
     rationale = ("TF32 intent maps to matmul precision; TorchTPU maps set_float32_matmul_precision onto its "
                  "DEFAULT/HIGH/HIGHEST precision (f32 matmuls default to bf16 passes).")
     before = "import torch\n\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
@@ -382,6 +547,11 @@ class Tf32Flags(Rule):
             value = '"high"' if v.value == "True" else '"highest"'
         else:
             value = f'"high" if {code(v)} else "highest"'
+        if _SETS_PRECISION.search(ctx.source_text):
+            # the file chooses the precision itself: a second call would overwrite the caller's choice
+            ctx.report(orig, f"`{qname} = ...` removed: the file sets torch.set_float32_matmul_precision itself "
+                       "(a second call would overwrite it)", code=self.code, outcome="warned")
+            return cst.RemovalSentinel.REMOVE
         prev = ctx.previous_statement(orig)
         literal = isinstance(v, cst.Name)  # (a name, not an expression that may have side effects)
         repeated = literal and prev is not None and ctx.scratch.get(self.code) == (id(prev), value)

@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DICT_KEY_CODE, LiteralRule
-from ._util import code, expr, kwarg, string_body, with_body
+from ._util import append_elements, code, expr, kwarg, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
 
@@ -21,11 +21,14 @@ class CudaDeviceLiteral(LiteralRule):
     code = "TPU101"
     name = "cuda-device-string"
     family = "cuda_device"
-    summary = "Rewrite the device strings 'cuda', 'cuda:N', f'cuda:{i}' and 'cuda:{}' to 'tpu'."
-    rationale = ("TorchTPU registers the device type 'tpu'. Ordinals are local to the process, so 'cuda:N' "
-                 "keeps its N; string formats keep their placeholders.")
+    summary = ("Rewrite the device strings 'cuda', 'cuda:N' and 'cuda:{}' to 'tpu' ('tpu:N'); f'cuda:{rank}' to "
+               "'tpu'.")
+    rationale = ("TorchTPU registers the device type 'tpu' and binds one device per process: an f-string ordinal "
+                 "(f'cuda:{local_rank}') chose this process's GPU, and on TorchTPU the process's own device is "
+                 "'tpu' (another ordinal does not exist there). Literal ordinals are kept; string formats keep "
+                 "their placeholders.")
     before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
-    after = 'import torch\n\ndevice = torch.device("tpu")\nloc = f"tpu:{rank}"\n'
+    after = 'import torch\n\ndevice = torch.device("tpu")\nloc = "tpu"\n'
     pattern = re.compile(r"cuda(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
     replacement = "tpu"
 
@@ -44,20 +47,45 @@ class DeviceComparison(Rule):
     after = 'device = "tpu"\nif "tpu" in device:\n    pin = True\n'
 
 
+#: A value in ``choices`` -> the one added beside it.
+_CHOICE_ADDS = {"cuda": "tpu", "nccl": "tpu_dist"}
+
+
 @register
 class ArgparseDefault(Rule):
     code = ARGPARSE_CODE
     name = "argparse-device-default"
     family = "cuda_device"
     outcome = "warned"
-    summary = "Rewrite device/backend defaults and choices of command-line options; keep the flag names."
+    summary = ("Rewrite device/backend defaults of command-line options; add 'tpu' beside 'cuda' in their choices; "
+               "keep the flag names.")
     rationale = ("A static tool cannot see values passed on the command line or by a configurator: the default "
-                 "is migrated, the flag names stay (renaming --cuda breaks launch scripts), and a warning says so.")
+                 "is migrated, the old choices stay valid (the repository's launch scripts and CI still pass "
+                 "them) with the new value added, the flag names stay (renaming --cuda breaks launch scripts), and "
+                 "a warning says so.")
     requires = ("TPU101",)
     before = ('import argparse\n\np = argparse.ArgumentParser()\n'
               'p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])\n')
     after = ('import argparse\n\np = argparse.ArgumentParser()\n'
-             'p.add_argument("--device", default="tpu", choices=["cpu", "tpu"])\n')
+             'p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"])\n')
+    node_types = (cst.Call,)
+
+    def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        assert isinstance(node, cst.Call)
+        if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
+            return None
+        choices = kwarg(node, "choices")
+        if choices is None or not isinstance(choices.value, (cst.List, cst.Tuple)):
+            return None
+        bodies = [string_body(e.value) for e in choices.value.elements]
+        add = [new for old, new in _CHOICE_ADDS.items() if old in bodies and new not in bodies]
+        if not add or not ctx.enabled("TPU101" if "tpu" in add else "TPU401"):
+            return None
+        template = next(e.value for e in choices.value.elements if string_body(e.value) is not None)
+        new_elements = append_elements(choices.value.elements, [with_body(template, v) for v in add])  # type: ignore[arg-type]
+        ctx.report(orig, f"added {', '.join(repr(v) for v in add)} to the choices of a command-line option (the "
+                   "old values stay valid for existing launch scripts)", code=self.code, outcome="warned")
+        return set_kwarg(node, "choices", choices.value.with_changes(elements=new_elements))
 
 
 @register

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._util import string_body
+from ._util import literals, string_body
 from .base import Rule, register
 
 
@@ -66,11 +66,13 @@ def _knobs(call: cst.Call, knobs: dict[str, frozenset[str] | None]) -> list[tupl
         if a.keyword is None or a.keyword.value not in knobs:
             continue
         values = knobs[a.keyword.value]
-        body = string_body(a.value)
+        bodies = [b for b in (string_body(s) for s in literals(a.value)) if b is not None]
         if values is None:
+            body = string_body(a.value)
             found.append((a.keyword.value + "=" + (repr(body) if body is not None else "..."), a))
-        elif body is not None and any(v in values for v in body.lower().split(",")):
-            found.append((f'{a.keyword.value}="{body}"', a))
+        elif any(v in values for b in bodies for v in b.lower().split(",")):
+            shown = f'"{bodies[0]}"' if isinstance(a.value, cst.SimpleString) else "..."
+            found.append((f"{a.keyword.value}={shown}", a))
     return found
 
 
@@ -80,7 +82,7 @@ def framework_knob_strings(ctx, call: cst.Call) -> list[cst.SimpleString]:
     if q is None:
         return []
     knobs = _LIGHTNING_KNOBS if q in LIGHTNING_ENTRIES else _COMPOSER_KNOBS if q in COMPOSER_ENTRIES else _HF_KNOBS
-    return [a.value for _text, a in _knobs(call, knobs) if isinstance(a.value, cst.SimpleString)]
+    return [s for _text, a in _knobs(call, knobs) for s in literals(a.value)]
 
 
 class _KnobRule(Rule):
@@ -105,8 +107,8 @@ class _KnobRule(Rule):
         found = _knobs(node, self.knobs)
         if found:
             for _text, a in found:
-                if isinstance(a.value, cst.SimpleString):
-                    ctx.claim_string(a.value, "", "rewritten", "", value=None)  # kept as written
+                for lit in literals(a.value):
+                    ctx.claim_string(lit, "", "rewritten", "", value=None)  # kept as written
             ctx.flag(node, self.message(q.rsplit(".", 1)[1], ", ".join(t for t, _a in found)), code=self.code)
 
 

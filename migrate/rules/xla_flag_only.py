@@ -6,7 +6,7 @@ import libcst as cst
 
 from .base import Rule, register
 
-_SPMD = ("torch_xla.distributed.spmd", "torch_xla.experimental.xla_sharding", "torch_xla.experimental.spmd",
+SPMD_MODULES = _SPMD = ("torch_xla.distributed.spmd", "torch_xla.experimental.xla_sharding", "torch_xla.experimental.spmd",
          "torch_xla.experimental.xla_sharded_tensor", "torch_xla.distributed.fsdp.spmd_fully_sharded_data_parallel",
          "torch_xla.experimental.spmd_fully_sharded_data_parallel")
 _METRICS = "torch_xla.debug.metrics"
@@ -82,9 +82,11 @@ class Metrics(Rule):
         if len(node.body) != 1 or not isinstance(node.body[0], cst.Expr):
             return
         v = node.body[0].value
-        if _report_call(ctx, v) or (isinstance(v, cst.Call) and len(v.args) == 1 and _report_call(ctx, v.args[0].value)
-                                    and (ctx.qname(v.func) == "torch_xla.core.xla_model.master_print" or
-                                         (isinstance(v.func, cst.Name) and v.func.value == "print"))):
+        positional = [a for a in v.args if a.keyword is None] if isinstance(v, cst.Call) else []
+        if _report_call(ctx, v) or (len(positional) == 1 and not positional[0].star and
+                                    _report_call(ctx, positional[0].value) and
+                                    (ctx.qname(v.func) == "torch_xla.core.xla_model.master_print" or
+                                     (isinstance(v.func, cst.Name) and v.func.value == "print"))):
             ctx.claim_statement(node, self)
             ctx.suppress_current_statement()
 

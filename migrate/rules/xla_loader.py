@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ._helpers import DEVICE_LOADER, helper
 from ._util import arg, code, expr
 from .base import Rule, register
 
 PL = "torch_xla.distributed.parallel_loader"
-HELPER = "_TpuDeviceLoader"
-HELPER_SOURCE = '''class _TpuDeviceLoader:
-    """Added by tpu-migrate (TPU701): moves each batch to `device`, as pl.MpDeviceLoader did."""
-
-    def __init__(self, loader, device):
-        self.loader = loader
-        self.device = device
-
-    def __len__(self):
-        return len(self.loader)
-
-    def __iter__(self):
-        for batch in self.loader:
-            yield torch.utils._pytree.tree_map(
-                lambda t: t.to(self.device, non_blocking=True) if isinstance(t, torch.Tensor) else t, batch
-            )
-'''
+HELPER = DEVICE_LOADER
+HELPER_SOURCE = helper(DEVICE_LOADER).source
 
 
 def _wrap(ctx, loader: cst.BaseExpression, device: cst.BaseExpression) -> cst.BaseExpression:
-    ctx.need_helper(HELPER, HELPER_SOURCE)
-    ctx.need_import("torch")
+    ctx.need_helper(HELPER)
     return expr(f"{HELPER}({code(loader)}, {code(device)})")
 
 

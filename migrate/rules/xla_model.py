@@ -6,8 +6,9 @@ import re
 
 import libcst as cst
 
+from . import _helpers
 from ._literal import LiteralRule
-from ._util import arg, code, expr, kwarg, stmts, string_body
+from ._util import arg, code, expr, kwarg, stmts
 from ._xla import DIST_EMITS, LOCAL_RANK, RANK, WORLD, XM, needs, xm
 from .base import Rule, register
 
@@ -51,6 +52,8 @@ class XlaDeviceLiteral(LiteralRule):
     after = 'import torch\n\nt = torch.zeros(2, device="tpu")\n'
     pattern = re.compile(r"xla(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
     replacement = "tpu"
+    others = frozenset({"tpu"})  # the XLA path becomes the TPU path, unless the code has a 'tpu' one already
+    keep_in_choices = False
 
 
 @register
@@ -78,15 +81,21 @@ class XlaDeviceHw(Rule):
     name = "xla-device-hw"
     family = "xla_model"
     outcome = "warned"
-    summary = "Rewrite xm.xla_device_hw(dev) to torch.device(dev).type.upper()."
-    rationale = ("It returned 'TPU'/'GPU'/'CPU' for the XLA device behind `dev`; the native device type gives "
-                 "'TPU' on TPU and 'CPU' on a CPU run. Branches on 'GPU' become dead code.")
+    summary = "Rewrite xm.xla_device_hw(dev) to torch.device(dev).type.upper(), xr.device_type() to 'TPU'."
+    rationale = ("They returned 'TPU'/'GPU'/'CPU' for the XLA device; the native device type gives 'TPU' on TPU "
+                 "and 'CPU' on a CPU run, and a migrated script runs on 'tpu'. Branches on 'GPU' become dead code.")
     before = "import torch_xla.core.xla_model as xm\n\nhw = xm.xla_device_hw(device)\n"
     after = "import torch\n\nhw = torch.device(device).type.upper()\n"
-    calls = xm("xla_device_hw")
+    calls = xm("xla_device_hw") | frozenset({"torch_xla.runtime.device_type"})
     emits = ("torch.device",)
 
     def call(self, ctx, orig, node, qname):
+        if qname == "torch_xla.runtime.device_type":
+            if node.args:
+                return None
+            ctx.report(orig, "`xr.device_type()` -> `\"TPU\"` (the migrated script runs on 'tpu'; 'GPU'/'CPU' "
+                       "branches become dead)", code=self.code, outcome="warned")
+            return cst.SimpleString('"TPU"')
         d = arg(node, 0, "device")
         if d is None:
             return None
@@ -184,13 +193,18 @@ class WaitDeviceOps(Rule):
         return expr("torch.accelerator.synchronize()")
 
 
-_ALL_REDUCE_GRADS = """if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-    for _group in {opt}.param_groups:
-        for _p in _group["params"]:
-            if _p.grad is not None:
-                torch.distributed.all_reduce(_p.grad)
-                _p.grad.div_(torch.distributed.get_world_size())
-"""
+def _simple(node: cst.BaseExpression) -> bool:
+    """A name, attribute chain or plain subscript: safe to write twice (no side effects)."""
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Subscript) and not all(
+                isinstance(s.slice, cst.Index) and isinstance(s.slice.value, (cst.Name, cst.Integer, cst.SimpleString))
+                for s in node.slice):
+            return False
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+_GRADS = _helpers.ALL_REDUCE_GRADIENTS
 
 
 @register
@@ -199,37 +213,51 @@ class OptimizerStep(Rule):
     name = "optimizer-step"
     family = "xla_model"
     outcome = "warned"
-    summary = "Rewrite xm.optimizer_step(opt) to opt.step(), with an explicit gradient all-reduce unless DDP/FSDP is used."
-    rationale = ("optimizer_step = reduce_gradients (all-reduce SUM x 1/world when world > 1) + opt.step(). "
-                 "Under DDP/FSDP gradients are already reduced; otherwise the all-reduce is written out.")
+    summary = ("Rewrite xm.optimizer_step(opt) to a gradient all-reduce + opt.step(); xm.reduce_gradients and "
+               "xm._fetch_gradients to local replacements.")
+    rationale = ("optimizer_step = reduce_gradients (all-reduce SUM x 1/world when world > 1) + opt.step(), with "
+                 "or without DDP; the all-reduce is written as a small local function so that no branch loses it. "
+                 "Under DDP the gradients are already averaged, and calling opt.step() alone is enough.")
     before = "import torch_xla.core.xla_model as xm\n\nxm.optimizer_step(opt)\n"
-    after = ("import torch\n\n" + _ALL_REDUCE_GRADS.format(opt="opt") + "opt.step()\n")
+    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
+             + _helpers.helper(_GRADS).source + f"\n\n{_GRADS}(opt)\nopt.step()\n")
     statements = xm("optimizer_step")
-    emits = DIST_EMITS + ("torch.distributed.all_reduce",)
+    calls = xm("reduce_gradients", "_fetch_gradients")
+    emits = ("torch.distributed.all_reduce", "torch.distributed.init_process_group") + DIST_EMITS
 
     def statement(self, ctx, orig, node, qname, call, target):
         if call is None:
             return None
         opt = arg(call, 0, "optimizer")
-        if opt is None or any(a.star for a in call.args):
+        groups = arg(call, 3, "groups")
+        if opt is None or any(a.star for a in call.args) or not _simple(opt.value) or (
+                groups is not None and _src(groups.value) != "None"):
+            ctx.flag(orig, "xm.optimizer_step: write the gradient all-reduce and opt.step() by hand (replica "
+                     "groups, or an optimizer expression)", code=self.code)
             return None
-        oa = kwarg(call, "optimizer_args")
+        oa = arg(call, 2, "optimizer_args")
         step = f"{code(opt.value)}.step({'**' + code(oa.value) if oa is not None else ''})"
         line = f"{code(target)} = {step}\n" if target is not None else f"{step}\n"
-        src = ctx.source_text
-        if any(w in src for w in ("DistributedDataParallel", "fully_shard", "FullyShardedDataParallel")):
-            ctx.report(orig, "`xm.optimizer_step(opt)` -> `opt.step()` (gradients are reduced by DDP/FSDP)",
-                       code=self.code, outcome="warned")
-            return stmts(line)
-        ctx.report(orig, "`xm.optimizer_step(opt)` -> explicit gradient all-reduce + `opt.step()`; consider DDP",
-                   code=self.code, outcome="warned")
-        ctx.need_import("torch")
-        return stmts(_ALL_REDUCE_GRADS.format(opt=code(opt.value)) + line)
+        ctx.report(orig, f"`xm.optimizer_step(opt)` -> `{_GRADS}(opt)` + `opt.step()` (xm.optimizer_step "
+                   "all-reduced the gradients; under DDP opt.step() alone is enough)", code=self.code,
+                   outcome="warned")
+        ctx.need_helper(_GRADS)
+        return stmts(f"{_GRADS}({code(opt.value)})\n{line}")
 
     def call(self, ctx, orig, node, qname):
-        ctx.flag(orig, "xm.optimizer_step inside an expression: write the gradient all-reduce and opt.step() "
-                 "by hand", code=self.code)
-        return None
+        last = qname.rsplit(".", 1)[1]
+        opt = arg(node, 0, "optimizer")
+        groups = arg(node, 1, "groups")
+        if last == "optimizer_step" or opt is None or any(a.star for a in node.args) or (
+                groups is not None and _src(groups.value) != "None"):
+            ctx.flag(orig, f"xm.{last} in this form (an expression, or replica groups): write the gradient "
+                     "all-reduce by hand", code=self.code)
+            return None
+        helper = _GRADS if last == "reduce_gradients" else _helpers.FETCH_GRADIENTS
+        ctx.report(orig, f"`xm.{last}(opt)` -> `{helper}(opt)` (a local replacement)", code=self.code,
+                   outcome="warned")
+        ctx.need_helper(helper)
+        return expr(f"{helper}({code(opt.value)})")
 
 
 @register
@@ -237,11 +265,13 @@ class WorldAndRank(Rule):
     code = "TPU509"
     name = "world-size-and-ordinal"
     family = "xla_model"
-    summary = "Rewrite xrt_world_size/world_size, get_ordinal/global_ordinal, local ordinals to torch.distributed / LOCAL_RANK."
-    rationale = ("Without an initialised process group the values are 1 and 0, like torch_xla in a single "
-                 "process; the local ordinal is LOCAL_RANK as set by torchrun.")
+    summary = ("Rewrite xrt_world_size/world_size, get_ordinal/global_ordinal to local functions reading the "
+               "process group (torchrun's WORLD_SIZE/RANK before it exists); local ordinals to LOCAL_RANK.")
+    rationale = ("torch_xla knew the world before any process group: under torchrun, WORLD_SIZE and RANK say the "
+                 "same until init_process_group, and the process group after it (a plain run: 1 and 0).")
     before = "import torch_xla.runtime as xr\n\nn = xr.world_size()\n"
-    after = "import torch\n\nn = " + WORLD + "\n"
+    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.WORLD_SIZE).source + "\n\nn = "
+             + WORLD + "\n")
     _W = xm("xrt_world_size") | frozenset({"torch_xla.runtime.world_size"})
     _R = xm("get_ordinal") | frozenset({"torch_xla.runtime.global_ordinal"})
     _L = xm("get_local_ordinal") | frozenset({"torch_xla.runtime.local_ordinal"})
@@ -249,6 +279,8 @@ class WorldAndRank(Rule):
     emits = DIST_EMITS
 
     def call(self, ctx, orig, node, qname):
+        if node.args:
+            return None  # (no argument in any torch_xla version: not this API)
         if qname in self._W:
             new = WORLD
         elif qname in self._R:
@@ -290,28 +322,33 @@ class MasterPrint(Rule):
     code = "TPU511"
     name = "master-print"
     family = "xla_model"
-    summary = "Rewrite xm.master_print(x) to `if rank == 0: print(x)` (default local=False: global rank)."
-    rationale = "torch_xla printed on the global master only; keep TPU tensors out of the rank-0-only branch."
-    before = 'import torch_xla.core.xla_model as xm\n\nxm.master_print("done")\n'
-    after = f'import torch\n\nif {RANK} == 0:\n    print("done")\n'
+    summary = "Rewrite xm.master_print(*args) to `if rank == 0: print(*args)` (local=True: LOCAL_RANK; fd, flush kept)."
+    rationale = ("torch_xla printed on the global master only (default local=False); fd= becomes file= and "
+                 "flush= is kept. Keep TPU tensors out of the rank-0-only branch.")
+    before = 'import torch_xla.core.xla_model as xm\n\nxm.master_print("done", flush=True)\n'
+    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.RANK).source +
+             f'\n\nif {RANK} == 0:\n    print("done", flush=True)\n')
     statements = xm("master_print")
     emits = DIST_EMITS
 
     def statement(self, ctx, orig, node, qname, call, target):
-        if call is None or target is not None or any(a.star for a in call.args):
+        if call is None or target is not None or any(a.star == "**" for a in call.args):
             return None
-        data = arg(call, 0, "data")
-        fd = arg(call, 1, "fd")
-        local = arg(call, 2, "local")
-        if data is None:
+        positional = [a for a in call.args if a.keyword is None]
+        kws = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        local = kws.get("local")
+        if not positional or set(kws) - {"fd", "local", "flush"} or (
+                local is not None and _src(local.value) not in ("True", "False")):
             return None
         cond = f"{LOCAL_RANK} == 0" if local is not None and _src(local.value) == "True" else f"{RANK} == 0"
-        if local is not None and _src(local.value) not in ("True", "False"):
-            return None
-        printed = code(data.value) + (f", file={code(fd.value)}" if fd is not None else "")
+        printed = [("*" if a.star else "") + code(a.value) for a in positional]
+        if "fd" in kws:
+            printed.append(f"file={code(kws['fd'].value)}")
+        if "flush" in kws:
+            printed.append(f"flush={code(kws['flush'].value)}")
         ctx.report(orig, "`xm.master_print(x)` -> `if rank == 0: print(x)`", code=self.code)
         needs(ctx, cond)
-        return stmts(f"if {cond}:\n    print({printed})\n")
+        return stmts(f"if {cond}:\n    print({', '.join(printed)})\n")
 
     def call(self, ctx, orig, node, qname):
         ctx.flag(orig, "xm.master_print used as an expression: print on rank 0 by hand", code=self.code)
@@ -356,36 +393,38 @@ class XmSave(Rule):
         return stmts(text)
 
 
+_RENDEZVOUS = _helpers.RENDEZVOUS
+
+
 @register
 class Rendezvous(Rule):
     code = "TPU513"
     name = "rendezvous"
     family = "xla_model"
-    summary = "Rewrite xm.rendezvous(tag) to torch.distributed.barrier() (when a process group exists)."
-    rationale = "A barrier is what the tag form does; the payload form exchanges data and is flagged."
+    summary = "Rewrite xm.rendezvous(tag[, payload]) to a local replacement: a barrier that gathers every payload."
+    rationale = ("xm.rendezvous waited for every replica and returned their payloads; all_gather_object does "
+                 "both. The replacement creates torchrun's process group on first use, as torch_xla needed none.")
     before = 'import torch_xla.core.xla_model as xm\n\nxm.rendezvous("ckpt")\n'
-    after = "import torch\n\nif torch.distributed.is_initialized():\n    torch.distributed.barrier()\n"
-    statements = xm("rendezvous")
-    emits = ("torch.distributed.barrier", "torch.distributed.is_initialized")
+    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
+             + _helpers.helper(_RENDEZVOUS).source + f'\n\n{_RENDEZVOUS}("ckpt")\n')
+    calls = xm("rendezvous")
+    emits = ("torch.distributed.all_gather_object", "torch.distributed.init_process_group") + DIST_EMITS
 
-    def statement(self, ctx, orig, node, qname, call, target):
-        if call is None or target is not None:
-            return None
-        if arg(call, 1, "payload") is not None or arg(call, 2, "replicas") is not None:
-            ctx.flag(orig, "xm.rendezvous with a payload exchanges data: use torch.distributed.all_gather_object",
+    def call(self, ctx, orig, node, qname):
+        tag, payload, replicas = arg(node, 0, "tag"), arg(node, 1, "payload"), arg(node, 2, "replicas")
+        if tag is None or any(a.star for a in node.args) or (
+                replicas is not None and _src(replicas.value) not in ("[]", "None")):
+            ctx.flag(orig, "xm.rendezvous with replicas: use torch.distributed.new_group + barrier by hand",
                      code=self.code)
             return None
-        ctx.report(orig, "`xm.rendezvous(tag)` -> `torch.distributed.barrier()`", code=self.code)
-        ctx.need_import("torch")
-        return stmts("if torch.distributed.is_initialized():\n    torch.distributed.barrier()\n")
+        extra = f", {code(payload.value)}" if payload is not None else ""
+        ctx.report(orig, f"`xm.rendezvous(...)` -> `{_RENDEZVOUS}(...)` (all_gather_object of the payloads)",
+                   code=self.code)
+        ctx.need_helper(_RENDEZVOUS)
+        return expr(f"{_RENDEZVOUS}({code(tag.value)}{extra})")
 
 
-_MESH = """if torch.distributed.is_initialized():
-    _tpu_migrate_gathered = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(_tpu_migrate_gathered, {data})
-else:
-    _tpu_migrate_gathered = [{data}]
-"""
+_MESH = _helpers.MESH_REDUCE
 
 
 @register
@@ -394,30 +433,28 @@ class MeshReduce(Rule):
     name = "mesh-reduce"
     family = "xla_model"
     outcome = "warned"
-    summary = "Rewrite `x = xm.mesh_reduce(tag, data, fn)` to all_gather_object + fn(list)."
+    summary = "Rewrite xm.mesh_reduce(tag, data, fn) to a local replacement: all_gather_object + fn(list)."
     rationale = "mesh_reduce gathers one Python value per process and reduces them with fn; data is copied to CPU."
     before = 'import numpy as np\nimport torch_xla.core.xla_model as xm\n\nacc = xm.mesh_reduce("acc", acc, np.mean)\n'
-    after = "import numpy as np\nimport torch\n\n" + _MESH.format(data="acc") + "acc = np.mean(_tpu_migrate_gathered)\n"
-    statements = xm("mesh_reduce")
-    emits = ("torch.distributed.all_gather_object", "torch.distributed.get_world_size",
-             "torch.distributed.is_initialized")
+    after = ("import numpy as np\nimport os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source
+             + "\n\n" + _helpers.helper(_MESH).source + f'\n\nacc = {_MESH}("acc", acc, np.mean)\n')
+    calls = xm("mesh_reduce")
+    emits = ("torch.distributed.all_gather_object", "torch.distributed.init_process_group",
+             "torch.utils._pytree.tree_map", "torch.Tensor") + DIST_EMITS
 
-    def statement(self, ctx, orig, node, qname, call, target):
-        if call is None or any(a.star for a in call.args):
+    def call(self, ctx, orig, node, qname):
+        tag, data, fn = arg(node, 0, "tag"), arg(node, 1, "data"), arg(node, 2, "reduce_fn")
+        if tag is None or data is None or fn is None or any(a.star for a in node.args):
             return None
-        data, fn = arg(call, 1, "data"), arg(call, 2, "reduce_fn")
-        if data is None or fn is None:
-            return None
-        result = f"{code(fn.value)}(_tpu_migrate_gathered)"
-        tail = f"{code(target)} = {result}\n" if target is not None else f"{result}\n"
-        ctx.report(orig, "`xm.mesh_reduce` -> `torch.distributed.all_gather_object` + reduce", code=self.code,
+        ctx.report(orig, f"`xm.mesh_reduce` -> `{_MESH}` (all_gather_object + reduce)", code=self.code,
                    outcome="warned")
-        ctx.need_import("torch")
-        return stmts(_MESH.format(data=code(data.value)) + tail)
+        ctx.need_helper(_MESH)
+        return expr(f"{_MESH}({code(tag.value)}, {code(data.value)}, {code(fn.value)})")
 
 
-_REDUCE_OPS = {"REDUCE_SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN", "REDUCE_MUL": "PRODUCT",
-               "sum": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
+_REDUCE_NAMES = {"REDUCE_SUM": "sum", "REDUCE_MUL": "mul", "REDUCE_AND": "and", "REDUCE_OR": "or",
+                 "REDUCE_MIN": "min", "REDUCE_MAX": "max"}
+_ALL_REDUCE = _helpers.ALL_REDUCE
 
 
 @register
@@ -426,52 +463,37 @@ class AllReduce(Rule):
     name = "xm-all-reduce"
     family = "xla_model"
     outcome = "warned"
-    summary = "Rewrite `y = xm.all_reduce(op, t, scale)` (tensor: returns a new tensor) to clone + dist.all_reduce + mul_."
-    rationale = ("xm.all_reduce returns a reduced clone for a tensor but works in place on a list, and does "
-                 "nothing when world size is 1; the rewrite keeps the return-value form and flags the others.")
+    summary = ("Rewrite xm.all_reduce(op, t or [t...], scale) to a local replacement (a reduced copy of a tensor, "
+               "a list reduced in place); xm.REDUCE_* to their strings.")
+    rationale = ("xm.all_reduce returns a reduced clone for a tensor but works in place on a list, applies "
+                 "`scale` after the reduction and does nothing in a single process: the replacement keeps all "
+                 "three. Replica groups are flagged.")
     before = "import torch_xla.core.xla_model as xm\n\nloss = xm.all_reduce(xm.REDUCE_SUM, loss, scale=0.5)\n"
-    after = ("import torch\n\nloss = loss.clone()\nif torch.distributed.is_initialized():\n"
-             "    torch.distributed.all_reduce(loss, op=torch.distributed.ReduceOp.SUM)\n    loss.mul_(0.5)\n")
-    statements = xm("all_reduce")
-    refs = xm("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_MUL", "REDUCE_AND", "REDUCE_OR")
-    emits = ("torch.distributed.all_reduce", "torch.distributed.ReduceOp", "torch.distributed.is_initialized",
-             "torch.Tensor.clone", "torch.Tensor.mul_")
-
-    def _op(self, ctx, node: cst.BaseExpression) -> str | None:
-        q = ctx.qname(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        key = q.rsplit(".", 1)[1] if q and q.startswith(XM) else string_body(node)
-        return _REDUCE_OPS.get(key or "")
-
-    def statement(self, ctx, orig, node, qname, call, target):
-        small = orig.body[0]
-        ocall = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-        if call is None or target is None or not isinstance(ocall, cst.Call) or any(a.star for a in call.args):
-            return self._flag(ctx, orig)
-        op_arg, t = arg(ocall, 0, "reduce_type"), arg(call, 1, "inputs")
-        scale = arg(call, 2, "scale")
-        op = self._op(ctx, op_arg.value) if op_arg is not None else None
-        if op is None or t is None or isinstance(t.value, (cst.List, cst.Tuple)) or arg(call, 3, "groups"):
-            return self._flag(ctx, orig)
-        tgt = code(target)
-        text = (f"{tgt} = {code(t.value)}.clone()\nif torch.distributed.is_initialized():\n"
-                f"    torch.distributed.all_reduce({tgt}, op=torch.distributed.ReduceOp.{op})\n")
-        if scale is not None and _src(scale.value) not in ("1", "1.0"):
-            text += f"    {tgt}.mul_({code(scale.value)})\n"
-        ctx.report(orig, "`xm.all_reduce` -> clone + `torch.distributed.all_reduce` (no-op without a process group)",
-                   code=self.code, outcome="warned")
-        ctx.need_import("torch")
-        return stmts(text)
-
-    def _flag(self, ctx, orig):
-        ctx.flag(orig, "xm.all_reduce on a list (in place) or with groups: use torch.distributed.all_reduce per "
-                 "tensor, mind the in-place vs return-value split", code=self.code)
-        return None
+    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
+             + _helpers.helper(_ALL_REDUCE).source + f'\n\nloss = {_ALL_REDUCE}("sum", loss, scale=0.5)\n')
+    calls = xm("all_reduce")
+    refs = xm(*_REDUCE_NAMES)
+    emits = ("torch.distributed.all_reduce", "torch.distributed.ReduceOp", "torch.distributed.init_process_group",
+             "torch.Tensor", "torch.Tensor.clone", "torch.Tensor.mul_") + DIST_EMITS
 
     def call(self, ctx, orig, node, qname):
-        return self._flag(ctx, orig)
+        op, inputs = arg(node, 0, "reduce_type"), arg(node, 1, "inputs")
+        scale, groups = arg(node, 2, "scale"), arg(node, 3, "groups")
+        if op is None or inputs is None or any(a.star for a in node.args) or (
+                groups is not None and _src(groups.value) not in ("None", "[]")):
+            ctx.flag(orig, "xm.all_reduce with replica groups: use torch.distributed.new_group + all_reduce by "
+                     "hand", code=self.code)
+            return None
+        extra = f", scale={code(scale.value)}" if scale is not None else ""
+        ctx.report(orig, f"`xm.all_reduce` -> `{_ALL_REDUCE}` (a tensor: reduced copy; a list: in place)",
+                   code=self.code, outcome="warned")
+        ctx.need_helper(_ALL_REDUCE)
+        return expr(f"{_ALL_REDUCE}({code(op.value)}, {code(inputs.value)}{extra})")
 
     def ref(self, ctx, orig, node, qname):
-        return None
+        value = _REDUCE_NAMES[qname.rsplit(".", 1)[1]]
+        ctx.report(orig, f"`xm.{qname.rsplit('.', 1)[1]}` -> `\"{value}\"` (the constant's value)", code=self.code)
+        return cst.SimpleString(f'"{value}"')
 
 
 @register
@@ -489,7 +511,6 @@ class XmCollectives(Rule):
     _MAP = {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor",
             "all_to_all": "all_to_all_single", "collective_permute": "send/recv or all_to_all_single",
             "send": "send", "recv": "recv", "collective_broadcast": "broadcast",
-            "reduce_gradients": "DDP or a loop of all_reduce + div_(world_size)",
             "all_gather_bucketized": "all_gather_into_tensor"}
     refs = xm(*_MAP)
 
@@ -556,16 +577,13 @@ class XmMisc(Rule):
     name = "xm-no-equivalent"
     family = "xla_model"
     outcome = "flagged"
-    summary = "Flag xm APIs with no TorchTPU counterpart: get_memory_info, broadcast_master_param, RateTracker, set_replication, send_cpu_data_to_device, test utilities."
-    rationale = "Memory statistics do not exist on TorchTPU; the others need a small vendored utility or .to(dev)."
-    before = "import torch_xla.core.xla_model as xm\n\nxm.broadcast_master_param(model)\n"
-    after = ("import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU519): `xm.broadcast_master_param`: "
-             "DDP broadcasts parameters at construction; otherwise torch.distributed.broadcast each parameter\n"
-             "xm.broadcast_master_param(model)\n")
+    summary = ("Flag xm APIs with no TorchTPU counterpart: get_memory_info, set_replication, "
+               "send_cpu_data_to_device, get_stablehlo, other test utilities.")
+    rationale = "Memory statistics do not exist on TorchTPU; the others need .to(dev), torch.export or nothing."
+    before = "import torch_xla.core.xla_model as xm\n\ninfo = xm.get_memory_info(device)\n"
+    after = ("import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU519): `xm.get_memory_info`: "
+             "TorchTPU has no memory statistics\ninfo = xm.get_memory_info(device)\n")
     _WHY = {"get_memory_info": "TorchTPU has no memory statistics",
-            "broadcast_master_param": "DDP broadcasts parameters at construction; otherwise "
-                                      "torch.distributed.broadcast each parameter",
-            "RateTracker": "vendor a small rate tracker (time.perf_counter)",
             "set_replication": "not needed with torch.distributed",
             "send_cpu_data_to_device": "use .to(device) (torch.utils._pytree.tree_map for nested data)",
             "get_stablehlo": "use torch.export", "get_stablehlo_bytecode": "use torch.export"}
@@ -577,6 +595,51 @@ class XmMisc(Rule):
         why = self._WHY.get(last, "torch_xla test/utility helper: vendor what you need")
         ctx.flag(orig, f"`{qname.replace(XM + '.', 'xm.')}`: {why}", code=self.code)
         return None
+
+
+_TEST_UTILS = "torch_xla.test.test_utils"
+_LOCAL = {
+    f"{XM}.RateTracker": _helpers.RATE_TRACKER,
+    f"{XM}.broadcast_master_param": _helpers.BROADCAST_MASTER_PARAM,
+    "torch_xla.utils.utils.SampleGenerator": _helpers.SAMPLE_GENERATOR,
+    f"{_TEST_UTILS}.print_training_update": _helpers.PRINT_TRAINING_UPDATE,
+    f"{_TEST_UTILS}.print_test_update": _helpers.PRINT_TEST_UPDATE,
+    f"{_TEST_UTILS}.now": _helpers.NOW,
+    f"{_TEST_UTILS}.get_summary_writer": _helpers.GET_SUMMARY_WRITER,
+    f"{_TEST_UTILS}.write_to_summary": _helpers.WRITE_TO_SUMMARY,
+    f"{_TEST_UTILS}.close_summary_writer": _helpers.CLOSE_SUMMARY_WRITER,
+}
+
+
+@register
+class XlaUtilities(Rule):
+    code = "TPU520"
+    name = "xla-utilities"
+    family = "xla_model"
+    outcome = "warned"
+    summary = ("Rewrite xm.RateTracker, xm.broadcast_master_param, xu.SampleGenerator and the "
+               "torch_xla.test.test_utils printers and summary writers to small local replacements.")
+    rationale = ("The torch_xla training templates (MNIST, ImageNet) use them on every step; each is a few "
+                 "lines of plain torch, written once into the migrated file, so it no longer imports torch_xla. "
+                 "write_to_summary drops the XLA metrics (there are none).")
+    before = "import torch_xla.core.xla_model as xm\n\ntracker = xm.RateTracker()\n"
+    after = ("import time\n\n\n" + _helpers.helper(_helpers.RATE_TRACKER).source
+             + f"\n\ntracker = {_helpers.RATE_TRACKER}()\n")
+    refs = frozenset(_LOCAL)
+    emits = ("torch.distributed.broadcast", "torch.distributed.init_process_group", "torch.no_grad",
+             ) + DIST_EMITS
+
+    def ref(self, ctx, orig, node, qname):
+        local = _LOCAL[qname]
+        ctx.report(orig, f"`{_short_name(qname)}` -> `{local}` (a local replacement)", code=self.code,
+                   outcome="warned")
+        ctx.need_helper(local)
+        return cst.Name(local)
+
+
+def _short_name(qname: str) -> str:
+    return qname.replace(XM + ".", "xm.").replace(_TEST_UTILS + ".", "test_utils.").replace(
+        "torch_xla.utils.utils.", "xu.")
 
 
 @register

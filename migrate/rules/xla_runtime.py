@@ -6,6 +6,8 @@ import re
 
 import libcst as cst
 
+from ._calls import bind, rebind, same_args
+from ._helpers import WORLD_SIZE, helper
 from ._util import arg, code, expr, string_body, with_body
 from ._xla import DIST_EMITS, RANK, WORLD, needs
 from .base import Rule, register
@@ -21,7 +23,7 @@ class RuntimeDeviceCounts(Rule):
     rationale = ("With one TPU device per process these coincide; under SPMD (one process, many devices) the "
                  "meaning differs, hence the warning.")
     before = "import torch_xla.runtime as xr\n\nn = xr.global_runtime_device_count()\n"
-    after = "import torch\n\nn = " + WORLD + "\n"
+    after = ("import os\nimport torch\n\n\n" + helper(WORLD_SIZE).source + "\n\nn = " + WORLD + "\n")
     _MAP = {"global_runtime_device_count": WORLD, "global_device_count": WORLD, "process_count": WORLD,
             "addressable_device_count": "torch.accelerator.device_count()",
             "addressable_runtime_device_count": "torch.accelerator.device_count()",
@@ -143,16 +145,35 @@ class XlaCompile(Rule):
     before = "import torch_xla\n\nstep = torch_xla.compile(step)\n"
     after = "import torch\n\nstep = torch.compile(step)\n"
     calls = frozenset({"torch_xla.compile", "torch_xla.torch_xla.compile"})
+    refs = calls
     emits = ("torch.compile",)
+    _OLD = ("f=None, full_graph=False, name=None, max_different_graphs=None, custom_compile_options=None, "
+            "num_different_graphs_allowed=None")
+    _NEW = ("model=None, *, fullgraph=False, dynamic=None, backend='inductor', mode=None, options=None, name=None, "
+            "disable=False, recompile_limit=None")
+    _DROP = frozenset({"max_different_graphs", "custom_compile_options", "num_different_graphs_allowed"})
 
     def call(self, ctx, orig, node, qname):
-        f = arg(node, 0, "f")
-        if f is None:
+        args = rebind(node, self._OLD, self._NEW, {"f": "model", "full_graph": "fullgraph"}, drop=self._DROP)
+        if args is None:
+            ctx.flag(orig, "`torch_xla.compile(...)`: its arguments do not map onto torch.compile; port by hand",
+                     code=self.code)
             return None
-        ctx.report(orig, "`torch_xla.compile(fn)` -> `torch.compile(fn)` (semantics differ: check graph breaks)",
+        dropped = sorted(n for n in (bind(node, self._OLD) or {}) if n in self._DROP)
+        note = f"; dropped {', '.join(dropped)} (no torch.compile equivalent)" if dropped else ""
+        ctx.report(orig, f"`torch_xla.compile(fn)` -> `torch.compile(fn)` (semantics differ: check graph breaks{note})",
                    code=self.code, outcome="warned")
         ctx.need_import("torch")
-        return expr(f"torch.compile({code(f.value)})")
+        func = expr("torch.compile")
+        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+
+    def ref(self, ctx, orig, node, qname):
+        if ctx.is_called(orig):
+            return None
+        ctx.report(orig, "`torch_xla.compile` -> `torch.compile` (semantics differ: check graph breaks)",
+                   code=self.code, outcome="warned")
+        ctx.need_import("torch")
+        return expr("torch.compile")
 
 
 @register

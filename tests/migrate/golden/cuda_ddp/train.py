@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def get_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="tpu", choices=["cpu", "tpu"], help="device to train on")
+    p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"], help="device to train on")
     p.add_argument("--no-cuda", action="store_true", help="force the CPU")
     p.add_argument("--dist-backend", default="tpu_dist", help="process-group backend under torchrun")
     p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
@@ -61,9 +61,7 @@ def main():
         dist.init_process_group(backend=backend)
         rank = dist.get_rank()
         local_rank = int(os.environ["LOCAL_RANK"])
-        if use_cuda:
-            torch.accelerator.set_device_index(local_rank)
-        device = f"tpu:{local_rank}" if use_cuda else "cpu"
+        device = "tpu" if use_cuda else "cpu"
     else:
         rank, local_rank = 0, 0
         device = args.device if use_cuda else "cpu"
@@ -99,7 +97,7 @@ def main():
     if args.ckpt and rank == 0:
         raw = model.module if ddp else model
         torch.save({"model": raw.state_dict(), "step": args.steps}, args.ckpt)
-        map_location = f"tpu:{local_rank}" if use_cuda else "cpu"
+        map_location = "tpu" if use_cuda else "cpu"
         state = torch.load(args.ckpt, map_location=map_location)
         raw.load_state_dict(state["model"])
     if use_cuda:

@@ -16,8 +16,70 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 
+def _tpu_distributed():
+    """Added by tpu-migrate: whether collectives have peers to talk to.
+
+    torch_xla's runtime always knew its replicas; with torchrun the default process group is created
+    here on first use when WORLD_SIZE > 1 (call init_process_group yourself before to choose options).
+    """
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_world_size() > 1
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        torch.distributed.init_process_group("tpu_dist")
+        return True
+    return False
+
+
+def _tpu_rank():
+    """Added by tpu-migrate: the global rank, as xr.global_ordinal() (torchrun's RANK before a process
+    group exists)."""
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", 0))
+
+
+def _tpu_world_size():
+    """Added by tpu-migrate: the number of processes, as xr.world_size() (torchrun's WORLD_SIZE before a
+    process group exists)."""
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _tpu_all_reduce_gradients(optimizer):
+    """Added by tpu-migrate: average the gradients over the processes, as xm.reduce_gradients did
+    (xm.optimizer_step = this + optimizer.step())."""
+    if not _tpu_distributed():
+        return
+    world = torch.distributed.get_world_size()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                torch.distributed.all_reduce(p.grad)
+                p.grad.div_(world)
+
+
+def _tpu_mesh_reduce(tag, data, reduce_fn):
+    """Added by tpu-migrate: xm.mesh_reduce: `reduce_fn` over every process's copy of `data` (on the CPU)."""
+    data = torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, data)
+    if not _tpu_distributed():
+        return reduce_fn([data])
+    gathered = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, data)
+    return reduce_fn(gathered)
+
+
+def _tpu_rendezvous(tag, payload=b""):
+    """Added by tpu-migrate: xm.rendezvous: wait for every process; returns each process's payload."""
+    if not _tpu_distributed():
+        return [payload]
+    gathered = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, payload)
+    return gathered
+
+
 class _TpuDeviceLoader:
-    """Added by tpu-migrate (TPU701): moves each batch to `device`, as pl.MpDeviceLoader did."""
+    """Added by tpu-migrate: moves each batch to `device`, as pl.MpDeviceLoader did."""
 
     def __init__(self, loader, device):
         self.loader = loader
@@ -66,31 +128,20 @@ def _mp_fn(index, args):
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
-            if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-                for _group in opt.param_groups:
-                    for _p in _group["params"]:
-                        if _p.grad is not None:
-                            torch.distributed.all_reduce(_p.grad)
-                            _p.grad.div_(torch.distributed.get_world_size())
+            _tpu_all_reduce_gradients(opt)
             opt.step()
-            if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) == 0:
+            if _tpu_rank() == 0:
                 print(f"step {step} loss {loss.item():.6f}")
             step += 1
 
     acc = (model(next(iter(train_loader))[0]).argmax(1) == next(iter(train_loader))[1]).float().mean().item()
-    if torch.distributed.is_initialized():
-        _tpu_migrate_gathered = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(_tpu_migrate_gathered, acc)
-    else:
-        _tpu_migrate_gathered = [acc]
-    acc = np.mean(_tpu_migrate_gathered)
-    if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) == 0:
-        print(f"accuracy {acc:.3f} on {(torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1)} replica(s), ordinal {(torch.distributed.get_rank() if torch.distributed.is_initialized() else 0)}")
+    acc = _tpu_mesh_reduce("accuracy", acc, np.mean)
+    if _tpu_rank() == 0:
+        print(f"accuracy {acc:.3f} on {_tpu_world_size()} replica(s), ordinal {_tpu_rank()}")
     if args.ckpt:
         if int(os.environ.get("LOCAL_RANK", 0)) == 0:
             torch.save(torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, model.state_dict()), args.ckpt)
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
+    _tpu_rendezvous("done")
 
 
 if __name__ == "__main__":

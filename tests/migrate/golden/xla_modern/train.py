@@ -14,6 +14,22 @@ import torch.distributed as dist
 import torch.nn as nn
 
 
+def _tpu_rank():
+    """Added by tpu-migrate: the global rank, as xr.global_ordinal() (torchrun's RANK before a process
+    group exists)."""
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", 0))
+
+
+def _tpu_world_size():
+    """Added by tpu-migrate: the number of processes, as xr.world_size() (torchrun's WORLD_SIZE before a
+    process group exists)."""
+    if torch.distributed.is_initialized():
+        return torch.distributed.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
 def get_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=5)
@@ -38,10 +54,10 @@ def train(index, args):
         loss = ((model(x) - y) ** 2).mean()
         loss.backward()
         opt.step()
-        if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) == 0:
+        if _tpu_rank() == 0:
             print(f"step {step} loss {loss.item():.6f}")
-    if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) == 0:
-        print(f"trained on {(torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1)} process(es), device type {device.type}")
+    if _tpu_rank() == 0:
+        print(f"trained on {_tpu_world_size()} process(es), device type {device.type}")
     if dist.is_initialized():
         dist.destroy_process_group()
 
