@@ -41,7 +41,9 @@ def register() -> bool:
         return True
     if _stood_aside:
         return False
-    owner = torch._C._get_privateuse1_backend_name()
+    from backend import _torch_private as private  # lazy: startup (import torch runs this)
+
+    owner = private.privateuse1_name()
     if owner != "privateuseone" or hasattr(torch, "tpu"):
         _stood_aside = True
         log.warning(
@@ -51,19 +53,17 @@ def register() -> bool:
         )
         return False
 
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    from backend import device  # lazy: startup
 
-    from backend import device
-
-    _setup_privateuseone_for_python_backend(
-        "tpu", backend_module=device, hook=device._Hooks(), device_guard=device._Guard()
-    )
+    private.setup_python_backend("tpu", device, device._Hooks(), device._Guard())
     _install_kernels()
-    _patch_torch()
+    from backend import patches  # lazy: startup
+
+    patches.apply()
     _registered = True
 
-    from backend import compile as _c
-    from backend import distributed as _d
+    from backend import compile as _c  # lazy: startup
+    from backend import distributed as _d  # lazy: startup
 
     _c.register()
     _d.register()
@@ -72,7 +72,7 @@ def register() -> bool:
 
 def _factory_fallback(op, *args, **kwargs):  # noqa: ANN001, ANN202 - torch.library calling convention
     # Ops with no tensor input but device="tpu" (empty, arange, ...) reach the PrivateUse1 key here.
-    from backend.dispatch import dispatch
+    from backend.dispatch import dispatch  # lazy: jax (the dispatcher loads every lowering family)
 
     return dispatch(op, (), args, kwargs)
 
@@ -99,7 +99,7 @@ def _factory_kernel(packet: str, overload: str):  # noqa: ANN202
     op = getattr(getattr(torch.ops.aten, packet), overload)
 
     def kernel(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        from backend.dispatch import dispatch
+        from backend.dispatch import dispatch  # lazy: jax
 
         return dispatch(op, (), args, kwargs)
 
@@ -117,69 +117,10 @@ def _install_kernels() -> None:
         packet, overload = name.split(".")
         direct.impl(name if overload != "default" else packet, _factory_kernel(packet, overload), "PrivateUse1")
     _libs.append(direct)
-    from backend import amp, composite
+    from backend import amp, composite  # lazy: startup
 
     _libs.extend(amp.install())
     _libs.extend(composite.install())
-
-
-def _patch_torch() -> None:
-    import torch
-    from torch.optim import optimizer as _opt
-
-    from backend import device
-    from backend.tensor import TpuTensor
-
-    if TpuTensor not in _opt._foreach_supported_types:
-        _opt._foreach_supported_types.append(TpuTensor)
-
-    # torch.accelerator.synchronize() has no C++ stream support for a Python backend.
-    _orig_sync = torch.accelerator.synchronize
-
-    def synchronize(device_index=None) -> None:  # noqa: ANN001
-        acc = torch.accelerator.current_accelerator()
-        if acc is not None and acc.type == "tpu":
-            device._synchronize()
-            return
-        _orig_sync(device_index)
-
-    synchronize.__doc__ = _orig_sync.__doc__
-    torch.accelerator.synchronize = synchronize
-
-    # DataLoader(pin_memory=True) pins for the current accelerator, which needs a C++ pinned allocator.
-    # Host->device copies go through jax.device_put from ordinary host memory, so pinning is a no-op here.
-    import torch.utils.data._utils.pin_memory as _pm
-
-    _orig_pin = _pm.pin_memory
-
-    def pin_memory(data, device=None):  # noqa: ANN001, ANN202
-        acc = torch.accelerator.current_accelerator()
-        if acc is not None and acc.type == "tpu":
-            return data
-        return _orig_pin(data, device)
-
-    _pm.pin_memory = pin_memory
-
-    # Module.to("tpu") must keep parameter identity (tied weights, optimizers built earlier): a CPU
-    # parameter cannot take a wrapper's payload through `.data =`, so swap the tensors, for these calls only.
-    _orig_to = torch.nn.Module.to
-
-    def to(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        dev = torch._C._nn._parse_to(*args, **kwargs)[0]
-        involved = dev is not None and (
-            dev.type == "tpu" or any(isinstance(p, TpuTensor) for p in self.parameters())
-        )
-        if not involved or torch.__future__.get_swap_module_params_on_conversion():
-            return _orig_to(self, *args, **kwargs)
-        torch.__future__.set_swap_module_params_on_conversion(True)
-        try:
-            return _orig_to(self, *args, **kwargs)
-        finally:
-            torch.__future__.set_swap_module_params_on_conversion(False)
-
-    to.__doc__ = _orig_to.__doc__
-    torch.nn.Module.to = to
-    torch.nn.Module.tpu = lambda self, device=None: to(self, torch.device("tpu", 0))
 
 
 def _autoload() -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
+
 LOWER_PRECISION = [
     "mm.default", "addmm.default", "bmm.default", "baddbmm.default", "addbmm.default", "matmul.default",
     "linear.default", "conv1d.default", "conv2d.default", "conv3d.default", "convolution.default",
@@ -25,7 +27,7 @@ FP32 = [
     "log.default", "pow.Tensor_Scalar", "sum.default", "prod.default", "cumsum.default", "norm.Scalar",
 ]  # fmt: skip
 
-_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+_KEY = private.DispatchKeySet(private.DispatchKey.AutocastPrivateUse1)
 
 
 def _cast(x: Any, dtype: torch.dtype) -> Any:
@@ -39,10 +41,15 @@ def _cast(x: Any, dtype: torch.dtype) -> Any:
 def _kernel(op: Any, fixed: torch.dtype | None) -> Any:
     def k(*args: Any, **kwargs: Any) -> Any:
         dtype = fixed or torch.get_autocast_dtype("tpu")
-        with torch._C._ExcludeDispatchKeyGuard(_KEY):
+        with private.ExcludeDispatchKeyGuard(_KEY):
             return op(*_cast(args, dtype), **{n: _cast(v, dtype) for n, v in kwargs.items()})
 
     return k
+
+
+def _overload_suffix(op: Any) -> str:
+    name = private.overload_name(op)
+    return "" if name == "default" else "." + name
 
 
 def _resolve(name: str) -> Any:
@@ -62,6 +69,6 @@ def install() -> list:
             op = _resolve(name)
             if op is None:
                 continue
-            lib.impl(op._schema.name.split("::")[1] + ("." + op._overloadname if op._overloadname != "default" else ""),
+            lib.impl(private.schema(op).name.split("::")[1] + _overload_suffix(op),
                      _kernel(op, fixed), "AutocastPrivateUse1")
     return [fall, lib]

@@ -27,12 +27,18 @@ import itertools
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+
+import backend
+from backend import _torch_private as private
+from backend import random as brandom
+from backend.tensor import TpuTensor, value
 
 __all__ = ["CompileStats", "register", "reset_stats", "stats", "tpu_backend"]
 
@@ -76,25 +82,19 @@ def reset_stats() -> None:
 # adapters to the eager device (backend.tensor / backend.random); kept here so we never edit them
 # --------------------------------------------------------------------------------------------------
 def _tensor_cls() -> type:
-    from backend.tensor import TpuTensor
-
     return TpuTensor
 
 
 def _payload(t: torch.Tensor) -> Any:
     """The jax.Array behind a TpuTensor (through the device's own unwrap when it has one)."""
-    from backend.tensor import value
-
     return value(t)
 
 
 def _wrap(a: Any) -> torch.Tensor:
-    return _tensor_cls()(a)
+    return TpuTensor(a)
 
 
 def _ensure_device() -> None:
-    import backend
-
     backend.register()
 
 
@@ -198,8 +198,6 @@ class _CompiledGraph:
         grad = torch.is_grad_enabled() and bool(diff)
         full_key = (grad, key)
         entry = self.cache.get(full_key)
-        from backend import random as brandom
-
         rng = brandom.get_key()
         with _LOCK:
             _STATS.calls += 1
@@ -251,8 +249,6 @@ class _CompiledGraph:
         self, args: Sequence[Any], tpos: list[int], entry: _Entry
     ) -> Callable[[list[Any], Any], tuple[list[Any], list[Any], list[Any], Any]]:
         """Pure JAX function of (tensor payloads, rng key) -> (float outs, other outs, mutations, key)."""
-        from backend import random as brandom
-
         tcls = _tensor_cls()
         tset = set(tpos)
         static = [None if i in tset else a for i, a in enumerate(args)]  # keep no input tensor alive
@@ -300,7 +296,7 @@ class _CompiledGraph:
     def _build(
         self, args: Sequence[Any], tpos: list[int], arrays: list[Any], diff: list[int], grad: bool, rng: Any
     ) -> _Entry:
-        import jax
+        import jax  # lazy: jax (import torch registers this module)
 
         entry = _Entry()
         run = self._graph_fn(args, tpos, entry)
@@ -335,7 +331,7 @@ class _CompiledGraph:
         return entry
 
     def _backward(self, entry: _Entry, pullback: Any, cts: list[Any]) -> Any:
-        import jax
+        import jax  # lazy: jax (import torch registers this module)
 
         if entry.bwd is None:
             t0 = time.perf_counter()
@@ -435,7 +431,7 @@ def _strip_output_transfers(gm: torch.fx.GraphModule) -> tuple[int, ...]:
 
 
 def _untraceable() -> tuple[type[BaseException], ...]:
-    import jax
+    import jax  # lazy: jax (import torch registers this module)
 
     return (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
             jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
@@ -446,7 +442,6 @@ _UNTRACEABLE: tuple[type[BaseException], ...] = ()
 
 def _warn_eager(exc: BaseException) -> None:
     """Once per graph (the decision is made once per graph)."""
-    import warnings
 
     warnings.warn(
         "torch.compile(backend='tpu'): a graph cannot run as one executable "
@@ -473,7 +468,7 @@ class _GraphFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # the pullback is not itself differentiated: double backward must raise
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # lazy: jax
 
         cts = []
         for g, (shape, dtype) in zip(grads, ctx.out_meta, strict=True):
@@ -510,17 +505,11 @@ def _install_dynamo_hook() -> None:
     global _HOOKED
     if _HOOKED:
         return
-    from torch._dynamo import trace_rules
-    from torch._dynamo.variables.builder import VariableBuilder
-
-    tcls = _tensor_cls()
-    for trace_numpy in (False, True):
-        table = VariableBuilder._type_dispatch_impl(trace_numpy)
-        table.setdefault(tcls, VariableBuilder.wrap_tensor)
+    private.dynamo_register_tensor_type(TpuTensor)
     # Eager tpu ops that run inside a compiled region (around a graph break) enter the device's
     # __torch_dispatch__ and JAX; Dynamo must run those frames, never try to trace them.
     for mod in ("backend", "jax", "jaxlib"):
-        trace_rules.add(mod)
+        private.dynamo_trace_rules_add(mod)
     _HOOKED = True
 
 
@@ -562,8 +551,14 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 def register() -> None:
     """Called by backend.register(): patch torch.compile defaults, expose stats on torch.tpu."""
-    if not getattr(torch.compile, "_tpu_patched", False):
-        torch.compile = _make_compile(torch.compile)
+
+    @private.patch("compile-defaults", "torch.compile",
+                   "TorchTPU's defaults: backend='tpu' for models on the device, dynamic=False, and a clear error "
+                   "for backend='inductor' on TPU tensors (without it, compiling a TPU model needs backend='tpu')",
+                   required=False)
+    def _compile() -> None:
+        if not getattr(torch.compile, "_tpu_patched", False):
+            private.replace_attr(torch, "compile", _make_compile(torch.compile))
     if "torch._dynamo.variables.builder" in sys.modules and "backend.tensor" in sys.modules:
         _install_dynamo_hook()
     tpu_mod = getattr(torch, "tpu", None)

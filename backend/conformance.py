@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+
+from backend import _torch_private as private
+from backend import dispatch as _d
+from backend import random as _rng
+
+tree_flatten, tree_map = private.tree_flatten, private.tree_map
 
 KNOWN_UNSUPPORTED_FILE = pathlib.Path(__file__).with_name("opinfo_known_unsupported.json")
 
@@ -42,9 +47,7 @@ class Outcome:
 
 
 def op_db() -> list:
-    from torch.testing._internal.common_methods_invocations import op_db as db
-
-    return db
+    return private.op_db()
 
 
 def entry_name(op: Any) -> str:
@@ -162,9 +165,6 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
         tkwargs = tree_map(_to_tpu, kwargs)
         if isinstance(tkwargs.get("device"), (str, torch.device)):
             tkwargs["device"] = "tpu"
-        from backend import dispatch as _d
-        from backend import random as _rng
-
         rescued = dict(_d.BACKWARD_RESCUES)
         draws = _rng.draws
         try:

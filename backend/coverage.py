@@ -15,11 +15,13 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
+
 
 def core_overloads() -> list[Any]:
     """Every ``aten`` OpOverload tagged core, sorted by name."""
     seen, out = set(), []
-    for name in torch._C._dispatch_get_all_op_names():
+    for name in private.dispatch_get_all_op_names():
         if not name.startswith("aten::"):
             continue
         packet_name = name[len("aten::"):].split(".")[0]
@@ -38,7 +40,8 @@ def core_overloads() -> list[Any]:
 
 def classify(op: Any) -> str:
     """"direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
-    from backend import dispatch  # loads every lowering family
+    from backend import dispatch  # lazy: jax (loads every lowering family)
+    from backend.decompositions import decomposition_for
     from backend.ops.registry import lookup
 
     if lookup(op) is not None:
@@ -48,28 +51,28 @@ def classify(op: Any) -> str:
     outs = dispatch._out_args(op)
     if dispatch._is_inplace(op):
         f = dispatch._functional_of_inplace(op)
-        if f is not None and (lookup(f) is not None or dispatch.decomposition_for(f) is not None):
+        if f is not None and (lookup(f) is not None or decomposition_for(f) is not None):
             return "decomposed"
     if outs:
         f = dispatch._functional_of_out(op, outs)
-        if f is not None and (lookup(f) is not None or dispatch.decomposition_for(f) is not None):
+        if f is not None and (lookup(f) is not None or decomposition_for(f) is not None):
             return "decomposed"
-    if dispatch.decomposition_for(op) is not None:
+    if decomposition_for(op) is not None:
         return "decomposed"
-    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+    if private.dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
         return "decomposed"
     return "missing"
 
 
 def report() -> dict[str, Any]:
-    import backend
-    from backend import dispatch  # noqa: F401  (loads every lowering family)
+    import backend  # lazy: the report needs the device registered
+    from backend import dispatch  # noqa: F401  # lazy: jax (loads every lowering family)
 
     backend.register()
-    rows = [{"op": op.name() + ("." + op._overloadname if op._overloadname != "default" else ""),
+    rows = [{"op": op.name() + ("" if private.overload_name(op) == "default" else "." + private.overload_name(op)),
              "status": classify(op)} for op in core_overloads()]
     counts = {k: sum(r["status"] == k for r in rows) for k in ("direct", "decomposed", "missing")}
-    from backend.ops.registry import REGISTRY
+    from backend.ops.registry import REGISTRY  # lazy: jax
 
     return {"torch": torch.__version__, "core_overloads": len(rows), "counts": counts,
             "registry_entries": len(REGISTRY), "ops": rows}

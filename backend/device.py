@@ -11,7 +11,6 @@ Importing this module must not import JAX (it runs inside ``import torch`` throu
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import os
 import sys
@@ -23,7 +22,10 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
 from backend import random as _random
+from backend import state
+from backend.state import EagerMode, Precision
 
 __all__ = [
     "EagerMode", "Event", "Precision", "Stream", "current_device", "current_stream", "default_generators",
@@ -175,7 +177,7 @@ class Stream:
     """Placeholder stream: XLA/PJRT orders the work, as TorchTPU documents."""
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device = torch.device(torch._C._get_privateuse1_backend_name(), 0)
+        self.device = torch.device(private.privateuse1_name(), 0)
 
     def synchronize(self) -> None:
         _synchronize()
@@ -290,66 +292,31 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 
 
-class Precision(enum.Enum):
-    """Matmul precision for float32 inputs, as ``jax.lax.Precision``."""
-
-    DEFAULT = "DEFAULT"  # bf16 inputs, f32 accumulation on TPU
-    HIGH = "HIGH"  # bf16_3x
-    HIGHEST = "HIGHEST"  # full f32
-
-
-_precision_stack: list[Precision] = []
-_TORCH_TO_PRECISION = {"medium": Precision.DEFAULT, "high": Precision.HIGH, "highest": Precision.HIGHEST}
-
-
-def current_precision() -> Precision:
-    """The active precision: innermost ``torch.tpu.precision(...)``, else ``torch.get_float32_matmul_precision()``."""
-    if _precision_stack:
-        return _precision_stack[-1]
-    return _TORCH_TO_PRECISION[torch.get_float32_matmul_precision()]
-
-
 @contextlib.contextmanager
 def precision(p: Precision | str) -> Iterator[None]:
     """Context manager: run float32 matmuls/convolutions at precision ``p``."""
-    _precision_stack.append(Precision(p.upper()) if isinstance(p, str) else Precision(p))
+    state.push_precision(Precision(p.upper()) if isinstance(p, str) else Precision(p))
     try:
         yield
     finally:
-        _precision_stack.pop()
+        state.pop_precision()
 
 
 # ----------------------------------------------------------------------------- eager modes
-class EagerMode(enum.Enum):
-    DEFER_NEVER = "DEFER_NEVER"  # strict eager (default): one op at a time, dispatched asynchronously
-    DEFER_NEVER_AND_LAUNCH_BLOCKING = "DEFER_NEVER_AND_LAUNCH_BLOCKING"  # debug: wait after every op
-    DEFER_AND_FUSE = "DEFER_AND_FUSE"  # fused eager: not implemented here
-
-
-_eager_mode = EagerMode.DEFER_NEVER
-_eager_mode_setters: list[Callable[[EagerMode], None]] = []
-
-
 def _set_mode(mode: EagerMode) -> None:
-    global _eager_mode
     mode = EagerMode(mode)
-    if mode is EagerMode.DEFER_AND_FUSE and not _eager_mode_setters:
+    if mode is EagerMode.DEFER_AND_FUSE:
         raise NotImplementedError(
             "torch.tpu.EagerMode.DEFER_AND_FUSE (fused eager) is not implemented by the JAX-backed tpu device; "
             "use torch.compile(model, backend='tpu') to fuse ops into one XLA program."
         )
-    for cb in _eager_mode_setters:
-        cb(mode)
-    from backend import dispatch as _d
-
-    _d.set_launch_blocking(mode is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING)
-    _eager_mode = mode
+    state.set_eager_mode_value(mode)
 
 
 @contextlib.contextmanager
 def set_eager_mode(mode: EagerMode) -> Iterator[None]:
     """Run the block in eager ``mode`` and restore the previous one."""
-    prev = _eager_mode
+    prev = state.eager_mode()
     _set_mode(mode)
     try:
         yield
@@ -360,7 +327,7 @@ def set_eager_mode(mode: EagerMode) -> Iterator[None]:
 class _TpuModule(types.ModuleType):
     @property
     def eager_mode(self) -> EagerMode:
-        return _eager_mode
+        return state.eager_mode()
 
     @eager_mode.setter
     def eager_mode(self, mode: EagerMode) -> None:
@@ -368,7 +335,7 @@ class _TpuModule(types.ModuleType):
 
 
 # ----------------------------------------------------------------------------- PrivateUse1 hooks
-class _Hooks(torch._C._acc.PrivateUse1Hooks):
+class _Hooks(private.PrivateUse1Hooks):
     def is_available(self) -> bool:
         return True
 
@@ -379,9 +346,9 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
-class _Guard(torch._C._acc.DeviceGuard):
+class _Guard(private.DeviceGuard):
     def type_(self) -> Any:
-        return torch._C._autograd.DeviceType.PrivateUse1
+        return private.DEVICE_TYPE_PRIVATEUSE1
 
 
 sys.modules[__name__].__class__ = _TpuModule

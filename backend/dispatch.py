@@ -10,7 +10,6 @@ CPU fallback (off by default) is switched on by ``TORCH_TPU_CPU_FALLBACK=1`` or
 from __future__ import annotations
 
 import collections
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,13 +17,16 @@ from typing import Any
 import torch
 
 import backend.ops
+from backend import _torch_private as private
+from backend import state
 from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
+from backend.decompositions import decomposition_for
+from backend.jit import jitted
 from backend.ops.registry import lookup, on_change
-from backend.tensor import TpuTensor, make_view, set_value, value
+from backend.tensor import TpuTensor, make_view, set_dispatch_handler, set_value, value
 
 backend.ops.load()  # fill the registry
 
-_cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
@@ -34,13 +36,12 @@ _JaxArray: Any = None
 
 def set_cpu_fallback(enabled: bool) -> None:
     """Turn the CPU fallback for ops without a lowering on or off (debugging aid, slow)."""
-    global _cpu_fallback
-    _cpu_fallback = bool(enabled)
+    state.set_cpu_fallback(enabled)
     _PLANS.clear()
 
 
 def cpu_fallback_enabled() -> bool:
-    return _cpu_fallback
+    return state.cpu_fallback_enabled()
 
 
 def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -48,12 +49,12 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
     plan = _PLANS.get(func)
     if plan is None:
         plan = _PLANS[func] = _make_plan(func)
-    if _launch_blocking:
+    if state.launch_blocking():
         return _blocking_call(plan, func, args, kwargs or {})
     try:
         return plan(func, args, kwargs or {})
     except Exception:
-        if torch._C._current_graph_task_id() == -1:
+        if private.current_graph_task_id() == -1:
             raise
         return _backward_rescue(func, args, kwargs or {})
 
@@ -73,15 +74,6 @@ def _backward_rescue(func: Any, args: tuple, kwargs: dict) -> Any:
     return _plan_cpu_fallback(func, args, kwargs, warn=False)
 
 
-_launch_blocking = False
-
-
-def set_launch_blocking(enabled: bool) -> None:
-    """Debug eager: wait for every op to finish before returning (EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING)."""
-    global _launch_blocking
-    _launch_blocking = bool(enabled)
-
-
 def _blocking_call(plan: Callable, func: Any, args: tuple, kwargs: dict) -> Any:
     res = plan(func, args, kwargs)
     leaves = [value(r) for r in (res if isinstance(res, (list, tuple)) else (res,)) if isinstance(r, TpuTensor)]
@@ -90,11 +82,13 @@ def _blocking_call(plan: Callable, func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 # ----------------------------------------------------------------------------- unwrap / wrap
-def _u(a: Any) -> Any:
+def unwrap(a: Any) -> Any:
+    """A TPU tensor's current jax value (lists/tuples element-wise); CPU 0-dim tensors become arrays, as CUDA
+    accepts CPU scalars; other values pass through."""
     if type(a) is TpuTensor:
         return a._elem if a._root is None else value(a)
     if isinstance(a, (list, tuple)):
-        return type(a)([_u(x) for x in a])
+        return type(a)([unwrap(x) for x in a])
     if isinstance(a, torch.Tensor):
         if isinstance(a, TpuTensor):
             return value(a)
@@ -106,21 +100,22 @@ def _u(a: Any) -> Any:
     return a
 
 
-def _uk(kwargs: dict) -> dict:
-    return {k: _u(v) for k, v in kwargs.items()} if kwargs else kwargs
+def unwrap_kwargs(kwargs: dict) -> dict:
+    return {k: unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
 
 
-def _w(r: Any) -> Any:
+def wrap(r: Any) -> Any:
+    """jax arrays (also inside lists/tuples) as new TPU tensors."""
     if isinstance(r, _JaxArray):
         return TpuTensor(r)
     if isinstance(r, (tuple, list)):
-        return type(r)([_w(x) for x in r])
+        return type(r)([wrap(x) for x in r])
     return r
 
 
 # ----------------------------------------------------------------------------- schema helpers
 def _is_inplace(func: Any) -> bool:
-    s = func._schema
+    s = private.schema(func)
     return (
         func.overloadpacket.__name__.endswith("_")
         and bool(s.arguments)
@@ -131,7 +126,7 @@ def _is_inplace(func: Any) -> bool:
 
 def _out_args(func: Any) -> list[str]:
     return [
-        a.name for a in func._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        a.name for a in private.schema(func).arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
     ]
 
 
@@ -140,36 +135,21 @@ def _functional_of_inplace(func: Any) -> Any:
     packet = getattr(torch.ops.aten, name, None)
     if packet is None:
         return None
-    return getattr(packet, func._overloadname, None)
+    return getattr(packet, private.overload_name(func), None)
 
 
 _OPTIONS = {"dtype", "layout", "device", "pin_memory", "memory_format"}
 
 
 def _functional_of_out(func: Any, outs: list[str]) -> Any:
-    want = [a.name for a in func._schema.arguments if a.name not in outs and a.name not in _OPTIONS]
+    want = [a.name for a in private.schema(func).arguments if a.name not in outs and a.name not in _OPTIONS]
     for name in func.overloadpacket.overloads():
         cand = getattr(func.overloadpacket, name)
         if _out_args(cand):
             continue
-        if [a.name for a in cand._schema.arguments if a.name not in _OPTIONS] == want:
+        if [a.name for a in private.schema(cand).arguments if a.name not in _OPTIONS] == want:
             return cand
     return None
-
-
-_DECOMPS: dict | None = None
-
-
-def decomposition_for(func: Any) -> Callable | None:
-    """A PyTorch decomposition for ``func`` (core ATen table first, then the full table)."""
-    global _DECOMPS
-    if _DECOMPS is None:
-        import torch._decomp as d
-
-        table = dict(d.decomposition_table)
-        table.update(d.core_aten_decompositions())
-        _DECOMPS = table
-    return _DECOMPS.get(func)
 
 
 def _cast(new: Any, like: torch.Tensor) -> Any:
@@ -208,8 +188,8 @@ def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dic
     if func.is_view:
 
         def plan_view(f, a, k):
-            ua = _u(a)
-            uk = _uk(k)
+            ua = unwrap(a)
+            uk = unwrap_kwargs(k)
             res = fn(*ua, **uk)
             rest = ua[1:]
             src = a[0]
@@ -225,7 +205,7 @@ def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dic
         return plan_view
 
     def plan_direct(f, a, k):
-        return _w(fn(*_u(a), **_uk(k)))
+        return wrap(fn(*unwrap(a), **unwrap_kwargs(k)))
 
     return plan_direct
 
@@ -236,6 +216,19 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     if _JaxArray is None:
         _JaxArray = jax_module().Array
     low = lookup(func)
+    plan = _make_lowering_plan(func, low)
+    if low is not None and low.check is not None:
+        check, inner = low.check, plan
+
+        def plan_checked(f: Any, a: tuple, k: dict) -> Any:
+            check(*a, **k)
+            return inner(f, a, k)
+
+        return plan_checked
+    return plan
+
+
+def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any]:
     if low is not None and low.raw:
         fn = low.fn
         return lambda f, a, k: fn(*a, **k)
@@ -244,12 +237,12 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     outs = _out_args(func)
 
     if low is not None:
-        fn = _jitted(low.fn) if low.jit else low.fn
+        fn = jitted(low.fn) if low.jit else low.fn
         if inplace:
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                set_value(self, _cast(fn(*_u(a), **_uk(k)), self))
+                set_value(self, _cast(fn(*unwrap(a), **unwrap_kwargs(k)), self))
                 return self
 
             return plan_inplace
@@ -258,7 +251,7 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             def plan_out_direct(f, a, k):
                 o = [k[n] for n in outs]
                 kk = {n: v for n, v in k.items() if n not in outs}
-                _write_outs(o, fn(*_u(a), **_uk(kk)), f)
+                _write_outs(o, fn(*unwrap(a), **unwrap_kwargs(kk)), f)
                 return o[0] if len(o) == 1 else tuple(o)
 
             return plan_out_direct
@@ -303,9 +296,9 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
                 return self
 
             return plan_inplace_decomposed
-    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+    if private.dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
         return lambda f, a, k: f.decompose(*a, **k)
-    if _cpu_fallback:
+    if state.cpu_fallback_enabled():
         return _plan_cpu_fallback
     return _plan_missing
 
@@ -319,8 +312,6 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
     temporaries: the new value comes from the functional lowering, and the wrapper's C++ sizes/strides are
     changed by the stock metadata kernel run with Python dispatch off. A view extends its chain; a root that
     other tensors view cannot change shape under them, so that raises as before."""
-    from torch.utils._mode_utils import no_dispatch
-
     low = lookup(_METADATA_INPLACE[func])
     if low is None or low.raw:
         return _plan_missing
@@ -330,10 +321,10 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
         if self._root is None and getattr(self, "_viewed", False):
             raise RuntimeError(f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
                                "(a Python wrapper's sizes are shared); use the out-of-place op")
-        rest, uk = _u(a[1:]), _uk(k)
+        rest, uk = unwrap(a[1:]), unwrap_kwargs(k)
         fn = low.fn
         new = fn(value(self), *rest, **uk)
-        with no_dispatch():
+        with private.no_dispatch():
             f(self, *a[1:], **k)
         if tuple(self.shape) != tuple(new.shape):
             raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
@@ -343,66 +334,6 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
         return self
 
     return plan
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, list):
-        return ("l", tuple(_freeze(x) for x in v))
-    if isinstance(v, tuple):
-        return ("t", tuple(_freeze(x) for x in v))
-    if isinstance(v, float) and v != v:
-        return ("nan",)
-    return (type(v), v)
-
-
-def _thaw(v: Any) -> Any:
-    if v[0] == "l":
-        return [_thaw(x) for x in v[1]]
-    if v[0] == "t":
-        return tuple(_thaw(x) for x in v[1])
-    if v[0] == "nan":
-        return float("nan")
-    return v[1]
-
-
-def _jitted(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``fn`` under jax.jit: arrays are traced, everything else is static (part of the cache key).
-    Matmul precision is part of the key because lowerings read it at trace time."""
-    jax = jax_module()
-    cache: dict = {}
-    from backend.device import _precision_stack
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        pos, static = [], []
-        for i, a in enumerate(args):
-            if isinstance(a, _JaxArray):
-                pos.append(i)
-            else:
-                static.append((i, _freeze(a)))
-        key = (tuple(pos), tuple(static), tuple((k, _freeze(v)) for k, v in kwargs.items()),
-               torch.get_float32_matmul_precision(), _precision_stack[-1] if _precision_stack else None, len(args))
-        try:
-            f = cache.get(key)
-        except TypeError:  # unhashable static argument: run eagerly
-            return fn(*args, **kwargs)
-        if f is None:
-            n = len(args)
-            st = {i: _thaw(v) for i, v in static}
-            kw = {k: _thaw(v) for k, v in key[2]}
-            ps = key[0]
-
-            def g(*arrays: Any) -> Any:
-                full = [None] * n
-                for i, v in st.items():
-                    full[i] = v
-                for i, arr in zip(ps, arrays, strict=True):
-                    full[i] = arr
-                return fn(*full, **kw)
-
-            f = cache[key] = jax.jit(g)
-        return f(*[args[i] for i in pos])
-
-    return call
 
 
 def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -434,7 +365,7 @@ def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) 
         ckwargs["device"] = torch.device("cpu")
     res = func(*cargs, **ckwargs)
     # write mutated arguments back
-    for i, arg in enumerate(func._schema.arguments):
+    for i, arg in enumerate(private.schema(func).arguments):
         if arg.alias_info is not None and arg.alias_info.is_write:
             src = cargs[i] if i < len(cargs) and not arg.kwarg_only else ckwargs.get(arg.name)
             dst = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
@@ -468,3 +399,4 @@ def _init_alias_ops() -> None:
 
 
 _init_alias_ops()
+set_dispatch_handler(dispatch)

@@ -24,6 +24,11 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
+from backend._jax import cpu_to_jax, jax_to_cpu
+from backend.ops.registry import lower
+from backend.tensor import TpuTensor, set_value, value
+
 __all__ = ["BACKEND_NAME", "BACKEND_ALIAS", "register", "set_tpu_launch_env"]
 
 BACKEND_NAME = "tpu_dist"
@@ -43,7 +48,7 @@ _REGISTERED = False
 # --------------------------------------------------------------------------------------------------
 def _create_backend(store: Any, rank: int, world_size: int, timeout: timedelta) -> Any:
     """Creator for ``Backend.register_backend``: one gloo backend serving "cpu" and "tpu" tensors."""
-    from torch.distributed import ProcessGroupGloo
+    from torch.distributed import ProcessGroupGloo  # lazy: optional (torch.distributed may be absent)
 
     _register_lazy_hooks()
     return ProcessGroupGloo(store, rank, world_size, timeout)
@@ -53,22 +58,14 @@ def _create_backend(store: Any, rank: int, world_size: int, timeout: timedelta) 
 # host-copy lowerings for the c10d / functional-collective ops
 # --------------------------------------------------------------------------------------------------
 def _is_tpu(x: Any) -> bool:
-    from backend.tensor import TpuTensor
-
     return isinstance(x, TpuTensor)
 
 
 def _to_host(x: Any) -> torch.Tensor:
-    from backend._jax import jax_to_cpu
-    from backend.tensor import value
-
     return jax_to_cpu(value(x))
 
 
 def _write_back(dst: torch.Tensor, src: torch.Tensor) -> None:
-    from backend._jax import cpu_to_jax
-    from backend.tensor import set_value
-
     set_value(dst, cpu_to_jax(src))
 
 
@@ -99,23 +96,19 @@ def _completed_work(result: list[torch.Tensor]) -> Any:
 
     Its future holds the written "tpu" tensors, as DDP's comm hooks read ``fut.value()``.
     """
-    from torch._C._distributed_c10d import _create_work_from_future
-
     fut: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
     fut.set_result(result)
-    return _create_work_from_future(fut).boxed()
+    return private.create_work_from_future(fut).boxed()
 
 
 def _ensure_cpu_backend(group: Any) -> None:
     """Host copies are re-issued on the group's "cpu" backend. A group made for "tpu" only (e.g.
     ``init_process_group()`` with no backend, as ``init_device_mesh("tpu", ...)`` does, picks the
     accelerator's backend alone) gets our gloo backend registered for "cpu" as well."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: optional
 
     if isinstance(group, str):
-        from torch.distributed.distributed_c10d import _resolve_process_group
-
-        group = _resolve_process_group(group)
+        group = private.resolve_process_group(group)
     elif isinstance(group, torch.ScriptObject):
         group = dist.ProcessGroup.unbox(group)
     if not isinstance(group, dist.ProcessGroup):
@@ -136,7 +129,7 @@ def _groups_in(args: Any, kwargs: dict[str, Any], names: list[str]) -> list[Any]
 
 def _c10d_lowering(func: Any) -> Callable[..., Any]:
     """Raw lowering for an in-place ``c10d::*`` op: host copies -> gloo -> write back."""
-    schema = func._schema
+    schema = private.schema(func)
     names = [a.name for a in schema.arguments]
     op_name = schema.name.split("::")[1]
 
@@ -184,14 +177,10 @@ def _c10d_lowering(func: Any) -> Callable[..., Any]:
 
 def _functional_lowering(func: Any) -> Callable[..., Any]:
     """Raw lowering for a ``_c10d_functional`` op: host copies -> op -> wait -> new "tpu" tensors."""
-    from backend.tensor import TpuTensor
-
-    schema = func._schema
+    schema = private.schema(func)
     written_names = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        from backend._jax import cpu_to_jax
-
         pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         written: list[tuple[torch.Tensor, torch.Tensor]] = []
 
@@ -217,7 +206,7 @@ def _functional_lowering(func: Any) -> Callable[..., Any]:
         for g in _groups_in(args, kwargs, names):
             _ensure_cpu_backend(g)
         res = func(*cargs, **ckwargs)
-        wait = torch.ops._c10d_functional.wait_tensor.default
+        wait = private.c10d_functional_ops().wait_tensor.default
         for leaf in _leaves(res):
             if isinstance(leaf, torch.Tensor):
                 wait(leaf)
@@ -244,16 +233,14 @@ def _wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
 def _fresh_alias(tensor: torch.Tensor) -> torch.Tensor:
     # funcol wraps results in AsyncCollectiveTensor to defer the wait; ours are already complete, so a
     # new tensor with the same (immutable) payload is the whole job.
-    from backend.tensor import TpuTensor, value
-
     return TpuTensor(value(tensor))
 
 
 def _privateuse1_kernel(func: Any) -> Callable[..., Any]:
-    key = torch._C.DispatchKey.PrivateUse1
+    key = private.DispatchKey.PrivateUse1
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        return func._op_dk(key, *args, **kwargs)
+        return private.call_for_key(func, key, *args, **kwargs)
 
     return run
 
@@ -269,8 +256,6 @@ def _split_with_sizes_copy(
 
 
 def _register_lowerings() -> None:
-    from backend.ops.registry import lower
-
     c10d_names = [
         "allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_", "allgather_coalesced_",
         "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
@@ -282,7 +267,7 @@ def _register_lowerings() -> None:
         op = getattr(torch.ops.c10d, n, None)
         if op is not None:
             lower(op.default, raw=True)(_c10d_lowering(op.default))
-    fn = torch.ops._c10d_functional
+    fn = private.c10d_functional_ops()
     for n in [
         "all_gather_into_tensor", "all_gather_into_tensor_coalesced", "all_gather_into_tensor_out",
         "all_reduce", "all_reduce_", "all_reduce_coalesced", "all_reduce_coalesced_", "all_to_all_single",
@@ -299,16 +284,13 @@ def _register_lowerings() -> None:
 def _register_lazy_hooks() -> None:
     """``_c10d_functional::_wrap_tensor_autograd`` only exists once funcol is imported, which is too
     heavy for ``import torch`` time; it is registered when a process group is created instead."""
-    import torch.distributed._functional_collectives  # noqa: F401 - defines the op
-
-    from backend.ops.registry import lower
-
-    wrap = getattr(torch.ops._c10d_functional, "_wrap_tensor_autograd", None)
+    private.load_functional_collectives()  # defines the op
+    wrap = getattr(private.c10d_functional_ops(), "_wrap_tensor_autograd", None)
     if wrap is not None:
         lower(wrap.default, raw=True)(_fresh_alias)
     # FSDP2's helper ops ship Python PrivateUse1 kernels made of aten ops; the Python key (our
     # __torch_dispatch__) sits above them, so route to those kernels explicitly.
-    import torch.distributed.fsdp._fully_shard._fsdp_collectives  # noqa: F401 - defines torch.ops.fsdp
+    private.load_fsdp_collectives()  # defines torch.ops.fsdp
 
     for n in ("all_gather_copy_in", "chunk_cat"):
         op = getattr(torch.ops.fsdp, n, None)
@@ -321,32 +303,28 @@ def _register_lazy_hooks() -> None:
 
 
 def _patch_fsdp_storage() -> None:
-    """FSDP2 frees/re-allocates the unsharded parameters' storage with ``untyped_storage().resize_``.
+    @private.patch("fsdp2-storage", "torch.distributed.fsdp._fully_shard._fsdp_param.free_storage/alloc_storage",
+                   "FSDP2 frees/re-allocates unsharded parameters with untyped_storage().resize_; a TPU tensor has "
+                   "no storage (its payload is an immutable jax.Array the all-gather replaces), so both are "
+                   "no-ops for TPU tensors: correct, without FSDP's memory saving on the unsharded copy",
+                   required=True)
+    def _fsdp() -> None:
+        _fsdp_param, _fsdp_param_group = private.fsdp_storage_modules()
+        orig_free, orig_alloc = _fsdp_param.free_storage, _fsdp_param.alloc_storage
 
-    A "tpu" tensor has no real storage (its payload is an immutable jax.Array that the all-gather
-    replaces), so for "tpu" tensors both are no-ops: correct, without FSDP's memory saving on the
-    unsharded copy.
-    """
-    from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+        def free_storage(tensor: torch.Tensor) -> None:
+            if not _is_tpu(tensor):
+                orig_free(tensor)
 
-    if getattr(_fsdp_param.free_storage, "_tpu_patched", False):
-        return
-    orig_free, orig_alloc = _fsdp_param.free_storage, _fsdp_param.alloc_storage
+        def alloc_storage(tensor: torch.Tensor) -> None:
+            if not _is_tpu(tensor):
+                orig_alloc(tensor)
 
-    def free_storage(tensor: torch.Tensor) -> None:
-        if not _is_tpu(tensor):
-            orig_free(tensor)
-
-    def alloc_storage(tensor: torch.Tensor) -> None:
-        if not _is_tpu(tensor):
-            orig_alloc(tensor)
-
-    free_storage._tpu_patched = alloc_storage._tpu_patched = True  # type: ignore[attr-defined]
-    for mod in (_fsdp_param, _fsdp_param_group):
-        if hasattr(mod, "free_storage"):
-            mod.free_storage = free_storage
-        if hasattr(mod, "alloc_storage"):
-            mod.alloc_storage = alloc_storage
+        for mod in (_fsdp_param, _fsdp_param_group):
+            if hasattr(mod, "free_storage"):
+                private.replace_attr(mod, "free_storage", free_storage)
+            if hasattr(mod, "alloc_storage"):
+                private.replace_attr(mod, "alloc_storage", alloc_storage)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -371,7 +349,7 @@ def set_tpu_launch_env(nnodes: int = 1, nproc_per_node: int = 1, node_rank: int 
 
 @functools.cache
 def _register_backends() -> None:
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: optional
 
     if not dist.is_available():
         return

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
 from backend._jax import j2t_dtype, jax_module, jax_to_cpu
 
 _DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
@@ -21,7 +22,7 @@ _DEVICE: torch.device | None = None  # resolved after backend.register renamed P
 def _device() -> torch.device:
     global _DEVICE
     if _DEVICE is None:
-        _DEVICE = torch.device(torch._C._get_privateuse1_backend_name(), 0)
+        _DEVICE = torch.device(private.privateuse1_name(), 0)
     return _DEVICE
 
 
@@ -34,11 +35,11 @@ class TpuTensor(torch.Tensor):
     _gen: int
     _seen: int
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = private.disabled_torch_function_impl
 
     @staticmethod
     def __new__(cls, elem: Any, requires_grad: bool = False) -> TpuTensor:
-        r = torch.Tensor._make_wrapper_subclass(
+        r = private.make_wrapper_subclass(
             cls,
             elem.shape,
             dtype=j2t_dtype(elem.dtype),
@@ -54,7 +55,7 @@ class TpuTensor(torch.Tensor):
         pass
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
         return _dispatch(func, types, args, kwargs)
 
     # torch refuses these on subclasses; go through a CPU copy.
@@ -71,15 +72,15 @@ class TpuTensor(torch.Tensor):
     def __reduce_ex__(self, proto: int) -> Any:
         # Rebuilt by a function on torch.load's weights_only allowlist: a CPU copy moved back to "tpu".
         return (
-            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            private.rebuild_device_tensor_from_cpu,
             (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
         )
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # Print like torch does for any device, from a CPU copy of the value.
-        with torch._C.DisableTorchFunctionSubclass():
+        with private.DisableTorchFunctionSubclass():
             cpu = jax_to_cpu(value(self))
-        body = torch._tensor_str._tensor_str(cpu, len("tensor("))
+        body = private.tensor_str(cpu, len("tensor("))
         suffix = [f"device='{self.device}'"]
         if self.dtype not in (torch.get_default_dtype(), torch.int64, torch.bool) or cpu.numel() == 0:
             suffix.append(f"dtype={self.dtype}")
@@ -172,12 +173,18 @@ def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
         out._seen = src._seen
 
 
-def _dispatch(func, types, args, kwargs):
-    from backend.dispatch import dispatch
+def _no_handler(func: Any, types: Any, args: tuple, kwargs: dict | None) -> Any:
+    raise RuntimeError("the TPU device is not initialised (backend.dispatch was never imported)")
 
+
+_dispatch = _no_handler
+
+
+def set_dispatch_handler(handler: Any) -> None:
+    """Install the function every ATen call on a TPU tensor goes to (``backend.dispatch`` installs itself:
+    the tensor type stays below the dispatcher in the import graph)."""
     global _dispatch
-    _dispatch = dispatch
-    return dispatch(func, types, args, kwargs)
+    _dispatch = handler
 
 
 def from_jax(elem: Any, requires_grad: bool = False) -> TpuTensor:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("backward", "factory", "foreach", "indexing", "linalg", "misc", "nn", "pointwise", "random", "reduction", "shape", "special")
+FAMILIES = (
+    "backward", "factory", "foreach", "indexing", "linalg", "linalg_decomp", "linalg_solve", "losses", "misc", "nn",
+    "pointwise", "random", "reduction", "sampling", "shape", "special",
+)  # fmt: skip
 
 
 def load() -> None:

@@ -14,8 +14,6 @@ jax_module()  # x64 on before any array is made
 aten = torch.ops.aten
 Array = jax.Array
 
-_CAT = {torch.bool: 0}
-
 
 def _cat(td: torch.dtype) -> int:
     if td is torch.bool:

@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from backend.ops._util import aten
-from backend.ops.nn import _avg_pool, _multi_margin, _multilabel_margin
+from backend.ops.losses import _multi_margin, _multilabel_margin
+from backend.ops.nn import _avg_pool
 from backend.ops.registry import lower
+from backend.tensor import TpuTensor, value
 
 
 def _vjp_torch(fwd: Any, primal: Any, g: Any, *args: Any) -> Any:
     """The vjp of ``fwd(primal_tensor, *args)`` (a torch-level op run on the device) at ``primal``, applied to ``g``."""
-    from backend.tensor import TpuTensor, value
 
     def f(x: Any) -> Any:
         with torch.no_grad():

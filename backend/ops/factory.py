@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 import torch
 
+from backend import _torch_private as private
 from backend._jax import cpu_to_jax, jax_to_cpu
 from backend.ops._util import aten, jdt, result_dtype
 from backend.ops.registry import lower
@@ -176,7 +177,7 @@ def _like_dt(x: Any, dtype: Any) -> Any:
 
 
 def _check_like_device(device: Any) -> None:
-    if device is not None and torch.device(device).type != torch._C._get_privateuse1_backend_name():
+    if device is not None and torch.device(device).type != private.privateuse1_name():
         raise NotImplementedError("a *_like factory to another device from a TPU tensor is not supported")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from backend import _torch_private as private
 from backend.ops.registry import lower
 
 _SPECIAL = {"norm": "linalg_vector_norm"}
@@ -21,7 +22,7 @@ def _make(op: Any) -> Any:
     base = packet[len("_foreach_"):].rstrip("_")
     target_name = _SPECIAL.get(base, base) + ("_" if inplace and base not in _SPECIAL else "")
     target = getattr(torch.ops.aten, target_name)
-    args_schema = op._schema.arguments
+    args_schema = private.schema(op).arguments
     list_pos = [i for i, a in enumerate(args_schema) if str(a.type) in ("List[Tensor]", "Tensor[]", "List[number]",
                                                                         "Scalar[]", "List[Scalar]")]
     kw_pos = {i: ("value" if a.name == "scalars" else a.name) for i, a in enumerate(args_schema)
@@ -57,7 +58,7 @@ def _make(op: Any) -> Any:
 
 def _register_all() -> None:
     seen = set()
-    for name in torch._C._dispatch_get_all_op_names():
+    for name in private.dispatch_get_all_op_names():
         if not name.startswith("aten::_foreach_") or name.split(".")[0] in seen:
             continue
         seen.add(name.split(".")[0])
@@ -66,7 +67,7 @@ def _register_all() -> None:
             continue
         for ov in packet.overloads():
             op = getattr(packet, ov)
-            if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments):
+            if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in private.schema(op).arguments):
                 continue  # .out overloads: the dispatcher derives them
             try:
                 lower(op, raw=True)(_make(op))

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backend.ops._util import aten, wrapdim
+from backend.ops._util import aten, jdt, wrapdim
+from backend.ops.reduction import _sort
 from backend.ops.registry import lower
 
 
@@ -181,7 +182,6 @@ def searchsorted(sorted_seq: Any, x: Any, *, out_int32: bool = False, right: boo
     if sorted_seq.ndim == 1:
         out = jnp.searchsorted(sorted_seq, x, side=side)
     else:
-        import jax
 
         out = jax.vmap(lambda s, v: jnp.searchsorted(s, v, side=side))(
             sorted_seq.reshape(-1, sorted_seq.shape[-1]), x.reshape(-1, x.shape[-1])).reshape(x.shape)
@@ -197,8 +197,6 @@ def searchsorted_scalar(sorted_seq: Any, x: Any, *, out_int32: bool = False, rig
 
 @lower(aten.kthvalue.default)
 def kthvalue(x: Any, k: int, dim: int = -1, keepdim: bool = False) -> Any:
-    from backend.ops.reduction import _sort
-
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
     d = wrapdim(dim, x.ndim)
@@ -236,17 +234,6 @@ def gcd(a: Any, b: Any) -> Any:
 @lower(aten.lcm.default)
 def lcm(a: Any, b: Any) -> Any:
     return jnp.lcm(a, b)
-
-
-@lower(aten.median.default)
-def median(x: Any) -> Any:
-    flat = x.reshape(-1)
-    if flat.size == 0:
-        return jnp.asarray(jnp.nan, x.dtype)
-    s = jnp.sort(flat)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        s = jnp.where(jnp.any(jnp.isnan(flat)), jnp.nan, s)
-    return s[(flat.size - 1) // 2]
 
 
 # ----------------------------------------------------------------------------- complex views
@@ -461,6 +448,5 @@ def efficientzerotensor(size: Any, *, dtype: Any = None, layout: Any = None, dev
                         pin_memory: Any = None) -> Any:
     """Autograd's zero gradient (e.g. sgn's backward for real inputs): a plain zero array here; the CPU version
     is a ZeroTensor, which cannot be copied to the device."""
-    from backend.ops._util import jdt
 
     return jnp.zeros(tuple(int(s) for s in size), jdt(dtype))

@@ -8,8 +8,10 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from backend._jax import cpu_to_jax, jax_to_cpu
 from backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
 from backend.ops.registry import lower
+from backend.tensor import TpuTensor, value
 
 
 def _binary(fn: Any, *ops: Any, int_to_float: bool = False) -> None:
@@ -456,8 +458,6 @@ def heaviside(x: Any, v: Any) -> Any:
 def _to_copy(x: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
              pin_memory: bool | None = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
     """Device transfers and dtype casts (raw: sees CPU tensors)."""
-    from backend._jax import cpu_to_jax, jax_to_cpu
-    from backend.tensor import TpuTensor, value
 
     target = torch.device(device) if device is not None else x.device
     if isinstance(x, TpuTensor):

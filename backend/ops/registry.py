@@ -24,28 +24,59 @@ aten = torch.ops.aten
 
 @dataclass(frozen=True)
 class Lowering:
-    """One registered implementation."""
+    """One registered implementation, and where it was defined (for the one-owner check)."""
 
     fn: Callable[..., Any]
     raw: bool = False
     jit: bool = False
+    check: Callable[..., None] | None = None
+    owner: str = ""
+
+
+class DuplicateLoweringError(RuntimeError):
+    """A second lowering for an overload that already has one, without ``override=``."""
 
 
 REGISTRY: dict[Any, Lowering] = {}
+OVERRIDES: dict[Any, str] = {}  # overload -> why its first lowering was replaced
 _listeners: list[Callable[[], None]] = []
 
 
-def lower(*ops: Any, raw: bool = False, jit: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _owner(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def lower(
+    *ops: Any,
+    raw: bool = False,
+    jit: bool = False,
+    check: Callable[..., None] | None = None,
+    override: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as the JAX lowering of each given ATen overload or packet.
 
     ``jit=True`` (for pure multi-primitive lowerings such as layer_norm): the dispatcher runs ``fn`` through
     ``jax.jit``, with every non-array argument static, cached per op and static arguments; one compiled
     XLA call replaces a chain of eager JAX primitives.
+
+    ``check``: called with the torch-level arguments (wrappers, not arrays) before the lowering runs, for
+    refusals that need what only the wrapper knows (e.g. whether it is a view).
+
+    One owner per overload: registering a second lowering for the same overload raises
+    :class:`DuplicateLoweringError` unless ``override="why"`` says why the new one replaces the old.
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for op in ops:
-            REGISTRY[op] = Lowering(fn, raw, jit)
+            prev = REGISTRY.get(op)
+            if prev is not None and prev.fn is not fn and override is None:
+                raise DuplicateLoweringError(
+                    f"{op} already has a lowering ({prev.owner}); {_owner(fn)} would silently replace it. "
+                    "Delete one, or pass override='why' to lower()."
+                )
+            if prev is not None and override is not None:
+                OVERRIDES[op] = override
+            REGISTRY[op] = Lowering(fn, raw, jit, check, _owner(fn))
         for cb in _listeners:
             cb()
         return fn

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from backend.ops._util import as_dtype, aten, dims, result_dtype, wrapdim
+from backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
 from backend.ops.registry import lower
 
 
@@ -32,8 +32,6 @@ def view(x: Any, size: Any, *stride: Any) -> Any:
 
 @lower(aten.view.dtype)
 def view_dtype(x: Any, dtype: Any) -> Any:
-    from backend.ops._util import jdt
-
     dt = jdt(dtype)
     if jnp.dtype(dt).itemsize != x.dtype.itemsize:
         raise RuntimeError("view(dtype) between dtypes of different sizes is not supported on the TPU device")
@@ -121,20 +119,17 @@ def alias(x: Any) -> Any:
     return x
 
 
-@lower(aten.as_strided.default, raw=True)
-def as_strided_checked(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
+def _refuse_view_of_view(x: Any, *rest: Any) -> None:
     """A view of a view would need the root's storage offsets, which wrappers do not have: refuse it
     rather than answer against the wrong layout."""
-    from backend.dispatch import dispatch_lowering
-
     if getattr(x, "_root", None) is not None and x._chain:
         raise NotImplementedError(
             "as_strided on a view of a TPU tensor is not supported (wrappers have no shared storage offsets); "
             "call .clone() on the view first"
         )
-    return dispatch_lowering(aten.as_strided.default, as_strided, (x, size, stride, storage_offset), {})
 
 
+@lower(aten.as_strided.default, check=_refuse_view_of_view)
 def as_strided(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
     """Strides are read against the tensor's own contiguous layout (payloads have no storage)."""
     flat = x.reshape(-1)

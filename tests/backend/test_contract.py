@@ -82,7 +82,7 @@ def test_autocast_defaults_to_bf16_and_casts_matmul_family() -> None:
 
 
 def test_matmul_precision_mapping() -> None:
-    from backend.device import Precision, current_precision
+    from backend.state import Precision, current_precision
 
     prev = torch.get_float32_matmul_precision()
     try:
