@@ -34,10 +34,19 @@ class InputContext:
     config: Any
     reserved_ids: set[int]
     overrides: dict[str, Any] = field(default_factory=dict)
+    variant: dict[str, int] = field(default_factory=dict)
+    axes: dict[str, int] = field(default_factory=dict)
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
 
     def opt(self, key: str, default: Any) -> Any:
         return self.overrides.get(key, default)
+
+    def choose(self, axis: str, options: list) -> Any:
+        """One of several plausible layouts; the runner tries the others when the CPU refuses the first."""
+        if axis in self.overrides:
+            return self.overrides[axis]
+        self.axes[axis] = len(options)
+        return options[min(self.variant.get(axis, 0), len(options) - 1)]
 
     @property
     def batch(self) -> int:
@@ -165,18 +174,97 @@ def _decoder_input_ids(ctx: InputContext) -> torch.Tensor | None:
     return token_ids(ctx, (ctx.batch, ctx.opt("decoder_seq", DECODER_SEQ)), cfg)
 
 
+def num_frames(ctx: InputContext) -> int:
+    for cfg in (vision_config(ctx.config), ctx.config):
+        n = getattr(cfg, "num_frames", None)
+        if isinstance(n, int) and n > 0:
+            return min(n, 8)
+    return 2
+
+
 @builder("pixel_values")
 def _pixel_values(ctx: InputContext) -> torch.Tensor:
     h, w = image_size(ctx)
-    frames = ctx.opt("frames", None)
-    if frames:
-        return randn(ctx, ctx.batch, frames, num_channels(ctx), h, w)
-    return randn(ctx, ctx.batch, num_channels(ctx), h, w)
+    c = num_channels(ctx)
+    layout = ctx.choose("pixel_layout", ["image", "frames", "images"])
+    if layout == "frames":  # video: batch x frames x channels x height x width
+        return randn(ctx, ctx.batch, num_frames(ctx), c, h, w)
+    if layout == "images":  # several images per sample: batch x images x channels x height x width
+        return randn(ctx, ctx.batch, 1, c, h, w)
+    return randn(ctx, ctx.batch, c, h, w)
+
+
+@builder("pixel_values_videos")
+def _pixel_values_videos(ctx: InputContext) -> torch.Tensor:
+    h, w = image_size(ctx)
+    return randn(ctx, ctx.batch, num_frames(ctx), num_channels(ctx), h, w)
 
 
 @builder("input_values")
 def _input_values(ctx: InputContext) -> torch.Tensor:
-    return randn(ctx, ctx.batch, ctx.opt("samples", AUDIO_SAMPLES))
+    samples = ctx.opt("samples", AUDIO_SAMPLES)
+    if ctx.choose("audio_layout", ["mono", "channels"]) == "channels":  # codecs: batch x channels x samples
+        channels = getattr(ctx.config, "audio_channels", None) or getattr(ctx.config, "channels", None) or 1
+        return randn(ctx, ctx.batch, channels if isinstance(channels, int) else 1, samples)
+    return randn(ctx, ctx.batch, samples)
+
+
+@builder("mm_token_type_ids", "token_type_ids_mm")
+def _mm_token_type_ids(ctx: InputContext) -> torch.Tensor | None:
+    ids = ctx.overrides.get("_built", {}).get("input_ids")
+    token = image_token_id(ctx.config)
+    if ids is None or token is None:
+        return None
+    return (ids == token).int()
+
+
+@builder("image_sizes")
+def _image_sizes(ctx: InputContext) -> torch.Tensor:
+    h, w = image_size(ctx)
+    return torch.tensor([[h, w]] * ctx.batch)
+
+
+@builder("pixel_attention_mask", "pixel_mask")
+def _pixel_mask(ctx: InputContext) -> torch.Tensor | None:
+    pixels = ctx.overrides.get("_built", {}).get("pixel_values")
+    if pixels is None:
+        return None
+    shape = list(pixels.shape)
+    del shape[-3]  # the channel dimension
+    return torch.ones(shape, dtype=torch.long)
+
+
+@builder("bbox")
+def _bbox(ctx: InputContext) -> torch.Tensor:
+    low = torch.randint(0, 500, (ctx.batch, ctx.seq, 2), generator=ctx.generator)
+    high = low + torch.randint(1, 500, (ctx.batch, ctx.seq, 2), generator=ctx.generator)
+    return torch.cat([low, high], dim=-1)[..., [0, 1, 2, 3]]
+
+
+@builder("qformer_input_ids")
+def _qformer_input_ids(ctx: InputContext) -> torch.Tensor:
+    qf = _sub(ctx.config, "qformer_config")
+    return token_ids(ctx, (ctx.batch, ctx.seq), qf or ctx.config)
+
+
+@builder("qformer_attention_mask")
+def _qformer_attention_mask(ctx: InputContext) -> torch.Tensor:
+    return torch.ones(ctx.batch, ctx.seq, dtype=torch.long)
+
+
+@builder("hidden_states")
+def _vision_hidden_states(ctx: InputContext) -> torch.Tensor:
+    """Vision towers of Qwen2-VL style models read flattened patches plus their grid."""
+    pixels, grid = _patch_flattened_pixels(ctx)
+    ctx.overrides["_grid"] = grid
+    return pixels
+
+
+@builder("grid_thw")
+def _grid_thw(ctx: InputContext) -> torch.Tensor:
+    if "_grid" not in ctx.overrides:
+        _, ctx.overrides["_grid"] = _patch_flattened_pixels(ctx)
+    return torch.tensor([ctx.overrides["_grid"]] * ctx.batch)
 
 
 @builder("input_features")
@@ -188,7 +276,8 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
     if frames is None:
         src = getattr(cfg, "max_source_positions", None)
         frames = 2 * src if isinstance(src, int) and src <= 64 else AUDIO_FRAMES
-    layout = ctx.opt("features_layout", "channels_first" if hasattr(cfg, "num_mel_bins") else "time_first")
+    layout = ctx.choose("features_layout", ["channels_first", "time_first"] if hasattr(cfg, "num_mel_bins")
+                        else ["time_first", "channels_first"])
     if layout == "channels_first":
         return randn(ctx, ctx.batch, mel, frames)
     return randn(ctx, ctx.batch, frames, mel)
@@ -196,10 +285,9 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
 
 @builder("image_grid_thw")
 def _image_grid_thw(ctx: InputContext) -> torch.Tensor | None:
-    grid = ctx.overrides.get("_grid")
-    if grid is None:
+    if "_grid" not in ctx.overrides:
         return None
-    return torch.tensor([grid] * ctx.batch)
+    return torch.tensor([ctx.overrides["_grid"]] * ctx.batch)
 
 
 def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]:
@@ -246,14 +334,37 @@ def _count_features(features: Any) -> int | None:
     return None
 
 
-def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dict | None = None) -> dict:
-    """Inputs for one forward call of ``model``; raises ``ValueError`` naming what it cannot build."""
-    ctx = InputContext(model, config, reserved_ids, dict(overrides or {}))
+MODAL_INPUTS = ("pixel_values", "input_features", "input_values")
+
+
+def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dict | None = None,
+                 variant: dict[str, int] | None = None, axes: dict[str, int] | None = None) -> dict:
+    """Inputs for one forward call of ``model``; raises ``ValueError`` naming what it cannot build.
+
+    ``variant`` picks alternatives of the layout choices the builders offer; the choices that were offered
+    are written into ``axes`` (name -> number of options) so that the caller can try the others.
+    """
+    ctx = InputContext(model, config, reserved_ids, dict(overrides or {}), dict(variant or {}))
+    try:
+        return _assemble(ctx)
+    finally:
+        if axes is not None:
+            axes.update(ctx.axes)
+
+
+def _assemble(ctx: InputContext) -> dict:
+    model, config = ctx.model, ctx.config
     params = forward_params(model)
     main = getattr(model, "main_input_name", "input_ids")
+    if main not in params and "input_ids" in params:
+        main = "input_ids"
     built: dict[str, Any] = {}
     ctx.overrides["_built"] = built
     wanted = [main] + [n for n in ctx.opt("extra_inputs", ()) if n != main]
+    if main == "input_ids":  # vision-text and audio-text models: the other modality too
+        modal = next((m for m in MODAL_INPUTS if m in params), None)
+        if modal:
+            wanted.append(modal)
     for name in ("attention_mask", "decoder_input_ids"):
         if name in params and name not in wanted:
             wanted.append(name)
@@ -263,14 +374,16 @@ def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dic
     for n in required:
         if n not in wanted:
             wanted.append(n)
-    vlm = main == "input_ids" and "pixel_values" in params and image_token_id(config) is not None
-    if vlm and "pixel_values" not in wanted:
-        wanted.insert(1, "pixel_values")
+    vlm = main == "input_ids" and "pixel_values" in wanted and image_token_id(config) is not None
     if vlm and "image_grid_thw" in params:
         pixels, grid = _patch_flattened_pixels(ctx)
         built["pixel_values"] = pixels
         ctx.overrides["_grid"] = grid
-        wanted.insert(2, "image_grid_thw")
+        wanted.insert(wanted.index("pixel_values") + 1, "image_grid_thw")
+    for name in ("image_sizes", "pixel_attention_mask"):
+        if vlm and name in params and name not in wanted:
+            wanted.append(name)
+    deferred = [n for n in ("mm_token_type_ids",) if n in params]
     for name in wanted:
         if name in built:
             continue
@@ -282,9 +395,23 @@ def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dic
             built[name] = value
     if vlm:
         _place_image_tokens(model, config, built, ctx)
+    for name in deferred:  # built from the final input_ids (image tokens placed)
+        value = BUILDERS[name](ctx)
+        if value is not None:
+            built[name] = value
     for key, value in ctx.opt("constants", {}).items():
         built[key] = value
     return built
+
+
+def variants(axes: dict[str, int], limit: int = 8) -> list[dict[str, int]]:
+    """Assignments of the offered layout choices to try after the default one, at most ``limit``."""
+    import itertools
+
+    names = sorted(axes)
+    combos = itertools.product(*(range(axes[n]) for n in names))
+    out = [dict(zip(names, c, strict=True)) for c in combos]
+    return [v for v in out if any(v.values())][:limit]
 
 
 def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:
@@ -297,7 +424,13 @@ def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext)
         if getter is None:
             raise ValueError(f"{type(model).__name__} takes pixel_values with an image token but has no "
                              "get_image_features to count them")
-        extra = {k: built[k] for k in ("image_grid_thw", "image_sizes") if k in built}
+        extra = {k: built[k] for k in ("image_grid_thw", "image_sizes", "pixel_attention_mask") if k in built}
+        try:
+            wanted = dict(inspect.signature(getter).parameters)
+        except (TypeError, ValueError):
+            wanted = {}
+        if wanted and not any(p.kind == p.VAR_KEYWORD for p in wanted.values()):
+            extra = {k: v for k, v in extra.items() if k in wanted}
         with torch.no_grad():
             features = getter(pixel_values=built["pixel_values"], **extra)
         total = _count_features(features)

@@ -93,6 +93,7 @@ def build_config(arch: zoo.Architecture) -> tuple[Any, dict, set[int]]:
         shrink.set_path(small, path, value)
     small.pop("transformers_version", None)
     config = cls.from_dict(small)
+    shrink.fix_built_config(config, report)
     return config, report.changes, tokens.reserved
 
 
@@ -224,31 +225,33 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
             res["config_class"] = arch.config_class
             config, changes, reserved = run.stage("config", lambda: build_config(arch))
             res["shrunk"] = changes
-            model, args, cand = None, None, None
+            model, args, cand, reference = None, None, None, None
             errors = []
+            overrides = families.family_for(model_type).inputs
             for cand in arch.candidates:
                 try:
-                    cls = _model_class(cand.class_name)
-                    model = run.stage("model", lambda cls=cls: build_model(cls, config))
-                    overrides = families.family_for(model_type).inputs
-                    args = run.stage("inputs", lambda m=model, o=overrides: inputs.build_inputs(m, config, reserved, o))
+                    model, args, reference, tried = _build_reference(run, cand, config, reserved, overrides)
+                    if tried:
+                        res["input_variant"] = tried
                     break
                 except StageError as exc:
-                    errors.append({"class": cand.class_name, "stage": exc.stage, "error": str(exc)[:500]})
+                    errors.append((cand.class_name, exc))
                     model = None
-            if model is None:
-                last = errors[-1]
-                raise StageError(last["stage"], RuntimeError(last["error"]))
+            if model is None:  # report the head class's error unless it failed earlier than the base
+                raise errors[0][1] if errors[0][1].stage == "cpu" or len(errors) == 1 else errors[-1][1]
             if errors:
-                res["fallback_from"] = errors
+                res["fallback_from"] = [{"class": c, "stage": e.stage, "error": str(e)[:500]} for c, e in errors]
             res["model_class"] = cand.class_name
             res["family"] = family = cand.family if cand.family != "base" else inputs_family(model)
         res["parameters"] = count_parameters(model)
         res["inputs"] = {k: list(v.shape) if isinstance(v, torch.Tensor) else repr(v)[:40]
                          for k, v in (args.items() if isinstance(args, dict) else enumerate(args))}
         cpu_model = model
-        tpu_model = copy.deepcopy(cpu_model)  # before any backward: no .grad to copy
-        ref_out, ref_grads = run.stage("cpu", lambda: _forward_backward(cpu_model, args))
+        if user_model:
+            tpu_model = copy.deepcopy(cpu_model)  # before any backward: no .grad to copy
+            ref_out, ref_grads = run.stage("cpu", lambda: _forward_backward(cpu_model, args))
+        else:
+            tpu_model, ref_out, ref_grads = reference
         res["harness_ok"] = True
         tpu_model = run.stage("tpu_move", lambda: tpu_model.to(device))
         tpu_args = _to(args, device)
@@ -302,6 +305,37 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
             res["tier2"] = False
             res["cpu_rescued"] = _counter_diff(before) if "before" in locals() else {}
     return res
+
+
+def _build_reference(run: Run, cand: zoo.Candidate, config: Any, reserved: set[int], overrides: dict):
+    """Model of one candidate class, inputs and the CPU reference run. Inputs are built with the default
+    layout first; when the CPU refuses them, the other layouts the builders offered are tried (at most 8).
+    Returns the model, inputs, (untouched copy for the device, reference outputs, reference gradients) and
+    the layout choice that worked (None for the default)."""
+    model = run.stage("model", lambda: build_model(_model_class(cand.class_name), config))
+    axes: dict[str, int] = {}
+    first_error: StageError | None = None
+    try:
+        args = run.stage("inputs", lambda: inputs.build_inputs(model, config, reserved, overrides, None, axes))
+    except StageError as exc:
+        first_error, args = exc, None
+    for variant in [None, *inputs.variants(axes)]:
+        if variant is not None:
+            try:
+                args = run.stage("inputs", lambda v=variant: inputs.build_inputs(model, config, reserved, overrides, v))
+            except StageError:
+                continue
+        elif args is None:
+            continue
+        model.zero_grad(set_to_none=True)
+        device_copy = copy.deepcopy(model)  # before any backward: no .grad to copy
+        try:
+            ref_out, ref_grads = run.stage("cpu", lambda a=args: _forward_backward(model, a))
+        except StageError as exc:
+            first_error = first_error or exc
+            continue
+        return model, args, (device_copy, ref_out, ref_grads), variant
+    raise first_error or StageError("inputs", RuntimeError("no input layout ran on the CPU"))
 
 
 def inputs_family(model: Any) -> str:

@@ -21,6 +21,7 @@ validation and derived attributes run on the shrunk values.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable
@@ -73,8 +74,13 @@ INT_RULES: tuple[IntRule, ...] = (
                            "encoder_num_key_value_heads", "decoder_num_key_value_heads"), KV_HEADS),
     IntRule("heads", _regex(r"(num_|n_)?((encoder|decoder|text|vision|cross|global|swa|linear_num_key|"
                             r"linear_num_value|index_n)_)?(attention_heads|heads|head|attn_heads)"), HEADS),
-    IntRule("head_dim", _regex(r".*(head_dim|d_kv|kv_channels|attention_head_size|dim_head|head_size)"),
+    IntRule("head_dim", _regex(r".*(head_dim|d_kv|kv_channels|attention_head_size|dim_head|head_size|d_head)"),
             HEAD_DIM),
+    IntRule("rotary_dim", _name("rotary_dim", "rotary_emb_base_dim", "rope_dim"), HEAD_DIM),
+    IntRule("mamba_heads", _name("mamba_n_heads"), 8),
+    IntRule("state", _name("mamba_d_state", "state_size", "ssm_state_size", "d_state"), 16),
+    IntRule("chunk", _name("mamba_chunk_size", "chunk_size"), 16),
+    IntRule("groups", _name("num_groups", "norm_num_groups", "num_norm_groups", "resnet_groups"), 4),
     IntRule("rope_head_dim", _name("qk_rope_head_dim", "qk_nope_head_dim"), HEAD_DIM // 2),
     IntRule("lora_rank", _name("kv_lora_rank", "q_lora_rank"), 32),
     IntRule("experts", _regex(r"(num_|n_)?(local_|routed_|moe_num_)?experts|moe_num_experts|num_experts"),
@@ -86,10 +92,11 @@ INT_RULES: tuple[IntRule, ...] = (
     IntRule("ffn", _regex(r"(moe_|shared_expert_|expert_)intermediate_size"), EXPERT_FFN),
     IntRule("ffn", _regex(r".*(intermediate_size|ffn_dim|d_ff|mlp_dim|ffn_hidden_size|intermediate_dim|"
                           r"inner_dim|n_inner|ffn_size|intermediate)"), FFN),
-    IntRule("vocab", _regex(r".*vocab_size"), VOCAB, floor=VOCAB),
+    IntRule("vocab", _regex(r".*vocab_size.*"), VOCAB, floor=VOCAB),
     IntRule("width", _regex(r".*(hidden_size|d_model|n_embd|embed_dim|embedding_dim|embedding_size|"
                             r"hidden_dim|model_dim|emb_dim|projection_dim|_dim_model|word_embed_proj_dim|"
-                            r"proj_dim|text_dim|vision_dim|d_embed|out_dim|output_dim)"), WIDTH, floor=WIDTH),
+                            r"proj_dim|text_dim|vision_dim|d_embed|out_dim|output_dim|hidden_size_per_layer_input)"), WIDTH,
+            floor=WIDTH),
     IntRule("width", _name("dim", "hidden", "channels", "embed_size"), WIDTH, floor=WIDTH),
     IntRule("image", _name("image_size", "img_size", "input_size", "image_resolution", "resolution",
                            "pretrain_image_size", "crop_size"), IMAGE, floor=IMAGE),
@@ -102,6 +109,10 @@ INT_RULES: tuple[IntRule, ...] = (
     IntRule("codebook", _name("codebook_size", "num_embeddings", "n_codes"), 64, floor=64),
     IntRule("queries", _name("num_queries", "num_query_tokens"), 8),
     IntRule("max_window_layers", _name("max_window_layers"), LAYERS),
+    IntRule("source_positions", _name("max_source_positions"), 32),  # whisper-like: input frames = 2x this
+    IntRule("frames", _name("num_frames", "frames_per_clip"), 4),
+    IntRule("window_size", _name("window_size"), 4),
+    IntRule("ssm_groups", _name("n_groups", "mamba_n_groups", "ssm_n_groups"), 1),
     IntRule("kv_shared", _name("num_kv_shared_layers"), 0),
 )
 # Structural integers that the generic rules would mis-read: never touched.
@@ -193,44 +204,70 @@ class TokenIds:
         return set(self.mapping.values())
 
 
-def _scale_stage_list(values: list[int], kind: str) -> list[int]:
-    cap = STAGE_CAPS[kind]
+def _scale_widths(values: list[int], factor: int) -> list[int]:
+    """Channel lists divided by one factor per config (so that lists feeding each other stay equal);
+    input-channel counts (at most 4) are kept."""
+    return [v if v <= 4 else max(8, (v // factor) // 8 * 8) for v in values]
+
+
+def _scale_stage_list(values: list[int], kind: str, width_factor: int) -> list[int]:
     if kind == "layers":
-        return [min(v, cap) for v in values]
-    top = max(values)
-    if top <= cap:
-        return list(values)
+        return [min(v, STAGE_CAPS["layers"]) for v in values]
     if kind == "heads":
+        if max(values) <= HEADS:
+            return list(values)
         base = min(v for v in values if v > 0) if any(v > 0 for v in values) else 1
         return [max(1, v // base) if v > 0 else 0 for v in values]
-    factor = math.ceil(top / (cap * 2))  # widths: keep ratios, the widest stage at most 2x the cap
-    step = 8
-    return [max(step, (v // factor) // step * step) if v > 0 else 0 for v in values]
+    return _scale_widths(values, width_factor)
 
 
-def _representative(values: list, n: int) -> list:
-    """One entry of each distinct kind (first occurrences, in order), padded to ``n`` entries."""
+def _width_factor(d: dict) -> int:
+    """One divisor for every channel list of a config: the widest entry ends at most at 2x WIDTH."""
+    widest = max((max(v) for k, v in d.items() if _int_list(v) and STAGE_LISTS.get(k) == "width"), default=0)
+    return max(1, math.ceil(widest / (2 * WIDTH)))
+
+
+def _representative(values: list, n: int) -> tuple[list, list[int]]:
+    """One entry of each distinct kind (first occurrences, in order), padded to ``n`` entries; also the
+    original index of each kept entry."""
     try:
         seen: dict = {}
         for i, v in enumerate(values):
-            seen.setdefault(v if not isinstance(v, list) else tuple(v), i)
+            seen.setdefault(tuple(v) if isinstance(v, list) else v, i)
     except TypeError:
-        return list(values[:n])
+        return list(values[:n]), list(range(min(n, len(values))))
     if len(seen) == len(values):  # every entry distinct: a plain prefix
-        return list(values[:n])
+        return list(values[:n]), list(range(min(n, len(values))))
     picks = sorted(seen.values())
     i = 0
     while len(picks) < n and i < len(values):
         if i not in picks:
             picks.append(i)
         i += 1
-    return [values[i] for i in sorted(picks)]
+    picks.sort()
+    return [values[i] for i in picks], picks
+
+
+class _Depth:
+    """How one layer count was shrunk: old and new count and, when a per-layer list chose representative
+    layers, which new layer stands for each old one."""
+
+    def __init__(self, old: int, new: int):
+        self.old, self.new = old, new
+        self.layer_of: dict[int, int] | None = None
+
+    def index(self, i: int) -> int:
+        if self.layer_of is not None and i in self.layer_of:
+            return self.layer_of[i]
+        return min(self.new - 1, (i * self.new) // self.old)
 
 
 def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "") -> dict:
     """Shrunk copy of one config dictionary (recursing into nested configs)."""
     out = dict(d)
-    old_layers: dict[str, int] = {}
+    depths: dict[str, _Depth] = {}
+    widths: dict[int, int] = {}
+    factor = _width_factor(d)
     for key, value in d.items():
         where = f"{path}{key}"
         if is_subconfig(value):
@@ -250,11 +287,13 @@ def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "")
                 continue
             new = min(value, rule.cap)
             if rule.kind == "layers":
-                old_layers[key] = value
+                depths[key] = _Depth(value, new)
+            if rule.kind == "width":
+                widths[value] = new
             report.note(where, value, new)
             out[key] = new
         elif _int_list(value) and key in STAGE_LISTS:
-            new = _scale_stage_list(list(value), STAGE_LISTS[key])
+            new = _scale_stage_list(list(value), STAGE_LISTS[key], factor)
             report.note(where, value, new)
             out[key] = new
         elif _int_list(value) and key in ("image_size", "input_size", "img_size"):
@@ -265,49 +304,95 @@ def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "")
             new = [min(v, PATCH) for v in value]
             report.note(where, value, new)
             out[key] = new
-    _fit_layer_lists(d, out, old_layers, report, path)
-    _fit_heads(d, out, report, path)
+    _follow_widths(d, out, widths, report, path)
+    _fit_layer_lists(d, out, depths, report, path)
+    for fixer in FIXERS:
+        fixer(d, out, depths, report, path)
     return out
 
 
-def _fit_layer_lists(d: dict, out: dict, old_layers: dict[str, int], report: ShrinkReport, path: str) -> None:
-    """Per-layer lists keep one layer of each kind; layer-index lists are rescaled into the new depth."""
-    if not old_layers:
+DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden)$")
+
+
+def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkReport, path: str) -> None:
+    """A dimension that equalled a width of this config before shrinking still equals it afterwards
+    (``codebook_dim == hidden_size``, ``condition_dim == hidden_size`` ...)."""
+    for key, value in d.items():
+        if (_is_int(value) and value in widths and out.get(key) == value and key not in KEEP
+                and DIMENSION_NAME.fullmatch(key) and not TOKEN_ID.fullmatch(key)
+                and "position" not in key and "vocab" not in key and "max_" not in key):
+            report.note(f"{path}{key}", value, widths[value])
+            out[key] = widths[value]
+
+
+def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: ShrinkReport, path: str) -> None:
+    """Per-layer lists keep one layer of each kind; layer-index lists and per-layer dicts are renumbered
+    into the new depth."""
+    if not depths:
         return
     by_length: dict[int, list[str]] = {}
-    for key, old in old_layers.items():
-        by_length.setdefault(old, []).append(key)
+    for key, depth in depths.items():
+        by_length.setdefault(depth.old, []).append(key)
+    index_lists = []
     for key, value in d.items():
-        if not isinstance(value, (list, tuple)) or not value or key in STAGE_LISTS or TOKEN_ID.fullmatch(key):
-            continue
-        owners = by_length.get(len(value))
-        if owners and not (_int_list(value) and INDEX_LIST.fullmatch(key) and _looks_like_indices(value)):
-            n = max(out[k] for k in owners)
-            new = _representative(list(value), n)
-            for k in owners:
-                if out[k] < len(new):
-                    report.note(f"{path}{k}", out[k], len(new))
-                    out[k] = len(new)
-            report.note(f"{path}{key}", value, new)
-            out[key] = new
+        if not isinstance(value, (list, tuple)) or not value or TOKEN_ID.fullmatch(key):
             continue
         if _int_list(value) and INDEX_LIST.fullmatch(key) and _looks_like_indices(value):
-            depth_keys = [k for k, old in old_layers.items() if old > max(v for v in value if v >= 0)]
-            if not depth_keys:
-                continue
-            k = min(depth_keys, key=lambda k: old_layers[k])
-            old_n, new_n = old_layers[k], out[k]
-            new = sorted({min(new_n - 1, (v * new_n) // old_n) if v >= 0 else v for v in value})
-            report.note(f"{path}{key}", value, new)
-            out[key] = new
+            index_lists.append(key)
+            continue
+        owners = by_length.get(len(value))
+        if not owners:
+            continue
+        current = out[key] if isinstance(out[key], (list, tuple)) else value
+        n = max(out[k] for k in owners)
+        new, picks = _representative(list(current), n)
+        for k in owners:
+            depth = depths[k]
+            if out[k] != len(new):
+                report.note(f"{path}{k}", out[k], len(new))
+                out[k] = depth.new = len(new)
+            if depth.layer_of is None and len(set(map(repr, value))) < len(value):
+                kinds = {repr(value[p]): j for j, p in enumerate(picks)}
+                depth.layer_of = {i: kinds.get(repr(v), min(j, len(new) - 1)) for j, (i, v) in
+                                  enumerate(enumerate(value))}
+        report.note(f"{path}{key}", value, new)
+        out[key] = new
+    for key in index_lists:
+        value = list(d[key])
+        top = max(v for v in value if v >= 0) if any(v >= 0 for v in value) else -1
+        candidates = [k for k, dep in depths.items() if dep.old > top]
+        if not candidates:
+            continue
+        k = min(candidates, key=lambda k: depths[k].old)
+        depth = depths[k]
+        new = sorted({depth.index(v) if v >= 0 else v for v in value})
+        if len(new) < len(value) <= 6 and depth.layer_of is None:  # keep every listed layer: deepen instead
+            report.note(f"{path}{k}", out[k], max(out[k], len(value)))
+            out[k] = depth.new = max(out[k], len(value))
+            new = sorted({depth.index(v) if v >= 0 else v for v in value})
+        report.note(f"{path}{key}", value, new)
+        out[key] = new
+    for key, value in d.items():  # {"5": {...}, "11": {...}}: settings for individual layers
+        if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
+            depth = max(depths.values(), key=lambda dep: dep.old)
+            new_dict: dict = {}
+            for k, v in value.items():
+                new_dict.setdefault(str(depth.index(int(k))).zfill(len(str(k))), v)
+            report.note(f"{path}{key}", sorted(value), sorted(new_dict))
+            out[key] = new_dict
 
 
 def _looks_like_indices(values) -> bool:
     return len(set(values)) == len(values) and list(values) == sorted(values)
 
 
-def _fit_heads(d: dict, out: dict, report: ShrinkReport, path: str) -> None:
-    """Key/value heads divide the attention heads after shrinking; full multi-head attention stays so."""
+# ------------------------------------------------------------------------------------------ fixers
+# Each fixer restores one invariant that configs check (or models assume) after the generic shrink.
+Fixer = Callable[[dict, dict, dict, ShrinkReport, str], None]
+
+
+def _fix_kv_heads(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Key/value heads divide the attention heads; full multi-head attention stays so."""
     for heads_key in ("num_attention_heads", "n_head", "num_heads"):
         heads, old_heads = out.get(heads_key), d.get(heads_key)
         if not _is_int(heads):
@@ -320,6 +405,115 @@ def _fit_heads(d: dict, out: dict, report: ShrinkReport, path: str) -> None:
             report.note(f"{path}{kv_key}", kv, new)
             out[kv_key] = new
         break
+
+
+def _fix_head_dim(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """An unset ``head_dim`` means hidden_size // heads: write it, since a stale derived value can survive
+    a ``from_dict`` round trip."""
+    if "head_dim" in out and out["head_dim"] is None and _is_int(out.get("hidden_size")):
+        heads = out.get("num_attention_heads")
+        if _is_int(heads) and heads > 0:
+            out["head_dim"] = out["hidden_size"] // heads
+            report.note(f"{path}head_dim", None, out["head_dim"])
+
+
+def _rotary_head(cfg: dict) -> int | None:
+    for key in ("qk_rope_head_dim", "head_dim"):
+        if _is_int(cfg.get(key)):
+            return cfg[key]
+    if _is_int(cfg.get("hidden_size")) and _is_int(cfg.get("num_attention_heads")) and cfg["num_attention_heads"]:
+        return cfg["hidden_size"] // cfg["num_attention_heads"]
+    return None
+
+
+def _fix_mrope(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Multimodal RoPE sections add up to half the rotary dimension: rescale them with the head size."""
+    old_head, head = _rotary_head(d), _rotary_head(out)
+    if not old_head or not head:
+        return
+    for key in ("rope_parameters", "rope_scaling"):
+        params = out.get(key)
+        if not isinstance(params, dict):
+            continue
+        for g in [params] + [v for v in params.values() if isinstance(v, dict)]:
+            section = g.get("mrope_section")
+            if not _int_list(section):
+                continue
+            total = max(len(section), round(sum(section) * head / old_head))
+            new = _split_like(section, total)
+            if new != list(section):
+                g["mrope_section"] = new
+                report.note(f"{path}{key}.mrope_section", section, new)
+
+
+def _split_like(section: list[int], total: int) -> list[int]:
+    """Integers proportional to ``section`` that add up to ``total`` (each at least 1)."""
+    s = sum(section)
+    raw = [max(1, v * total // s) for v in section]
+    i = 0
+    while sum(raw) < total:
+        raw[i % len(raw)] += 1
+        i += 1
+    while sum(raw) > total and max(raw) > 1:
+        raw[raw.index(max(raw))] -= 1
+    return raw
+
+
+def _fix_mamba(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Mamba-2 heads: n_heads * head_dim == expand * hidden_size."""
+    hidden = out.get("hidden_size")
+    for heads_key, dim_key, expand_key in (("mamba_n_heads", "mamba_d_head", "mamba_expand"),
+                                            ("num_heads", "head_dim", "expand")):
+        heads, expand = out.get(heads_key), out.get(expand_key)
+        if not (_is_int(hidden) and _is_int(heads) and heads > 0 and isinstance(expand, (int, float))):
+            continue
+        if dim_key not in out:
+            continue
+        inner = int(expand * hidden)
+        if inner % heads:
+            continue
+        new = inner // heads
+        report.note(f"{path}{dim_key}", out.get(dim_key), new)
+        out[dim_key] = new
+
+
+def _fix_backbone_stages(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Backbone outputs name stages by layer number (``stage12``): keep as many outputs, on the last layers."""
+    names = d.get("stage_names")
+    if not isinstance(names, list) or not depths:
+        return
+    depth = next((dep for dep in depths.values() if dep.old + 1 == len(names)), None)
+    if depth is None:
+        return
+    out.pop("stage_names", None)  # rebuilt by the config from the new depth
+    indices = d.get("out_indices")
+    if not _int_list(indices):
+        out["out_features"] = None
+        out["out_indices"] = None
+        return
+    k = len(indices)
+    layer_key = next(key for key, dep in depths.items() if dep is depth)
+    if k > out[layer_key]:
+        report.note(f"{path}{layer_key}", out[layer_key], k)
+        out[layer_key] = depth.new = k
+    n = out[layer_key]
+    new = list(range(n - k + 1, n + 1))
+    report.note(f"{path}out_indices", indices, new)
+    out["out_indices"] = new
+    out["out_features"] = [f"stage{i}" for i in new]
+
+
+def _fix_timm(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Use the transformers backbone instead of a timm one (timm is not a dependency)."""
+    if out.get("use_timm_backbone") is True:
+        out["use_timm_backbone"] = False
+        out.setdefault("backbone_config", None)
+        if out.get("backbone") and not out.get("backbone_config"):
+            out["backbone"] = None
+        report.note(f"{path}use_timm_backbone", True, False)
+
+
+FIXERS: tuple[Fixer, ...] = (_fix_kv_heads, _fix_head_dim, _fix_mrope, _fix_mamba, _fix_backbone_stages, _fix_timm)
 
 
 def smallest_text_vocab(d: dict) -> int:
@@ -358,6 +552,43 @@ def get_path(d: dict, dotted: str, default: Any = None) -> Any:
 def shrink_config_dict(d: dict) -> tuple[dict, ShrinkReport, TokenIds]:
     """Generic shrink of a config dictionary; returns the new dictionary, the changes and the token ids."""
     report = ShrinkReport()
-    first = shrink_dict(d, TokenIds(), ShrinkReport())  # to learn the shrunk vocabularies
+    first = shrink_dict(copy.deepcopy(d), TokenIds(), ShrinkReport())  # to learn the shrunk vocabularies
     tokens = TokenIds(top=min(VOCAB, smallest_text_vocab(first)) - 1)
-    return shrink_dict(d, tokens, report), report, tokens
+    return shrink_dict(copy.deepcopy(d), tokens, report), report, tokens
+
+
+def fix_built_config(config: Any, report: ShrinkReport, path: str = "") -> None:
+    """Invariants of values the config class fills in itself at construction (so the dictionary pass could
+    not see them): multimodal RoPE sections injected by default add up to half the rotary dimension."""
+    for key, value in list(vars(config).items()):
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
+            fix_built_config(value, report, f"{path}{key}.")
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return
+    head = _rotary_head({k: _attr(config, k) for k in ("qk_rope_head_dim", "head_dim", "hidden_size",
+                                                       "num_attention_heads")})
+    if not head:
+        return
+    # Qwen2-VL-style models fall back to a built-in section ([16, 24, 24]) when the config has none
+    implicit = "mrope_section" in (getattr(type(config), "ignore_keys_at_rope_validation", None) or ())
+    for g in [params] + [v for v in params.values() if isinstance(v, dict)]:
+        section = g.get("mrope_section")
+        added = section is None and implicit and g is params
+        if added:
+            section = [2, 3, 3]
+        factor = g.get("partial_rotary_factor", _attr(config, "partial_rotary_factor") or 1.0) or 1.0
+        if not _int_list(section):
+            continue
+        total = max(len(section), int(head * factor) // 2)
+        if added or sum(section) != total:
+            new = _split_like(section, total)
+            report.note(f"{path}rope_parameters.mrope_section", section, new)
+            g["mrope_section"] = new
+
+
+def _attr(config: Any, name: str) -> Any:
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 - per-layer configs refuse global reads of per-layer attributes
+        return None
