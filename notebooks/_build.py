@@ -257,7 +257,9 @@ NOTEBOOKS["04_tco"] = [
 Serving cost depends on how many tokens per second each user gets: bigger decode batches give more tokens per
 chip (cheaper) but fewer per user (slower). This notebook projects a decode batch sweep for catalog chips
 (roofline + communication model, dashed), overlays the published InferenceX points (stars) and any measured
-decode runs on catalog chips you load (filled circles), and prices them per tier.
+decode runs on catalog chips you load (filled circles), and prices them. Chips are compared only at the same
+kind of price (a cloud list price, a committed rental, an owner's total cost of ownership): a provider's
+internal cost beside another chip's rental price would not be a comparison.
 """),
     params("""
 CHIPS = ["TPU v7", "TPU v6e", "H100 SXM", "H200", "B200"]
@@ -265,8 +267,8 @@ WORKLOAD = "llama3-70b"
 N_CHIPS = 8              # chips serving one model replica
 LAYOUT = "tp"
 SEQ = 4096               # context length during decode
-TIER = "cheapest"        # or a tier name: on-demand, rent-3yr, own-hyperscaler, ...
-PRICE = 0.0              # $/chip-hour for every chip; 0 = the catalog price of TIER
+PRICE_KIND = "owner-tco"  # kind of price: owner-tco, committed, list (or one tier: on-demand, rent-3yr, ...)
+PRICE = 0.0              # $/chip-hour for every chip; 0 = each chip's catalog price of PRICE_KIND
 TARGET = 20.0            # interactivity target, output tokens/s per user
 RESULT_FILES = []        # measured decode runs on a GPU / real TPU, e.g. ["gpu.jsonl"]
 """),
@@ -275,11 +277,11 @@ from workbench import analysis, plots
 from workbench import notebook_views as nbv
 
 records = analysis.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
-frame = analysis.frontier_frame(records, TIER, PRICE or None)
+frame = analysis.frontier_frame(records, PRICE_KIND, PRICE or None)
 best = analysis.at_target(frame, TARGET)
 published = analysis.published_serving()
 measured = analysis.measured_serving(analysis.load_frames(files=RESULT_FILES)) if RESULT_FILES else None
-price = f"${PRICE:g}/chip-hr for every chip" if PRICE else f"{TIER} tier of the catalog"
+price = f"${PRICE:g}/chip-hr for every chip" if PRICE else f"each chip's {PRICE_KIND} price in the catalog"
 print(f"projected: {WORKLOAD} decode on {N_CHIPS} chips ({LAYOUT}), context {SEQ}; price: {price}")
 nbv.show_table(best)
 """),
@@ -297,14 +299,14 @@ chip is the one with the lowest dashed curve on the right. The published stars a
     code("""
 at = analysis.records_at_target(records, best)
 if at:
-    nbv.show(plots.plot_cost_tiers(at, title_suffix=f" (projected: {WORKLOAD} at >= {TARGET:g} tok/s/user)"))
+    nbv.show(plots.plot_cost_per_tier(at, title_suffix=f" (projected: {WORKLOAD} at >= {TARGET:g} tok/s/user)"))
 nbv.show_table(published.drop(columns=["setting"]))
 """),
     md("""
-## Play: chips, price tier, your own $/chip-hour, the interactivity target
+## Play: chips, kind of price, your own $/chip-hour, the interactivity target
 """),
     code("""
-nbv.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, tier=TIER, price=PRICE,
+nbv.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, price_kind=PRICE_KIND, price=PRICE,
                    published=published)
 """),
 ]
@@ -340,7 +342,7 @@ print("projected weak-scaling efficiency (per-chip tokens/s / that at the smalle
 nbv.show_table(efficiency.reset_index())
 """),
     code("""
-nbv.show(plots.plot_scaling_efficiency(frames, published))
+nbv.show(plots.plot_scaling(frames, published))
 """),
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
@@ -361,6 +363,56 @@ nbv.show_table(vs[vs["rel_error"].notna()])
 """),
     code("""
 nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
+"""),
+]
+
+
+# ------------------------------------------------------------------------------------------------ 06
+NOTEBOOKS["06_validation"] = [
+    md("""
+# 06 · Model-zoo validation: which transformers architectures run on "tpu"
+
+`tpu-bench validate` builds every architecture of the installed `transformers` as a tiny random-weight model,
+runs forward and backward on the CPU and on the device, and records whether it runs (tier 1: no op sent back to
+the CPU) and agrees with the CPU (tier 2: outputs and gradients, float32). This notebook shows a run's figures,
+one row per architecture, and the failure classes ranked by how many architectures each blocks. By default it
+reads the committed run in `results/validation/`; set `LIVE_ARCHS` to validate a few architectures now.
+"""),
+    params("""
+RECORDS = None     # records.jsonl (or its folder) written by `tpu-bench validate --out DIR`; None = the committed run
+LIVE_ARCHS = []    # e.g. ["llama", "vit", "bert"]: validate these now instead (about a minute each on 2 CPU cores)
+TOP = 15           # failure classes in the chart
+"""),
+    code("""
+import tempfile
+from pathlib import Path
+
+from workbench.validate import views
+
+if LIVE_ARCHS:
+    from workbench.validate.orchestrate import run_validation
+    from workbench.validate.sweep import SweepOptions
+
+    RECORDS = Path(tempfile.mkdtemp(prefix="tpu-validate-"))
+    run_validation(LIVE_ARCHS, options=SweepOptions(jobs=1, timeout=600, out=RECORDS), compile="none",
+                   progress=False)
+records = views.load(RECORDS)
+views.figures(records)
+"""),
+    md("""
+## Failure classes
+Each bar is one cause (a missing operator is named); its length is the number of built architectures it blocks.
+"""),
+    code("""
+views.failure_chart(records, top=TOP);
+"""),
+    md("""
+## Every architecture
+`built` is False for harness failures (the tiny config or its inputs do not run on the CPU either): they are
+never counted as passes.
+"""),
+    code("""
+views.table(records)
 """),
 ]
 

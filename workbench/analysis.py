@@ -11,19 +11,25 @@ from __future__ import annotations
 import glob
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
 from workbench.catalog import load_catalog
+from workbench.catalog.prices import KIND_MEANING
 from workbench.compare import compare_table
+from workbench.cost import HEADLINE_KINDS, line_of_kind, pick_price, usd_per_million_tokens
+from workbench.cost import price_kind as cost_price_kind
 from workbench.flops import flops_per_token
 from workbench.paths import repo_root
-from workbench.projection import Assumptions, decode_sweep, project
+from workbench.projection import decode_sweep, project, projection_vs_published
 from workbench.published import published_records
 from workbench.results import load_results
+from workbench.tables import fmt
 from workbench.workloads.config import DecoderConfig
+
+DEFAULT_PRICE_KIND = HEADLINE_KINDS[0]
+"""Kind of price the serving tables use unless told: an owner's TCO (every GPU and TPU v7 have one)."""
 
 
 def device_label(row: dict) -> str:
@@ -167,25 +173,31 @@ def project_phases(chip: str, workloads: Sequence[str], *, seq: int = 8192, n_ch
     return [project(chip, w, ph, n_chips, layout, batch=b, seq=seq) for w in workloads for ph, b in batches.items()]
 
 
-def price_for(chip: str, tier: str, override: float | None = None) -> tuple[float | None, str]:
-    """$/chip-hour of ``chip`` at ``tier`` ('cheapest' = lowest listed), or ``override`` for every chip.
-    Returns (price, where it came from); price None when the chip lists no such tier."""
+def price_for(chip: str, price: str | None = None, override: float | None = None) -> tuple[float | None, str]:
+    """$/chip-hour of ``chip`` at ``price``: a kind of price (``list``, ``committed``, ``owner-tco`` …: the
+    chip's cheapest fresh price of that kind) or a tier (``on-demand``, ``rent-3yr`` …); ``override`` is one
+    user price for every chip. Returns (price or None when the chip has none of that kind, what it is)."""
     if override:
         return float(override), f"user price ${override:g}/chip-hr"
-    prices = load_catalog().chip(chip).prices
-    if tier == "cheapest":
-        prices = sorted(prices, key=lambda p: p.usd_per_chip_hour)[:1]
+    c = load_catalog().chip(chip)
+    price = price or DEFAULT_PRICE_KIND
+    if price in KIND_MEANING:
+        p = pick_price(c, price)
     else:
-        prices = [p for p in prices if p.tier == tier]
-    if not prices:
-        return None, f"no {tier} price in the catalog"
-    p = prices[0]
-    return p.usd_per_chip_hour, f"{p.tier} ${p.usd_per_chip_hour:g} ({p.date})"
+        p = next((q for q in c.prices if q.tier == price), None)
+    if p is None:
+        return None, f"no {price} price in the catalog"
+    stale = " (stale)" if p.staleness() else ""
+    return p.usd_per_chip_hour, f"{p.kind}: {p.tier} ${p.usd_per_chip_hour:g} ({p.date}){stale}"
 
 
-def tiers(chips: Sequence[str]) -> list[str]:
+def price_choices(chips: Sequence[str]) -> list[str]:
+    """What a price control offers for ``chips``: the kinds of price (each compares like with like), the
+    headline kinds first, then the individual tiers any of the chips lists."""
     cat = load_catalog()
-    return ["cheapest", *sorted({p.tier for c in chips for p in cat.chip(c).prices})]
+    listed = [p for c in chips for p in cat.chip(c).prices]
+    kinds = [k for k in (*HEADLINE_KINDS, *KIND_MEANING) if any(p.kind == k for p in listed)]
+    return [*dict.fromkeys(kinds), *sorted({p.tier for p in listed})]
 
 
 def decode_frontier(chips: Sequence[str], workload: str, *, n_chips: int = 8, layout: str = "tp", seq: int = 4096,
@@ -195,16 +207,19 @@ def decode_frontier(chips: Sequence[str], workload: str, *, n_chips: int = 8, la
                                                    batches=tuple(batches), seq=seq, precision=precision)]
 
 
-def frontier_frame(records, tier: str = "cheapest", price_override: float | None = None) -> pd.DataFrame:
+def frontier_frame(records, price: str | None = None, price_override: float | None = None) -> pd.DataFrame:
+    """One row per projected decode record: interactivity, throughput per chip, and the cost at ``price``
+    (a kind of price or a tier, see :func:`price_for`; or ``price_override`` $/chip-hr for every chip). A batch
+    that does not fit in HBM has no cost."""
     rows = []
     for r in records:
-        usd, basis = price_for(r.chip, tier, price_override)
+        usd, basis = price_for(r.chip, price, price_override)
         per_chip = r.tokens_per_s_per_chip
-        rows.append({"chip": r.chip, "provenance": r.provenance, "batch": r.batch, "tok/s/user": r.tokens_per_s_per_user,
-                     "tok/s/chip": per_chip, "MFU %": 100 * r.mfu, "bound": r.extra.get("bound"),
-                     "fits in HBM": bool(r.extra.get("fits_in_hbm", True)),
-                     "$/chip-hr": usd, "price": basis,
-                     "$/M output tokens": (usd / (per_chip * 3600) * 1e6) if usd else math.nan})
+        fits = fits_in_memory(r)
+        rows.append({"chip": r.chip, "provenance": r.provenance, "batch": r.batch,
+                     "tok/s/user": r.tokens_per_s_per_user, "tok/s/chip": per_chip, "MFU %": 100 * r.mfu,
+                     "bound": r.extra.get("bound"), "fits in HBM": fits, "$/chip-hr": usd, "price": basis,
+                     "$/M output tokens": usd_per_million_tokens(usd, per_chip) if usd and fits else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -250,44 +265,51 @@ def published_serving() -> pd.DataFrame:
 
 def scaling_frame(chips: Sequence[str], workload: str, layouts: Sequence[str], counts: Sequence[int], *,
                   assumptions=None, batch: int = 4, seq: int = 4096) -> pd.DataFrame:
-    """Projected training per chip count; efficiency = per-chip throughput / that at the smallest count."""
+    """Projected training per chip count, one series per (chip, layout).
+
+    ``efficiency`` = per-chip throughput ÷ that at the series' smallest count whose configuration fits in
+    HBM (``baseline chips``); a series normalised to a point that cannot run would not mean anything, so
+    counts that do not fit have no efficiency, and neither has a series in which no count fits."""
     rows = []
     for chip in chips:
         for layout in layouts:
-            base = None
+            series = []
             for n in counts:
                 r = project(chip, workload, "train", n, layout, batch=batch, seq=seq, assumptions=assumptions)
-                base = base or r.tokens_per_s_per_chip
-                rows.append({"chip": chip, "workload": workload, "layout": layout, "resolved": r.extra["layout"],
-                             "chips": n, "tok/s/chip": r.tokens_per_s_per_chip,
-                             "efficiency": r.tokens_per_s_per_chip / base, "MFU %": 100 * r.mfu,
-                             "bound": r.extra["bound"], "comm %": 100 * r.extra["comm_fraction"],
-                             "fits in HBM": r.extra["fits_in_hbm"], "provenance": "projected"})
+                series.append({"chip": chip, "workload": workload, "layout": layout, "resolved": r.extra["layout"],
+                               "chips": n, "tok/s/chip": r.tokens_per_s_per_chip, "MFU %": 100 * r.mfu,
+                               "bound": r.extra["bound"], "comm %": 100 * r.extra["comm_fraction"],
+                               "fits in HBM": fits_in_memory(r),
+                               "GB per chip": r.extra.get("memory_per_chip_gb", math.nan),
+                               "provenance": "projected"})
+            base = next((row for row in series if row["fits in HBM"]), None)
+            for row in series:
+                row["baseline chips"] = base["chips"] if base else None
+                row["efficiency"] = row["tok/s/chip"] / base["tok/s/chip"] if base and row["fits in HBM"] else math.nan
+            rows += series
     return pd.DataFrame(rows)
 
 
 def published_scaling(assumptions=None) -> pd.DataFrame:
-    """Row 5 (TorchTitan Qwen3-MoE-235B on TPU v7, 1 → 8 slices of 1,024 chips): published per-TensorCore
-    throughput and efficiency vs the 1-slice point, beside the projection set up the same way."""
-    a = asdict(assumptions or Assumptions())
-    a["scaleup_domain"] = 1024
-    pts = sorted((p for p in published_records() if p.source.get("row") == 5), key=lambda p: p.n_chips)
+    """Row 5 (TorchTitan Qwen3-MoE-235B on TPU v7, 1 → 8 slices of 1,024 chips): the published throughput
+    per TensorCore and per chip beside the projection of the same setting (the rows of
+    :func:`workbench.projection.projection_vs_published`, where that setting is stated), with the relative
+    error. The efficiencies are each series' own: published vs its 1-slice point, projected vs its own."""
+    table = projection_vs_published(assumptions=assumptions)
+    rows5 = table[table["id"].astype(str).str.startswith("torchtpu-row5")].sort_values("n_chips")
+    per_chip = load_catalog().chip("TPU v7").devices_per_chip
     rows = []
-    base_pub = base_proj = None
-    for p in pts:
-        rec = project("TPU v7", "qwen3-235b-a22b", "train", int(p.n_chips), "fsdp+ep", batch=4, seq=4096,
-                      assumptions=Assumptions(**a))
-        base_pub = base_pub or p.tokens_per_s_per_device
-        base_proj = base_proj or rec.tokens_per_s_per_device
-        rows.append({"chips": int(p.n_chips), "published tok/s per TensorCore": p.tokens_per_s_per_device,
-                     "projected tok/s per TensorCore": rec.tokens_per_s_per_device,
-                     "rel error": rec.tokens_per_s_per_device / p.tokens_per_s_per_device - 1,
-                     "rel error %": 100 * (rec.tokens_per_s_per_device / p.tokens_per_s_per_device - 1),
-                     "published efficiency": p.tokens_per_s_per_device / base_pub,
-                     "projected efficiency": rec.tokens_per_s_per_device / base_proj,
-                     "source": f"{p.source['title']} ({p.source.get('via', p.source.get('url', ''))})"})
-    return pd.DataFrame(rows)
-
+    for r in rows5.to_dict("records"):
+        pub, proj = float(r["published"]), float(r["projected"])
+        rows.append({"chips": int(r["n_chips"]), "published tok/s per TensorCore": pub,
+                     "projected tok/s per TensorCore": proj, "published tok/s per chip": pub * per_chip,
+                     "projected tok/s per chip": proj * per_chip, "rel error": r["rel_error"],
+                     "rel error %": 100 * r["rel_error"], "category": r["category"], "source": r["source"]})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["published efficiency vs 1 slice"] = out["published tok/s per chip"] / out["published tok/s per chip"].iloc[0]
+        out["projected efficiency vs 1 slice"] = out["projected tok/s per chip"] / out["projected tok/s per chip"].iloc[0]
+    return out
 
 
 def fits_in_memory(rec) -> bool:
@@ -301,37 +323,43 @@ def does_not_fit_note(rec) -> str:
 
 
 def price_kind(line: dict) -> str:
-    """The kind of money a cost line is (list price, committed rent, owner's TCO, a provider's internal
-    cost); lines that carry no kind are grouped by their tier."""
-    return str(line.get("kind") or line["tier"])
+    """The kind of money a cost line is (list price, committed rent, owner's TCO, a provider's internal cost)."""
+    return str(line.get("price_kind") or cost_price_kind(line["tier"]))
 
 
-def cost_cells(rec) -> dict:
-    """Table cells for one projected record: the cheapest cost line with tier and date, or a visible
-    "does not fit" and no cost when the configuration does not fit in HBM."""
+def _line_text(line: dict) -> str:
+    stale = ", stale" if line.get("stale") else ""
+    return f"{line['tier']} ${line['usd_per_chip_hour']:g}, {line['price_date']}{stale}"
+
+
+def cost_cells(rec, kinds: Sequence[str] = HEADLINE_KINDS) -> dict:
+    """Table cells for one projected record: its $ per million tokens at each kind of price (each chip's
+    cheapest fresh price of that kind) and the prices used with their dates; a configuration that does not
+    fit in HBM gets no cost and says so."""
     if not fits_in_memory(rec):
-        return {"fits HBM": False, "$/M tok (cheapest tier)": math.nan, "tier (price date)": does_not_fit_note(rec)}
-    if not rec.cost:
-        return {"fits HBM": True, "$/M tok (cheapest tier)": math.nan, "tier (price date)": "no price in catalog"}
-    c = min(rec.cost, key=lambda line: line["usd_per_mtok"])
-    return {"fits HBM": True, "$/M tok (cheapest tier)": c["usd_per_mtok"],
-            "tier (price date)": f"{c['tier']} ${c['usd_per_chip_hour']:g} ({c['price_date']})"}
+        return {**{f"$/M tok ({k})": math.nan for k in kinds}, "prices (date)": does_not_fit_note(rec)}
+    lines = {k: line_of_kind(rec.cost, k) for k in kinds}
+    used = "; ".join(f"{k}: {_line_text(line)}" for k, line in lines.items() if line) or "no price in catalog"
+    return {**{f"$/M tok ({k})": line["usd_per_mtok"] if line else math.nan for k, line in lines.items()},
+            "prices (date)": used}
 
 
-def cheapest_by_price_kind(records, top: int = 3) -> list[str]:
+def cheapest_by_price_kind(records, kinds: Sequence[str] = HEADLINE_KINDS, top: int = 3) -> list[str]:
     """One line per kind of price: the ``top`` chips with the lowest $ per million tokens at that kind.
-    Chips are only compared within one kind; configurations that do not fit in HBM are left out."""
-    best: dict[str, dict[str, dict]] = {}
-    for rec in records:
-        if not fits_in_memory(rec):
-            continue
-        for line in rec.cost:
-            per_chip = best.setdefault(price_kind(line), {})
-            if rec.chip not in per_chip or line["usd_per_mtok"] < per_chip[rec.chip]["usd_per_mtok"]:
-                per_chip[rec.chip] = line
+    Chips are compared only within one kind; configurations that do not fit in HBM are left out, and chips
+    without a price of the kind are named."""
     out = []
-    for kind, per_chip in sorted(best.items()):
-        ranked = sorted(per_chip.items(), key=lambda kv: kv[1]["usd_per_mtok"])[:top]
-        out.append(f"{kind}: " + ", ".join(f"{chip} ${line['usd_per_mtok']:.3g} ({line['tier']}, {line['price_date']})"
-                                           for chip, line in ranked))
+    for kind in kinds:
+        ranked, missing = [], []
+        for rec in records:
+            line = line_of_kind(rec.cost, kind) if fits_in_memory(rec) else None
+            if line:
+                ranked.append((line["usd_per_mtok"], rec.chip, line))
+            elif fits_in_memory(rec):
+                missing.append(rec.chip)
+        if not ranked:
+            continue
+        best = ", ".join(f"{chip} ${fmt(usd)} ({_line_text(line)})" for usd, chip, line in sorted(ranked)[:top])
+        out.append(f"{kind} ({KIND_MEANING[kind]}): {best}"
+                   + (f"; no {kind} price: {', '.join(sorted(set(missing)))}" if missing else ""))
     return out

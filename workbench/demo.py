@@ -245,6 +245,7 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
     records, table = _projection_rows(catalog, workload)
     append_records(rep.out / "projected.jsonl", records)
     headline = analysis.cheapest_by_price_kind([r for r in records if r.phase == "train"])
+    say("      cheapest projected training $ per million tokens, within one kind of price:")
     for line in headline:
         say(f"      {line}")
     vs = projection_vs_published()
@@ -255,28 +256,29 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
     rep.add(f"## 4. Projection to the catalog chips (projected, model workbench-roofline-comm {MODEL_VERSION})\n\n"
             f"`{workload}` (bf16, seq 4096) training on 8 chips (FSDP, 4 sequences per chip) and decoding on 8 "
             "chips (TP, 64 concurrent sequences per chip, context 4096), default assumptions (every input is "
-            "stored in [projected.jsonl](projected.jsonl)). Prices are the catalog's, with tier and date; verify "
-            "before use. A configuration that does not fit in HBM has no cost.\n\n"
+            "stored in [projected.jsonl](projected.jsonl)). Prices are the catalog's, with tier and date (\"stale\": "
+            "older than a year, dated only by year, or superseded); verify before use. Each `$/M tok` column "
+            "uses one kind of price for every chip; a configuration that does not fit in HBM has no cost.\n\n"
             "Cheapest training $ per million tokens, compared only within one kind of price:\n\n"
             + "".join(f"- {line}\n" for line in headline) + "\n" + tables.markdown(table) +
             "\n### Projection vs published points\n\nThe model is not fitted to these points; the relative error "
             "shows how far a generic roofline is from tuned systems.\n\n```\n" + format_vs_published(vs) + "\n```\n")
     chips_fig = [c for c in PROJECT_CHIPS_FIG if c in catalog.names()]
     decode = [r for r in records if r.phase == "decode" and r.chip in chips_fig and r.cost]
-    rep.figure(plots.plot_cost_tiers(decode, title_suffix=f" (projected: {workload} decode, b64 per chip, 8 chips, TP)"),
+    rep.figure(plots.plot_cost_per_tier(decode, title_suffix=f" (projected: {workload} decode, b64 per chip, 8 chips, TP)"),
                "cost.png", f"Projected $ per million output tokens per price tier, {workload} decode "
                            "(hatched = projected; price dates under each bar).")
     frame = analysis.frontier_frame(analysis.decode_frontier(chips_fig, workload))
     rep.figure(plots.plot_tco(frame, target=20, workload=workload, published=analysis.published_serving()),
                "pareto.png", f"Projected decode Pareto fronts and $/M output tokens vs interactivity for "
-                             f"{workload} on 8 chips (cheapest tier); stars: published InferenceX points "
-                             "(a different, larger model: Qwen3.5-397B FP8).")
-    rep.add("At 20 output tokens/s per user (projected, cheapest tier):\n\n"
-            + tables.markdown(analysis.at_target(frame, 20)))
+                             f"{workload} on 8 chips (each chip's {analysis.DEFAULT_PRICE_KIND} price); stars: "
+                             "published InferenceX points (a different, larger model: Qwen3.5-397B FP8).")
+    rep.add(f"At 20 output tokens/s per user (projected, each chip's {analysis.DEFAULT_PRICE_KIND} price; a chip "
+            "without one has no cost):\n\n" + tables.markdown(analysis.at_target(frame, 20)))
     frames = [analysis.scaling_frame(chips_fig[:3], "llama3-70b", ("dp", "fsdp"), SCALING_COUNTS),
               analysis.scaling_frame(("TPU v7", "B200"), "qwen3-235b-a22b", ("fsdp+ep",), SCALING_COUNTS)]
     pub = analysis.published_scaling()
-    rep.figure(plots.plot_scaling_efficiency(frames, pub), "scaling.png",
+    rep.figure(plots.plot_scaling(frames, pub), "scaling.png",
                "Projected weak-scaling efficiency from 1 to 8,192 chips (dashed) with the published TorchTitan "
                "Qwen3-MoE-235B points on TPU v7 (stars).")
     rep.add("Published scaling points vs the projection:\n\n" + tables.markdown(pub.drop(columns=["source", "rel error"]))

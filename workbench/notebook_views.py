@@ -21,7 +21,7 @@ from IPython.display import Image, Markdown, display
 from matplotlib.figure import Figure
 
 from workbench import analysis, tables
-from workbench.plots import plot_scaling_efficiency, plot_tco, plot_throughput_bars
+from workbench.plots import plot_scaling, plot_tco, plot_throughput_bars
 from workbench.projection import Assumptions
 
 TARGETS = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0,
@@ -63,11 +63,17 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
-def selection_slider(description: str, values: Sequence[float], default: float) -> w.SelectionSlider:
-    options = choices(values, default)
-    return w.SelectionSlider(options=[(_label(v), v) for v in options], value=float(default),
+def selection_slider(description: str, values: Sequence[float], default: float | None, *,
+                     none_label: str = "") -> w.SelectionSlider:
+    """A slider over fixed values, each labelled exactly as the figure prints it; ``none_label`` adds a
+    first stop whose value is None (e.g. "catalog": use the catalog's figure)."""
+    options = [(_label(v), v) for v in choices(values, default) if v is not None] if default is not None else \
+        [(_label(v), v) for v in sorted(set(values))]
+    if none_label:
+        options.insert(0, (none_label, None))
+    return w.SelectionSlider(options=options, value=None if default is None else float(default),
                              description=description, style=WIDE, continuous_update=False,
-                             layout=w.Layout(width="420px"))
+                             layout=w.Layout(width="460px"))
 
 
 class LiveView:
@@ -108,15 +114,17 @@ class LiveView:
         display(self.box)
 
 
-def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float, tier: str = "cheapest",
-                 price: float = 0.0, published: pd.DataFrame | None = None) -> LiveView:
-    """Chips to show, price tier, a $/chip-hour for every chip (0 = the catalog's), the interactivity target;
-    redraws the table of the best batch at the target and the Pareto/cost figure."""
+def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float,
+                 price_kind: str = analysis.DEFAULT_PRICE_KIND, price: float = 0.0,
+                 published: pd.DataFrame | None = None) -> LiveView:
+    """Chips to show, the kind of price (or one tier), a $/chip-hour for every chip (0 = the catalog's), the
+    interactivity target; redraws the table of the best batch at the target and the Pareto/cost figure."""
     all_chips = list(dict.fromkeys(r.chip for r in records))
     controls = {
         "chips": w.SelectMultiple(options=all_chips, value=tuple(c for c in chips if c in all_chips),
                                   description="chips", rows=min(len(all_chips), 6), style=WIDE),
-        "tier": w.Dropdown(options=analysis.tiers(all_chips), value=tier, description="price tier", style=WIDE),
+        "price_kind": w.Dropdown(options=analysis.price_choices(all_chips), value=price_kind, style=WIDE,
+                                 description="price (kind or tier)"),
         "price": w.BoundedFloatText(value=price or 0.0, min=0.0, max=1000.0, step=0.1, style=WIDE,
                                     description="$/chip-hr (0 = catalog)"),
         "target": selection_slider("target [tok/s/user]", TARGETS, target),
@@ -126,12 +134,12 @@ def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float,
         chosen = [r for r in records if r.chip in v["chips"]]
         if not chosen:
             return "select at least one chip"
-        frame = analysis.frontier_frame(chosen, v["tier"], v["price"] or None)
+        frame = analysis.frontier_frame(chosen, v["price_kind"], v["price"] or None)
         pub = published[published["chip"].isin(v["chips"])] if published is not None else None
         return (analysis.at_target(frame, v["target"]),
                 plot_tco(frame, target=v["target"], workload=workload, published=pub))
 
-    return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox([c["tier"], c["price"],
+    return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox([c["price_kind"], c["price"],
                                                                                   c["target"]])]))
 
 
@@ -143,23 +151,23 @@ def scaling_explorer(chips: Sequence[str], specs: Sequence[tuple[str, Sequence[s
     controls = {
         "chips": w.SelectMultiple(options=list(chips), value=tuple(shown or chips), description="chips",
                                   rows=min(len(chips), 6), style=WIDE),
-        "compute_efficiency": selection_slider("compute efficiency", FRACTIONS[2:], defaults.compute_efficiency),
-        "overlap": selection_slider("overlap of comm. and math", FRACTIONS, defaults.overlap),
+        "gemm_efficiency": selection_slider("GEMM efficiency", FRACTIONS[2:], defaults.gemm_efficiency),
+        "overlap": selection_slider("overlap of async collectives", FRACTIONS, defaults.overlap),
         "scaleout": selection_slider("scale-out [GB/s per chip]", SCALEOUT_GBYTES_PER_S,
-                                     defaults.scaleout_gbps_per_chip),
+                                     defaults.scaleout_gbytes_per_s_per_chip, none_label="catalog"),
     }
 
     def draw(v: dict):
         if not v["chips"]:
             return "select at least one chip"
-        a = Assumptions(compute_efficiency=v["compute_efficiency"], overlap=v["overlap"],
-                        scaleout_gbps_per_chip=v["scaleout"])
+        a = Assumptions(gemm_efficiency=v["gemm_efficiency"], overlap=v["overlap"],
+                        scaleout_gbytes_per_s_per_chip=v["scaleout"])
         frames = [analysis.scaling_frame(v["chips"], wl, lays, counts, assumptions=a) for wl, lays in specs]
         pub = analysis.published_scaling(a)
-        return pub.drop(columns=["source"]), plot_scaling_efficiency(frames, pub)
+        return pub.drop(columns=["source"]), plot_scaling(frames, pub)
 
     return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox(
-        [c["compute_efficiency"], c["overlap"], c["scaleout"]])]))
+        [c["gemm_efficiency"], c["overlap"], c["scaleout"]])]))
 
 
 def throughput_explorer(df: pd.DataFrame) -> LiveView:

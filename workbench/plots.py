@@ -1,13 +1,22 @@
 """Matplotlib figures in one style. Provenance is always visible: measured = solid bars / filled
 circles with solid lines, projected = hatched bars / dashed lines with open squares, published = stars.
 
-Every function takes records (or a DataFrame of them), returns the Figure, and saves a PNG when given
-``path``.
+Every function takes records (or a DataFrame of them, or an :mod:`workbench.analysis` table), returns the
+Figure, and saves a PNG when given ``path``. Figures are built with ``matplotlib.figure.Figure`` (no
+pyplot), so drawing never depends on, or changes, the session's backend.
+
+Conventions every figure keeps: quantities of different kinds never share an axis unlabelled (output
+tokens/s of decode and total tokens/s of training sit in separate panels; MFU under the palm and the
+causal FLOP conventions too); numbers are printed in the workbench format (:func:`workbench.tables.fmt`);
+measured bars carry the interquartile range of their timed steps; a projected configuration that does not
+fit in HBM is drawn as an empty cross-hatched bar marked "does not fit".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import statistics
+import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +26,15 @@ import pandas as pd
 from cycler import cycler
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from workbench import analysis
 from workbench.catalog import load_catalog
-from workbench.projection import Assumptions, decode_sweep, project, scaling_curve
-from workbench.published import published_records
+from workbench.projection import decode_sweep, project
 from workbench.results import Record, load_results
+from workbench.tables import fmt
+from workbench.workloads.config import get_config
 
 if TYPE_CHECKING:  # typing only: demo_chain imports the codemod
     from workbench.demo_chain import LossCheck
@@ -34,9 +46,23 @@ STYLE = {
     "published": {"hatch": "", "alpha": 1.0, "marker": "*", "linestyle": ":"},
 }
 RC = {"figure.figsize": (9, 5), "figure.dpi": 110, "axes.grid": True, "grid.linestyle": ":", "grid.alpha": 0.6,
-      "axes.spines.top": False, "axes.spines.right": False, "font.size": 9, "axes.titlesize": 11,
-      "legend.fontsize": 8, "axes.prop_cycle": cycler(color=matplotlib.colormaps["tab10"].colors)}
+      "axes.spines.top": False, "axes.spines.right": False, "font.size": 9, "axes.titlesize": 10,
+      "legend.fontsize": 7.5, "axes.prop_cycle": cycler(color=matplotlib.colormaps["tab10"].colors)}
 COLORS = RC["axes.prop_cycle"].by_key()["color"]
+NOFIT = "does not fit in HBM"
+CONVENTION_TITLES = {
+    "palm": "FLOP convention palm: full attention (PaLM, nanoGPT, torchtitan)",
+    "causal": "FLOP convention causal: attention halved (MaxText, Megatron)",
+    "flop_counter": "FLOPs counted by torch.utils.flop_counter",
+    "user": "FLOPs given by the user",
+}
+TOKEN_PANELS = {
+    "total": ("total tokens/s per device", "train and prefill: every processed token"),
+    "output": ("output tokens/s per device", "decode: generated tokens only"),
+    "images": ("images/s per device", "vision models"),
+}
+ROOFLINE_MARKERS = ("s", "^", "D", "v", "P", "X", "o")
+LABELLED_BATCHES = {1, 4, 16, 64, 256}  # batch labels on a Pareto front: every other point, so they stay legible
 
 
 def _frame(data) -> pd.DataFrame:
@@ -45,230 +71,255 @@ def _frame(data) -> pd.DataFrame:
     return pd.DataFrame([r.to_dict() if isinstance(r, Record) else r for r in data])
 
 
+def _figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
 def _finish(fig: Figure, path: str | Path | None) -> Figure:
-    fig.tight_layout()
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     return fig
 
 
-def _provenance_legend(ax, kinds: Iterable[str], extra: list | None = None) -> None:
-    handles = list(extra or [])
+def _wrap(text: str, width: int = 95) -> str:
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _number_ticks(ax, axis: str = "y", subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
+    """Tick labels in the workbench number format (3,000 not 3x10^3), also on log axes (ticks at ``subs``
+    times each power of ten)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    if target.get_scale() == "log":
+        target.set_major_locator(LogLocator(base=10, subs=subs))
+    target.set_major_formatter(FuncFormatter(lambda v, _: fmt(float(v)) if v > 0 else "0"))
+    target.set_minor_formatter(NullFormatter())
+
+
+def _fits(row: dict) -> bool:
+    extra = row.get("extra")
+    return bool(extra.get("fits_in_hbm", True)) if isinstance(extra, dict) else True
+
+
+def _spread(row: dict) -> tuple[float, float] | None:
+    """Factors (low, high) that turn a rate measured at the median step time into the rates at the third and
+    first quartile of the recorded step times: the interquartile range of the run."""
+    samples = row.get("step_samples_s")
+    if row.get("provenance") != "measured" or not isinstance(samples, list) or len(samples) < 2:
+        return None
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    median = row["step_median_s"]
+    return median / q3, median / q1
+
+
+def _variant(row: dict) -> str:
+    if row.get("provenance") == "measured":
+        compiled = "+compiled" if row.get("compiled") else ""
+        platform = str(row.get("platform") or "")
+        if " via " in platform:  # "tpu via XLA:CPU (JAX ...)": say what really ran
+            return platform.split(" (")[0].replace(" via ", compiled + " via ", 1)
+        return row["device"] + compiled
+    n = row.get("n_chips")
+    chip = row.get("chip") or row["device"]
+    return f"{chip} x{int(n)} ({row['provenance']})" if isinstance(n, int | float) and n == n else str(chip)
+
+
+def _group(row: dict) -> str:
+    seq = "" if row.get("seq") is None or row.get("seq") != row.get("seq") else f" s{int(row['seq'])}"
+    batch = "" if row.get("batch") is None or row.get("batch") != row.get("batch") else f" b{int(row['batch'])}"
+    return f"{row['workload']} {row['phase']}\n{batch.strip()}{seq}"
+
+
+def _provenance_handles(kinds) -> list:
+    handles = []
     for kind in sorted(set(kinds)):
         if kind == "published":
             handles.append(Line2D([], [], marker="*", color="k", linestyle="", markersize=11, label="published"))
         else:
             handles.append(Patch(facecolor="0.6", hatch=STYLE[kind]["hatch"], alpha=STYLE[kind]["alpha"],
                                  edgecolor="k", label=kind))
-    ax.legend(handles=handles, loc="best")
+    return handles
 
 
-def _variant(row) -> str:
-    if row.get("provenance") == "measured":
-        name = row["device"] + ("+compiled" if row.get("compiled") else "")
-        if row.get("platform") and "via" in str(row.get("platform")):
-            name += "\n(" + str(row["platform"]).split(" (")[0] + ")"
-        return name
-    return f"{row.get('chip') or row['device']} x{int(row['n_chips'])}" if row.get("n_chips") else str(row["device"])
-
-
-def _bars(df: pd.DataFrame, value, ylabel: str, title: str, path) -> Figure:
+def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], panel_of: Callable[[dict], str],
+                title_of: Callable[[str, pd.DataFrame], str], ylabel_of: Callable[[str], str], suptitle: str,
+                suffix: str = "") -> Figure:
+    """Grouped bars, one panel per kind of quantity; measured bars get IQR error bars, non-fitting
+    projected configurations an empty cross-hatched bar marked "does not fit"."""
+    rows = df.to_dict("records")
+    rows = [{**r, "_value": value(r), "_panel": panel_of(r), "_variant": _variant(r), "_group": _group(r),
+             "_fits": _fits(r), "_spread": _spread(r)} for r in rows]
+    rows = [r for r in rows if r["_value"] is not None and r["_value"] == r["_value"]]
+    if not rows:
+        raise ValueError(f"no records with a value for {suptitle}")
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["_panel"], r["_group"], r["_variant"], r["provenance"]), []).append(r)
+    variants = list(dict.fromkeys(r["_variant"] for r in rows))
+    colors = {v: COLORS[i % 10] for i, v in enumerate(variants)}
+    panels = list(dict.fromkeys(r["_panel"] for r in rows))
+    widest = max(len({k[1] for k in cells if k[0] == p}) * len({k[2] for k in cells if k[0] == p}) for p in panels)
+    any_nofit = any_spread = False
     with matplotlib.rc_context(RC):
-        fig = Figure()
-        ax = fig.subplots()
-        df = df.copy()
-        df["variant"] = [_variant(r) for r in df.to_dict("records")]
-        df["group"] = [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']}" for r in df.to_dict("records")]
-        df["value"] = [value(r) for r in df.to_dict("records")]
-        df = df.dropna(subset=["value"])
-        if df.empty:
-            raise ValueError(f"no records with a value for {ylabel}")
-        df = df.groupby(["group", "variant", "provenance"], as_index=False)["value"].median()
-        groups = list(dict.fromkeys(df["group"]))
-        variants = list(dict.fromkeys(df["variant"]))
-        width = 0.8 / max(len(variants), 1)
-        colors = {v: RC["axes.prop_cycle"].by_key()["color"][i % 10] for i, v in enumerate(variants)}
-        for _, r in df.iterrows():
-            x = groups.index(r["group"]) + (variants.index(r["variant"]) - (len(variants) - 1) / 2) * width
-            st = STYLE[r["provenance"]]
-            if r["provenance"] == "published":
-                ax.plot(x, r["value"], marker="*", markersize=14, color=colors[r["variant"]], linestyle="")
-            else:
-                ax.bar(x, r["value"], width * 0.95, color=colors[r["variant"]], hatch=st["hatch"], alpha=st["alpha"],
-                       edgecolor="k", linewidth=0.5)
-                ax.annotate(f"{r['value']:,.3g}", (x, r["value"]), ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        _provenance_legend(ax, df["provenance"], [Patch(color=colors[v], label=v) for v in variants])
-        return _finish(fig, path)
+        fig = _figure(max(8.0, 1.0 + 0.75 * widest), 0.9 + 3.5 * len(panels))
+        axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+        for ax, panel in zip(axes, panels, strict=True):
+            keys = [k for k in cells if k[0] == panel]
+            groups = list(dict.fromkeys(k[1] for k in keys))
+            present = [v for v in variants if any(k[2] == v for k in keys)]
+            width = 0.8 / len(present)
+            top = 0.0
+            for key in keys:
+                members = cells[key]
+                _, group, variant, prov = key
+                v = float(np.median([m["_value"] for m in members]))
+                x = groups.index(group) + (present.index(variant) - (len(present) - 1) / 2) * width
+                color = colors[variant]
+                if prov == "published":
+                    ax.plot(x, v, marker="*", markersize=14, color=color, markeredgecolor="k", linestyle="")
+                    ax.annotate(fmt(v) + suffix, (x, v), ha="center", va="bottom", fontsize=7, xytext=(0, 6),
+                                textcoords="offset points")
+                    top = max(top, v)
+                    continue
+                if not all(m["_fits"] for m in members):
+                    any_nofit = True
+                    ax.bar(x, v, width * 0.95, facecolor="none", edgecolor=color, hatch="xx", linewidth=0.8)
+                    ax.annotate(f"{NOFIT}\n({fmt(v)}{suffix} if it did)", (x, v), ha="center", va="bottom",
+                                fontsize=6.5, color="firebrick", xytext=(0, 2), textcoords="offset points")
+                    top = max(top, v)
+                    continue
+                st = STYLE[prov]
+                ax.bar(x, v, width * 0.95, color=color, hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
+                       linewidth=0.5)
+                label_at = v
+                spreads = [m["_spread"] for m in members if m["_spread"]]
+                if spreads:
+                    any_spread = True
+                    low = v * float(np.median([s[0] for s in spreads]))
+                    high = v * float(np.median([s[1] for s in spreads]))
+                    ax.errorbar(x, v, yerr=[[v - low], [high - v]], color="k", capsize=3, linewidth=0.9)
+                    label_at = high
+                ax.annotate(fmt(v) + suffix, (x, label_at), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
+                            textcoords="offset points")
+                top = max(top, label_at)
+            ax.set_xticks(range(len(groups)), groups)
+            ax.set_ylim(0, top * 1.22 if top > 0 else 1)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.6g}"))
+            ax.set_ylabel(ylabel_of(panel))
+            ax.set_title(title_of(panel, pd.DataFrame([m for k in keys for m in cells[k]])), loc="left")
+        handles = [Patch(color=colors[v], label=v) for v in variants]
+        handles += _provenance_handles({r["provenance"] for r in rows})
+        if any_spread:
+            handles.append(Line2D([], [], color="k", marker="|", markersize=10, linestyle="-",
+                                  label="error bar: interquartile range of the timed steps"))
+        if any_nofit:
+            handles.append(Patch(facecolor="none", edgecolor="k", hatch="xx", label=NOFIT + " (projected)"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)))
+        fig.suptitle(suptitle)
+        return fig
+
+
+def _token_panel(row: dict) -> str:
+    return "images" if row.get("unit") == "images" else str(row.get("tokens_kind") or "total")
 
 
 def plot_throughput_bars(records, *, path: str | Path | None = None) -> Figure:
-    """Tokens (or images) per second per device variant, grouped by workload/phase/size."""
+    """Tokens (or images) per second per device variant, one panel per kind of token: total tokens/s
+    (train, prefill) and output tokens/s (decode) are different quantities and never share an axis."""
     df = _frame(records)
-    kinds = ", ".join(sorted(set(df["tokens_kind"].dropna())))
-    return _bars(df, lambda r: r.get("tokens_per_s_per_device") if r["provenance"] != "measured"
-                 else r.get("tokens_per_s"), f"throughput per device [{kinds} tokens/s]",
-                 "Throughput per device (median of timed steps)", path)
+
+    def value(r: dict) -> float | None:
+        return r.get("tokens_per_s") if r["provenance"] == "measured" else r.get("tokens_per_s_per_device")
+
+    def title(panel: str, _: pd.DataFrame) -> str:
+        label, what = TOKEN_PANELS.get(panel, (f"{panel} tokens/s per device", ""))
+        return f"{label} ({what})" if what else label
+
+    fig = _bar_panels(df, value=value, panel_of=_token_panel, title_of=title,
+                      ylabel_of=lambda p: TOKEN_PANELS.get(p, (f"{p} tokens/s per device",))[0],
+                      suptitle="Throughput per device (median of timed steps)")
+    return _finish(fig, path)
 
 
 def plot_mfu_bars(records, *, path: str | Path | None = None) -> Figure:
-    """MFU in % per device variant; the peak basis differs (catalog vs measured CPU peak) and is in the title."""
+    """MFU in % per device variant, one panel per FLOP convention (palm and causal MFU of the same run
+    differ by the attention term); each panel names the peaks its bars are measured against."""
     df = _frame(records)
-    bases = sorted({str(b).split(":")[0] for b in df["peak_basis"].dropna()})
-    conv = ", ".join(sorted({str(c) for c in df["flop_convention"].dropna()}))
-    return _bars(df, lambda r: 100 * r["mfu"] if pd.notna(r.get("mfu")) else None, "MFU [%]",
-                 f"Model FLOP utilisation (convention: {conv}; peak: {'; '.join(bases)})", path)
+
+    def title(panel: str, members: pd.DataFrame) -> str:
+        bases = sorted({str(b).split(":")[0] for b in members["peak_basis"].dropna()})
+        return _wrap(f"{CONVENTION_TITLES.get(panel, panel)}. Peak: {'; '.join(bases)}")
+
+    fig = _bar_panels(df, value=lambda r: 100 * r["mfu"] if pd.notna(r.get("mfu")) else None,
+                      panel_of=lambda r: str(r.get("flop_convention") or "unstated"), title_of=title,
+                      ylabel_of=lambda _: "MFU [% of peak]", suffix="%",
+                      suptitle="Model FLOP utilisation = FLOPs per token x tokens/s / peak FLOP/s")
+    return _finish(fig, path)
 
 
-def plot_cost_per_tier(records, *, path: str | Path | None = None) -> Figure:
-    """$ per million tokens for each price tier and chip (tier, source and date are in the records)."""
+def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | None = None) -> Figure:
+    """$ per million tokens for each chip and price tier, each bar labelled with its price's date (and
+    "stale" when the catalog flags the price); a configuration that does not fit in HBM gets no cost."""
     df = _frame(records)
-    rows = [{"label": f"{r.get('chip')}\n{r['workload']} {r['phase']} b{r.get('batch')} x{r.get('n_chips'):g} chips"
-                      f"\n({r.get('tokens_kind')} tokens)", "tier": c["tier"],
-             "usd": c["usd_per_mtok"], "provenance": r["provenance"]}
-            for r in df.to_dict("records") for c in (r.get("cost") or [])]
-    if not rows:
+    if df.empty:
+        raise ValueError("no records to price")
+    rows = df.to_dict("records")
+    chips = [str(r.get("chip")) for r in rows]
+    if len(set(chips)) < len(chips):  # one chip in several settings: say which bar is which
+        chips = [f"{c}\n{r['workload']} {r['phase']} b{r.get('batch')} x{fmt(r.get('n_chips'))}"
+                 for c, r in zip(chips, rows, strict=True)]
+    for r, label in zip(rows, chips, strict=True):
+        r["_label"] = label
+    labels = list(dict.fromkeys(chips))
+    tiers = list(dict.fromkeys(c["tier"] for r in rows if _fits(r) for c in (r.get("cost") or [])))
+    if not tiers and all(_fits(r) for r in rows):
         raise ValueError("no records with cost lines (cost needs a catalog chip with prices)")
-    cdf = pd.DataFrame(rows)
+    kinds_of = {c["tier"]: analysis.price_kind(c) for r in rows for c in (r.get("cost") or [])}
     with matplotlib.rc_context(RC):
-        fig = Figure()
+        fig = _figure(max(9.0, 1.6 * len(labels) + 2), 5.6)
         ax = fig.subplots()
-        labels = list(dict.fromkeys(cdf["label"]))
-        tiers = list(dict.fromkeys(cdf["tier"]))
-        width = 0.8 / len(tiers)
-        colors = RC["axes.prop_cycle"].by_key()["color"]
-        for _, r in cdf.iterrows():
-            x = labels.index(r["label"]) + (tiers.index(r["tier"]) - (len(tiers) - 1) / 2) * width
-            color = colors[tiers.index(r["tier"]) % 10]
-            if r["provenance"] == "published":
-                ax.plot(x, r["usd"], marker="*", markersize=14, color=color, linestyle="")
-            else:
+        width = 0.8 / max(len(tiers), 1)
+        top = max([c["usd_per_mtok"] for r in rows if _fits(r) for c in (r.get("cost") or [])] or [1.0])
+        any_stale = False
+        for r in rows:
+            i = labels.index(r["_label"])
+            if not _fits(r):
+                ax.annotate(f"{NOFIT}:\nno cost", (i, top * 0.05), ha="center", fontsize=7, color="firebrick")
+                continue
+            for c in r.get("cost") or []:
+                x = i + (tiers.index(c["tier"]) - (len(tiers) - 1) / 2) * width
                 st = STYLE[r["provenance"]]
-                ax.bar(x, r["usd"], width * 0.95, color=color, hatch=st["hatch"], alpha=st["alpha"],
-                       edgecolor="k", linewidth=0.5)
+                stale = str(c.get("stale") or "")
+                any_stale = any_stale or bool(stale)
+                ax.bar(x, c["usd_per_mtok"], width * 0.95, color=COLORS[tiers.index(c["tier"]) % 10],
+                       hatch=st["hatch"], alpha=st["alpha"], edgecolor="firebrick" if stale else "k",
+                       linewidth=1.4 if stale else 0.5, linestyle="--" if stale else "-")
+                ax.annotate(f"${fmt(c['usd_per_mtok'])}  {c.get('price_date', '?')}" + ("  STALE" if stale else ""),
+                            (x, c["usd_per_mtok"]), rotation=90, ha="center", va="bottom", fontsize=6.5,
+                            xytext=(0, 2), textcoords="offset points", color="firebrick" if stale else "k")
+        first = rows[0]
         ax.set_xticks(range(len(labels)), labels)
-        ax.set_ylabel("$ per million tokens")
-        ax.set_title("Cost per million tokens by price tier ($/chip-hr ÷ tokens/s per chip)")
-        _provenance_legend(ax, cdf["provenance"], [Patch(color=colors[i % 10], label=t) for i, t in enumerate(tiers)])
+        ax.set_ylim(0, top * 1.45)
+        ax.set_ylabel(f"$ per million {first.get('tokens_kind', '')} tokens")
+        ax.set_title(_wrap(f"Cost per million {first.get('tokens_kind', '')} tokens by price tier{title_suffix}; "
+                           "$/chip-hr / tokens/s per chip; each bar: cost, price date"), loc="left")
+        handles = [Patch(color=COLORS[i % 10], label=f"{t} ({kinds_of.get(t, t)})") for i, t in enumerate(tiers)]
+        handles += _provenance_handles(df["provenance"])
+        if any_stale:
+            handles.append(Patch(facecolor="none", edgecolor="firebrick", linestyle="--", linewidth=1.4,
+                                 label="STALE price: older than a year, dated by year only, or superseded"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=3)
         return _finish(fig, path)
 
 
-def plot_pareto(records, *, path: str | Path | None = None) -> Figure:
-    """Decode batch sweep: tokens/s per chip (y) vs tokens/s per user = 1/step time (x), per chip."""
-    df = _frame(records)
-    df = df.dropna(subset=["tokens_per_s_per_user"])
-    with matplotlib.rc_context(RC):
-        fig = Figure()
-        ax = fig.subplots()
-        for (label, prov), g in df.groupby([df["chip"].fillna(df["device"]), "provenance"]):
-            g = g.sort_values("tokens_per_s_per_user")
-            y = g["tokens_per_s_per_chip"].fillna(g["tokens_per_s"])
-            st = STYLE[prov]
-            ls = "" if prov == "published" else st["linestyle"]
-            ax.plot(g["tokens_per_s_per_user"], y, marker=st["marker"], linestyle=ls, markersize=12 if
-                    prov == "published" else 5, label=f"{label} ({prov})")
-            if prov != "published" and "batch" in g:
-                for xx, yy, b in zip(g["tokens_per_s_per_user"], y, g["batch"], strict=False):
-                    ax.annotate(f"b{int(b)}", (xx, yy), fontsize=6, xytext=(2, 2), textcoords="offset points")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("interactivity [output tokens/s per user] (= 1 / decode step time)")
-        ax.set_ylabel("throughput [output tokens/s per chip]")
-        ax.set_title("Decode throughput vs interactivity (batch sweep)")
-        ax.legend(loc="best")
-        return _finish(fig, path)
-
-
-def plot_scaling(records, *, path: str | Path | None = None) -> Figure:
-    """Scaling efficiency = per-chip throughput at N / per-chip throughput at the smallest N, per series."""
-    df = _frame(records).dropna(subset=["n_chips"])
-    df = df[df["n_chips"] > 0]
-    with matplotlib.rc_context(RC):
-        fig = Figure()
-        ax = fig.subplots()
-        for (chip, wl, prov), g in df.groupby([df["chip"].fillna(df["device"]), "workload", "provenance"]):
-            g = g.sort_values("n_chips")
-            y = g["tokens_per_s_per_chip"].fillna(g["tokens_per_s_per_device"])
-            if y.isna().all():
-                continue
-            eff = y / y.iloc[0]
-            st = STYLE[prov]
-            ax.plot(g["n_chips"], eff, marker=st["marker"], linestyle="" if prov == "published" else st["linestyle"],
-                    markersize=13 if prov == "published" else 5,
-                    label=f"{chip} {wl} ({prov}, vs {int(g['n_chips'].iloc[0])} chips)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("chips")
-        ax.set_ylabel("scaling efficiency [per-chip throughput / smallest-N per-chip]")
-        ax.set_title("Weak-scaling efficiency vs chip count")
-        ax.axhline(1.0, color="0.5", linewidth=0.8)
-        ax.legend(loc="best")
-        return _finish(fig, path)
-
-
-def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None, precision: str = "bf16") -> Figure:
-    """Log-log attainable FLOP/s vs arithmetic intensity (FLOP per HBM byte) for catalog chips, with
-    projected points (intensity = FLOPs per step / HBM bytes per step)."""
-    with matplotlib.rc_context(RC):
-        fig = Figure()
-        ax = fig.subplots()
-        ai = np.logspace(-1, 5, 200)
-        colors = RC["axes.prop_cycle"].by_key()["color"]
-        for i, chip in enumerate(chips):
-            peak = chip.peak(precision) / 1e12
-            bw = chip.hbm_bw_gbps * 1e9 / 1e12
-            ax.plot(ai, np.minimum(peak, ai * bw), color=colors[i % 10],
-                    label=f"{chip.name} roof ({precision} {peak:,.0f} TF/s, {chip.hbm_bw_gbps:,.0f} GB/s, "
-                          f"ridge {peak / bw:,.0f} FLOP/B)")
-        for rec in _frame(records).to_dict("records") if len(records) else []:
-            extra = rec.get("extra") or {}
-            if "hbm_bytes_per_step" not in extra:
-                continue
-            chip_names = [c.name for c in chips]
-            idx = chip_names.index(rec["chip"]) if rec["chip"] in chip_names else 0
-            tokens = rec["batch"] * (1 if rec["phase"] == "decode" else rec["seq"])
-            x = rec["flops_per_token"] * tokens / extra["hbm_bytes_per_step"]
-            st = STYLE[rec["provenance"]]
-            ax.plot(x, rec["achieved_tflops"], marker=st["marker"], color=colors[idx % 10], linestyle="",
-                    markerfacecolor="none")
-            ax.annotate(f"{rec['phase']} b{rec['batch']}", (x, rec["achieved_tflops"]), fontsize=6,
-                        xytext=(3, -8), textcoords="offset points")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("arithmetic intensity [FLOP / HBM byte]")
-        ax.set_ylabel("attainable [TFLOP/s per chip]")
-        ax.set_title("Roofline (lines: catalog roofs; open markers: workload points)")
-        handles, _ = ax.get_legend_handles_labels()
-        kinds = sorted({r["provenance"] for r in _frame(records).to_dict("records")}) if len(records) else []
-        handles += [Line2D([], [], marker=STYLE[k]["marker"], color="k", linestyle="", markerfacecolor="none",
-                           label=f"{k} point") for k in kinds]
-        ax.legend(handles=handles, loc="lower right")
-        return _finish(fig, path)
-
-
-def plot_cost_tiers(records, *, title_suffix: str = "", path=None):
-    """$ per million tokens per price tier and chip (:func:`workbench.plots.plot_cost_per_tier`) with short
-    tick labels (chip names) and the setting in the title."""
-    fig = plot_cost_per_tier(records)
-    ax = fig.axes[0]
-    ax.set_xticks(range(len(records)), [r.chip for r in records])
-    ax.set_title(f"Cost per million {records[0].tokens_kind} tokens by price tier{title_suffix}\n"
-                 "($/chip-hr ÷ tokens/s per chip; catalog prices with tier and date)", fontsize=10)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path)
-    return fig
-
-
-def plot_mfu_conventions(table: pd.DataFrame, *, path=None):
-    """Horizontal grouped bars: MFU under palm vs causal for each row; measured and projected in separate
-    panels (their peaks differ: measured host-CPU peak vs catalog chip peak)."""
+def plot_mfu_conventions(table: pd.DataFrame, *, path: str | Path | None = None) -> Figure:
+    """Horizontal grouped bars: MFU under palm vs causal for each row (the comparison is the point, so the
+    two conventions share an axis, each named in the legend); measured and projected in separate panels
+    (their peaks differ: measured host-CPU peak vs catalog chip peak)."""
     kinds = [k for k in ("measured", "projected") if (table["provenance"] == k).any()]
     sizes = [max(int((table["provenance"] == k).sum()), 1) for k in kinds] or [1]
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(10, 1.2 + 0.42 * sum(sizes) + 0.9 * len(sizes)))
+        fig = _figure(10, 1.6 + 0.45 * sum(sizes) + 1.1 * len(sizes))
         axes = fig.subplots(len(kinds) or 1, 1, squeeze=False, gridspec_kw={"height_ratios": sizes})
         for ax, kind in zip(axes[:, 0], kinds, strict=False):
             t = table[table["provenance"] == kind].reset_index(drop=True)
@@ -280,169 +331,227 @@ def plot_mfu_conventions(table: pd.DataFrame, *, path=None):
                 ax.barh(pos, vals, 0.38, color=COLORS[j], hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
                         linewidth=0.5, label=f"{conv} convention ({kind})")
                 for y, v in zip(pos, vals, strict=False):
-                    ax.annotate(f"{v:.3g}%", (v, y), va="center", fontsize=6.5, xytext=(2, 0),
+                    ax.annotate(f"{fmt(float(v))}%", (v, y), va="center", fontsize=6.5, xytext=(2, 0),
                                 textcoords="offset points")
             src = t["source"] if "source" in t else [""] * len(t)
             ax.set_yticks(list(ys), [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']} · "
                                      f"{r['label'].split(' (')[0]}{(' · ' + s_) if s_ else ''}"
                                      for r, s_ in zip(t.to_dict("records"), src, strict=False)], fontsize=7)
             ax.invert_yaxis()
+            ax.set_xlim(0, float(t[["MFU % (palm)", "MFU % (causal)"]].max().max()) * 1.15)
             ax.set_xlabel("MFU [% of peak]")
-            basis = "; ".join(sorted(set(t["peak basis"])))
-            ax.set_title(f"{kind} — peak: {basis}"[:150], fontsize=9)
-            ax.legend(loc="lower right")
+            ax.set_title(_wrap(f"{kind}: peak {'; '.join(sorted(set(t['peak basis'])))}", 110), loc="left")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.suptitle("MFU under both FLOP conventions: palm = full attention (PaLM/nanoGPT/torchtitan), "
-                     "causal = halved (MaxText/Megatron)", fontsize=10)
-        fig.tight_layout()
-        if path:
-            fig.savefig(path)
-        return fig
+                     "causal = halved (MaxText/Megatron)")
+        return _finish(fig, path)
 
 
-def plot_decode_bandwidth(table: pd.DataFrame, *, path=None):
+def plot_decode_bandwidth(table: pd.DataFrame, *, path: str | Path | None = None) -> Figure:
     """Decode rows: memory-bandwidth utilisation beside MFU (decode is bandwidth-bound: MBU ≫ MFU)."""
     t = table[table["phase"] == "decode"].reset_index(drop=True)
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(9, 4.8))
+        fig = _figure(9.5, 5.2)
         ax = fig.subplots()
         for i, r in enumerate(t.to_dict("records")):
             st = STYLE[r["provenance"]]
             for j, col in enumerate(("MBU % (decode)", "MFU % (palm)")):
-                ax.bar(i + (j - 0.5) * 0.4, r[col], 0.38, color=COLORS[2 + j], hatch=st["hatch"], alpha=st["alpha"],
-                       edgecolor="k", linewidth=0.5)
-                ax.annotate(f"{r[col]:.2g}", (i + (j - 0.5) * 0.4, r[col]), ha="center", va="bottom", fontsize=6.5)
+                ax.bar(i + (j - 0.5) * 0.4, r[col], 0.38, color=COLORS[2 + j], hatch=st["hatch"],
+                       alpha=st["alpha"], edgecolor="k", linewidth=0.5)
+                ax.annotate(f"{fmt(float(r[col]))}%", (i + (j - 0.5) * 0.4, r[col]), ha="center", va="bottom",
+                            fontsize=6.5)
         ax.set_xticks(range(len(t)), [f"{r['workload']} b{r['batch']} ctx{r['seq']}\n{r['label'].split(' (')[0]}"
                                       f"\n{r.get('source') or ''}" for r in t.to_dict("records")], fontsize=6.5)
         ax.set_ylabel("utilisation [% of peak bandwidth / peak FLOP/s]")
         ax.set_title("Decode: memory-bandwidth utilisation (MBU) vs MFU")
-        handles = [Rectangle((0, 0), 1, 1, color=COLORS[2], label="MBU (bytes read per step / step time / "
-                                                                       "bandwidth)"),
-                   Rectangle((0, 0), 1, 1, color=COLORS[3], label="MFU (palm)")]
-        for kind in sorted(set(t["provenance"])):
-            handles.append(Rectangle((0, 0), 1, 1, facecolor="0.7", hatch=STYLE[kind]["hatch"], edgecolor="k",
-                                         label=kind))
-        ax.legend(handles=handles, loc="best")
-        fig.tight_layout()
-        if path:
-            fig.savefig(path)
-        return fig
+        handles = [Patch(color=COLORS[2], label="MBU (bytes read per step / step time / bandwidth)"),
+                   Patch(color=COLORS[3], label="MFU (palm)"), *_provenance_handles(t["provenance"])]
+        fig.legend(handles=handles, loc="outside lower center", ncol=4)
+        return _finish(fig, path)
+
+
+def _label_points(ax, points: list[tuple[float, float, str, str]]) -> None:
+    """Name published stars without covering each other: labels fan out to the right, one row each."""
+    for k, (x, y, text, color) in enumerate(sorted(points, key=lambda p: -p[1])):
+        ax.annotate(text, (x, y), xytext=(28, 16 - 13 * k), textcoords="offset points", fontsize=6.5, va="center",
+                    color="k", arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.7})
 
 
 def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd.DataFrame | None = None,
-             measured: pd.DataFrame | None = None, path=None):
+             measured: pd.DataFrame | None = None, path: str | Path | None = None) -> Figure:
     """Left: Pareto front (tokens/s per chip vs tokens/s per user); right: $ per M output tokens vs tokens/s
-    per user at the chosen price. Projected = dashed, published = stars, measured = filled circles."""
+    per user at the chosen price. Projected = dashed, published = stars (each named), measured = filled
+    circles; one legend below both panels, never over a curve."""
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(12.5, 5.2))
-        (ax1, ax2) = fig.subplots(1, 2)
+        fig = _figure(13, 7.0)
+        ax1, ax2 = fig.subplots(1, 2)
         chips = list(dict.fromkeys(frame["chip"]))
         col = {c: COLORS[i % 10] for i, c in enumerate(chips)}
-        any_nofit = False
+        handles = []
         for chip, g in frame.groupby("chip", sort=False):
             g = g.sort_values("tok/s/user")
-            ax1.plot(g["tok/s/user"], g["tok/s/chip"], "s--", color=col[chip], markerfacecolor="none",
-                     label=f"{chip} (projected)")
+            style = {"color": col[chip], "markerfacecolor": "none", "marker": "s", "linestyle": "--"}
+            ax1.plot(g["tok/s/user"], g["tok/s/chip"], **style)
             for x, y, b in zip(g["tok/s/user"], g["tok/s/chip"], g["batch"], strict=False):
-                ax1.annotate(f"b{int(b)}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
-            if g["$/M output tokens"].notna().any():
-                ax2.plot(g["tok/s/user"], g["$/M output tokens"], "s--", color=col[chip], markerfacecolor="none",
-                         label=f"{chip} (projected, {g['price'].iloc[0]})")
-            nofit = g[~g["fits in HBM"]]
-            if len(nofit):
-                ax1.plot(nofit["tok/s/user"], nofit["tok/s/chip"], "x", color="k", markersize=7,
-                         label="does not fit in HBM (projected)" if not any_nofit else None)
-                any_nofit = True
+                if int(b) in LABELLED_BATCHES:
+                    ax1.annotate(f"b{int(b)}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+            priced = g[g["$/M output tokens"].notna()]
+            if len(priced):
+                ax2.plot(priced["tok/s/user"], priced["$/M output tokens"], **style)
+            handles.append(Line2D([], [], **style, label=f"{chip} (projected; price {g['price'].iloc[0]})"))
+        nofit = frame[~frame["fits in HBM"]]
+        if len(nofit):
+            ax1.plot(nofit["tok/s/user"], nofit["tok/s/chip"], "x", color="k", markersize=7, linestyle="")
+            handles.append(Line2D([], [], marker="x", color="k", linestyle="", label=f"{NOFIT} (projected; no cost)"))
         if measured is not None and not measured.empty:
             for r in measured.to_dict("records"):
-                ax1.plot(r["tok/s/user"], r["tok/s/chip"], "o", color="k", label=f"{r['label']} (measured)")
+                ax1.plot(r["tok/s/user"], r["tok/s/chip"], "o", color="k")
+                handles.append(Line2D([], [], marker="o", color="k", linestyle="", label=f"{r['label']} (measured)"))
         if published is not None and not published.empty:
+            left, right = [], []
             for r in published.to_dict("records"):
-                c = col.get(r["chip"], "k")
+                c = col.get(r["chip"], "0.2")
                 if r["tok/s/chip"] and not pd.isna(r["tok/s/chip"]):
-                    ax1.plot(r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=14, markeredgecolor="k",
-                             label=f"{r['chip']} (published, row {r['row']}: Qwen3.5-397B FP8 serving)")
+                    ax1.plot(r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=13, markeredgecolor="k")
+                    left.append((r["tok/s/user"], r["tok/s/chip"], f"{r['chip']} {fmt(r['tok/s/chip'])}", c))
                 if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):
-                    ax2.plot(r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=14, markeredgecolor="k",
-                             label=f"{r['chip']} (published, row {r['row']}: {r['price tier']}, total tokens)")
+                    ax2.plot(r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=13, markeredgecolor="k")
+                    right.append((r["tok/s/user"], r["$/M tokens"], f"{r['chip']} ${fmt(r['$/M tokens'])}", c))
+            _label_points(ax1, left)
+            _label_points(ax2, right)
+            rows = sorted({int(r) for r in published["row"]})
+            handles.append(Line2D([], [], marker="*", color="0.5", markeredgecolor="k", markersize=11, linestyle="",
+                                  label=f"published (rows {', '.join(map(str, rows))}): Qwen3.5-397B FP8 serving, "
+                                        "a different model; its cost is $ per million total tokens"))
         for ax in (ax1, ax2):
             ax.axvline(target, color="0.3", linestyle=":", linewidth=1.2)
-            ax.annotate(f"target {target:g} tok/s/user", (target, 0.98), xycoords=("data", "axes fraction"),
-                        fontsize=7, rotation=90, ha="right", va="top")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            _number_ticks(ax, "x")
+            _number_ticks(ax, "y")
             ax.set_xlabel("interactivity [output tokens/s per user] (= 1 / decode step time)")
-            ax.legend(loc="best", fontsize=6.5)
+        handles.append(Line2D([], [], color="0.3", linestyle=":", label=f"target {target:g} tok/s per user"))
         ax1.set_ylabel("throughput [output tokens/s per chip]")
         ax1.set_title(f"Pareto front: {workload} decode batch sweep")
         ax2.set_ylabel("cost [$ per million output tokens]")
         ax2.set_title("Cost vs interactivity at the chosen price")
-        fig.tight_layout()
-        if path:
-            fig.savefig(path)
-        return fig
+        fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=7)
+        return _finish(fig, path)
 
 
-def plot_scaling_efficiency(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *, path=None):
-    """One panel per workload: projected weak-scaling efficiency per chip × layout (dashed), the published
-    TorchTitan points (stars, annotated with the projection's relative error)."""
+def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *,
+                 path: str | Path | None = None) -> Figure:
+    """One column per workload (frames of :func:`workbench.analysis.scaling_frame`), one line per chip and
+    layout. Top: tokens/s per chip, where the published TorchTitan points sit as they were published
+    (stars) beside the projection set up the same way (open squares). Bottom: weak-scaling efficiency of
+    each projected series against its own smallest chip count that fits in HBM. Counts that do not fit
+    are crosses."""
     frames = [f for f in frames if not f.empty]
+    if not frames:
+        raise ValueError("no scaling series to draw")
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(6.3 * len(frames), 5))
-        axes = fig.subplots(1, len(frames), squeeze=False)
-        for ax, f in zip(axes[0], frames, strict=False):
-            series = list(dict.fromkeys(zip(f["chip"], f["layout"], strict=False)))
+        fig = _figure(6.6 * len(frames), 9.0)
+        axes = fig.subplots(2, len(frames), squeeze=False, sharex="col")
+        for column, f in enumerate(frames):
+            top, bottom = axes[0, column], axes[1, column]
             chips = list(dict.fromkeys(f["chip"]))
-            dashes = ["--", "-.", ":", (0, (5, 1, 1, 1))]
             layouts = list(dict.fromkeys(f["layout"]))
-            for chip, layout in series:
-                g = f[(f["chip"] == chip) & (f["layout"] == layout)]
-                ax.plot(g["chips"], g["efficiency"], marker="s", markerfacecolor="none",
-                        linestyle=dashes[layouts.index(layout) % 4], color=COLORS[chips.index(chip) % 10],
-                        label=f"{chip} {layout} (projected, vs {int(g['chips'].iloc[0])} chip)")
+            dashes = ["--", "-.", ":", (0, (5, 1, 1, 1))]
+            for (chip, layout), g in f.groupby(["chip", "layout"], sort=False):
+                style = {"color": COLORS[chips.index(chip) % 10], "linestyle": dashes[layouts.index(layout) % 4]}
+                base = g["baseline chips"].iloc[0]
+                what = f"vs {int(base)} chips" if base == base and base is not None else "never fits"
+                top.plot(g["chips"], g["tok/s/chip"], marker="s", markerfacecolor="none",
+                         label=f"{chip} {layout} (projected)", **style)
+                bottom.plot(g["chips"], g["efficiency"], marker="s", markerfacecolor="none",
+                            label=f"{chip} {layout} (projected, {what})", **style)
+                nofit = g[~g["fits in HBM"]]
+                top.plot(nofit["chips"], nofit["tok/s/chip"], "x", color="k", markersize=8, linestyle="")
+            if (~f["fits in HBM"]).any():
+                top.plot([], [], "x", color="k", label=f"{NOFIT} (projected as if it did; no efficiency)")
             wl = f["workload"].iloc[0]
             if published is not None and not published.empty and wl == "qwen3-235b-a22b":
-                errs = ", ".join(f"{100 * r['rel error']:+.0f}% @ {r['chips']}" for r in published.to_dict("records"))
-                ax.plot(published["chips"], published["published efficiency"], "*", markersize=15, color="gold",
-                        markeredgecolor="k", label="TPU v7 TorchTitan (published, vs 1 slice = 1024 chips)")
-                ax.plot(published["chips"], published["projected efficiency"], "s", color="k",
-                        markerfacecolor="none", markersize=8,
-                        label=f"TPU v7 fsdp+ep, slice = 1024 (projected, vs 1024 chips);\n  projected tok/s per "
-                              f"TensorCore vs published: {errs}")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("chips")
-            ax.set_ylabel("weak-scaling efficiency [per-chip tokens/s ÷ that at the smallest count]")
-            ax.set_title(f"{wl} training: scaling efficiency")
-            ax.axhline(1.0, color="0.5", linewidth=0.8)
-            ax.set_ylim(bottom=0)
-            ax.legend(loc="lower left", fontsize=6.5)
-        fig.tight_layout()
-        if path:
-            fig.savefig(path)
-        return fig
+                errs = ", ".join(f"{100 * r['rel error']:+.0f}% at {fmt(r['chips'])}"
+                                 for r in published.to_dict("records"))
+                top.plot(published["chips"], published["published tok/s per chip"], "*", markersize=15,
+                         color="gold", markeredgecolor="k", linestyle="",
+                         label="TPU v7 TorchTitan (published, 2 TensorCores per chip)")
+                top.plot(published["chips"], published["projected tok/s per chip"], "s", color="k",
+                         markerfacecolor="none", markersize=8, linestyle="",
+                         label=f"TPU v7 fsdp+ep, slice = 1024 (projected as published; error {errs})")
+            top.set_yscale("log")
+            _number_ticks(top)
+            top.set_ylabel("training throughput [tokens/s per chip]")
+            top.set_title(f"{wl} training: throughput per chip", loc="left")
+            top.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=6.5, ncol=2)
+            bottom.set_xscale("log", base=2)
+            bottom.set_xlabel("chips")
+            bottom.set_ylabel("efficiency [per-chip tokens/s / that at the smallest count that fits]")
+            bottom.set_title(f"{wl}: weak-scaling efficiency of each projected series", loc="left")
+            bottom.axhline(1.0, color="0.5", linewidth=0.8)
+            bottom.set_ylim(bottom=0)
+            bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=6.5, ncol=2)
+        return _finish(fig, path)
 
 
-def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | Path | None = None):
+def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None, precision: str = "bf16") -> Figure:
+    """Log-log attainable FLOP/s vs arithmetic intensity (FLOP per HBM byte) for catalog chips, with
+    projected points (intensity = FLOPs per step / HBM bytes per step): colour = chip, marker = phase and
+    batch (named in the legend, not beside each point, so nothing overlaps)."""
+    with matplotlib.rc_context(RC):
+        fig = _figure(10, 6.2)
+        ax = fig.subplots()
+        ai = np.logspace(-1, 5, 200)
+        names = [c.name for c in chips]
+        for i, chip in enumerate(chips):
+            peak = chip.peak(precision) / 1e12
+            bw = chip.hbm_bw_gbps * 1e9 / 1e12
+            ax.plot(ai, np.minimum(peak, ai * bw), color=COLORS[i % 10],
+                    label=f"{chip.name} roof ({precision} {fmt(peak)} TF/s, {fmt(chip.hbm_bw_gbps)} GB/s, "
+                          f"ridge {fmt(peak / bw)} FLOP/B)")
+        rows = [r for r in _frame(records).to_dict("records") if "hbm_bytes_per_step" in (r.get("extra") or {})] \
+            if len(records) else []
+        settings = list(dict.fromkeys(f"{r['phase']} b{r['batch']}" for r in rows))
+        marker_of = {s: ROOFLINE_MARKERS[i % len(ROOFLINE_MARKERS)] for i, s in enumerate(settings)}
+        for r in rows:
+            tokens = r["batch"] * (1 if r["phase"] == "decode" else r["seq"])
+            x = r["flops_per_token"] * tokens / r["extra"]["hbm_bytes_per_step"]
+            color = COLORS[names.index(r["chip"]) % 10] if r["chip"] in names else "k"
+            ax.plot(x, r["achieved_tflops"], marker=marker_of[f"{r['phase']} b{r['batch']}"], color=color,
+                    markerfacecolor="none" if _fits(r) else color, markersize=8, linestyle="")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _number_ticks(ax, "x", subs=(1.0,))
+        _number_ticks(ax, "y", subs=(1.0,))
+        ax.set_xlabel("arithmetic intensity [FLOP / HBM byte]")
+        ax.set_ylabel("attainable [TFLOP/s per chip]")
+        ax.set_title("Roofline: catalog roofs (lines) and projected workload points (markers)")
+        handles, _ = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], marker=m, color="k", markerfacecolor="none", linestyle="",
+                           label=f"{s} (projected)") for s, m in marker_of.items()]
+        if any(not _fits(r) for r in rows):
+            handles.append(Line2D([], [], marker="s", color="k", linestyle="", label=f"filled: {NOFIT}"))
+        fig.legend(handles=handles, loc="outside right upper")
+        return _finish(fig, path)
+
+
+def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | Path | None = None) -> Figure:
     """One panel per sample: the cpu loss curve (solid) and the tpu one (dashed), both measured here."""
     checks = [c for c in checks if c.cpu.losses or c.tpu.losses] or checks
     n = max(len(checks), 1)
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(max(4.2 * n, 8.0), 4.2))
+        fig = _figure(max(4.2 * n, 8.0), 4.4)
         axes = fig.subplots(1, n, squeeze=False)
         for ax, c in zip(axes[0], checks, strict=False):
             ax.plot(range(len(c.cpu.losses)), c.cpu.losses, "o-", label="cpu, torch eager (measured)")
-            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9,
-                    label=f"{tpu_label} (measured)")
+            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9, label=f"{tpu_label} (measured)")
             verdict = "agree" if c.ok else "DIFFER / FAILED"
             ax.set_title(f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9)
             ax.set_xlabel("training step")
             ax.set_ylabel("loss printed by the script [nats / MSE]")
             ax.legend(loc="best")
         fig.suptitle("Migrated samples: loss on cpu vs on the \"tpu\" device (same seeds, measured here)")
-        fig.tight_layout()
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path)
-        return fig
+        return _finish(fig, path)
 
 
 def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir: str | Path = "plots",
@@ -465,16 +574,15 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
             recs = [project(c, workload, "decode", 8, "tp", batch=64) for c in chip_objs if c.prices]
             with_cost = measured[measured["cost"].map(bool)] if not measured.empty else []
             plot_cost_per_tier([*recs, *(_frame(with_cost).to_dict("records") if len(with_cost) else [])],
-                               path=path)
+                               title_suffix=f" ({workload} decode, b64 per chip, 8 chips, TP)", path=path)
         elif kind == "pareto":
-            recs = [r for c in chip_objs for r in decode_sweep(c, workload)]
-            plot_pareto(recs, path=path)
+            frame = analysis.frontier_frame([r for c in chip_objs for r in decode_sweep(c, workload)])
+            plot_tco(frame, target=20, workload=workload, published=analysis.published_serving(), path=path)
         elif kind == "scaling":
-            recs = [r for c in chip_objs for r in scaling_curve(c, workload)]
-            pub = [p for p in published_records() if p.source.get("row") == 5]
-            recs += pub + scaling_curve("TPU v7", "qwen3-235b-a22b", layout="fsdp+ep", chips=(1024, 2048, 4096, 8192),
-                                        assumptions=Assumptions(scaleup_domain=1024))
-            plot_scaling(recs, path=path)
+            counts = (1, 8, 64, 256, 1024, 4096, 8192)
+            layouts = ("fsdp", "fsdp+ep") if get_config(workload).is_moe else ("dp", "fsdp")
+            frames = [analysis.scaling_frame([c.name for c in chip_objs], workload, layouts, counts)]
+            plot_scaling(frames, analysis.published_scaling(), path=path)
         elif kind == "roofline":
             recs = [project(c, workload, ph, 8, "tp", batch=b) for c in chip_objs
                     for ph, b in (("train", 4), ("prefill", 1), ("decode", 1), ("decode", 64))]
