@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
@@ -84,8 +85,11 @@ def _plan(cls: type) -> _Plan | None:
 class _Walker:
     """One traversal; flags about the visitor are looked up once, not per node."""
 
-    def __init__(self, visitor: Any) -> None:
+    def __init__(self, visitor: Any, tick: Callable[[int, int], object] | None = None) -> None:
         self.v = visitor
+        #: Called after each top-level statement of the module being walked (progress, limits).
+        self.tick = tick
+        self.ticked: Any = None  # the module body whose statements are ticked
         self.read_only = isinstance(visitor, CSTVisitor)
         #: Visitors that define no per-attribute hooks say so, sparing two calls per field.
         self.attr_hooks = not getattr(visitor, "NO_ATTRIBUTE_HOOKS", False)
@@ -95,6 +99,8 @@ class _Walker:
 
     def visit(self, node: CSTNode) -> Any:
         v = self.v
+        if self.tick is not None and self.ticked is None and isinstance(node, cst.Module):
+            self.ticked = node.body
         if v.on_visit(node):
             plan = _PLANS.get(type(node), _MISSING)
             if plan is _MISSING:
@@ -144,8 +150,11 @@ class _Walker:
         """Visit a sequence; return the original object when no child changed."""
         out: list[CSTNode] | None = None
         skip = self.skip
+        tick = self.tick if children is self.ticked else None
         for i, child in enumerate(children):
             new = child if type(child) in skip else self.visit(child)
+            if tick is not None:
+                tick(i + 1, len(children))
             if new is child:
                 if out is not None:
                     out.append(new)
@@ -179,6 +188,9 @@ def _checked(child: CSTNode, result: Any, kind: str) -> Any:
     return result
 
 
-def visit(node: CSTNode, visitor: Any) -> Any:
-    """``node.visit(visitor)`` without rebuilding unchanged nodes (same hooks, order and results)."""
-    return _Walker(visitor).visit(node)
+def visit(node: CSTNode, visitor: Any, tick: Callable[[int, int], object] | None = None) -> Any:
+    """``node.visit(visitor)`` without rebuilding unchanged nodes (same hooks, order and results).
+
+    ``tick(done, total)`` is called after each top-level statement when ``node`` is a module.
+    """
+    return _Walker(visitor, tick).visit(node)

@@ -7,7 +7,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .limits import DEFAULT_LIMITS, Limits, parse_memory, parse_seconds
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNPARSABLE = 0, 1, 2, 3
+#: Some file needed migrating and was left as it was (does not parse, over a per-file limit, read-only).
+EXIT_NOT_MIGRATED = EXIT_UNPARSABLE
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+#: A file still running after this many seconds gets progress lines on stderr.
+SLOW_FILE_S = 3.0
 
 DESCRIPTION = """\
 Migrate CUDA and torch_xla PyTorch code to the native "tpu" device (TorchTPU).
@@ -25,23 +32,50 @@ examples:
   tpu-migrate --select TPU5,TPU6 src/    only the torch_xla rules (codes or prefixes)
   tpu-migrate --ignore TPU102 src/       everything except device-string comparisons
   tpu-migrate --report migration.md .    write a per-rule / per-file summary with a converted %
+  tpu-migrate --output-format json . > findings.json   machine-readable findings (progress stays on stderr)
+  tpu-migrate --max-file-seconds 60 --max-file-memory 2G gen/   skip files that need more, untouched
   cat train.py | tpu-migrate --write -   read stdin, print the migrated source on stdout
   tpu-migrate rules                      list every rule; `tpu-migrate rules TPU101` explains one
 
 exit codes:
-  0  nothing to report, or changes shown/written (without --check)
-  1  --check: some file would change or has findings
-  2  usage or configuration error (bad option, unknown rule code)
-  3  some file could not be parsed; it was left untouched (takes precedence over 1)
+  0    nothing to report, or changes shown/written (without --check); also no files found
+  1    --check: some file would change or has findings
+  2    usage or configuration error (bad option or value, unknown rule code or config key, a missing
+       path, a named symlink leading out of its tree); nothing was changed
+  3    some file was left untouched although it needed migrating: it does not parse, it ran past a
+       per-file limit, or it is read-only (takes precedence over 1); the other files were migrated
+  130  interrupted (Ctrl-C): files already written stay written, no file is half-written; the
+       summary says how many were done
+
+safety: every file is either old or new, never half-written; read-only files are reported and not
+written; mode, owner, group and hard links are kept. A file still running after a few seconds shows
+its stage on stderr; one past --max-file-seconds / --max-file-memory (default 300 s, 4G) is skipped
+and left untouched.
 
 configuration: [tool.tpu-migrate] in the nearest pyproject.toml, keys select, ignore, exclude
-(gitignore-style patterns). Command-line options take precedence. Folders honour .gitignore and skip
-.git, virtual environments, site-packages and build folders; symlinks out of the tree are not followed.
+(gitignore-style patterns), max-file-seconds, max-file-memory. Command-line options take precedence.
+Folders honour .gitignore and skip .git, virtual environments, site-packages and build folders; symlinks
+are not followed by the walk, and a named one only within its tree (git work tree, else the current
+folder) unless --follow-symlinks.
 """
 
 
 def _codes(value: str) -> list[str]:
     return [v.strip().upper() for v in value.split(",") if v.strip()]
+
+
+def _limit(parse):
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    convert.__name__ = parse.__name__.replace("parse_", "")  # argparse names it in "invalid ... value"
+    return convert
+
+
+_UNSET = object()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,13 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes (default: all cores)")
     p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                    help="progress bar on stderr (auto: when stderr is a terminal and there are many files)")
+    p.add_argument("--max-file-seconds", type=_limit(parse_seconds), metavar="S",
+                   default=_UNSET,
+                   help="per-file time limit: a file still running after S seconds is skipped and left untouched "
+                        "(300, 90s, 10m; 0: none; default 300)")
+    p.add_argument("--max-file-memory", type=_limit(parse_memory), metavar="SIZE",
+                   default=_UNSET,
+                   help="per-file memory limit (4G, 512M; 0: none; default 4G): a file that needs more is skipped "
+                        "and left untouched (Linux)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="follow a named symlink even when it leads out of its tree (the walk never follows them)")
     p.add_argument("--stdin-filename", default="-", help="name used in findings for standard input")
     p.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     return p
 
 
 def rules_command(argv: Sequence[str]) -> int:
-    from .rules import all_rules
+    from .rules import all_rules  # lazy: startup
 
     rules = all_rules()
     if not argv:
@@ -93,10 +137,42 @@ def _progress(total: int, mode: str):
     show = mode == "always" or (mode == "auto" and total >= 50 and sys.stderr.isatty())
     if not show:
         return None, None
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: heavy
 
     bar = tqdm(total=total, unit="file", file=sys.stderr, leave=False)
     return bar, bar.update
+
+
+class _SlowFiles:
+    """Progress lines on stderr for a file still running after a few seconds: its stage (and statements
+    done in the rewrite), at most one line every few seconds per file."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+        self.last: dict[str, tuple[str, float]] = {}
+
+    def __call__(self, path: str, text: str, elapsed: float) -> None:
+        if text in ("done", "stopped"):
+            if path in self.last:
+                self._say(f"tpu-migrate: {path}: {'done in' if text == 'done' else 'stopped after'} {elapsed:.0f} s")
+                del self.last[path]
+            return
+        if elapsed < SLOW_FILE_S:
+            return
+        stage = text.split(" ", 1)[0]
+        prev = self.last.get(path)
+        if prev is not None and prev[0] == stage and elapsed - prev[1] < self.EVERY_S:
+            return
+        self.last[path] = (stage, elapsed)
+        self._say(f"tpu-migrate: {path}: {text} ({elapsed:.0f} s)")
+
+    def _say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,6 +181,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `tpu-migrate rules | head`
         sys.stderr.close()
         return EXIT_OK
+    except KeyboardInterrupt:  # before any file was done (discovery, start-up)
+        print("tpu-migrate: interrupted (Ctrl-C) before any file was migrated; nothing was changed",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _limits(args: argparse.Namespace, cfg) -> Limits:
+    seconds = args.max_file_seconds if args.max_file_seconds is not _UNSET else (
+        parse_seconds(cfg.max_file_seconds) if cfg.max_file_seconds is not None else DEFAULT_LIMITS.seconds)
+    memory = args.max_file_memory if args.max_file_memory is not _UNSET else (
+        parse_memory(cfg.max_file_memory) if cfg.max_file_memory is not None else DEFAULT_LIMITS.memory)
+    return Limits(seconds, memory)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -118,32 +206,31 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print("tpu-migrate: no PATH given (use . for the current folder, - for stdin)", file=sys.stderr)
         return EXIT_USAGE
 
-    from .config import load_config
-    from .engine import run_files, stdin_result
-    from .rules.base import select_rules
+    from .config import load_config  # lazy: startup
+    from .discover import OutsideTree, check_named, discover  # lazy: startup
+    from .engine import run_files, stdin_result  # lazy: startup
+    from .results import RunResult  # lazy: startup
+    from .selection import resolve  # lazy: startup
 
+    files_args = [p for p in args.paths if p != "-"]
     try:
-        first = next((p for p in args.paths if p != "-"), ".")
-        cfg = load_config(first)
+        cfg = load_config(files_args[0] if files_args else ".")
         select = args.select if args.select is not None else (cfg.select or None)
         ignore = [*cfg.ignore, *(args.ignore or [])] or None  # the command line adds to the config
-        select_rules(select, ignore)
-    except (ValueError, OSError) as exc:
+        rules = resolve(select, ignore)
+        limits = _limits(args, cfg)
+        missing = [p for p in files_args if not os.path.exists(p)]
+        if missing:
+            raise ValueError(f"no such file or folder: {', '.join(missing)}")
+        check_named(files_args, args.follow_symlinks)
+    except (ValueError, OSError, OutsideTree) as exc:
         print(f"tpu-migrate: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    from .discover import discover
-    from .results import RunResult
-
-    files_args = [p for p in args.paths if p != "-"]
-    missing = [p for p in files_args if not os.path.exists(p)]
-    if missing:
-        print(f"tpu-migrate: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return EXIT_USAGE
     result = RunResult([])
     stdin_new = None
     if "-" in args.paths:
-        fr, old, new = stdin_result(select, ignore)
+        fr, _old, new = stdin_result(rules)
         if args.stdin_filename != "-":
             fr.path = args.stdin_filename
         result.files.append(fr)
@@ -154,14 +241,28 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print("tpu-migrate: no Python files or notebooks found; nothing to do", file=sys.stderr)
         return EXIT_OK
     bar, update = _progress(len(files), args.progress)
+    slow = _SlowFiles(bar) if args.progress != "never" and not args.quiet else None
     try:
-        result.files.extend(run_files(files, write=args.write, jobs=args.jobs, select=select, ignore=ignore,
-                                      progress=update).files)
+        run = run_files(files, write=args.write, jobs=args.jobs, rules=rules, progress=update, on_stage=slow,
+                        limits=limits)
     finally:
         if bar is not None:
             bar.close()
+    result.files.extend(run.files)
+    result.interrupted = run.interrupted
+    _print_results(args, result, stdin_new)
 
-    from . import report
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    if any(f.status in ("unparsable", "over-limit", "not-writable") for f in result.files):
+        return EXIT_NOT_MIGRATED
+    if args.check and any(f.status == "changed" or f.diagnostics for f in result.files):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _print_results(args: argparse.Namespace, result, stdin_new: str | None) -> None:
+    from . import report  # lazy: startup
 
     out = sys.stdout
     if stdin_new is not None and args.write:
@@ -185,15 +286,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         with open(args.report, "w", encoding="utf-8") as fh:
             fh.write(result.report_markdown())
-    if not args.quiet:
+    if not args.quiet or result.interrupted:
         sys.stdout.flush()
         print(report.summary_line(result, args.write), file=sys.stderr)
-
-    if any(f.status == "unparsable" for f in result.files):
-        return EXIT_UNPARSABLE
-    if args.check and any(f.status == "changed" or f.diagnostics for f in result.files):
-        return EXIT_FINDINGS
-    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -87,6 +87,41 @@ def _git_parents(root: str) -> list[str]:
     return []
 
 
+class OutsideTree(ValueError):
+    """A path named on the command line leads, through a symlink, out of the tree it is named in."""
+
+
+def tree_root(path: str) -> str:
+    """The tree a named path belongs to: its git work tree, else the current folder (else its own folder)."""
+    folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) or os.path.islink(path) \
+        else os.path.abspath(path)
+    chain = [Path(folder), *Path(folder).parents]
+    for p in chain:
+        if (p / ".git").exists():
+            return str(p)
+    cwd = os.getcwd()
+    return cwd if _inside(folder, cwd) else folder
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([path, root]) == root
+
+
+def check_named(paths: Iterable[str], follow_symlinks: bool = False) -> None:
+    """The walk never follows a symlink; a named path may, but only to a place inside its own tree
+    (``follow_symlinks`` lifts that). Raises :class:`OutsideTree` naming the link and where it leads."""
+    if follow_symlinks:
+        return
+    for p in paths:
+        if not os.path.exists(p) or os.path.realpath(p) == os.path.abspath(p):
+            continue  # no symlink on the way
+        root = tree_root(p)
+        if not _inside(p, root):
+            raise OutsideTree(f"{p} leads through a symlink to {os.path.realpath(p)}, outside {root}; not "
+                              "followed (name the real path, or pass --follow-symlinks)")
+
+
 def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
     """Expand files and folders into a sorted, de-duplicated list of files (explicit files always kept)."""
     out: list[str] = []

@@ -1,61 +1,24 @@
-"""Run the migration over paths: discover, prefilter, parse, rewrite, diff, write atomically; in parallel."""
+"""Run the migration over paths: discover, then compute and write each file (migrate.one_file), in this
+process or in supervised worker processes (migrate._pool)."""
 
 from __future__ import annotations
 
-import difflib
-import multiprocessing
-import multiprocessing.context
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
 
-from .discover import discover
-from .fileio import decode, encode, write_atomic
-from .notebook import migrate_notebook
+from . import _pool
+from .discover import check_named, discover
+from .limits import DEFAULT_LIMITS, Limits, StageCallback
+from .one_file import Computed, apply, file_size, migrate_text, process_file
 from .results import FileResult, RunResult
-from .source import UnparsableError, migrate_source, needs_parse
+from .selection import RuleSet, as_rule_set
 
 #: Below this many files a process pool costs more than it saves.
 POOL_THRESHOLD = 16
-
-
-def unified_diff(old: str, new: str, path: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{path.lstrip('/')}", f"b/{path.lstrip('/')}"))
-
-
-def migrate_text(text: str, path: str, *, select: Sequence[str] | None = None,
-                 ignore: Sequence[str] | None = None) -> tuple[FileResult, str]:
-    """Migrate already-read text (``.ipynb`` by suffix); returns the result and the new text."""
-    try:
-        if path.endswith(".ipynb"):
-            res = migrate_notebook(text, path, select=select, ignore=ignore)
-        else:
-            if not needs_parse(text):
-                return FileResult(path, "skipped"), text
-            res = migrate_source(text, path, select=select, ignore=ignore)
-    except UnparsableError as exc:
-        return FileResult(path, "unparsable", error=str(exc)), text
-    if not res.changed:
-        return FileResult(path, "unchanged", res.diagnostics), text
-    return FileResult(path, "changed", res.diagnostics, unified_diff(text, res.new_source, path)), res.new_source
-
-
-def process_file(path: str, *, write: bool = False, select: Sequence[str] | None = None,
-                 ignore: Sequence[str] | None = None) -> FileResult:
-    """One file, start to finish. Never raises for bad input: the status says what happened."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        src = decode(data)
-    except (OSError, UnicodeDecodeError, LookupError) as exc:
-        return FileResult(path, "unparsable", error=f"cannot read: {exc}")
-    result, new_text = migrate_text(src.text, path, select=select, ignore=ignore)
-    if write and result.status == "changed":
-        write_atomic(os.path.realpath(path), encode(src, new_text))  # through a symlink, not over it
-    return result
+#: Files at least this big are migrated in a worker process even in a small run, so that the per-file
+#: limits hold exactly (the parse cannot be interrupted from inside the process that runs it).
+ISOLATE_BYTES = 256 << 10  # about 2 s of parsing
 
 
 def default_jobs() -> int:
@@ -68,63 +31,65 @@ def default_jobs() -> int:
 def migrate_paths(
     paths: Iterable[str], *, write: bool = False, jobs: int | None = None,
     select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-    exclude: Iterable[str] = (),
+    exclude: Iterable[str] = (), limits: Limits = DEFAULT_LIMITS, follow_symlinks: bool = False,
 ) -> RunResult:
-    """Migrate files and folders (``.py`` and ``.ipynb``); ``write=False`` only computes diffs."""
-    return run_files(discover(list(paths), exclude), write=write, jobs=jobs, select=select, ignore=ignore)
+    """Migrate files and folders (``.py`` and ``.ipynb``); ``write=False`` only computes diffs.
+
+    Raises ValueError for an unknown rule code and :class:`migrate.discover.OutsideTree` for a named path
+    that leads out of its tree through a symlink (unless ``follow_symlinks``).
+    """
+    paths = list(paths)
+    check_named(paths, follow_symlinks)
+    return run_files(discover(paths, exclude), write=write, jobs=jobs, rules=as_rule_set(None, select, ignore),
+                     limits=limits)
 
 
 def run_files(
     files: Sequence[str], *, write: bool = False, jobs: int | None = None,
-    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-    progress: Callable[[int], object] | None = None,
+    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None, rules: RuleSet | None = None,
+    progress: Callable[[int], object] | None = None, on_stage: StageCallback | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RunResult:
-    """Migrate an explicit list of files, in a process pool when it pays off."""
-    sel = tuple(select) if select else None
-    ign = tuple(ignore) if ignore else None
-    if sel is not None or ign is not None:  # fail early on unknown codes, in this process
-        from .rules.base import select_rules
+    """Migrate an explicit list of files, in worker processes when it pays off or when a file is big.
 
-        select_rules(sel, ign)
-    work = partial(process_file, write=write, select=sel, ignore=ign)
+    Ctrl-C stops the run: files already written stay written, the rest are reported ``interrupted``
+    (``RunResult.interrupted``), and no file is left half-written.
+    """
+    rules = as_rule_set(rules, select, ignore)
     jobs = max(1, jobs or default_jobs())
+    sizes = [file_size(f) for f in files]
+    pooled = (jobs > 1 and len(files) >= POOL_THRESHOLD) or any(s >= ISOLATE_BYTES for s in sizes)
+    if not pooled:
+        return _run_here(files, write, rules, limits, progress, on_stage)
+    results: list[FileResult | None] = [None] * len(files)
+
+    def done(i: int, c: Computed) -> None:
+        results[i] = apply(c)
+        if progress:
+            progress(1)
+
+    job = _pool.Job(write=write, rules=rules, limits=limits)
+    interrupted = _pool.run(files, sizes, min(jobs, len(files)), job, done, on_stage)
+    out = [r if r is not None else FileResult(f, "interrupted") for f, r in zip(files, results, strict=True)]
+    return RunResult(out, interrupted=interrupted)
+
+
+def _run_here(files: Sequence[str], write: bool, rules: RuleSet, limits: Limits,
+              progress: Callable[[int], object] | None, on_stage: StageCallback | None) -> RunResult:
     results: list[FileResult] = []
-    if jobs == 1 or len(files) < POOL_THRESHOLD:
+    try:
         for f in files:
-            results.append(work(f))
+            results.append(process_file(f, write=write, rules=rules, limits=limits, on_stage=on_stage))
             if progress:
                 progress(1)
-    else:
-        # Largest files first, handed out one by one (small chunks only for huge trees): a few big files
-        # at the end of a chunk would otherwise leave one worker busy while the others wait.
-        order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
-        chunk = 1 if len(files) <= 4096 else max(1, min(32, len(files) // (jobs * 64)))
-        slots: list[FileResult | None] = [None] * len(files)
-        with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=_pool_context()) as pool:
-            for i, r in zip(order, pool.map(work, [files[i] for i in order], chunksize=chunk), strict=True):
-                slots[i] = r
-                if progress:
-                    progress(1)
-        results = [r for r in slots if r is not None]
+    except KeyboardInterrupt:
+        results += [FileResult(f, "interrupted") for f in files[len(results):]]
+        return RunResult(results, interrupted=True)
     return RunResult(results)
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _pool_context() -> multiprocessing.context.BaseContext:
-    """Fork is cheapest, but forking a process that already runs JAX's or torch's threads can deadlock
-    (the notebooks and the demo call us after importing torch): use a fork server there."""
-    threaded = any(name in sys.modules for name in ("jax", "torch"))
-    return multiprocessing.get_context("forkserver" if threaded else "fork")
-
-
-def stdin_result(select: Sequence[str] | None, ignore: Sequence[str] | None) -> tuple[FileResult, str, str]:
+def stdin_result(rules: RuleSet) -> tuple[FileResult, str, str]:
     """Migrate standard input; returns the result, the old and the new text."""
     text = sys.stdin.read()
-    result, new = migrate_text(text, "-", select=select, ignore=ignore)
+    result, new = migrate_text(text, "-", rules=rules)
     return result, text, new

@@ -2,7 +2,8 @@
 
 Code cells share one namespace (an import in cell 1 serves cell 5), so the masked cells are joined into
 one module, migrated once and split back at marker comments. Magic lines (``%time``, ``!pip``,
-``x = !ls``, ``obj?``) become placeholder comments during the rewrite; a cell that starts with a
+``x = !ls``, ``obj?``) become placeholder comments during the rewrite (every line of a magic continued
+with a trailing backslash, so line numbers stay); a cell that starts with a
 Python cell magic (``%%time``) keeps it, other cell magics (``%%bash``) skip the cell. Outputs,
 metadata and the JSON layout are kept; an unchanged notebook is returned byte-identical. Diagnostics
 name the cell: ``nb.ipynb:cell_3:4:1`` (cells numbered from 1, markdown included).
@@ -16,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from .results import MigrationResult
-from .source import migrate_source
+from .selection import RuleSet, as_rule_set
+from .source import UnparsableError, migrate_source
 
 _MAGIC = re.compile(r"^(\s*)([%!].*|\w[\w.]*\s*=\s*[%!].*|[\w.]+\?\??)$")
 _MARK = "# tpu-migrate-magic-{}"
@@ -25,13 +27,18 @@ _PY_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun")
 
 
 def _mask(source: str, masked: list[str]) -> str:
+    """Replace each magic line by a placeholder comment; a magic continued with a trailing backslash
+    (``!pip install a \\`` / ``    b``) is one unit: every line of it is masked, so line numbers stay."""
     out: list[str] = []
+    continued = False
     for line in source.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        m = _MAGIC.match(body)
-        if m:
-            out.append(m.group(1) + _MARK.format(len(masked)) + line[len(body):])
+        m = None if continued else _MAGIC.match(body)
+        if m or continued:
+            indent = m.group(1) if m else body[:len(body) - len(body.lstrip())]
+            out.append(indent + _MARK.format(len(masked)) + line[len(body):])
             masked.append(body)
+            continued = body.endswith("\\")
         else:
             out.append(line)
     return "".join(out)
@@ -51,10 +58,9 @@ def _indent_of(text: str) -> int:
 
 
 def migrate_notebook(text: str, path: str = "<notebook>", *, select: Iterable[str] | None = None,
-                     ignore: Iterable[str] | None = None) -> MigrationResult:
-    """Migrate the code cells of a notebook given as JSON text; raises UnparsableError on bad JSON/code."""
-    from .source import UnparsableError
-
+                     ignore: Iterable[str] | None = None, rules: RuleSet | None = None) -> MigrationResult:
+    """Migrate the code cells of a notebook given as JSON text; raises UnparsableError on bad JSON/code
+    (with the cell and the line in it)."""
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -87,14 +93,23 @@ def migrate_notebook(text: str, path: str = "<notebook>", *, select: Iterable[st
     if not chosen:
         return MigrationResult(text, False, [])
     joined = "".join(parts)
+
+    def in_cell(line: int) -> tuple[int, int]:
+        """(cell number, line in the cell) of a line of the joined module."""
+        number, start, offset = next(((n, s, o) for n, s, o in reversed(spans) if line >= s), spans[0])
+        return number, max(1, line - start + offset)
+
     try:
-        result = migrate_source(joined, path, select=select, ignore=ignore)
+        result = migrate_source(joined, path, rules=as_rule_set(rules, select, ignore))
     except UnparsableError as exc:
-        raise UnparsableError(f"code cells: {exc}") from exc
+        if not exc.line:
+            raise UnparsableError(f"code cells: {exc.message}") from exc
+        number, line = in_cell(exc.line)
+        raise UnparsableError(f"cell {number}, line {line}, column {exc.col}: {exc.message}") from exc
     diagnostics = []
     for d in result.diagnostics:
-        number, start, offset = next(((n, s, o) for n, s, o in reversed(spans) if d.line >= s), spans[0])
-        diagnostics.append(replace(d, path=f"{path}:cell_{number}", line=max(1, d.line - start + offset)))
+        number, line = in_cell(d.line)
+        diagnostics.append(replace(d, path=f"{path}:cell_{number}", line=line))
     if not result.changed:
         return MigrationResult(text, False, diagnostics)
     pieces = re.split(r"^# tpu-migrate-cell-(\d+)\n", result.new_source, flags=re.M)

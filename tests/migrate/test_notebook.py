@@ -69,3 +69,25 @@ def test_bad_notebook_is_unparsable(tmp_path):
     assert migrate_paths([str(p)]).files[0].status == "unparsable"
     p.write_text(_nb(("code", "def f(:\n  'cuda'")))
     assert migrate_paths([str(p)]).files[0].status == "unparsable"
+
+
+def test_shell_and_line_magics_continued_with_a_backslash_are_one_unit(tmp_path):
+    setup = "!pip install torch \\\n    transformers \\\n    accelerate\n%env A=1 \\\n  B=2\nimport torch"
+    untouched = "x = 1\n!ls \\\n  -l\n%time y = \\\n    2"
+    text = _nb(("code", setup), ("code", untouched), ("code", "d = torch.zeros(1, device='cuda')"))
+    p = tmp_path / "nb.ipynb"
+    p.write_text(text)
+    res = migrate_paths([str(p)], write=True).files[0]
+    assert res.status == "changed"  # migrated, not skipped as unparsable
+    nb = json.loads(p.read_text())
+    assert "".join(nb["cells"][0]["source"]) == setup
+    assert "".join(nb["cells"][1]["source"]) == untouched
+    assert nb["cells"][2]["source"] == ["d = torch.zeros(1, device='tpu')"]
+    assert [d.format().split(" [*]")[0] for d in res.diagnostics] == [f"{p}:cell_3:1:27: TPU101"]
+    again = migrate_paths([str(p)], write=True).files[0]
+    assert again.status == "unchanged"
+
+
+def test_unchanged_notebook_with_continued_magics_is_byte_identical():
+    text = _nb(("code", "!apt-get install -y \\\n  graphviz\nimport torch\nx = 1"))
+    assert migrate_notebook(text).new_source == text and not migrate_notebook(text).changed
