@@ -380,8 +380,8 @@ def _assemble(ctx: InputContext) -> dict:
         built["pixel_values"] = pixels
         ctx.overrides["_grid"] = grid
         wanted.insert(wanted.index("pixel_values") + 1, "image_grid_thw")
-    for name in ("image_sizes", "pixel_attention_mask"):
-        if vlm and name in params and name not in wanted:
+    for name in _required(_image_getter(model)) if vlm else ():  # what the vision tower cannot do without
+        if name not in wanted and name in BUILDERS:
             wanted.append(name)
     deferred = [n for n in ("mm_token_type_ids",) if n in params]
     for name in wanted:
@@ -414,11 +414,27 @@ def variants(axes: dict[str, int], limit: int = 8) -> list[dict[str, int]]:
     return [v for v in out if any(v.values())][:limit]
 
 
-def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:
-    """Put as many image placeholder tokens in ``input_ids`` as the vision tower yields per image."""
+def _image_getter(model: Any) -> Any:
     getter = getattr(model, "get_image_features", None)
     if getter is None and hasattr(model, "model"):
         getter = getattr(model.model, "get_image_features", None)
+    return getter
+
+
+def _required(fn: Any) -> list[str]:
+    if fn is None:
+        return []
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    return [n for n, p in params.items() if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
+
+
+def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:
+    """Put as many image placeholder tokens in ``input_ids`` as the vision tower yields per image."""
+    getter = _image_getter(model)
     per_image = ctx.opt("image_tokens", None)
     if per_image is None:
         if getter is None:

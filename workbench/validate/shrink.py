@@ -375,9 +375,10 @@ def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: Shri
     for key, value in d.items():  # {"5": {...}, "11": {...}}: settings for individual layers
         if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
             depth = max(depths.values(), key=lambda dep: dep.old)
+            width = max(len(str(k)) for k in value)  # "05", "11": keys keep their zero padding
             new_dict: dict = {}
             for k, v in value.items():
-                new_dict.setdefault(str(depth.index(int(k))).zfill(len(str(k))), v)
+                new_dict.setdefault(str(depth.index(int(k))).zfill(width), v)
             report.note(f"{path}{key}", sorted(value), sorted(new_dict))
             out[key] = new_dict
 
