@@ -13,15 +13,21 @@ import torch
 from backend import _torch_private as private
 from backend.ops.registry import lower
 
-_SPECIAL = {"norm": "linalg_vector_norm"}
+_SPECIAL = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}
+_WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kernels for a Scalar other
 
 
 def _make(op: Any) -> Any:
     packet = op.overloadpacket.__name__  # e.g. _foreach_add_
     inplace = packet.endswith("_")
     base = packet[len("_foreach_"):].rstrip("_")
+    if base in _WITH_SCALAR and private.overload_name(op) in ("Scalar", "ScalarList"):
+        base = _WITH_SCALAR[base]
     target_name = _SPECIAL.get(base, base) + ("_" if inplace and base not in _SPECIAL else "")
-    target = getattr(torch.ops.aten, target_name)
+    target = getattr(torch.ops.aten, target_name, None)
+    copy_back = target is None and inplace  # no per-tensor in-place op (maximum_): functional op, then copy_
+    if copy_back:
+        target = getattr(torch.ops.aten, _SPECIAL.get(base, base))
     args_schema = private.schema(op).arguments
     list_pos = [i for i, a in enumerate(args_schema) if str(a.type) in ("List[Tensor]", "Tensor[]", "List[number]",
                                                                         "Scalar[]", "List[Scalar]")]
@@ -48,9 +54,12 @@ def _make(op: Any) -> Any:
             for k, v in kwargs.items():
                 if k == "scalars" and isinstance(v, torch.Tensor):
                     kw[k] = v[i].item()
-            if base == "norm":
+            if base in ("norm", "powsum"):
                 kw.pop("dtype", None) if kwargs.get("dtype") is None else None
-            results.append(target(*a, **kw))
+            r = target(*a, **kw)
+            if copy_back:
+                a[0].copy_(r)
+            results.append(r)
         return None if inplace else results
 
     return impl

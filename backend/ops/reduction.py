@@ -240,6 +240,22 @@ def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
     return jnp.sum(a**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
 
 
+
+@lower(aten.linalg__powsum.default)
+def powsum(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+    """sum(|x| ** ord): vector_norm without the root (``_foreach_powsum`` is a loop over it)."""
+    if not (jnp.issubdtype(x.dtype, jnp.inexact)):
+        raise RuntimeError(f"linalg._powsum: Expected a floating point or complex tensor as input. Got {x.dtype}")
+    if dtype is not None:
+        x = x.astype(jdt(dtype))
+    ax = dims(dim, x.ndim) if x.ndim else None
+    a = jnp.abs(x)
+    if ord == 2:
+        return jnp.sum(a * a, axis=ax, keepdims=keepdim)
+    if ord == 1:
+        return jnp.sum(a, axis=ax, keepdims=keepdim)
+    return jnp.sum(a ** jnp.asarray(ord, a.dtype), axis=ax, keepdims=keepdim)
+
 def _sort(x: Any, dim: int, descending: bool) -> Any:
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
