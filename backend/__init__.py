@@ -57,9 +57,11 @@ def register() -> bool:
 
     private.setup_python_backend("tpu", device, device._Hooks(), device._Guard())
     _install_kernels()
-    from backend import patches  # lazy: startup
+    from backend import generator, patches, serialization  # lazy: startup
 
     patches.apply()
+    serialization.install()
+    generator.install()
     _registered = True
 
     from backend import compile as _c  # lazy: startup

@@ -97,6 +97,10 @@ rebuild_device_tensor_from_cpu: Callable[..., Any] = resolve(
         "pickle/torch.save a TPU tensor with a rebuild function on torch.load's weights_only allow-list",
         "backend/tensor.py"))
 
+rebuild_parameter: Callable[..., Any] = resolve(
+    _tp("torch._utils:_rebuild_parameter", "pickle a TPU Parameter as a Parameter (weights_only allow-listed)",
+        "backend/tensor.py"))
+
 # ----------------------------------------------------------------------------- the dispatcher
 current_graph_task_id: Callable[[], int] = resolve(
     _tp("torch._C:_current_graph_task_id", "is this op running inside the autograd engine (backward)?",
@@ -144,6 +148,40 @@ def decomposition_tables() -> tuple[dict, dict]:
 
 def call_for_key(op: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
     return op._op_dk(key, *args, **kwargs)
+
+
+CGenerator: type = resolve(_tp("torch._C:Generator", "the C generator type torch.Generator names (subclassed for "
+                                "'tpu')", "backend/generator.py"))
+
+# ----------------------------------------------------------------------------- serialization
+_STORAGE_BASE_NEW = _tp("torch._C:StorageBase.__new__", "the C constructor behind torch.UntypedStorage",
+                        "backend/serialization.py")
+_SER_TLS = _tp("torch.serialization:_serialization_tls", "is a torch.load running, and with which map_location?",
+               "backend/serialization.py")
+_REBUILD = _tp("torch._utils:_rebuild_tensor", "rebuild a tensor on a restored storage", "backend/serialization.py")
+_REBUILD_V3 = _tp("torch._utils:_rebuild_tensor_v3", "rebuild a tensor on a restored storage (dtype variant)",
+                  "backend/serialization.py")
+_ALLOWED_GLOBALS = _tp("torch._weights_only_unpickler:_get_allowed_globals",
+                       "weights_only's cached allow-list of rebuild functions", "backend/serialization.py")
+
+
+def storage_base_new() -> Callable[..., Any]:
+    return resolve(_STORAGE_BASE_NEW)
+
+
+def serialization_tls() -> Any:
+    return resolve(_SER_TLS)
+
+
+def torch_utils() -> Any:
+    resolve(_REBUILD)
+    resolve(_REBUILD_V3)
+    return importlib.import_module("torch._utils")
+
+
+def refresh_weights_only_allowlist() -> None:
+    """Drop weights_only's cached allow-list so it picks up the patched rebuild functions."""
+    resolve(_ALLOWED_GLOBALS).cache_clear()
 
 
 # ----------------------------------------------------------------------------- nn / optim / data

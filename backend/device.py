@@ -88,9 +88,38 @@ def current_device() -> int:
 
 @_legacy("torch.accelerator.set_device_index(i)")
 def set_device(device: Any) -> None:
-    idx = torch.device(device).index if isinstance(device, (str, torch.device)) else int(device)
-    if idx not in (None, 0):
-        raise RuntimeError(f"the TPU device in this process is tpu:0; cannot select tpu:{idx}")
+    check_index(torch.device(device).index if isinstance(device, (str, torch.device)) else int(device))
+
+
+# ----------------------------------------------------------------------------- one device per process
+def local_rank() -> int | None:
+    """The launcher's LOCAL_RANK (torchrun, mp.spawn helpers), if this process has one."""
+    raw = os.environ.get("LOCAL_RANK")
+    return int(raw) if raw is not None and raw.strip().isdigit() else None
+
+
+def valid_indices() -> tuple[int, ...]:
+    """Ordinals that name this process's device: 0, and the LOCAL_RANK a launcher gave it."""
+    lr = local_rank()
+    return (0,) if lr in (None, 0) else (0, lr)
+
+
+def check_index(index: int | None) -> None:
+    """Raise like CUDA does for an ordinal this process does not have. One device per process (as TorchTPU):
+    it is "tpu", "tpu:0", or "tpu:<LOCAL_RANK>" under a launcher; every tensor reports it as tpu:0."""
+    if index is None or index in valid_indices():
+        return
+    names = " or ".join(f"tpu:{i}" for i in valid_indices())
+    raise RuntimeError(
+        f"invalid device ordinal: tpu:{index} (this process has one TPU device, named \"tpu\" or {names}; "
+        "each process of a multi-device job owns one device — launch one process per device with torchrun)"
+    )
+
+
+def checked_device(dev: torch.device) -> torch.device:
+    """``dev`` as this process's device (index 0) after checking its ordinal."""
+    check_index(dev.index)
+    return torch.device(dev.type, 0)
 
 
 def _synchronize() -> None:

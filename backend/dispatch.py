@@ -18,6 +18,7 @@ import torch
 
 import backend.ops
 from backend import _torch_private as private
+from backend import device as device_module
 from backend import state
 from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
 from backend.decompositions import decomposition_for
@@ -49,6 +50,8 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
     plan = _PLANS.get(func)
     if plan is None:
         plan = _PLANS[func] = _make_plan(func)
+    if kwargs and "device" in kwargs:
+        _check_device_arg(kwargs["device"])
     if state.launch_blocking():
         return _blocking_call(plan, func, args, kwargs or {})
     try:
@@ -57,6 +60,12 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
         if private.current_graph_task_id() == -1:
             raise
         return _backward_rescue(func, args, kwargs or {})
+
+
+def _check_device_arg(dev: Any) -> None:
+    """A factory or copy asked for "tpu:N": only this process's ordinals exist (invalid ordinal, as CUDA)."""
+    if isinstance(dev, torch.device) and dev.type == "tpu" and dev.index not in (None, 0):
+        device_module.check_index(dev.index)
 
 
 BACKWARD_RESCUES: collections.Counter[str] = collections.Counter()
@@ -217,6 +226,8 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
         _JaxArray = jax_module().Array
     low = lookup(func)
     plan = _make_lowering_plan(func, low)
+    if func in _CPU_INDICES_OK:
+        plan = _accepting_cpu_indices(plan)
     if low is not None and low.check is not None:
         check, inner = low.check, plan
 
@@ -225,6 +236,20 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             return inner(f, a, k)
 
         return plan_checked
+    return plan
+
+
+def _accepting_cpu_indices(inner: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    """Advanced indexing takes index tensors from the host, as CUDA does (``x_tpu[torch.tensor([0, 2])]``):
+    they are copied to the device; every other CPU tensor argument still has to be a 0-dim scalar."""
+
+    def plan(f: Any, a: tuple, k: dict) -> Any:
+        if len(a) > 1 and a[1] and any(type(i) is not TpuTensor and isinstance(i, torch.Tensor) for i in a[1]):
+            idx = [TpuTensor(cpu_to_jax(i)) if type(i) is not TpuTensor and isinstance(i, torch.Tensor) else i
+                   for i in a[1]]
+            a = (a[0], idx, *a[2:])
+        return inner(f, a, k)
+
     return plan
 
 
@@ -304,6 +329,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
 
 _ALIAS_OPS: set = set()
+_CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload
 
 
@@ -391,6 +417,9 @@ def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) 
 def _init_alias_ops() -> None:
     aten = torch.ops.aten
     _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
+    _CPU_INDICES_OK.update({aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
+                            aten.index_put_.default, aten._unsafe_index_put.default,
+                            aten._index_put_impl_.default})
     _METADATA_INPLACE.update({
         aten.unsqueeze_.default: aten.unsqueeze.default, aten.squeeze_.default: aten.squeeze.default,
         aten.squeeze_.dim: aten.squeeze.dim, aten.squeeze_.dims: aten.squeeze.dims,

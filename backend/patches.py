@@ -6,13 +6,30 @@ target, why it exists and whether it can be switched off with ``TORCH_TPU_DISABL
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
 
 from backend import _torch_private as private
-from backend import device
+from backend import device as device_module
+from backend import memory, pinning
 from backend.tensor import TpuTensor
+
+
+def _already_there(module: torch.nn.Module, dev: torch.device, dtype: torch.dtype | None) -> bool:
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        if t.device.type != dev.type:
+            return False
+        if dtype is not None and t.dtype != dtype and (t.is_floating_point() or t.is_complex()):
+            return False
+    return True
+
+
+def _pins_for_tpu(device: Any) -> bool:
+    if device is not None:
+        return torch.device(device).type == "tpu"
+    return _on_tpu_accelerator()
 
 
 def _on_tpu_accelerator() -> bool:
@@ -23,6 +40,8 @@ def _on_tpu_accelerator() -> bool:
 def apply() -> None:
     """Apply the device's core patches (idempotent; called by ``backend.register()``)."""
 
+    apply_accelerator()
+
     @private.patch("accelerator-synchronize", "torch.accelerator.synchronize",
                    "a Python backend has no C++ stream to synchronise: wait for pending JAX work instead",
                    required=True)
@@ -31,27 +50,34 @@ def apply() -> None:
 
         def synchronize(device_index: Any = None) -> None:
             if _on_tpu_accelerator():
-                device._synchronize()
+                device_module._synchronize()
                 return
             orig(device_index)
 
         synchronize.__doc__ = orig.__doc__
         private.replace_attr(torch.accelerator, "synchronize", synchronize)
 
-    @private.patch("dataloader-pin-memory", "torch.utils.data._utils.pin_memory.pin_memory",
-                   "DataLoader(pin_memory=True) pins for the current accelerator through a C++ pinned allocator a "
-                   "Python backend cannot register; host->device copies need no pinned buffer here",
-                   required=True)
+    @private.patch("pin-memory", "torch.Tensor.pin_memory, torch.Tensor.is_pinned",
+                   "pinning asks the accelerator for a C++ pinned-memory allocator a Python backend cannot register; "
+                   "with 'tpu' as the accelerator a pinned tensor is a host copy marked pinned (host->device copies "
+                   "go through jax.device_put and need no page-locked buffer), so x.pin_memory().to('tpu', "
+                   "non_blocking=True) and DataLoader(pin_memory=True) work", required=True)
     def _pin() -> None:
-        mod = private.resolve("torch.utils.data._utils.pin_memory")
-        orig = mod.pin_memory
+        orig_pin, orig_is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
 
-        def pin_memory(data: Any, device: Any = None) -> Any:
-            if _on_tpu_accelerator():
-                return data
-            return orig(data, device)
+        def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+            if self.device.type == "cpu" and _pins_for_tpu(device):
+                return pinning.pin(self)
+            return orig_pin(self) if device is None else orig_pin(self, device)
 
-        private.replace_attr(mod, "pin_memory", pin_memory)
+        def is_pinned(self: torch.Tensor, device: Any = None) -> bool:
+            if self.device.type == "cpu" and _pins_for_tpu(device):
+                return pinning.is_pinned(self)
+            return orig_is_pinned(self) if device is None else orig_is_pinned(self, device)
+
+        pin_memory.__doc__, is_pinned.__doc__ = orig_pin.__doc__, orig_is_pinned.__doc__
+        private.replace_attr(torch.Tensor, "pin_memory", pin_memory)
+        private.replace_attr(torch.Tensor, "is_pinned", is_pinned)
 
     @private.patch("module-to-swaps-params", "torch.nn.Module.to",
                    "Module.to('tpu') must keep parameter identity (tied weights, optimizers built earlier): a CPU "
@@ -61,12 +87,14 @@ def apply() -> None:
         orig = torch.nn.Module.to
 
         def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            dev = private.parse_to(*args, **kwargs)[0]
+            dev, dtype = private.parse_to(*args, **kwargs)[:2]
             involved = dev is not None and (
                 dev.type == "tpu" or any(isinstance(p, TpuTensor) for p in self.parameters())
             )
             if not involved or torch.__future__.get_swap_module_params_on_conversion():
                 return orig(self, *args, **kwargs)
+            if _already_there(self, dev, dtype):
+                return self  # as on the CPU: a no-op (swapping a tensor with itself fails under a live graph)
             torch.__future__.set_swap_module_params_on_conversion(True)
             try:
                 return orig(self, *args, **kwargs)
@@ -84,6 +112,63 @@ def apply() -> None:
         types = private.foreach_supported_types()
         if TpuTensor not in types:
             types.append(TpuTensor)
+
+
+def apply_accelerator() -> None:
+    """torch.accelerator's device-index and memory queries, which reach C++ hooks a Python backend lacks."""
+
+    @private.patch("accelerator-device-index", "torch.accelerator.set_device_index, device_index",
+                   "one device per process: an ordinal this process does not own raises 'invalid device ordinal' "
+                   "as on CUDA (without it, set_device_index(1) silently selects tpu:0)", required=True)
+    def _index() -> None:
+        orig_set = torch.accelerator.set_device_index
+        orig_ctx = torch.accelerator.device_index
+
+        def set_device_index(device: Any, /) -> None:
+            if _on_tpu_accelerator():
+                device_mod_check(device)
+                return
+            orig_set(device)
+
+        class device_index(orig_ctx):  # noqa: N801 - mirrors torch.accelerator.device_index
+            def __init__(self, device: Any, /) -> None:
+                if _on_tpu_accelerator():
+                    device_mod_check(device)
+                    device = None if device is None else 0
+                super().__init__(device)
+
+        for name, fn in (("set_device_index", set_device_index), ("set_device_idx", set_device_index),
+                         ("device_index", device_index)):
+            fn.__doc__ = getattr(torch.accelerator, name).__doc__
+            private.replace_attr(torch.accelerator, name, fn)
+
+    @private.patch("accelerator-memory", "torch.accelerator.memory_* / torch.accelerator.memory.*",
+                   "PyTorch reads memory statistics from a C++ allocator (an internal assert for a Python backend): "
+                   "answer with what JAX reports, or raise naming the limit", required=True)
+    def _memory() -> None:
+        names = ("memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
+                 "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+                 "empty_cache", "get_memory_info")
+        mem_mod = private.resolve("torch.accelerator.memory")
+        for name in names:
+            orig = getattr(torch.accelerator, name)
+            ours = getattr(memory, name)
+
+            def route(*args: Any, _orig: Any = orig, _ours: Any = ours, **kwargs: Any) -> Any:
+                return _ours(*args, **kwargs) if _on_tpu_accelerator() else _orig(*args, **kwargs)
+
+            route.__doc__, route.__name__ = orig.__doc__, name
+            private.replace_attr(torch.accelerator, name, route)
+            if hasattr(mem_mod, name):
+                private.replace_attr(mem_mod, name, route)
+
+
+def device_mod_check(device: Any) -> None:
+    """Refuse an ordinal (or a non-tpu device) this process does not own."""
+    idx = device if isinstance(device, int) else (None if device is None else torch.device(device).index)
+    if isinstance(device, (str, torch.device)) and torch.device(device).type != "tpu":
+        raise RuntimeError(f"torch.accelerator: expected a 'tpu' device, got {device!r}")
+    device_module.check_index(idx)
 
 
 def table() -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ view whose root moved on replays the chain. Roots are always current.
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -24,6 +26,9 @@ def _device() -> torch.device:
     if _DEVICE is None:
         _DEVICE = torch.device(private.privateuse1_name(), 0)
     return _DEVICE
+
+
+_INTERNAL_ATTRS = frozenset({"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed"})
 
 
 class TpuTensor(torch.Tensor):
@@ -63,18 +68,69 @@ class TpuTensor(torch.Tensor):
         return self.cpu().tolist()
 
     def numpy(self, *, force: bool = False) -> Any:
-        if self.requires_grad and not force:
-            raise RuntimeError(
-                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+        """Refused as on CUDA (code tested here must not depend on a device tensor converting implicitly);
+        ``force=True`` copies through the host, as torch allows for any device."""
+        if not force:
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                "to host memory first."
             )
         return self.detach().cpu().numpy()
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        self.numpy()  # raises the CUDA-style TypeError
+        raise AssertionError("unreachable")
+
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim plain Tensor as its Python number (f"{loss:.3f}"); a subclass would print its repr.
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def data_ptr(self) -> int:
+        """A stable stand-in for the address: equal for tensors that alias the same root at the same first
+        element, different otherwise (code compares data_ptr()s to find shared or tied tensors)."""
+        return _storage_base(self) + _first_element(self) * self.element_size()
+
+    def untyped_storage(self) -> TpuStorage:
+        return TpuStorage(self._root if self._root is not None else self, self.device)
+
+    def storage(self) -> TpuStorage:
+        return self.untyped_storage()
+
+    def is_pinned(self, device: Any = None) -> bool:
+        return False
+
+    def pin_memory(self, device: Any = None) -> TpuTensor:
+        raise RuntimeError(f"cannot pin a '{self.device}' tensor: only dense CPU tensors can be pinned")
+
+    def __deepcopy__(self, memo: dict) -> TpuTensor:
+        # torch's default copies the payload's storage, which a wrapper has not; a JAX array is immutable, so a
+        # new root on the same array is an independent copy.
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.")
+        if id(self) in memo:
+            return memo[id(self)]
+        new = TpuTensor(value(self))
+        if self.requires_grad:
+            new.requires_grad_()
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        extra = {k: v for k, v in self.__dict__.items() if k not in _INTERNAL_ATTRS}
+        new.__dict__.update(copy.deepcopy(extra, memo))
+        memo[id(self)] = new
+        return new
+
     def __reduce_ex__(self, proto: int) -> Any:
-        # Rebuilt by a function on torch.load's weights_only allowlist: a CPU copy moved back to "tpu".
-        return (
-            private.rebuild_device_tensor_from_cpu,
-            (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
-        )
+        # Rebuilt by functions on torch.load's weights_only allow-list: a CPU copy moved back to "tpu" (or to
+        # where map_location says), and a Parameter stays a Parameter.
+        data = (private.rebuild_device_tensor_from_cpu,
+                (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+        if getattr(self, "_is_param", False):
+            plain = TpuTensor(value(self))
+            return (private.rebuild_parameter, (plain, self.requires_grad, OrderedDict()))
+        return data
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # Print like torch does for any device, from a CPU copy of the value.
@@ -171,6 +227,93 @@ def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
         out._root = root
         out._chain = src._chain + ((fn,) if fn is not None else ())
         out._seen = src._seen
+
+
+class TpuStorage:
+    """What ``untyped_storage()`` returns for a TPU tensor: the identity and size of its root payload (JAX
+    arrays have no PyTorch storage). Enough for code that finds shared tensors (``data_ptr``, ``nbytes``);
+    anything that needs real storage bytes raises."""
+
+    def __init__(self, root: TpuTensor, device: torch.device) -> None:
+        self._root = root
+        self.device = device
+
+    def data_ptr(self) -> int:
+        return _storage_base(self._root)
+
+    def nbytes(self) -> int:
+        return self._root.numel() * self._root.element_size()
+
+    def size(self) -> int:
+        return self.nbytes()
+
+    __len__ = size
+
+    def element_size(self) -> int:
+        return 1
+
+    def is_shared(self) -> bool:
+        return False
+
+    def cpu(self) -> torch.UntypedStorage:
+        return self._root.detach().cpu().untyped_storage()
+
+    def tolist(self) -> list:
+        return self.cpu().tolist()
+
+    def _refuse(self, what: str) -> Any:
+        raise RuntimeError(f"{what} on the storage of a TPU tensor is not supported: TPU tensors hold JAX arrays, "
+                           "not PyTorch storages (use tensor operations, or .cpu() first)")
+
+    def resize_(self, size: int) -> Any:
+        return self._refuse("resize_")
+
+    def copy_(self, *args: Any, **kwargs: Any) -> Any:
+        return self._refuse("copy_")
+
+    def __repr__(self) -> str:
+        return f"TpuStorage(root of {tuple(self._root.shape)} {self._root.dtype}, device='{self.device}')"
+
+
+_next_address = 1 << 40
+
+
+def _storage_base(t: TpuTensor) -> int:
+    """A virtual address for the root's payload, assigned on first use from non-overlapping ranges."""
+    global _next_address
+    root = t._root if t._root is not None else t
+    base = getattr(root, "_address", None)
+    if base is None:
+        base = root._address = _next_address
+        _next_address += (root.numel() * root.element_size() + 511) // 256 * 256
+    return base
+
+
+def root_positions(t: TpuTensor) -> Any:
+    """Flat indices (in the root) of the view's elements, in the view's order (an int64 jax array)."""
+    jnp = jax_module().numpy
+    root = t._root if t._root is not None else t
+    iota = jnp.arange(root.numel(), dtype=jnp.int64).reshape(tuple(root.shape))
+    return _replay(iota, t._chain) if t._root is not None else iota
+
+
+def is_contiguous_in_root(t: TpuTensor) -> bool:
+    """True for a root, and for a view whose elements sit in the root in order without gaps (``view``,
+    ``reshape``, ``narrow`` of the first dim …): there its own contiguous layout is the storage's."""
+    if t._root is None or not t._chain or t.numel() <= 1:
+        return True
+    jnp = jax_module().numpy
+    pos = root_positions(t).reshape(-1)
+    return bool(jnp.all(pos == pos[0] + jnp.arange(pos.size, dtype=pos.dtype)))
+
+
+def _first_element(t: TpuTensor) -> int:
+    """Index (in the root) of the view's first element; 0 for a root."""
+    if t._root is None or not t._chain or t.numel() == 0:
+        return 0
+    jnp = jax_module().numpy
+    iota = jnp.arange(t._root.numel(), dtype=jnp.int64).reshape(tuple(t._root.shape))
+    return int(_replay(iota, t._chain).reshape(-1)[0])
 
 
 def _no_handler(func: Any, types: Any, args: tuple, kwargs: dict | None) -> Any:

@@ -12,6 +12,7 @@ import torch
 
 from backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
 from backend.ops.registry import lower
+from backend.tensor import is_contiguous_in_root
 
 
 def _size(x: Any, size: Any) -> tuple[int, ...]:
@@ -119,17 +120,19 @@ def alias(x: Any) -> Any:
     return x
 
 
-def _refuse_view_of_view(x: Any, *rest: Any) -> None:
-    """A view of a view would need the root's storage offsets, which wrappers do not have: refuse it
-    rather than answer against the wrong layout."""
-    if getattr(x, "_root", None) is not None and x._chain:
+def _refuse_strided_view(x: Any, *rest: Any) -> None:
+    """as_strided reads strides against the tensor's own contiguous layout (what its ``stride()`` and
+    ``storage_offset()`` report). For a view laid out in its root in order (``view``/``reshape`` results,
+    Longformer's chunking) that is the storage's layout too; any other view (a transpose, a step slice) would
+    answer against the wrong layout, so it is refused."""
+    if getattr(x, "_root", None) is not None and x._chain and not is_contiguous_in_root(x):
         raise NotImplementedError(
-            "as_strided on a view of a TPU tensor is not supported (wrappers have no shared storage offsets); "
-            "call .clone() on the view first"
+            "as_strided on a non-contiguous view of a TPU tensor is not supported (wrappers have no shared "
+            "storage offsets); call .contiguous() on the view first"
         )
 
 
-@lower(aten.as_strided.default, check=_refuse_view_of_view)
+@lower(aten.as_strided.default, check=_refuse_strided_view)
 def as_strided(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
     """Strides are read against the tensor's own contiguous layout (payloads have no storage)."""
     flat = x.reshape(-1)

@@ -107,7 +107,9 @@ def test_transfers_item_tolist_numpy() -> None:
     assert t.tpu() is t and c.tpu().is_tpu
     assert t[0, 1].item() == c[0, 1].item()
     assert t.tolist() == c.tolist()
-    assert (t.numpy() == c.numpy()).all()
+    assert (t.cpu().numpy() == c.numpy()).all()
+    with pytest.raises(TypeError, match="Use Tensor.cpu()"):
+        t.numpy()
     assert torch.tensor([1, 2], device="tpu").sum().item() == 3
 
 

@@ -70,7 +70,8 @@ def test_patches_are_listed_applied_and_documented() -> None:
 
     assert backend.register()
     rows = {r["name"]: r for r in patches.table()}
-    for name in ("accelerator-synchronize", "dataloader-pin-memory", "module-to-swaps-params",
+    for name in ("accelerator-synchronize", "pin-memory", "module-to-swaps-params", "storage-on-tpu", "load-to-tpu",
+                 "accelerator-device-index", "accelerator-memory", "generator-tpu",
                  "optimizer-foreach-types", "compile-defaults"):
         assert rows[name]["applied"], name
     doc = (ROOT / "docs" / "backend.md").read_text()
