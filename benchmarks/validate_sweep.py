@@ -30,16 +30,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep built records in --out, run the rest")
     ap.add_argument("--compile", default="family", choices=["family", "all", "none"])
     ap.add_argument("--no-generate", action="store_true")
+    ap.add_argument("--harness-only", action="store_true", help="build + CPU reference only (no device)")
     args = ap.parse_args(argv)
     options = SweepOptions(jobs=args.jobs, timeout=args.timeout, out=Path(args.out))
     run = run_validation(args.arch or None, options=options, generate=not args.no_generate, compile=args.compile,
-                         resume=args.resume, order="interleave")
+                         resume=args.resume, order="interleave", harness_only=args.harness_only)
     s = run.summary
     print(f"host: {os.cpu_count()} CPUs, {args.jobs} jobs, {options.threads or 'auto'} torch threads per job, "
           f"timeout {args.timeout:g} s")
     print(f"model types: {s['architectures']}")
     print(f"built by the harness: {s['built']} ({s['built_pct']}%)")
-    print(f"tier 1: {s['tier1']} ({s['tier1_pct']}% of built)   tier 2: {s['tier2']} ({s['tier2_pct']}% of built)")
+    print(f"run on the device: {s['ran_on_device']}   tier 1: {s['tier1']} ({s['tier1_pct']}% of run)   tier 2: {s['tier2']} ({s['tier2_pct']}% of run)")
     print(f"generate(): {s['generate_pass']}/{s['generate_run']}   compile: {s['compile_pass']}/{s['compile_run']}")
     print(f"wall time: {run.wall_s:,.0f} s (sum of per-architecture wall times {s['wall_s_sum']:,.0f} s)")
     print("failure classes (built architectures):")

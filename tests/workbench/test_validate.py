@@ -159,7 +159,7 @@ def test_report_counts_harness_failures_apart(tmp_path):
     assert s["harness_failures"] == {"d": "ValueError: bad config"}
     assert s["failure_classes"][0][0] in ("missing op aten::foo", "numerical mismatch vs CPU (forward)")
     text = report.markdown(recs)
-    assert "| d | config | bad config |" in text and "66.7% of built" in text
+    assert "| d | config | bad config |" in text and "66.7% of run" in text
 
 
 FACTORIES = textwrap.dedent('''

@@ -75,8 +75,22 @@ def text_config(config: Any) -> Any:
     return config
 
 
+def _find(config: Any, names: tuple[str, ...], depth: int = 3) -> Any:
+    """The first nested config of one of ``names``, breadth first (``vlm_config.vision_config`` ...)."""
+    level = [config]
+    for _ in range(depth):
+        nxt = []
+        for cfg in level:
+            hit = _sub(cfg, *names)
+            if hit is not None:
+                return hit
+            nxt += [v for v in vars(cfg).values() if hasattr(v, "to_dict") and hasattr(v, "model_type")]
+        level = nxt
+    return None
+
+
 def vision_config(config: Any) -> Any:
-    return _sub(config, "vision_config", "image_config", "vision_encoder_config", "encoder") or config
+    return _find(config, ("vision_config", "image_config", "vision_encoder_config", "encoder")) or config
 
 
 def audio_config(config: Any) -> Any:
@@ -337,6 +351,31 @@ def _count_features(features: Any) -> int | None:
 MODAL_INPUTS = ("pixel_values", "input_features", "input_values")
 
 
+def _time_series_inputs(ctx: InputContext, params: dict) -> dict:
+    """Forecasting models: a context window of past values (plus time features and observed mask, and the
+    future window, when the model takes them)."""
+    cfg = ctx.config
+    context = getattr(cfg, "context_length", None) or 8
+    lags = max(getattr(cfg, "lags_sequence", None) or [0])
+    horizon = getattr(cfg, "prediction_length", None) or 4
+    past = context + lags
+    size = getattr(cfg, "input_size", 1) or 1
+    channels = getattr(cfg, "num_input_channels", None)
+    shape = (ctx.batch, past) if size == 1 and not channels else (ctx.batch, past, channels or size)
+    n_time = (getattr(cfg, "num_time_features", 0) or 0) + (getattr(cfg, "num_dynamic_real_features", 0) or 0)
+    out: dict[str, Any] = {"past_values": randn(ctx, *shape)}
+    if "past_observed_mask" in params:
+        out["past_observed_mask"] = torch.ones(shape)
+    if "past_time_features" in params:
+        out["past_time_features"] = randn(ctx, ctx.batch, past, max(1, n_time))
+    if "future_values" in params and getattr(cfg, "is_encoder_decoder", False):
+        fshape = (ctx.batch, horizon) + tuple(shape[2:])
+        out["future_values"] = randn(ctx, *fshape)
+    if "future_time_features" in params and "past_time_features" in out:
+        out["future_time_features"] = randn(ctx, ctx.batch, horizon, max(1, n_time))
+    return out
+
+
 def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dict | None = None,
                  variant: dict[str, int] | None = None, axes: dict[str, int] | None = None) -> dict:
     """Inputs for one forward call of ``model``; raises ``ValueError`` naming what it cannot build.
@@ -361,10 +400,15 @@ def _assemble(ctx: InputContext) -> dict:
     built: dict[str, Any] = {}
     ctx.overrides["_built"] = built
     wanted = [main] + [n for n in ctx.opt("extra_inputs", ()) if n != main]
-    if main == "input_ids":  # vision-text and audio-text models: the other modality too
+    if main == "input_ids":  # vision-text and audio-text models: the other modality too, if the CPU takes it
         modal = next((m for m in MODAL_INPUTS if m in params), None)
-        if modal:
+        if modal and ctx.choose("other_modality", ["with", "without"]) == "with":
             wanted.append(modal)
+    for name in ("bbox",):  # layout models: optional in the signature, required in practice
+        if name in params and name not in wanted:
+            wanted.append(name)
+    if ctx.opt("time_series", False) or main == "past_values":
+        return _time_series_inputs(ctx, params)
     for name in ("attention_mask", "decoder_input_ids"):
         if name in params and name not in wanted:
             wanted.append(name)

@@ -31,9 +31,10 @@ class ValidationRun:
     wall_s: float = 0.0
 
 
-def _jobs(archs: list[zoo.Architecture], user_models: list[str], generate: bool, compile_all: bool) -> list[Job]:
-    jobs = [Job(a.model_type, model_type=a.model_type, check_generate=generate, check_compile=compile_all)
-            for a in archs]
+def _jobs(archs: list[zoo.Architecture], user_models: list[str], generate: bool, compile_all: bool,
+          harness_only: bool = False) -> list[Job]:
+    jobs = [Job(a.model_type, model_type=a.model_type, check_generate=generate, check_compile=compile_all,
+                harness_only=harness_only) for a in archs]
     jobs += [Job(spec, user_model=spec, check_generate=False, check_compile=compile_all) for spec in user_models]
     return jobs
 
@@ -41,13 +42,14 @@ def _jobs(archs: list[zoo.Architecture], user_models: list[str], generate: bool,
 def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[str] | None = None,
                    options: SweepOptions | None = None, generate: bool = True, compile: str = "family",
                    progress: bool = True, include_zoo: bool | None = None, resume: bool = False,
-                   order: str = "name") -> ValidationRun:
+                   order: str = "name", harness_only: bool = False) -> ValidationRun:
     """Validate the selected architectures (all when ``arch_patterns`` is empty and no user model is given)
     and write ``records.jsonl`` and ``report.md`` under ``options.out``.
 
     ``resume`` keeps the records already in ``records.jsonl`` and runs only the architectures without one
     (and those that were harness failures, since the harness may have learnt them since). ``order`` is
     ``"name"`` or ``"interleave"`` (round-robin over families, so a partial sweep covers every family).
+    ``harness_only`` only builds each architecture and runs the CPU reference (no device, no checks).
     """
     options = options or SweepOptions()
     if compile not in COMPILE_MODES:
@@ -75,8 +77,9 @@ def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[
     if order == "interleave":
         archs = interleave(archs)
     source = report.measured_source(options.device)
-    opts = {"jobs": options.jobs, "timeout_s": options.timeout, "generate": generate, "compile": compile,
-            "device": options.device}
+    opts = {"jobs": options.jobs, "timeout_s": options.timeout, "generate": generate and not harness_only,
+            "compile": "none" if harness_only else compile, "device": "none (harness only)" if harness_only
+            else options.device}
     started = time.monotonic()
     bar = _bar(len(archs) + len(user_models), progress)
 
@@ -88,10 +91,10 @@ def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[
             bar.set_postfix_str(f"{outcome.job.name}: {rec.extra['status']}", refresh=False)
             bar.update(1)
 
-    run_jobs(_jobs(archs, user_models, generate, compile == "all"), options, on_done=done)
+    run_jobs(_jobs(archs, user_models, generate, compile == "all", harness_only), options, on_done=done)
     if bar is not None:
         bar.close()
-    if compile == "family":
+    if compile == "family" and not harness_only:
         _compile_phase(by_name, options, progress)
     records = [by_name[j] for j in sorted(by_name)]
     wall = time.monotonic() - started

@@ -72,12 +72,13 @@ def summarise(records: list[Record]) -> dict[str, Any]:
     """Pass rates and failure classes of a set of architecture records."""
     rows = [r for r in records if r.phase == PHASE]
     built = [r for r in rows if r.extra.get("harness_ok")]
-    tier1 = [r for r in built if r.extra.get("tier1")]
-    tier2 = [r for r in built if r.extra.get("tier2")]
+    ran = [r for r in built if r.extra.get("status") != "built"]  # "built": harness-only, not run on a device
+    tier1 = [r for r in ran if r.extra.get("tier1")]
+    tier2 = [r for r in ran if r.extra.get("tier2")]
     gen = [r for r in built if r.extra.get("generate") and r.extra["generate"].get("status") != "harness"]
     comp = [r for r in built if r.extra.get("compile")]
     classes: dict[str, list[str]] = collections.defaultdict(list)
-    for r in built:
+    for r in ran:
         if r.extra.get("failure_class"):
             classes[r.extra["failure_class"]].append(r.config.get("model_type"))
     harness = {r.config.get("model_type"): r.extra.get("failure_class") for r in rows if not r.extra.get("harness_ok")}
@@ -87,8 +88,8 @@ def summarise(records: list[Record]) -> dict[str, Any]:
 
     return {
         "architectures": len(rows), "built": len(built), "built_pct": pct(len(built), len(rows)),
-        "tier1": len(tier1), "tier1_pct": pct(len(tier1), len(built)),
-        "tier2": len(tier2), "tier2_pct": pct(len(tier2), len(built)),
+        "ran_on_device": len(ran), "tier1": len(tier1), "tier1_pct": pct(len(tier1), len(ran)),
+        "tier2": len(tier2), "tier2_pct": pct(len(tier2), len(ran)),
         "generate_run": len(gen), "generate_pass": sum(1 for r in gen if r.extra["generate"].get("status") == "pass"),
         "compile_run": len(comp), "compile_pass": sum(1 for r in comp if r.extra["compile"].get("status") == "pass"),
         "failure_classes": sorted(([k, sorted(v)] for k, v in classes.items()), key=lambda kv: (-len(kv[1]), kv[0])),
@@ -147,8 +148,9 @@ def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
     out += ["## Figures", "", "| | count | rate |", "|---|---:|---:|",
             f"| architectures (model types) | {s['architectures']} | |",
             f"| built by the harness | {s['built']} | {s['built_pct']}% of all |",
-            f"| tier 1 (runs on the device) | {s['tier1']} | {s['tier1_pct']}% of built |",
-            f"| tier 2 (agrees with the CPU) | {s['tier2']} | {s['tier2_pct']}% of built |",
+            f"| built and run on the device | {s['ran_on_device']} | |",
+            f"| tier 1 (runs on the device) | {s['tier1']} | {s['tier1_pct']}% of run |",
+            f"| tier 2 (agrees with the CPU) | {s['tier2']} | {s['tier2_pct']}% of run |",
             f"| generate() with KV cache, tokens equal | {s['generate_pass']} / {s['generate_run']} | |",
             f"| torch.compile(backend=\"tpu\") forward agrees | {s['compile_pass']} / {s['compile_run']} | |", ""]
     out += ["## Failure classes (built architectures), by how many each blocks", "",
@@ -202,3 +204,19 @@ def write_report(records: list[Record], path: Path, title: str = "Model-zoo vali
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(markdown(records, title), encoding="utf-8")
     return path
+
+
+def merge(*record_sets: list[Record]) -> list[Record]:
+    """Architecture records of several runs, one per architecture: a later set replaces an earlier one's
+    record of the same architecture unless the later one was only a harness check (summaries dropped)."""
+    out: dict[str, Record] = {}
+    for records in record_sets:
+        for r in records:
+            if r.phase != PHASE:
+                continue
+            name = str(r.config.get("model_type"))
+            old = out.get(name)
+            if old is not None and r.extra.get("status") == "built" and old.extra.get("status") != "built":
+                continue
+            out[name] = r
+    return [out[n] for n in sorted(out)]

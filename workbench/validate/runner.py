@@ -206,8 +206,12 @@ def _generate(model: Any, args: dict, device: str) -> list[list[int]]:
 
 
 def validate(model_type: str | None = None, *, user_model: str | None = None, device: str = "tpu",
-             check_generate: bool = True, check_compile: bool = False, emit: Emit = _no_emit) -> dict:
-    """Run every stage for one architecture (or a user's model) and return the result dictionary."""
+             check_generate: bool = True, check_compile: bool = False, harness_only: bool = False,
+             emit: Emit = _no_emit) -> dict:
+    """Run every stage for one architecture (or a user's model) and return the result dictionary.
+
+    ``harness_only`` stops after the CPU reference (status ``"built"``): what the harness can build, fast,
+    with no device involved."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     run = Run(emit)
@@ -223,6 +227,8 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
             arch = {a.model_type: a for a in zoo.architectures()}[model_type]
             res["family"] = family = arch.family
             res["config_class"] = arch.config_class
+            if model_type in families.UNBUILDABLE:
+                raise StageError("model", RuntimeError(families.UNBUILDABLE[model_type]))
             config, changes, reserved = run.stage("config", lambda: build_config(arch))
             res["shrunk"] = changes
             model, args, cand, reference = None, None, None, None
@@ -253,6 +259,9 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
         else:
             tpu_model, ref_out, ref_grads = reference
         res["harness_ok"] = True
+        if harness_only:
+            res["status"] = "built"
+            return res
         tpu_model = run.stage("tpu_move", lambda: tpu_model.to(device))
         tpu_args = _to(args, device)
         before = _snapshot_counters()

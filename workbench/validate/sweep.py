@@ -33,6 +33,7 @@ class Job:
     user_model: str | None = None
     check_generate: bool = True
     check_compile: bool = False
+    harness_only: bool = False
     phase: str = "main"
 
 
@@ -92,7 +93,8 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
         conn.send((event, data))
 
     result = runner.validate(job.model_type, user_model=job.user_model, device=device,
-                             check_generate=job.check_generate, check_compile=job.check_compile, emit=emit)
+                             check_generate=job.check_generate, check_compile=job.check_compile,
+                             harness_only=job.harness_only, emit=emit)
     conn.send(("result", result))
     conn.close()
 

@@ -28,7 +28,7 @@ def figures(records: list[Record]):
     s = report.summarise(records)
     rows = {
         "model types": s["architectures"], "built by the harness": f"{s['built']} ({s['built_pct']}%)",
-        "tier 1 (of built)": f"{s['tier1']} ({s['tier1_pct']}%)", "tier 2 (of built)": f"{s['tier2']} ({s['tier2_pct']}%)",
+        "tier 1 (of those run)": f"{s['tier1']} ({s['tier1_pct']}%)", "tier 2 (of those run)": f"{s['tier2']} ({s['tier2_pct']}%)",
         "generate() tokens equal": f"{s['generate_pass']} / {s['generate_run']}",
         "compile forward agrees": f"{s['compile_pass']} / {s['compile_run']}",
     }
