@@ -101,6 +101,10 @@ rebuild_parameter: Callable[..., Any] = resolve(
     _tp("torch._utils:_rebuild_parameter", "pickle a TPU Parameter as a Parameter (weights_only allow-listed)",
         "backend/tensor.py"))
 
+rebuild_sparse_tensor: Callable[..., Any] = resolve(
+    _tp("torch._utils:_rebuild_sparse_tensor", "pickle a sparse TPU tensor as its components (weights_only allow-listed)",
+        "backend/sparse.py"))
+
 # ----------------------------------------------------------------------------- the dispatcher
 current_graph_task_id: Callable[[], int] = resolve(
     _tp("torch._C:_current_graph_task_id", "is this op running inside the autograd engine (backward)?",

@@ -27,6 +27,7 @@ from backend.ops.registry import lookup, on_change
 from backend.tensor import TpuTensor, make_view, set_dispatch_handler, set_value, value
 
 backend.ops.load()  # fill the registry
+import backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
 
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
