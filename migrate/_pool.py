@@ -201,15 +201,26 @@ def run(files: Sequence[str], sizes: Sequence[int], jobs: int, job: Job, done: C
         if todo:
             workers.append(_Worker(ctx, job, workers))
 
+    restarts = 0
     try:
         for _ in range(min(jobs, len(todo))):
             workers.append(_Worker(ctx, job, workers))
         while todo or any(w.busy for w in workers):
-            for w in workers:
+            for w in list(workers):
                 if w.busy is None and todo:
                     i = todo.popleft()
+                    try:
+                        w.conn.send((i, files[i]))
+                    except OSError:  # died while idle (killed from outside): a fresh one takes the file
+                        restarts += 1
+                        if restarts > 3 * jobs:
+                            raise WorkerBug("tpu-migrate's worker processes die as soon as they start") from None
+                        todo.appendleft(i)
+                        w.stop(kill=True)
+                        workers.remove(w)
+                        workers.append(_Worker(ctx, job, workers))
+                        continue
                     w.busy = _Busy(i, time.monotonic())
-                    w.conn.send((i, files[i]))
             busy = [w for w in workers if w.busy is not None]
             multiprocessing.connection.wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], POLL_S)
             now = time.monotonic()

@@ -86,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--write", "-w", action="store_true", help="apply the changes in place (atomic writes)")
     mode.add_argument("--check", action="store_true",
                       help="change nothing; exit 1 if anything would change or is flagged")
-    p.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated rule codes or prefixes")
-    p.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated rule codes or prefixes")
+    p.add_argument("--select", type=_codes, metavar="CODES",
+                   help="only these rules: comma-separated codes or prefixes (TPU101, TPU5, ALL)")
+    p.add_argument("--ignore", type=_codes, metavar="CODES",
+                   help="not these rules (added to the configured ignore list): codes or prefixes")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
                    help="gitignore-style pattern to skip (repeatable)")
     p.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
@@ -108,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow-symlinks", action="store_true",
                    help="follow a named symlink even when it leads out of its tree (the walk never follows them)")
     p.add_argument("--stdin-filename", default="-", help="name used in findings for standard input")
-    p.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    p.add_argument("--quiet", "-q", action="store_true", help="no summary line and no progress lines on stderr")
     return p
 
 
