@@ -21,7 +21,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["torch", "transformers", "jax", "workbench.validate.runner"]
+PRELOAD = ["torch", "transformers", "jax", "workbench.validate._preload"]
 
 
 @dataclass

@@ -10,6 +10,7 @@ second candidate. ``family`` is the task group that class belongs to (one compil
 from __future__ import annotations
 
 import fnmatch
+import functools
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError, unknown
@@ -86,6 +87,11 @@ def all_mapping_names() -> list[str]:
 
 def architectures() -> list[Architecture]:
     """Every model_type that appears in any auto model mapping and has a config class, sorted by name."""
+    return list(_architectures())
+
+
+@functools.lru_cache(maxsize=1)
+def _architectures() -> tuple[Architecture, ...]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     tables = {name: _mapping(name) for name in all_mapping_names()}
@@ -113,7 +119,7 @@ def architectures() -> list[Architecture]:
                     break
         tasks = tuple(sorted(m for m, table in tables.items() if model_type in table))
         out.append(Architecture(model_type, config_class, tuple(candidates), tasks))
-    return out
+    return tuple(out)
 
 
 def select(patterns: list[str] | None, zoo: list[Architecture] | None = None) -> list[Architecture]:
