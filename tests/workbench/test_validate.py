@@ -8,6 +8,8 @@ import textwrap
 import pytest
 import torch
 
+pytest.importorskip("transformers", reason="tpu-bench validate needs the validate extra (transformers)")
+
 from workbench.errors import WorkbenchError
 from workbench.results import read_records
 from workbench.validate import classify, compare, inputs, report, runner, shrink, zoo
