@@ -284,8 +284,18 @@ def _grid_thw(ctx: InputContext) -> torch.Tensor:
 @builder("input_features")
 def _input_features(ctx: InputContext) -> torch.Tensor:
     cfg = audio_config(ctx.config)
-    mel = (getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", None)
-           or getattr(cfg, "input_feat_per_channel", None) or 80)
+    dims = []  # the feature width: configs name it differently; the CPU says which one the model reads
+    for name in ("num_mel_bins", "feature_size", "input_feat_per_channel", "input_dim", "n_mels",
+                 "feature_dim", "num_features", "input_size"):
+        for c in (cfg, ctx.config):
+            v = getattr(c, name, None)
+            if isinstance(v, int) and 1 < v <= 1024 and v not in dims:
+                dims.append(v)
+    for v in list(dims):  # front ends that stack frames read a multiple of the mel bins
+        for k in (2, 4):
+            if k * v <= 1024 and k * v not in dims:
+                dims.append(k * v)
+    mel = ctx.choose("feature_dim", dims or [80])
     frames = ctx.opt("frames", None)
     if frames is None:
         src = getattr(cfg, "max_source_positions", None)
@@ -448,7 +458,7 @@ def _assemble(ctx: InputContext) -> dict:
     return built
 
 
-def variants(axes: dict[str, int], limit: int = 8) -> list[dict[str, int]]:
+def variants(axes: dict[str, int], limit: int = 12) -> list[dict[str, int]]:
     """Assignments of the offered layout choices to try after the default one, at most ``limit``."""
     import itertools
 
