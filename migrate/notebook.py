@@ -2,7 +2,7 @@
 
 Code cells share one namespace (an import in cell 1 serves cell 5), so the masked cells are joined into
 one module, migrated once and split back at marker comments. Magic lines (``%time``, ``!pip``,
-``x = !ls``, ``obj?``) become placeholder comments during the rewrite (every line of a magic continued
+``x = !ls``, ``obj?``, automagic ``pip install``) become placeholder comments during the rewrite (every line of a magic continued
 with a trailing backslash, so line numbers stay); a cell that starts with a
 Python cell magic (``%%time``) keeps it, other cell magics (``%%bash``) skip the cell. Outputs,
 metadata and the JSON layout are kept; an unchanged notebook is returned byte-identical. Diagnostics
@@ -12,6 +12,7 @@ name the cell: ``nb.ipynb:cell_3:4:1`` (cells numbered from 1, markdown included
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -21,22 +22,31 @@ from .selection import RuleSet, as_rule_set
 from .source import UnparsableError, migrate_source
 
 _MAGIC = re.compile(r"^(\s*)([%!].*|\w[\w.]*\s*=\s*[%!].*|[\w.]+\?\??)$")
+#: IPython's automagic package managers (``pip install x`` without ``%``): two names side by side are never
+#: Python, unless the second is a keyword (``pip in xs``, ``conda if a else b``).
+_AUTOMAGIC = re.compile(r"^(\s*)(?:pip|conda|mamba|micromamba|uv)[ \t]+([A-Za-z][\w-]*)")
 _MARK = "# tpu-migrate-magic-{}"
+#: Inside a block a magic stands for a statement (``if x:`` / ``    !pip install y``): an Ellipsis keeps the
+#: block a block, and no rule removes it (a comment could go with an ``if`` a rewrite emptied).
+_STATEMENT_MARK = "...  # tpu-migrate-magic-{}"
+_PLACEHOLDER = re.compile(r"^[ \t]*(?:\.\.\.  )?# tpu-migrate-magic-(\d+)$", re.M)
 _CELL = "# tpu-migrate-cell-{}"
 _PY_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun")
 
 
 def _mask(source: str, masked: list[str]) -> str:
-    """Replace each magic line by a placeholder comment; a magic continued with a trailing backslash
-    (``!pip install a \\`` / ``    b``) is one unit: every line of it is masked, so line numbers stay."""
+    """Replace each magic line by a placeholder (a comment; an Ellipsis statement inside a block); a magic
+    continued with a trailing backslash (``!pip install a \\`` / ``    b``) is one unit: every line of it is
+    masked, its continuation lines by comments, so line numbers stay."""
     out: list[str] = []
     continued = False
     for line in source.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        m = None if continued else _MAGIC.match(body)
+        m = None if continued else _MAGIC.match(body) or _automagic(body)
         if m or continued:
             indent = m.group(1) if m else body[:len(body) - len(body.lstrip())]
-            out.append(indent + _MARK.format(len(masked)) + line[len(body):])
+            mark = _STATEMENT_MARK if m and indent else _MARK
+            out.append(indent + mark.format(len(masked)) + line[len(body):])
             masked.append(body)
             continued = body.endswith("\\")
         else:
@@ -44,11 +54,16 @@ def _mask(source: str, masked: list[str]) -> str:
     return "".join(out)
 
 
+def _automagic(line: str) -> re.Match[str] | None:
+    m = _AUTOMAGIC.match(line)
+    return m if m is not None and not keyword.iskeyword(m.group(2)) else None
+
+
 def _unmask(source: str, masked: list[str]) -> str:
     def put_back(m: re.Match[str]) -> str:
         return masked[int(m.group(1))]
 
-    return re.sub(r"^[ \t]*# tpu-migrate-magic-(\d+)$", put_back, source, flags=re.M)
+    return _PLACEHOLDER.sub(put_back, source)
 
 
 def _indent_of(text: str) -> int:
@@ -105,13 +120,22 @@ def migrate_notebook(text: str, path: str = "<notebook>", *, select: Iterable[st
         if not exc.line:
             raise UnparsableError(f"code cells: {exc.message}") from exc
         number, line = in_cell(exc.line)
-        raise UnparsableError(f"cell {number}, line {line}, column {exc.col}: {exc.message}") from exc
+
+        def cell_line(m: re.Match[str]) -> str:  # Python's "after 'if' statement on line 12": the joined module's
+            n, ln = in_cell(int(m.group(1)))
+            return f"on line {ln}" if n == number else f"on line {ln} of cell {n}"
+
+        message = re.sub(r"on line (\d+)", cell_line, exc.message)
+        raise UnparsableError(f"cell {number}, line {line}, column {exc.col}: {message}") from exc
     diagnostics = []
     for d in result.diagnostics:
         number, line = in_cell(d.line)
         diagnostics.append(replace(d, path=f"{path}:cell_{number}", line=line))
     if not result.changed:
         return MigrationResult(text, False, diagnostics)
+    kept = sorted(int(n) for n in _PLACEHOLDER.findall(result.new_source))
+    if kept != list(range(len(masked))):  # a rewrite dropped (or doubled) an IPython line: never write that
+        raise UnparsableError("the migration would lose an IPython magic or shell line; left untouched")
     pieces = re.split(r"^# tpu-migrate-cell-(\d+)\n", result.new_source, flags=re.M)
     prefix, bodies = pieces[0], {int(pieces[i]): pieces[i + 1] for i in range(1, len(pieces), 2)}
     changed = False
