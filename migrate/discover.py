@@ -122,15 +122,25 @@ def check_named(paths: Iterable[str], follow_symlinks: bool = False) -> None:
                               "followed (name the real path, or pass --follow-symlinks)")
 
 
+def _identity(path: str) -> tuple[int, int] | str:
+    """One key per file on disk: hard links and symlinks to one file are one file (migrated once)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
 def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
-    """Expand files and folders into a sorted, de-duplicated list of files (explicit files always kept)."""
+    """Expand files and folders into a sorted list of files, each file on disk once (explicit files always
+    kept, unless they name a file already listed)."""
     out: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[int, int] | str] = set()
     exclude = list(exclude)
     for p in paths:
         found = [p] if os.path.isfile(p) else list(walk(p, exclude)) if os.path.isdir(p) else []
         for f in found:
-            key = os.path.realpath(f)
+            key = _identity(f)
             if key not in seen:
                 seen.add(key)
                 out.append(f)

@@ -45,6 +45,9 @@ def test_hard_link_is_kept_and_both_names_see_the_new_text(tmp_path, capsys):
     assert os.stat(f).st_ino == os.stat(link).st_ino == ino and os.stat(f).st_nlink == 2
     assert link.read_text() == NEW
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tpu-migrate-")] == []
+    f.write_text(OLD)  # both names in one run: one file on disk, migrated once
+    res = migrate_paths([str(tmp_path)], write=True)
+    assert [r.status for r in res.files] == ["changed"] and link.read_text() == NEW
 
 
 @pytest.mark.skipif(not ROOT, reason="giving a file another owner needs root")
