@@ -6,11 +6,11 @@ import json
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from .results import Diagnostic, FileResult, converted_percent, count_outcomes
+from .outcomes import converted_percent, count_outcomes
 from .rules import all_rules
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .results import RunResult
+    from .results import Diagnostic, FileResult, RunResult
 
 FORMATS = ("text", "json", "sarif", "github")
 #: Statuses of files that needed attention and were left as they were, with how the text output says it.

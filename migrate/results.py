@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .outcomes import converted_percent
+from .report import markdown_report
+
 Outcome = Literal["rewritten", "warned", "flagged"]
 #: skipped: the prefilter found nothing to migrate; over-limit: a per-file time/memory limit was hit;
 #: not-writable: --write left a read-only file alone; interrupted: Ctrl-C came before the file was done.
@@ -53,20 +56,6 @@ class FileResult:
     note: str = ""
 
 
-def count_outcomes(diagnostics: list[Diagnostic]) -> dict[str, int]:
-    counts = {"rewritten": 0, "warned": 0, "flagged": 0}
-    for d in diagnostics:
-        counts[d.outcome] += 1
-    return counts
-
-
-def converted_percent(diagnostics: list[Diagnostic]) -> float:
-    """HIPIFY-style: share of findings converted automatically (rewritten or rewritten-with-warning)."""
-    c = count_outcomes(diagnostics)
-    total = sum(c.values())
-    return 100.0 if total == 0 else 100.0 * (c["rewritten"] + c["warned"]) / total
-
-
 @dataclass
 class RunResult:
     """The outcome of a run over many paths; ``interrupted`` when Ctrl-C stopped it (the files not done
@@ -84,6 +73,4 @@ class RunResult:
         return converted_percent(self.diagnostics)
 
     def report_markdown(self) -> str:
-        from .report import markdown_report  # lazy: report.py imports this module
-
         return markdown_report(self)
