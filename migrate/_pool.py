@@ -39,14 +39,15 @@ from .limits import (
     stage_text,
     time_exceeded,
 )
-from .one_file import TRIM_BYTES, Computed, compute_file
+from .one_file import TRIM_BYTES, Computed, compute_file, file_size
 from .results import FileResult
 from .selection import RuleSet
 
 #: How often the parent looks at the workers' time and memory.
 POLL_S = 0.2
-#: A worker reports progress inside a file at most this often.
+#: A worker reports progress inside a file at most this often, and not at all for files below this size.
 REPORT_EVERY_S = 0.5
+QUIET_BELOW_BYTES = 64 << 10
 _PR_SET_PDEATHSIG = 1
 
 
@@ -82,18 +83,24 @@ def _die_with_parent(parent: int) -> None:
 
 
 class _PipeWatch(Watch):
-    """Sends the stages of the current file to the parent (which enforces the limits)."""
+    """Sends the stages of the current file to the parent (which shows them for a slow file). A small file
+    is never slow: it sends nothing, so the many small files of a tree cost no messages."""
 
-    def __init__(self, conn: Any, index: int) -> None:
+    def __init__(self, conn: Any, index: int, size: int) -> None:
         self.conn, self.index = conn, index
+        self.quiet = size < QUIET_BELOW_BYTES
         self._next = 0.0
         self._name = ""
 
     def stage(self, name: str) -> None:
         self._name = name
-        self.conn.send(("stage", self.index, name))
+        if not self.quiet:
+            self._next = time.monotonic() + REPORT_EVERY_S
+            self.conn.send(("stage", self.index, name))
 
     def tick(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
         now = time.monotonic()
         if now >= self._next:
             self._next = now + REPORT_EVERY_S
@@ -118,7 +125,8 @@ def _worker(conn: Any, job: Job, close_fds: Sequence[int]) -> None:
         index, path = task
         conn.send(("start", index, rss()))
         try:
-            computed = compute_file(path, write=job.write, rules=job.rules, watch=_PipeWatch(conn, index))
+            computed = compute_file(path, write=job.write, rules=job.rules,
+                                    watch=_PipeWatch(conn, index, file_size(path)))
         except Exception:  # noqa: BLE001 - a bug, not bad input: the parent raises it with this traceback
             conn.send(("bug", index, traceback.format_exc()))
             continue
