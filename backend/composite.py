@@ -10,6 +10,9 @@ are written in torch ops, so autograd still records the ops they call.
 - ``tensor_split(Tensor indices)`` insists on a CPU indices tensor because it reads the values on the host
   (a CUDA tensor is refused). A TPU indices tensor is read back to the host here (one sync, as ``.tolist()``
   would do) instead of refusing it, since that is the whole point of the CPU requirement.
+- ``_pad_packed_sequence`` and ``_pack_padded_sequence_backward`` copy one time step at a time into slices of a
+  new tensor (a Python loop of view writes here, each step a new shape to compile); the same result is one
+  ``index_select`` / ``index_copy`` with the row map computed on the host from the CPU ``batch_sizes``.
 """
 
 from __future__ import annotations
@@ -111,6 +114,55 @@ def _tensor_split_tensor(x: torch.Tensor, indices_or_sections: torch.Tensor, dim
     return torch.ops.aten.tensor_split.tensor_indices_or_sections.decompose(x, t, dim)
 
 
+def _packed_rows(batch_sizes: torch.Tensor, time_steps: int) -> tuple[torch.Tensor, int]:
+    """For a (time_steps, batch) grid: the packed-data row of each cell, or -1 where the step is padding."""
+    if batch_sizes.device.type != "cpu" or batch_sizes.dtype != torch.int64 or batch_sizes.dim() != 1:
+        raise RuntimeError("batch_sizes should always be on CPU and a 1D int64 tensor. Instances of PackedSequence "
+                           "should never be created manually. They should be instantiated by functions like "
+                           "pack_sequence and pack_padded_sequences in nn.utils.rnn.")
+    bs = batch_sizes.tolist()
+    batch = bs[0] if bs else 0
+    rows = torch.full((time_steps, batch), -1, dtype=torch.int64)
+    offset = 0
+    for t, b in enumerate(bs):
+        rows[t, :b] = torch.arange(offset, offset + b)
+        offset += b
+    return rows, offset
+
+
+def _pad_packed_sequence(data: torch.Tensor, batch_sizes: torch.Tensor, batch_first: bool, padding_value: Any,
+                         total_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    steps = batch_sizes.shape[0]
+    if total_length > 0:
+        if total_length < steps:
+            raise RuntimeError(f"Expected total_length to be at least the length of the longest sequence in input, "
+                               f"but got total_length={total_length} and max sequence length being {steps}")
+        steps_out = total_length
+    else:
+        steps_out = steps
+    rows, n = _packed_rows(batch_sizes, steps_out)
+    rows = torch.where(rows < 0, n, rows)  # padding cells read the appended padding row
+    pad = torch.full((1, *data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
+    out = torch.cat([data, pad]).index_select(0, rows.reshape(-1).to(data.device))
+    out = out.reshape(steps_out, rows.shape[1], *data.shape[1:])
+    lengths = (batch_sizes.unsqueeze(0) > torch.arange(rows.shape[1]).unsqueeze(1)).sum(1)
+    return (out.transpose(0, 1) if batch_first else out), lengths
+
+
+def _pack_padded_sequence_backward(grad: torch.Tensor, input_size: Any, batch_sizes: torch.Tensor,
+                                   batch_first: bool) -> torch.Tensor:
+    sizes = [int(s) for s in input_size]
+    if batch_first:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    rows, _ = _packed_rows(batch_sizes, sizes[0])
+    cells = (rows.reshape(-1) >= 0).nonzero().reshape(-1)
+    order = rows.reshape(-1)[cells]
+    flat = grad.new_zeros((sizes[0] * sizes[1], *sizes[2:]))
+    flat = flat.index_copy(0, cells.to(grad.device), grad.index_select(0, order.to(grad.device)))
+    out = flat.reshape(sizes)
+    return out.transpose(0, 1) if batch_first else out
+
+
 def install() -> list[Any]:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("matmul", _matmul, "AutogradPrivateUse1")
@@ -118,4 +170,6 @@ def install() -> list[Any]:
         lib.impl(name, _quantile_kernel(name, False), "AutogradPrivateUse1")
         lib.impl(f"{name}.scalar", _quantile_kernel(name, True), "AutogradPrivateUse1")
     lib.impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, "AutogradPrivateUse1")
+    lib.impl("_pad_packed_sequence", _pad_packed_sequence, "AutogradPrivateUse1")
+    lib.impl("_pack_padded_sequence_backward", _pack_padded_sequence_backward, "AutogradPrivateUse1")
     return [lib]

@@ -100,19 +100,24 @@ def select(x: Any, d: int, index: int) -> Any:
     return jnp.take(x, index % n, axis=d)
 
 
-@lower(aten.slice.Tensor)
-def slice_(x: Any, d: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Any:
-    d = wrapdim(d, x.ndim)
+def _slice_index(shape: tuple, d: int, start: int | None, end: int | None, step: int) -> tuple:
+    """The index tuple of ``slice(d, start, end, step)`` on ``shape``, clamped as torch clamps it."""
+    d = wrapdim(d, len(shape))
     if step <= 0:
         raise RuntimeError("slice step must be positive")
-    n = x.shape[d]
+    n = shape[d]
     start = 0 if start is None else start
     end = n if end is None else end
     start = max(0, min(n, start + n if start < 0 else start))
     end = max(start, min(n, end + n if end < 0 else end))
-    idx = [slice(None)] * x.ndim
+    idx = [slice(None)] * len(shape)
     idx[d] = slice(start, end, step)
-    return x[tuple(idx)]
+    return tuple(idx)
+
+
+@lower(aten.slice.Tensor)
+def slice_(x: Any, d: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Any:
+    return x[_slice_index(x.shape, d, start, end, step)]
 
 
 @lower(aten.alias.default, aten.detach.default, aten.lift_fresh.default)
@@ -254,6 +259,40 @@ def _check_src_shape(name: str, src: Any, shape: tuple) -> None:
     if tuple(src.shape) != tuple(shape):
         raise RuntimeError(f"{name}: expected src to have a size equal to the slice of self. src size = "
                            f"{list(src.shape)}, slice size = {list(shape)}")
+
+
+@lower(aten.slice_scatter.default)
+def slice_scatter(x: Any, src: Any, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Any:
+    """One update-slice (the stock decomposition builds index tensors and a masked gather, op by op)."""
+    idx = _slice_index(x.shape, dim, start, end, step)
+    _check_src_shape("slice_scatter", src, np.empty(x.shape, np.bool_)[idx].shape)
+    return x.at[idx].set(as_dtype(src, x.dtype))
+
+
+@lower(aten.slice_backward.default)
+def slice_backward(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> Any:
+    return slice_scatter(jnp.zeros(tuple(input_sizes), g.dtype), g, dim, start, end, step)
+
+
+@lower(aten.select_scatter.default)
+def select_scatter(x: Any, src: Any, dim: int, index: int) -> Any:
+    d = wrapdim(dim, x.ndim)
+    n = x.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}")
+    _check_src_shape("select_scatter", src, x.shape[:d] + x.shape[d + 1:])
+    return x.at[(slice(None),) * d + (index % n,)].set(as_dtype(src, x.dtype))
+
+
+@lower(aten.select_backward.default)
+def select_backward(g: Any, input_sizes: Any, dim: int, index: int) -> Any:
+    return select_scatter(jnp.zeros(tuple(input_sizes), g.dtype), g, dim, index)
+
+
+@lower(aten.diagonal_backward.default)
+def diagonal_backward(g: Any, input_sizes: Any, offset: int, dim1: int, dim2: int) -> Any:
+    return diagonal_scatter(jnp.zeros(tuple(input_sizes), g.dtype), g, offset, dim1, dim2)
 
 
 @lower(aten.diagonal_scatter.default)
