@@ -14,6 +14,7 @@ import libcst as cst
 
 from . import _walk as walk
 from .names import TRIVIA_TYPES, node_types
+from .rules._util import pure
 
 #: Imports a migration makes obsolete; removed only when unused.
 REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
@@ -23,10 +24,15 @@ def _full(node: cst.CSTNode) -> str:
     return cst.helpers.get_full_name_for_node(node) or ""
 
 
-def _bound_name(alias: cst.ImportAlias, from_import: bool) -> str:
+def _bound_name(alias: cst.ImportAlias, from_import: bool, torch_elsewhere: bool = True) -> str:
+    """The name an import makes used-or-not: ``import torch.cuda.amp`` binds ``torch``, but is needed only while
+    something still says ``torch.cuda`` (torch itself is imported anyway)."""
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    return _full(alias.name) if from_import else _full(alias.name).split(".")[0]
+    if from_import:
+        return _full(alias.name)
+    full = _full(alias.name)
+    return "torch.cuda" if full.startswith("torch.cuda") and torch_elsewhere else full.split(".")[0]
 
 
 class _Used(cst.CSTVisitor):
@@ -63,6 +69,10 @@ class _Used(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "cuda" and isinstance(node.value, cst.Name) and node.value.value == "torch":
+            self.names.add("torch.cuda")  # (what keeps a plain `import torch.cuda.amp` needed)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         body = node.value.strip("rRbBuU")[1:-1]
         if body.isidentifier():
@@ -80,21 +90,6 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
             if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
 
 
-#: Calls a condition may make and still be dropped with its emptied ``if``: availability checks and the like.
-_PURE_CALL = re.compile(r"^(?:(?:torch|os|sys)\.[\w.]+|(?:\w+\.)*is_\w+|_tpu_\w+|len|isinstance|hasattr|getattr|"
-                        r"callable|bool|int|str|float)$")
-_IMPURE = (cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)
-
-
-def _pure(node: cst.CSTNode) -> bool:
-    """True when evaluating ``node`` cannot do anything but compute a value (cheap and conservative)."""
-    if isinstance(node, _IMPURE):
-        return False
-    if isinstance(node, cst.Call) and not _PURE_CALL.match(_full(node.func)):
-        return False
-    return all(_pure(c) for c in node.children)
-
-
 def _only_pass(block: cst.BaseSuite) -> bool:
     return isinstance(block, cst.IndentedBlock) and all(
         isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body) for s in block.body)
@@ -105,16 +100,18 @@ def emptied_if(original: cst.CSTNode, updated: cst.CSTNode) -> bool:
     ``if is_torch_xla_available(): import torch_xla`` or ``if flags.debug: print(met.metrics_report())``.
     Dropping it is what a person would do; an ``if ...: pass`` left behind is noise."""
     return (isinstance(original, cst.If) and isinstance(updated, cst.If) and updated.orelse is None
-            and not _only_pass(original.body) and _only_pass(updated.body) and _pure(original.test))
+            and not _only_pass(original.body) and _only_pass(updated.body) and pure(original.test))
 
 
 _NO_IMPORTS_INSIDE = node_types(cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
 
 
 class _Remover(cst.CSTTransformer):
-    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None]):
+    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None], torch_elsewhere: bool):
         super().__init__()
         self.used = used
+        #: Whether another top-level import binds `torch` (then `import torch.cuda.amp` is not what binds it).
+        self.torch_elsewhere = torch_elsewhere
         self.on_remove = on_remove
         self.originals: dict[int, cst.CSTNode] = {}
         #: Whether anything was removed or replaced (else the tree is the input's, code for code).
@@ -135,7 +132,8 @@ class _Remover(cst.CSTTransformer):
         pass
 
     def _filter(self, node, from_import: bool):
-        drop = {id(a) for a, _ in removable_aliases(node) if _bound_name(a, from_import) not in self.used}
+        drop = {id(a) for a, _ in removable_aliases(node)
+                if _bound_name(a, from_import, self.torch_elsewhere) not in self.used}
         if not drop:
             return node
         self.changed = True
@@ -208,9 +206,20 @@ def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], No
     """``module`` without the unused removable imports; ``module`` itself when none is."""
     used = _Used()
     walk.visit(module, used)
-    remover = _Remover(used.names, on_remove)
+    remover = _Remover(used.names, on_remove, _binds_torch_elsewhere(module))
     new = walk.visit(module, remover)
     return new if remover.changed else module
+
+
+def _binds_torch_elsewhere(module: cst.Module) -> bool:
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                        a.asname is None and _full(a.name).split(".")[0] == "torch" and
+                        not _full(a.name).startswith("torch.cuda") for a in small.names):
+                    return True
+    return False
 
 
 def binds(module: cst.Module, name: str) -> bool:

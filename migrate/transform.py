@@ -19,6 +19,7 @@ from ._spans import SourceMap
 from .imports import emptied_if, removable_aliases
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
 from .results import Diagnostic, Outcome
+from .rules._util import pure
 from .rules.base import Rule
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -107,6 +108,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self.scratch: dict[str, object] = {}
         self.source_text = "\n".join(source_lines)
         self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
+        #: depth -> the setter call of the last simple statement left at that depth (see _drop_repeat).
+        self._last_setter: dict[int, str | None] = {}
         self.import_positions: dict[str, tuple[int, int]] = {}
         self.module: cst.Module | None = None
         self.string_claims: dict[int, tuple[str, Outcome, str, str | None]] = {}
@@ -271,6 +274,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self._scopes.append(scope)
         if t in _STATEMENTS:
             self._stack.append(node)
+        elif t in _INDENTED and self._last_setter:  # a new block: no line before its first one
+            self._last_setter = {d: k for d, k in self._last_setter.items() if d <= len(self._stack)}
         is_import = t in _IMPORTS
         if is_import:
             for _alias, name in removable_aliases(node):  # type: ignore[arg-type]
@@ -358,9 +363,22 @@ class MigrationTransformer(cst.CSTTransformer):
         if t in _IF and not self._pending.get(id(original)) and emptied_if(original, result):  # type: ignore[arg-type]
             result = cst.RemovalSentinel.REMOVE
         if t in _STATEMENTS:
+            result = self._drop_repeat(original, result)
             result = self._attach_todos(original, result)
             result = self._carry_lines(original, result)
             self._stack.pop()
+        return result
+
+    def _drop_repeat(self, original: cst.CSTNode, result: object) -> object:
+        """A rewritten setter line equal to the line before it (``torch.manual_seed(s)`` twice, once written by
+        the user, once from ``torch.cuda.manual_seed(s)``) says nothing new: it goes."""
+        depth = len(self._stack)
+        for d in [d for d in self._last_setter if d > depth]:
+            del self._last_setter[d]
+        key = _setter_key(result)
+        if key is not None and result is not original and self._last_setter.get(depth) == key:
+            return cst.RemovalSentinel.REMOVE
+        self._last_setter[depth] = key
         return result
 
     def _carry_lines(self, original: cst.CSTNode, result: object) -> object:
@@ -466,6 +484,25 @@ class MigrationTransformer(cst.CSTTransformer):
             return cst.FlattenSentinel(nodes)
         assert isinstance(result, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
+
+
+#: Calls whose repetition on the next line changes nothing.
+_IDEMPOTENT = frozenset({"torch.manual_seed", "torch.set_float32_matmul_precision", "torch.set_default_device",
+                         "torch.accelerator.synchronize", "torch.use_deterministic_algorithms"})
+
+
+def _setter_key(stmt: object) -> str | None:
+    if type(stmt) not in _SIMPLE_LINE or len(stmt.body) != 1:  # type: ignore[attr-defined]
+        return None
+    small = stmt.body[0]  # type: ignore[attr-defined]
+    call = small.value if isinstance(small, cst.Expr) else None
+    if not isinstance(call, cst.Call) or cst.helpers.get_full_name_for_node(call.func) not in _IDEMPOTENT or not all(
+            pure(a.value) for a in call.args):
+        return None
+    return _EMPTY_MODULE.code_for_node(call)
+
+
+_EMPTY_MODULE = cst.Module(body=[])
 
 
 def _short(message: str) -> str:

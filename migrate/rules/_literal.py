@@ -106,7 +106,8 @@ class LiteralRule(Rule):
     others: ClassVar[frozenset[str]] = OTHER_DEVICES
     #: Keep the literal in argparse ``choices`` (launch scripts and CI pass it) and add the new value beside it.
     keep_in_choices: ClassVar[bool] = True
-    node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement)
+    node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement, cst.List,
+                  cst.Tuple, cst.Set)
 
     def new_body(self, body: str | None) -> str | None:
         if body is None:
@@ -121,6 +122,9 @@ class LiteralRule(Rule):
             parts = [node.left, *(c.comparator for c in node.comparisons)]
             external = any(_external(ctx, p) for p in parts)
             for part in parts:
+                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and self.others & {
+                        string_body(e.value) for e in part.elements}:
+                    continue  # `d in ("cuda", "xla")`: the display decides (below)
                 for s in _walk_strings(part):
                     if external and self.new_body(string_body(s)) is not None:
                         ctx.claim_string(s, COMPARISON_CODE, "flagged",
@@ -147,6 +151,18 @@ class LiteralRule(Rule):
                             method == "set_defaults" and a.keyword is not None):
                         for s in _walk_strings(a.value):
                             self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
+        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            # ["cpu", "cuda", "xla"]: the display lists device types side by side; renaming 'cuda' would give a
+            # second 'tpu' entry
+            bodies = {string_body(e.value) for e in node.elements}
+            seen = sorted(b for b in bodies & self.others if b)
+            if seen:
+                for e in node.elements:
+                    if isinstance(e.value, cst.SimpleString) and self.new_body(string_body(e.value)) is not None:
+                        ctx.claim_string(e.value, self.code, "flagged",
+                                         f"{self.what} '{string_body(e.value)}' is listed beside "
+                                         f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
+                                         f"'{self.replacement}' entry)", value=None)
         elif isinstance(node, cst.DictElement):
             if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
                 # {"cuda": "nccl"} maps device types: keep the entry, TPU104 adds a "tpu" one.

@@ -62,13 +62,11 @@ def has_star(call: cst.Call) -> bool:
 
 def drop_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
     args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
-    return call.with_changes(args=_fix_commas(args))
-
-
-def _fix_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return args
+    if not args or args[-1] is call.args[-1]:
+        return call.with_changes(args=args)
+    # The new last argument takes the old last one's comma: a multi-line call keeps its trailing comma and its
+    # `)` on a line of its own, a one-line call keeps none.
+    return call.with_changes(args=[*args[:-1], args[-1].with_changes(comma=call.args[-1].comma)])
 
 
 def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
@@ -89,14 +87,21 @@ def is_int_literal(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer)
 
 
+def separator(elements) -> cst.Comma:
+    """The comma between the elements of a display (one element per line stays one per line)."""
+    if len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
+        return elements[-2].comma
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
 def append_elements(elements, values: list[cst.BaseExpression]) -> list:
-    """List/tuple/set elements with ``values`` appended, keeping the display's comma style."""
+    """List/tuple/set elements with ``values`` appended, keeping the display's layout and comma style."""
     elements = list(elements)
     if not elements:
         return [cst.Element(v) for v in values]
     last = elements[-1]
     trailing = last.comma
-    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    sep = separator(elements)
     out = [*elements[:-1], last.with_changes(comma=sep)]
     for i, v in enumerate(values):
         out.append(cst.Element(v, comma=trailing if i == len(values) - 1 else sep))
@@ -115,3 +120,23 @@ def literals(node: cst.CSTNode) -> list[cst.SimpleString]:
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         return [s for el in node.elements for s in literals(el.value)]
     return []
+
+
+def full_name(node: cst.CSTNode) -> str:
+    """``torch.cuda.synchronize`` for that Name/Attribute chain, else an empty string."""
+    return cst.helpers.get_full_name_for_node(node) or ""
+
+
+#: Calls a condition may make and still be dropped with its emptied ``if``: availability checks and the like.
+_PURE_CALL = re.compile(r"^(?:(?:torch|os|sys)\.[\w.]+|(?:\w+\.)*is_\w+|_tpu_\w+|len|isinstance|hasattr|getattr|"
+                        r"callable|bool|int|str|float)$")
+_IMPURE = (cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)
+
+
+def pure(node: cst.CSTNode) -> bool:
+    """True when evaluating ``node`` cannot do anything but compute a value (cheap and conservative)."""
+    if isinstance(node, _IMPURE):
+        return False
+    if isinstance(node, cst.Call) and not _PURE_CALL.match(full_name(node.func)):
+        return False
+    return all(pure(c) for c in node.children)

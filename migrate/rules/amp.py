@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ._calls import bind, rebind
@@ -145,6 +147,7 @@ class SyncfreeOptimizers(Rule):
 
 
 _FP16_NAMES = {"float16": "bfloat16", "fp16": "bf16", "half": "bfloat16", "16-mixed": "bf16-mixed"}
+_DEFAULT_IN_HELP = re.compile(r"(?i)(default\W{0,4})(float16|fp16|half|16-mixed)\b")
 
 
 @register
@@ -175,6 +178,13 @@ class Fp16Default(Rule):
             ctx.claim_string(d.value, self.code, "warned",
                              f"option default '{body}' -> '{_FP16_NAMES[body]}' (TPU computes in bfloat16; "
                              "the command line can still ask for fp16)", value=_FP16_NAMES[body])
+            h = kwarg(node, "help")
+            text = string_body(h.value) if h is not None else None
+            said = _DEFAULT_IN_HELP.search(text) if text else None
+            if said and said.group(2) == body:  # the help text names the old default: it follows the new one
+                new = text[:said.start(2)] + _FP16_NAMES[body] + text[said.end(2):]
+                ctx.claim_string(h.value, self.code, "warned", "the option's help text follows its new default",
+                                 value=new)
 
     def leave_node(self, ctx, orig, node):
         if not isinstance(node, cst.SimpleString):

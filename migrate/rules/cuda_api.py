@@ -11,7 +11,7 @@ import re
 import libcst as cst
 
 from ._calls import rebind, same_args
-from ._util import arg, code, expr, kwarg, literals, string_body
+from ._util import arg, code, expr, kwarg, literals, pure, string_body
 from .base import Context, Rule, register
 
 #: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
@@ -508,7 +508,12 @@ class CudnnFlags(Rule):
     statements = frozenset(f"torch.backends.cudnn.{n}" for n in ("benchmark", "deterministic", "enabled"))
 
     def statement(self, ctx, orig, node, qname, call, target):
-        if target is None or call is not None:
+        if target is None:
+            return None
+        small = orig.body[0]
+        if isinstance(small, cst.Assign) and not pure(small.value):
+            ctx.flag(orig, f"`{qname} = <a call>` is a no-op on TPU, but its value has a call in it: remove the "
+                     "line by hand if the call is not needed", code=self.code)
             return None
         if qname.endswith("deterministic"):
             ctx.report(orig, "removed `torch.backends.cudnn.deterministic` (no-op on TPU); consider "
@@ -540,7 +545,7 @@ class Tf32Flags(Rule):
 
     def statement(self, ctx, orig, node, qname, call, target):
         small = node.body[0]
-        if not isinstance(small, cst.Assign) or call is not None:
+        if not isinstance(small, cst.Assign):  # (its value may be a call: `= cfg.tf32()`)
             return None
         v = small.value
         if isinstance(v, cst.Name) and v.value in ("True", "False"):

@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DICT_KEY_CODE, LiteralRule
-from ._util import append_elements, code, expr, kwarg, set_kwarg, string_body, with_body
+from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
 
@@ -114,12 +114,8 @@ class DeviceDictKey(Rule):
         key = with_body(el.key, "tpu")  # type: ignore[arg-type]
         elements = list(node.elements)
         last = elements[-1]
-        new = cst.DictElement(key=key, value=value)
-        if last.comma is cst.MaybeSentinel.DEFAULT:
-            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        else:
-            new = new.with_changes(comma=last.comma)
-            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new = cst.DictElement(key=key, value=value, comma=last.comma)
+        elements[-1] = last.with_changes(comma=separator(elements))  # a one-entry-per-line dict stays so
         ctx.report(orig, "added a 'tpu' entry next to 'cuda' in a device-keyed dict", code=self.code,
                    outcome="warned")
         return node.with_changes(elements=[*elements, new])

@@ -46,7 +46,7 @@ class DdpDeviceIds(Rule):
     def call(self, ctx, orig, node, qname):
         names = {"device_ids", "output_device"}
         if not any(a.keyword is not None and a.keyword.value in names for a in node.args):
-            positional = [a for a in node.args if a.keyword is None]
+            positional = [a for a in node.args if a.keyword is None and not a.star]
             if len(positional) > 1:
                 ctx.flag(orig, "DDP with positional device_ids: pass only the module (TorchTPU builds DDP "
                          "without device_ids)", code=self.code)

@@ -40,6 +40,19 @@ class XlaDevice(Rule):
         ctx.need_import("torch")
         return expr(new)
 
+    node_types = (cst.Call,)
+
+    def leave_node(self, ctx, orig, node):
+        """``torch.device(xm.xla_device())`` -> ``torch.device("tpu")``, not ``torch.device(torch.device("tpu"))``."""
+        f = orig.func
+        if not (type(f) is cst.Attribute and f.attr.value == "device") or len(node.args) != 1 or node.args[0].keyword:
+            return None
+        inner, inner_orig = node.args[0].value, orig.args[0].value
+        if not (isinstance(inner_orig, cst.Call) and ctx.qname(inner_orig.func) in self.calls) or not (
+                isinstance(inner, cst.Call) and code(inner.func) == "torch.device") or ctx.qname(f) != "torch.device":
+            return None
+        return inner
+
 
 @register
 class XlaDeviceLiteral(LiteralRule):

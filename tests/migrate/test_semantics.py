@@ -242,12 +242,20 @@ def test_tf32_flags_side_by_side_give_one_precision_line():
 
 
 @pytest.mark.parametrize("src", [
-    # different blocks, different values, something in between, an expression value: every line kept
+    # different blocks, different values, something in between, a value with a call in it: every line kept
     "import torch\nif a:\n    torch.backends.cuda.matmul.allow_tf32 = True\nelse:\n    torch.backends.cudnn.allow_tf32 = True\n",
     "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = False\n",
     "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\nx = 1\ntorch.backends.cudnn.allow_tf32 = True\n",
-    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = cfg.tf32\ntorch.backends.cudnn.allow_tf32 = cfg.tf32\n",
+    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = cfg.tf32()\ntorch.backends.cudnn.allow_tf32 = cfg.tf32()\n",
 ])
 def test_tf32_lines_that_are_not_repeats_stay(src):
     res = run(src)
     assert res.new_source.count("set_float32_matmul_precision") == src.count("allow_tf32")
+
+
+def test_a_setter_line_repeated_by_a_rewrite_goes():
+    src = ("import torch\ndef seed_all(s):\n    torch.manual_seed(s)\n    torch.cuda.manual_seed(s)\n"
+           "    torch.cuda.manual_seed_all(s)\n    if a:\n        torch.manual_seed(1)\n    else:\n"
+           "        torch.cuda.manual_seed(1)\n")
+    out = run(src).new_source
+    assert out.count("torch.manual_seed(s)") == 1 and out.count("torch.manual_seed(1)") == 2  # (not across blocks)
