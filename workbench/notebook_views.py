@@ -63,17 +63,25 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
+CATALOG = "catalog"
+"""Slider stop meaning "use the catalog's figure" (the model's None)."""
+
+
 def selection_slider(description: str, values: Sequence[float], default: float | None, *,
-                     none_label: str = "") -> w.SelectionSlider:
-    """A slider over fixed values, each labelled exactly as the figure prints it; ``none_label`` adds a
-    first stop whose value is None (e.g. "catalog": use the catalog's figure)."""
-    options = [(_label(v), v) for v in choices(values, default) if v is not None] if default is not None else \
-        [(_label(v), v) for v in sorted(set(values))]
-    if none_label:
-        options.insert(0, (none_label, None))
-    return w.SelectionSlider(options=options, value=None if default is None else float(default),
+                     catalog_stop: bool = False) -> w.SelectionSlider:
+    """A slider over fixed values, each labelled exactly as the figure prints it; ``catalog_stop`` adds a
+    first stop, "catalog", that means the catalog's own figure (the default when ``default`` is None)."""
+    options: list[tuple[str, float | str]] = [(_label(v), v) for v in
+                                              (choices(values, default) if default is not None else sorted(values))]
+    if catalog_stop:
+        options.insert(0, (CATALOG, CATALOG))
+    return w.SelectionSlider(options=options, value=CATALOG if default is None else float(default),
                              description=description, style=WIDE, continuous_update=False,
                              layout=w.Layout(width="460px"))
+
+
+def _or_catalog(value: float | str) -> float | None:
+    return None if value == CATALOG else float(value)
 
 
 class LiveView:
@@ -154,17 +162,20 @@ def scaling_explorer(chips: Sequence[str], specs: Sequence[tuple[str, Sequence[s
         "gemm_efficiency": selection_slider("GEMM efficiency", FRACTIONS[2:], defaults.gemm_efficiency),
         "overlap": selection_slider("overlap of async collectives", FRACTIONS, defaults.overlap),
         "scaleout": selection_slider("scale-out [GB/s per chip]", SCALEOUT_GBYTES_PER_S,
-                                     defaults.scaleout_gbytes_per_s_per_chip, none_label="catalog"),
+                                     defaults.scaleout_gbytes_per_s_per_chip, catalog_stop=True),
     }
 
     def draw(v: dict):
         if not v["chips"]:
             return "select at least one chip"
         a = Assumptions(gemm_efficiency=v["gemm_efficiency"], overlap=v["overlap"],
-                        scaleout_gbytes_per_s_per_chip=v["scaleout"])
+                        scaleout_gbytes_per_s_per_chip=_or_catalog(v["scaleout"]))
         frames = [analysis.scaling_frame(v["chips"], wl, lays, counts, assumptions=a) for wl, lays in specs]
         pub = analysis.published_scaling(a)
-        return pub.drop(columns=["source"]), plot_scaling(frames, pub)
+        scaleout = "the catalog's figure" if v["scaleout"] == CATALOG else f"{_label(v['scaleout'])} GB/s per chip"
+        used = (f"Projected with GEMM efficiency {_label(v['gemm_efficiency'])}, overlap of async collectives "
+                f"{_label(v['overlap'])}, scale-out {scaleout}")
+        return pub.drop(columns=["source"]), plot_scaling(frames, pub, subtitle=used)
 
     return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox(
         [c["gemm_efficiency"], c["overlap"], c["scaleout"]])]))

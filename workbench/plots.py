@@ -440,12 +440,12 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
 
 
 def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *,
-                 path: str | Path | None = None) -> Figure:
+                 subtitle: str = "", path: str | Path | None = None) -> Figure:
     """One column per workload (frames of :func:`workbench.analysis.scaling_frame`), one line per chip and
     layout. Top: tokens/s per chip, where the published TorchTitan points sit as they were published
     (stars) beside the projection set up the same way (open squares). Bottom: weak-scaling efficiency of
     each projected series against its own smallest chip count that fits in HBM. Counts that do not fit
-    are crosses."""
+    are crosses. ``subtitle`` (e.g. the assumptions used) goes above both columns."""
     frames = [f for f in frames if not f.empty]
     if not frames:
         raise ValueError("no scaling series to draw")
@@ -491,6 +491,8 @@ def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None 
             bottom.axhline(1.0, color="0.5", linewidth=0.8)
             bottom.set_ylim(bottom=0)
             bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=6.5, ncol=2)
+        if subtitle:
+            fig.suptitle(subtitle)
         return _finish(fig, path)
 
 
