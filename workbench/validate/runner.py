@@ -14,6 +14,8 @@ A backward op rescued on the CPU or any CPU fallback during the "tpu" stages is 
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import os
 import time
 import traceback
@@ -122,8 +124,6 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise ValueError(f"--model wants module:factory (e.g. my_models:build), got {spec!r}")
     module_name, attr = spec.rsplit(":", 1)
     if module_name.endswith(".py") or os.sep in module_name:
-        import importlib.util
-
         loader = importlib.util.spec_from_file_location("user_model", module_name)
         if loader is None or loader.loader is None:
             raise ValueError(f"cannot load {module_name}")

@@ -505,7 +505,15 @@ def _fix_backbone_stages(d: dict, out: dict, depths: dict, report: ShrinkReport,
 
 
 def _fix_timm(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
-    """Use the transformers backbone instead of a timm one (timm is not a dependency)."""
+    """Use a transformers ResNet instead of a timm backbone (timm is not a dependency), with the same
+    output stages."""
+    for key, value in list(out.items()):
+        if isinstance(value, dict) and value.get("model_type") == "timm_backbone":
+            indices = value.get("out_indices") or [4]
+            out[key] = {"model_type": "resnet", "depths": [1, 1, 1, 1], "hidden_sizes": [16, 32, 64, 128],
+                        "embedding_size": 16, "num_channels": value.get("num_channels", 3),
+                        "out_features": [f"stage{i}" for i in indices if 1 <= i <= 4] or ["stage4"]}
+            report.note(f"{path}{key}", "timm_backbone", "resnet")
     if out.get("use_timm_backbone") is True:
         out["use_timm_backbone"] = False
         out.setdefault("backbone_config", None)
