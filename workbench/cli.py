@@ -36,8 +36,8 @@ inputs) or published (a cited source). A "tpu" run that JAX executes on the CPU 
 
 
 def _add_run(sub) -> None:
-    from workbench.flops import CONVENTIONS
-    from workbench.workloads import PHASES, VISION_PHASES, workload_names
+    from workbench.flops import CONVENTIONS  # lazy: startup
+    from workbench.workloads import PHASES, VISION_PHASES, workload_names  # lazy: startup
 
     p = sub.add_parser(
         "run", help="measure workloads on devices present here; append records to a JSONL file",
@@ -74,7 +74,7 @@ def _add_run(sub) -> None:
 
 
 def _cmd_run(args) -> int:
-    from workbench.run import run_matrix
+    from workbench.run import run_matrix  # lazy: startup
 
     compiled = {"no": (False,), "yes": (True,), "both": (False, True)}[args.compiled]
     result = run_matrix(args.workload, args.phase, args.device, batches=args.batch, seqs=args.seq,
@@ -106,9 +106,9 @@ def _add_compare(sub) -> None:
 
 
 def _cmd_compare(args) -> int:
-    from workbench import tables
-    from workbench.compare import compare_table, format_table, other_records_table
-    from workbench.results import load_results
+    from workbench import tables  # lazy: startup
+    from workbench.compare import compare_table, format_table, other_records_table  # lazy: startup
+    from workbench.results import load_results  # lazy: startup
 
     df = load_results(*args.files)
     if df.empty:
@@ -129,8 +129,8 @@ def _cmd_compare(args) -> int:
 
 
 def _add_project(sub) -> None:
-    from workbench.flops import PHASES as FLOP_PHASES
-    from workbench.projection import LAYOUTS
+    from workbench.flops import PHASES as FLOP_PHASES  # lazy: startup
+    from workbench.projection import LAYOUTS  # lazy: startup
 
     p = sub.add_parser(
         "project", help="roofline + communication projection for catalog chips and any scale",
@@ -174,20 +174,20 @@ def _add_project(sub) -> None:
     p.add_argument("-o", "--out", default=None, help="append projected records to this JSONL")
     p.add_argument("--catalog-file", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML/JSON file (repeatable)")
-    from workbench.projection.cli import EPILOG, add_arguments
+    from workbench.projection.cli import EPILOG, add_arguments  # lazy: startup
 
     add_arguments(p)
     p.epilog += "\n" + EPILOG
 
 
 def _cmd_project(args) -> int:
-    from workbench.projection.cli import run
+    from workbench.projection.cli import run  # lazy: startup
 
     return run(args)
 
 
 def _add_plot(sub) -> None:
-    from workbench.plots import KINDS
+    from workbench.plots import KINDS  # lazy: startup
 
     p = sub.add_parser("plot", help="PNG figures from result files (measured, projected, published marked apart)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -205,7 +205,7 @@ def _add_plot(sub) -> None:
 
 
 def _cmd_plot(args) -> int:
-    from workbench.plots import make_plots
+    from workbench.plots import make_plots  # lazy: startup
 
     paths = make_plots(args.files, kinds=args.kind, outdir=args.outdir, chips=args.chip, workload=args.workload)
     for path in paths:
@@ -225,14 +225,14 @@ def _add_catalog(sub) -> None:
 
 
 def _cmd_catalog(args) -> int:
-    from workbench.catalog import load_catalog
+    from workbench.catalog import load_catalog  # lazy: startup
 
     catalog = load_catalog(args.file)
     if args.action == "list":
         if args.json:
             print(json.dumps([c.to_dict() for c in catalog.chips()], indent=1))
             return 0
-        from workbench.catalog.listing import format_list
+        from workbench.catalog.listing import format_list  # lazy: startup
 
         print(format_list(catalog))
         return 0
@@ -247,7 +247,7 @@ def _cmd_catalog(args) -> int:
 
 def _cmd_demo(args) -> int:
     try:
-        import workbench.demo as demo
+        import workbench.demo as demo  # lazy: startup
     except ModuleNotFoundError as exc:
         if exc.name != "workbench.demo":
             raise
@@ -273,13 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_validate(sub) -> None:
-    from workbench.validate.cli import add_parser
+    from workbench.validate.cli import add_parser  # lazy: startup
 
     add_parser(sub)
 
 
 def _cmd_validate(args) -> int:
-    from workbench.validate.cli import run
+    from workbench.validate.cli import run  # lazy: startup
 
     return run(args)
 

@@ -31,7 +31,7 @@ class DeviceInfo:
 def _ensure_backend() -> None:
     """Import our backend so "tpu" is registered; a broken backend must not break cpu measurement."""
     try:
-        import backend  # noqa: F401
+        import backend  # noqa: F401  # lazy: optional
 
         register = getattr(backend, "register", None)
         if callable(register):
@@ -90,7 +90,7 @@ def cpu_name() -> str:
 
 def _jax_platform() -> str:
     try:
-        import jax
+        import jax  # lazy: jax
 
         dev = jax.devices()[0]
         return f"XLA:{dev.platform.upper()} (JAX {jax.__version__}, {dev.device_kind})"
@@ -114,7 +114,7 @@ def describe_device(device: str, catalog=None) -> DeviceInfo:
         if emulated:
             return DeviceInfo("tpu", f"tpu via {jax_plat}", f"tpu via {jax_plat}", None, True)
         try:
-            import jax
+            import jax  # lazy: jax
 
             name = jax.devices()[0].device_kind
         except Exception:  # noqa: BLE001

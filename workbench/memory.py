@@ -81,7 +81,7 @@ def _cuda_peak(peak: MemoryPeak) -> Iterator[None]:
 
 def _jax_device_stats() -> dict | None:
     try:
-        import jax  # lazy: only a "tpu" run needs JAX here
+        import jax  # lazy: jax
 
         return jax.devices()[0].memory_stats()
     except Exception:  # noqa: BLE001 - no stats is an answer: fall back to the process peak

@@ -35,7 +35,7 @@ def versions() -> dict[str, str]:
     """torch, jax (if importable), python."""
     out = {"torch": torch.__version__, "python": platform.python_version()}
     try:
-        import jax
+        import jax  # lazy: jax
 
         out["jax"] = jax.__version__
     except Exception:  # noqa: BLE001

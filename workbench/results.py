@@ -203,7 +203,7 @@ def load_results(*paths: str | Path):
     One row per record; columns are the record fields plus ``file``. The published reference points
     are :func:`workbench.published.published_records`.
     """
-    import pandas as pd  # lazy: writers and readers of records never need pandas
+    import pandas as pd  # lazy: heavy (writers and readers of records never need pandas)
 
     rows: list[dict] = []
     for p in paths:

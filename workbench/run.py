@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+from tqdm.auto import tqdm
 
 from workbench import cost as costmod
 from workbench import flops as flopsmod
@@ -222,8 +223,6 @@ def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterabl
     Names are validated before anything runs. Each finished record is appended to ``out`` at once
     (crash-safe); a combination that fails at run time is reported in ``failures``, the rest go on.
     """
-    from tqdm.auto import tqdm
-
     workloads, phases, devices = list(workloads), list(phases), list(devices)
     for w in workloads:
         if w not in workload_names():
