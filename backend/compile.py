@@ -37,6 +37,7 @@ from torch.autograd.function import once_differentiable
 
 import backend
 from backend import _torch_private as private
+from backend import lazy
 from backend import random as brandom
 from backend.tensor import TpuTensor, value
 
@@ -563,4 +564,11 @@ def register() -> None:
         _install_dynamo_hook()
     tpu_mod = getattr(torch, "tpu", None)
     if tpu_mod is not None and not hasattr(tpu_mod, "_get_cache_stats"):
-        tpu_mod._get_cache_stats = stats
+        tpu_mod._get_cache_stats = cache_stats
+
+
+def cache_stats() -> dict[str, Any]:
+    """``torch.tpu._get_cache_stats()``: torch.compile's counters, with fused eager's under "fused_eager"."""
+    out: dict[str, Any] = dict(stats())
+    out["fused_eager"] = lazy.stats()
+    return out

@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
+from backend import lazy, state
 from backend import random as _random
-from backend import state
 from backend.state import EagerMode, Precision
 
 __all__ = [
@@ -123,9 +123,10 @@ def checked_device(dev: torch.device) -> torch.device:
 
 
 def _synchronize() -> None:
-    """Wait for every pending JAX computation (JAX dispatches asynchronously)."""
-    from backend._jax import jax_module
+    """Wait for every pending JAX computation (JAX dispatches asynchronously), fused-eager work included."""
+    from backend._jax import jax_module  # lazy: startup
 
+    lazy.flush()
     if jax_module.cache_info().currsize == 0:
         return  # JAX never imported: nothing can be pending
     jax = jax_module()
@@ -333,12 +334,12 @@ def precision(p: Precision | str) -> Iterator[None]:
 
 # ----------------------------------------------------------------------------- eager modes
 def _set_mode(mode: EagerMode) -> None:
-    mode = EagerMode(mode)
-    if mode is EagerMode.DEFER_AND_FUSE:
-        raise NotImplementedError(
-            "torch.tpu.EagerMode.DEFER_AND_FUSE (fused eager) is not implemented by the JAX-backed tpu device; "
-            "use torch.compile(model, backend='tpu') to fuse ops into one XLA program."
-        )
+    try:
+        mode = EagerMode(mode)
+    except ValueError:
+        raise ValueError(f"unknown eager mode {mode!r}; choose one of {[m.name for m in EagerMode]}") from None
+    if state.eager_mode() is EagerMode.DEFER_AND_FUSE and mode is not EagerMode.DEFER_AND_FUSE:
+        lazy.flush()  # leaving fused eager: recorded work runs now
     state.set_eager_mode_value(mode)
 
 

@@ -19,12 +19,13 @@ import torch
 import backend.ops
 from backend import _torch_private as private
 from backend import device as device_module
-from backend import state
+from backend import lazy, state
 from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
 from backend.decompositions import decomposition_for
 from backend.jit import jitted
+from backend.lazy import Lazy
 from backend.ops.registry import lookup, on_change
-from backend.tensor import TpuTensor, make_view, set_dispatch_handler, set_value, value
+from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 
 backend.ops.load()  # fill the registry
 import backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
@@ -51,7 +52,7 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
     plan = _PLANS.get(func)
     if plan is None:
         plan = _PLANS[func] = _make_plan(func)
-    if kwargs and "device" in kwargs:
+    if kwargs and kwargs.get("device") is not None:
         _check_device_arg(kwargs["device"])
     if state.launch_blocking():
         return _blocking_call(plan, func, args, kwargs or {})
@@ -96,12 +97,13 @@ def unwrap(a: Any) -> Any:
     """A TPU tensor's current jax value (lists/tuples element-wise); CPU 0-dim tensors become arrays, as CUDA
     accepts CPU scalars; other values pass through."""
     if type(a) is TpuTensor:
-        return a._elem if a._root is None else value(a)
+        e = a._elem
+        return e if a._root is None and e.__class__ is not Lazy else payload(a)
     if isinstance(a, (list, tuple)):
         return type(a)([unwrap(x) for x in a])
     if isinstance(a, torch.Tensor):
         if isinstance(a, TpuTensor):
-            return value(a)
+            return payload(a)
         if a.dim() == 0 and a.device.type == "cpu":
             return cpu_to_jax(a)  # CPU scalars mix with device tensors, as on CUDA
         raise RuntimeError(
@@ -116,7 +118,7 @@ def unwrap_kwargs(kwargs: dict) -> dict:
 
 def wrap(r: Any) -> Any:
     """jax arrays (also inside lists/tuples) as new TPU tensors."""
-    if isinstance(r, _JaxArray):
+    if isinstance(r, _JaxArray) or r.__class__ is Lazy:
         return TpuTensor(r)
     if isinstance(r, (tuple, list)):
         return type(r)([wrap(x) for x in r])
@@ -162,11 +164,15 @@ def _functional_of_out(func: Any, outs: list[str]) -> Any:
     return None
 
 
+def _astype(x: Any, dt: Any) -> Any:
+    return x.astype(dt)
+
+
 def _cast(new: Any, like: torch.Tensor) -> Any:
     """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed)."""
     jd = t2j_dtype(like.dtype)
     if new.dtype != jd:
-        new = new.astype(jd)
+        new = lazy.call(_astype, (new, jd))
     if tuple(new.shape) != tuple(like.shape):
         raise RuntimeError(
             f"output with shape {list(like.shape)} doesn't match the broadcast shape {list(new.shape)}"
@@ -178,7 +184,7 @@ def _cast(new: Any, like: torch.Tensor) -> Any:
 def _write_outs(outs: list[torch.Tensor], res: Any, func: Any) -> None:
     vals = res if isinstance(res, (tuple, list)) else (res,)
     for o, r in zip(outs, vals, strict=False):
-        rv = value(r) if isinstance(r, TpuTensor) else r
+        rv = payload(r) if isinstance(r, TpuTensor) else r
         if tuple(o.shape) != tuple(rv.shape):
             raise RuntimeError(
                 f"{func.name()}: out= tensor has shape {list(o.shape)} but the result has shape "
@@ -200,22 +206,22 @@ def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dic
         def plan_view(f, a, k):
             ua = unwrap(a)
             uk = unwrap_kwargs(k)
-            res = fn(*ua, **uk)
+            res = lazy.call(fn, ua, uk)
             rest = ua[1:]
             src = a[0]
             if isinstance(res, (list, tuple)):
                 out = [TpuTensor(r) for r in res]
                 for i, o in enumerate(out):
-                    make_view(o, src, lambda e, i=i: fn(e, *rest, **uk)[i])
+                    make_view(o, src, ViewStep(fn, rest, uk, i))
                 return out
             out = TpuTensor(res)
-            make_view(out, src, None if f in _ALIAS_OPS else (lambda e: fn(e, *rest, **uk)))
+            make_view(out, src, None if f in _ALIAS_OPS else ViewStep(fn, rest, uk))
             return out
 
         return plan_view
 
     def plan_direct(f, a, k):
-        return wrap(fn(*unwrap(a), **unwrap_kwargs(k)))
+        return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k)))
 
     return plan_direct
 
@@ -268,7 +274,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                set_value(self, _cast(fn(*unwrap(a), **unwrap_kwargs(k)), self))
+                set_value(self, _cast(lazy.call(fn, unwrap(a), unwrap_kwargs(k)), self))
                 return self
 
             return plan_inplace
@@ -277,7 +283,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_out_direct(f, a, k):
                 o = [k[n] for n in outs]
                 kk = {n: v for n, v in k.items() if n not in outs}
-                _write_outs(o, fn(*unwrap(a), **unwrap_kwargs(kk)), f)
+                _write_outs(o, lazy.call(fn, unwrap(a), unwrap_kwargs(kk)), f)
                 return o[0] if len(o) == 1 else tuple(o)
 
             return plan_out_direct
@@ -293,7 +299,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_functional(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(value(res), self))
+                set_value(self, _cast(payload(res), self))
                 return self
 
             return plan_inplace_functional
@@ -318,7 +324,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_decomposed(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(value(res), self))
+                set_value(self, _cast(payload(res), self))
                 return self
 
             return plan_inplace_decomposed
@@ -356,7 +362,7 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
         if tuple(self.shape) != tuple(new.shape):
             raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
         if self._root is not None:
-            self._chain = self._chain + (lambda e: fn(e, *rest, **uk),)
+            self._chain = self._chain + (ViewStep(fn, tuple(rest), uk),)
         self._elem = new
         return self
 
@@ -364,6 +370,7 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
 
 
 def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:
+    lazy.flush()  # fused eager: the work recorded before this op lands before the error
     raise NotImplementedError(
         f"operator '{func.name()}' is not implemented for TPU. Set TORCH_TPU_CPU_FALLBACK=1 (or call "
         "backend.dispatch.set_cpu_fallback(True)) to run it on the CPU instead, or add a lowering in "

@@ -7,6 +7,7 @@ returns, so random lowerings must call ``next_key()`` at call time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,6 +17,32 @@ from backend._jax import jax_module
 _key: Any = None
 _seed: int | None = None
 draws = 0  # keys handed out so far (the conformance harness uses it to spot random ops)
+_probing: list[Probe] = []
+before_state_change: list[Callable[[], None]] = []  # fused eager flushes here: recorded draws come first
+
+
+class Probe:
+    """While active (shape inference of a recorded op), ``next_key`` hands out a dummy key and counts here
+    instead of advancing the device key."""
+
+    def __init__(self) -> None:
+        self.draws = 0
+
+    def __enter__(self) -> Probe:
+        _probing.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _probing.pop()
+
+
+def probe() -> Probe:
+    return Probe()
+
+
+def _state_changing() -> None:
+    for cb in before_state_change:
+        cb()
 
 
 def _ensure() -> None:
@@ -28,6 +55,7 @@ def _ensure() -> None:
 def seed(s: int) -> None:
     """Reseed the device PRNG (lazily: JAX is not imported until a key is needed)."""
     global _key, _seed
+    _state_changing()
     _seed = int(s)
     _key = None
 
@@ -51,6 +79,9 @@ def set_key(key: Any) -> None:
 def next_key() -> Any:
     """Split the global key: advance it and return a fresh subkey for one random op."""
     global _key, draws
+    if _probing:
+        _probing[-1].draws += 1
+        return jax_module().random.key(0)
     _ensure()
     _key, sub = jax_module().random.split(_key)
     draws += 1
@@ -59,15 +90,17 @@ def next_key() -> Any:
 
 def get_state() -> torch.Tensor:
     """The key's raw data as a CPU uint8 tensor (for ``get_rng_state``)."""
-    import numpy as np
+    import numpy as np  # lazy: startup (this module is imported by import torch)
 
+    _state_changing()
     data = np.asarray(jax_module().random.key_data(get_key())).astype(np.uint32)
     return torch.from_numpy(data.view(np.uint8).copy())
 
 
 def set_state(state: torch.Tensor) -> None:
-    import numpy as np
+    import numpy as np  # lazy: startup
 
+    _state_changing()
     data = state.cpu().numpy().astype(np.uint8).view(np.uint32)
     jax = jax_module()
     set_key(jax.random.wrap_key_data(jax.numpy.asarray(data)))

@@ -71,8 +71,9 @@ def current_precision() -> Precision:
 
 # ----------------------------------------------------------------------------- eager mode
 class _Process:
-    eager_mode = EagerMode.DEFER_NEVER
-    launch_blocking = False
+    eager_mode = (EagerMode.DEFER_AND_FUSE if os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "0") == "1"
+                  else EagerMode.DEFER_NEVER)
+    launch_blocking = os.environ.get("TORCH_TPU_LAUNCH_BLOCKING", os.environ.get("TPU_LAUNCH_BLOCKING", "0")) == "1"
     cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
 
 

@@ -16,7 +16,10 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
+from backend import lazy
 from backend._jax import j2t_dtype, jax_module, jax_to_cpu
+from backend.jit import freeze
+from backend.lazy import Lazy
 
 _DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
 
@@ -149,19 +152,65 @@ class TpuTensor(torch.Tensor):
         return "tensor(" + body + ", " + ", ".join(suffix) + ")"
 
 
+class ViewStep:
+    """One view op in a view's chain, ``fn(value, *args, **kwargs)`` (item ``index`` of a multi-output view).
+    Hashable by what it does, so fused eager can key a graph that replays or writes through views."""
+
+    __slots__ = ("fn", "args", "kwargs", "index", "key")
+
+    def __init__(self, fn: Any, args: tuple, kwargs: dict, index: int | None = None) -> None:
+        self.fn, self.args, self.kwargs, self.index = fn, args, kwargs, index
+        try:
+            self.key = (fn, freeze(args), freeze(tuple(kwargs.items())), index)
+            hash(self.key)
+        except TypeError:
+            self.key = None
+
+    def __call__(self, e: Any) -> Any:
+        r = self.fn(e, *self.args, **self.kwargs)
+        return r if self.index is None else r[self.index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ViewStep) and self.key is not None and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key) if self.key is not None else id(self)
+
+
 def _replay(root_elem: Any, chain: tuple) -> Any:
     for f in chain:
         root_elem = f(root_elem)
     return root_elem
 
 
-def value(t: TpuTensor) -> Any:
-    """The current value of ``t`` (refreshing a view whose root was written since)."""
+def _keyable(chain: tuple) -> bool:
+    return all(getattr(f, "key", None) is not None for f in chain)
+
+
+def payload(t: TpuTensor) -> Any:
+    """The current value of ``t`` as the dispatcher sees it: a ``jax.Array``, or in fused eager possibly a
+    ``Lazy`` placeholder (refreshing a view whose root was written since)."""
+    e = t._elem
+    if e.__class__ is Lazy and e.value is not None:
+        e = t._elem = e.value
     root = t._root
     if root is not None and root._gen != t._seen:
-        t._elem = _replay(root._elem, t._chain)
+        base = payload(root)
+        if lazy.active() and _keyable(t._chain):
+            e = lazy.call(_replay, (base, t._chain))
+        else:
+            e = _replay(value(root) if base.__class__ is Lazy else base, t._chain)
+        t._elem = e
         t._seen = root._gen
-    return t._elem
+    return e
+
+
+def value(t: TpuTensor) -> Any:
+    """The concrete value of ``t`` (a ``jax.Array``): runs pending fused-eager work it depends on."""
+    e = payload(t)
+    if e.__class__ is Lazy:
+        e = t._elem = lazy.materialize(e)
+    return e
 
 
 def set_value(t: TpuTensor, new: Any) -> None:
@@ -174,7 +223,15 @@ def set_value(t: TpuTensor, new: Any) -> None:
     if not t._chain:  # a pure alias (detach, alias): same value as the root
         root._elem = new
     else:
-        root._elem = _scatter_through(root._elem, t._chain, new)
+        base = payload(root)
+        if lazy.active() and _keyable(t._chain):
+            root._elem = lazy.call(_scatter_through, (base, t._chain, new))
+        else:
+            if base.__class__ is Lazy:
+                base = value(root)
+            if new.__class__ is Lazy:
+                new = lazy.materialize(new)
+            root._elem = _scatter_through(base, t._chain, new)
     root._gen += 1
     t._elem = new
     t._seen = root._gen
@@ -215,8 +272,8 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
     return base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
 
 
-def make_view(out: TpuTensor, src: TpuTensor, fn: Any) -> None:
-    """Mark ``out`` as a view of ``src`` derived by ``fn(src_value)``."""
+def make_view(out: TpuTensor, src: TpuTensor, fn: ViewStep | None) -> None:
+    """Mark ``out`` as a view of ``src`` derived by ``fn(src_value)`` (None: an alias)."""
     root = src._root
     (src if root is None else root)._viewed = True  # its shape can no longer change in place (unsqueeze_ ...)
     if root is None:

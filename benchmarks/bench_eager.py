@@ -1,100 +1,236 @@
-"""Eager per-op latency: "tpu" (this backend) vs torch CPU vs raw JAX, in one run.
+"""Eager speed on "tpu": per step and per ATen op, torch CPU eager vs "tpu" strict vs fused eager vs compiled.
 
-    python benchmarks/bench_eager.py [--repeats 2000] [--json]
+    python benchmarks/bench_eager.py [--models gpt,llama,cnn] [--min-run-time 3] [--threads 1] [--json out.json]
+    python benchmarks/bench_eager.py --ops          # the old per-op figures: small add / matmul / layer_norm
 
-Each figure is the median over ``--repeats`` timed calls (after warm-up) of one op followed by nothing
-else; for JAX and tpu the loop ends with a block_until_ready so dispatch cannot run ahead unmeasured (the
-per-op figure includes that amortised wait). Ops: small add (8x8), small matmul (8x8 @ 8x8), layer_norm
-(8x64).
+Workloads (fp32, synthetic data, one process):
+- ``gpt``: a 2-layer GPT (d=64, 2 heads, T=32, batch 4, vocab 256) train step with AdamW (forward, backward,
+  clip, optimizer);
+- ``llama``: a tiny Hugging Face ``LlamaForCausalLM`` built from a config (2 layers, d=64) — forward only, and
+  a train step with AdamW;
+- ``cnn``: a small CNN with BatchNorm train step with SGD + momentum.
+Modes: ``cpu`` (torch eager on the CPU, ``--threads`` OpenMP threads), ``strict`` ("tpu", EagerMode.DEFER_NEVER),
+``fused`` ("tpu", EagerMode.DEFER_AND_FUSE), ``compiled`` (``torch.compile(model, backend="tpu")`` with a
+capturable optimizer step compiled too). Every step ends by reading the loss on the host (a real sync).
+
+Timing: ``torch.utils.benchmark.Timer.blocked_autorange`` after two warm-up steps (fused and compiled modes
+compile during warm-up; their compile cost is printed apart). "ATen ops per step" is counted on the CPU run with
+a TorchDispatchMode; µs/op = step time / that count. Ratios only mean something within one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.benchmark import Timer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compile import GPT  # noqa: E402 - the same model as the compile benchmark
 
 
-def _time(fn: Callable[[], object], sync: Callable[[object], None], repeats: int, inner: int = 50) -> dict:
-    for _ in range(20):
-        out = fn()
-    sync(out)
-    samples = []
-    for _ in range(max(1, repeats // inner)):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            out = fn()
-        sync(out)
-        samples.append((time.perf_counter() - t0) / inner * 1e6)
-    return {"median_us": statistics.median(samples), "min_us": min(samples),
-            "p90_us": sorted(samples)[int(0.9 * (len(samples) - 1))], "samples": len(samples)}
+class _CountOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _gpt() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
+    torch.manual_seed(0)
+    model = GPT(256, 64, 2, 2, 32)
+    g = torch.Generator().manual_seed(1)
+    idx, tgt = torch.randint(0, 256, (4, 32), generator=g), torch.randint(0, 256, (4, 32), generator=g)
+    return model, lambda m, dev: (m(idx.to(dev), tgt.to(dev)),)
+
+
+def _llama() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
+    from transformers import LlamaConfig, LlamaForCausalLM  # lazy: optional (transformers)
+
+    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    return model, lambda m, dev: (m(input_ids=ids.to(dev), labels=ids.to(dev)).loss,)
+
+
+def _cnn() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+    return model, lambda m, dev: (F.cross_entropy(m(x.to(dev)), y.to(dev)),)
+
+
+WORKLOADS = {"gpt": _gpt, "llama": _llama, "cnn": _cnn}
+
+
+def _make_step(name: str, mode: str, train: bool) -> tuple[Callable[[], float], Callable[[], int]]:
+    model, loss_of = WORKLOADS[name]()
+    dev = "cpu" if mode == "cpu" else "tpu"
+    model = model.to(dev)
+    if not train:
+        model.eval()
+    fwd: Any = model
+    if mode == "compiled":
+        fwd = torch.compile(model, backend="tpu")
+    params = list(model.parameters())
+    opt: torch.optim.Optimizer | None = None
+    opt_step: Callable[[], Any] = lambda: None  # noqa: E731
+    if train:
+        if name == "cnn":
+            opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
+        else:
+            opt = torch.optim.AdamW(params, lr=1e-3, capturable=mode == "compiled")
+        opt_step = torch.compile(opt.step, backend="tpu") if mode == "compiled" else opt.step
+
+    def step() -> float:
+        if not train:
+            with torch.no_grad():
+                return float(loss_of(fwd, dev)[0].cpu())
+        opt.zero_grad(set_to_none=True)
+        (loss,) = loss_of(fwd, dev)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt_step()
+        return float(loss.detach().cpu())
+
+    def count() -> int:
+        c = _CountOps()
+        with c:
+            step()
+        return c.n
+
+    return step, count
+
+
+def _eager_mode(mode: str) -> Any:
+    import contextlib
+
+    if mode == "fused":
+        return torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE)
+    if mode in ("strict", "compiled"):
+        return torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER)
+    return contextlib.nullcontext()
+
+
+def measure(name: str, train: bool, modes: list[str], min_run_time: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"workload": name, "train": train, "modes": {}}
+    step_cpu, count = _make_step(name, "cpu", train)
+    step_cpu()
+    out["aten_ops_per_step"] = count()
+    for mode in modes:
+        with _eager_mode(mode):
+            step, _ = _make_step(name, mode, train)
+            t0 = time.perf_counter()
+            losses = [step(), step()]
+            warm = time.perf_counter() - t0
+            m = Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=min_run_time)
+        times = sorted(m.times)
+        q1, q3 = times[len(times) // 4], times[(3 * len(times)) // 4]
+        out["modes"][mode] = {"step_ms_median": m.median * 1e3, "step_ms_iqr": (q3 - q1) * 1e3,
+                              "samples": len(times), "warmup_s": warm, "first_losses": losses,
+                              "us_per_aten_op": m.median * 1e6 / out["aten_ops_per_step"]}
+    return out
+
+
+def _per_op(repeats: int) -> dict[str, Any]:
+    """Single small ops: tpu strict vs torch cpu vs raw JAX (the figures the previous version printed)."""
+    import jax
+    import jax.numpy as jnp
+
+    res: dict[str, Any] = {}
+    xc, wc, lc = torch.randn(8, 8), torch.randn(8, 8), torch.randn(8, 64)
+    gc, bc = torch.ones(64), torch.zeros(64)
+    xt, wt, lt, gt, bt = (t.to("tpu") for t in (xc, wc, lc, gc, bc))
+    xj, wj, lj = (jnp.asarray(t.numpy()) for t in (xc, wc, lc))
+    jln = jax.jit(lambda x: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5))
+    cases = {
+        "add 8x8": (lambda: xc + wc, lambda: xt + wt, lambda: xj + wj),
+        "matmul 8x8": (lambda: xc @ wc, lambda: xt @ wt, lambda: xj @ wj),
+        "layer_norm 8x64": (lambda: F.layer_norm(lc, (64,), gc, bc), lambda: F.layer_norm(lt, (64,), gt, bt),
+                            lambda: jln(lj)),
+    }
+    for name, (c, t, j) in cases.items():
+        row = {}
+        for label, fn, sync in (("torch_cpu", c, lambda o: None), ("tpu", t, lambda o: float(o.sum().cpu())),
+                                ("raw_jax", j, lambda o: o.block_until_ready())):
+            for _ in range(20):
+                o = fn()
+            sync(o)
+            samples = []
+            for _ in range(max(1, repeats // 50)):
+                t0 = time.perf_counter()
+                for _ in range(50):
+                    o = fn()
+                sync(o)
+                samples.append((time.perf_counter() - t0) / 50 * 1e6)
+            row[label] = statistics.median(samples)
+        res[name] = row
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2000)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--models", default="gpt,llama,cnn", help="comma list of: " + ", ".join(WORKLOADS))
+    p.add_argument("--modes", default="cpu,strict,fused,compiled")
+    p.add_argument("--min-run-time", type=float, default=3.0, help="seconds per mode (torch.utils.benchmark)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for the cpu baseline")
+    p.add_argument("--ops", action="store_true", help="only the single-op figures")
+    p.add_argument("--repeats", type=int, default=2000, help="--ops: timed calls per op")
+    p.add_argument("--json", type=Path, help="write the figures here too")
     a = p.parse_args(argv)
-
-    import jax
-    import jax.numpy as jnp
-
     import backend
 
     backend.register()
-    results = {}
-    torch.manual_seed(0)
-    xc, wc = torch.randn(8, 8), torch.randn(8, 8)
-    lc = torch.randn(8, 64)
-    gc, bc = torch.ones(64), torch.zeros(64)
-    xt, wt, lt, gt, bt = (t.to("tpu") for t in (xc, wc, lc, gc, bc))
-    xj, wj, lj, gj, bj = (jnp.asarray(t.numpy()) for t in (xc, wc, lc, gc, bc))
-
-    @jax.jit
-    def jax_ln(x, g, b):  # noqa: ANN001, ANN202
-        m = x.mean(-1, keepdims=True)
-        v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g + b
-
-    def nosync(o: object) -> None:
-        return None
-
-    def jsync(o: object) -> None:
-        jax.block_until_ready(o)
-
-    def tsync(o: object) -> None:
-        from backend.tensor import value
-
-        jax.block_until_ready(value(o))
-
-    cases = {
-        "add 8x8": (lambda: xc + wc, lambda: xt + wt, lambda: jnp.add(xj, wj)),
-        "matmul 8x8": (lambda: xc @ wc, lambda: xt @ wt, lambda: jnp.matmul(xj, wj)),
-        "layer_norm 8x64": (lambda: F.layer_norm(lc, (64,), gc, bc), lambda: F.layer_norm(lt, (64,), gt, bt),
-                            lambda: jax_ln(lj, gj, bj)),
-    }
-    for name, (fc, ft, fj) in cases.items():
-        results[name] = {
-            "torch_cpu": _time(fc, nosync, a.repeats),
-            "tpu": _time(ft, tsync, a.repeats),
-            "raw_jax": _time(fj, jsync, a.repeats),
-        }
-    meta = {"device": torch.tpu.get_device_name(), "torch": torch.__version__, "jax": jax.__version__,
-            "python": platform.python_version(), "machine": platform.machine(), "repeats": a.repeats}
+    torch.set_num_threads(a.threads)
+    info = {"host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "device": torch.tpu.get_device_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
+            "load_1min": os.getloadavg()[0]}
+    print(json.dumps(info))
+    result: dict[str, Any] = {"info": info}
+    if a.ops:
+        result["ops"] = _per_op(a.repeats)
+        for name, row in result["ops"].items():
+            print(f"{name:16s} " + "  ".join(f"{k} {v:7.1f} us" for k, v in row.items()))
+    else:
+        modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+        rows = []
+        for name in [m.strip() for m in a.models.split(",") if m.strip()]:
+            for train in ((False, True) if name == "llama" else (True,)):
+                r = measure(name, train, modes, a.min_run_time)
+                rows.append(r)
+                base = r["modes"].get("cpu", {}).get("step_ms_median")
+                strict = r["modes"].get("strict", {}).get("step_ms_median")
+                label = f"{name} {'train step' if train else 'forward'} ({r['aten_ops_per_step']} ATen ops)"
+                print(label)
+                for mode, f in r["modes"].items():
+                    rel = f"  {f['step_ms_median'] / base:5.2f}x cpu" if base else ""
+                    vs = f"  {strict / f['step_ms_median']:5.2f}x faster than strict" if strict and mode != "strict" else ""
+                    print(f"  {mode:9s} {f['step_ms_median']:9.2f} ms (IQR {f['step_ms_iqr']:.2f})  "
+                          f"{f['us_per_aten_op']:7.1f} us/op  warm-up {f['warmup_s']:.1f} s{rel}{vs}")
+        result["workloads"] = rows
     if a.json:
-        print(json.dumps({"meta": meta, "results": results}, indent=1))
-        return 0
-    print(f"eager per-op latency, median us ({meta['device']}, torch {meta['torch']})")
-    print(f"{'op':18} {'tpu':>10} {'torch cpu':>10} {'raw jax':>10}")
-    for name, r in results.items():
-        print(f"{name:18} {r['tpu']['median_us']:10.1f} {r['torch_cpu']['median_us']:10.1f} "
-              f"{r['raw_jax']['median_us']:10.1f}")
+        a.json.write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -262,7 +262,9 @@ def test_explicit_inductor_on_tpu_model_raises_and_stats_api() -> None:
     with pytest.raises(ValueError, match="backend='tpu'"):
         torch.compile(m, backend="inductor")
     assert set(bc.stats()) >= {"compiles", "cache_hits", "compile_seconds", "traces", "graphs"}
-    assert torch.tpu._get_cache_stats() == bc.stats()
+    cache = torch.tpu._get_cache_stats()
+    assert {k: v for k, v in cache.items() if k != "fused_eager"} == bc.stats()
+    assert {"compiles", "cache_hits", "ops_recorded"} <= set(cache["fused_eager"])
 
 
 def test_untraceable_graph_falls_back_to_eager_correctly() -> None:

@@ -104,9 +104,15 @@ def test_eager_modes() -> None:
         assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
         assert (torch.ones(2, device="tpu") + 1).sum().item() == 4
     assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_NEVER
-    with pytest.raises(NotImplementedError, match="DEFER_AND_FUSE"):
-        torch.tpu.eager_mode = torch.tpu.EagerMode.DEFER_AND_FUSE
+    torch.tpu.eager_mode = torch.tpu.EagerMode.DEFER_AND_FUSE
+    try:
+        assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_AND_FUSE
+        assert (torch.ones(2, device="tpu") + 1).sum().item() == 4
+    finally:
+        torch.tpu.eager_mode = torch.tpu.EagerMode.DEFER_NEVER
     assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_NEVER
+    with pytest.raises(ValueError, match="DEFER_NEVER"):
+        torch.tpu.eager_mode = "FAST"
 
 
 def test_streams_are_placeholders() -> None:
