@@ -131,13 +131,14 @@ def image_size(ctx: InputContext) -> tuple[int, int]:
     if "image_size" in ctx.overrides:
         s = ctx.overrides["image_size"]
         return (s, s) if isinstance(s, int) else tuple(s)
-    for cfg in (vision_config(ctx.config), ctx.config):
-        s = getattr(cfg, "image_size", None)
+    for cfg in (vision_config(ctx.config), ctx.config, _find(ctx.config, ("backbone_config",))):
+        s = getattr(cfg, "image_size", None) if cfg is not None else None
         if isinstance(s, int) and s > 0:
             return s, s
         if isinstance(s, (list, tuple)) and len(s) == 2:
             return int(s[0]), int(s[1])
-    return 64, 64
+    side = ctx.choose("image_side", [64, 32, 128])  # no size in the config: the CPU says which works
+    return side, side
 
 
 def num_channels(ctx: InputContext) -> int:

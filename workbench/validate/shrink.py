@@ -563,7 +563,35 @@ def shrink_config_dict(d: dict) -> tuple[dict, ShrinkReport, TokenIds]:
     report = ShrinkReport()
     first = shrink_dict(copy.deepcopy(d), TokenIds(), ShrinkReport())  # to learn the shrunk vocabularies
     tokens = TokenIds(top=min(VOCAB, smallest_text_vocab(first)) - 1)
-    return shrink_dict(copy.deepcopy(d), tokens, report), report, tokens
+    out = shrink_dict(copy.deepcopy(d), tokens, report)
+    _follow_widths_across(d, out, report)
+    return out, report, tokens
+
+
+def _follow_widths_across(d: dict, out: dict, report: ShrinkReport) -> None:
+    """Across nested configs too: a dimension of one sub-config that equalled a width of another (a flow
+    head's ``condition_dim`` and the backbone's ``hidden_size``) still equals it."""
+    widths: dict[int, int] = {}
+
+    def collect(orig: dict, new: dict) -> None:
+        for key, value in orig.items():
+            if is_subconfig(value) and isinstance(new.get(key), dict):
+                collect(value, new[key])
+            elif _is_int(value) and key in ("hidden_size", "d_model", "n_embd", "embed_dim") and new.get(key) != value:
+                widths.setdefault(value, new[key])
+
+    def apply(orig: dict, new: dict, path: str) -> None:
+        for key, value in orig.items():
+            if is_subconfig(value) and isinstance(new.get(key), dict):
+                apply(value, new[key], f"{path}{key}.")
+            elif (_is_int(value) and value in widths and new.get(key) == value and key not in KEEP
+                  and DIMENSION_NAME.fullmatch(key) and not TOKEN_ID.fullmatch(key) and "position" not in key
+                  and "vocab" not in key and "max_" not in key and value >= WIDTH):
+                new[key] = widths[value]
+                report.note(f"{path}{key}", value, widths[value])
+
+    collect(d, out)
+    apply(d, out, "")
 
 
 def fix_built_config(config: Any, report: ShrinkReport, path: str = "") -> None:
