@@ -41,6 +41,8 @@ class _Used(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        #: Every import statement (and whether it is a from-import).
+        self.imports: list[tuple[cst.Import | cst.ImportFrom, bool]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in TRIVIA_TYPES:  # no names inside
@@ -61,9 +63,11 @@ class _Used(cst.CSTVisitor):
         pass
 
     def visit_Import(self, node: cst.Import) -> bool:
+        self.imports.append((node, False))
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.imports.append((node, True))
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -107,9 +111,13 @@ _NO_IMPORTS_INSIDE = node_types(cst.BaseExpression, cst.BaseSmallStatement, cst.
 
 
 class _Remover(cst.CSTTransformer):
-    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None], torch_elsewhere: bool):
+    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None], torch_elsewhere: bool,
+                 keep_xla: bool = False):
         super().__init__()
         self.used = used
+        #: A torch_xla import is still used: the file still needs torch_xla, and its other torch_xla imports may
+        #: be there for their side effects (op and backend registrations), so all of them stay.
+        self.keep_xla = keep_xla
         #: Whether another top-level import binds `torch` (then `import torch.cuda.amp` is not what binds it).
         self.torch_elsewhere = torch_elsewhere
         self.on_remove = on_remove
@@ -132,8 +140,9 @@ class _Remover(cst.CSTTransformer):
         pass
 
     def _filter(self, node, from_import: bool):
-        drop = {id(a) for a, _ in removable_aliases(node)
-                if _bound_name(a, from_import, self.torch_elsewhere) not in self.used}
+        drop = {id(a) for a, name in removable_aliases(node)
+                if _bound_name(a, from_import, self.torch_elsewhere) not in self.used
+                and not (self.keep_xla and name.startswith("torch_xla"))}
         if not drop:
             return node
         self.changed = True
@@ -206,7 +215,10 @@ def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], No
     """``module`` without the unused removable imports; ``module`` itself when none is."""
     used = _Used()
     walk.visit(module, used)
-    remover = _Remover(used.names, on_remove, _binds_torch_elsewhere(module))
+    torch_elsewhere = _binds_torch_elsewhere(module)
+    keep_xla = any(name.startswith("torch_xla") and _bound_name(a, from_import, torch_elsewhere) in used.names
+                   for node, from_import in used.imports for a, name in removable_aliases(node))
+    remover = _Remover(used.names, on_remove, torch_elsewhere, keep_xla)
     new = walk.visit(module, remover)
     return new if remover.changed else module
 

@@ -397,10 +397,10 @@ class MigrationTransformer(cst.CSTTransformer):
             self._carry = None
             if isinstance(result, cst.FlattenSentinel):
                 nodes = list(result.nodes)
-                nodes[0] = nodes[0].with_changes(leading_lines=[*carried, *nodes[0].leading_lines])
+                nodes[0] = nodes[0].with_changes(leading_lines=_merge_lines(carried, nodes[0].leading_lines))
                 return cst.FlattenSentinel(nodes)
             if isinstance(result, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return result.with_changes(leading_lines=[*carried, *result.leading_lines])
+                return result.with_changes(leading_lines=_merge_lines(carried, result.leading_lines))
         return result
 
     def _leave_call(self, orig: cst.Call, node: cst.Call) -> cst.BaseExpression:
@@ -503,6 +503,18 @@ def _setter_key(stmt: object) -> str | None:
 
 
 _EMPTY_MODULE = cst.Module(body=[])
+
+
+def _merge_lines(carried: Sequence[cst.EmptyLine], own: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a deleted statement, then the next one's own; a run of blank lines where the two meet
+    is as long as the longer of the two runs (deleting a line between paragraphs leaves one gap, not two)."""
+    lines = [*carried, *own]
+    if not carried or not own or carried[-1].comment is not None or own[0].comment is not None:
+        return lines
+    tail = next((i for i, ln in enumerate(reversed(carried)) if ln.comment is not None), len(carried))
+    head = next((i for i, ln in enumerate(own) if ln.comment is not None), len(own))
+    blanks = [*carried[len(carried) - tail:], *own[:head]][:max(tail, head)]
+    return [*carried[:len(carried) - tail], *blanks, *own[head:]]
 
 
 def _short(message: str) -> str:

@@ -107,7 +107,7 @@ class LiteralRule(Rule):
     #: Keep the literal in argparse ``choices`` (launch scripts and CI pass it) and add the new value beside it.
     keep_in_choices: ClassVar[bool] = True
     node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement, cst.List,
-                  cst.Tuple, cst.Set)
+                  cst.Tuple, cst.Set, cst.Subscript)
 
     def new_body(self, body: str | None) -> str | None:
         if body is None:
@@ -163,6 +163,14 @@ class LiteralRule(Rule):
                                          f"{self.what} '{string_body(e.value)}' is listed beside "
                                          f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
                                          f"'{self.replacement}' entry)", value=None)
+        elif isinstance(node, cst.Subscript):
+            # cfg["xla"], results["cuda"]: a key into data, not a device (the data still says "xla")
+            for el in node.slice:
+                if isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString):
+                    ctx.claim_string(el.slice.value, "", "rewritten", "", value=None)
+        elif isinstance(node, cst.DictElement) and self.new_body(string_body(node.key)) is not None and \
+                "cuda" not in (string_body(node.key) or ""):
+            ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]  # a key: data
         elif isinstance(node, cst.DictElement):
             if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
                 # {"cuda": "nccl"} maps device types: keep the entry, TPU104 adds a "tpu" one.

@@ -662,7 +662,9 @@ class UnusedXlaImport(Rule):
     family = "xla_model"
     summary = "Remove torch_xla / torch.cuda imports that are unused after the migration."
     requires = ("TPU501",)
-    rationale = "An import left behind would fail on a machine without torch_xla; only unused ones are removed."
+    rationale = ("An import left behind would fail on a machine without torch_xla; only unused ones are removed, and "
+                 "torch_xla imports only when none is still used (one still used means the file still needs "
+                 "torch_xla, and its other imports may be there for their side effects).")
     before = "import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
     after = 'import torch\n\ndevice = torch.device("tpu")\n'
     # Implemented in migrate.source (a whole-module step after the rule pass).

@@ -212,15 +212,23 @@ class XlaProfiler(Rule):
     name = "xla-profiler"
     family = "xla_runtime"
     outcome = "warned"
-    summary = "Rewrite xp.Trace(name)/xp.StepTrace(name) to torch.profiler.record_function(name); flag start_server/trace."
-    rationale = "TorchTPU registers a Kineto backend: torch.profiler records TPU activity (TpuProfilerConfig for XPlane)."
+    summary = ("Rewrite xp.Trace(name)/xp.StepTrace(name) to torch.profiler.record_function(name), "
+               "xp.start_server(port) to None; flag xp.trace and the rest.")
+    rationale = ("TorchTPU registers a Kineto backend: torch.profiler records TPU activity (TpuProfilerConfig for "
+                 "XPlane). There is no profiler server to start (a capture is a torch.profiler.profile block), so "
+                 "the server handle becomes None and a warning says how to capture.")
     before = 'import torch_xla.debug.profiler as xp\n\nwith xp.Trace("fwd"):\n    y = model(x)\n'
     after = 'import torch\n\nwith torch.profiler.record_function("fwd"):\n    y = model(x)\n'
-    calls = frozenset({"torch_xla.debug.profiler.Trace", "torch_xla.debug.profiler.StepTrace"})
+    calls = frozenset({"torch_xla.debug.profiler.Trace", "torch_xla.debug.profiler.StepTrace",
+                       "torch_xla.debug.profiler.start_server"})
     ref_prefixes = ("torch_xla.debug.profiler",)
     emits = ("torch.profiler.record_function",)
 
     def call(self, ctx, orig, node, qname):
+        if qname.endswith("start_server"):
+            ctx.report(orig, "`xp.start_server(port)` -> `None`: TorchTPU has no profiler server; capture with "
+                       "torch.profiler.profile(...) around the steps", code=self.code, outcome="warned")
+            return cst.Name("None")
         name = arg(node, 0, "name")
         if name is None:
             return None
