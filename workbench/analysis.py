@@ -318,8 +318,13 @@ def fits_in_memory(rec) -> bool:
 
 
 def does_not_fit_note(rec) -> str:
-    need = (rec.extra or {}).get("memory_per_chip_gb")
-    return f"does not fit in HBM ({need:,.0f} GB per chip needed)" if need else "does not fit in HBM"
+    """"does not fit in HBM (needs 36 GB per device, has 34)" from the projection's memory figures."""
+    extra = rec.extra or {}
+    need = extra.get("memory_per_device_gb", extra.get("memory_per_chip_gb"))
+    have = extra.get("memory_capacity_per_device_gb")
+    if need and have:
+        return f"does not fit in HBM (needs {fmt(need)} GB per device, has {fmt(have)})"
+    return f"does not fit in HBM (needs {fmt(need)} GB per chip)" if need else "does not fit in HBM"
 
 
 def price_kind(line: dict) -> str:
@@ -360,6 +365,6 @@ def cheapest_by_price_kind(records, kinds: Sequence[str] = HEADLINE_KINDS, top: 
         if not ranked:
             continue
         best = ", ".join(f"{chip} ${fmt(usd)} ({_line_text(line)})" for usd, chip, line in sorted(ranked)[:top])
-        out.append(f"{kind} ({KIND_MEANING[kind]}): {best}"
+        out.append(f"{kind} — {KIND_MEANING[kind]}: {best}"
                    + (f"; no {kind} price: {', '.join(sorted(set(missing)))}" if missing else ""))
     return out

@@ -24,6 +24,7 @@ def _tree_hash(folder: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 def test_quick_demo_end_to_end(tmp_path):
     before = _tree_hash(ROOT / "examples")
     out = tmp_path / "report"
@@ -33,10 +34,15 @@ def test_quick_demo_end_to_end(tmp_path):
     assert f"report: {out / 'README.md'}" in proc.stdout
     for step in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
         assert step in proc.stdout  # progress is printed as it goes
+    for device in ("cpu", "tpu"):  # and each training step of the long cpu/tpu runs as it arrives
+        assert [f"cuda_ddp   {device} step {i} loss" in proc.stdout for i in range(3)] == [True] * 3
     text = (out / "README.md").read_text(encoding="utf-8")
     assert "## Checks: ALL PASSED" in text
     assert "losses agree: cuda_ddp | PASS" in text
     assert "not a TPU" in text  # the emulated "tpu" is labelled as such
+    assert "Cheapest training $ per million tokens, compared only within one kind of price" in text
+    assert "- owner-tco — " in text and "- list — " in text and "$/M tok (owner-tco)" in text
+    assert "does not fit in HBM (needs" in text  # rows that cannot run carry no cost
     for name in ("losses", "throughput", "mfu", "cost", "pareto", "scaling", "roofline"):
         png = out / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
