@@ -107,7 +107,7 @@ class LiteralRule(Rule):
     #: Keep the literal in argparse ``choices`` (launch scripts and CI pass it) and add the new value beside it.
     keep_in_choices: ClassVar[bool] = True
     node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement, cst.List,
-                  cst.Tuple, cst.Set, cst.Subscript)
+                  cst.Tuple, cst.Set, cst.Subscript, cst.BinaryOperation)
 
     def new_body(self, body: str | None) -> str | None:
         if body is None:
@@ -190,10 +190,36 @@ class LiteralRule(Rule):
                    "with is migrated too (config files, CLI)")
         ctx.claim_string(s, claim_code, "warned", msg)
 
+    def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
+        process on TorchTPU; another ordinal does not exist there)."""
+        if isinstance(orig, cst.Call) and isinstance(orig.func, cst.Attribute) and orig.func.attr.value == "format":
+            template = orig.func.value
+        elif isinstance(orig, cst.BinaryOperation) and isinstance(orig.operator, cst.Modulo):
+            template = orig.left
+        else:
+            return None
+        body = string_body(template)
+        m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
+        if m is None or self.new_body(m.group(1)) is None or id(template) in ctx.string_claims:
+            return None
+        ctx.report(orig, f"{self.what} '{body}' with a run-time ordinal -> '{self.replacement}' (one device per "
+                   "process: the ordinal chose this process's GPU)", code=self.code, outcome="warned")
+        quote = template.value[-1]  # type: ignore[attr-defined]
+        return cst.SimpleString(f"{quote}{self.replacement}{quote}")
+
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(orig, (cst.Call, cst.BinaryOperation)):
+            return self._runtime_ordinal(ctx, orig, node)
         if isinstance(orig, cst.SimpleString) and isinstance(node, cst.SimpleString):
             new = self.new_body(string_body(node))
             if new is None:
+                return None
+            ordinal = re.fullmatch(r"\w+:(\d+)", string_body(node) or "")
+            if ordinal and int(ordinal.group(1)) > 0 and id(orig) not in ctx.string_claims:
+                ctx.flag(orig, f"{self.what} '{string_body(node)}' names another device of this process; TorchTPU "
+                         "binds one device per process: place the work by hand (one process per device, or DTensor)",
+                         code=self.code)
                 return None
             claim = ctx.string_claims.get(id(orig))
             if claim is not None:

@@ -59,12 +59,23 @@ class Autocast(Rule):
             return new
         # torch.autocast / torch.amp.autocast: the device literal is migrated by TPU101/TPU502.
         dev = arg(node, 0, "device_type")
-        if dev is None or string_body(dev.value) != "tpu":
+        if dev is None:
             return None
-        dt = kwarg(node, "dtype")
-        if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 99) or dt.value):
-            ctx.report(orig, "autocast dtype float16 -> bfloat16 on TPU (numerics change; GradScaler is "
-                       "no longer needed)", code=self.code, outcome="warned")
+        literal = string_body(dev.value)
+        # A device chosen at run time (device_type=self.device_type) is 'tpu' after the migration; where the file
+        # has a GradScaler, TPU302 disables it, and fp16 autocast without loss scaling would underflow.
+        runtime = literal is None and "GradScaler" in ctx.source_text
+        if literal != "tpu" and not runtime:
+            return None
+        dt = arg(node, 1, "dtype")
+        if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
+            why = "on TPU" if literal == "tpu" else "(the device is chosen at run time, and the file's GradScaler is " \
+                "disabled for bf16)"
+            ctx.report(orig, f"autocast dtype float16 -> bfloat16 {why}: numerics change; GradScaler is no longer "
+                       "needed", code=self.code, outcome="warned")
+            if dt.keyword is None:
+                return node.with_changes(args=[a.with_changes(value=expr("torch.bfloat16")) if a is dt else a
+                                               for a in node.args])
             return set_kwarg(node, "dtype", expr("torch.bfloat16"))
         return None
 

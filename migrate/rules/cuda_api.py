@@ -223,12 +223,28 @@ class Bf16Supported(Rule):
     summary = "Rewrite torch.cuda.is_bf16_supported() to True."
     rationale = "Every TPU generation supports bfloat16; there is no torch.tpu.is_bf16_supported."
     before = 'import torch\n\ndtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"\n'
-    after = 'import torch\n\ndtype = "bfloat16" if True else "float16"\n'
+    after = 'import torch\n\ndtype = "bfloat16"\n'
     calls = frozenset({"torch.cuda.is_bf16_supported"})
+    node_types = (cst.BooleanOperation, cst.IfExp)
 
     def call(self, ctx, orig, node, qname):
         ctx.report(orig, "`torch.cuda.is_bf16_supported()` -> `True`", code=self.code)
         return expr("True")
+
+    def _was_check(self, ctx, orig: cst.BaseExpression, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Name) and node.value == "True" and isinstance(orig, cst.Call) and \
+            ctx.qname(orig.func) in self.calls
+
+    def leave_node(self, ctx, orig, node):
+        """``x and True`` -> ``x``; ``a if True else b`` -> ``a`` (what the check became, folded)."""
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+            if self._was_check(ctx, orig.right, node.right):
+                return node.left.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else node.left
+            if self._was_check(ctx, orig.left, node.left):
+                return node.right.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else node.right
+        if isinstance(node, cst.IfExp) and self._was_check(ctx, orig.test, node.test):
+            return node.body.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else node.body
+        return None
 
 
 @register

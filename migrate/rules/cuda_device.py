@@ -21,12 +21,12 @@ class CudaDeviceLiteral(LiteralRule):
     code = "TPU101"
     name = "cuda-device-string"
     family = "cuda_device"
-    summary = ("Rewrite the device strings 'cuda', 'cuda:N' and 'cuda:{}' to 'tpu' ('tpu:N'); f'cuda:{rank}' to "
-               "'tpu'.")
-    rationale = ("TorchTPU registers the device type 'tpu' and binds one device per process: an f-string ordinal "
-                 "(f'cuda:{local_rank}') chose this process's GPU, and on TorchTPU the process's own device is "
-                 "'tpu' (another ordinal does not exist there). Literal ordinals are kept; string formats keep "
-                 "their placeholders.")
+    summary = ("Rewrite the device strings 'cuda' and 'cuda:0' to 'tpu'/'tpu:0'; a run-time ordinal (f'cuda:{rank}', "
+               "'cuda:{}'.format(i), 'cuda:%d' % i) to 'tpu'; flag 'cuda:1' and higher.")
+    rationale = ("TorchTPU registers the device type 'tpu' and binds one device per process: a run-time ordinal "
+                 "chose this process's GPU, and on TorchTPU the process's own device is 'tpu' (another ordinal does "
+                 "not exist there); a literal 'cuda:1' places work on a second device of the same process, which "
+                 "needs a human (one process per device, or DTensor).")
     before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
     after = 'import torch\n\ndevice = torch.device("tpu")\nloc = "tpu"\n'
     pattern = re.compile(r"cuda(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
