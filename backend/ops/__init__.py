@@ -7,7 +7,7 @@ import importlib
 
 FAMILIES = (
     "backward", "factory", "foreach", "indexing", "linalg", "linalg_decomp", "linalg_solve", "losses", "misc", "nn",
-    "optim", "pointwise", "random", "reduction", "rnn", "sampling", "shape", "special",
+    "optim", "pointwise", "prims", "random", "reduction", "rnn", "sampling", "shape", "special",
 )  # fmt: skip
 
 

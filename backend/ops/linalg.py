@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from backend import state
-from backend.ops._util import as_dtype, aten, result_dtype
+from backend.ops._util import as_dtype, aten, jdt, result_dtype
 from backend.ops.registry import lower
 
 _P = jax.lax.Precision
@@ -190,3 +190,64 @@ def addbmm(x: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
     if isinstance(beta, (int, float)) and beta == 0:
         return jnp.broadcast_to(prod, jnp.broadcast_shapes(prod.shape, x.shape))
     return prod + _scaled(x, beta)
+
+
+# ----------------------------------------------------------------------------- grouped (MoE) matmul
+_GROUPED_DTYPES = (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def _check_grouped(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> None:
+    """torch's shared _grouped_mm input checks (the CPU, CUDA and XPU kernels all run them)."""
+    if a.ndim not in (2, 3) or b.ndim not in (2, 3):
+        raise RuntimeError("mat_a and mat_b have to be 2 or 3d")
+    for name, x in (("mat_a", a), ("mat_b", b)):
+        if jnp.dtype(x.dtype) not in _GROUPED_DTYPES:
+            raise RuntimeError(f"Expected {name} to be Float32, BFloat16 or Float16 matrix, got {x.dtype}")
+    _check_same(a, b, "_grouped_mm")
+    if (a.ndim == 3 or b.ndim == 3) and a.shape[-1] != b.shape[-2]:
+        raise RuntimeError("contraction dimension of mat_a and mat_b must match")
+    if (offs is not None) != (a.ndim == 2 or b.ndim == 2):
+        raise RuntimeError("Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d")
+    if offs is not None and (offs.ndim != 1 or offs.dtype != jnp.int32):
+        raise RuntimeError("Offsets have to be int32" if offs.ndim == 1 else "offs has to be 1D")
+    if bias is not None:
+        raise RuntimeError("Bias not supported yet")
+    if out_dtype is not None and jdt(out_dtype) != a.dtype:
+        raise RuntimeError("Grouped gemm output dtype must match `mat_a` dtype")
+
+
+def _group_sizes(offs: Any) -> Any:
+    return jnp.diff(jnp.concatenate([jnp.zeros((1,), offs.dtype), offs]))
+
+
+@lower(aten._grouped_mm.default, jit=True)
+def _grouped_mm(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtype: Any = None) -> Any:
+    """MoE grouped GEMM, as ``transformers`` calls it on "tpu" for every dtype. ``offs`` holds each group's
+    end along the jagged dimension: 2d x 3d splits a's rows over b's groups (out (S, N)); 3d x 2d splits b's
+    columns (out (M, N)); 2d x 2d splits the contraction (out (G, M, N), the weight gradient); 3d x 3d is a
+    batched matmul. Rows or columns past ``offs[-1]`` are zero (torch leaves them uninitialised). Half
+    precision accumulates in float32 and rounds once."""
+    _check_grouped(a, b, offs, bias, out_dtype)
+    acc = jnp.float32 if a.dtype != jnp.float64 else a.dtype
+    prec = precision()
+    if a.ndim == 3 and b.ndim == 3:
+        if a.shape[0] != b.shape[0]:
+            raise RuntimeError("batched dimension has to match")
+        return jnp.matmul(a, b, precision=prec, preferred_element_type=acc).astype(a.dtype)
+    sizes = _group_sizes(offs)
+    if a.ndim == 2 and b.ndim == 3:
+        if offs.shape[0] != b.shape[0]:
+            raise RuntimeError("matrix batch sizes have to match")
+        out = jax.lax.ragged_dot(a, b, sizes, precision=prec, preferred_element_type=acc)
+    elif a.ndim == 3:
+        if offs.shape[0] != a.shape[0]:
+            raise RuntimeError("matrix batch sizes have to match")
+        out = jax.lax.ragged_dot(b.T, jnp.swapaxes(a, 1, 2), sizes, precision=prec, preferred_element_type=acc).T
+    else:
+        if a.shape[1] != b.shape[0]:
+            raise RuntimeError("contraction dimension of mat_a and mat_b must match")
+        dn = jax.lax.RaggedDotDimensionNumbers(
+            dot_dimension_numbers=(([1], [0]), ([], [])), lhs_ragged_dimensions=[1], rhs_group_dimensions=[]
+        )
+        out = jax.lax.ragged_dot_general(a, b, sizes, dn, precision=prec, preferred_element_type=acc)
+    return out.astype(a.dtype)

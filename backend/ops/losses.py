@@ -246,8 +246,7 @@ def _lce_check(x: Any, acc_dtype: Any, label_smoothing: float = 0.0) -> None:
 def _lce_lower() -> None:
     """Register the chunked custom ops of ``torch.nn.modules.linear_cross_entropy`` (newer torch only)."""
     try:
-        import torch
-        import torch.nn.modules.linear_cross_entropy  # noqa: F401 - defines the torch_nn ops
+        import torch.nn.modules.linear_cross_entropy  # noqa: F401  # lazy: optional (newer torch only)
         ops = torch.ops.torch_nn
         chunked = ops._linear_cross_entropy_batch_chunked.default
         no_red = ops._linear_cross_entropy_batch_chunked_no_reduction.default

@@ -143,6 +143,21 @@ def equal(a: Any, b: Any) -> bool:
     return a.shape == b.shape and bool(jnp.all(a == b))
 
 
+@lower(aten._is_all_true.default)
+def _is_all_true(x: Any) -> Any:
+    """``torch._check_tensor_all_with``'s reduction: a 0-dim bool, staying on the device."""
+    if x.dtype != jnp.bool_:
+        raise RuntimeError(f"_is_all_true: expected a bool tensor, got {x.dtype}")
+    return jnp.all(x)
+
+
+@lower(aten._is_any_true.default)
+def _is_any_true(x: Any) -> Any:
+    if x.dtype != jnp.bool_:
+        raise RuntimeError(f"_is_any_true: expected a bool tensor, got {x.dtype}")
+    return jnp.any(x)
+
+
 @lower(aten.is_nonzero.default)
 def is_nonzero(x: Any) -> bool:
     if x.size != 1:
@@ -349,10 +364,37 @@ def _check_weight(x2: Any, weight: Any) -> None:
                                "the input tensor excluding its innermost dimension")
 
 
+def _histc_int(x: Any, bins: int, lo_arg: Any, hi_arg: Any) -> Any:
+    """CUDA's integer histc (torch's CPU kernel refuses integers; ``transformers``' MoE routing counts expert
+    ids this way on every accelerator): the range is the Scalar bounds truncated to the input dtype, the bin
+    ``(v - lo) * bins // (hi - lo)`` in 64-bit integers, the top value in the last bin; the counts have the
+    input's dtype."""
+    if bins <= 0:
+        raise RuntimeError("bins must be > 0")
+    npdt = np.dtype(x.dtype)
+    lo = int(np.array(int(lo_arg)).astype(npdt))  # Scalar -> input_t, as CUDA's kernel converts it
+    hi = int(np.array(int(hi_arg)).astype(npdt))
+    if lo == hi and x.size:
+        lo, hi = int(jnp.min(x)), int(jnp.max(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not lo < hi:
+        raise RuntimeError("max must be larger than min")
+    flat = x.reshape(-1).astype(jnp.int64)
+    valid = (flat >= lo) & (flat <= hi)
+    pos = jnp.where(valid, (flat - lo) * bins // (hi - lo), 0)
+    pos = jnp.where(pos == bins, bins - 1, pos)
+    return jnp.zeros((bins,), x.dtype).at[pos].add(valid.astype(x.dtype))
+
+
 @lower(aten.histc.default)
 def histc(x: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Any:
     """torch.histc: bin = trunc((x - lo) * bins / (hi - lo)) in the input's precision (torch's linear rule,
-    no edge search), the top edge counted in the last bin."""
+    no edge search), the top edge counted in the last bin. Integer inputs as on CUDA (``_histc_int``)."""
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return _histc_int(x, bins, min, max)
+    if x.dtype == jnp.bool_:
+        raise RuntimeError("\"histc\" not implemented for 'Bool'")
     _check_hist_dtype(x, "histogram_cpu")
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")

@@ -155,7 +155,7 @@ def _div_floor_floating(a: Any, b: Any) -> Any:
     return jnp.where(b == 0, rnd(a / b), q).astype(dt)
 
 
-@lower(aten.floor_divide.default, aten.floor_divide.Scalar)
+@lower(aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor)
 def floor_divide(a: Any, b: Any) -> Any:
     return div_mode(a, b, rounding_mode="floor")
 
@@ -173,7 +173,7 @@ def remainder(a: Any, b: Any) -> Any:
 _binary(jnp.fmod, aten.fmod.Tensor, aten.fmod.Scalar)
 
 
-@lower(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+@lower(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, aten.pow_.Tensor)
 def pow_(a: Any, b: Any) -> Any:
     dt = result_dtype(a, b)
     a2, b2 = as_dtype(a, dt), as_dtype(b, dt)
@@ -220,8 +220,10 @@ _binary(jnp.fmin, aten.fmin.default)
 _binary(jnp.bitwise_and, aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)
 _binary(jnp.bitwise_or, aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)
 _binary(jnp.bitwise_xor, aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)
-_binary(jnp.left_shift, aten.bitwise_left_shift.Tensor, aten.__lshift__.Scalar, aten.__lshift__.Tensor)
-_binary(jnp.right_shift, aten.bitwise_right_shift.Tensor, aten.__rshift__.Scalar, aten.__rshift__.Tensor)
+_binary(jnp.left_shift, aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+        aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Scalar, aten.__lshift__.Tensor)
+_binary(jnp.right_shift, aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+        aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Scalar, aten.__rshift__.Tensor)
 _unary(lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x), aten.bitwise_not.default)
 
 for _n, _f in [("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
