@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return COMMANDS[args.command](args)
         except USER_ERRORS as exc:
-            print(f"tpu-bench {args.command}: error: {_first_line(exc)}", file=sys.stderr)
+            print(f"tpu-bench {args.command}: error: {_where(exc, args)}{_first_line(exc)}", file=sys.stderr)
             return 2
         except RuntimeError as exc:
             if "backend extension" not in str(exc):
@@ -323,6 +323,20 @@ def main(argv: list[str] | None = None) -> int:
 USER_ERRORS = (WorkbenchError, CatalogError, SchemaError, tomllib.TOMLDecodeError, json.JSONDecodeError,
                FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
 """Errors caused by what the user typed or pointed at: one line, exit status 2, no traceback."""
+
+
+def _where(exc: BaseException, args: argparse.Namespace) -> str:
+    """For a TOML/JSON syntax error (whose text has the line but not the file): the user's catalog file that
+    does not parse, as a "path: " prefix."""
+    if not isinstance(exc, tomllib.TOMLDecodeError | json.JSONDecodeError):
+        return ""
+    for name in [*getattr(args, "file", []), *getattr(args, "catalog_file", [])]:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+            tomllib.loads(text) if name.endswith(".toml") else json.loads(text)
+        except (OSError, ValueError):
+            return f"{name}: "
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -108,7 +108,7 @@ def test_bad_catalog_file_is_one_line(tmp_path, capsys):
     bad.write_text("[[chip]\nname = 'x'\n")
     assert main(["catalog", "list", "--file", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "line 1" in err and "Traceback" not in err and err.count("\n") == 1
+    assert f"{bad}: " in err and "line 1" in err and "Traceback" not in err and err.count("\n") == 1
     neg = tmp_path / "neg.toml"
     neg.write_text('[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\nsource = "x"\n'
                    'date = "2026-01"\n')
