@@ -27,9 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 import pandas as pd
-from nbclient import NotebookClient
 
 from migrate import migrate_paths
 from workbench.paths import examples_dir, repo_root
@@ -371,6 +369,9 @@ def tpu_platform() -> str:
 
 def _execute_notebook(path: str) -> int:
     """Execute a notebook with nbclient and print its stream output (used as a child process)."""
+    import nbformat  # lazy: subprocess (only the notebook child needs it; its schema validator imports slowly)
+    from nbclient import NotebookClient  # lazy: subprocess
+
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}})
     try:
