@@ -11,7 +11,7 @@ import re
 import libcst as cst
 
 from ._calls import rebind, same_args
-from ._util import arg, code, expr, kwarg, literals, pure, string_body
+from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
 from .base import Context, Rule, register
 
 #: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
@@ -23,6 +23,37 @@ _ACCELERATOR: dict[str, tuple[str, str, str, dict[str, str]]] = {
     "current_stream": ("device=None", "current_stream", "device=None, /", {}),
     "set_stream": ("stream", "set_stream", "stream", {}),
 }
+
+
+_GUARDS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+#: torch.cuda APIs the rules migrate; any other torch.cuda call stays CUDA-only (it is flagged).
+_MIGRATED = frozenset({*(f"torch.cuda.{k}" for k in _ACCELERATOR), "torch.cuda.set_device", "torch.cuda.empty_cache",
+                       "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.is_bf16_supported",
+                       "torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.get_device_name"})
+_CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Every call in ``node`` (not below nested defs or classes: those run elsewhere)."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.Call):
+            out.append(n)
+        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            todo.extend(n.children)
+    return out
+
+
+def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
+    """The callee's name when ``call`` stays CUDA-only after the migration (a flagged torch.cuda API, or a
+    function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
+    q = ctx.qname(call.func)
+    if q is not None and q.startswith("torch."):
+        return q if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp") \
+            else None
+    name = full_name(call.func)
+    return name if name and _CUDA_WORD.search(name) else None
 
 
 @register
@@ -45,6 +76,22 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
+    node_types = (cst.If,)
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code: made true
+        on TPU it would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        assert isinstance(node, cst.If)
+        guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
+        if not guards:
+            return
+        cuda_only = next((name for c in [*_calls_in(node.test), *_calls_in(node.body)]
+                          if (name := _cuda_only_call(ctx, c))), None)
+        if cuda_only is not None:
+            keep = ctx.scratch.setdefault("cuda-guards", {})
+            for c in guards:
+                keep[id(c)] = cuda_only  # type: ignore[index]
+
     def ref(self, ctx: Context, orig, node, qname: str):
         if ctx.is_called(orig):
             return None  # the call hook re-binds the arguments too
@@ -59,6 +106,11 @@ class CudaToAccelerator(Rule):
         if last == "set_device":
             ctx.flag(orig, "`torch.cuda.set_device(...)` in an expression: TorchTPU binds one device per process; "
                      "remove it", code=self.code)
+            return None
+        guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        if guarded is not None:
+            ctx.flag(orig, f"`{qname}()` guards CUDA-only code (`{guarded}`): kept, so that code never runs on "
+                     "TPU; give the TPU path its own branch", code=self.code)
             return None
         old, name, new_sig, rename = _ACCELERATOR[last]
         args = rebind(node, old, new_sig, rename)
@@ -410,15 +462,15 @@ class CustomKernels(Rule):
                  "ops. A file that imports one of them at its top level cannot even be imported without CUDA: "
                  "nothing else in it is rewritten (a half-migrated kernel file is worse than an untouched one).")
     before = "import triton\n"
-    after = ("# TODO(tpu-migrate TPU211): `triton` runs CUDA kernels; port to torch ops or a Pallas kernel "
-             "(torch.tpu.pallas.jax_op)\nimport triton\n")
+    after = ("# TODO(tpu-migrate TPU211): `triton` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a "
+             "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n")
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
         if cuda_only_module(mod):
-            ctx.flag(node, f"`{mod}` runs CUDA kernels; port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op)",
-                     code=self.code)
+            ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "
+                     "(torch.tpu.pallas.jax_op), or drop it", code=self.code)
 
     def visit_node(self, ctx, node):
         if type(node) is cst.Call:
