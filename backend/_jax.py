@@ -6,6 +6,8 @@ JAX is imported on first device use, never during ``import torch`` (autoload mus
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,11 +15,29 @@ import torch
 
 @functools.cache
 def jax_module() -> Any:
-    """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit."""
-    import jax
+    """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit, and XLA's persistent compilation
+    cache on (eager lowerings compile per shape; a cold process otherwise recompiles everything)."""
+    import jax  # lazy: jax (import torch must not import it)
 
     jax.config.update("jax_enable_x64", True)
+    cache = compilation_cache_dir()
+    if cache is not None:
+        try:
+            jax.config.update("jax_compilation_cache_dir", str(cache))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        except Exception:  # noqa: BLE001 - an unwritable cache must never stop the device
+            pass
     return jax
+
+
+def compilation_cache_dir() -> Path | None:
+    """``TORCH_TPU_COMPILATION_CACHE_DIR`` ("0" or "" turns the cache off); default
+    ``$XDG_CACHE_HOME/tpu-workbench/xla`` (``~/.cache/...``)."""
+    raw = os.environ.get("TORCH_TPU_COMPILATION_CACHE_DIR")
+    if raw is not None:
+        return None if raw.strip() in ("", "0") else Path(raw).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "tpu-workbench" / "xla"
 
 
 @functools.cache

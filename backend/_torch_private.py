@@ -101,6 +101,9 @@ rebuild_parameter: Callable[..., Any] = resolve(
     _tp("torch._utils:_rebuild_parameter", "pickle a TPU Parameter as a Parameter (weights_only allow-listed)",
         "backend/tensor.py"))
 
+rebuild_tensor_v2: Callable[..., Any] = resolve(
+    _tp("torch._utils:_rebuild_tensor_v2", "pickle a TPU tensor as a CPU tensor on a storage tagged 'tpu:0'",
+        "backend/tensor.py"))
 rebuild_sparse_tensor: Callable[..., Any] = resolve(
     _tp("torch._utils:_rebuild_sparse_tensor", "pickle a sparse TPU tensor as its components (weights_only allow-listed)",
         "backend/sparse.py"))
@@ -328,9 +331,12 @@ def patch(name: str, target: str, why: str, *, required: bool) -> Callable[[Call
 _CURRENT: list[Patch] = []
 
 
+MISSING = object()  # the original of an attribute a patch adds
+
+
 def replace_attr(owner: Any, attr: str, new: Any) -> Any:
-    """Set ``owner.attr = new`` from inside a patch, remembering the original (returned)."""
-    old = getattr(owner, attr)
+    """Set ``owner.attr = new`` from inside a patch, remembering the original (returned; ``MISSING`` if new)."""
+    old = getattr(owner, attr, MISSING)
     if _CURRENT:
         _CURRENT[-1].originals.append((owner, attr, old))
     setattr(owner, attr, new)

@@ -144,7 +144,7 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    return state.in_bad_fork()
 
 
 def _jax_devices() -> list:

@@ -49,6 +49,12 @@ def cpu_fallback_enabled() -> bool:
 
 def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None = None) -> Any:
     """Entry point from ``TpuTensor.__torch_dispatch__`` and the PrivateUse1 fallback kernel."""
+    if state._bad_fork:
+        raise RuntimeError(
+            "Cannot re-initialize the TPU device in a forked subprocess (JAX was started in the parent). To use "
+            "the TPU device with multiprocessing, you must use the 'spawn' start method (DataLoader("
+            "multiprocessing_context='spawn') or torch.multiprocessing.set_start_method('spawn'))"
+        )
     plan = _PLANS.get(func)
     if plan is None:
         plan = _PLANS[func] = _make_plan(func)

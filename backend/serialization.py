@@ -12,8 +12,10 @@ the interpreter. So:
 - the tensor rebuilt on a marked storage is moved to the device as it is rebuilt (a plain copy, so the
   result is a leaf with the saved ``requires_grad``).
 
-Saving goes through ``TpuTensor.__reduce_ex__``: a CPU copy plus the device, rebuilt by functions on
-``weights_only``'s allow-list, so ``map_location="cpu"`` brings a "tpu" checkpoint back to the CPU.
+Saving goes through ``TpuTensor.__reduce_ex__``: a CPU copy whose storage is tagged "tpu:0", exactly as a CUDA
+tensor's storage is tagged "cuda:0", rebuilt by ``_rebuild_tensor_v2`` (on ``weights_only``'s allow-list); so
+every ``map_location`` form — ``"cpu"``, a dict, a callable such as ``lambda s, loc: s`` — maps it as it maps
+any device checkpoint.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def _restore(storage: Any, location: str) -> Any:
         return None
     setattr(storage, _MARK, dev)
     return storage
+
+
+def _saved_location(storage: Any) -> str | None:
+    """Tagger (before the CPU's): a TPU tensor's CPU copy being saved is tagged with its device, "tpu:0"."""
+    untyped = getattr(storage, "_untyped_storage", storage)
+    return getattr(untyped, "_tpu_saved_location", None)
 
 
 def _marked(storage: Any) -> torch.device | None:
@@ -92,11 +100,23 @@ def install() -> None:
         cls = torch.UntypedStorage
         private.replace_attr(cls, "__new__", _storage_new(private.storage_base_new()))
 
+    @private.patch("storage-tpu-method", "torch.UntypedStorage.tpu, torch.TypedStorage.tpu",
+                   "storage.tpu(), like storage.cuda(), for map_location callables (lambda s, loc: s.tpu()); "
+                   "outside torch.load it raises the clear no-storage-on-tpu error", required=False)
+    def _storage_tpu() -> None:
+        def tpu(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
+            index = device if isinstance(device, int) else (torch.device(device).index if device else None)
+            return self.to(device=torch.device("tpu", index or 0), non_blocking=non_blocking)
+
+        for cls in (torch.UntypedStorage, torch.TypedStorage):
+            if not hasattr(cls, "tpu"):
+                private.replace_attr(cls, "tpu", tpu)
+
     @private.patch("load-to-tpu", "torch._utils._rebuild_tensor, _rebuild_tensor_v3; torch.serialization packages",
                    "torch.load(map_location='tpu' …) restores each storage on the device, which a Python backend "
                    "cannot do: storages stay on the CPU and each rebuilt tensor is moved", required=True)
     def _load() -> None:
-        torch.serialization.register_package(15, lambda storage: None, _restore)
+        torch.serialization.register_package(9, _saved_location, _restore)
         utils = private.torch_utils()
         rebuild, rebuild_v3 = utils._rebuild_tensor, utils._rebuild_tensor_v3
 

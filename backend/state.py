@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import threading
 
 import torch
@@ -75,6 +76,24 @@ class _Process:
                   else EagerMode.DEFER_NEVER)
     launch_blocking = os.environ.get("TORCH_TPU_LAUNCH_BLOCKING", os.environ.get("TPU_LAUNCH_BLOCKING", "0")) == "1"
     cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
+
+
+_bad_fork = False
+
+
+def in_bad_fork() -> bool:
+    """This process was forked after the parent had started JAX (whose threads do not survive a fork)."""
+    return _bad_fork
+
+
+def _after_fork_in_child() -> None:
+    global _bad_fork
+    jax = sys.modules.get("jax")
+    if jax is not None and "backend._jax" in sys.modules and sys.modules["backend._jax"].jax_module.cache_info().currsize:
+        _bad_fork = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def eager_mode() -> EagerMode:

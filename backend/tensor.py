@@ -126,14 +126,18 @@ class TpuTensor(torch.Tensor):
         return new
 
     def __reduce_ex__(self, proto: int) -> Any:
-        # Rebuilt by functions on torch.load's weights_only allow-list: a CPU copy moved back to "tpu" (or to
-        # where map_location says), and a Parameter stays a Parameter.
-        data = (private.rebuild_device_tensor_from_cpu,
-                (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+        # Saved as a CPU tensor whose storage is tagged "tpu:0" (as a CUDA tensor's storage is tagged "cuda:0"):
+        # torch.load's map_location — a string, a dict, a callable — then maps it like any device checkpoint,
+        # and with no map_location it comes back on "tpu". A Parameter stays a Parameter.
         if getattr(self, "_is_param", False):
             plain = TpuTensor(value(self))
             return (private.rebuild_parameter, (plain, self.requires_grad, OrderedDict()))
-        return data
+        cpu = jax_to_cpu(value(self))
+        storage = cpu.untyped_storage()
+        storage._tpu_saved_location = f"{self.device.type}:{self.device.index or 0}"
+        typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=cpu.dtype, _internal=True)
+        return (private.rebuild_tensor_v2,
+                (typed, 0, tuple(cpu.shape), cpu.stride(), self.requires_grad, OrderedDict()))
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # Print like torch does for any device, from a CPU copy of the value.

@@ -27,6 +27,7 @@ MAP_LOCATIONS = {
     "device": torch.device("tpu"),
     "dict": {"cpu": "tpu"},
     "callable-to": lambda storage, loc: storage.to(device="tpu"),
+    "callable-tpu": lambda storage, loc: storage.tpu(),
 }
 
 
@@ -203,3 +204,36 @@ def test_buffer_io_in_memory() -> None:
     torch.save(torch.arange(5, device="tpu"), buf)
     buf.seek(0)
     assert torch.load(buf).device == TPU
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+def test_device_checkpoint_with_a_callable_map_location(tmp_path: Path, weights_only: bool) -> None:
+    """The classic "load a GPU checkpoint onto the CPU" line, on a "tpu" checkpoint."""
+    path = tmp_path / "c.pt"
+    torch.save({"w": torch.arange(3.0, device="tpu")}, path)
+    to_cpu = torch.load(path, map_location=lambda storage, loc: storage, weights_only=weights_only)["w"]
+    assert to_cpu.device.type == "cpu" and to_cpu.tolist() == [0.0, 1.0, 2.0]
+    seen = []
+    torch.load(path, map_location=lambda storage, loc: seen.append(loc) or storage, weights_only=weights_only)
+    assert seen == ["tpu:0"]
+    back = torch.load(path, map_location={"tpu:0": "cpu"}, weights_only=weights_only)["w"]
+    assert back.device.type == "cpu"
+
+
+def test_a_forked_worker_touching_the_device_raises_like_cuda() -> None:
+    code = ("import torch\ntorch.ones(1, device='tpu').sum().item()\n"
+            "class D(torch.utils.data.Dataset):\n    def __len__(self): return 2\n"
+            "    def __getitem__(self, i): return torch.ones(2, device='tpu').cpu()\n"
+            "try:\n    list(torch.utils.data.DataLoader(D(), num_workers=1, multiprocessing_context='fork', timeout=60))\n"
+            "except RuntimeError as e:\n    print('forked' in str(e) and 'spawn' in str(e))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.stdout.strip().endswith("True"), (out.stdout, out.stderr[-2000:])
+
+
+def test_compilation_cache_dir_switch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from backend._jax import compilation_cache_dir
+
+    monkeypatch.setenv("TORCH_TPU_COMPILATION_CACHE_DIR", str(tmp_path))
+    assert compilation_cache_dir() == tmp_path
+    monkeypatch.setenv("TORCH_TPU_COMPILATION_CACHE_DIR", "0")
+    assert compilation_cache_dir() is None
