@@ -15,6 +15,13 @@ def _launch(ctx, orig, node, qname: str, rule: Rule) -> cst.BaseExpression | Non
     fn, args = arg(node, 0, "fn"), arg(node, 1, "args")
     if fn is None or any(a.star for a in node.args):
         return None
+    api = ctx.qname(arg(orig, 0, "fn").value)
+    if api is not None and api.startswith(("torch_xla.", "torch.")):
+        # launch(xm.xla_device): the launched function is an API some rule rewrites; calling it here would
+        # need a second pass, so it is left for a human
+        ctx.flag(orig, f"`{qname.rsplit('.', 1)[1]}({api.replace('torch_xla.core.xla_model.', 'xm.')})` launches "
+                 "a torch_xla API: launch your own function with torchrun", code=rule.code)
+        return None
     if args is None:
         rest = ""
     elif isinstance(args.value, cst.Tuple):

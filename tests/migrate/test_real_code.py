@@ -159,6 +159,7 @@ def test_a_real_spmd_program_is_still_flagged_only():
     "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, **ddp_kwargs)\n",
     XM + "import torch_xla.debug.metrics as met\nxm.master_print(met.metrics_report(), flush=True)\nx = 1\n",
     XM + "xm.master_print('done', flush=True)\n",
+    XM + "torch_xla.launch(xm.xla_device)\n",  # (the launched function is an API another rule rewrites)
     XM + "with torch_xla.amp.autocast(dev, dtype=torch.float16):\n    y = f()\n",
     "import torch\ns = torch.cuda.amp.GradScaler()\nwith torch.autocast(device_type=kind, dtype=torch.float16):\n    y = f()\n",
 ])
