@@ -17,11 +17,16 @@ EXPRS = ["xm.xla_device()", "torch.cuda.is_available()", "'cuda'", "'cuda:0'", "
          "xr.world_size()", "xm.get_ordinal()", "cuda.device_count()", "torch.cuda.amp.GradScaler()",
          "pl.MpDeviceLoader(loader, d)", "xm.is_master_ordinal()", "torch_xla.device()", "t.is_cuda",
          "torch.cuda.memory_allocated()", "xm.all_gather(t)", "xm.unknown_thing(1)", "f'cuda:{i}'",
-         "{'cuda': 'nccl'}", "x.to(local_rank)", "torch.load(p, map_location=lambda s, l: s)"]
+         "{'cuda': 'nccl'}", "x.to(local_rank)", "torch.load(p, map_location=lambda s, l: s)",
+         "xm.all_reduce('sum', [a, b])", "xm.rendezvous('t', b'x')", "torch.cuda.current_stream(device=d)",
+         "'cuda:{}'.format(r)", "xm.RateTracker()", "torch.cuda.is_bf16_supported() and ok", "['cuda', 'xla']",
+         "torch.cuda.get_device_properties(0).major", "torch_xla.launch(xm.xla_device)", "cfg['xla']",
+         "xm.mesh_reduce('a', v, max)"]
 STMTS = ["xm.mark_step()", "torch.cuda.empty_cache()", "xm.master_print(v)", "xm.rendezvous('t')",
          "torch.backends.cudnn.benchmark = True", "xm.optimizer_step(opt)", "v = xm.mesh_reduce('a', v, sum)",
          "torch.cuda.synchronize()", "xm.save(sd, 'p')", "dist.init_process_group('xla', init_method='xla://')",
-         "torch.backends.cuda.matmul.allow_tf32 = flag", "pass"]
+         "torch.backends.cuda.matmul.allow_tf32 = flag", "pass", "torch.cuda.manual_seed(s)", "torch.manual_seed(s)",
+         "torch.cuda.set_device(r)", "xm.master_print(v, flush=True)", "xm.reduce_gradients(opt)"]
 
 
 @st.composite
