@@ -31,13 +31,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", default="family", choices=["family", "all", "none"])
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--harness-only", action="store_true", help="build + CPU reference only (no device)")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="only merge these runs' records into --out")
     args = ap.parse_args(argv)
+    if args.merge:
+        from workbench.validate.orchestrate import merge_runs
+
+        run = merge_runs(args.merge, args.out)
+        _print(run, args)
+        return 0
     options = SweepOptions(jobs=args.jobs, timeout=args.timeout, out=Path(args.out))
     run = run_validation(args.arch or None, options=options, generate=not args.no_generate, compile=args.compile,
                          resume=args.resume, order="interleave", harness_only=args.harness_only)
+    _print(run, args)
+    return 0
+
+
+def _print(run, args) -> None:
     s = run.summary
-    print(f"host: {os.cpu_count()} CPUs, {args.jobs} jobs, {options.threads or 'auto'} torch threads per job, "
-          f"timeout {args.timeout:g} s")
+    print(f"host: {os.cpu_count()} CPUs, {args.jobs} jobs, timeout {args.timeout:g} s")
     print(f"model types: {s['architectures']}")
     print(f"built by the harness: {s['built']} ({s['built_pct']}%)")
     print(f"run on the device: {s['ran_on_device']}   tier 1: {s['tier1']} ({s['tier1_pct']}% of run)   tier 2: {s['tier2']} ({s['tier2_pct']}% of run)")
@@ -47,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     for label, archs in s["failure_classes"]:
         print(f"  {len(archs):>4}  {label}: {', '.join(archs[:8])}{' …' if len(archs) > 8 else ''}")
     print(f"harness failures: {len(s['harness_failures'])} (listed in {run.report_path})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def _pixel_values_videos(ctx: InputContext) -> torch.Tensor:
     return randn(ctx, ctx.batch, num_frames(ctx), num_channels(ctx), h, w)
 
 
-@builder("input_values")
+@builder("input_values", "inputs")  # "inputs": speech encoder-decoders name the raw audio so
 def _input_values(ctx: InputContext) -> torch.Tensor:
     samples = ctx.opt("samples", AUDIO_SAMPLES)
     if ctx.choose("audio_layout", ["mono", "channels"]) == "channels":  # codecs: batch x channels x samples
@@ -286,7 +286,7 @@ def _grid_thw(ctx: InputContext) -> torch.Tensor:
 def _input_features(ctx: InputContext) -> torch.Tensor:
     cfg = audio_config(ctx.config)
     dims = []  # the feature width: configs name it differently; the CPU says which one the model reads
-    for name in ("num_mel_bins", "feature_size", "input_feat_per_channel", "input_dim", "n_mels",
+    for name in ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "input_dim", "n_mels",
                  "feature_dim", "num_features", "input_size"):
         for c in (cfg, ctx.config):
             v = getattr(c, name, None)

@@ -161,6 +161,33 @@ def _bar(total: int, progress: bool, desc: str = "validate"):
     return tqdm(total=total, desc=desc, unit="arch", file=sys.stderr, dynamic_ncols=True)
 
 
+def merge_runs(paths: list[str | Path], out: str | Path, title: str = "Model-zoo validation") -> ValidationRun:
+    """One report from several runs' records (e.g. a harness-only pass over every architecture and device
+    runs over part of them): per architecture the later run wins, except that a harness-only record never
+    replaces a device result. The summary says which runs were merged."""
+    from workbench.results import read_records
+
+    sets = []
+    for p in paths:
+        p = Path(p)
+        sets.append(read_records(p / "records.jsonl" if p.is_dir() else p))
+    records = report.merge(*sets)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = [r for s in sets for r in s if r.phase == report.SUMMARY_PHASE]
+    source = dict((summaries[-1] if summaries else records[-1]).source)
+    source["merged_from"] = [str(p) for p in paths]
+    source["git_revisions"] = sorted({str(r.source.get("git_revision")) for r in records})
+    wall = sum(float(s.extra.get("sweep_wall_s") or 0) for s in summaries)
+    summary = report.summary_record(records, source, wall, {"merged runs": len(paths)})
+    path = out / "records.jsonl"
+    if path.exists():
+        path.unlink()
+    append_records(path, records + [summary])
+    report_path = report.write_report(records + [summary], out / "report.md", title)
+    return ValidationRun(records + [summary], path, report_path, summary.extra, wall)
+
+
 def listing() -> list[dict]:
     """Every architecture with the class that would be validated and its family (for ``--list``)."""
     return [{"model_type": a.model_type, "class": a.candidates[0].class_name if a.candidates else None,

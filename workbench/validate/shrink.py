@@ -112,6 +112,7 @@ INT_RULES: tuple[IntRule, ...] = (
     IntRule("source_positions", _name("max_source_positions"), 32),  # whisper-like: input frames = 2x this
     IntRule("frames", _name("num_frames", "frames_per_clip"), 4),
     IntRule("window_size", _name("window_size"), 4),
+    IntRule("windows", _name("num_windows"), 1),  # image_size must stay divisible by it
     IntRule("ssm_groups", _name("n_groups", "mamba_n_groups", "ssm_n_groups"), 1),
     IntRule("kv_shared", _name("num_kv_shared_layers"), 0),
 )
