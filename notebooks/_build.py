@@ -359,7 +359,7 @@ vs = projection_vs_published()
 nbv.show_table(vs[vs["rel_error"].notna()])
 """),
     md("""
-## Play: chips to show, compute efficiency, overlap, scale-out bandwidth
+## Play: chips to show, GEMM efficiency, overlap of asynchronous collectives, scale-out bandwidth
 """),
     code("""
 nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
