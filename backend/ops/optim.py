@@ -11,7 +11,8 @@ counters are rolled back by the optimizer itself). The hyper-parameters are trac
 learning-rate schedule does not recompile.
 
 The functional overloads (``_fused_adam`` ...), which functionalization and compile graphs use, are the
-same math returning new lists; the ``.out`` overloads write ``out`` and mutate the state lists.
+same math returning new lists; the ``.out`` overloads write the new parameters to ``out`` and leave every
+other list as it is, as torch's generated CPU kernels for them do.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from backend import lazy
 from backend.ops._util import aten
 from backend.ops.registry import lower
-from backend.tensor import TpuTensor, set_value, value
+from backend.tensor import TpuTensor, payload, set_value
 
 _LOW = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 
@@ -137,6 +139,7 @@ def _adam_arrays(
     maximize: bool,
     grad_scale: Any,
     found_inf: Any,
+    defer: bool = False,
 ) -> tuple:
     n = len(params)
     if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == len(steps) == n):
@@ -151,39 +154,30 @@ def _adam_arrays(
         )
     if n == 0:
         return [], [], [], [], []
-    return _adam_kernel(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        max_sqs if amsgrad else [],
-        steps,
-        lr,
-        beta1,
-        beta2,
-        weight_decay,
-        eps,
-        grad_scale,
-        found_inf,
-        amsgrad=bool(amsgrad),
-        maximize=bool(maximize),
-        adamw=adamw,
-        decay=weight_decay != 0,
-    )
+    args = (params, grads, exp_avgs, exp_avg_sqs, max_sqs if amsgrad else [], steps, lr, beta1, beta2, weight_decay,
+            eps, grad_scale, found_inf)  # fmt: skip
+    flags = {"amsgrad": bool(amsgrad), "maximize": bool(maximize), "adamw": adamw, "decay": weight_decay != 0}
+    return _run(defer, _adam_kernel, args, flags)
 
 
 def _values(ts: Any) -> list:
-    return [value(t) for t in ts]
+    return [payload(t) for t in ts]
 
 
 def _opt(t: Any) -> Any:
-    return None if t is None else value(t)
+    return None if t is None else payload(t)
+
+
+def _run(defer: bool, kernel: Any, args: tuple, kwargs: dict) -> Any:
+    """Torch-level (raw) callers defer the kernel in fused eager (``lazy.call``); functional lowerings are
+    already run (or recorded) by the dispatcher and call it directly."""
+    return lazy.call(kernel, args, kwargs) if defer else kernel(*args, **kwargs)
 
 
 def _lr_of(lr: Any) -> Any:
     """A Python lr, a CPU tensor lr (read on the host, as CUDA's kernel does) or a device tensor lr."""
     if isinstance(lr, TpuTensor):
-        return value(lr)
+        return payload(lr)
     if isinstance(lr, torch.Tensor):
         return lr.item()
     return lr
@@ -230,6 +224,7 @@ def _fused_adam_inplace(adamw: bool) -> Any:
             maximize,
             _opt(grad_scale),
             _opt(found_inf),
+            defer=True,
         )
         for ts, new in ((self, p), (grads, g), (exp_avgs, m), (exp_avg_sqs, v), (max_exp_avg_sqs, vmax)):
             _write(ts, new)
@@ -316,9 +311,9 @@ def _fused_adam_out(adamw: bool) -> Any:
             maximize,
             _opt(grad_scale),
             _opt(found_inf),
+            defer=True,
         )
-        for ts, new in ((out, p), (grads, g), (exp_avgs, m), (exp_avg_sqs, v), (max_exp_avg_sqs, vmax)):
-            _write(ts, new)
+        _write(out, p)  # the state lists stay as they are: torch's generated .out kernels write only ``out``
 
     return impl
 
@@ -388,6 +383,7 @@ def _sgd_arrays(
     is_first_step: bool,
     grad_scale: Any,
     found_inf: Any,
+    defer: bool = False,
 ) -> tuple:
     n = len(params)
     use_momentum = momentum != 0
@@ -398,7 +394,7 @@ def _sgd_arrays(
         )
     if n == 0:
         return [], [], []
-    return _sgd_kernel(
+    args = (
         params,
         grads,
         bufs if use_momentum else [],
@@ -408,12 +404,10 @@ def _sgd_arrays(
         dampening,
         grad_scale,
         found_inf,
-        maximize=bool(maximize),
-        nesterov=bool(nesterov),
-        first=bool(is_first_step),
-        decay=weight_decay != 0,
-        use_momentum=use_momentum,
     )
+    flags = {"maximize": bool(maximize), "nesterov": bool(nesterov), "first": bool(is_first_step),
+             "decay": weight_decay != 0, "use_momentum": use_momentum}  # fmt: skip
+    return _run(defer, _sgd_kernel, args, flags)
 
 
 @lower(aten._fused_sgd_.default, aten._fused_sgd_.tensor_lr, raw=True)
@@ -445,6 +439,7 @@ def _fused_sgd_(
         is_first_step,
         _opt(grad_scale),
         _opt(found_inf),
+        defer=True,
     )
     for ts, new in ((self, p), (grads, g), (momentum_buffer_list, b)):
         _write(ts, new)
@@ -513,9 +508,9 @@ def _fused_sgd_out(
         is_first_step,
         _opt(grad_scale),
         _opt(found_inf),
+        defer=True,
     )
-    for ts, new in ((out, p), (grads, g), (momentum_buffer_list, b)):
-        _write(ts, new)
+    _write(out, p)
 
 
 # ----------------------------------------------------------------------------- Adagrad
@@ -567,6 +562,7 @@ def _adagrad_arrays(
     maximize: bool,
     grad_scale: Any,
     found_inf: Any,
+    defer: bool = False,
 ) -> tuple:
     n = len(params)
     if not (len(grads) == len(sums) == len(steps) == n):
@@ -576,20 +572,8 @@ def _adagrad_arrays(
         )
     if n == 0:
         return [], [], []
-    return _adagrad_kernel(
-        params,
-        grads,
-        sums,
-        steps,
-        lr,
-        lr_decay,
-        weight_decay,
-        eps,
-        grad_scale,
-        found_inf,
-        maximize=bool(maximize),
-        decay=weight_decay != 0,
-    )
+    args = (params, grads, sums, steps, lr, lr_decay, weight_decay, eps, grad_scale, found_inf)
+    return _run(defer, _adagrad_kernel, args, {"maximize": bool(maximize), "decay": weight_decay != 0})
 
 
 @lower(aten._fused_adagrad_.default, aten._fused_adagrad_.tensor_lr, raw=True)
@@ -619,6 +603,7 @@ def _fused_adagrad_(
         maximize,
         _opt(grad_scale),
         _opt(found_inf),
+        defer=True,
     )
     for ts, new in ((self, p), (grads, g), (state_sums, s)):
         _write(ts, new)
@@ -685,9 +670,9 @@ def _fused_adagrad_out(
         maximize,
         _opt(grad_scale),
         _opt(found_inf),
+        defer=True,
     )
-    for ts, new in ((out, p), (grads, g), (state_sums, s)):
-        _write(ts, new)
+    _write(out, p)
 
 
 # ----------------------------------------------------------------------------- GradScaler
@@ -719,11 +704,11 @@ def _check_unscale_args(grads: list, found_inf: Any, inv_scale: Any) -> None:
 
 @lower(aten._amp_foreach_non_finite_check_and_unscale_.default, raw=True)
 def _amp_foreach_non_finite_check_and_unscale_(self: list, found_inf: Any, inv_scale: Any) -> None:
-    grads, fi, inv = _values(self), value(found_inf), value(inv_scale)
+    grads, fi, inv = _values(self), payload(found_inf), payload(inv_scale)
     _check_unscale_args(grads, fi, inv)
     if not grads:
         return
-    new, new_fi = _unscale_kernel(grads, fi, inv)
+    new, new_fi = lazy.call(_unscale_kernel, (grads, fi, inv))
     _write(self, new)
     set_value(found_inf, new_fi)
 
@@ -741,13 +726,12 @@ def _amp_foreach_non_finite_check_and_unscale(self: list, found_inf: Any, inv_sc
 def _amp_foreach_non_finite_check_and_unscale_out(
     self: list, found_inf: Any, inv_scale: Any, *, out: list
 ) -> None:
-    grads, fi, inv = _values(self), value(found_inf), value(inv_scale)
+    grads, fi, inv = _values(self), payload(found_inf), payload(inv_scale)
     _check_unscale_args(grads, fi, inv)
     if not grads:
         return
-    new, new_fi = _unscale_kernel(grads, fi, inv)
-    _write(out, new)
-    set_value(found_inf, new_fi)
+    new, new_fi = lazy.call(_unscale_kernel, (grads, fi, inv))
+    _write(out, new)  # found_inf is left as is, as torch's generated .out kernel leaves it
 
 
 @functools.partial(jax.jit, static_argnames=("growth_interval",))
@@ -785,10 +769,12 @@ def _amp_update_scale_(
     scale_backoff_factor: float,
     growth_interval: int,
 ) -> Any:
-    s, t, fi = value(self), value(growth_tracker), value(found_inf)
+    s, t, fi = payload(self), payload(growth_tracker), payload(found_inf)
     _check_update_args(s, t, fi)
-    new_s, new_t = _update_scale_kernel(
-        s, t, fi, scale_growth_factor, scale_backoff_factor, growth_interval=int(growth_interval)
+    new_s, new_t = lazy.call(
+        _update_scale_kernel,
+        (s, t, fi, float(scale_growth_factor), float(scale_backoff_factor)),
+        {"growth_interval": int(growth_interval)},
     )
     set_value(self, new_s)
     set_value(growth_tracker, new_t)
@@ -826,11 +812,12 @@ def _amp_update_scale_out(
     *,
     out: Any,
 ) -> Any:
-    s, t, fi = value(self), value(growth_tracker), value(found_inf)
+    s, t, fi = payload(self), payload(growth_tracker), payload(found_inf)
     _check_update_args(s, t, fi)
-    new_s, new_t = _update_scale_kernel(
-        s, t, fi, scale_growth_factor, scale_backoff_factor, growth_interval=int(growth_interval)
+    new_s, new_t = lazy.call(
+        _update_scale_kernel,
+        (s, t, fi, float(scale_growth_factor), float(scale_backoff_factor)),
+        {"growth_interval": int(growth_interval)},
     )
-    set_value(out, new_s)
-    set_value(growth_tracker, new_t)
+    set_value(out, new_s)  # growth_tracker is left as is, as torch's generated .out kernel leaves it
     return out

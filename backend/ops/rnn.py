@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from backend import lazy
 from backend.ops._util import aten
 from backend.ops.registry import lower
-from backend.tensor import TpuTensor, value
+from backend.tensor import TpuTensor, payload
 
 
 def _acc(dt: Any) -> Any:
@@ -147,16 +148,20 @@ def _host_lengths(lengths: Any) -> np.ndarray:
     return lengths.detach().contiguous().numpy()
 
 
+def _gather_rows(x: Any, rows: Any, batch_first: bool) -> Any:
+    if batch_first:
+        x = jnp.swapaxes(x, 0, 1)
+    return jnp.take(x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), rows, axis=0)
+
+
 @lower(aten._pack_padded_sequence.default, raw=True)
 def _pack_padded_sequence(input: Any, lengths: Any, batch_first: bool) -> tuple:
     """(data, batch_sizes): the rows ``input[t, :batch_sizes[t]]`` for each step t, stacked (time-major)."""
-    x = value(input)
-    if batch_first:
-        x = jnp.swapaxes(x, 0, 1)
+    x = payload(input)  # only its shape is read here: in fused eager the gather is recorded, not run
+    t_max, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
     if x.size == 0:
         raise RuntimeError("Cannot pack empty tensors.")
     lens = _host_lengths(lengths)
-    t_max, batch = x.shape[0], x.shape[1]
     if lens.shape[0] != batch:
         raise RuntimeError(
             f"Expected `len(lengths)` to be equal to batch_size, but got {lens.shape[0]} (batch_size={batch})"
@@ -167,16 +172,15 @@ def _pack_padded_sequence(input: Any, lengths: Any, batch_first: bool) -> tuple:
         )
     if np.any(lens[1:] > lens[:-1]):
         raise RuntimeError(
-            "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. You "
-            "can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence to sidestep "
-            "this requirement if you do not need ONNX exportability."
+            "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. You can pass "
+            "`enforce_sorted=False` to pack_padded_sequence and/or pack_sequence to sidestep this requirement if "
+            "you do not need ONNX exportability."
         )
     if lens[0] > t_max:
         raise RuntimeError(
-            f"Expected sequence length to be larger than or equal to max length, but got "
-            f"{t_max} < {int(lens[0])}"
+            f"Expected sequence length to be larger than or equal to max length, but got {t_max} < {int(lens[0])}"
         )
     batch_sizes = (lens[None, :] > np.arange(int(lens[0]))[:, None]).sum(1).astype(np.int64)
     rows = np.concatenate([t * batch + np.arange(b) for t, b in enumerate(batch_sizes)])
-    flat = x.reshape((t_max * batch,) + x.shape[2:])
-    return TpuTensor(jnp.take(flat, jnp.asarray(rows), axis=0)), torch.from_numpy(batch_sizes)
+    data = lazy.call(_gather_rows, (x, jnp.asarray(rows), bool(batch_first)))
+    return TpuTensor(data), torch.from_numpy(batch_sizes)

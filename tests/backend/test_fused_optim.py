@@ -281,3 +281,55 @@ def test_foreach_powsum() -> None:
             strict=True,
         ):
             torch.testing.assert_close(t.cpu(), c)
+
+
+def test_fused_out_overloads_match_cpu() -> None:
+    """The ``.out`` forms: ``out`` gets the new parameters; like torch's generated CPU kernels, nothing else is
+    written."""
+    g = torch.Generator().manual_seed(4)
+    p, gr = [torch.randn(5, generator=g)], [torch.randn(5, generator=g)]
+    m, v = [torch.randn(5, generator=g)], [torch.rand(5, generator=g)]
+    steps = [torch.tensor(2.0)]
+    kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+    cpu = [[t.clone() for t in ts] for ts in (p, gr, m, v, steps)]
+    tpu = [[t.to("tpu") for t in ts] for ts in (p, gr, m, v, steps)]
+    out_c, out_t = [torch.empty(5)], [torch.empty(5, device="tpu")]
+    torch.ops.aten._fused_adamw.out(cpu[0], cpu[1], cpu[2], cpu[3], [], cpu[4], out=out_c, **kw)
+    torch.ops.aten._fused_adamw.out(tpu[0], tpu[1], tpu[2], tpu[3], [], tpu[4], out=out_t, **kw)
+    torch.testing.assert_close(out_t[0].cpu(), out_c[0])
+    for c, t in zip(cpu[:4], tpu[:4], strict=True):
+        torch.testing.assert_close(t[0].cpu(), c[0])
+    sgd_kw = dict(weight_decay=0.0, momentum=0.9, lr=0.1, dampening=0.0, nesterov=True, maximize=False,
+                  is_first_step=False)  # fmt: skip
+    buf_c, buf_t = [torch.ones(5)], [torch.ones(5, device="tpu")]
+    o_c, o_t = [torch.empty(5)], [torch.empty(5, device="tpu")]
+    torch.ops.aten._fused_sgd.out(cpu[0], cpu[1], buf_c, out=o_c, **sgd_kw)
+    torch.ops.aten._fused_sgd.out(tpu[0], tpu[1], buf_t, out=o_t, **sgd_kw)
+    torch.testing.assert_close(o_t[0].cpu(), o_c[0])
+    torch.testing.assert_close(buf_t[0].cpu(), buf_c[0])
+
+
+def test_foreach_capturable_adam_matches_cpu() -> None:
+    _compare(torch.optim.Adam, {"foreach": True, "capturable": True}, lr=0.01, weight_decay=0.1)
+
+
+def test_amp_ops_match_cpu() -> None:
+    """GradScaler's two ops, in place and in their ``.out`` forms (which write only ``out``, as on the CPU)."""
+    for dev in ("cpu", "tpu"):
+        grads = [torch.tensor([1.0, float("inf")], device=dev), torch.tensor([2.0, 4.0], device=dev)]
+        found, inv = torch.zeros(1, device=dev), torch.tensor(0.5, device=dev)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+        assert found.item() == 1.0 and grads[1].cpu().tolist() == [1.0, 2.0]
+        out = [torch.empty(2, device=dev)]
+        torch.ops.aten._amp_foreach_non_finite_check_and_unscale.out([grads[1]], found.zero_(), inv, out=out)
+        assert out[0].cpu().tolist() == [0.5, 1.0] and found.item() == 0.0
+        scale, tracker = torch.tensor([4.0], device=dev), torch.tensor([1], dtype=torch.int32, device=dev)
+        torch._amp_update_scale_(scale, tracker, torch.zeros(1, device=dev), 2.0, 0.5, 2)
+        assert scale.item() == 8.0 and tracker.item() == 0
+        torch._amp_update_scale_(scale, tracker, torch.ones(1, device=dev), 2.0, 0.5, 2)
+        assert scale.item() == 4.0 and tracker.item() == 0
+        o = torch.empty(1, device=dev)
+        torch.ops.aten._amp_update_scale.out(
+            scale, tracker.fill_(1), torch.zeros(1, device=dev), 2.0, 0.5, 2, out=o
+        )
+        assert o.item() == 8.0 and scale.item() == 4.0 and tracker.item() == 1
