@@ -216,7 +216,8 @@ def merge(*record_sets: list[Record]) -> list[Record]:
                 continue
             name = str(r.config.get("model_type"))
             old = out.get(name)
-            if old is not None and r.extra.get("status") == "built" and old.extra.get("status") != "built":
-                continue
+            if (old is not None and r.extra.get("status") in ("built", "harness")
+                    and old.extra.get("status") in ("pass", "tier1", "fail")):
+                continue  # a harness-only check never replaces a device result
             out[name] = r
     return [out[n] for n in sorted(out)]
