@@ -40,8 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         _print(run, args)
         return 0
     options = SweepOptions(jobs=args.jobs, timeout=args.timeout, out=Path(args.out))
-    run = run_validation(args.arch or None, options=options, generate=not args.no_generate, compile=args.compile,
-                         resume=args.resume, order="interleave", harness_only=args.harness_only)
+    run = run_validation(
+        args.arch or None,
+        options=options,
+        generate=not args.no_generate,
+        compile=args.compile,
+        resume=args.resume,
+        order="interleave",
+        harness_only=args.harness_only,
+    )
     _print(run, args)
     return 0
 
@@ -51,8 +58,12 @@ def _print(run, args) -> None:
     print(f"host: {os.cpu_count()} CPUs, {args.jobs} jobs, timeout {args.timeout:g} s")
     print(f"model types: {s['architectures']}")
     print(f"built by the harness: {s['built']} ({s['built_pct']}%)")
-    print(f"run on the device: {s['ran_on_device']}   tier 1: {s['tier1']} ({s['tier1_pct']}% of run)   tier 2: {s['tier2']} ({s['tier2_pct']}% of run)")
-    print(f"generate(): {s['generate_pass']}/{s['generate_run']}   compile: {s['compile_pass']}/{s['compile_run']}")
+    print(
+        f"run on the device: {s['ran_on_device']}   tier 1: {s['tier1']} ({s['tier1_pct']}% of run)   tier 2: {s['tier2']} ({s['tier2_pct']}% of run)"
+    )
+    print(
+        f"generate(): {s['generate_pass']}/{s['generate_run']}   compile: {s['compile_pass']}/{s['compile_run']}"
+    )
     print(f"wall time: {run.wall_s:,.0f} s (sum of per-architecture wall times {s['wall_s_sum']:,.0f} s)")
     print("failure classes (built architectures):")
     for label, archs in s["failure_classes"]:

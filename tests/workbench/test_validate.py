@@ -49,13 +49,18 @@ def test_shrink_layers_widths_and_special_tokens(archs):
     assert config.num_attention_heads % config.num_key_value_heads == 0
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         value = getattr(config, name)
-        assert value is None or all(0 <= v < config.vocab_size for v in ([value] if isinstance(value, int) else value))
+        assert value is None or all(
+            0 <= v < config.vocab_size for v in ([value] if isinstance(value, int) else value)
+        )
     assert changes["num_hidden_layers"] == [32, 2]
 
 
 def test_per_layer_kinds_keep_one_layer_of_each():
-    d = {"num_hidden_layers": 12, "layer_types": ["sliding"] * 5 + ["full"] + ["sliding"] * 5 + ["full"],
-         "per_layer": {"5": {"head_dim": 8}, "11": {"head_dim": 8}}}
+    d = {
+        "num_hidden_layers": 12,
+        "layer_types": ["sliding"] * 5 + ["full"] + ["sliding"] * 5 + ["full"],
+        "per_layer": {"5": {"head_dim": 8}, "11": {"head_dim": 8}},
+    }
     out, _, _ = shrink.shrink_config_dict(d)
     assert out["layer_types"] == ["sliding", "full"] and out["num_hidden_layers"] == 2
     assert list(out["per_layer"]) == ["01"]  # the full-attention layer's settings follow it to its new index
@@ -64,7 +69,12 @@ def test_per_layer_kinds_keep_one_layer_of_each():
 
 
 def test_layer_index_lists_are_rescaled_and_widths_followed():
-    d = {"num_hidden_layers": 12, "global_attn_indexes": [2, 5, 8, 11], "hidden_size": 768, "condition_dim": 768}
+    d = {
+        "num_hidden_layers": 12,
+        "global_attn_indexes": [2, 5, 8, 11],
+        "hidden_size": 768,
+        "condition_dim": 768,
+    }
     out, _, _ = shrink.shrink_config_dict(d)
     assert out["num_hidden_layers"] == 4 and out["global_attn_indexes"] == [0, 1, 2, 3]
     assert out["condition_dim"] == out["hidden_size"] == shrink.WIDTH
@@ -116,17 +126,29 @@ def test_tolerances_scale_with_the_tensor():
 
 
 def test_failure_classes():
-    assert classify.classify_error(
-        "NotImplementedError", "operator 'aten::histc' is not implemented for TPU. Set ...") == "missing op aten::histc"
-    assert classify.classify_error(
-        "RuntimeError", '"histogram_cpu" not implemented for \'Int\'') == "histogram_cpu refuses dtype Int"
-    assert classify.classify_error("crash", "the process died (SIGSEGV) during stage 'tpu_forward'") == \
-        "process died (SIGSEGV) in tpu_forward"
-    same = [classify.classify_error("RuntimeError", f"shape '[2, {n}]' is invalid for input of size {n * 3}")
-            for n in (4, 9)]
+    assert (
+        classify.classify_error(
+            "NotImplementedError", "operator 'aten::histc' is not implemented for TPU. Set ..."
+        )
+        == "missing op aten::histc"
+    )
+    assert (
+        classify.classify_error("RuntimeError", "\"histogram_cpu\" not implemented for 'Int'")
+        == "histogram_cpu refuses dtype Int"
+    )
+    assert (
+        classify.classify_error("crash", "the process died (SIGSEGV) during stage 'tpu_forward'")
+        == "process died (SIGSEGV) in tpu_forward"
+    )
+    same = [
+        classify.classify_error("RuntimeError", f"shape '[2, {n}]' is invalid for input of size {n * 3}")
+        for n in (4, 9)
+    ]
     assert same[0] == same[1]
     rescued = {"status": "fail", "cpu_rescued": {"rescues": {"aten::_weight_norm_interface_backward": 2}}}
-    assert classify.classify(rescued) == "backward op re-run on the CPU: aten::_weight_norm_interface_backward"
+    assert (
+        classify.classify(rescued) == "backward op re-run on the CPU: aten::_weight_norm_interface_backward"
+    )
 
 
 def test_a_backward_rescue_is_a_tier1_failure(monkeypatch):
@@ -148,12 +170,31 @@ def test_report_counts_harness_failures_apart(tmp_path):
     source = {"device": "cpu", "platform": "host CPU", "device_name": "cpu", "emulated": False, "date": "d"}
     results = [
         {"model_type": "a", "status": "pass", "tier1": True, "tier2": True, "family": "x"},
-        {"model_type": "b", "status": "tier1", "tier1": True, "tier2": False, "family": "x",
-         "agreement": {"forward": {"ok": False}, "gradients": {"ok": True}}},
-        {"model_type": "c", "status": "fail", "tier1": False, "tier2": False, "error_type": "NotImplementedError",
-         "error": "operator 'aten::foo' is not implemented for TPU", "family": "x"},
-        {"model_type": "d", "status": "harness", "failed_stage": "config", "error_type": "ValueError",
-         "error": "bad config", "family": "x"},
+        {
+            "model_type": "b",
+            "status": "tier1",
+            "tier1": True,
+            "tier2": False,
+            "family": "x",
+            "agreement": {"forward": {"ok": False}, "gradients": {"ok": True}},
+        },
+        {
+            "model_type": "c",
+            "status": "fail",
+            "tier1": False,
+            "tier2": False,
+            "error_type": "NotImplementedError",
+            "error": "operator 'aten::foo' is not implemented for TPU",
+            "family": "x",
+        },
+        {
+            "model_type": "d",
+            "status": "harness",
+            "failed_stage": "config",
+            "error_type": "ValueError",
+            "error": "bad config",
+            "family": "x",
+        },
     ]
     recs = [report.record_for(r, source, 1.0, {}) for r in results]
     s = report.summarise(recs)
@@ -164,7 +205,7 @@ def test_report_counts_harness_failures_apart(tmp_path):
     assert "| d | config | bad config |" in text and "66.7% of run" in text
 
 
-FACTORIES = textwrap.dedent('''
+FACTORIES = textwrap.dedent("""
     import os, signal, time
     import torch
 
@@ -189,7 +230,7 @@ FACTORIES = textwrap.dedent('''
 
     def hang():
         return Net("hang"), (torch.randn(2, 4),)
-''')
+""")
 
 
 @pytest.mark.slow
@@ -201,9 +242,13 @@ def test_sweep_survives_a_segfault_and_a_hang(tmp_path, monkeypatch):
     (tmp_path / "user_nets.py").write_text(FACTORIES)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    run = run_validation(None, user_models=["user_nets:ok", "user_nets:crash", "user_nets:hang"],
-                         options=SweepOptions(jobs=2, timeout=60, out=tmp_path / "out", device="tpu"),
-                         compile="none", progress=False)
+    run = run_validation(
+        None,
+        user_models=["user_nets:ok", "user_nets:crash", "user_nets:hang"],
+        options=SweepOptions(jobs=2, timeout=60, out=tmp_path / "out", device="tpu"),
+        compile="none",
+        progress=False,
+    )
     by = {r.config["model_type"]: r.extra for r in run.records if r.phase == report.PHASE}
     assert by["user_nets:ok"]["tier2"] is True
     assert by["user_nets:crash"]["failure_class"] == "process died (SIGSEGV) in tpu_forward"
@@ -213,9 +258,38 @@ def test_sweep_survives_a_segfault_and_a_hang(tmp_path, monkeypatch):
 
 
 # A fixed spread over the families (decoders, MoE, encoders, seq2seq, vision, audio, vision-language).
-SPREAD = ["albert", "bart", "bert", "bloom", "clip", "convnext", "deberta-v2", "deit", "distilbert", "falcon",
-          "gemma", "gpt2", "gpt_neox", "granite", "llava", "mistral", "mixtral", "mobilevit", "mpt", "opt",
-          "phi3", "qwen2", "qwen2_moe", "resnet", "roberta", "t5", "vit", "wav2vec2", "whisper", "xlm-roberta"]
+SPREAD = [
+    "albert",
+    "bart",
+    "bert",
+    "bloom",
+    "clip",
+    "convnext",
+    "deberta-v2",
+    "deit",
+    "distilbert",
+    "falcon",
+    "gemma",
+    "gpt2",
+    "gpt_neox",
+    "granite",
+    "llava",
+    "mistral",
+    "mixtral",
+    "mobilevit",
+    "mpt",
+    "opt",
+    "phi3",
+    "qwen2",
+    "qwen2_moe",
+    "resnet",
+    "roberta",
+    "t5",
+    "vit",
+    "wav2vec2",
+    "whisper",
+    "xlm-roberta",
+]
 
 
 @pytest.mark.slow
@@ -224,8 +298,13 @@ def test_fixed_spread_of_thirty_architectures(tmp_path):
     from workbench.validate.orchestrate import run_validation
     from workbench.validate.sweep import SweepOptions
 
-    run = run_validation(SPREAD, options=SweepOptions(jobs=2, timeout=240, out=tmp_path), generate=False,
-                         compile="none", progress=False)
+    run = run_validation(
+        SPREAD,
+        options=SweepOptions(jobs=2, timeout=240, out=tmp_path),
+        generate=False,
+        compile="none",
+        progress=False,
+    )
     rows = [r for r in run.records if r.phase == report.PHASE]
     assert sorted(r.config["model_type"] for r in rows) == sorted(SPREAD)
     not_built = {r.config["model_type"]: r.extra["error"] for r in rows if not r.extra["harness_ok"]}

@@ -17,7 +17,7 @@ def _normalise(message: str) -> str:
     text = message.strip().splitlines()[0] if message.strip() else ""
     text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)
     text = re.sub(r"'[^']{1,80}'", "'…'", text)
-    text = re.sub(r"\"[^\"]{1,80}\"", "\"…\"", text)
+    text = re.sub(r"\"[^\"]{1,80}\"", '"…"', text)
     text = re.sub(r"\[[\d, ]+\]|\([\d, ]+\)", "[…]", text)
     text = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", text)
     return text[:140]
@@ -38,7 +38,11 @@ def _dtype_kernel(kind: str, msg: str) -> str | None:
 
 
 def _same_device(kind: str, msg: str) -> str | None:
-    return "mixed devices: a CPU tensor reaches a tpu op" if "Expected all tensors to be on the same device" in msg else None
+    return (
+        "mixed devices: a CPU tensor reaches a tpu op"
+        if "Expected all tensors to be on the same device" in msg
+        else None
+    )
 
 
 def _crash(kind: str, msg: str) -> str | None:
@@ -65,7 +69,12 @@ def _not_implemented_named(kind: str, msg: str) -> str | None:
 
 
 RULES: tuple[Callable[[str, str], str | None], ...] = (
-    _crash, _timeout, _missing_op, _dtype_kernel, _same_device, _not_implemented_named,
+    _crash,
+    _timeout,
+    _missing_op,
+    _dtype_kernel,
+    _same_device,
+    _not_implemented_named,
 )
 
 

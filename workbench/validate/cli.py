@@ -33,25 +33,55 @@ def _positive(kind):
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("validate", help="model-zoo validation: every transformers architecture, tiny, on the device",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    p.add_argument("--arch", action="append", default=[], metavar="NAME",
-                   help="model_type to validate: repeatable, comma list or glob ('qwen*'); default: all")
-    p.add_argument("--model", action="append", default=[], metavar="MODULE:FACTORY",
-                   help="your own model: a function returning a model or (model, inputs); repeatable")
+    p = sub.add_parser(
+        "validate",
+        help="model-zoo validation: every transformers architecture, tiny, on the device",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    p.add_argument(
+        "--arch",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="model_type to validate: repeatable, comma list or glob ('qwen*'); default: all",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="MODULE:FACTORY",
+        help="your own model: a function returning a model or (model, inputs); repeatable",
+    )
     p.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel (one process each)")
     p.add_argument("--timeout", type=_positive(float), default=180.0, help="seconds per architecture")
     p.add_argument("--out", default="validation", help="folder for records.jsonl, report.md and logs/")
     p.add_argument("--device", default="tpu", help="device to validate (default tpu)")
-    p.add_argument("--compile", default="family", choices=["family", "all", "none"],
-                   help="torch.compile(backend='tpu') forward: one per family (default), every run, or none")
-    p.add_argument("--no-generate", action="store_true", help="skip the generate() check of generative models")
-    p.add_argument("--jax-cache", default="auto",
-                   help="JAX compilation cache shared by the runs ('auto' = <out>/jax-cache, 'none' = off)")
-    p.add_argument("--harness-only", action="store_true",
-                   help="only build each architecture and run the CPU reference (what the harness covers)")
-    p.add_argument("--list", action="store_true", help="list the architectures and the class each is validated with")
-    p.add_argument("--json", action="store_true", help="with --list: JSON; otherwise print the summary as JSON")
+    p.add_argument(
+        "--compile",
+        default="family",
+        choices=["family", "all", "none"],
+        help="torch.compile(backend='tpu') forward: one per family (default), every run, or none",
+    )
+    p.add_argument(
+        "--no-generate", action="store_true", help="skip the generate() check of generative models"
+    )
+    p.add_argument(
+        "--jax-cache",
+        default="auto",
+        help="JAX compilation cache shared by the runs ('auto' = <out>/jax-cache, 'none' = off)",
+    )
+    p.add_argument(
+        "--harness-only",
+        action="store_true",
+        help="only build each architecture and run the CPU reference (what the harness covers)",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="list the architectures and the class each is validated with"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="with --list: JSON; otherwise print the summary as JSON"
+    )
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -76,19 +106,32 @@ def run(args) -> int:
     device = check_device(args.device)
     if args.arch:
         zoo.select(args.arch)  # validate names before starting anything
-    options = SweepOptions(jobs=args.jobs, timeout=args.timeout, out=Path(args.out), device=device,
-                           jax_cache=None if args.jax_cache == "none" else args.jax_cache)
-    result = orchestrate.run_validation(args.arch, user_models=args.model, options=options,
-                                        generate=not args.no_generate, compile=args.compile,
-                                        progress=not args.no_progress, harness_only=args.harness_only)
+    options = SweepOptions(
+        jobs=args.jobs,
+        timeout=args.timeout,
+        out=Path(args.out),
+        device=device,
+        jax_cache=None if args.jax_cache == "none" else args.jax_cache,
+    )
+    result = orchestrate.run_validation(
+        args.arch,
+        user_models=args.model,
+        options=options,
+        generate=not args.no_generate,
+        compile=args.compile,
+        progress=not args.no_progress,
+        harness_only=args.harness_only,
+    )
     s = result.summary
     if args.json:
         print(json.dumps({k: v for k, v in s.items() if k != "options"}, default=str))
     else:
-        print(f"{s['architectures']} architectures, {s['built']} built ({s['built_pct']}%), tier 1 {s['tier1']} "
-              f"({s['tier1_pct']}% of the {s['ran_on_device']} run), tier 2 {s['tier2']} ({s['tier2_pct']}%); generate "
-              f"{s['generate_pass']}/{s['generate_run']}, compile {s['compile_pass']}/{s['compile_run']}; "
-              f"{result.wall_s:,.0f} s")
+        print(
+            f"{s['architectures']} architectures, {s['built']} built ({s['built_pct']}%), tier 1 {s['tier1']} "
+            f"({s['tier1_pct']}% of the {s['ran_on_device']} run), tier 2 {s['tier2']} ({s['tier2_pct']}%); generate "
+            f"{s['generate_pass']}/{s['generate_run']}, compile {s['compile_pass']}/{s['compile_run']}; "
+            f"{result.wall_s:,.0f} s"
+        )
         for label, archs in s["failure_classes"][:10]:
             print(f"  {len(archs):>4}  {label}  ({', '.join(archs[:6])}{' …' if len(archs) > 6 else ''})")
         print(f"records: {result.records_path}\nreport:  {result.report_path}")

@@ -20,8 +20,10 @@ import torch
 
 FORWARD_RTOL, FORWARD_ATOL = 1e-4, 1e-5
 GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-5
-TOLERANCES = {"forward": {"rtol": FORWARD_RTOL, "atol": FORWARD_ATOL},
-              "gradients": {"rtol": GRAD_RTOL, "atol": GRAD_ATOL}}
+TOLERANCES = {
+    "forward": {"rtol": FORWARD_RTOL, "atol": FORWARD_ATOL},
+    "gradients": {"rtol": GRAD_RTOL, "atol": GRAD_ATOL},
+}
 
 
 def tensor_leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -39,8 +41,11 @@ def tensor_leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tenso
 
 def probe_loss(outputs: Any) -> torch.Tensor | None:
     """A scalar that depends on every floating output that carries gradient: mean of squares, summed."""
-    terms = [t.float().pow(2).mean() for _, t in tensor_leaves(outputs)
-             if t.is_floating_point() and t.requires_grad and t.numel() > 0]
+    terms = [
+        t.float().pow(2).mean()
+        for _, t in tensor_leaves(outputs)
+        if t.is_floating_point() and t.requires_grad and t.numel() > 0
+    ]
     if not terms:
         return None
     return torch.stack([t.to(terms[0].device) for t in terms]).sum()
@@ -55,26 +60,37 @@ class Mismatch:
     detail: str = ""
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "max_abs_err": self.max_abs, "ref_scale": self.scale, "limit": self.limit,
-                "detail": self.detail}
+        return {
+            "name": self.name,
+            "max_abs_err": self.max_abs,
+            "ref_scale": self.scale,
+            "limit": self.limit,
+            "detail": self.detail,
+        }
 
 
-def compare_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> tuple[float, Mismatch | None]:
+def compare_tensor(
+    name: str, got: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float
+) -> tuple[float, Mismatch | None]:
     """Share of the tolerance used (max|Δ| / limit: at most 1 passes) and a Mismatch when over it."""
     got = got.detach().cpu()
     ref = ref.detach().cpu()
     if got.shape != ref.shape:
-        return float("inf"), Mismatch(name, float("inf"), 0.0, 0.0, f"shape {tuple(got.shape)} vs {tuple(ref.shape)}")
+        return float("inf"), Mismatch(
+            name, float("inf"), 0.0, 0.0, f"shape {tuple(got.shape)} vs {tuple(ref.shape)}"
+        )
     if not ref.is_floating_point() and not ref.is_complex():
         equal = bool(torch.equal(got.to(ref.dtype), ref))
-        return (0.0 if equal else float("inf")), (None if equal else Mismatch(name, float("inf"), 0.0, 0.0,
-                                                                             "integer values differ"))
+        return (0.0 if equal else float("inf")), (
+            None if equal else Mismatch(name, float("inf"), 0.0, 0.0, "integer values differ")
+        )
     if ref.is_complex():
         got, ref = torch.view_as_real(got.to(ref.dtype)), torch.view_as_real(ref)
     got, ref = got.double(), ref.double()
     finite = torch.isfinite(ref)
-    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(got[~finite].nan_to_num(0, 1, -1),
-                                                                         ref[~finite].nan_to_num(0, 1, -1)):
+    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(
+        got[~finite].nan_to_num(0, 1, -1), ref[~finite].nan_to_num(0, 1, -1)
+    ):
         return float("inf"), Mismatch(name, float("inf"), 0.0, 0.0, "NaN/inf at different places")
     if ref.numel() == 0 or not finite.any():
         return 0.0, None
@@ -99,5 +115,10 @@ def compare_all(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], rtol
     for name in got:
         if name not in ref:
             mismatches.append(Mismatch(name, float("inf"), 0.0, 0.0, "missing in the cpu run"))
-    return {"ok": not mismatches, "compared": len(ref), "worst_tol_used": worst,
-            "mismatches": [m.as_dict() for m in mismatches[:8]], "n_mismatches": len(mismatches)}
+    return {
+        "ok": not mismatches,
+        "compared": len(ref),
+        "worst_tol_used": worst,
+        "mismatches": [m.as_dict() for m in mismatches[:8]],
+        "n_mismatches": len(mismatches),
+    }

@@ -24,24 +24,47 @@ class Family:
 
 
 _EFFICIENTNET = {  # blocks of the stock B7 list feed each other through width/depth coefficients: use 3 blocks
-    "kernel_sizes": [3, 3, 5], "in_channels": [32, 16, 24], "out_channels": [16, 24, 20], "strides": [1, 1, 2],
-    "num_block_repeats": [1, 1, 2], "expand_ratios": [1, 6, 6], "width_coefficient": 1.0,
-    "depth_coefficient": 1.0, "hidden_dim": 1280, "depthwise_padding": [],
+    "kernel_sizes": [3, 3, 5],
+    "in_channels": [32, 16, 24],
+    "out_channels": [16, 24, 20],
+    "strides": [1, 1, 2],
+    "num_block_repeats": [1, 1, 2],
+    "expand_ratios": [1, 6, 6],
+    "width_coefficient": 1.0,
+    "depth_coefficient": 1.0,
+    "hidden_dim": 1280,
+    "depthwise_padding": [],
 }
 _TIME_SERIES = {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3]}
 
 OVERRIDES: dict[str, Family] = {
     "efficientnet": Family(config=_EFFICIENTNET, why="block lists are coupled through the coefficients"),
-    "align": Family(config={f"vision_config.{k}": v for k, v in _EFFICIENTNET.items()},
-                    why="its vision tower is an EfficientNet"),
-    "deepseek_v2": Family(config={"num_experts_per_tok": 2, "topk_group": 1, "n_group": 1},
-                          why="the default config leaves the router's top-k unset"),
-    "bamba": Family(config={"attn_layer_indices": [1]}, why="attention layers are listed by index (default none)"),
-    "dory": Family(config={"num_hidden_layers": 3, "n_input_layers": 1, "n_recurrent_layers": 1,
-                           "n_output_layers": 1, "n_recurrent_loops": 2},
-                   why="input + recurrent + output layer counts must add up to the depth"),
-    "autoformer": Family(config=_TIME_SERIES, inputs={"time_series": True},
-                         why="no default forecast horizon; inputs are past/future values and time features"),
+    "align": Family(
+        config={f"vision_config.{k}": v for k, v in _EFFICIENTNET.items()},
+        why="its vision tower is an EfficientNet",
+    ),
+    "deepseek_v2": Family(
+        config={"num_experts_per_tok": 2, "topk_group": 1, "n_group": 1},
+        why="the default config leaves the router's top-k unset",
+    ),
+    "bamba": Family(
+        config={"attn_layer_indices": [1]}, why="attention layers are listed by index (default none)"
+    ),
+    "dory": Family(
+        config={
+            "num_hidden_layers": 3,
+            "n_input_layers": 1,
+            "n_recurrent_layers": 1,
+            "n_output_layers": 1,
+            "n_recurrent_loops": 2,
+        },
+        why="input + recurrent + output layer counts must add up to the depth",
+    ),
+    "autoformer": Family(
+        config=_TIME_SERIES,
+        inputs={"time_series": True},
+        why="no default forecast horizon; inputs are past/future values and time features",
+    ),
     "informer": Family(config=_TIME_SERIES, inputs={"time_series": True}, why="as autoformer"),
     "time_series_transformer": Family(config=_TIME_SERIES, inputs={"time_series": True}, why="as autoformer"),
 }

@@ -94,8 +94,10 @@ def vision_config(config: Any) -> Any:
 
 
 def audio_config(config: Any) -> Any:
-    return _sub(config, "audio_config", "encoder_config", "audio_encoder_config", "speech_config",
-                "encoder") or config
+    return (
+        _sub(config, "audio_config", "encoder_config", "audio_encoder_config", "speech_config", "encoder")
+        or config
+    )
 
 
 def vocab_size(config: Any) -> int:
@@ -109,8 +111,14 @@ def vocab_size(config: Any) -> int:
 def _token_pool(ctx: InputContext, config: Any) -> torch.Tensor:
     v = vocab_size(config)
     special = set(ctx.reserved_ids)
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "image_token_id", "image_token_index",
-                 "decoder_start_token_id"):
+    for name in (
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "image_token_id",
+        "image_token_index",
+        "decoder_start_token_id",
+    ):
         for cfg in (config, text_config(config)):
             value = getattr(cfg, name, None)
             if isinstance(value, int):
@@ -286,8 +294,17 @@ def _grid_thw(ctx: InputContext) -> torch.Tensor:
 def _input_features(ctx: InputContext) -> torch.Tensor:
     cfg = audio_config(ctx.config)
     dims = []  # the feature width: configs name it differently; the CPU says which one the model reads
-    for name in ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "input_dim", "n_mels",
-                 "feature_dim", "num_features", "input_size"):
+    for name in (
+        "feature_projection_input_dim",
+        "num_mel_bins",
+        "feature_size",
+        "input_feat_per_channel",
+        "input_dim",
+        "n_mels",
+        "feature_dim",
+        "num_features",
+        "input_size",
+    ):
         for c in (cfg, ctx.config):
             v = getattr(c, name, None)
             if isinstance(v, int) and 1 < v <= 1024 and v not in dims:
@@ -301,8 +318,12 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
     if frames is None:
         src = getattr(cfg, "max_source_positions", None)
         frames = 2 * src if isinstance(src, int) and src <= 64 else AUDIO_FRAMES
-    layout = ctx.choose("features_layout", ["channels_first", "time_first"] if hasattr(cfg, "num_mel_bins")
-                        else ["time_first", "channels_first"])
+    layout = ctx.choose(
+        "features_layout",
+        ["channels_first", "time_first"]
+        if hasattr(cfg, "num_mel_bins")
+        else ["time_first", "channels_first"],
+    )
     if layout == "channels_first":
         return randn(ctx, ctx.batch, mel, frames)
     return randn(ctx, ctx.batch, frames, mel)
@@ -387,8 +408,14 @@ def _time_series_inputs(ctx: InputContext, params: dict) -> dict:
     return out
 
 
-def build_inputs(model: Any, config: Any, reserved_ids: set[int], overrides: dict | None = None,
-                 variant: dict[str, int] | None = None, axes: dict[str, int] | None = None) -> dict:
+def build_inputs(
+    model: Any,
+    config: Any,
+    reserved_ids: set[int],
+    overrides: dict | None = None,
+    variant: dict[str, int] | None = None,
+    axes: dict[str, int] | None = None,
+) -> dict:
     """Inputs for one forward call of ``model``; raises ``ValueError`` naming what it cannot build.
 
     ``variant`` picks alternatives of the layout choices the builders offer; the choices that were offered
@@ -423,9 +450,13 @@ def _assemble(ctx: InputContext) -> dict:
     for name in ("attention_mask", "decoder_input_ids"):
         if name in params and name not in wanted:
             wanted.append(name)
-    required = [n for n, p in params.items()
-                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                and n != "self"]
+    required = [
+        n
+        for n, p in params.items()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and n != "self"
+    ]
     for n in required:
         if n not in wanted:
             wanted.append(n)
@@ -444,7 +475,9 @@ def _assemble(ctx: InputContext) -> dict:
             continue
         fn = BUILDERS.get(name)
         if fn is None:
-            raise ValueError(f"no input builder for required argument {name!r} of {type(model).__name__}.forward")
+            raise ValueError(
+                f"no input builder for required argument {name!r} of {type(model).__name__}.forward"
+            )
         value = fn(ctx)
         if value is not None:
             built[name] = value
@@ -483,8 +516,13 @@ def _required(fn: Any) -> list[str]:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return []
-    return [n for n, p in params.items() if p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
+    return [
+        n
+        for n, p in params.items()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and n != "self"
+    ]
 
 
 def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:
@@ -493,8 +531,10 @@ def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext)
     per_image = ctx.opt("image_tokens", None)
     if per_image is None:
         if getter is None:
-            raise ValueError(f"{type(model).__name__} takes pixel_values with an image token but has no "
-                             "get_image_features to count them")
+            raise ValueError(
+                f"{type(model).__name__} takes pixel_values with an image token but has no "
+                "get_image_features to count them"
+            )
         extra = {k: built[k] for k in ("image_grid_thw", "image_sizes", "pixel_attention_mask") if k in built}
         try:
             wanted = dict(inspect.signature(getter).parameters)

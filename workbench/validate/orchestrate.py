@@ -31,18 +31,42 @@ class ValidationRun:
     wall_s: float = 0.0
 
 
-def _jobs(archs: list[zoo.Architecture], user_models: list[str], generate: bool, compile_all: bool,
-          harness_only: bool = False) -> list[Job]:
-    jobs = [Job(a.model_type, model_type=a.model_type, check_generate=generate, check_compile=compile_all,
-                harness_only=harness_only) for a in archs]
-    jobs += [Job(spec, user_model=spec, check_generate=False, check_compile=compile_all) for spec in user_models]
+def _jobs(
+    archs: list[zoo.Architecture],
+    user_models: list[str],
+    generate: bool,
+    compile_all: bool,
+    harness_only: bool = False,
+) -> list[Job]:
+    jobs = [
+        Job(
+            a.model_type,
+            model_type=a.model_type,
+            check_generate=generate,
+            check_compile=compile_all,
+            harness_only=harness_only,
+        )
+        for a in archs
+    ]
+    jobs += [
+        Job(spec, user_model=spec, check_generate=False, check_compile=compile_all) for spec in user_models
+    ]
     return jobs
 
 
-def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[str] | None = None,
-                   options: SweepOptions | None = None, generate: bool = True, compile: str = "family",
-                   progress: bool = True, include_zoo: bool | None = None, resume: bool = False,
-                   order: str = "name", harness_only: bool = False) -> ValidationRun:
+def run_validation(
+    arch_patterns: list[str] | None = None,
+    *,
+    user_models: list[str] | None = None,
+    options: SweepOptions | None = None,
+    generate: bool = True,
+    compile: str = "family",
+    progress: bool = True,
+    include_zoo: bool | None = None,
+    resume: bool = False,
+    order: str = "name",
+    harness_only: bool = False,
+) -> ValidationRun:
     """Validate the selected architectures (all when ``arch_patterns`` is empty and no user model is given)
     and write ``records.jsonl`` and ``report.md`` under ``options.out``.
 
@@ -67,7 +91,9 @@ def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[
     if resume and records_path.exists():
         from workbench.results import read_records
 
-        kept = [r for r in read_records(records_path) if r.phase == report.PHASE and r.extra.get("harness_ok")]
+        kept = [
+            r for r in read_records(records_path) if r.phase == report.PHASE and r.extra.get("harness_ok")
+        ]
         by_name = {str(r.config.get("model_type")): r for r in kept}
         archs = [a for a in archs if a.model_type not in by_name]
     if records_path.exists():
@@ -77,9 +103,13 @@ def run_validation(arch_patterns: list[str] | None = None, *, user_models: list[
     if order == "interleave":
         archs = interleave(archs)
     source = report.measured_source(options.device)
-    opts = {"jobs": options.jobs, "timeout_s": options.timeout, "generate": generate and not harness_only,
-            "compile": "none" if harness_only else compile, "device": "none (harness only)" if harness_only
-            else options.device}
+    opts = {
+        "jobs": options.jobs,
+        "timeout_s": options.timeout,
+        "generate": generate and not harness_only,
+        "compile": "none" if harness_only else compile,
+        "device": "none (harness only)" if harness_only else options.device,
+    }
     started = time.monotonic()
     bar = _bar(len(archs) + len(user_models), progress)
 
@@ -130,16 +160,28 @@ def _compile_phase(by_name: dict[str, Record], options: SweepOptions, progress: 
             chosen[family] = name
     if not chosen:
         return
-    jobs = [Job(name, model_type=name if name in known else None, user_model=None if name in known else name,
-                check_generate=False, check_compile=True, phase="compile") for name in chosen.values()]
+    jobs = [
+        Job(
+            name,
+            model_type=name if name in known else None,
+            user_model=None if name in known else name,
+            check_generate=False,
+            check_compile=True,
+            phase="compile",
+        )
+        for name in chosen.values()
+    ]
     bar = _bar(len(jobs), progress, "compile")
 
     def done(outcome: JobOutcome) -> None:
         rec = by_name[outcome.job.name]
         check = outcome.result.get("compile")
         if check is None:
-            check = {"status": "fail", "error_type": outcome.result.get("error_type", "error"),
-                     "error": outcome.result.get("error", "the compile run did not reach the compile stage")}
+            check = {
+                "status": "fail",
+                "error_type": outcome.result.get("error_type", "error"),
+                "error": outcome.result.get("error", "the compile run did not reach the compile stage"),
+            }
         rec.extra["compile"] = report._strip(check)
         from workbench.validate import classify
 
@@ -161,7 +203,9 @@ def _bar(total: int, progress: bool, desc: str = "validate"):
     return tqdm(total=total, desc=desc, unit="arch", file=sys.stderr, dynamic_ncols=True)
 
 
-def merge_runs(paths: list[str | Path], out: str | Path, title: str = "Model-zoo validation") -> ValidationRun:
+def merge_runs(
+    paths: list[str | Path], out: str | Path, title: str = "Model-zoo validation"
+) -> ValidationRun:
     """One report from several runs' records (e.g. a harness-only pass over every architecture and device
     runs over part of them): per architecture the later run wins, except that a harness-only record never
     replaces a device result. The summary says which runs were merged."""
@@ -190,8 +234,15 @@ def merge_runs(paths: list[str | Path], out: str | Path, title: str = "Model-zoo
 
 def listing() -> list[dict]:
     """Every architecture with the class that would be validated and its family (for ``--list``)."""
-    return [{"model_type": a.model_type, "class": a.candidates[0].class_name if a.candidates else None,
-             "family": a.family, "config_class": a.config_class} for a in zoo.architectures()]
+    return [
+        {
+            "model_type": a.model_type,
+            "class": a.candidates[0].class_name if a.candidates else None,
+            "family": a.family,
+            "config_class": a.config_class,
+        }
+        for a in zoo.architectures()
+    ]
 
 
 def dump(run: ValidationRun) -> str:

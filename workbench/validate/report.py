@@ -31,9 +31,18 @@ def measured_source(device: str) -> dict[str, Any]:
         ver["transformers"] = transformers.__version__
     except Exception:  # noqa: BLE001
         ver["transformers"] = "not importable"
-    return {"kind": "measured", "host": host_info(), "versions": ver, "git_revision": git_revision(),
-            "date": now_utc(), "device": device, "device_name": info.name, "platform": info.platform,
-            "emulated": info.is_emulated, "machine": platform.machine()}
+    return {
+        "kind": "measured",
+        "host": host_info(),
+        "versions": ver,
+        "git_revision": git_revision(),
+        "date": now_utc(),
+        "device": device,
+        "device_name": info.name,
+        "platform": info.platform,
+        "emulated": info.is_emulated,
+        "machine": platform.machine(),
+    }
 
 
 def record_for(result: dict, source: dict, wall_s: float, options: dict, log: str | None = None) -> Record:
@@ -41,25 +50,56 @@ def record_for(result: dict, source: dict, wall_s: float, options: dict, log: st
     failure = classify.classify(result)
     status = result.get("status", "fail")
     extra = {
-        "status": status, "harness_ok": status != "harness", "tier1": result.get("tier1"),
-        "tier2": result.get("tier2"), "failure_class": failure, "failed_stage": result.get("failed_stage"),
-        "error": (result.get("error") or "")[:2000], "error_type": result.get("error_type"),
-        "stages": result.get("stages"), "agreement": result.get("agreement"),
-        "cpu_rescued": result.get("cpu_rescued"), "generate": _strip(result.get("generate")),
+        "status": status,
+        "harness_ok": status != "harness",
+        "tier1": result.get("tier1"),
+        "tier2": result.get("tier2"),
+        "failure_class": failure,
+        "failed_stage": result.get("failed_stage"),
+        "error": (result.get("error") or "")[:2000],
+        "error_type": result.get("error_type"),
+        "stages": result.get("stages"),
+        "agreement": result.get("agreement"),
+        "cpu_rescued": result.get("cpu_rescued"),
+        "generate": _strip(result.get("generate")),
         "generate_class": classify.check_class(result.get("generate")),
-        "compile": _strip(result.get("compile")), "compile_class": classify.check_class(result.get("compile")),
-        "fallback_from": result.get("fallback_from"), "family": result.get("family"),
-        "wall_s": wall_s, "exitcode": result.get("exitcode"), "log": log, "options": options,
+        "compile": _strip(result.get("compile")),
+        "compile_class": classify.check_class(result.get("compile")),
+        "fallback_from": result.get("fallback_from"),
+        "family": result.get("family"),
+        "wall_s": wall_s,
+        "exitcode": result.get("exitcode"),
+        "log": log,
+        "options": options,
         "tolerances": compare.TOLERANCES,
     }
-    config = {"model_type": result.get("model_type"), "model_class": result.get("model_class"),
-              "config_class": result.get("config_class"), "parameters": result.get("parameters"),
-              "inputs": result.get("inputs"), "shrunk": result.get("shrunk")}
-    return Record(provenance="measured", workload=f"hf:{result.get('model_type')}", phase=PHASE,
-                  device=source["device"], platform=source["platform"], device_name=source["device_name"],
-                  chip=None if source.get("emulated") else source.get("device_name"), precision="fp32",
-                  batch=inputs.BATCH, seq=inputs.SEQ, tokens_kind="n/a", unit="architectures", config=config,
-                  source=source, extra=extra, created=now_utc(), compiled=False)
+    config = {
+        "model_type": result.get("model_type"),
+        "model_class": result.get("model_class"),
+        "config_class": result.get("config_class"),
+        "parameters": result.get("parameters"),
+        "inputs": result.get("inputs"),
+        "shrunk": result.get("shrunk"),
+    }
+    return Record(
+        provenance="measured",
+        workload=f"hf:{result.get('model_type')}",
+        phase=PHASE,
+        device=source["device"],
+        platform=source["platform"],
+        device_name=source["device_name"],
+        chip=None if source.get("emulated") else source.get("device_name"),
+        precision="fp32",
+        batch=inputs.BATCH,
+        seq=inputs.SEQ,
+        tokens_kind="n/a",
+        unit="architectures",
+        config=config,
+        source=source,
+        extra=extra,
+        created=now_utc(),
+        compiled=False,
+    )
 
 
 def _strip(check: dict | None) -> dict | None:
@@ -81,18 +121,31 @@ def summarise(records: list[Record]) -> dict[str, Any]:
     for r in ran:
         if r.extra.get("failure_class"):
             classes[r.extra["failure_class"]].append(r.config.get("model_type"))
-    harness = {r.config.get("model_type"): r.extra.get("failure_class") for r in rows if not r.extra.get("harness_ok")}
+    harness = {
+        r.config.get("model_type"): r.extra.get("failure_class")
+        for r in rows
+        if not r.extra.get("harness_ok")
+    }
 
     def pct(n: int, d: int) -> float | None:
         return round(100.0 * n / d, 1) if d else None
 
     return {
-        "architectures": len(rows), "built": len(built), "built_pct": pct(len(built), len(rows)),
-        "ran_on_device": len(ran), "tier1": len(tier1), "tier1_pct": pct(len(tier1), len(ran)),
-        "tier2": len(tier2), "tier2_pct": pct(len(tier2), len(ran)),
-        "generate_run": len(gen), "generate_pass": sum(1 for r in gen if r.extra["generate"].get("status") == "pass"),
-        "compile_run": len(comp), "compile_pass": sum(1 for r in comp if r.extra["compile"].get("status") == "pass"),
-        "failure_classes": sorted(([k, sorted(v)] for k, v in classes.items()), key=lambda kv: (-len(kv[1]), kv[0])),
+        "architectures": len(rows),
+        "built": len(built),
+        "built_pct": pct(len(built), len(rows)),
+        "ran_on_device": len(ran),
+        "tier1": len(tier1),
+        "tier1_pct": pct(len(tier1), len(ran)),
+        "tier2": len(tier2),
+        "tier2_pct": pct(len(tier2), len(ran)),
+        "generate_run": len(gen),
+        "generate_pass": sum(1 for r in gen if r.extra["generate"].get("status") == "pass"),
+        "compile_run": len(comp),
+        "compile_pass": sum(1 for r in comp if r.extra["compile"].get("status") == "pass"),
+        "failure_classes": sorted(
+            ([k, sorted(v)] for k, v in classes.items()), key=lambda kv: (-len(kv[1]), kv[0])
+        ),
         "harness_failures": dict(sorted(harness.items())),
         "wall_s_sum": round(sum(r.extra.get("wall_s") or 0 for r in rows), 1),
     }
@@ -101,11 +154,20 @@ def summarise(records: list[Record]) -> dict[str, Any]:
 def summary_record(records: list[Record], source: dict, wall_s: float, options: dict) -> Record:
     figures = summarise(records)
     figures["sweep_wall_s"] = round(wall_s, 1)
-    return Record(provenance="measured", workload="hf:*", phase=SUMMARY_PHASE, device=source["device"],
-                  platform=source["platform"], device_name=source["device_name"], precision="fp32",
-                  tokens_kind="n/a", unit="architectures", source=source, extra={**figures, "options": options,
-                                                                                   "tolerances": compare.TOLERANCES},
-                  created=now_utc())
+    return Record(
+        provenance="measured",
+        workload="hf:*",
+        phase=SUMMARY_PHASE,
+        device=source["device"],
+        platform=source["platform"],
+        device_name=source["device_name"],
+        precision="fp32",
+        tokens_kind="n/a",
+        unit="architectures",
+        source=source,
+        extra={**figures, "options": options, "tolerances": compare.TOLERANCES},
+        created=now_utc(),
+    )
 
 
 def _mark(value: Any) -> str:
@@ -115,7 +177,9 @@ def _mark(value: Any) -> str:
 def _check(check: dict | None) -> str:
     if not check:
         return "–"
-    return {"pass": "yes", "fail": "**no**", "harness": "n/a"}.get(check.get("status"), check.get("status", "?"))
+    return {"pass": "yes", "fail": "**no**", "harness": "n/a"}.get(
+        check.get("status"), check.get("status", "?")
+    )
 
 
 def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
@@ -128,33 +192,50 @@ def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
     opts = (summaries[-1].extra.get("options") if summaries else None) or {}
     ver = src.get("versions", {})
     host = src.get("host", {})
-    out = [f"# {title}", "",
-           f"Measured {src.get('date', '?')} on `{host.get('hostname', '?')}` ({host.get('os', '?')}, "
-           f"{host.get('cpu_count', '?')} CPUs), device `{src.get('device', '?')}` = {src.get('platform', '?')}; "
-           f"torch {ver.get('torch', '?')}, jax {ver.get('jax', '?')}, transformers {ver.get('transformers', '?')}, "
-           f"python {ver.get('python', '?')}; git {src.get('git_revision', '?')}.",
-           "",
-           "Every architecture is a tiny random-weight model built from its config class (float32, eval mode, "
-           f"batch {inputs.BATCH}, {inputs.SEQ} text tokens), run forward and backward on the CPU (the reference) "
-           "and on the device. **Tier 1**: forward and backward complete on the device with no op run on the CPU "
-           "(no fallback, no backward rescue). **Tier 2**: tier 1 and every forward output and parameter "
-           f"gradient agrees with the CPU: max|Δ| ≤ {compare.FORWARD_ATOL:g} + {compare.FORWARD_RTOL:g}·max|cpu| "
-           f"per output tensor, ≤ {compare.GRAD_ATOL:g} + {compare.GRAD_RTOL:g}·max|cpu| per gradient. "
-           "A harness failure (the tiny config or its inputs do not run on the CPU either) is never a pass and "
-           "is listed apart. *Tolerance used* is the worst max|Δ| / limit over the tensors (at most 1 passes).", ""]
+    out = [
+        f"# {title}",
+        "",
+        f"Measured {src.get('date', '?')} on `{host.get('hostname', '?')}` ({host.get('os', '?')}, "
+        f"{host.get('cpu_count', '?')} CPUs), device `{src.get('device', '?')}` = {src.get('platform', '?')}; "
+        f"torch {ver.get('torch', '?')}, jax {ver.get('jax', '?')}, transformers {ver.get('transformers', '?')}, "
+        f"python {ver.get('python', '?')}; git {src.get('git_revision', '?')}.",
+        "",
+        "Every architecture is a tiny random-weight model built from its config class (float32, eval mode, "
+        f"batch {inputs.BATCH}, {inputs.SEQ} text tokens), run forward and backward on the CPU (the reference) "
+        "and on the device. **Tier 1**: forward and backward complete on the device with no op run on the CPU "
+        "(no fallback, no backward rescue). **Tier 2**: tier 1 and every forward output and parameter "
+        f"gradient agrees with the CPU: max|Δ| ≤ {compare.FORWARD_ATOL:g} + {compare.FORWARD_RTOL:g}·max|cpu| "
+        f"per output tensor, ≤ {compare.GRAD_ATOL:g} + {compare.GRAD_RTOL:g}·max|cpu| per gradient. "
+        "A harness failure (the tiny config or its inputs do not run on the CPU either) is never a pass and "
+        "is listed apart. *Tolerance used* is the worst max|Δ| / limit over the tensors (at most 1 passes).",
+        "",
+    ]
     if opts:
-        out += [f"Options: {', '.join(f'{k}={v}' for k, v in opts.items())}." + (f" Sweep wall time {wall:,.0f} s."
-                                                                               if wall else ""), ""]
-    out += ["## Figures", "", "| | count | rate |", "|---|---:|---:|",
-            f"| architectures (model types) | {s['architectures']} | |",
-            f"| built by the harness | {s['built']} | {s['built_pct']}% of all |",
-            f"| built and run on the device | {s['ran_on_device']} | |",
-            f"| tier 1 (runs on the device) | {s['tier1']} | {s['tier1_pct']}% of run |",
-            f"| tier 2 (agrees with the CPU) | {s['tier2']} | {s['tier2_pct']}% of run |",
-            f"| generate() with KV cache, tokens equal | {s['generate_pass']} / {s['generate_run']} | |",
-            f"| torch.compile(backend=\"tpu\") forward agrees | {s['compile_pass']} / {s['compile_run']} | |", ""]
-    out += ["## Failure classes (built architectures), by how many each blocks", "",
-            "| class | architectures | which |", "|---|---:|---|"]
+        out += [
+            f"Options: {', '.join(f'{k}={v}' for k, v in opts.items())}."
+            + (f" Sweep wall time {wall:,.0f} s." if wall else ""),
+            "",
+        ]
+    out += [
+        "## Figures",
+        "",
+        "| | count | rate |",
+        "|---|---:|---:|",
+        f"| architectures (model types) | {s['architectures']} | |",
+        f"| built by the harness | {s['built']} | {s['built_pct']}% of all |",
+        f"| built and run on the device | {s['ran_on_device']} | |",
+        f"| tier 1 (runs on the device) | {s['tier1']} | {s['tier1_pct']}% of run |",
+        f"| tier 2 (agrees with the CPU) | {s['tier2']} | {s['tier2_pct']}% of run |",
+        f"| generate() with KV cache, tokens equal | {s['generate_pass']} / {s['generate_run']} | |",
+        f'| torch.compile(backend="tpu") forward agrees | {s["compile_pass"]} / {s["compile_run"]} | |',
+        "",
+    ]
+    out += [
+        "## Failure classes (built architectures), by how many each blocks",
+        "",
+        "| class | architectures | which |",
+        "|---|---:|---|",
+    ]
     for label, archs in s["failure_classes"]:
         shown = ", ".join(archs[:12]) + (f" … (+{len(archs) - 12})" if len(archs) > 12 else "")
         out.append(f"| {_cell(label)} | {len(archs)} | {shown} |")
@@ -164,34 +245,54 @@ def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
             if r.extra.get(key):
                 checks[f"{key.split('_')[0]}: {r.extra[key]}"].append(str(r.config.get("model_type")))
     if checks:
-        out += ["", "### generate / compile check failures", "", "| class | architectures | which |",
-                "|---|---:|---|"]
+        out += [
+            "",
+            "### generate / compile check failures",
+            "",
+            "| class | architectures | which |",
+            "|---|---:|---|",
+        ]
         for label, archs in sorted(checks.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             out.append(f"| {_cell(label)} | {len(archs)} | {', '.join(archs[:12])} |")
-    out += ["", "## Harness failures (not built: listed with the reason, never counted as a pass)", "",
-            "| architecture | stage | reason |", "|---|---|---|"]
+    out += [
+        "",
+        "## Harness failures (not built: listed with the reason, never counted as a pass)",
+        "",
+        "| architecture | stage | reason |",
+        "|---|---|---|",
+    ]
     for r in rows:
         if not r.extra.get("harness_ok"):
-            out.append(f"| {r.config.get('model_type')} | {r.extra.get('failed_stage')} | "
-                       f"{_cell((r.extra.get('error') or '')[:200])} |")
-    out += ["", "## Every architecture", "",
-            "| architecture | class validated | family | params | tier 1 | tier 2 | tolerance used (fwd / grad) "
-            "| generate | compile | failure | s |",
-            "|---|---|---|---:|---|---|---|---|---|---|---:|"]
+            out.append(
+                f"| {r.config.get('model_type')} | {r.extra.get('failed_stage')} | "
+                f"{_cell((r.extra.get('error') or '')[:200])} |"
+            )
+    out += [
+        "",
+        "## Every architecture",
+        "",
+        "| architecture | class validated | family | params | tier 1 | tier 2 | tolerance used (fwd / grad) "
+        "| generate | compile | failure | s |",
+        "|---|---|---|---:|---|---|---|---|---|---|---:|",
+    ]
     for r in rows:
         e = r.extra
         agr = e.get("agreement") or {}
         err = "–"
         if agr:
-            err = (f"{agr.get('forward', {}).get('worst_tol_used', 0):.2g} / "
-                   f"{agr.get('gradients', {}).get('worst_tol_used', 0):.2g}")
+            err = (
+                f"{agr.get('forward', {}).get('worst_tol_used', 0):.2g} / "
+                f"{agr.get('gradients', {}).get('worst_tol_used', 0):.2g}"
+            )
         failure = e.get("failure_class") or ""
         if not e.get("harness_ok"):
             failure = "harness: " + failure
-        out.append(f"| {r.config.get('model_type')} | {r.config.get('model_class') or '–'} | {e.get('family') or '–'} | "
-                   f"{r.config.get('parameters') or '–'} | {_mark(e.get('tier1'))} | {_mark(e.get('tier2'))} | {err} | "
-                   f"{_check(e.get('generate'))} | {_check(e.get('compile'))} | {_cell(failure[:120])} | "
-                   f"{e.get('wall_s', 0):.0f} |")
+        out.append(
+            f"| {r.config.get('model_type')} | {r.config.get('model_class') or '–'} | {e.get('family') or '–'} | "
+            f"{r.config.get('parameters') or '–'} | {_mark(e.get('tier1'))} | {_mark(e.get('tier2'))} | {err} | "
+            f"{_check(e.get('generate'))} | {_check(e.get('compile'))} | {_cell(failure[:120])} | "
+            f"{e.get('wall_s', 0):.0f} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -216,8 +317,11 @@ def merge(*record_sets: list[Record]) -> list[Record]:
                 continue
             name = str(r.config.get("model_type"))
             old = out.get(name)
-            if (old is not None and r.extra.get("status") in ("built", "harness")
-                    and old.extra.get("status") in ("pass", "tier1", "fail")):
+            if (
+                old is not None
+                and r.extra.get("status") in ("built", "harness")
+                and old.extra.get("status") in ("pass", "tier1", "fail")
+            ):
                 continue  # a harness-only check never replaces a device result
             out[name] = r
     return [out[n] for n in sorted(out)]

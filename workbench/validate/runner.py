@@ -76,8 +76,10 @@ def _snapshot_counters() -> dict[str, dict[str, int]]:
 
 def _counter_diff(before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     after = _snapshot_counters()
-    return {kind: {k: v - before[kind].get(k, 0) for k, v in after[kind].items() if v != before[kind].get(k, 0)}
-            for kind in after}
+    return {
+        kind: {k: v - before[kind].get(k, 0) for k, v in after[kind].items() if v != before[kind].get(k, 0)}
+        for kind in after
+    }
 
 
 # --------------------------------------------------------------------------------------------- building
@@ -142,7 +144,7 @@ def _user_model(spec: str) -> tuple[Any, Any, dict]:
     ``(model, inputs)`` with inputs a dict of keyword arguments or a tuple of positional ones."""
     torch.manual_seed(0)
     made = load_factory(spec)()
-    model, args = (made if isinstance(made, tuple) and len(made) == 2 else (made, None))
+    model, args = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
     model = model.float().eval()
@@ -174,15 +176,20 @@ class Run:
         return out
 
 
-def _forward_backward(model: Any, args: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
+def _forward_backward(
+    model: Any, args: Any
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
     outputs = _call(model, args)
     leaves = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(outputs)}
     loss = compare.probe_loss(outputs)
     if loss is None:
         raise RuntimeError("the model's outputs carry no gradient (nothing to differentiate)")
     loss.backward()
-    grads = {n: (p.grad.detach().to("cpu") if p.grad is not None else None)
-             for n, p in model.named_parameters() if p.requires_grad}
+    grads = {
+        n: (p.grad.detach().to("cpu") if p.grad is not None else None)
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
     return leaves, grads
 
 
@@ -199,15 +206,28 @@ def _grad_maps(cpu: dict, tpu: dict) -> tuple[dict, dict]:
 def _generate(model: Any, args: dict, device: str) -> list[list[int]]:
     gen_args = {k: v for k, v in args.items() if not k.startswith("decoder_")}
     with torch.no_grad():
-        out = model.generate(**_to(gen_args, device), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                             do_sample=False, use_cache=True, num_beams=1)
+        out = model.generate(
+            **_to(gen_args, device),
+            max_new_tokens=NEW_TOKENS,
+            min_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            use_cache=True,
+            num_beams=1,
+        )
     seq = out.sequences if hasattr(out, "sequences") else out
     return seq.to("cpu").tolist()
 
 
-def validate(model_type: str | None = None, *, user_model: str | None = None, device: str = "tpu",
-             check_generate: bool = True, check_compile: bool = False, harness_only: bool = False,
-             emit: Emit = _no_emit) -> dict:
+def validate(
+    model_type: str | None = None,
+    *,
+    user_model: str | None = None,
+    device: str = "tpu",
+    check_generate: bool = True,
+    check_compile: bool = False,
+    harness_only: bool = False,
+    emit: Emit = _no_emit,
+) -> dict:
     """Run every stage for one architecture (or a user's model) and return the result dictionary.
 
     ``harness_only`` stops after the CPU reference (status ``"built"``): what the harness can build, fast,
@@ -246,12 +266,16 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
             if model is None:  # report the head class's error unless it failed earlier than the base
                 raise errors[0][1] if errors[0][1].stage == "cpu" or len(errors) == 1 else errors[-1][1]
             if errors:
-                res["fallback_from"] = [{"class": c, "stage": e.stage, "error": str(e)[:500]} for c, e in errors]
+                res["fallback_from"] = [
+                    {"class": c, "stage": e.stage, "error": str(e)[:500]} for c, e in errors
+                ]
             res["model_class"] = cand.class_name
             res["family"] = family = cand.family if cand.family != "base" else inputs_family(model)
         res["parameters"] = count_parameters(model)
-        res["inputs"] = {k: list(v.shape) if isinstance(v, torch.Tensor) else repr(v)[:40]
-                         for k, v in (args.items() if isinstance(args, dict) else enumerate(args))}
+        res["inputs"] = {
+            k: list(v.shape) if isinstance(v, torch.Tensor) else repr(v)[:40]
+            for k, v in (args.items() if isinstance(args, dict) else enumerate(args))
+        }
         cpu_model = model
         if user_model:
             tpu_model = copy.deepcopy(cpu_model)  # before any backward: no .grad to copy
@@ -285,8 +309,11 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
         res["cpu_rescued"] = counters
         res["tier1"] = not counters["rescues"] and not counters["fallbacks"]
         got_out = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
-        got_grads = {n: (p.grad.detach().to("cpu") if p.grad is not None else None)
-                     for n, p in tpu_model.named_parameters() if p.requires_grad}
+        got_grads = {
+            n: (p.grad.detach().to("cpu") if p.grad is not None else None)
+            for n, p in tpu_model.named_parameters()
+            if p.requires_grad
+        }
 
         def tier2():
             fwd = compare.compare_all(got_out, ref_out, compare.FORWARD_RTOL, compare.FORWARD_ATOL)
@@ -295,10 +322,17 @@ def validate(model_type: str | None = None, *, user_model: str | None = None, de
             return {"forward": fwd, "gradients": grd}
 
         res["agreement"] = run.stage("compare", tier2)
-        res["tier2"] = bool(res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"])
+        res["tier2"] = bool(
+            res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]
+        )
         res["status"] = "pass" if res["tier2"] else ("tier1" if res["tier1"] else "fail")
         emit("partial", dict(res))  # kept by the parent if generate/compile later crash or hang
-        if check_generate and family in GENERATE_FAMILIES and isinstance(args, dict) and _can_generate(cpu_model):
+        if (
+            check_generate
+            and family in GENERATE_FAMILIES
+            and isinstance(args, dict)
+            and _can_generate(cpu_model)
+        ):
             res["generate"] = _run_generate(run, cpu_model, tpu_model, args, device)
         if check_compile:
             res["compile"] = _run_compile(run, tpu_model, tpu_args, ref_out)
@@ -325,13 +359,17 @@ def _build_reference(run: Run, cand: zoo.Candidate, config: Any, reserved: set[i
     axes: dict[str, int] = {}
     first_error: StageError | None = None
     try:
-        args = run.stage("inputs", lambda: inputs.build_inputs(model, config, reserved, overrides, None, axes))
+        args = run.stage(
+            "inputs", lambda: inputs.build_inputs(model, config, reserved, overrides, None, axes)
+        )
     except StageError as exc:
         first_error, args = exc, None
     for variant in [None, *inputs.variants(axes)]:
         if variant is not None:
             try:
-                args = run.stage("inputs", lambda v=variant: inputs.build_inputs(model, config, reserved, overrides, v))
+                args = run.stage(
+                    "inputs", lambda v=variant: inputs.build_inputs(model, config, reserved, overrides, v)
+                )
             except StageError:
                 continue
         elif args is None:
@@ -369,12 +407,22 @@ def _run_generate(run: Run, cpu_model: Any, tpu_model: Any, args: dict, device: 
     try:
         got = run.stage("generate", lambda: _generate(tpu_model, args, device))
     except StageError as exc:
-        return {"status": "fail", "error": str(exc)[:1000], "error_type": type(exc.exc).__name__,
-                "traceback": exc.tb[-3000:]}
+        return {
+            "status": "fail",
+            "error": str(exc)[:1000],
+            "error_type": type(exc.exc).__name__,
+            "traceback": exc.tb[-3000:],
+        }
     counters = _counter_diff(before)
     ok = got == ref and not counters["fallbacks"] and not counters["rescues"]
-    return {"status": "pass" if ok else "fail", "tokens_equal": got == ref, "cpu_rescued": counters,
-            "new_tokens": NEW_TOKENS, "cpu": ref[:1], "tpu": got[:1]}
+    return {
+        "status": "pass" if ok else "fail",
+        "tokens_equal": got == ref,
+        "cpu_rescued": counters,
+        "new_tokens": NEW_TOKENS,
+        "cpu": ref[:1],
+        "tpu": got[:1],
+    }
 
 
 def _run_compile(run: Run, tpu_model: Any, tpu_args: Any, ref_out: dict) -> dict:
@@ -388,8 +436,12 @@ def _run_compile(run: Run, tpu_model: Any, tpu_args: Any, ref_out: dict) -> dict
 
         out = run.stage("compile", fwd)
     except StageError as exc:
-        return {"status": "fail", "error": str(exc)[:1000], "error_type": type(exc.exc).__name__,
-                "traceback": exc.tb[-3000:]}
+        return {
+            "status": "fail",
+            "error": str(exc)[:1000],
+            "error_type": type(exc.exc).__name__,
+            "traceback": exc.tb[-3000:],
+        }
     got = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
     agree = compare.compare_all(got, ref_out, compare.FORWARD_RTOL, compare.FORWARD_ATOL)
     counters = _counter_diff(before)

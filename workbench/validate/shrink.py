@@ -65,17 +65,59 @@ class IntRule:
 
 # Order matters: the first rule whose key matches applies.
 INT_RULES: tuple[IntRule, ...] = (
-    IntRule("layers", _regex(r"(num_)?(hidden_|encoder_|decoder_|text_|vision_|audio_|cross_|global_|local_)?"
-                             r"(layers|n_layers?|num_layers|layer|blocks|hidden_layers|depth)"), LAYERS),
-    IntRule("layers", _name("n_layer", "num_hidden_layers", "encoder_layers", "decoder_layers", "num_layers",
-                            "depth", "num_decoder_layers", "num_encoder_layers", "n_layers", "decoder_num_layers",
-                            "encoder_num_layers", "num_hidden_blocks", "text_layers", "vision_layers"), LAYERS),
-    IntRule("heads", _name("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
-                           "encoder_num_key_value_heads", "decoder_num_key_value_heads"), KV_HEADS),
-    IntRule("heads", _regex(r"(num_|n_)?((encoder|decoder|text|vision|cross|global|swa|linear_num_key|"
-                            r"linear_num_value|index_n)_)?(attention_heads|heads|head|attn_heads)"), HEADS),
-    IntRule("head_dim", _regex(r".*(head_dim|d_kv|kv_channels|attention_head_size|dim_head|head_size|d_head)"),
-            HEAD_DIM),
+    IntRule(
+        "layers",
+        _regex(
+            r"(num_)?(hidden_|encoder_|decoder_|text_|vision_|audio_|cross_|global_|local_)?"
+            r"(layers|n_layers?|num_layers|layer|blocks|hidden_layers|depth)"
+        ),
+        LAYERS,
+    ),
+    IntRule(
+        "layers",
+        _name(
+            "n_layer",
+            "num_hidden_layers",
+            "encoder_layers",
+            "decoder_layers",
+            "num_layers",
+            "depth",
+            "num_decoder_layers",
+            "num_encoder_layers",
+            "n_layers",
+            "decoder_num_layers",
+            "encoder_num_layers",
+            "num_hidden_blocks",
+            "text_layers",
+            "vision_layers",
+        ),
+        LAYERS,
+    ),
+    IntRule(
+        "heads",
+        _name(
+            "num_key_value_heads",
+            "n_kv_heads",
+            "num_kv_heads",
+            "multi_query_group_num",
+            "encoder_num_key_value_heads",
+            "decoder_num_key_value_heads",
+        ),
+        KV_HEADS,
+    ),
+    IntRule(
+        "heads",
+        _regex(
+            r"(num_|n_)?((encoder|decoder|text|vision|cross|global|swa|linear_num_key|"
+            r"linear_num_value|index_n)_)?(attention_heads|heads|head|attn_heads)"
+        ),
+        HEADS,
+    ),
+    IntRule(
+        "head_dim",
+        _regex(r".*(head_dim|d_kv|kv_channels|attention_head_size|dim_head|head_size|d_head)"),
+        HEAD_DIM,
+    ),
     IntRule("rotary_dim", _name("rotary_dim", "rotary_emb_base_dim", "rope_dim"), HEAD_DIM),
     IntRule("mamba_heads", _name("mamba_n_heads"), 8),
     IntRule("state", _name("mamba_d_state", "state_size", "ssm_state_size", "d_state"), 16),
@@ -83,28 +125,74 @@ INT_RULES: tuple[IntRule, ...] = (
     IntRule("groups", _name("num_groups", "norm_num_groups", "num_norm_groups", "resnet_groups"), 4),
     IntRule("rope_head_dim", _name("qk_rope_head_dim", "qk_nope_head_dim"), HEAD_DIM // 2),
     IntRule("lora_rank", _name("kv_lora_rank", "q_lora_rank"), 32),
-    IntRule("experts", _regex(r"(num_|n_)?(local_|routed_|moe_num_)?experts|moe_num_experts|num_experts"),
-            EXPERTS),
-    IntRule("top_k", _name("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token",
-                           "moe_top_k", "experts_per_token"), TOP_K),
+    IntRule(
+        "experts", _regex(r"(num_|n_)?(local_|routed_|moe_num_)?experts|moe_num_experts|num_experts"), EXPERTS
+    ),
+    IntRule(
+        "top_k",
+        _name(
+            "num_experts_per_tok",
+            "moe_topk",
+            "top_k",
+            "num_experts_per_token",
+            "moe_top_k",
+            "experts_per_token",
+        ),
+        TOP_K,
+    ),
     IntRule("expert_groups", _name("n_group", "topk_group"), 1),
     IntRule("shared_experts", _name("n_shared_experts", "num_shared_experts", "moe_num_shared_experts"), 1),
     IntRule("ffn", _regex(r"(moe_|shared_expert_|expert_)intermediate_size"), EXPERT_FFN),
-    IntRule("ffn", _regex(r".*(intermediate_size|ffn_dim|d_ff|mlp_dim|ffn_hidden_size|intermediate_dim|"
-                          r"inner_dim|n_inner|ffn_size|intermediate)"), FFN),
+    IntRule(
+        "ffn",
+        _regex(
+            r".*(intermediate_size|ffn_dim|d_ff|mlp_dim|ffn_hidden_size|intermediate_dim|"
+            r"inner_dim|n_inner|ffn_size|intermediate)"
+        ),
+        FFN,
+    ),
     IntRule("vocab", _regex(r".*vocab_size.*"), VOCAB, floor=VOCAB),
-    IntRule("width", _regex(r".*(hidden_size|d_model|n_embd|embed_dim|embedding_dim|embedding_size|"
-                            r"hidden_dim|model_dim|emb_dim|projection_dim|_dim_model|word_embed_proj_dim|"
-                            r"proj_dim|text_dim|vision_dim|d_embed|out_dim|output_dim|hidden_size_per_layer_input)"), WIDTH,
-            floor=WIDTH),
+    IntRule(
+        "width",
+        _regex(
+            r".*(hidden_size|d_model|n_embd|embed_dim|embedding_dim|embedding_size|"
+            r"hidden_dim|model_dim|emb_dim|projection_dim|_dim_model|word_embed_proj_dim|"
+            r"proj_dim|text_dim|vision_dim|d_embed|out_dim|output_dim|hidden_size_per_layer_input)"
+        ),
+        WIDTH,
+        floor=WIDTH,
+    ),
     IntRule("width", _name("dim", "hidden", "channels", "embed_size"), WIDTH, floor=WIDTH),
-    IntRule("image", _name("image_size", "img_size", "input_size", "image_resolution", "resolution",
-                           "pretrain_image_size", "crop_size"), IMAGE, floor=IMAGE),
+    IntRule(
+        "image",
+        _name(
+            "image_size",
+            "img_size",
+            "input_size",
+            "image_resolution",
+            "resolution",
+            "pretrain_image_size",
+            "crop_size",
+        ),
+        IMAGE,
+        floor=IMAGE,
+    ),
     IntRule("patch", _name("patch_size", "patch_sizes"), PATCH),
-    IntRule("window", _name("sliding_window", "sliding_window_size", "attention_window", "local_attention",
-                            "attention_chunk_size"), 4),
+    IntRule(
+        "window",
+        _name(
+            "sliding_window",
+            "sliding_window_size",
+            "attention_window",
+            "local_attention",
+            "attention_chunk_size",
+        ),
+        4,
+    ),
     IntRule("leading_dense", _name("first_k_dense_replace", "num_dense_layers", "first_dense_layers"), 1),
-    IntRule("period", _regex(r".*_(period|interval|freq|step)|sliding_window_pattern|decoder_sparse_step"), 2),
+    IntRule(
+        "period", _regex(r".*_(period|interval|freq|step)|sliding_window_pattern|decoder_sparse_step"), 2
+    ),
     IntRule("offset", _regex(r".*_offset"), 1),
     IntRule("codebook", _name("codebook_size", "num_embeddings", "n_codes"), 64, floor=64),
     IntRule("queries", _name("num_queries", "num_query_tokens"), 8),
@@ -118,26 +206,70 @@ INT_RULES: tuple[IntRule, ...] = (
 )
 # Structural integers that the generic rules would mis-read: never touched.
 KEEP = {
-    "num_channels", "in_channels", "num_labels", "pad_token_id", "type_vocab_size", "num_mel_bins",
-    "max_position_embeddings", "spatial_merge_size", "temporal_patch_size", "merge_size", "num_beams",
-    "max_length", "min_length", "chunk_size_feed_forward", "pretraining_tp", "num_return_sequences",
-    "sampling_rate", "audio_channels", "no_repeat_ngram_size", "top_k_sampling", "rope_theta",
-    "tokens_per_second", "position_id_per_seconds",
+    "num_channels",
+    "in_channels",
+    "num_labels",
+    "pad_token_id",
+    "type_vocab_size",
+    "num_mel_bins",
+    "max_position_embeddings",
+    "spatial_merge_size",
+    "temporal_patch_size",
+    "merge_size",
+    "num_beams",
+    "max_length",
+    "min_length",
+    "chunk_size_feed_forward",
+    "pretraining_tp",
+    "num_return_sequences",
+    "sampling_rate",
+    "audio_channels",
+    "no_repeat_ngram_size",
+    "top_k_sampling",
+    "rope_theta",
+    "tokens_per_second",
+    "position_id_per_seconds",
 }
 TOKEN_ID = re.compile(r".*(_token_id|_token_index|_token_ids|token_id)$")
 STAGE_LISTS = {  # per-stage sizes: shrunk with their ratios kept
-    "depths": "layers", "stage_num_blocks": "layers", "blocks_per_stage": "layers", "num_block_repeats": "layers",
-    "stage_numb_of_layers": "layers", "n_attn_blocks": "layers", "block_repeats": "layers",
-    "hidden_sizes": "width", "embed_dim_per_stage": "width", "embed_dims": "width", "neck_hidden_sizes": "width",
-    "stage_out_channels": "width", "stage_in_channels": "width", "stage_mid_channels": "width",
-    "conv_dim": "width", "tdnn_dim": "width", "encoder_in_channels": "width", "decoder_in_channels": "width",
-    "backbone_channel_list": "width", "out_channels": "width", "in_channels": "width",
-    "encoder_hidden_sizes": "width", "downsample_channels": "width", "fusion_hidden_sizes": "width",
-    "convstream_hidden_sizes": "width", "post_process_channels": "width", "layer_list_out_channels": "width",
-    "base_attn_unit_dims": "width", "keypoint_encoder_sizes": "width", "out_features": "width",
-    "fine_fusion_dims": "width", "mask_feature_channels": "width", "intermediate_feature_dims": "width",
-    "enc_channels": "width", "vision_features_channels": "width",
-    "num_heads": "heads", "num_attention_heads": "heads", "num_attention_heads_per_stage": "heads",
+    "depths": "layers",
+    "stage_num_blocks": "layers",
+    "blocks_per_stage": "layers",
+    "num_block_repeats": "layers",
+    "stage_numb_of_layers": "layers",
+    "n_attn_blocks": "layers",
+    "block_repeats": "layers",
+    "hidden_sizes": "width",
+    "embed_dim_per_stage": "width",
+    "embed_dims": "width",
+    "neck_hidden_sizes": "width",
+    "stage_out_channels": "width",
+    "stage_in_channels": "width",
+    "stage_mid_channels": "width",
+    "conv_dim": "width",
+    "tdnn_dim": "width",
+    "encoder_in_channels": "width",
+    "decoder_in_channels": "width",
+    "backbone_channel_list": "width",
+    "out_channels": "width",
+    "in_channels": "width",
+    "encoder_hidden_sizes": "width",
+    "downsample_channels": "width",
+    "fusion_hidden_sizes": "width",
+    "convstream_hidden_sizes": "width",
+    "post_process_channels": "width",
+    "layer_list_out_channels": "width",
+    "base_attn_unit_dims": "width",
+    "keypoint_encoder_sizes": "width",
+    "out_features": "width",
+    "fine_fusion_dims": "width",
+    "mask_feature_channels": "width",
+    "intermediate_feature_dims": "width",
+    "enc_channels": "width",
+    "vision_features_channels": "width",
+    "num_heads": "heads",
+    "num_attention_heads": "heads",
+    "num_attention_heads_per_stage": "heads",
 }
 INDEX_LIST = re.compile(r".*(index|indexes|indices|idxs|_ids|layers|_layer)$")
 STAGE_CAPS = {"layers": 1, "width": WIDTH, "heads": HEADS}
@@ -178,8 +310,9 @@ def _rule_for(key: str) -> IntRule | None:
 
 
 def is_subconfig(value: Any) -> bool:
-    return isinstance(value, dict) and ("model_type" in value or "architectures" in value
-                                        or "transformers_version" in value)
+    return isinstance(value, dict) and (
+        "model_type" in value or "architectures" in value or "transformers_version" in value
+    )
 
 
 class TokenIds:
@@ -319,9 +452,17 @@ def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkRep
     """A dimension that equalled a width of this config before shrinking still equals it afterwards
     (``codebook_dim == hidden_size``, ``condition_dim == hidden_size`` ...)."""
     for key, value in d.items():
-        if (_is_int(value) and value in widths and out.get(key) == value and key not in KEEP
-                and DIMENSION_NAME.fullmatch(key) and not TOKEN_ID.fullmatch(key)
-                and "position" not in key and "vocab" not in key and "max_" not in key):
+        if (
+            _is_int(value)
+            and value in widths
+            and out.get(key) == value
+            and key not in KEEP
+            and DIMENSION_NAME.fullmatch(key)
+            and not TOKEN_ID.fullmatch(key)
+            and "position" not in key
+            and "vocab" not in key
+            and "max_" not in key
+        ):
             report.note(f"{path}{key}", value, widths[value])
             out[key] = widths[value]
 
@@ -354,8 +495,9 @@ def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: Shri
                 out[k] = depth.new = len(new)
             if depth.layer_of is None and len(set(map(repr, value))) < len(value):
                 kinds = {repr(value[p]): j for j, p in enumerate(picks)}
-                depth.layer_of = {i: kinds.get(repr(v), min(j, len(new) - 1)) for j, (i, v) in
-                                  enumerate(enumerate(value))}
+                depth.layer_of = {
+                    i: kinds.get(repr(v), min(j, len(new) - 1)) for j, (i, v) in enumerate(enumerate(value))
+                }
         report.note(f"{path}{key}", value, new)
         out[key] = new
     for key in index_lists:
@@ -423,7 +565,11 @@ def _rotary_head(cfg: dict) -> int | None:
     for key in ("qk_rope_head_dim", "head_dim"):
         if _is_int(cfg.get(key)):
             return cfg[key]
-    if _is_int(cfg.get("hidden_size")) and _is_int(cfg.get("num_attention_heads")) and cfg["num_attention_heads"]:
+    if (
+        _is_int(cfg.get("hidden_size"))
+        and _is_int(cfg.get("num_attention_heads"))
+        and cfg["num_attention_heads"]
+    ):
         return cfg["hidden_size"] // cfg["num_attention_heads"]
     return None
 
@@ -464,8 +610,10 @@ def _split_like(section: list[int], total: int) -> list[int]:
 def _fix_mamba(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
     """Mamba-2 heads: n_heads * head_dim == expand * hidden_size."""
     hidden = out.get("hidden_size")
-    for heads_key, dim_key, expand_key in (("mamba_n_heads", "mamba_d_head", "mamba_expand"),
-                                            ("num_heads", "head_dim", "expand")):
+    for heads_key, dim_key, expand_key in (
+        ("mamba_n_heads", "mamba_d_head", "mamba_expand"),
+        ("num_heads", "head_dim", "expand"),
+    ):
         heads, expand = out.get(heads_key), out.get(expand_key)
         if not (_is_int(hidden) and _is_int(heads) and heads > 0 and isinstance(expand, (int, float))):
             continue
@@ -511,9 +659,14 @@ def _fix_timm(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str)
     for key, value in list(out.items()):
         if isinstance(value, dict) and value.get("model_type") == "timm_backbone":
             indices = value.get("out_indices") or [4]
-            out[key] = {"model_type": "resnet", "depths": [1, 1, 1, 1], "hidden_sizes": [16, 32, 64, 128],
-                        "embedding_size": 16, "num_channels": value.get("num_channels", 3),
-                        "out_features": [f"stage{i}" for i in indices if 1 <= i <= 4] or ["stage4"]}
+            out[key] = {
+                "model_type": "resnet",
+                "depths": [1, 1, 1, 1],
+                "hidden_sizes": [16, 32, 64, 128],
+                "embedding_size": 16,
+                "num_channels": value.get("num_channels", 3),
+                "out_features": [f"stage{i}" for i in indices if 1 <= i <= 4] or ["stage4"],
+            }
             report.note(f"{path}{key}", "timm_backbone", "resnet")
     if out.get("use_timm_backbone") is True:
         out["use_timm_backbone"] = False
@@ -523,7 +676,14 @@ def _fix_timm(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str)
         report.note(f"{path}use_timm_backbone", True, False)
 
 
-FIXERS: tuple[Fixer, ...] = (_fix_kv_heads, _fix_head_dim, _fix_mrope, _fix_mamba, _fix_backbone_stages, _fix_timm)
+FIXERS: tuple[Fixer, ...] = (
+    _fix_kv_heads,
+    _fix_head_dim,
+    _fix_mrope,
+    _fix_mamba,
+    _fix_backbone_stages,
+    _fix_timm,
+)
 
 
 def smallest_text_vocab(d: dict) -> int:
@@ -578,16 +738,29 @@ def _follow_widths_across(d: dict, out: dict, report: ShrinkReport) -> None:
         for key, value in orig.items():
             if is_subconfig(value) and isinstance(new.get(key), dict):
                 collect(value, new[key])
-            elif _is_int(value) and key in ("hidden_size", "d_model", "n_embd", "embed_dim") and new.get(key) != value:
+            elif (
+                _is_int(value)
+                and key in ("hidden_size", "d_model", "n_embd", "embed_dim")
+                and new.get(key) != value
+            ):
                 widths.setdefault(value, new[key])
 
     def apply(orig: dict, new: dict, path: str) -> None:
         for key, value in orig.items():
             if is_subconfig(value) and isinstance(new.get(key), dict):
                 apply(value, new[key], f"{path}{key}.")
-            elif (_is_int(value) and value in widths and new.get(key) == value and key not in KEEP
-                  and DIMENSION_NAME.fullmatch(key) and not TOKEN_ID.fullmatch(key) and "position" not in key
-                  and "vocab" not in key and "max_" not in key and value >= WIDTH):
+            elif (
+                _is_int(value)
+                and value in widths
+                and new.get(key) == value
+                and key not in KEEP
+                and DIMENSION_NAME.fullmatch(key)
+                and not TOKEN_ID.fullmatch(key)
+                and "position" not in key
+                and "vocab" not in key
+                and "max_" not in key
+                and value >= WIDTH
+            ):
                 new[key] = widths[value]
                 report.note(f"{path}{key}", value, widths[value])
 
@@ -604,8 +777,9 @@ def fix_built_config(config: Any, report: ShrinkReport, path: str = "") -> None:
     params = getattr(config, "rope_parameters", None)
     if not isinstance(params, dict):
         return
-    head = _rotary_head({k: _attr(config, k) for k in ("qk_rope_head_dim", "head_dim", "hidden_size",
-                                                       "num_attention_heads")})
+    head = _rotary_head(
+        {k: _attr(config, k) for k in ("qk_rope_head_dim", "head_dim", "hidden_size", "num_attention_heads")}
+    )
     if not head:
         return
     # Qwen2-VL-style models fall back to a built-in section ([16, 24, 24]) when the config has none

@@ -92,9 +92,15 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
     def emit(event: str, data: dict) -> None:
         conn.send((event, data))
 
-    result = runner.validate(job.model_type, user_model=job.user_model, device=device,
-                             check_generate=job.check_generate, check_compile=job.check_compile,
-                             harness_only=job.harness_only, emit=emit)
+    result = runner.validate(
+        job.model_type,
+        user_model=job.user_model,
+        device=device,
+        check_generate=job.check_generate,
+        check_compile=job.check_compile,
+        harness_only=job.harness_only,
+        emit=emit,
+    )
     conn.send(("result", result))
     conn.close()
 
@@ -119,8 +125,9 @@ class _Running:
         self.events: list[str] = []
 
 
-def run_jobs(jobs: list[Job], options: SweepOptions,
-             on_done: Callable[[JobOutcome], None] | None = None) -> list[JobOutcome]:
+def run_jobs(
+    jobs: list[Job], options: SweepOptions, on_done: Callable[[JobOutcome], None] | None = None
+) -> list[JobOutcome]:
     """Run every job, at most ``options.jobs`` at a time; returns one outcome per job, in finish order."""
     logs = Path(options.out) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -140,7 +147,9 @@ def run_jobs(jobs: list[Job], options: SweepOptions,
 
     def finish(r: _Running, result: dict) -> None:
         r.conn.close()
-        outcome = JobOutcome(r.job, result, round(time.monotonic() - r.start, 2), r.proc.exitcode, r.log, r.events)
+        outcome = JobOutcome(
+            r.job, result, round(time.monotonic() - r.start, 2), r.proc.exitcode, r.log, r.events
+        )
         outcomes.append(outcome)
         if on_done:
             on_done(outcome)
@@ -150,14 +159,20 @@ def run_jobs(jobs: list[Job], options: SweepOptions,
             job = pending.pop(0)
             log = str(logs / f"{_safe_name(job.name)}{'' if job.phase == 'main' else '.' + job.phase}.log")
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(child, job, log, options.device, cache, threads),
-                               name=f"validate-{job.name}", daemon=True)
+            proc = ctx.Process(
+                target=_child,
+                args=(child, job, log, options.device, cache, threads),
+                name=f"validate-{job.name}",
+                daemon=True,
+            )
             proc.start()
             child.close()
             running.append(_Running(job, proc, parent, log, options.timeout))
         now = time.monotonic()
-        ready = wait([r.conn for r in running] + [r.proc.sentinel for r in running],
-                     timeout=max(0.05, min(r.deadline for r in running) - now))
+        ready = wait(
+            [r.conn for r in running] + [r.proc.sentinel for r in running],
+            timeout=max(0.05, min(r.deadline for r in running) - now),
+        )
         for r in list(running):
             try:
                 while r.conn.poll():
@@ -197,11 +212,21 @@ def _died(r: _Running, message: str, kind: str) -> dict:
     if r.partial is not None:  # forward/backward/compare finished; a later check (generate, compile) died
         res = dict(r.partial)
         res[r.stage if r.stage in ("generate", "compile") else "late_failure"] = {
-            "status": "fail", "error_type": kind, "error": f"{message} during stage {r.stage!r}"}
+            "status": "fail",
+            "error_type": kind,
+            "error": f"{message} during stage {r.stage!r}",
+        }
         res["exitcode"] = r.proc.exitcode
         return res
     harness = r.stage in HARNESS_STAGES or r.stage == "start"
-    return {"model_type": r.job.model_type or r.job.user_model, "status": "harness" if harness else "fail",
-            "failed_stage": r.stage, "error_type": kind, "error": f"{message} during stage {r.stage!r}",
-            "stages_seen": r.events, "tier1": None if harness else False, "tier2": None if harness else False,
-            "exitcode": r.proc.exitcode}
+    return {
+        "model_type": r.job.model_type or r.job.user_model,
+        "status": "harness" if harness else "fail",
+        "failed_stage": r.stage,
+        "error_type": kind,
+        "error": f"{message} during stage {r.stage!r}",
+        "stages_seen": r.events,
+        "tier1": None if harness else False,
+        "tier2": None if harness else False,
+        "exitcode": r.proc.exitcode,
+    }

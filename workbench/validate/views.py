@@ -27,8 +27,10 @@ def figures(records: list[Record]):
 
     s = report.summarise(records)
     rows = {
-        "model types": s["architectures"], "built by the harness": f"{s['built']} ({s['built_pct']}%)",
-        "tier 1 (of those run)": f"{s['tier1']} ({s['tier1_pct']}%)", "tier 2 (of those run)": f"{s['tier2']} ({s['tier2_pct']}%)",
+        "model types": s["architectures"],
+        "built by the harness": f"{s['built']} ({s['built_pct']}%)",
+        "tier 1 (of those run)": f"{s['tier1']} ({s['tier1_pct']}%)",
+        "tier 2 (of those run)": f"{s['tier2']} ({s['tier2_pct']}%)",
         "generate() tokens equal": f"{s['generate_pass']} / {s['generate_run']}",
         "compile forward agrees": f"{s['compile_pass']} / {s['compile_run']}",
     }
@@ -44,12 +46,22 @@ def table(records: list[Record]):
         if r.phase != report.PHASE:
             continue
         e = r.extra
-        rows.append({"architecture": r.config.get("model_type"), "class": r.config.get("model_class"),
-                     "family": e.get("family"), "built": e.get("harness_ok"), "tier 1": e.get("tier1"),
-                     "tier 2": e.get("tier2"), "generate": (e.get("generate") or {}).get("status"),
-                     "compile": (e.get("compile") or {}).get("status"),
-                     "failure": e.get("failure_class") if e.get("harness_ok") else f"harness: {e.get('failure_class')}",
-                     "seconds": e.get("wall_s")})
+        rows.append(
+            {
+                "architecture": r.config.get("model_type"),
+                "class": r.config.get("model_class"),
+                "family": e.get("family"),
+                "built": e.get("harness_ok"),
+                "tier 1": e.get("tier1"),
+                "tier 2": e.get("tier2"),
+                "generate": (e.get("generate") or {}).get("status"),
+                "compile": (e.get("compile") or {}).get("status"),
+                "failure": e.get("failure_class")
+                if e.get("harness_ok")
+                else f"harness: {e.get('failure_class')}",
+                "seconds": e.get("wall_s"),
+            }
+        )
     return pd.DataFrame(rows).sort_values("architecture").reset_index(drop=True)
 
 
@@ -66,7 +78,9 @@ def failure_chart(records: list[Record], top: int = 15):
         ax.text(n, y, f" {n}", va="center")
     src = next((r.source for r in records if r.source), {})
     ax.set_xlabel("architectures blocked (measured)")
-    ax.set_title(f"Failure classes — measured {src.get('date', '?')[:10]}, {src.get('platform', '?')}", fontsize=10)
+    ax.set_title(
+        f"Failure classes — measured {src.get('date', '?')[:10]}, {src.get('platform', '?')}", fontsize=10
+    )
     if not classes:
         ax.text(0.5, 0.5, "no failures among built architectures", ha="center", transform=ax.transAxes)
     fig.tight_layout()

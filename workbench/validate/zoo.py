@@ -40,8 +40,11 @@ TASK_PRIORITY: tuple[tuple[str, str], ...] = (
 )
 BASE_MAPPING = "MODEL_MAPPING_NAMES"
 BASE_FAMILY = {  # family of an architecture validated through its base model, by main input name
-    "input_ids": "text-encoder", "pixel_values": "vision-encoder", "input_values": "audio-encoder",
-    "input_features": "audio-encoder", "past_values": "time-series",
+    "input_ids": "text-encoder",
+    "pixel_values": "vision-encoder",
+    "input_values": "audio-encoder",
+    "input_features": "audio-encoder",
+    "past_values": "time-series",
 }
 
 
@@ -114,8 +117,9 @@ def _architectures() -> tuple[Architecture, ...]:
             for mapping in sorted(tables):
                 if model_type in tables[mapping]:
                     family = mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower()
-                    candidates.append(Candidate(_first_name(tables[mapping][model_type]), mapping,
-                                                family.replace("_", "-")))
+                    candidates.append(
+                        Candidate(_first_name(tables[mapping][model_type]), mapping, family.replace("_", "-"))
+                    )
                     break
         tasks = tuple(sorted(m for m, table in tables.items() if model_type in table))
         out.append(Architecture(model_type, config_class, tuple(candidates), tasks))
