@@ -12,7 +12,7 @@ import torch
 
 from backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
 from backend.ops.registry import lower
-from backend.tensor import is_contiguous_in_root
+from backend.tensor import is_contiguous_in_root, root_positions
 
 
 def _size(x: Any, size: Any) -> tuple[int, ...]:
@@ -127,13 +127,17 @@ def alias(x: Any) -> Any:
 
 def _refuse_strided_view(x: Any, *rest: Any) -> None:
     """as_strided reads strides against the tensor's own contiguous layout (what its ``stride()`` and
-    ``storage_offset()`` report). For a view laid out in its root in order (``view``/``reshape`` results,
-    Longformer's chunking) that is the storage's layout too; any other view (a transpose, a step slice) would
-    answer against the wrong layout, so it is refused."""
-    if getattr(x, "_root", None) is not None and x._chain and not is_contiguous_in_root(x):
+    ``storage_offset()`` report). For a view laid out in its root in order from the root's first element
+    (``view``/``reshape`` results, Longformer's chunking) that is the storage's layout too. Any other view
+    would answer against the wrong layout: a transpose or a step slice, and also an in-order view that starts
+    later in its root (``x[2:]``), where torch's storage offset counts from the root's start but this
+    tensor reports 0, so it is refused."""
+    if getattr(x, "_root", None) is None or not x._chain or x.numel() == 0:
+        return
+    if not is_contiguous_in_root(x) or int(root_positions(x).reshape(-1)[0]) != 0:
         raise NotImplementedError(
-            "as_strided on a non-contiguous view of a TPU tensor is not supported (wrappers have no shared "
-            "storage offsets); call .contiguous() on the view first"
+            "as_strided on a view of a TPU tensor that does not start at its base's first element in order is "
+            "not supported (wrappers have no shared storage offsets); call .contiguous() on the view first"
         )
 
 
