@@ -49,7 +49,8 @@ class _Index:
         self.by_stmt: dict[str, Rule] = {}
         self.by_ref: dict[str, Rule] = {}
         self.by_method: dict[str, list[Rule]] = {}
-        self.by_type: dict[type, list[Rule]] = {}
+        self.by_visit: dict[type, list[Rule]] = {}
+        self.by_leave: dict[type, list[Rule]] = {}
         self.prefixes: list[tuple[str, Rule]] = []
         for r in self.rules:
             for q in r.calls:
@@ -60,8 +61,12 @@ class _Index:
                 self.by_ref[q] = r
             for m in r.methods:
                 self.by_method.setdefault(m, []).append(r)
+            # only the hooks a rule implements: most rules that see a node type either visit or leave it
             for t in r.node_types:
-                self.by_type.setdefault(t, []).append(r)
+                if type(r).visit_node is not Rule.visit_node:
+                    self.by_visit.setdefault(t, []).append(r)
+                if type(r).leave_node is not Rule.leave_node:
+                    self.by_leave.setdefault(t, []).append(r)
             for p in r.ref_prefixes:
                 self.prefixes.append((p, r))
         self.prefixes.sort(key=lambda pr: -len(pr[0]))
@@ -296,7 +301,7 @@ class MigrationTransformer(cst.CSTTransformer):
         elif t in _NAMED_BINDERS:  # a parameter's, function's or class's own name binds; it refers to nothing
             self._targets.add(id(node.name))  # type: ignore[attr-defined]
         if not self._skip_depth:
-            for rule in self.index.by_type.get(t, ()):
+            for rule in self.index.by_visit.get(t, ()):
                 rule.visit_node(self, node)
             if t in _SIMPLE_LINE and id(node) not in self._stmt_claims:
                 self._claim_by_qname(node)  # type: ignore[arg-type]
@@ -349,7 +354,7 @@ class MigrationTransformer(cst.CSTTransformer):
             elif t in _REFS:
                 result = self._leave_ref(original, updated)  # type: ignore[arg-type]
             if result is updated:
-                for rule in self.index.by_type.get(t, ()):
+                for rule in self.index.by_leave.get(t, ()):
                     r = rule.leave_node(self, original, updated)
                     if r is not None:
                         result = r

@@ -116,7 +116,10 @@ class LiteralRule(Rule):
         return None if m is None else self.replacement + (m.group("suffix") or "")
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Comparison):
+        t = type(node)
+        if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
+            return  # (left, not visited: see leave_node)
+        if t is cst.Comparison:
             if not ctx.enabled(COMPARISON_CODE):
                 return
             parts = [node.left, *(c.comparator for c in node.comparisons)]
@@ -133,10 +136,12 @@ class LiteralRule(Rule):
                                          "test together", value=None)
                     else:
                         self._claim(ctx, s, COMPARISON_CODE, "compared")
-        elif isinstance(node, cst.Call) and (knobs := framework_knob_strings(ctx, node)):
+        elif t is cst.Call and (knobs := framework_knob_strings(ctx, node)):
             for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
                 ctx.claim_string(s, "", "rewritten", "", value=None)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif t is cst.Call:
+            if type(node.func) is not cst.Attribute:
+                return
             method = node.func.attr.value
             if method in _COMPARE_METHODS and node.args and ctx.enabled(COMPARISON_CODE):
                 for s in _walk_strings(node.args[0].value):
@@ -151,9 +156,11 @@ class LiteralRule(Rule):
                             method == "set_defaults" and a.keyword is not None):
                         for s in _walk_strings(a.value):
                             self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
-        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        elif t is cst.List or t is cst.Tuple or t is cst.Set:
             # ["cpu", "cuda", "xla"]: the display lists device types side by side; renaming 'cuda' would give a
             # second 'tpu' entry
+            if not any(type(e.value) is cst.SimpleString for e in node.elements):
+                return
             bodies = {string_body(e.value) for e in node.elements}
             seen = sorted(b for b in bodies & self.others if b)
             if seen:
@@ -163,15 +170,15 @@ class LiteralRule(Rule):
                                          f"{self.what} '{string_body(e.value)}' is listed beside "
                                          f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
                                          f"'{self.replacement}' entry)", value=None)
-        elif isinstance(node, cst.Subscript):
+        elif t is cst.Subscript:
             # cfg["xla"], results["cuda"]: a key into data, not a device (the data still says "xla")
             for el in node.slice:
                 if isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString):
                     ctx.claim_string(el.slice.value, "", "rewritten", "", value=None)
-        elif isinstance(node, cst.DictElement) and self.new_body(string_body(node.key)) is not None and \
+        elif t is cst.DictElement and self.new_body(string_body(node.key)) is not None and \
                 "cuda" not in (string_body(node.key) or ""):
             ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]  # a key: data
-        elif isinstance(node, cst.DictElement):
+        elif t is cst.DictElement:
             if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
                 # {"cuda": "nccl"} maps device types: keep the entry, TPU104 adds a "tpu" one.
                 ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]
