@@ -580,44 +580,6 @@ def _weight_norm_interface_backward(grad_w: Any, saved_v: Any, saved_g: Any, sav
     return grad_v.astype(saved_v.dtype), (s / norm).reshape(saved_g.shape).astype(saved_g.dtype)
 
 
-# ----------------------------------------------------------------------------- weight norm
-def _weight_norm_axes(v: Any, dim: int) -> tuple[int, ...]:
-    if v.ndim and not (dim == 0 or dim == v.ndim - 1):
-        raise RuntimeError("_weight_norm_interface: fused kernels can only be applied for first or last dim "
-                           f"(got dim={dim} for a {v.ndim}-D weight)")
-    return tuple(i for i in range(v.ndim) if i != dim)
-
-
-@lower(aten._weight_norm_interface.default, jit=True)
-def _weight_norm_interface(v: Any, g: Any, dim: int = 0) -> tuple:
-    """(w, norms): w = v * g / ||v||, the norm over every dim but ``dim`` (kept, so it has g's shape); norms
-    are float32 for half-precision weights, as torch's kernels keep them."""
-    axes = _weight_norm_axes(v, dim)
-    acc = _wide(v.dtype)
-    vf = v.astype(acc)
-    norms = jnp.sqrt(jnp.sum(vf * vf, axis=axes, keepdims=True))
-    w = vf * (g.astype(acc) / norms)
-    return w.astype(v.dtype), norms.reshape(g.shape)
-
-
-@lower(aten._weight_norm_interface_backward.default, jit=True)
-def _weight_norm_interface_backward(grad_w: Any, saved_v: Any, saved_g: Any, saved_norms: Any, dim: int) -> tuple:
-    """(grad_v, grad_g): with s = sum(grad_w * v) over the non-``dim`` axes, grad_g = s / ||v|| and
-    grad_v = (g / ||v||) grad_w - (g s / ||v||^3) v (torch's CPU and CUDA kernels)."""
-    axes = _weight_norm_axes(saved_v, dim)
-    acc = _wide(saved_v.dtype)
-    gw, v = grad_w.astype(acc), saved_v.astype(acc)
-    keep = [1] * v.ndim
-    if v.ndim:
-        keep[dim] = v.shape[dim]
-    norm = saved_norms.astype(acc).reshape(keep)
-    g = saved_g.astype(acc).reshape(keep)
-    s = jnp.sum(gw * v, axis=axes, keepdims=True)
-    a = g / norm
-    grad_v = a * gw - (a * s / (norm * norm)) * v
-    return grad_v.astype(saved_v.dtype), (s / norm).reshape(saved_g.shape).astype(saved_g.dtype)
-
-
 # ----------------------------------------------------------------------------- rrelu
 def _rrelu(x: Any, lower_: float, upper: float, training: bool, generator: Any) -> Any:
     """(out, noise or None). Training draws r ~ U(lower, upper) from the device RNG where x <= 0 (noise 1
