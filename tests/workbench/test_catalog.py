@@ -162,3 +162,21 @@ def test_torus_chip_without_axis_bandwidth_is_rejected(tmp_path):
                                          "scaleup_topology": "torus-2d"}]}))
     with pytest.raises(CatalogError, match="ici_axis"):
         load_catalog([bad])
+
+
+def test_user_catalog_errors_name_the_file_and_the_entry_line(tmp_path) -> None:
+    import pytest
+
+    from workbench.catalog import CatalogError, load_catalog
+    from workbench.errors import WorkbenchError
+
+    bad_price = tmp_path / "p.toml"
+    bad_price.write_text('# my prices\n\n[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\n'
+                         'source = "x"\ndate = "2026-01"\n')
+    with pytest.raises(CatalogError, match=r"p\.toml:3: 'H100 SXM' price must be a positive number"):
+        load_catalog([bad_price])
+    broken = tmp_path / "b.toml"
+    broken.write_text("[[price]\n")
+    with pytest.raises(CatalogError, match=r"b\.toml: not valid TOML: .*line 1"):
+        load_catalog([broken])
+    assert issubclass(CatalogError, WorkbenchError)

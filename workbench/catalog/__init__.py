@@ -31,7 +31,7 @@ class UnknownChipError(WorkbenchError):
     """Raised for a chip name the catalog does not know; the message lists the known chips."""
 
 
-class CatalogError(ValueError):
+class CatalogError(WorkbenchError):
     """A catalog data file is malformed (missing field, bad unit, negative number)."""
 
 
@@ -279,12 +279,29 @@ def parse_chip(entry: dict, origin: str) -> Chip:
 
 
 def _read(path: Path) -> dict:
-    if path.suffix == ".toml":
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    if path.suffix == ".json":
-        return json.loads(path.read_text())
+    """The file's tables; a syntax error becomes one CatalogError naming the file (and the parser's line)."""
+    try:
+        if path.suffix == ".toml":
+            with path.open("rb") as f:
+                return tomllib.load(f)
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     raise CatalogError(f"{path}: catalog files must be .toml or .json")
+
+
+def _header_lines(path: Path, table: str) -> list[int]:
+    """Line numbers of each ``[[table]]`` header in a TOML file (so an entry's error names its line)."""
+    if path.suffix != ".toml":
+        return []
+    return [i for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip().startswith(f"[[{table}]]")]
+
+
+def _origin(path: Path, lines: list[int], k: int) -> str:
+    return f"{path}:{lines[k]}" if k < len(lines) else str(path)
 
 
 def load_catalog(extra_paths: tuple[str | Path, ...] | list[str | Path] = ()) -> Catalog:
@@ -299,11 +316,16 @@ def load_catalog(extra_paths: tuple[str | Path, ...] | list[str | Path] = ()) ->
         if not path.exists():
             raise WorkbenchError(f"catalog file not found: {path}")
         data = _read(path)
-        for entry in data.get("chip", []):
-            catalog.add(parse_chip(entry, str(path)))
-        for p in data.get("price", []):
-            chip = catalog.chip(p.get("chip", ""))
-            price = _parse_price(p, chip.name, str(path))
+        chip_lines, price_lines = _header_lines(path, "chip"), _header_lines(path, "price")
+        for k, entry in enumerate(data.get("chip", [])):
+            catalog.add(parse_chip(entry, _origin(path, chip_lines, k)))
+        for k, p in enumerate(data.get("price", [])):
+            origin = _origin(path, price_lines, k)
+            try:
+                chip = catalog.chip(p.get("chip", ""))
+            except WorkbenchError as exc:
+                raise CatalogError(f"{origin}: {exc}") from None
+            price = _parse_price(p, chip.name, origin)
             catalog.add(_with_prices(chip, [*chip.prices, price]))
     return catalog
 

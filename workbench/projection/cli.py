@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from workbench import argtypes
 from workbench.catalog import KIND_MEANING
 from workbench.projection.remat import POLICIES
 
@@ -25,13 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--slices",
-        type=int,
+        type=argtypes.POSITIVE_INT,
         default=1,
         help="TPU slices joined by DCN: FSDP inside a slice, data parallel across (default 1)",
     )
     p.add_argument(
         "--straggler-cv",
-        type=float,
+        type=argtypes.number(0.0, low_open=False),
         default=None,
         help="per-host step-time coefficient of variation (default 0.01)",
     )

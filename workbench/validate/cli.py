@@ -82,7 +82,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument(
         "--json", action="store_true", help="with --list: JSON; otherwise print the summary as JSON"
     )
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no per-architecture progress lines on stderr")
     return p
 
 
