@@ -91,7 +91,7 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
 
 def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
     """"spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
-    (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
+    or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
 
     Decided by qualified names, never by substrings: a file with its own ``use_spmd_backend()`` is not SPMD.
     """
@@ -105,7 +105,29 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
                     small, cst.ImportFrom) and small.module is not None and not small.relative else []
                 if any(cuda_only_module(m) for m in mods):
                     return "cuda-only"
+    if "class " in source and _subclasses_cuda_only(source, table):
+        return "cuda-only"
     return "normal"
+
+
+_CLASS_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^)]*)\)", re.M)
+
+
+def _subclasses_cuda_only(source: str, table: ImportTable) -> bool:
+    """A class built on a CUDA-only package (``class Linear8bit(bnb.nn.Linear8bitLt)``): the file wraps that
+    package, and its device strings belong to it."""
+    roots: dict[str, str] = {}
+    for scope in (table.module_scope, *table.scopes.values()):
+        for name, q in scope.names.items():
+            if q is not None and cuda_only_module(q):
+                roots[name] = q
+    if not roots:
+        return False
+    for m in _CLASS_BASES.finditer(source):
+        for base in m.group(1).split(","):
+            if base.strip().split(".")[0] in roots:
+                return True
+    return False
 
 
 _USE_SPMD = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)*)\.use_spmd\s*\(")

@@ -32,6 +32,7 @@ _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.C
 _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
 _DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
 _IF = node_types(cst.If)
+_IF_WHILE = node_types(cst.If, cst.While)
 _NAME = node_types(cst.Name)
 _EXPRESSIONS = node_types(cst.BaseExpression)
 _SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
@@ -244,6 +245,10 @@ class MigrationTransformer(cst.CSTTransformer):
         """No other rule touches what is inside the statement being visited."""
         if self._stack:
             self._skip.add(id(self._stack[-1]))
+
+    def keep_branch(self) -> None:
+        if self._stack and type(self._stack[-1]) in _IF_WHILE:
+            self._skip.add(id(self._stack[-1].body))  # type: ignore[attr-defined]
 
     def skip_inside(self, node: cst.CSTNode) -> None:
         """No rule touches the children of ``node`` (call from a ``visit_node`` hook)."""

@@ -72,7 +72,20 @@ def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
     return None
 
 
+#: Words that name a device type or a process-group backend (anything else in a display is a name list).
+DEVICE_WORDS = frozenset({"cpu", "cuda", "mps", "meta", "xla", "tpu", "xpu", "npu", "hpu", "mlu", "musa", "sdaa",
+                          "neuron", "ipu", "mtia", "gpu", "auto", "lazy", "vulkan", "privateuseone", "nccl", "gloo",
+                          "mpi", "ucc", "hccl", "ccl", "xccl", "tpu_dist", "openxla", "inductor", "eager",
+                          "aot_eager", "cudagraphs"})
+_ATTRIBUTE_BUILTINS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 _ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"})
+
+
+def _name_list(display: cst.List | cst.Tuple | cst.Set) -> bool:
+    """``{"contiguous", "cuda", "half", "to"}``: a display holding an identifier that is no device or backend lists
+    method or attribute names; its 'cuda' is a name too."""
+    return any(b is not None and b.isidentifier() and b not in DEVICE_WORDS
+               for b in (string_body(e.value) for e in display.elements))
 
 
 def _external(ctx: Context, node: cst.CSTNode) -> bool:
@@ -106,6 +119,8 @@ class LiteralRule(Rule):
     others: ClassVar[frozenset[str]] = OTHER_DEVICES
     #: Keep the literal in argparse ``choices`` (launch scripts and CI pass it) and add the new value beside it.
     keep_in_choices: ClassVar[bool] = True
+    #: Flag, never rewrite, the literal in comparisons (a backend test gates code for that backend only).
+    flag_compared: ClassVar[bool] = False
     node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement, cst.List,
                   cst.Tuple, cst.Set, cst.Subscript, cst.BinaryOperation)
 
@@ -125,11 +140,17 @@ class LiteralRule(Rule):
             parts = [node.left, *(c.comparator for c in node.comparisons)]
             external = any(_external(ctx, p) for p in parts)
             for part in parts:
-                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and self.others & {
-                        string_body(e.value) for e in part.elements}:
-                    continue  # `d in ("cuda", "xla")`: the display decides (below)
+                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and (self.others & {
+                        string_body(e.value) for e in part.elements} or _name_list(part)):
+                    continue  # `d in ("cuda", "xla")`, `name in {"cuda", "half"}`: the display decides (below)
                 for s in _walk_strings(part):
-                    if external and self.new_body(string_body(s)) is not None:
+                    if self.flag_compared and s is part and self.new_body(string_body(s)) is not None and all(
+                            isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                        ctx.claim_string(s, COMPARISON_CODE, "flagged",
+                                         f"{self.what} '{string_body(s)}' in a comparison gates "
+                                         f"{string_body(s).upper()}-specific code (device_ids, streams): kept; give "
+                                         f"'{self.replacement}' its own branch if it needs one", value=None)
+                    elif external and self.new_body(string_body(s)) is not None:
                         ctx.claim_string(s, COMPARISON_CODE, "flagged",
                                          f"{self.what} '{string_body(s)}' is compared with a value from outside the "
                                          "file (environment, config mapping): kept; migrate that value and this "
@@ -140,9 +161,19 @@ class LiteralRule(Rule):
             for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
                 ctx.claim_string(s, "", "rewritten", "", value=None)
         elif t is cst.Call:
+            if type(node.func) is cst.Name and node.func.value in _ATTRIBUTE_BUILTINS and len(node.args) >= 2:
+                name = node.args[1].value  # getattr(t, "cuda"): an attribute name
+                if isinstance(name, cst.SimpleString):
+                    ctx.claim_string(name, "", "rewritten", "", value=None)
+                return
             if type(node.func) is not cst.Attribute:
                 return
             method = node.func.attr.value
+            if method == "device" and len(node.args) == 2 and isinstance(node.args[0].value, cst.SimpleString) \
+                    and self.pattern.fullmatch(string_body(node.args[0].value) or "-") and \
+                    ctx.qname(node.func) == "torch.device":
+                self._device_with_index(ctx, node)
+                return
             if method in _COMPARE_METHODS and node.args and ctx.enabled(COMPARISON_CODE):
                 for s in _walk_strings(node.args[0].value):
                     self._claim(ctx, s, COMPARISON_CODE, f"tested with .{method}()")
@@ -162,6 +193,12 @@ class LiteralRule(Rule):
             if not any(type(e.value) is cst.SimpleString for e in node.elements):
                 return
             bodies = {string_body(e.value) for e in node.elements}
+            if _name_list(node):
+                # {"contiguous", "cuda", "half", "to"}: method or attribute names, not devices
+                for e in node.elements:
+                    if isinstance(e.value, cst.SimpleString):
+                        ctx.claim_string(e.value, "", "rewritten", "", value=None)
+                return
             seen = sorted(b for b in bodies & self.others if b)
             if seen:
                 for e in node.elements:
@@ -197,9 +234,27 @@ class LiteralRule(Rule):
                    "with is migrated too (config files, CLI)")
         ctx.claim_string(s, claim_code, "warned", msg)
 
+    def _device_with_index(self, ctx: Context, node: cst.Call) -> None:
+        """``torch.device("cuda", i)``: index 0 stays; a literal above 0 names another device of this process
+        (flagged); a run-time index chose this process's GPU, and on TorchTPU that is the process's own 'tpu'."""
+        index = node.args[1].value
+        if isinstance(index, cst.Integer):
+            if int(index.value, 0) > 0:
+                ctx.claim_string(node.args[0].value, self.code, "flagged",  # type: ignore[arg-type]
+                                 f"torch.device('{string_body(node.args[0].value)}', {index.value}) names another "
+                                 "device of this process; TorchTPU binds one device per process: place the work by "
+                                 "hand (one process per device, or DTensor)", value=None)
+            return
+        ctx.scratch.setdefault("device-index", set()).add(id(node))  # type: ignore[union-attr]
+
     def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
         process on TorchTPU; another ordinal does not exist there)."""
+        if isinstance(orig, cst.Call) and id(orig) in ctx.scratch.get("device-index", ()):  # type: ignore[operator]
+            ctx.report(orig, f"torch.device(..., <run-time index>) -> torch.device('{self.replacement}') (one device "
+                       "per process: the index chose this process's GPU)", code=self.code, outcome="warned")
+            assert isinstance(node, cst.Call)
+            return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
         if isinstance(orig, cst.Call) and isinstance(orig.func, cst.Attribute) and orig.func.attr.value == "format":
             template = orig.func.value
         elif isinstance(orig, cst.BinaryOperation) and isinstance(orig.operator, cst.Modulo):
@@ -239,9 +294,11 @@ class LiteralRule(Rule):
             reason = kept_reason(ctx, body.split(":")[0], self.others)
             if reason is not None:
                 ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
+                ctx.keep_branch()  # (when the literal is in an if's test, that if's body is CUDA's branch)
                 return None
             if claim is not None and claim[1] == "flagged":
                 ctx.flag(orig, claim[2], code=claim[0])
+                ctx.keep_branch()
                 return None
             if claim is not None:
                 ctx.report(orig, claim[2], code=claim[0], outcome=claim[1])

@@ -97,6 +97,10 @@ class Context(Protocol):
     def skip_inside(self, node: cst.CSTNode) -> None:
         """No rule touches the children of ``node`` (from a ``visit_node`` hook)."""
 
+    def keep_branch(self) -> None:
+        """Called while the test of an ``if``/``while`` is being left: its body is CUDA's own branch (the test was
+        kept for CUDA), so no rule touches it."""
+
 
 class Rule:
     """Base class; subclasses set the class attributes and implement the hooks they declare."""

@@ -91,6 +91,7 @@ class CudaToAccelerator(Rule):
             keep = ctx.scratch.setdefault("cuda-guards", {})
             for c in guards:
                 keep[id(c)] = cuda_only  # type: ignore[index]
+            ctx.skip_inside(node.body)  # the guarded code stays CUDA's, untouched
 
     def ref(self, ctx: Context, orig, node, qname: str):
         if ctx.is_called(orig):

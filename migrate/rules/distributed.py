@@ -21,13 +21,15 @@ class NcclLiteral(LiteralRule):
     name = "nccl-backend-string"
     family = "distributed"
     summary = "Rewrite the process-group backend string 'nccl' to 'tpu_dist'."
-    rationale = ("TorchTPU registers the backend 'tpu_dist' (alias 'tpu') for the 'tpu' device. Comparisons "
-                 "such as `backend == 'nccl'` are rewritten too and reported (TPU102).")
+    rationale = ("TorchTPU registers the backend 'tpu_dist' (alias 'tpu') for the 'tpu' device. A comparison such "
+                 "as `get_backend() == 'nccl'` gates NCCL-specific code (barrier device_ids, CUDA streams): it is "
+                 "flagged and kept (TPU102), never made true on TPU.")
     before = 'import torch.distributed as dist\n\ndist.init_process_group(backend="nccl")\n'
     after = 'import torch.distributed as dist\n\ndist.init_process_group(backend="tpu_dist")\n'
     pattern = re.compile(r"nccl(?P<suffix>)")
     replacement = "tpu_dist"
     what = "process-group backend"
+    flag_compared = True  # `if get_backend() == "nccl": barrier(device_ids=...)` is NCCL's own code
 
 
 @register

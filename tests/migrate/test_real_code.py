@@ -225,3 +225,41 @@ def test_runtime_ordinals_mean_this_process_and_literal_ones_are_flagged():
     out = run("import torch\na = f'cuda:{local_rank}'\nb = 'cuda:{}'.format(gpu)\nc = 'cuda:%d' % gpu\n"
               "d = ('cuda:1',)\n").new_source
     assert "a = 'tpu'" in out and "b = 'tpu'" in out and "c = 'tpu'" in out and "('cuda:1',)" in out
+
+
+# --- found on Lightning ----------------------------------------------------------------------------------------
+def test_a_branch_kept_for_cuda_is_left_whole():
+    src = ("import torch\ndef flops(device):\n    if device.type == 'cuda':\n"
+           "        name = torch.cuda.get_device_name(device)\n        x = x.cuda()\n"
+           "    elif device.type == 'xla':\n        name = 'tpu'\n")
+    out = run(src).new_source
+    assert "        name = torch.cuda.get_device_name(device)\n        x = x.cuda()\n" in out
+
+
+def test_attribute_names_are_not_devices():
+    src = ("import torch\nif name in {'contiguous', 'cuda', 'half', 'to'}:\n    pass\nok = hasattr(t, 'cuda')\n"
+           "d = torch.device('cuda')\n")
+    out = run(src).new_source
+    assert "{'contiguous', 'cuda', 'half', 'to'}" in out and "hasattr(t, 'cuda')" in out and "'tpu'" in out
+
+
+def test_a_backend_test_for_nccl_is_kept_and_its_definition_rewritten():
+    src = ("import torch.distributed as dist\nif dist.get_backend() == 'nccl':\n    dist.barrier(device_ids=[0])\n"
+           "dist.init_process_group('nccl')\n")
+    res = run(src)
+    assert "get_backend() == 'nccl'" in res.new_source and "init_process_group('tpu_dist')" in res.new_source
+
+
+def test_device_with_an_index():
+    out = run("import torch\na = torch.device('cuda', fabric.local_rank)\nb = torch.device('cuda', 1)\n"
+              "c = torch.device('cuda', 0)\n").new_source
+    assert "a = torch.device('tpu')" in out and "b = torch.device('cuda', 1)" in out
+    assert "c = torch.device('tpu', 0)" in out
+
+
+def test_a_file_built_on_a_cuda_only_package_is_flagged_only():
+    src = ("import torch\ndef _import_bnb():\n    import bitsandbytes as bnb\n\n"
+           "    class _Linear8bit(bnb.nn.Linear8bitLt):\n        def quantize_(self, w):\n"
+           "            if self.weight.device.type == 'cuda':\n                w = w.cuda()\n    return _Linear8bit\n")
+    res = run(src)
+    assert "== 'cuda'" in res.new_source and "w.cuda()" in res.new_source and not any(d.fixed for d in res.diagnostics)

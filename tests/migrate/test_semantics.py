@@ -82,7 +82,8 @@ def test_backend_strings_in_asserts_comparisons_and_dicts():
            "BACKENDS = {'xpu': 'ccl', 'hpu': 'hccl', 'cuda': 'nccl', 'npu': 'hccl'}\n")
     res = run(src)
     out = res.new_source
-    assert "backend = 'tpu_dist'" in out and "['gloo', 'tpu_dist']" in out and "backend == 'tpu_dist'" in out
+    assert "backend = 'tpu_dist'" in out and "['gloo', 'tpu_dist']" in out
+    assert "backend == 'nccl'" in out  # an equality test gates NCCL's own code: kept, flagged
     assert "'cuda': 'nccl'" in out and "'tpu': 'tpu_dist'}" in out
     assert {"TPU401", "TPU102", "TPU104"} <= set(codes(res))
 
