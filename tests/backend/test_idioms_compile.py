@@ -85,3 +85,32 @@ def test_inductor_modes_from_gpu_scripts_are_accepted(mode: str) -> None:
     eager, _ = _train(None)
     compiled, _ = _train({"mode": mode})
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="torch.compile of a plain function with no backend named (e.g. a "
+                   "@torch.compile(dynamic=False, fullgraph=True) optimizer kernel, as nanochat writes it) goes to "
+                   "inductor even when every input is on 'tpu' and fails with InductorError: ModuleNotFoundError: No "
+                   "module named 'torch_tpu'; only nn.Module compiles pick backend 'tpu'")  # fmt: skip
+def test_decorated_function_without_a_backend_runs_on_the_device() -> None:
+    @torch.compile(dynamic=False, fullgraph=True)
+    def sgd_kernel(p: torch.Tensor, grad: torch.Tensor, lr: torch.Tensor) -> None:
+        p.sub_(grad * lr)
+
+    p = torch.ones(4, device="tpu")
+    sgd_kernel(p, torch.full((4,), 2.0, device="tpu"), torch.tensor(0.25))  # a 0-dim CPU hyper-parameter
+    assert p.cpu().tolist() == [0.5] * 4
+
+
+@pytest.mark.xfail(strict=True, reason="prims::fma has no lowering: under torch.compile(backend='tpu') "
+                   "`p.add_(u, alpha=<0-dim tensor>)` and `addcmul_` decompose to prims.fma and raise "
+                   "NotImplementedError (nanochat's compiled AdamW/Muon steps)")  # fmt: skip
+def test_compiled_update_with_a_tensor_alpha() -> None:
+    def update(p: torch.Tensor, u: torch.Tensor, step: torch.Tensor) -> None:
+        p.add_(u, alpha=-step)
+        p.addcmul_(u, u, value=0.5)
+
+    p, u = torch.zeros(3, device="tpu"), torch.tensor([1.0, 2.0, 3.0], device="tpu")
+    torch.compile(update, backend="tpu", fullgraph=True)(p, u, torch.tensor(0.5))
+    cpu = torch.zeros(3)
+    update(cpu, u.cpu(), torch.tensor(0.5))
+    assert p.cpu().tolist() == cpu.tolist()

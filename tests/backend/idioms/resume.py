@@ -74,8 +74,9 @@ def train(model, opt, sched, scaler, batches, device: str) -> list[float]:
 
 
 def host_copy(obj: Any) -> Any:
+    """A CPU snapshot: a copy even of CPU tensors (the optimizer's step counters change in place later)."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
+        return obj.detach().to("cpu", copy=True)
     if isinstance(obj, dict):
         return {k: host_copy(v) for k, v in obj.items()}
     if isinstance(obj, list):
