@@ -34,7 +34,7 @@ def stood_aside() -> bool:
 
 def register() -> bool:
     """Register the JAX-backed "tpu" device; idempotent. Returns False if another backend owns PrivateUse1."""
-    import torch
+    import torch  # lazy: startup (backend may be imported before torch finishes importing)
 
     global _registered, _stood_aside
     if _registered:
@@ -96,7 +96,7 @@ FACTORIES = (
 
 
 def _factory_kernel(packet: str, overload: str):  # noqa: ANN202
-    import torch
+    import torch  # lazy: startup (backend may be imported before torch finishes importing)
 
     op = getattr(getattr(torch.ops.aten, packet), overload)
 
@@ -109,7 +109,7 @@ def _factory_kernel(packet: str, overload: str):  # noqa: ANN202
 
 
 def _install_kernels() -> None:
-    import torch
+    import torch  # lazy: startup (backend may be imported before torch finishes importing)
 
     lib = torch.library.Library("_", "IMPL")
     lib.fallback(_factory_fallback, "PrivateUse1")

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -99,8 +100,6 @@ def cpu_to_jax(t: torch.Tensor) -> Any:
 
 def jax_to_cpu(a: Any) -> torch.Tensor:
     """Copy a jax.Array into a new CPU tensor."""
-    import numpy as np
-
     jnp = jax_module().numpy
     if a.dtype == jnp.bfloat16:
         bits = np.array(a.view(jnp.int16))

@@ -41,8 +41,8 @@ def core_overloads() -> list[Any]:
 def classify(op: Any) -> str:
     """"direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
     from backend import dispatch  # lazy: jax (loads every lowering family)
-    from backend.decompositions import decomposition_for
-    from backend.ops.registry import lookup
+    from backend.decompositions import decomposition_for  # lazy: jax
+    from backend.ops.registry import lookup  # lazy: jax
 
     if lookup(op) is not None:
         return "direct"

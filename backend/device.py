@@ -25,6 +25,7 @@ import torch
 from backend import _torch_private as private
 from backend import lazy, state
 from backend import random as _random
+from backend._jax import jax_module
 from backend.state import EagerMode, Precision
 
 __all__ = [
@@ -124,8 +125,6 @@ def checked_device(dev: torch.device) -> torch.device:
 
 def _synchronize() -> None:
     """Wait for every pending JAX computation (JAX dispatches asynchronously), fused-eager work included."""
-    from backend._jax import jax_module  # lazy: startup
-
     lazy.flush()
     if jax_module.cache_info().currsize == 0:
         return  # JAX never imported: nothing can be pending
@@ -148,15 +147,11 @@ def _is_in_bad_fork() -> bool:
 
 
 def _jax_devices() -> list:
-    from backend._jax import jax_module
-
     return jax_module().devices()
 
 
 def get_device_name(device: Any = None) -> str:
     """Honest name: the JAX platform that executes the ops, e.g. "XLA CPU via JAX 0.10.2"."""
-    from backend._jax import jax_module
-
     jax = jax_module()
     d = _jax_devices()[0]
     return f"XLA {d.platform.upper()} via JAX {jax.__version__}"

@@ -24,6 +24,7 @@ from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
 from backend.decompositions import decomposition_for
 from backend.jit import jitted
 from backend.lazy import Lazy
+from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, on_change
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 
@@ -206,7 +207,8 @@ def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: di
     return _direct_plan(func, fn)(func, args, kwargs)
 
 
-def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
+def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
+                 ) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
 
         def plan_view(f, a, k):
@@ -227,7 +229,7 @@ def _direct_plan(func: Any, fn: Callable[..., Any]) -> Callable[[Any, tuple, dic
         return plan_view
 
     def plan_direct(f, a, k):
-        return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k)))
+        return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager))
 
     return plan_direct
 
@@ -276,11 +278,13 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
     if low is not None:
         fn = jitted(low.fn) if low.jit else low.fn
+        eager = (op_jit(low.fn) if not low.jit and low.owner.startswith(_OP_JIT_FAMILIES)
+                 and not reads_host_values(low.fn) else None)
         if inplace:
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                set_value(self, _cast(lazy.call(fn, unwrap(a), unwrap_kwargs(k)), self))
+                set_value(self, _cast(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager), self))
                 return self
 
             return plan_inplace
@@ -289,11 +293,11 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_out_direct(f, a, k):
                 o = [k[n] for n in outs]
                 kk = {n: v for n, v in k.items() if n not in outs}
-                _write_outs(o, lazy.call(fn, unwrap(a), unwrap_kwargs(kk)), f)
+                _write_outs(o, lazy.call(fn, unwrap(a), unwrap_kwargs(kk), eager), f)
                 return o[0] if len(o) == 1 else tuple(o)
 
             return plan_out_direct
-        return _direct_plan(func, fn)
+        return _direct_plan(func, fn, eager)
 
     # No direct lowering.
     if func in _METADATA_INPLACE:
@@ -341,6 +345,9 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
     return _plan_missing
 
 
+# Families whose lowerings run as one cached executable per call in strict eager (backend/op_jit.py): pure
+# arithmetic with no host-side checks on values.
+_OP_JIT_FAMILIES = ("backend.ops.pointwise.", "backend.ops.reduction.", "backend.ops.shape.")
 _ALIAS_OPS: set = set()
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload

@@ -192,12 +192,14 @@ def _leaf(x: Any, g: _Graph, avals: list) -> tuple[Any, Any, Any]:
     return f, f, x
 
 
-def call(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> Any:
-    """``fn(*args, **kwargs)`` now, or recorded for later when fused eager is recording."""
+def call(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, eager: Callable[..., Any] | None = None
+         ) -> Any:
+    """``fn(*args, **kwargs)`` now (through ``eager`` if given: the same function, faster), or recorded for later
+    when fused eager is recording."""
     global _paused_ops
     kwargs = kwargs or {}
     if state.eager_mode() is not state.EagerMode.DEFER_AND_FUSE:
-        return fn(*args, **kwargs)
+        return (eager or fn)(*args, **kwargs)
     if _paused_ops:  # the adaptive fallback: graphs kept changing, so ops run strictly for a while
         _paused_ops -= 1
         return _strict(fn, args, kwargs)

@@ -92,7 +92,8 @@ class _Imports(ast.NodeVisitor):
             self.unannotated.append(node.lineno)
         for n in names:
             target = _resolve(n)
-            if target is not None and target != self.module:
+            # a submodule importing its own package adds nothing: Python imported the package first anyway
+            if target is not None and target != self.module and not self.module.startswith(target + "."):
                 self.edges.append((target, node.lineno, bool(self.depth), reason))
 
     def visit_Import(self, node: ast.Import) -> None:  # noqa: N802 - ast protocol

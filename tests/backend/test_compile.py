@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 
@@ -12,6 +11,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import backend.compile as bc
+from tests.backend.models import MLP
+from tests.backend.models import FlatCNN as CNN
+from tests.backend.models import LossGPT as GPT
 
 
 @pytest.fixture(autouse=True)
@@ -22,68 +24,6 @@ def _fresh() -> None:
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-5) -> None:
     torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=tol, atol=tol)
-
-
-# ---------------------------------------------------------------------------------------- models
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class CNN(nn.Module):
-    def __init__(self, p: float = 0.0) -> None:
-        super().__init__()
-        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2d(8)
-        self.c2 = nn.Conv2d(8, 8, 3, stride=2)
-        self.drop = nn.Dropout(p)
-        self.fc = nn.Linear(8 * 3 * 3, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn(self.c1(x)))
-        x = F.max_pool2d(F.relu(self.c2(x)), 1)
-        return self.fc(self.drop(torch.flatten(x, 1)))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, h: int) -> None:
-        super().__init__()
-        self.h = h
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.h)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(y)
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab: int = 64, d: int = 32, h: int = 4, n: int = 2, t: int = 16) -> None:
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(t, d)
-        self.blocks = nn.ModuleList(Block(d, h) for _ in range(n))
-        self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.tok(idx) + self.pos(pos)
-        for blk in self.blocks:
-            x = blk(x)
-        logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def _pair(make: type[nn.Module], *a: object) -> tuple[nn.Module, nn.Module]:

@@ -17,6 +17,7 @@ published MFU (or TFLOP/s / peak the MFU); a reading that fails is flagged as wr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from workbench.catalog import Catalog, Chip, load_catalog
@@ -283,7 +284,7 @@ def vs_published(
     """DataFrame: every published point beside the projection, with its category, relative error
     (projected / published - 1) and consistency check. ``calibrated``: fit gemm_efficiency on
     CALIBRATION_POINT first (else use ``assumptions`` as given)."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy
 
     catalog = catalog or load_catalog()
     a = assumptions or Assumptions()
@@ -506,8 +507,6 @@ def _torchtpu_rows(a: Assumptions, catalog: Catalog) -> list[dict]:
 
 def summary(table) -> dict:
     """Calibration point, validation errors (complete settings) and the largest of them."""
-    import math
-
     val = table[(table["category"] == "validation") & table["rel_error"].notna()]
     errs = [e for e in val["rel_error"] if isinstance(e, float) and math.isfinite(e)]
     return {

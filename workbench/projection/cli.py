@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assumptions(args):
-    from workbench.projection import Assumptions
+    from workbench.projection import Assumptions  # lazy: startup
 
     overrides = {
         "gemm_efficiency": getattr(args, "compute_efficiency", None),
@@ -63,13 +63,13 @@ def _assumptions(args):
 
 def run(args) -> int:
     """Handler of ``tpu-bench project``; returns the exit status."""
-    import pandas as pd
+    import pandas as pd  # lazy: startup
 
-    from workbench.catalog import load_catalog
-    from workbench.cost import comparable_prices, cost_line, usd_per_run
-    from workbench.projection import project, projection_vs_published
-    from workbench.projection.report import format_table
-    from workbench.results import append_records
+    from workbench.catalog import load_catalog  # lazy: startup
+    from workbench.cost import comparable_prices, cost_line, usd_per_run  # lazy: startup
+    from workbench.projection import project, projection_vs_published  # lazy: startup
+    from workbench.projection.report import format_table  # lazy: startup
+    from workbench.results import append_records  # lazy: startup
 
     if args.vs_published:
         table = projection_vs_published(assumptions=_assumptions(args))

@@ -15,6 +15,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from workbench.catalog import load_catalog
 from workbench.results import Record
 
 DATA = Path(__file__).parent / "figures.json"
@@ -60,8 +61,6 @@ def training_points() -> list[dict]:
 def training_records() -> list[Record]:
     """One ``published`` record per training point (per-chip and per-device figures as printed or implied
     by the chip's devices per chip; MFU as printed, else TFLOP/s per chip / catalog peak, said in ``extra``)."""
-    from workbench.catalog import load_catalog
-
     catalog = load_catalog()
     out = []
     for p in training_points():
