@@ -114,27 +114,23 @@ def test_random_ops_draw_the_same_values_as_strict() -> None:
     assert fused == strict
 
 
+@torch.library.custom_op("tpu_workbench_test::cpu_only_twice", mutates_args=())
+def _cpu_only_twice(x: torch.Tensor) -> torch.Tensor:
+    """An op with a CPU kernel only: on "tpu" it has no lowering and no decomposition."""
+    return x * 2
+
+
 def test_an_op_without_lowering_raises_as_in_strict_after_the_pending_work() -> None:
-    from backend.ops.registry import REGISTRY
-
-    op = torch.ops.aten.cosh.default
-    saved = REGISTRY.pop(op)
-    from backend.ops import registry
-
-    for cb in registry._listeners:
-        cb()
-    try:
-        with torch.tpu.set_eager_mode(FUSED):
-            x = torch.ones(3, device="tpu")
-            x.add_(1)
-            with pytest.raises(NotImplementedError, match="cosh' is not implemented for TPU"):
-                torch.cosh(x)
-            assert lazy.stats()["pending_nodes"] == 0
-            assert x.cpu().tolist() == [2.0, 2.0, 2.0]
-    finally:
-        REGISTRY[op] = saved
-        for cb in registry._listeners:
-            cb()
+    with torch.tpu.set_eager_mode(STRICT), pytest.raises(NotImplementedError, match="cpu_only_twice") as strict:
+        _cpu_only_twice(torch.ones(3, device="tpu"))
+    with torch.tpu.set_eager_mode(FUSED):
+        x = torch.ones(3, device="tpu")
+        x.add_(1)
+        with pytest.raises(NotImplementedError, match="cpu_only_twice") as fused:
+            _cpu_only_twice(x)
+        assert lazy.stats()["pending_nodes"] == 0  # the recorded work ran before the error
+        assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+    assert str(fused.value) == str(strict.value)
 
 
 def test_shapes_that_change_every_step_pause_recording() -> None:
