@@ -104,7 +104,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self._scope_starts = table.scopes if table is not None else {}
         self._pending: dict[int, list[tuple[str, str]]] = {}
         self._inner: set[int] = set()
-        self._called: set[int] = set()
+        #: id(callee) -> the call, for every call seen so far.
+        self._called: dict[int, cst.Call] = {}
         self._stmt_claims: dict[int, tuple[Rule, str, cst.Call | None, cst.BaseExpression | None]] = {}
         self._claimed_calls: set[int] = set()
         self._skip: set[int] = set()
@@ -198,7 +199,13 @@ class MigrationTransformer(cst.CSTTransformer):
         self._note_top(node, self._fallback())
 
     def flag(self, node: cst.CSTNode, message: str, *, code: str) -> None:
-        """Record a finding for a human and put a TODO comment above the enclosing statement."""
+        """Record a finding for a human and put a TODO comment above the enclosing statement.
+
+        A flagged callee keeps its call whole: `torch.cuda.get_device_properties("cuda")` stays as written (its
+        arguments are not visited yet when the callee is left), never half-migrated."""
+        call = self._called.get(id(node))
+        if call is not None:
+            self._skip.update(id(a) for a in call.args)
         message = _short(message)
         self._reports.append((node, self._fallback(), code, message, False, "flagged"))
         self._note_top(node, self._fallback())
@@ -296,7 +303,7 @@ class MigrationTransformer(cst.CSTTransformer):
             self._inner.add(id(node.value))  # type: ignore[attr-defined]
             self._inner.add(id(node.attr))  # type: ignore[attr-defined]
         elif t in _CALL:
-            self._called.add(id(node.func))  # type: ignore[attr-defined]
+            self._called[id(node.func)] = node  # type: ignore[attr-defined,assignment]
         elif t in _BINDING_TARGETS:
             self._targets.add(id(node.target))  # type: ignore[attr-defined]
         elif t in _ASNAME:

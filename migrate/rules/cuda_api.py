@@ -33,14 +33,35 @@ _MIGRATED = frozenset({*(f"torch.cuda.{k}" for k in _ACCELERATOR), "torch.cuda.s
 _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
 
 
+#: Test-skip helpers: unittest.skipIf/skipUnless, pytest.mark.skipif, and the like.
+_SKIPS = frozenset({"skipIf", "skipUnless", "skipif", "skip_if", "skip_unless", "skipIfNoCuda"})
+_NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
+
+
+def _raises_for_cuda(body: cst.BaseSuite) -> bool:
+    """The block raises (SkipTest, an error) or skips with a message that names CUDA or a GPU."""
+    for stmt in getattr(body, "body", ()):
+        small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+        for s in small:
+            call = s.exc if isinstance(s, cst.Raise) else s.value if isinstance(s, cst.Expr) else None
+            if isinstance(call, cst.Call) and (isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")):
+                if any((b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in call.args for lit in literals(a.value)):
+                    return True
+    return False
+
+
+_OWN_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    """Every call in ``node`` (not below nested defs or classes: those run elsewhere)."""
+    """Every call in ``node`` outside nested scopes (defs, classes, lambdas, comprehensions): those run elsewhere
+    or later, and ``ctx.qname`` is asked only about nodes of the scope being visited."""
     out, todo = [], [node]
     while todo:
         n = todo.pop()
         if isinstance(n, cst.Call):
             out.append(n)
-        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if n is node or not isinstance(n, _OWN_SCOPE):
             todo.extend(n.children)
     return out
 
@@ -76,22 +97,40 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If,)
+    node_types = (cst.If, cst.Call)
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
-        """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code: made true
-        on TPU it would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
+        ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
+        would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        if type(node) is cst.Call:
+            f = node.func
+            last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+            if last in _SKIPS:
+                guards = [c for a in node.args for c in _calls_in(a.value) if ctx.qname(c.func) in _GUARDS]
+                reason = next((b for a in node.args for lit in literals(a.value)
+                               if (b := string_body(lit)) and _NEEDS_CUDA.search(b)), None)
+                if guards and reason:
+                    self._keep(ctx, guards, f"a skip whose reason needs CUDA: {reason!r}")
+            return
         assert isinstance(node, cst.If)
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:
             return
         cuda_only = next((name for c in [*_calls_in(node.test), *_calls_in(node.body)]
                           if (name := _cuda_only_call(ctx, c))), None)
+        cuda_only = f"`{cuda_only}`" if cuda_only else None
+        if cuda_only is None and _raises_for_cuda(node.body):
+            cuda_only = "a skip or error that says CUDA is needed"
         if cuda_only is not None:
-            keep = ctx.scratch.setdefault("cuda-guards", {})
-            for c in guards:
-                keep[id(c)] = cuda_only  # type: ignore[index]
+            self._keep(ctx, guards, cuda_only)
             ctx.skip_inside(node.body)  # the guarded code stays CUDA's, untouched
+
+    @staticmethod
+    def _keep(ctx: Context, guards: list[cst.Call], why: str) -> None:
+        keep = ctx.scratch.setdefault("cuda-guards", {})
+        for c in guards:
+            keep[id(c)] = why  # type: ignore[index]
 
     def ref(self, ctx: Context, orig, node, qname: str):
         if ctx.is_called(orig):
@@ -110,7 +149,7 @@ class CudaToAccelerator(Rule):
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
         if guarded is not None:
-            ctx.flag(orig, f"`{qname}()` guards CUDA-only code (`{guarded}`): kept, so that code never runs on "
+            ctx.flag(orig, f"`{qname}()` guards CUDA-only code ({guarded}): kept, so that code never runs on "
                      "TPU; give the TPU path its own branch", code=self.code)
             return None
         old, name, new_sig, rename = _ACCELERATOR[last]

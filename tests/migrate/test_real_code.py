@@ -263,3 +263,19 @@ def test_a_file_built_on_a_cuda_only_package_is_flagged_only():
            "            if self.weight.device.type == 'cuda':\n                w = w.cuda()\n    return _Linear8bit\n")
     res = run(src)
     assert "== 'cuda'" in res.new_source and "w.cuda()" in res.new_source and not any(d.fixed for d in res.diagnostics)
+
+
+# --- found on torchtitan -------------------------------------------------------------------------------------------
+def test_a_flagged_call_is_kept_whole():
+    src = "import torch\nn = torch.cuda.get_device_properties('cuda').multi_processor_count\n"
+    assert "get_device_properties('cuda')" in run(src).new_source
+
+
+def test_a_test_skipped_without_cuda_stays_skipped_without_cuda():
+    src = ("import torch, unittest\n@unittest.skipUnless(torch.cuda.is_available(), 'symmetric memory needs CUDA')\n"
+           "class T(unittest.TestCase):\n    pass\n"
+           "@unittest.skipUnless(torch.cuda.is_available(), 'needs an accelerator')\nclass U(unittest.TestCase):\n"
+           "    pass\n")
+    out = run(src).new_source
+    assert "skipUnless(torch.cuda.is_available(), 'symmetric memory needs CUDA')" in out
+    assert "skipUnless(torch.accelerator.is_available(), 'needs an accelerator')" in out
