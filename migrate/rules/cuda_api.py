@@ -97,7 +97,7 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If, cst.Call)
+    node_types = (cst.If, cst.Call, cst.Assert)
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
@@ -112,6 +112,12 @@ class CudaToAccelerator(Rule):
                                if (b := string_body(lit)) and _NEEDS_CUDA.search(b)), None)
                 if guards and reason:
                     self._keep(ctx, guards, f"a skip whose reason needs CUDA: {reason!r}")
+            return
+        if type(node) is cst.Assert:  # assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
+            msg = string_body(node.msg) if node.msg is not None else None
+            guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
+            if guards and msg and _NEEDS_CUDA.search(msg):
+                self._keep(ctx, guards, f"an assertion that CUDA is there: {msg!r}")
             return
         assert isinstance(node, cst.If)
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]

@@ -150,6 +150,9 @@ class CudaMethod(Rule):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
 
 
+_OWN_IS_CUDA = re.compile(r"([A-Za-z_][\w.]*)\.is_cuda\s*=(?!=)")
+
+
 @register
 class IsCuda(Rule):
     code = "TPU106"
@@ -167,6 +170,8 @@ class IsCuda(Rule):
         assert isinstance(node, cst.Attribute) and isinstance(orig, cst.Attribute)
         if node.attr.value != "is_cuda" or ctx.is_target(orig) or ctx.qname(orig):
             return None
+        if "is_cuda" in ctx.source_text and code(node.value) in set(_OWN_IS_CUDA.findall(ctx.source_text)):
+            return None  # `self.is_cuda = ...`: the program's own attribute (its value is migrated where it is set)
         ctx.report(orig, '`.is_cuda` -> `.device.type == "tpu"`', code=self.code)
         return expr(f'({code(node.value)}.device.type == "tpu")')
 

@@ -279,3 +279,17 @@ def test_a_test_skipped_without_cuda_stays_skipped_without_cuda():
     out = run(src).new_source
     assert "skipUnless(torch.cuda.is_available(), 'symmetric memory needs CUDA')" in out
     assert "skipUnless(torch.accelerator.is_available(), 'needs an accelerator')" in out
+
+
+# --- found on timm ---------------------------------------------------------------------------------------------------
+def test_a_programs_own_is_cuda_attribute_is_not_a_tensor_property():
+    src = ("import torch\nclass Prefetcher:\n    def __init__(self, device):\n"
+           "        self.is_cuda = torch.cuda.is_available() and device.type == 'cuda'\n"
+           "    def step(self, x):\n        return self.is_cuda, x.is_cuda\n")
+    out = run(src).new_source
+    assert "return self.is_cuda, (x.device.type == \"tpu\")" in out
+
+
+def test_an_assertion_that_cuda_is_there_keeps_its_guard():
+    src = "import torch\nassert torch.cuda.is_available(), 'CUDA required for APEX optimizers'\n"
+    assert "assert torch.cuda.is_available()" in run(src).new_source
