@@ -88,10 +88,24 @@ def _name_list(display: cst.List | cst.Tuple | cst.Set) -> bool:
                for b in (string_body(e.value) for e in display.elements))
 
 
+_ERROR_NAMES = frozenset({"e", "err", "error", "exc", "exception", "ex"})
+
+
+def _error_text(node: cst.CSTNode) -> bool:
+    """``str(e)``, ``str(err).lower()``, ``repr(exc)``: the text of an exception (a CUDA error says 'cuda')."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+            "lower", "upper", "strip"):
+        node = node.func.value
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("str", "repr") \
+        and len(node.args) == 1 and isinstance(node.args[0].value, cst.Name) and \
+        node.args[0].value.value.lower() in _ERROR_NAMES
+
+
 def _external(ctx: Context, node: cst.CSTNode) -> bool:
-    """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``."""
+    """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``, or the text
+    of an exception."""
     if isinstance(node, cst.Call):
-        return ctx.qname(node.func) in _ENV_READS
+        return ctx.qname(node.func) in _ENV_READS or _error_text(node)
     if isinstance(node, cst.Subscript):
         if ctx.qname(node.value) == "os.environ":
             return True
@@ -153,8 +167,8 @@ class LiteralRule(Rule):
                     elif external and self.new_body(string_body(s)) is not None:
                         ctx.claim_string(s, COMPARISON_CODE, "flagged",
                                          f"{self.what} '{string_body(s)}' is compared with a value from outside the "
-                                         "file (environment, config mapping): kept; migrate that value and this "
-                                         "test together", value=None)
+                                         "file (environment, config mapping, an error message): kept; migrate "
+                                         "that value and this test together", value=None)
                     else:
                         self._claim(ctx, s, COMPARISON_CODE, "compared")
         elif t is cst.Call and (knobs := framework_knob_strings(ctx, node)):

@@ -293,3 +293,11 @@ def test_a_programs_own_is_cuda_attribute_is_not_a_tensor_property():
 def test_an_assertion_that_cuda_is_there_keeps_its_guard():
     src = "import torch\nassert torch.cuda.is_available(), 'CUDA required for APEX optimizers'\n"
     assert "assert torch.cuda.is_available()" in run(src).new_source
+
+
+# --- found on composer --------------------------------------------------------------------------------------------
+def test_the_text_of_an_exception_is_not_a_device():
+    src = ("import torch\ntry:\n    step()\nexcept RuntimeError as e:\n    if 'cuda' in str(e).lower():\n"
+           "        raise\nkey = ('rng', '0', 'cuda')\n")
+    out = run(src).new_source
+    assert "'cuda' in str(e).lower()" in out and "('rng', '0', 'cuda')" in out
