@@ -35,6 +35,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import libcst as cst
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MANIFEST = HERE / "migrate_corpus.txt"
@@ -152,8 +154,6 @@ def _code_lines(text: str) -> list[str]:
 
 
 def _parses(text: str) -> bool:
-    import libcst as cst
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
