@@ -45,6 +45,16 @@ def _combine(hi: torch.dtype | None, lo: torch.dtype | None) -> torch.dtype | No
     return hi
 
 
+def _weak_tdtype(dt: Any) -> torch.dtype:
+    if dt == jnp.bool_:
+        return torch.bool
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        return _scalar_tdtype(1j)
+    if jnp.issubdtype(dt, jnp.floating):
+        return torch.get_default_dtype()
+    return torch.int64
+
+
 def result_tdtype(*xs: Any) -> torch.dtype:
     """torch's result_type over jax arrays (0-dim arrays are 'zero-dim tensors') and Python scalars."""
     dim = zero = wrapped = None
@@ -53,6 +63,11 @@ def result_tdtype(*xs: Any) -> torch.dtype:
             continue
         if isinstance(x, (bool, int, float, complex)):
             td = _scalar_tdtype(x)
+            wrapped = td if wrapped is None else torch.promote_types(wrapped, td)
+        elif x.ndim == 0 and getattr(x, "weak_type", False):
+            # a weakly typed 0-dim value is a Python scalar that JAX carries as an array (fused eager passes the
+            # float arguments of a recorded op this way): it promotes like a wrapped number
+            td = _weak_tdtype(x.dtype)
             wrapped = td if wrapped is None else torch.promote_types(wrapped, td)
         else:
             td = j2t_dtype(x.dtype)

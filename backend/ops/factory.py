@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import torch
 
 from backend import _torch_private as private
+from backend import lazy
 from backend._jax import cpu_to_jax, jax_to_cpu
 from backend.ops._util import aten, jdt, result_dtype
 from backend.ops.registry import lower
-from backend.tensor import TpuTensor, set_value, value
+from backend.tensor import TpuTensor, payload, set_value, value
 
 
 def _check_device(device: Any) -> None:
@@ -120,14 +121,18 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     """Copy into ``self`` with broadcasting and casting; either side may be on the CPU."""
     if not isinstance(self, TpuTensor):
         return self.copy_(jax_to_cpu(value(src)))
-    v = value(src) if isinstance(src, TpuTensor) else cpu_to_jax(src)
+    v = payload(src) if isinstance(src, TpuTensor) else cpu_to_jax(src)  # deferred in fused eager
     dt = jdt(self.dtype)
-    if v.dtype != dt:
-        v = (v != 0) if dt == jnp.bool_ else v.astype(dt)
-    if tuple(v.shape) != tuple(self.shape):
-        v = jnp.broadcast_to(v, tuple(self.shape))
+    if v.dtype != dt or tuple(v.shape) != tuple(self.shape):
+        v = lazy.call(_cast_broadcast, (v, dt, tuple(self.shape)))
     set_value(self, v)
     return self
+
+
+def _cast_broadcast(v: Any, dt: Any, shape: tuple) -> Any:
+    if v.dtype != dt:
+        v = (v != 0) if dt == jnp.bool_ else v.astype(dt)
+    return v if tuple(v.shape) == shape else jnp.broadcast_to(v, shape)
 
 
 @lower(aten.copy.default)

@@ -8,10 +8,11 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from backend import lazy
 from backend._jax import cpu_to_jax, jax_to_cpu
 from backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
 from backend.ops.registry import lower
-from backend.tensor import TpuTensor, value
+from backend.tensor import TpuTensor, payload, value
 
 
 def _binary(fn: Any, *ops: Any, int_to_float: bool = False) -> None:
@@ -463,11 +464,12 @@ def _to_copy(x: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any =
 
     target = torch.device(device) if device is not None else x.device
     if isinstance(x, TpuTensor):
-        v = value(x)
-        if dtype is not None and dtype != x.dtype:
-            v = _cast_like_torch(v, jdt(dtype))
         if target.type == "cpu":
-            return jax_to_cpu(v)
+            v = value(x)
+            return jax_to_cpu(v if dtype is None or dtype == x.dtype else _cast_like_torch(v, jdt(dtype)))
+        v = payload(x)  # stays deferred in fused eager
+        if dtype is not None and dtype != x.dtype:
+            v = lazy.call(_cast_like_torch, (v, jdt(dtype)))
         return TpuTensor(v)  # jax arrays are immutable: sharing the payload is a copy
     # a CPU tensor going to the device
     src = x if dtype is None else x.to(dtype)
