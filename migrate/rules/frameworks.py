@@ -169,7 +169,8 @@ class HfTrainerKnobs(_KnobRule):
     def visit_node(self, ctx, node):
         if type(node) is not cst.SimpleString:
             return super().visit_node(ctx, node)
-        if "tpu_" not in node.value or id(node) in ctx.string_claims:
+        claim = ctx.string_claims.get(id(node))
+        if "tpu_" not in node.value or (claim is not None and claim[0]):  # flagged already by another rule
             return None
         option = _command_option(string_body(node), self._TOKENS)
         if option:

@@ -86,9 +86,6 @@ class _MovesToDevice(Dataset):
         return (torch.ones(2, device="tpu") * i).cpu()
 
 
-@pytest.mark.xfail(strict=True, reason="a forked DataLoader worker that touches the 'tpu' device deadlocks in JAX "
-                   "(os.fork() after JAX started its threads); CUDA raises 'Cannot re-initialize CUDA in forked "
-                   "subprocess ... use the spawn start method'")  # fmt: skip
 def test_forked_worker_using_the_device_raises_like_cuda() -> None:
     torch.ones(2, device="tpu").sum().item()
     loader = DataLoader(

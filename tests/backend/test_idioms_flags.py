@@ -30,14 +30,15 @@ def _step_losses() -> list[float]:
 
 @contextmanager
 def _gpu_script_flags() -> Iterator[None]:
-    """What the top of a typical CUDA training script sets, restored afterwards."""
-    saved = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32,
-             torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision(),
+    """What the top of a typical CUDA training script sets, restored afterwards. The cuDNN switches go
+    through ``cudnn.flags()``: torch's own test utilities (OpInfo, run earlier in the same worker) freeze
+    plain assignment to them for the rest of the process."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision(),
              torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled(),
              torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction)  # fmt: skip
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.allow_tf32 = True
+    cudnn = torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=True, deterministic=True,
+                                       allow_tf32=True)  # fmt: skip
+    cudnn.__enter__()
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.set_float32_matmul_precision("high")
     torch.backends.cuda.enable_flash_sdp(True)
@@ -46,12 +47,12 @@ def _gpu_script_flags() -> Iterator[None]:
     try:
         yield
     finally:
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = saved[0], saved[1]
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[2], saved[3]
-        torch.set_float32_matmul_precision(saved[4])
-        torch.backends.cuda.enable_flash_sdp(saved[5])
-        torch.backends.cuda.enable_mem_efficient_sdp(saved[6])
-        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = saved[7]
+        cudnn.__exit__(None, None, None)
+        torch.backends.cuda.matmul.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])
+        torch.backends.cuda.enable_flash_sdp(saved[2])
+        torch.backends.cuda.enable_mem_efficient_sdp(saved[3])
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = saved[4]
 
 
 def test_gpu_script_flags_leave_training_unchanged() -> None:
