@@ -14,6 +14,6 @@ __all__ = ["run_validation"]
 
 def run_validation(*args, **kwargs):
     """See :func:`workbench.validate.orchestrate.run_validation`."""
-    from workbench.validate.orchestrate import run_validation as impl
+    from workbench.validate.orchestrate import run_validation as impl  # lazy: startup
 
     return impl(*args, **kwargs)

@@ -87,9 +87,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from workbench.devices import check_device
-    from workbench.validate import orchestrate, zoo
-    from workbench.validate.sweep import SweepOptions
+    from workbench.devices import check_device  # lazy: startup
+    from workbench.validate import orchestrate, zoo  # lazy: startup
+    from workbench.validate.sweep import SweepOptions  # lazy: startup
 
     if args.list:
         rows = orchestrate.listing()

@@ -20,6 +20,8 @@ class Family:
     config: dict[str, Any] = field(default_factory=dict)
     init: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
+    submodel: tuple[str, str] | None = None  # (class, config attribute) validated instead of the mapped class
+    entry: str | None = None  # method run as the forward pass when the class has no forward (``encode``)
     why: str = ""
 
 
@@ -68,6 +70,36 @@ OVERRIDES: dict[str, Family] = {
     "informer": Family(config=_TIME_SERIES, inputs={"time_series": True}, why="as autoformer"),
     "time_series_transformer": Family(config=_TIME_SERIES, inputs={"time_series": True}, why="as autoformer"),
 }
+
+OVERRIDES.update(
+    {
+        "align": Family(
+            config={**OVERRIDES["align"].config, "projection_dim": 24},
+            why="its vision tower is an EfficientNet; ALIGN compares the pooled vision features (the last "
+            "block's 24 channels here) with the text projection directly, so projection_dim equals them",
+        ),
+        "bark": Family(
+            submodel=("BarkSemanticModel", "semantic_config"),
+            why="BarkModel only generates (no forward); its semantic model is the causal LM it runs first",
+        ),
+        "qwen2_5_omni": Family(
+            submodel=("Qwen2_5OmniThinkerForConditionalGeneration", "thinker_config"),
+            why="the composite only generates (no forward); the thinker is the multimodal LM inside it",
+        ),
+        "glm_image_vqmodel": Family(
+            entry="encode", why="the VQ-VAE has no forward; encode is its image pass"
+        ),
+        "blt": Family(
+            inputs={"constants": {"use_cache": False}},
+            why="its cache reads num_hidden_layers, "
+            "which BltConfig does not have (the layer counts are per sub-model)",
+        ),
+        "bros": Family(
+            config={"dim_bbox_projection": 16},
+            why="the box projection is added to each attention head: it equals hidden_size / heads",
+        ),
+    }
+)
 
 _NEEDS = "needs the {} package, which is not a dependency of this project"
 UNBUILDABLE: dict[str, str] = {

@@ -11,6 +11,8 @@ produces for the synthetic image (found by running ``get_image_features`` once).
 from __future__ import annotations
 
 import inspect
+import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,6 +351,70 @@ def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]
     return randn(ctx, rows, channels * temporal * patch * patch), grid
 
 
+# ------------------------------------------------------------------------------- from the docstring
+# ``states (`torch.Tensor` of shape `(batch_size, episode_length, state_dim)`)``: transformers documents
+# every forward argument with its type and shape; an argument no builder knows is made from that.
+_DOC_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)`[^\n]*?of shape `\(([^`]*)\)`", re.MULTILINE)
+_BATCH_DIMS = {"batch_size", "batch", "num_images", "num_images_or_videos", "num_videos", "bs"}
+_HIDDEN_DIMS = {"hidden_size", "hidden_dim", "embed_dim", "d_model", "dim", "embedding_dim"}
+
+
+def documented_args(model: Any) -> dict[str, tuple[str, list[str]]]:
+    """``name -> (type, [dimension names])`` from the docstring of ``model.forward``."""
+    doc = getattr(model.forward, "__doc__", None) or ""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for name, kind, shape in _DOC_ARG.findall(doc):
+        out.setdefault(name, (kind, [d.strip() for d in shape.split(",") if d.strip()]))
+    return out
+
+
+def _dimension(ctx: InputContext, name: str) -> int:
+    """A documented dimension's size: batch and sequence as the harness uses them, a config attribute of
+    that name, the width for hidden sizes, else 4."""
+    if name.isdigit():
+        return int(name)
+    if name in _BATCH_DIMS:
+        return ctx.batch
+    if "channels" in name:
+        return num_channels(ctx)
+    if name in ("image_size", "height", "width"):
+        return image_size(ctx)[0]
+    for cfg in (ctx.config, text_config(ctx.config), vision_config(ctx.config)):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096:
+            return value
+    if name in _HIDDEN_DIMS:
+        for cfg in (text_config(ctx.config), ctx.config):
+            for key in ("hidden_size", "d_model", "n_embd"):
+                value = getattr(cfg, key, None)
+                if isinstance(value, int) and value > 0:
+                    return value
+    if "length" in name or "seq" in name or "patches" in name or "tokens" in name:
+        return ctx.seq
+    return 4
+
+
+def documented_builder(model: Any, name: str) -> Builder | None:
+    """A builder for an argument only the docstring describes: ids as tokens, masks as ones, integer
+    tensors as small non-negative values, others as normal noise."""
+    doc = documented_args(model).get(name)
+    if doc is None:
+        return None
+    kind, dims = doc
+
+    def build(ctx: InputContext) -> torch.Tensor:
+        shape = tuple(_dimension(ctx, d) for d in dims)
+        if name.endswith("mask"):
+            return torch.ones(shape, dtype=torch.bool if "Bool" in kind else torch.long)
+        if name.endswith("_ids") and "Long" in kind:
+            return token_ids(ctx, shape)
+        if "Long" in kind or "Int" in kind:
+            return torch.randint(0, 4, shape, generator=ctx.generator)
+        return randn(ctx, *shape)
+
+    return build
+
+
 # --------------------------------------------------------------------------------------------- assembly
 def forward_params(model: Any) -> dict[str, inspect.Parameter]:
     try:
@@ -473,7 +539,7 @@ def _assemble(ctx: InputContext) -> dict:
     for name in wanted:
         if name in built:
             continue
-        fn = BUILDERS.get(name)
+        fn = BUILDERS.get(name) or documented_builder(model, name)
         if fn is None:
             raise ValueError(
                 f"no input builder for required argument {name!r} of {type(model).__name__}.forward"
@@ -494,8 +560,6 @@ def _assemble(ctx: InputContext) -> dict:
 
 def variants(axes: dict[str, int], limit: int = 12) -> list[dict[str, int]]:
     """Assignments of the offered layout choices to try after the default one, at most ``limit``."""
-    import itertools
-
     names = sorted(axes)
     combos = itertools.product(*(range(axes[n]) for n in names))
     out = [dict(zip(names, c, strict=True)) for c in combos]

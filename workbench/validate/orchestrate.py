@@ -15,8 +15,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workbench.results import Record, append_records
-from workbench.validate import report, zoo
+from workbench.errors import WorkbenchError, unknown
+from workbench.results import Record, append_records, read_records
+from workbench.validate import classify, report, zoo
 from workbench.validate.sweep import Job, JobOutcome, SweepOptions, run_jobs
 
 COMPILE_MODES = ("family", "all", "none")
@@ -77,7 +78,6 @@ def run_validation(
     """
     options = options or SweepOptions()
     if compile not in COMPILE_MODES:
-        from workbench.errors import WorkbenchError, unknown
 
         raise WorkbenchError(unknown("compile mode", compile, COMPILE_MODES))
     user_models = list(user_models or [])
@@ -89,7 +89,6 @@ def run_validation(
     records_path = out / "records.jsonl"
     by_name: dict[str, Record] = {}
     if resume and records_path.exists():
-        from workbench.results import read_records
 
         kept = [
             r for r in read_records(records_path) if r.phase == report.PHASE and r.extra.get("harness_ok")
@@ -183,7 +182,6 @@ def _compile_phase(by_name: dict[str, Record], options: SweepOptions, progress: 
                 "error": outcome.result.get("error", "the compile run did not reach the compile stage"),
             }
         rec.extra["compile"] = report._strip(check)
-        from workbench.validate import classify
 
         rec.extra["compile_class"] = classify.check_class(check)
         rec.extra["compile_representative_of"] = rec.extra.get("family")
@@ -198,7 +196,7 @@ def _compile_phase(by_name: dict[str, Record], options: SweepOptions, progress: 
 def _bar(total: int, progress: bool, desc: str = "validate"):
     if not progress or total == 0:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: startup
 
     return tqdm(total=total, desc=desc, unit="arch", file=sys.stderr, dynamic_ncols=True)
 
@@ -209,7 +207,6 @@ def merge_runs(
     """One report from several runs' records (e.g. a harness-only pass over every architecture and device
     runs over part of them): per architecture the later run wins, except that a harness-only record never
     replaces a device result. The summary says which runs were merged."""
-    from workbench.results import read_records
 
     sets = []
     for p in paths:

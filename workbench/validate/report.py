@@ -21,12 +21,12 @@ PHASE, SUMMARY_PHASE = "validate", "validate-summary"
 
 def measured_source(device: str) -> dict[str, Any]:
     """Host, versions (transformers too), git revision, date and the platform of the device."""
-    from workbench.devices import describe_device
+    from workbench.devices import describe_device  # lazy: heavy
 
     info = describe_device(device)
     ver = versions()
     try:
-        import transformers
+        import transformers  # lazy: heavy
 
         ver["transformers"] = transformers.__version__
     except Exception:  # noqa: BLE001

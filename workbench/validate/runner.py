@@ -68,7 +68,7 @@ def _call(model: Any, args: Any) -> Any:
 
 def _snapshot_counters() -> dict[str, dict[str, int]]:
     try:
-        from backend import dispatch
+        from backend import dispatch  # lazy: heavy
     except Exception:  # noqa: BLE001 - no backend: nothing can be rescued
         return {"rescues": {}, "fallbacks": {}}
     return {"rescues": dict(dispatch.BACKWARD_RESCUES), "fallbacks": dict(dispatch.FALLBACK_COUNTS)}
@@ -85,7 +85,7 @@ def _counter_diff(before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]
 # --------------------------------------------------------------------------------------------- building
 def build_config(arch: zoo.Architecture) -> tuple[Any, dict, set[int]]:
     """Tiny config of one architecture, the changes made, and the special token ids reserved."""
-    import transformers
+    import transformers  # lazy: heavy
 
     cls = getattr(transformers, arch.config_class)
     fam = families.family_for(arch.model_type)
@@ -102,7 +102,7 @@ def build_config(arch: zoo.Architecture) -> tuple[Any, dict, set[int]]:
 
 
 def _model_class(name: str) -> Any:
-    import transformers
+    import transformers  # lazy: heavy
 
     return getattr(transformers, name)
 
@@ -253,10 +253,19 @@ def validate(
             res["shrunk"] = changes
             model, args, cand, reference = None, None, None, None
             errors = []
-            overrides = families.family_for(model_type).inputs
-            for cand in arch.candidates:
+            fam = families.family_for(model_type)
+            overrides = fam.inputs
+            candidates = arch.candidates
+            if fam.submodel:  # the mapped class has no forward of its own: validate the part that does
+                class_name, attr = fam.submodel
+                config = shrink.get_attr_path(config, attr)
+                candidates = (zoo.Candidate(class_name, "override", arch.family),)
+                res["submodel"] = {"class": class_name, "config": attr, "why": fam.why}
+            for cand in candidates:
                 try:
-                    model, args, reference, tried = _build_reference(run, cand, config, reserved, overrides)
+                    model, args, reference, tried = _build_reference(
+                        run, cand, config, reserved, overrides, fam.entry
+                    )
                     if tried:
                         res["input_variant"] = tried
                     break
@@ -350,12 +359,19 @@ def validate(
     return res
 
 
-def _build_reference(run: Run, cand: zoo.Candidate, config: Any, reserved: set[int], overrides: dict):
+def _build_reference(
+    run: Run, cand: zoo.Candidate, config: Any, reserved: set[int], overrides: dict, entry: str | None = None
+):
     """Model of one candidate class, inputs and the CPU reference run. Inputs are built with the default
     layout first; when the CPU refuses them, the other layouts the builders offered are tried (at most 8).
     Returns the model, inputs, (untouched copy for the device, reference outputs, reference gradients) and
     the layout choice that worked (None for the default)."""
     model = run.stage("model", lambda: build_model(_model_class(cand.class_name), config))
+    if entry:  # an instance attribute: deepcopy rebinds it to the copy
+        model.forward = getattr(model, entry)
+    # before any forward: a model may cache tensors of the autograd graph (LeViT's attention biases),
+    # which deepcopy refuses
+    pristine = run.stage("model", lambda: copy.deepcopy(model))
     axes: dict[str, int] = {}
     first_error: StageError | None = None
     try:
@@ -368,18 +384,19 @@ def _build_reference(run: Run, cand: zoo.Candidate, config: Any, reserved: set[i
         if variant is not None:
             try:
                 args = run.stage(
-                    "inputs", lambda v=variant: inputs.build_inputs(model, config, reserved, overrides, v)
+                    "inputs", lambda v=variant, m=model: inputs.build_inputs(m, config, reserved, overrides, v)
                 )
             except StageError:
                 continue
         elif args is None:
             continue
         model.zero_grad(set_to_none=True)
-        device_copy = copy.deepcopy(model)  # before any backward: no .grad to copy
+        device_copy = copy.deepcopy(pristine)
         try:
-            ref_out, ref_grads = run.stage("cpu", lambda a=args: _forward_backward(model, a))
+            ref_out, ref_grads = run.stage("cpu", lambda a=args, m=model: _forward_backward(m, a))
         except StageError as exc:
             first_error = first_error or exc
+            model = copy.deepcopy(pristine)  # the failed forward may have left state (caches) behind
             continue
         return model, args, (device_copy, ref_out, ref_grads), variant
     raise first_error or StageError("inputs", RuntimeError("no input layout ran on the CPU"))

@@ -271,6 +271,10 @@ STAGE_LISTS = {  # per-stage sizes: shrunk with their ratios kept
     "num_attention_heads": "heads",
     "num_attention_heads_per_stage": "heads",
 }
+# Other per-stage channel lists, by name (``stem_channels``, ``subsampling_conv_channels`` ...); lists of
+# kernel sizes, strides, paddings and ratios are not widths.
+WIDTH_LIST = re.compile(r".*(channels|channel_list|channel_size|hidden_sizes|_dims|dim_per_stage|embed_dim)$")
+NOT_WIDTH_LIST = re.compile(r".*(kernel|stride|patch|pad|dilation|ratio|rate|multiplier|pool|window).*")
 INDEX_LIST = re.compile(r".*(index|indexes|indices|idxs|_ids|layers|_layer)$")
 STAGE_CAPS = {"layers": 1, "width": WIDTH, "heads": HEADS}
 
@@ -338,13 +342,17 @@ class TokenIds:
         return set(self.mapping.values())
 
 
-def _scale_widths(values: list[int], factor: int) -> list[int]:
-    """Channel lists divided by one factor per config (so that lists feeding each other stay equal);
-    input-channel counts (at most 4) are kept."""
-    return [v if v <= 4 else max(8, (v // factor) // 8 * 8) for v in values]
+def _scale_widths(values: list[int], factor: int, scalars: dict[int, int] | None = None) -> list[int]:
+    """Channel lists divided by one factor per config tree (so that lists feeding each other stay equal);
+    input-channel counts (at most 4) are kept, and an entry equal to a width of the same config
+    (``decoder_in_channels`` == ``d_model``) takes that width's new value."""
+    scalars = scalars or {}
+    return [scalars.get(v, v if v <= 4 else max(8, (v // factor) // 8 * 8)) for v in values]
 
 
-def _scale_stage_list(values: list[int], kind: str, width_factor: int) -> list[int]:
+def _scale_stage_list(
+    values: list[int], kind: str, width_factor: int, scalars: dict[int, int] | None = None
+) -> list[int]:
     if kind == "layers":
         return [min(v, STAGE_CAPS["layers"]) for v in values]
     if kind == "heads":
@@ -352,12 +360,33 @@ def _scale_stage_list(values: list[int], kind: str, width_factor: int) -> list[i
             return list(values)
         base = min(v for v in values if v > 0) if any(v > 0 for v in values) else 1
         return [max(1, v // base) if v > 0 else 0 for v in values]
-    return _scale_widths(values, width_factor)
+    return _scale_widths(values, width_factor, scalars)
+
+
+def list_kind(key: str) -> str | None:
+    """What a per-stage integer list holds (``layers``, ``width``, ``heads``), or None."""
+    if key in STAGE_LISTS:
+        return STAGE_LISTS[key]
+    if WIDTH_LIST.fullmatch(key) and not NOT_WIDTH_LIST.fullmatch(key) and key not in KEEP:
+        return "width"
+    return None
 
 
 def _width_factor(d: dict) -> int:
-    """One divisor for every channel list of a config: the widest entry ends at most at 2x WIDTH."""
-    widest = max((max(v) for k, v in d.items() if _int_list(v) and STAGE_LISTS.get(k) == "width"), default=0)
+    """One divisor for every channel list of a whole config tree (nested configs included, so that a
+    backbone's output channels and the neck's input channels stay equal): the widest entry ends at most
+    at 2x WIDTH."""
+    widest = 0
+
+    def walk(node: dict) -> None:
+        nonlocal widest
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)
+            elif _int_list(value) and list_kind(key) == "width":
+                widest = max(widest, max(value))
+
+    walk(d)
     return max(1, math.ceil(widest / (2 * WIDTH)))
 
 
@@ -396,19 +425,22 @@ class _Depth:
         return min(self.new - 1, (i * self.new) // self.old)
 
 
-def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "") -> dict:
+def shrink_dict(
+    d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "", factor: int | None = None
+) -> dict:
     """Shrunk copy of one config dictionary (recursing into nested configs)."""
     out = dict(d)
     depths: dict[str, _Depth] = {}
     widths: dict[int, int] = {}
-    factor = _width_factor(d)
+    factor = _width_factor(d) if factor is None else factor
+    stage_lists: list[str] = []
     for key, value in d.items():
         where = f"{path}{key}"
         if is_subconfig(value):
-            out[key] = shrink_dict(value, tokens, report, f"{where}.")
+            out[key] = shrink_dict(value, tokens, report, f"{where}.", factor)
             continue
         if isinstance(value, dict) and value and all(is_subconfig(v) for v in value.values()):
-            out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.") for k, v in value.items()}
+            out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.", factor) for k, v in value.items()}
             continue
         if TOKEN_ID.fullmatch(key) and (_is_int(value) or _int_list(value)):
             new = tokens.new(value) if _is_int(value) else [tokens.new(v) for v in value]
@@ -426,10 +458,8 @@ def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "")
                 widths[value] = new
             report.note(where, value, new)
             out[key] = new
-        elif _int_list(value) and key in STAGE_LISTS:
-            new = _scale_stage_list(list(value), STAGE_LISTS[key], factor)
-            report.note(where, value, new)
-            out[key] = new
+        elif _int_list(value) and list_kind(key):
+            stage_lists.append(key)  # after the scalar widths: entries equal to one follow it
         elif _int_list(value) and key in ("image_size", "input_size", "img_size"):
             new = [min(v, IMAGE) for v in value]
             report.note(where, value, new)
@@ -438,6 +468,14 @@ def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "")
             new = [min(v, PATCH) for v in value]
             report.note(where, value, new)
             out[key] = new
+    dims = dict(widths)  # list entries equal to a width of this config follow it, even an unshrunk one
+    for key, value in d.items():
+        if _is_int(value) and value > 4 and value not in dims and _unshrunk_dimension(key, value, out):
+            dims[value] = value
+    for key in stage_lists:
+        new = _scale_stage_list(list(d[key]), list_kind(key), factor, dims)
+        report.note(f"{path}{key}", d[key], new)
+        out[key] = new
     _follow_widths(d, out, widths, report, path)
     _fit_layer_lists(d, out, depths, report, path)
     for fixer in FIXERS:
@@ -446,6 +484,16 @@ def shrink_dict(d: dict, tokens: TokenIds, report: ShrinkReport, path: str = "")
 
 
 DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden)$")
+
+
+def _unshrunk_dimension(key: str, value: int, out: dict) -> bool:
+    """A channel count the rules left as it was (``stem_out_channels``): lists that repeat it must too."""
+    return (
+        out.get(key) == value
+        and key not in KEEP
+        and key.endswith(("_channels", "_dim", "hidden_size", "embedding_size"))
+        and (_rule_for(key) is None or _rule_for(key).kind == "width")
+    )
 
 
 def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkReport, path: str) -> None:
@@ -708,6 +756,13 @@ def set_path(d: dict, dotted: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
     node[last] = value
+
+
+def get_attr_path(obj: Any, dotted: str) -> Any:
+    """``obj.a.b`` for ``dotted == "a.b"``."""
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def get_path(d: dict, dotted: str, default: Any = None) -> Any:

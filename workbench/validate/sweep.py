@@ -72,22 +72,22 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
         os.environ["JAX_COMPILATION_CACHE_DIR"] = cache_dir
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
         os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
-    import torch
+    import torch  # lazy: heavy
 
     torch.set_num_threads(max(1, threads))
     if cache_dir:
         try:
-            import jax
+            import jax  # lazy: jax
 
             jax.config.update("jax_compilation_cache_dir", cache_dir)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         except Exception:  # noqa: BLE001 - the cache only saves time
             pass
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: heavy
 
     hf_logging.set_verbosity_error()
-    from workbench.validate import runner
+    from workbench.validate import runner  # lazy: heavy
 
     def emit(event: str, data: dict) -> None:
         conn.send((event, data))
@@ -207,7 +207,7 @@ def run_jobs(
 
 def _died(r: _Running, message: str, kind: str) -> dict:
     """The result of a run that never reported one: crash or timeout, in the stage it had reached."""
-    from workbench.validate.runner import HARNESS_STAGES
+    from workbench.validate.runner import HARNESS_STAGES  # lazy: heavy
 
     if r.partial is not None:  # forward/backward/compare finished; a later check (generate, compile) died
         res = dict(r.partial)

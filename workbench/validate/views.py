@@ -23,7 +23,7 @@ def load(path: str | Path | None = None) -> list[Record]:
 
 def figures(records: list[Record]):
     """The headline figures as a one-column DataFrame."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy
 
     s = report.summarise(records)
     rows = {
@@ -39,7 +39,7 @@ def figures(records: list[Record]):
 
 def table(records: list[Record]):
     """One row per architecture: class, family, tiers, checks, failure class."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy
 
     rows = []
     for r in records:
@@ -67,7 +67,7 @@ def table(records: list[Record]):
 
 def failure_chart(records: list[Record], top: int = 15):
     """Horizontal bars: failure classes of built architectures, by how many each blocks."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: heavy
 
     classes = report.summarise(records)["failure_classes"][:top]
     fig, ax = plt.subplots(figsize=(9, 0.4 * max(3, len(classes)) + 1))

@@ -72,7 +72,7 @@ class Architecture:
 
 
 def _mapping(name: str) -> dict:
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: heavy
 
     return getattr(modeling_auto, name, {}) or {}
 
@@ -83,7 +83,7 @@ def _first_name(value) -> str:
 
 def all_mapping_names() -> list[str]:
     """Every ``*MAPPING_NAMES`` table of the auto models (tasks and the base model)."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: heavy
 
     return sorted(n for n in dir(modeling_auto) if n.startswith("MODEL") and n.endswith("MAPPING_NAMES"))
 
@@ -95,7 +95,7 @@ def architectures() -> list[Architecture]:
 
 @functools.lru_cache(maxsize=1)
 def _architectures() -> tuple[Architecture, ...]:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # lazy: heavy
 
     tables = {name: _mapping(name) for name in all_mapping_names()}
     model_types = sorted({t for table in tables.values() for t in table})
