@@ -213,6 +213,15 @@ _WRAP_TENSOR = _tp("torch._dynamo.variables.builder:VariableBuilder.wrap_tensor"
                    "backend/compile.py")
 
 
+_INDUCTOR_WRAPPER = _tp("torch:_TorchCompileInductorWrapper",
+                       "torch.compile(fn) with no backend: a graph whose inputs are not on 'tpu' goes to inductor "
+                       "exactly as torch.compile would send it (mode, options, dynamic)", "backend/compile.py")
+
+
+def inductor_wrapper(mode: Any, options: Any, dynamic: Any) -> Callable[..., Any]:
+    return resolve(_INDUCTOR_WRAPPER)(mode, options, dynamic)
+
+
 def dynamo_trace_rules_add(module: str) -> None:
     resolve(_TRACE_RULES_ADD)(module)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import sys
 import threading
 import time
@@ -42,6 +43,8 @@ from backend import random as brandom
 from backend.tensor import TpuTensor, value
 
 __all__ = ["CompileStats", "register", "reset_stats", "stats", "tpu_backend"]
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -481,12 +484,44 @@ class _GraphFunction(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------------
 # the Dynamo backend
 # --------------------------------------------------------------------------------------------------
+#: torch.compile's modes. They choose inductor's autotuning and CUDA graphs; XLA compiles the whole graph
+#: either way, so on "tpu" they are accepted (GPU scripts pass them) and change nothing.
+INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_MODES_NOTED: set[str] = set()
+
+
+def _note_mode_ignored(mode: str) -> None:
+    if mode not in _MODES_NOTED:
+        _MODES_NOTED.add(mode)
+        log.info("torch.compile(mode=%r) tunes inductor kernels / CUDA graphs; backend='tpu' compiles the whole "
+                 "graph with XLA and ignores it", mode)
+
+
+def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any = None) -> Callable[..., Any]:
+    """The backend of ``torch.compile(fn)`` with no backend named: a plain function's device is known only
+    from its inputs, so each captured graph goes to "tpu" when an input is a TPU tensor, else to inductor
+    (with the caller's mode/options), as it would without this package."""
+
+    def choose(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        if any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in example_inputs):
+            return tpu_backend(gm, example_inputs, **({"mode": mode} if mode else {}))
+        return private.inductor_wrapper(mode, options, dynamic)(gm, example_inputs)
+
+    choose.__name__ = "tpu_or_inductor"
+    return choose
+
+
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
     """Dynamo backend "tpu" (entry point ``torch_dynamo_backends``): FX graph -> jax.jit executables."""
     _ensure_device()
     global _UNTRACEABLE
     if not _UNTRACEABLE:
         _UNTRACEABLE = _untraceable()
+    mode = options.pop("mode", None)
+    if mode is not None and mode not in INDUCTOR_MODES:
+        raise ValueError(f"torch.compile(backend='tpu'): unknown mode {mode!r}; valid: {', '.join(INDUCTOR_MODES)}")
+    if mode not in (None, "default"):
+        _note_mode_ignored(mode)
     if options:
         unknown = sorted(options)
         raise TypeError(f"torch.compile(backend='tpu'): unsupported options {unknown}")
@@ -529,10 +564,16 @@ def _is_tpu_backend(backend: Any) -> bool:
 def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def compile(model: Any = None, **kwargs: Any) -> Any:  # noqa: A001 - mirrors torch.compile
-        if model is None:  # decorator form: torch.compile(backend=...)(fn)
-            return orig(None, **kwargs)
+        if model is None:  # decorator form: @torch.compile(...) (torch's own would pass backend="inductor")
+            return lambda fn: compile(fn, **kwargs)
         if kwargs.get("backend") is None and _on_tpu(model):
             kwargs["backend"] = "tpu"
+        elif kwargs.get("backend") is None and not isinstance(model, torch.nn.Module):
+            # a plain function: its graphs choose by their inputs' device (mode/options go to inductor there)
+            _install_dynamo_hook()
+            kwargs["backend"] = device_choosing_backend(kwargs.pop("mode", None), kwargs.pop("options", None),
+                                                        kwargs.get("dynamic"))  # fmt: skip
+            return orig(model, **kwargs)
         backend = kwargs.get("backend")
         if _is_tpu_backend(backend):
             _ensure_device()

@@ -142,6 +142,11 @@ def is_initialized() -> bool:
     return True
 
 
+#: CUDA's lazy-init flag, read by torch.utils.checkpoint: it stashes and restores the device RNG around a
+#: recomputation only when the device module says it is initialised (otherwise dropout draws new masks).
+_initialized = True
+
+
 def _is_in_bad_fork() -> bool:
     return state.in_bad_fork()
 

@@ -10,6 +10,7 @@ CPU fallback (off by default) is switched on by ``TORCH_TPU_CPU_FALLBACK=1`` or
 from __future__ import annotations
 
 import collections
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -207,6 +208,17 @@ def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: di
     return _direct_plan(func, fn)(func, args, kwargs)
 
 
+_NO_MODE = contextlib.nullcontext()
+
+
+def _view_mode(src: torch.Tensor) -> Any:
+    """A view of an ordinary tensor taken inside ``inference_mode`` is an ordinary tensor (autograd gives it
+    its base's version counter, which an inference tensor cannot hold): build its wrapper outside the mode."""
+    if torch.is_inference_mode_enabled() and not src.is_inference():
+        return torch.inference_mode(False)
+    return _NO_MODE
+
+
 def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
                  ) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
@@ -217,12 +229,13 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             res = lazy.call(fn, ua, uk)
             rest = ua[1:]
             src = a[0]
-            if isinstance(res, (list, tuple)):
-                out = [TpuTensor(r) for r in res]
-                for i, o in enumerate(out):
-                    make_view(o, src, ViewStep(fn, rest, uk, i))
-                return out
-            out = TpuTensor(res)
+            with _view_mode(src):
+                if isinstance(res, (list, tuple)):
+                    out = [TpuTensor(r) for r in res]
+                    for i, o in enumerate(out):
+                        make_view(o, src, ViewStep(fn, rest, uk, i))
+                    return out
+                out = TpuTensor(res)
             make_view(out, src, None if f in _ALIAS_OPS else ViewStep(fn, rest, uk))
             return out
 

@@ -128,3 +128,12 @@ def where(pred: Any, a: Any, b: Any) -> Any:
 @lower(prims.convert_element_type.default)
 def convert_element_type(x: Any, dtype: torch.dtype) -> Any:
     return x.astype(jdt(dtype))
+
+
+@lower("prims.fma.default")  # defined by torch._inductor.inductor_prims, which Dynamo imports when it uses it
+def fma(a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c``: Dynamo's decomposition of ``add_(x, alpha=<tensor>)`` and ``addcmul_(..., value=)``;
+    XLA fuses the multiply-add where the hardware has one."""
+    dt = _dtype(a, b, c)
+    a, b, c = _cast(dt, a, b, c)
+    return (a * b + c).astype(dt)

@@ -40,6 +40,7 @@ class DuplicateLoweringError(RuntimeError):
 REGISTRY: dict[Any, Lowering] = {}
 OVERRIDES: dict[Any, str] = {}  # overload -> why its first lowering was replaced
 _listeners: list[Callable[[], None]] = []
+_NAMED: set[str] = set()  # overloads registered by name (see lookup)
 
 
 def _owner(fn: Callable[..., Any]) -> str:
@@ -53,7 +54,8 @@ def lower(
     check: Callable[..., None] | None = None,
     override: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: register ``fn`` as the JAX lowering of each given ATen overload or packet.
+    """Decorator: register ``fn`` as the JAX lowering of each given ATen overload or packet (or overload
+    name, ``"prims.fma.default"``, for an op defined only when another torch module is imported).
 
     ``jit=True`` (for pure multi-primitive lowerings such as layer_norm): the dispatcher runs ``fn`` through
     ``jax.jit``, with every non-array argument static, cached per op and static arguments; one compiled
@@ -77,6 +79,8 @@ def lower(
             if prev is not None and override is not None:
                 OVERRIDES[op] = override
             REGISTRY[op] = Lowering(fn, raw, jit, check, _owner(fn))
+            if isinstance(op, str):
+                _NAMED.add(op)
         for cb in _listeners:
             cb()
         return fn
@@ -85,10 +89,13 @@ def lower(
 
 
 def lookup(func: Any) -> Lowering | None:
-    """Exact overload first, then its packet."""
+    """Exact overload first, then its packet, then its name (``"prims.fma.default"``: overloads that exist
+    only once another part of torch defines them, such as inductor's prims, are registered by name)."""
     hit = REGISTRY.get(func)
     if hit is None:
         hit = REGISTRY.get(getattr(func, "overloadpacket", None))
+    if hit is None and _NAMED:
+        hit = REGISTRY.get(str(func))
     return hit
 
 

@@ -39,6 +39,7 @@ def _grads(m: nn.Module) -> list[torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------------------- tests
+@pytest.mark.slow
 def test_entry_point_resolves_in_fresh_interpreter() -> None:
     code = (
         "import torch\n"
@@ -75,6 +76,7 @@ def test_mlp_forward_backward_matches_eager_with_one_trace() -> None:
     assert s2["cache_hits"] >= 6 and s2["compile_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_cnn_batchnorm_running_stats_and_grads_match_eager() -> None:
     m, e = _pair(CNN)
     cm = torch.compile(m, backend="tpu")
@@ -97,6 +99,7 @@ def test_cnn_batchnorm_running_stats_and_grads_match_eager() -> None:
         _close(cm(x), e(x), 1e-4)
 
 
+@pytest.mark.slow
 def test_small_gpt_training_matches_eager() -> None:
     m, e = _pair(GPT)
     cm = torch.compile(m, backend="tpu")
@@ -269,6 +272,7 @@ def test_double_backward_raises_instead_of_wrong_answer() -> None:
         g.sum().backward()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capturable", [False, True])
 def test_compiled_optimizer_step_matches_eager(capturable: bool) -> None:
     # AdamW keeps `step` on the CPU unless capturable: a graph that writes into it must not be cached

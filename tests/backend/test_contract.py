@@ -37,6 +37,7 @@ def test_legacy_context_manager_raises() -> None:
         torch.tpu.device(0)
 
 
+@pytest.mark.slow
 def test_legacy_allowed_with_one_warning() -> None:
     code = (
         "import warnings, torch\n"

@@ -9,6 +9,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+import pytest
 import torch
 
 from backend import coverage, dispatch
@@ -34,6 +35,7 @@ def test_coverage_reads_the_registry() -> None:
     assert coverage.classify(op) == "direct"
 
 
+@pytest.mark.slow
 def test_cli_json() -> None:
     out = subprocess.run([sys.executable, "-m", "backend.coverage", "--json"], capture_output=True, text=True,
                          timeout=300)

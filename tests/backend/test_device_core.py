@@ -156,6 +156,7 @@ def test_only_this_process_ordinal_exists() -> None:
     assert torch.accelerator.device_count() == 1 and torch.accelerator.current_device_index() == 0
 
 
+@pytest.mark.slow
 def test_local_rank_names_the_same_device() -> None:
     code = ("import torch; x = torch.ones(2, device='tpu:1'); torch.accelerator.set_device_index(1);"
             "print(x.device, torch.accelerator.device_count())\n"
@@ -220,6 +221,7 @@ def test_device_checkpoint_with_a_callable_map_location(tmp_path: Path, weights_
     assert back.device.type == "cpu"
 
 
+@pytest.mark.slow
 def test_a_forked_worker_touching_the_device_raises_like_cuda() -> None:
     code = ("import torch\ntorch.ones(1, device='tpu').sum().item()\n"
             "class D(torch.utils.data.Dataset):\n    def __len__(self): return 2\n"

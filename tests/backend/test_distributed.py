@@ -85,11 +85,13 @@ def test_single_rank_in_process_all_reduce_and_broadcast() -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_all_collectives_two_ranks() -> None:
     out = _torchrun("collectives.py", "tpu_dist")
     assert "OK tpu_dist rank=0" in out
 
 
+@pytest.mark.slow
 def test_compiled_ddp_two_ranks_matches_single_process(single_losses: list[float]) -> None:
     # torch.compile(DDP(model), backend="tpu") under torchrun, over the "tpu" alias; plain eager DDP
     # is covered by the mp.spawn test below.
@@ -98,12 +100,14 @@ def test_compiled_ddp_two_ranks_matches_single_process(single_losses: list[float
     assert losses[-2] < losses[0]
 
 
+@pytest.mark.slow
 def test_fsdp2_with_device_mesh_matches_single_process(single_losses: list[float]) -> None:
     # no init_process_group: init_device_mesh("tpu", (2,)) creates the default group itself
     losses = _losses(_torchrun("train.py", "fsdp", "auto"))
     assert losses == pytest.approx(single_losses, rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_mp_spawn_ddp_matches_single_process(single_losses: list[float]) -> None:
     losses = _losses(_run([sys.executable, str(SCRIPTS / "train.py"), "spawn", _free_port()]))
     assert losses == pytest.approx(single_losses, rel=1e-5, abs=1e-6)

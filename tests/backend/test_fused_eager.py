@@ -56,6 +56,7 @@ def _train(mode: torch.tpu.EagerMode, steps: int, schedule: bool = True) -> list
     return losses
 
 
+@pytest.mark.slow
 def test_twenty_training_steps_match_strict_eager_and_hit_the_cache() -> None:
     strict = _train(STRICT, 20)
     lazy.reset_stats()
@@ -133,6 +134,7 @@ def test_an_op_without_lowering_raises_as_in_strict_after_the_pending_work() -> 
     assert str(fused.value) == str(strict.value)
 
 
+@pytest.mark.slow
 def test_shapes_that_change_every_step_pause_recording() -> None:
     lazy.reset_stats()
     with torch.tpu.set_eager_mode(FUSED):

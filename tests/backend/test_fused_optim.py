@@ -70,6 +70,7 @@ ADAM_CASES = [
 
 
 @pytest.mark.parametrize("hyper", ADAM_CASES, ids=lambda h: ",".join(h) or "plain")
+@pytest.mark.slow
 @pytest.mark.parametrize("opt_cls", [torch.optim.Adam, torch.optim.AdamW], ids=["Adam", "AdamW"])
 def test_fused_adam_matches_cpu(opt_cls: type, hyper: dict) -> None:
     _compare(opt_cls, {"fused": True}, lr=0.01, **hyper)

@@ -45,6 +45,7 @@ def _fp32_losses(steps: int = 4) -> list[float]:
     return losses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_autocast_training_tracks_float32(dtype: torch.dtype) -> None:
     amp, fp32 = _amp_losses("tpu", dtype), _fp32_losses()

@@ -77,9 +77,6 @@ def test_compiled_train_step_function() -> None:
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="torch.compile(model, mode=...) on a 'tpu' model raises "
-                   "BackendCompilerFailed: TypeError: torch.compile(backend='tpu'): unsupported options ['mode'] "
-                   "(GPU scripts pass mode='max-autotune' / 'reduce-overhead'; inductor-only tuning hints)")  # fmt: skip
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_inductor_modes_from_gpu_scripts_are_accepted(mode: str) -> None:
     eager, _ = _train(None)
@@ -87,10 +84,6 @@ def test_inductor_modes_from_gpu_scripts_are_accepted(mode: str) -> None:
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="torch.compile of a plain function with no backend named (e.g. a "
-                   "@torch.compile(dynamic=False, fullgraph=True) optimizer kernel, as nanochat writes it) goes to "
-                   "inductor even when every input is on 'tpu' and fails with InductorError: ModuleNotFoundError: No "
-                   "module named 'torch_tpu'; only nn.Module compiles pick backend 'tpu'")  # fmt: skip
 def test_decorated_function_without_a_backend_runs_on_the_device() -> None:
     @torch.compile(dynamic=False, fullgraph=True)
     def sgd_kernel(p: torch.Tensor, grad: torch.Tensor, lr: torch.Tensor) -> None:
@@ -101,9 +94,6 @@ def test_decorated_function_without_a_backend_runs_on_the_device() -> None:
     assert p.cpu().tolist() == [0.5] * 4
 
 
-@pytest.mark.xfail(strict=True, reason="prims::fma has no lowering: under torch.compile(backend='tpu') "
-                   "`p.add_(u, alpha=<0-dim tensor>)` and `addcmul_` decompose to prims.fma and raise "
-                   "NotImplementedError (nanochat's compiled AdamW/Muon steps)")  # fmt: skip
 def test_compiled_update_with_a_tensor_alpha() -> None:
     def update(p: torch.Tensor, u: torch.Tensor, step: torch.Tensor) -> None:
         p.add_(u, alpha=-step)
@@ -114,3 +104,17 @@ def test_compiled_update_with_a_tensor_alpha() -> None:
     cpu = torch.zeros(3)
     update(cpu, u.cpu(), torch.tensor(0.5))
     assert p.cpu().tolist() == cpu.tolist()
+
+
+@pytest.mark.slow
+def test_plain_function_on_cpu_inputs_still_goes_to_inductor() -> None:
+    from backend import compile as tpu_compile
+
+    graphs = tpu_compile.stats()["graphs"]
+
+    @torch.compile(mode="max-autotune-no-cudagraphs")
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return x * 3 + 1
+
+    assert scale(torch.ones(3)).tolist() == [4.0, 4.0, 4.0]
+    assert tpu_compile.stats()["graphs"] == graphs, "a CPU graph reached the 'tpu' backend"

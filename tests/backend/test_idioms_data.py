@@ -96,6 +96,7 @@ def test_forked_worker_using_the_device_raises_like_cuda() -> None:
 
 
 # ------------------------------------------------------------------------------------------- direct pinning
+@pytest.mark.slow
 def test_pin_memory_then_non_blocking_copy() -> None:
     x = torch.randn(4, 3)
     assert not x.is_pinned()

@@ -9,11 +9,6 @@ import torch.nn as nn
 from idioms.tiny import TinyMLP, vector_batches
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-NO_DEVICE_RNG_STASH = (
-    "torch.utils.checkpoint stashes the device RNG only when the device module has `_initialized` True; "
-    "torch.tpu has no `_initialized`, so the recomputation draws new dropout masks and the gradients are wrong"
-)
-
 
 class Checkpointed(nn.Module):
     """An MLP whose hidden blocks run under torch.utils.checkpoint when `ckpt` is set."""
@@ -63,7 +58,6 @@ def test_checkpointed_blocks_give_the_plain_gradients(reentrant: bool) -> None:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=NO_DEVICE_RNG_STASH)
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_checkpoint_recomputes_the_same_dropout_mask(reentrant: bool) -> None:
     plain_loss, plain = _grads(False, reentrant, 0.3)

@@ -54,12 +54,14 @@ def _lm_losses(kind: str, device: str) -> list[float]:
     return losses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 def test_recurrent_language_model_trains_like_cpu(kind: str) -> None:
     cpu, tpu = _lm_losses(kind, "cpu"), _lm_losses(kind, "tpu")
     torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_packed_bidirectional_lstm_classifier_matches_cpu() -> None:
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True)

@@ -47,6 +47,7 @@ def _train(kind: str, device: str, opt_name: str) -> list[float]:
     return losses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind,opt", [("mlp", "sgd"), ("mlp", "adam"), ("cnn", "sgd"), ("cnn", "adamw"), ("gpt", "adamw"),
                  ("encoder", "adam")]

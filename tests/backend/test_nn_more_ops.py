@@ -70,6 +70,7 @@ def test_cdist_pdist(p: float) -> None:
     _check(F.pdist, x, p=p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sum", "max"])
 def test_embedding_bag(mode: str) -> None:
     g = torch.Generator().manual_seed(3)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import backend
@@ -26,6 +27,7 @@ def test_register_is_idempotent() -> None:
     assert backend.is_registered() and not backend.stood_aside()
 
 
+@pytest.mark.slow
 def test_autoload_fresh_interpreter_without_jax_until_use() -> None:
     r = _run("""
         import sys, torch
@@ -38,6 +40,7 @@ def test_autoload_fresh_interpreter_without_jax_until_use() -> None:
     assert "tpu:0 torch.Size([2])" in r.stdout
 
 
+@pytest.mark.slow
 def test_autoload_off() -> None:
     r = _run("""
         import torch
@@ -47,6 +50,7 @@ def test_autoload_off() -> None:
     assert r.stdout.strip() == "privateuseone False"
 
 
+@pytest.mark.slow
 def test_stands_aside_when_privateuse1_is_owned() -> None:
     r = _run("""
         import torch

@@ -80,6 +80,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=slow) for n in CASES])
 def test_rnn_matches_cpu(name: str) -> None:
     _compare(CASES[name], X)
@@ -104,6 +105,7 @@ def test_packed_sequences(kind: str, sorted_: bool) -> None:
     _compare(lambda: cls(4, 5, num_layers=2, bidirectional=True), X, lengths=lengths, enforce_sorted=sorted_)
 
 
+@pytest.mark.slow
 def test_packed_unsorted_lstm() -> None:
     _compare(lambda: torch.nn.LSTM(4, 5), X, lengths=[2, 6, 5], enforce_sorted=False)
 

@@ -50,6 +50,7 @@ def sample() -> list[str]:
     return sorted(chosen + rng.sample(rest, min(len(rest), SKIPPED)))
 
 
+@pytest.mark.slow
 def test_sample_runs_without_crash_and_rewrites_are_stable(sample):
     result = run_files(sample, jobs=2)
     assert len(result.files) == len(sample)
@@ -68,6 +69,7 @@ def test_sample_runs_without_crash_and_rewrites_are_stable(sample):
                     migrate_source(fh.read())
 
 
+@pytest.mark.slow
 def test_check_on_a_copy_of_the_sample(sample, tmp_path):
     parsed = [f for f in sample if needs_parse(open(f, encoding="utf-8", errors="replace").read())]
     for i, f in enumerate(parsed[:10]):

@@ -105,6 +105,7 @@ def runs(tmp_path_factory) -> dict[str, str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cuda_ddp", "xla_legacy", "xla_modern", "notebook", "cuda_ddp_unmigrated"])
 def test_example_runs_on_cpu_and_prints_steps(runs, name):
     assert not runs[name].startswith("FAILED"), runs[name]

@@ -751,6 +751,7 @@ def _shadow_program(draw):
     return HEAD + "".join(parts)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(src=_shadow_program())
 def test_generated_shadowing_agrees_with_libcst_scopes(src):

@@ -116,6 +116,7 @@ def test_crashing_worker_is_reported_and_replaced(tmp_path, forked, monkeypatch)
     assert sum(f.status == "changed" for f in res.files) == 19
 
 
+@pytest.mark.slow
 def test_limits_from_the_command_line_and_the_config(tmp_path, monkeypatch, capsys):
     (tmp_path / "big.py").write_text(_big(4000))  # ~150 KB: in this process, checked between stages
     before = (tmp_path / "big.py").read_bytes()
@@ -135,6 +136,7 @@ def test_limits_from_the_command_line_and_the_config(tmp_path, monkeypatch, caps
     assert "not a memory size" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_progress_of_a_slow_file_goes_to_stderr_not_into_json(tmp_path, monkeypatch, capsys):
     import migrate.cli as cli
 

@@ -18,6 +18,7 @@ def tco():
                             published=analysis.published_serving())
 
 
+@pytest.mark.slow
 def test_tco_panel_redraws_its_one_view_for_every_control(tco, capsys):
     assert tco.redraws == 1 and tco.image.value[:4] == b"\x89PNG" and "<table" in tco.table.value
     assert tco.box.children[-2:] == (tco.table, tco.image)  # the view lives inside the panel, once

@@ -96,6 +96,7 @@ def test_cost_bars_show_price_dates_and_the_stale_flag():
     assert analysis.price_kind(recs[1].cost[0]) in ("owner-tco", "committed", "provider-internal")
 
 
+@pytest.mark.slow
 def test_pareto_legend_covers_no_curve_and_star_labels_do_not_overlap():
     frame = analysis.frontier_frame(analysis.decode_frontier(["TPU v7", "B200", "H100 SXM"], "llama3-8b"))
     fig = plots.plot_tco(frame, target=20, workload="llama3-8b", published=analysis.published_serving())

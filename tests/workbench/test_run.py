@@ -58,6 +58,7 @@ def test_present_devices_always_has_cpu():
     assert present_devices()[0] == "cpu"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not tpu_present(), reason="the 'tpu' device is not registered here")
 def test_tpu_prefill_is_labelled_with_its_real_platform():
     r = run_benchmark("tiny", "prefill", "tpu", batch=1, seq=8, budget_s=0.2)

@@ -103,6 +103,7 @@ def test_vision_language_inputs_hold_one_placeholder_per_image_feature(archs):
     assert args["attention_mask"].shape == args["input_ids"].shape
 
 
+@pytest.mark.slow
 def test_harness_runs_three_architectures_on_the_cpu():
     """The harness path end to end, in-process, with the CPU standing in for the device."""
     for name in ("gpt2", "vit", "wav2vec2"):

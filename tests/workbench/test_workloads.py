@@ -36,6 +36,7 @@ def test_unknown_preset_lists_names():
     assert {"tiny", "small", "llama3-70b", "qwen3-235b-a22b"} <= set(preset_names())
 
 
+@pytest.mark.slow
 def test_vision_train_step_reduces_loss():
     step = vision_step(__import__("workbench.workloads", fromlist=["VisionConfig"]).VisionConfig(), "train", "cpu",
                        batch=8)
