@@ -304,15 +304,15 @@ class LiteralRule(Rule):
                     return None
                 if not claim_code:  # kept on purpose (dict keys)
                     return None
+            if claim is not None and claim[1] == "flagged":  # (first: the dispatch test below would see, on a
+                ctx.flag(orig, claim[2], code=claim[0])      # second run, the 'tpu' names the first one wrote)
+                ctx.keep_branch()
+                return None
             body = string_body(node) or ""
             reason = kept_reason(ctx, body.split(":")[0], self.others)
             if reason is not None:
                 ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
                 ctx.keep_branch()  # (when the literal is in an if's test, that if's body is CUDA's branch)
-                return None
-            if claim is not None and claim[1] == "flagged":
-                ctx.flag(orig, claim[2], code=claim[0])
-                ctx.keep_branch()
                 return None
             if claim is not None:
                 ctx.report(orig, claim[2], code=claim[0], outcome=claim[1])

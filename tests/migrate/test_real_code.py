@@ -301,3 +301,19 @@ def test_the_text_of_an_exception_is_not_a_device():
            "        raise\nkey = ('rng', '0', 'cuda')\n")
     out = run(src).new_source
     assert "'cuda' in str(e).lower()" in out and "('rng', '0', 'cuda')" in out
+
+
+def test_a_flagged_backend_test_beside_a_rewritten_device_test_settles_in_one_pass():
+    # pytorch/examples' ImageNet script: the device-type test becomes 'tpu' in the first run; the second run
+    # must not read that new 'tpu' as a sign that the function dispatches on several devices
+    src = ("import torch, warnings\n"
+           "def main_worker(args, device):\n"
+           "    if device.type == 'cuda':\n"
+           "        n = torch.accelerator.device_count()\n"
+           "        if n == 1 and args.dist_backend == \"nccl\":\n"
+           "            warnings.warn('nccl wants more than one GPU')\n")
+    res = run(src)  # (run also checks that a second pass changes nothing)
+    assert "device.type == 'tpu'" in res.new_source
+    assert 'args.dist_backend == "nccl"' in res.new_source
+    flagged = [d.code for d in res.diagnostics if d.outcome == "flagged"]
+    assert flagged == ["TPU102"] and "TPU401" not in codes(res)
