@@ -47,11 +47,16 @@ def _is_accelerator_class(node: cst.CSTNode) -> bool:
     return any("accelerator" in n.lower() for n in names)
 
 
+def _is_enum_class(node: cst.CSTNode) -> bool:
+    """``class RNGType(BaseEnum)``, ``class Device(str, Enum)``: its string values are keys."""
+    return isinstance(node, cst.ClassDef) and any("enum" in code(b.value).lower() for b in node.bases)
+
+
 def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
     """Why a device literal must be flagged, not rewritten, in the code around it (None: rewrite it).
 
     Inside a framework's accelerator class the name is a registry key (renaming 'cuda' to 'tpu' collides with
-    the framework's own TPU accelerator); in a def that names other accelerators the literal is one branch of
+    the framework's own TPU accelerator), as it is inside an Enum; in a def that names other accelerators the literal is one branch of
     a dispatch on the device type (renaming it duplicates or steals the TPU branch).
     """
     if ctx.scratch.get("literal-others") is None:
@@ -60,6 +65,9 @@ def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
     scopes = ctx.enclosing_definitions()
     if any(_is_accelerator_class(s) for s in scopes):
         return f"'{body}' is a device name inside an accelerator class (a registry key)"
+    if any(_is_enum_class(s) for s in scopes):
+        return (f"'{body}' is the value of an Enum member (a key: renamed, two members such as CUDA and XLA "
+                "would share one value and become aliases)")
     if not ctx.scratch["literal-others"]:
         return None
     fn = next((s for s in reversed(scopes) if isinstance(s, cst.FunctionDef)), None)

@@ -50,6 +50,40 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
     return False
 
 
+_GATE_NAME = re.compile(r"(?:requires?|needs?|skip_?if_?no|only)_?(?:cuda|gpus?)|(?:cuda|gpus?)_?only", re.I)
+_GATE_KEYWORD = re.compile(r"cuda|gpu", re.I)
+
+
+def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
+    """A decorator or mark that runs a test only where CUDA is: ``@skipUnless(torch.cuda.is_available(),
+    "needs CUDA")``, ``@pytest.mark.skipif(not torch.cuda.is_available(), reason="requires a GPU")``,
+    ``@RunIf(min_cuda_gpus=1)``, ``@requires_cuda``. What it gates is CUDA's test: migrated, it would run on
+    a CUDA machine with TPU code and never on a TPU one."""
+    func = node.func if isinstance(node, cst.Call) else node
+    last = (full_name(func) or "").rsplit(".", 1)[-1]
+    if not isinstance(node, cst.Call):
+        return bool(_GATE_NAME.search(last))
+    if last in ("RunIf", "run_if"):
+        return any(a.keyword is not None and _GATE_KEYWORD.search(a.keyword.value) and
+                   not (isinstance(a.value, cst.Integer) and int(a.value.value, 0) == 0) for a in node.args)
+    if last not in _SKIPS or not node.args:
+        return bool(_GATE_NAME.search(last))
+    reason = any((b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value))
+    test = node.args[0].value
+    if last in ("skipUnless", "skip_unless"):
+        return reason and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    return reason and negated and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
+
+
+def _marks(call: cst.Call) -> list[cst.BaseExpression]:
+    """The marks of ``pytest.param(..., marks=...)`` (one mark or a display of them)."""
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "marks"), None)
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [e.value for e in value.elements]
+    return [value] if value is not None else []
+
+
 _OWN_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -97,15 +131,28 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If, cst.Call, cst.Assert)
+    node_types = (cst.If, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef)
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
         ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
         would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
+            gate = next((d for d in node.decorators if cuda_test_gate(ctx, d.decorator)), None)
+            if gate is not None:  # a test that runs only with CUDA stays CUDA's test, whole
+                ctx.flag(node, f"`@{code(gate.decorator)}` runs this test only where CUDA is: kept as CUDA code; "
+                         "add a TPU variant by hand", code=self.code)
+                for part in (*node.decorators, node.body):  # (its parametrize values are CUDA's too)
+                    ctx.skip_inside(part)
+            return
         if type(node) is cst.Call:
             f = node.func
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+            if last == "param" and (gate := next((m for m in _marks(node) if cuda_test_gate(ctx, m)), None)):
+                ctx.flag(node, f"this test case is marked `{code(gate)}` (it runs only where CUDA is): kept as "
+                         "CUDA's case; add a TPU one by hand", code=self.code)
+                ctx.skip_inside(node)
+                return
             if last in _SKIPS:
                 guards = [c for a in node.args for c in _calls_in(a.value) if ctx.qname(c.func) in _GUARDS]
                 reason = next((b for a in node.args for lit in literals(a.value)

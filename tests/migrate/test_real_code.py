@@ -317,3 +317,32 @@ def test_a_flagged_backend_test_beside_a_rewritten_device_test_settles_in_one_pa
     assert 'args.dist_backend == "nccl"' in res.new_source
     flagged = [d.code for d in res.diagnostics if d.outcome == "flagged"]
     assert flagged == ["TPU102"] and "TPU401" not in codes(res)
+
+
+def test_enum_values_are_keys_not_devices():
+    # accelerate's RNGType: CUDA = "cuda" and XLA = "xla" both renamed to "tpu" would make XLA an alias of CUDA
+    src = ("import torch\nfrom enum import Enum\n"
+           "class RNGType(str, Enum):\n    TORCH = 'torch'\n    CUDA = 'cuda'\n    XLA = 'xla'\n"
+           "def pick(kind):\n    return torch.device('cuda') if kind == RNGType.CUDA else None\n")
+    res = run(src)
+    assert "CUDA = 'cuda'" in res.new_source and "XLA = 'xla'" in res.new_source
+    assert "torch.device('tpu')" in res.new_source
+    assert "Enum member" in " ".join(d.message for d in res.diagnostics)
+
+
+# --- found on Lightning's tests ---------------------------------------------------------------------------------------
+def test_a_test_gated_on_cuda_stays_cudas_test():
+    src = ("import torch, pytest, unittest\nfrom tests.helpers import RunIf\n"
+           "@RunIf(min_cuda_gpus=1)\n@pytest.mark.parametrize('loc', ['cuda', {'cpu': 'cuda'}])\n"
+           "def test_load_on_gpu(loc):\n    assert load(loc).device.type == 'cuda'\n"
+           "@pytest.mark.parametrize('dev', ['cpu', pytest.param('cuda:0', marks=RunIf(min_cuda_gpus=1))])\n"
+           "def test_move(dev):\n    x = torch.ones(1).cuda()\n"
+           "@unittest.skipUnless(torch.cuda.is_available(), 'needs CUDA')\ndef test_streams():\n"
+           "    torch.cuda.synchronize()\n"
+           "@RunIf(min_cuda_gpus=0)\ndef test_anywhere():\n    return torch.device('cuda')\n")
+    out = run(src).new_source
+    assert "['cuda', {'cpu': 'cuda'}]" in out and "device.type == 'cuda'" in out
+    assert "pytest.param('cuda:0', marks=RunIf(min_cuda_gpus=1))" in out
+    assert 'x = torch.ones(1).to("tpu")' in out  # the ungated body is migrated
+    assert "    torch.cuda.synchronize()" in out
+    assert "torch.device('tpu')" in out  # min_cuda_gpus=0 gates nothing
