@@ -115,7 +115,9 @@ class XlaDeviceHw(Rule):
         ctx.report(orig, "`xm.xla_device_hw(dev)` -> `torch.device(dev).type.upper()` ('GPU' branches become dead)",
                    code=self.code, outcome="warned")
         ctx.need_import("torch")
-        return expr(f"torch.device({code(d.value)}).type.upper()")
+        inner = code(d.value)
+        already = isinstance(d.value, cst.Call) and inner.startswith("torch.device(")  # (torch_xla.device() was)
+        return expr(f"{inner if already else f'torch.device({inner})'}.type.upper()")
 
 
 @register

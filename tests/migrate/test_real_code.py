@@ -346,3 +346,10 @@ def test_a_test_gated_on_cuda_stays_cudas_test():
     assert 'x = torch.ones(1).to("tpu")' in out  # the ungated body is migrated
     assert "    torch.cuda.synchronize()" in out
     assert "torch.device('tpu')" in out  # min_cuda_gpus=0 gates nothing
+
+
+def test_device_hw_of_the_default_device_is_not_wrapped_twice():
+    # torch_xla's test_autocast: xm.xla_device_hw(torch_xla.device()) != 'TPU'
+    out = run(XM + "hw = xm.xla_device_hw(torch_xla.device())\nother = xm.xla_device_hw(dev)\n").new_source
+    assert 'hw = torch.device("tpu").type.upper()' in out
+    assert "other = torch.device(dev).type.upper()" in out
