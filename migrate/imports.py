@@ -73,9 +73,13 @@ class _Used(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value == "cuda" and isinstance(node.value, cst.Name) and node.value.value == "torch":
             self.names.add("torch.cuda")  # (what keeps a plain `import torch.cuda.amp` needed)
+        # Only the value can use an imported name: in `torch.autocast` the attribute `autocast` is not the
+        # `autocast` of `from torch_xla.amp import autocast`.
+        node.value.visit(self)
+        return False
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         body = node.value.strip("rRbBuU")[1:-1]

@@ -353,3 +353,11 @@ def test_device_hw_of_the_default_device_is_not_wrapped_twice():
     out = run(XM + "hw = xm.xla_device_hw(torch_xla.device())\nother = xm.xla_device_hw(dev)\n").new_source
     assert 'hw = torch.device("tpu").type.upper()' in out
     assert "other = torch.device(dev).type.upper()" in out
+
+
+def test_an_attribute_of_the_same_name_does_not_keep_a_torch_xla_import():
+    # torch_xla's test_train_mp_mnist_amp: `from torch_xla.amp import autocast` became torch.autocast("tpu");
+    # the attribute `torch.autocast` must not count as a use of the imported name
+    src = XM + "from torch_xla.amp import autocast\ndef step(x):\n    with autocast(torch_xla.device()):\n        return x\n"
+    out = run(src).new_source
+    assert "torch.autocast(" in out and "torch_xla" not in out
