@@ -458,6 +458,7 @@ def _init_alias_ops() -> None:
         aten.unsqueeze_.default: aten.unsqueeze.default, aten.squeeze_.default: aten.squeeze.default,
         aten.squeeze_.dim: aten.squeeze.dim, aten.squeeze_.dims: aten.squeeze.dims,
         aten.transpose_.default: aten.transpose.int, aten.t_.default: aten.t.default,
+        aten.as_strided_.default: aten.as_strided.default,  # (Dynamo's clone_input of a tensor made in a frame)
     })
 
 

@@ -141,7 +141,11 @@ def measure(name: str, train: bool, modes: list[str], min_run_time: float) -> di
         with _eager_mode(mode):
             step, _ = _make_step(name, mode, train)
             t0 = time.perf_counter()
-            losses = [step(), step()]
+            try:
+                losses = [step(), step()]
+            except Exception as exc:  # noqa: BLE001 - a mode that fails is reported, the others still run
+                out.setdefault("failed", {})[mode] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                continue
             warm = time.perf_counter() - t0
             m = Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=min_run_time)
         times = sorted(m.times)
@@ -228,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                     vs = f"  {strict / f['step_ms_median']:5.2f}x faster than strict" if strict and mode != "strict" else ""
                     print(f"  {mode:9s} {f['step_ms_median']:9.2f} ms (IQR {f['step_ms_iqr']:.2f})  "
                           f"{f['us_per_aten_op']:7.1f} us/op  warm-up {f['warmup_s']:.1f} s{rel}{vs}")
+                for mode, why in r.get("failed", {}).items():
+                    print(f"  {mode:9s} FAILED: {why}")
         result["workloads"] = rows
     if a.json:
         a.json.write_text(json.dumps(result, indent=1))

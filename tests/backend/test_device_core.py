@@ -239,3 +239,16 @@ def test_compilation_cache_dir_switch(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert compilation_cache_dir() == tmp_path
     monkeypatch.setenv("TORCH_TPU_COMPILATION_CACHE_DIR", "0")
     assert compilation_cache_dir() is None
+
+
+def test_as_strided_in_place_on_a_tensor_nothing_views() -> None:
+    # Dynamo's clone_input restrides a fresh buffer this way; a viewed tensor cannot change shape under its views
+    cpu = torch.arange(40.0)
+    cpu.as_strided_((2, 3), (3, 1), 2)
+    dev = torch.arange(40.0).to("tpu")
+    dev.as_strided_((2, 3), (3, 1), 2)
+    assert dev.shape == (2, 3) and dev.cpu().tolist() == cpu.tolist()
+    base = torch.arange(40.0).to("tpu")
+    _view = base[1:]
+    with pytest.raises(RuntimeError, match="other tensors view"):
+        base.as_strided_((2, 3), (3, 1), 0)
