@@ -76,6 +76,37 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     return reason and negated and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
 
 
+_CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
+_WARNS = ("warn", "warning", "error", "critical")
+
+
+def _says_cuda_only(body: cst.BaseSuite) -> bool:
+    """The block raises, skips or warns with a message that names CUDA or a GPU (``warnings.warn('OOMObserver
+    only works on CUDA devices ...')``)."""
+    if _raises_for_cuda(body):
+        return True
+    for stmt in getattr(body, "body", ()):
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            call = small.value if isinstance(small, cst.Expr) else None
+            if isinstance(call, cst.Call) and full_name(call.func).endswith(_WARNS) and any(
+                    isinstance(a.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+                    and _NEEDS_CUDA.search(code(a.value)) for a in call.args):
+                return True
+    return False
+
+
+def _cuda_literals(test: cst.BaseExpression) -> list[cst.SimpleString]:
+    """The 'cuda' literals a condition compares with (``device.type not in ('cuda', 'meta')``)."""
+    out, todo = [], [test]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.SimpleString) and _CUDA_LITERAL.fullmatch(string_body(n) or ""):
+            out.append(n)
+        elif not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+    return out
+
+
 def _marks(call: cst.Call) -> list[cst.BaseExpression]:
     """The marks of ``pytest.param(..., marks=...)`` (one mark or a display of them)."""
     value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "marks"), None)
@@ -167,6 +198,15 @@ class CudaToAccelerator(Rule):
                 self._keep(ctx, guards, f"an assertion that CUDA is there: {msg!r}")
             return
         assert isinstance(node, cst.If)
+        orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+        lits = _cuda_literals(node.test)
+        if lits and (_says_cuda_only(node.body) or (orelse is not None and _says_cuda_only(orelse))):
+            # `if model_device.type not in ('cuda', 'meta'): warn('... only works on CUDA ...')`: the test keeps
+            # a CUDA-only feature off other devices; renamed, it would switch that feature on for 'tpu'
+            for lit in lits:
+                ctx.claim_string(lit, self.code, "flagged", f"'{string_body(lit)}' is tested by code that works only on "
+                                 "CUDA (a branch raises, skips or warns so): kept, so that code never runs on TPU; "
+                                 "give the TPU path its own branch", value=None)
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:
             return

@@ -361,3 +361,21 @@ def test_an_attribute_of_the_same_name_does_not_keep_a_torch_xla_import():
     src = XM + "from torch_xla.amp import autocast\ndef step(x):\n    with autocast(torch_xla.device()):\n        return x\n"
     out = run(src).new_source
     assert "torch.autocast(" in out and "torch_xla" not in out
+
+
+# --- found on composer ----------------------------------------------------------------------------------------------
+def test_a_device_test_that_keeps_a_cuda_only_feature_off_is_kept():
+    src = ("import torch, warnings\n"
+           "def init(model):\n"
+           "    dev = next(model.parameters()).device\n"
+           "    if dev.type not in ('cuda', 'meta'):\n"
+           "        warnings.warn(f'the observer only works on CUDA devices, not {dev.type}')\n"
+           "        return False\n"
+           "    return True\n"
+           "def place(model):\n"
+           "    if next(model.parameters()).device.type == 'cuda':\n"
+           "        model.half()\n")
+    res = run(src)
+    assert "dev.type not in ('cuda', 'meta')" in res.new_source
+    assert "device.type == 'tpu'" in res.new_source  # an ordinary device test is still migrated
+    assert any(d.outcome == "flagged" and "works only on CUDA" in d.message for d in res.diagnostics)
