@@ -239,13 +239,20 @@ def _binds_torch_elsewhere(module: cst.Module) -> bool:
 
 
 def binds(module: cst.Module, name: str) -> bool:
-    """True when a top-level plain ``import name`` exists."""
-    for stmt in module.body:
+    """True when a module-level plain ``import name`` exists, also inside a module-level ``try``/``if``/
+    ``with`` (``try: import torch`` / ``except ImportError: torch_available = False``: the file runs without
+    torch, so adding an unconditional import would break it)."""
+    todo: list[cst.CSTNode] = list(module.body)
+    while todo:
+        stmt = todo.pop()
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Import) and any(
                         a.asname is None and _full(a.name) == name for a in small.names):
                     return True
+        elif isinstance(stmt, (cst.Try, cst.TryStar, cst.If, cst.With, cst.Else, cst.ExceptHandler,
+                               cst.ExceptStarHandler, cst.Finally, cst.IndentedBlock)):
+            todo.extend(c for c in stmt.children if not isinstance(c, (cst.FunctionDef, cst.ClassDef)))
     return False
 
 

@@ -95,6 +95,23 @@ def _says_cuda_only(body: cst.BaseSuite) -> bool:
     return False
 
 
+_NVIDIA_PACKAGE = re.compile(r"nvidia|cupy|nvml|cudnn|tensorrt", re.I)
+
+
+def _installs_nvidia(body: cst.BaseSuite) -> bool:
+    """The block names an NVIDIA-only package in a string (``install_requires.append('nvidia-ml-py')``,
+    ``f'cupy-cuda{v}'``): it is CUDA's branch."""
+    todo: list[cst.CSTNode] = [body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and _NVIDIA_PACKAGE.search(
+                n.value):
+            return True
+        if not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+    return False
+
+
 def _cuda_literals(test: cst.BaseExpression) -> list[cst.SimpleString]:
     """The 'cuda' literals a condition compares with (``device.type not in ('cuda', 'meta')``)."""
     out, todo = [], [test]
@@ -200,12 +217,13 @@ class CudaToAccelerator(Rule):
         assert isinstance(node, cst.If)
         orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
         lits = _cuda_literals(node.test)
-        if lits and (_says_cuda_only(node.body) or (orelse is not None and _says_cuda_only(orelse))):
+        if lits and (_says_cuda_only(node.body) or _installs_nvidia(node.body) or
+                     (orelse is not None and _says_cuda_only(orelse))):
             # `if model_device.type not in ('cuda', 'meta'): warn('... only works on CUDA ...')`: the test keeps
             # a CUDA-only feature off other devices; renamed, it would switch that feature on for 'tpu'
             for lit in lits:
                 ctx.claim_string(lit, self.code, "flagged", f"'{string_body(lit)}' is tested by code that works only on "
-                                 "CUDA (a branch raises, skips or warns so): kept, so that code never runs on TPU; "
+                                 "CUDA (a branch says so, or installs NVIDIA packages): kept, so that code never runs on TPU; "
                                  "give the TPU path its own branch", value=None)
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:

@@ -379,3 +379,20 @@ def test_a_device_test_that_keeps_a_cuda_only_feature_off_is_kept():
     assert "dev.type not in ('cuda', 'meta')" in res.new_source
     assert "device.type == 'tpu'" in res.new_source  # an ordinary device test is still migrated
     assert any(d.outcome == "flagged" and "works only on CUDA" in d.message for d in res.diagnostics)
+
+
+# --- found on DeepSpeed ---------------------------------------------------------------------------------------------
+def test_an_optional_torch_import_is_not_made_unconditional():
+    src = ("torch_available = True\ntry:\n    import torch\nexcept ImportError:\n    torch_available = False\n"
+           "if torch_available and torch.cuda.is_available():\n    n = torch.cuda.device_count()\n")
+    out = run(src).new_source
+    assert "torch.accelerator.device_count()" in out
+    assert not out.startswith("import torch") and out.count("import torch") == 1
+
+
+def test_a_device_test_that_installs_nvidia_packages_is_kept():
+    src = ("import torch\nreqs = []\n"
+           "if torch.accelerator.current_accelerator().type == 'cuda':\n    reqs.append('nvidia-ml-py')\n"
+           "if torch.accelerator.current_accelerator().type == 'cuda':\n    x = torch.ones(1).cuda()\n")
+    out = run(src).new_source
+    assert out.count("== 'cuda'") == 1 and out.count("== 'tpu'") == 1
