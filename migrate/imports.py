@@ -239,21 +239,14 @@ def _binds_torch_elsewhere(module: cst.Module) -> bool:
 
 
 def binds(module: cst.Module, name: str) -> bool:
-    """True when a module-level plain ``import name`` exists, also inside a module-level ``try``/``if``/
-    ``with`` (``try: import torch`` / ``except ImportError: torch_available = False``: the file runs without
-    torch, so adding an unconditional import would break it)."""
-    todo: list[cst.CSTNode] = list(module.body)
-    while todo:
-        stmt = todo.pop()
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Import) and any(
-                        a.asname is None and _full(a.name) == name for a in small.names):
-                    return True
-        elif isinstance(stmt, (cst.Try, cst.TryStar, cst.If, cst.With, cst.Else, cst.ExceptHandler,
-                               cst.ExceptStarHandler, cst.Finally, cst.IndentedBlock)):
-            todo.extend(c for c in stmt.children if not isinstance(c, (cst.FunctionDef, cst.ClassDef)))
-    return False
+    """True when the file has an ``import name`` (or ``import name.sub``) anywhere: at the top, inside a
+    module-level ``try``/``if`` (``try: import torch`` / ``except ImportError: ...``: the file runs without
+    torch) or inside the functions that use it (a lazy import, as DeepSpeed's accelerator modules do). The
+    rewrites that ask for ``torch`` replace code that already said ``torch.``, so the name is bound where
+    they are; an unconditional import added at the top would break a file that runs without torch."""
+    pattern = re.compile(rf"^[ \t]*import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
+                         rf"{re.escape(name)}(?:\.\w+)*(?![\w.])(?![ \t]+as\b)", re.M)
+    return pattern.search(module.code) is not None
 
 
 def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:

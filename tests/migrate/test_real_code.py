@@ -396,3 +396,13 @@ def test_a_device_test_that_installs_nvidia_packages_is_kept():
            "if torch.accelerator.current_accelerator().type == 'cuda':\n    x = torch.ones(1).cuda()\n")
     out = run(src).new_source
     assert out.count("== 'cuda'") == 1 and out.count("== 'tpu'") == 1
+
+
+def test_a_lazy_torch_import_is_not_hoisted():
+    # DeepSpeed's accelerator modules import torch inside functions or as `import torch.cuda` in a try
+    src = ("import os\ntry:\n    import torch.cuda\nexcept ImportError:\n    pass\n"
+           "def name():\n    import torch.mps\n    if torch.cuda.device_count() > 0:\n        return 'cuda'\n")
+    out = run(src).new_source
+    assert "torch.accelerator.device_count()" in out and out.count("import torch") == 2
+    aliased = run("import torch as th\nn = th.cuda.device_count()\n").new_source
+    assert "th.accelerator.device_count()" in aliased or "import torch\n" in aliased
