@@ -77,6 +77,10 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
 
 
 _CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
+#: A warning that says a feature is CUDA's only ("only works on CUDA devices", "requires a GPU"), as opposed to
+#: one that merely names CUDA ("CUDA not available, falling back to CPU").
+_CUDA_ONLY_TEXT = re.compile(r"\b(?:only|requires?|required|needs?)\b[^.;]{0,40}\b(?:cuda|gpus?|nvidia)\b|"
+                             r"\b(?:cuda|gpu)[- ]only\b", re.I)
 _WARNS = ("warn", "warning", "error", "critical")
 
 
@@ -90,7 +94,7 @@ def _says_cuda_only(body: cst.BaseSuite) -> bool:
             call = small.value if isinstance(small, cst.Expr) else None
             if isinstance(call, cst.Call) and full_name(call.func).endswith(_WARNS) and any(
                     isinstance(a.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
-                    and _NEEDS_CUDA.search(code(a.value)) for a in call.args):
+                    and _CUDA_ONLY_TEXT.search(code(a.value)) for a in call.args):
                 return True
     return False
 

@@ -406,3 +406,11 @@ def test_a_lazy_torch_import_is_not_hoisted():
     assert "torch.accelerator.device_count()" in out and out.count("import torch") == 2
     aliased = run("import torch as th\nn = th.cuda.device_count()\n").new_source
     assert "th.accelerator.device_count()" in aliased or "import torch\n" in aliased
+
+
+def test_a_warning_that_only_names_cuda_does_not_keep_the_branch():
+    src = ("import torch, warnings\n"
+           "def pick(dev):\n"
+           "    if dev.type != 'cuda':\n"
+           "        warnings.warn('CUDA not available, falling back to the CPU')\n")
+    assert "dev.type != 'tpu'" in run(src).new_source
