@@ -496,21 +496,19 @@ def _unshrunk_dimension(key: str, value: int, out: dict) -> bool:
     )
 
 
+def _follows_a_width(key: str, value: Any, shrunk: Any, widths: dict[int, int]) -> bool:
+    """``key`` is a dimension, left as it was, whose value equalled a width that shrank (not a token id,
+    position count, vocabulary size or maximum)."""
+    return (_is_int(value) and value in widths and shrunk == value and key not in KEEP
+            and bool(DIMENSION_NAME.fullmatch(key)) and not TOKEN_ID.fullmatch(key)
+            and "position" not in key and "vocab" not in key and "max_" not in key)
+
+
 def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkReport, path: str) -> None:
     """A dimension that equalled a width of this config before shrinking still equals it afterwards
     (``codebook_dim == hidden_size``, ``condition_dim == hidden_size`` ...)."""
     for key, value in d.items():
-        if (
-            _is_int(value)
-            and value in widths
-            and out.get(key) == value
-            and key not in KEEP
-            and DIMENSION_NAME.fullmatch(key)
-            and not TOKEN_ID.fullmatch(key)
-            and "position" not in key
-            and "vocab" not in key
-            and "max_" not in key
-        ):
+        if _follows_a_width(key, value, out.get(key), widths):
             report.note(f"{path}{key}", value, widths[value])
             out[key] = widths[value]
 
@@ -804,18 +802,7 @@ def _follow_widths_across(d: dict, out: dict, report: ShrinkReport) -> None:
         for key, value in orig.items():
             if is_subconfig(value) and isinstance(new.get(key), dict):
                 apply(value, new[key], f"{path}{key}.")
-            elif (
-                _is_int(value)
-                and value in widths
-                and new.get(key) == value
-                and key not in KEEP
-                and DIMENSION_NAME.fullmatch(key)
-                and not TOKEN_ID.fullmatch(key)
-                and "position" not in key
-                and "vocab" not in key
-                and "max_" not in key
-                and value >= WIDTH
-            ):
+            elif _follows_a_width(key, value, new.get(key), widths) and value >= WIDTH:
                 new[key] = widths[value]
                 report.note(f"{path}{key}", value, widths[value])
 
