@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from idioms import resume
-from idioms.tiny import TinyCNN, TinyMLP, image_batches, vector_batches
+from idioms.tiny import TinyCNN, TinyMLP, image_batches, train_losses, vector_batches
 
 HERE = Path(__file__).parent
 
@@ -61,27 +61,16 @@ def test_resume_matrix(matrix: dict, case: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- in-process
-def _train(model, opt, batches, device: str) -> list[float]:
-    losses = []
-    for x, y in batches:
-        _, loss = model(x.to(device), y.to(device))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return losses
-
-
 def test_resume_through_a_file_continues_identically(tmp_path: Path) -> None:
     batches = vector_batches(4, seed=2)
     torch.manual_seed(0)
     model = TinyMLP().to("tpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    _train(model, opt, batches[:2], "tpu")
+    train_losses(model, opt, batches[:2], "tpu")
     torch.save(
         {"model": model.state_dict(), "optimizer": opt.state_dict(), "iter_num": 2}, tmp_path / "ckpt.pt"
     )
-    reference = _train(model, opt, batches[2:], "tpu")
+    reference = train_losses(model, opt, batches[2:], "tpu")
 
     ck = torch.load(tmp_path / "ckpt.pt", map_location="tpu", weights_only=True)
     torch.manual_seed(1)
@@ -90,7 +79,7 @@ def test_resume_through_a_file_continues_identically(tmp_path: Path) -> None:
     fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
     fresh_opt.load_state_dict(ck["optimizer"])
     assert all(p.device.type == "tpu" for p in fresh.parameters())
-    assert _train(fresh, fresh_opt, batches[2:], "tpu") == reference
+    assert train_losses(fresh, fresh_opt, batches[2:], "tpu") == reference
 
 
 def test_whole_module_pickle_round_trip() -> None:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 import torch.nn.functional as F
-from idioms.tiny import TinyMLP, vector_batches
+from idioms.tiny import TinyMLP, train_losses, vector_batches
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
@@ -18,14 +18,7 @@ def _step_losses() -> list[float]:
     torch.manual_seed(0)
     model = TinyMLP().to("tpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    out = []
-    for x, y in vector_batches(2):
-        _, loss = model(x.to("tpu"), y.to("tpu"))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        out.append(loss.item())
-    return out
+    return train_losses(model, opt, vector_batches(2))
 
 
 @contextmanager

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from idioms.tiny import TinyMLP, vector_batches
+from idioms.tiny import TinyMLP, train_losses, vector_batches
 
 
 def _draws(seed: int) -> list[torch.Tensor]:
@@ -32,14 +32,7 @@ def _dropout_run() -> list[float]:
     torch.manual_seed(3)
     model = TinyMLP(dropout=0.3).to("tpu")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    out = []
-    for x, y in vector_batches(3):
-        _, loss = model(x.to("tpu"), y.to("tpu"))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        out.append(loss.item())
-    return out
+    return train_losses(model, opt, vector_batches(3))
 
 
 def test_seeded_training_with_dropout_is_reproducible() -> None:

@@ -125,3 +125,16 @@ def assert_losses_close(got: list[float], want: list[float], rel: float = 1e-4) 
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         assert abs(a - b) <= rel * max(1.0, abs(b)), f"step {i}: {a} vs {b}\n got  {got}\n want {want}"
+
+
+def train_losses(model: nn.Module, opt: torch.optim.Optimizer, batches, device: str = "tpu") -> list[float]:
+    """The plain loop of a training script: forward (the model returns logits and loss), backward, step, zero
+    the gradients; the losses as Python floats."""
+    losses = []
+    for x, y in batches:
+        _, loss = model(x.to(device), y.to(device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
