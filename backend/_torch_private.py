@@ -198,6 +198,21 @@ _FOREACH_TYPES = _tp("torch.optim.optimizer:_foreach_supported_types",
                      "let optimizers pick their foreach implementation for TPU tensors", "backend/__init__.py")
 _PIN_MEMORY = _tp("torch.utils.data._utils.pin_memory:pin_memory", "the DataLoader's pinning step",
                   "backend/__init__.py")
+_DEVICE_CONSTRUCTORS = _tp("torch.utils._device:_device_constructors",
+                           "`with torch.device(...)` matches factories by identity: its cached set must hold the "
+                           "originals the pin_memory wrappers call", "backend/pinned_factories.py")
+_JIT_REGISTER_BUILTIN = _tp("torch.jit._builtins:_register_builtin",
+                            "TorchScript must keep compiling torch.zeros(...) as aten::zeros after the pin_memory "
+                            "wrappers replace it", "backend/pinned_factories.py")
+
+
+def cache_device_constructors() -> None:
+    """Fill ``torch.utils._device``'s factory set now, while ``torch.*`` still holds the original builtins."""
+    resolve(_DEVICE_CONSTRUCTORS)()
+
+
+def jit_register_builtin(fn: Callable[..., Any], op: str) -> None:
+    resolve(_JIT_REGISTER_BUILTIN)(fn, op)
 
 
 def foreach_supported_types() -> list:

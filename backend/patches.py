@@ -13,7 +13,7 @@ import torch
 
 from backend import _torch_private as private
 from backend import device as device_module
-from backend import memory, pinning
+from backend import memory, pinned_factories, pinning
 from backend.tensor import TpuTensor
 
 
@@ -78,6 +78,13 @@ def apply() -> None:
         pin_memory.__doc__, is_pinned.__doc__ = orig_pin.__doc__, orig_is_pinned.__doc__
         private.replace_attr(torch.Tensor, "pin_memory", pin_memory)
         private.replace_attr(torch.Tensor, "is_pinned", is_pinned)
+
+    @private.patch("pin-memory-factories", "torch.empty, torch.zeros, ... (every factory with pin_memory=)",
+                   "a factory called with pin_memory=True asks the accelerator for the same C++ pinned allocator; "
+                   "with 'tpu' as the accelerator it builds a host tensor marked pinned, as Tensor.pin_memory() does",
+                   required=False)
+    def _pin_factories() -> None:
+        pinned_factories.install()
 
     @private.patch("module-to-swaps-params", "torch.nn.Module.to",
                    "Module.to('tpu') must keep parameter identity (tied weights, optimizers built earlier): a CPU "

@@ -39,11 +39,15 @@ def pin(t: torch.Tensor) -> torch.Tensor:
     """A pinned copy of the CPU tensor ``t`` (``t`` itself if already pinned), like Tensor.pin_memory()."""
     if is_pinned(t):
         return t
-    out = t.clone(memory_format=torch.preserve_format)  # differentiable, as Tensor.pin_memory() is
-    if out.numel():
+    return mark(t.clone(memory_format=torch.preserve_format))  # differentiable, as Tensor.pin_memory() is
+
+
+def mark(t: torch.Tensor) -> torch.Tensor:
+    """Record the fresh host tensor ``t`` as pinned (a factory called with ``pin_memory=True`` made it)."""
+    if t.numel():
         with _LOCK:
-            _PINNED[_address(out)] = weakref.ref(out)
+            _PINNED[_address(t)] = weakref.ref(t)
             if len(_PINNED) > 4096:
                 for k in [k for k, r in _PINNED.items() if r() is None]:
                     del _PINNED[k]
-    return out
+    return t

@@ -107,6 +107,13 @@ class TpuTensor(torch.Tensor):
     def pin_memory(self, device: Any = None) -> TpuTensor:
         raise RuntimeError(f"cannot pin a '{self.device}' tensor: only dense CPU tensors can be pinned")
 
+    def share_memory_(self) -> TpuTensor:
+        # CUDA shares device memory between processes through IPC handles; a JAX array has none, so a model
+        # "shared" here would train a separate copy in each process (Hogwild) without saying so.
+        raise RuntimeError(f"share_memory_(): a '{self.device}' tensor cannot be shared between processes (its "
+                           "JAX array has no inter-process handle); share the model on the CPU and move it to "
+                           "'tpu' inside each process, or use torch.distributed")
+
     def __deepcopy__(self, memo: dict) -> TpuTensor:
         # torch's default copies the payload's storage, which a wrapper has not; a JAX array is immutable, so a
         # new root on the same array is an independent copy.

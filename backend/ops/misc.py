@@ -492,3 +492,10 @@ def efficientzerotensor(size: Any, *, dtype: Any = None, layout: Any = None, dev
     is a ZeroTensor, which cannot be copied to the device."""
 
     return jnp.zeros(tuple(int(s) for s in size), jdt(dtype))
+
+
+@lower(aten.record_stream.default)
+def record_stream(x: Any, stream: Any) -> None:
+    """``t.record_stream(s)`` (CUDA prefetchers keep a buffer alive for a side stream's copy): a no-op here,
+    since a JAX array lives while anything holds it and the device has one stream."""
+    return None

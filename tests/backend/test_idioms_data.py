@@ -111,14 +111,16 @@ def test_pin_memory_then_non_blocking_copy() -> None:
     assert torch.equal(back, x * 3)
 
 
-@pytest.mark.xfail(strict=True, reason="factories with pin_memory=True (torch.empty(n, pin_memory=True)) still ask "
-                   "for the C++ getPinnedMemoryAllocator hook")  # fmt: skip
 def test_factory_pin_memory_argument() -> None:
+    """Scripts preallocate a pinned staging buffer and copy each batch through it (as CUDA prefetchers do)."""
     buf = torch.empty(8, pin_memory=True)
-    assert buf.is_pinned()
+    assert buf.is_pinned() and not torch.empty(8).is_pinned()
     buf.copy_(torch.arange(8.0))
     assert torch.equal(buf.to("tpu", non_blocking=True).cpu(), torch.arange(8.0))
     assert torch.zeros(2, 2, pin_memory=True).is_pinned()
+    assert torch.tensor([1.0, 2.0], pin_memory=True).is_pinned()
+    assert torch.empty_like(buf, pin_memory=True).is_pinned()
+    assert torch.full((3,), 7, dtype=torch.int32, pin_memory=True).dtype == torch.int32
 
 
 # ------------------------------------------------------------------------------ host tensors used on device
@@ -171,3 +173,22 @@ def test_f_string_of_a_0_dim_tensor_formats_its_value(spec: str) -> None:
     step = torch.tensor(7, device="tpu")
     assert f"{step}" == "7" and f"{step:03d}" == "007"
     assert {f"{step}": 1} == {"7": 1}  # used as a key, as some models do
+
+
+# ------------------------------------------------------------------------------ side-stream prefetcher
+def test_prefetcher_records_its_stream_on_the_batch() -> None:
+    """The prefetcher of many ImageNet scripts: pinned batch, copy on a side stream, record_stream on the batch."""
+    side = torch.Stream(device="tpu")
+    batch = torch.arange(6.0).view(2, 3).pin_memory()
+    with side:
+        moved = batch.to("tpu", non_blocking=True)
+    torch.accelerator.current_stream().wait_stream(side)
+    moved.record_stream(torch.accelerator.current_stream())
+    assert torch.equal(moved.cpu(), batch)
+
+
+def test_share_memory_of_a_device_model_is_refused_with_advice() -> None:
+    model = torch.nn.Linear(2, 2).to("tpu")
+    with pytest.raises(RuntimeError, match="cannot be shared between processes.*on the CPU"):
+        model.share_memory()
+    torch.nn.Linear(2, 2).share_memory()  # a CPU model shares as before
