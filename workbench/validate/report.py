@@ -201,7 +201,9 @@ def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
         f"python {ver.get('python', '?')}; git {src.get('git_revision', '?')}.",
         "",
         "Every architecture is a tiny random-weight model built from its config class (float32, eval mode, "
-        f"batch {inputs.BATCH}, {inputs.SEQ} text tokens), run forward and backward on the CPU (the reference) "
+        f"batch {inputs.BATCH}, {inputs.SEQ} text tokens; weight matrices the model initialises to zero, such as "
+        "MoE router gates, get small seeded noise, because exact ties make top-k choices implementation-defined "
+        "on every device), run forward and backward on the CPU (the reference) "
         "and on the device. **Tier 1**: forward and backward complete on the device with no op run on the CPU "
         "(no fallback, no backward rescue). **Tier 2**: tier 1 and every forward output and parameter "
         f"gradient agrees with the CPU: max|Δ| ≤ {compare.FORWARD_ATOL:g} + {compare.FORWARD_RTOL:g}·max|cpu| "

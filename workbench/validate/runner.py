@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from workbench.validate import compare, families, inputs, shrink, zoo
+from workbench.validate import compare, families, inputs, shrink, weights, zoo
 
 GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}
 NEW_TOKENS = 3
@@ -96,6 +96,7 @@ def build_config(arch: zoo.Architecture) -> tuple[Any, dict, set[int]]:
         report.note(path, shrink.get_path(small, path), value)
         shrink.set_path(small, path, value)
     small.pop("transformers_version", None)
+    shrink.drop_derived(cls, small, d)
     config = cls.from_dict(small)
     shrink.fix_built_config(config, report)
     return config, report.changes, tokens.reserved
@@ -113,6 +114,7 @@ def build_model(cls: Any, config: Any) -> Any:
         warnings.simplefilter("ignore")
         model = cls(config)
     model = model.float().eval()
+    weights.fill_zero_matrices(model)  # zero router gates tie every expert: see workbench.validate.weights
     return model
 
 
