@@ -12,7 +12,6 @@ import torch
 
 from backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
 from backend.ops.registry import lower
-from backend.tensor import is_contiguous_in_root, root_positions
 
 
 def _size(x: Any, size: Any) -> tuple[int, ...]:
@@ -125,19 +124,52 @@ def alias(x: Any) -> Any:
     return x
 
 
-def _refuse_strided_view(x: Any, *rest: Any) -> None:
+def _layout_positions(x: Any) -> Any:
+    """Flat positions of ``x``'s elements in the storage torch would give it.
+
+    A wrapper reports every tensor contiguous, so torch's ``reshape`` of a transposed or expanded wrapper
+    takes a view where on a real device it copies. From such a reshape on (the last one in the chain), the
+    real tensor owns a fresh contiguous storage: positions count from that virtual copy, not from the root.
+    """
+    chain = x._chain
+    jnp_ = jax.numpy
+    root_iota = jnp_.arange(x._root.numel(), dtype=jnp_.int64).reshape(tuple(x._root.shape))
+    start, current = 0, root_iota
+    for k, step in enumerate(chain):
+        if getattr(step, "fn", None) is view:
+            flat = current.reshape(-1)
+            if flat.size > 1 and not bool(jnp_.all(flat == flat[0] + jnp_.arange(flat.size, dtype=flat.dtype))):
+                start = k  # torch would have copied here: a fresh storage in this step's input order
+        current = step(current)
+    if start == 0:
+        return current
+    before = root_iota
+    for step in chain[:start]:
+        before = step(before)
+    iota = jnp_.arange(before.size, dtype=jnp_.int64).reshape(before.shape)
+    for step in chain[start:]:
+        iota = step(iota)
+    return iota
+
+
+def _refuse_strided_view(x: Any, size: Any = None, stride: Any = None, storage_offset: Any = None) -> None:
     """as_strided reads strides against the tensor's own contiguous layout (what its ``stride()`` and
-    ``storage_offset()`` report). For a view laid out in its root in order from the root's first element
-    (``view``/``reshape`` results, Longformer's chunking) that is the storage's layout too. Any other view
+    ``storage_offset()`` report). That is the storage's layout for a view laid out in order from the first
+    element of its storage: a ``view``/``reshape`` of a root, and anything after a reshape that a real device
+    would have copied (Longformer's chunking of a transposed query; see ``_layout_positions``). Any other view
     would answer against the wrong layout: a transpose or a step slice, and also an in-order view that starts
-    later in its root (``x[2:]``), where torch's storage offset counts from the root's start but this
-    tensor reports 0, so it is refused."""
+    later in its storage (``x[2:]``) when a storage offset is passed, because torch's offset counts from the
+    storage's start while this tensor reports 0. Without an offset such a view reads from its own first
+    element, as torch's does."""
     if getattr(x, "_root", None) is None or not x._chain or x.numel() == 0:
         return
-    if not is_contiguous_in_root(x) or int(root_positions(x).reshape(-1)[0]) != 0:
+    pos = _layout_positions(x).reshape(-1)
+    in_order = pos.size <= 1 or bool(jnp.all(pos == pos[0] + jnp.arange(pos.size, dtype=pos.dtype)))
+    if not in_order or (int(pos[0]) != 0 and storage_offset is not None):
         raise NotImplementedError(
-            "as_strided on a view of a TPU tensor that does not start at its base's first element in order is "
-            "not supported (wrappers have no shared storage offsets); call .contiguous() on the view first"
+            "as_strided on a view of a TPU tensor that is not laid out in order from its storage's first "
+            "element is not supported (wrappers have no shared storage offsets); call .contiguous() on the "
+            "view first"
         )
 
 

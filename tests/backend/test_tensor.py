@@ -78,6 +78,39 @@ def test_as_strided_and_detach_alias() -> None:
     assert a.tolist() == [2, 2, 1, 2, 2, 1]
 
 
+def _overlapping_chunks(h: torch.Tensor, w: int) -> torch.Tensor:
+    """Longformer's sliding-window chunking: non-overlapping chunks of 2w, then as_strided to overlap by w."""
+    h = h.view(h.size(0), h.size(1) // (2 * w), 2 * w, h.size(2))
+    size, stride = list(h.size()), list(h.stride())
+    size[1], stride[1] = size[1] * 2 - 1, stride[1] // 2
+    return h.as_strided(size=size, stride=stride)
+
+
+def test_as_strided_after_a_reshape_a_real_device_would_copy() -> None:
+    """A transposed query reshaped (a copy on CUDA or the CPU: here a view, since wrappers report
+    contiguity) and then chunked with as_strided: forward and gradient as on the CPU."""
+    q = torch.randn(2, 8, 3, 4, requires_grad=True)  # batch, seq, heads, head_dim
+    qt = q.detach().to("tpu").requires_grad_()
+
+    def chunks(x: torch.Tensor) -> torch.Tensor:
+        return _overlapping_chunks(x.transpose(1, 2).reshape(2 * 3, 8, 4), w=2)
+
+    want, got = chunks(q), chunks(qt)
+    torch.testing.assert_close(got.cpu(), want)
+    (want * torch.arange(want.numel()).view_as(want)).sum().backward()
+    (got * torch.arange(got.numel(), device="tpu").view_as(got)).sum().backward()
+    torch.testing.assert_close(qt.grad.cpu(), q.grad)
+
+
+def test_as_strided_of_a_view_against_another_layout_is_refused() -> None:
+    base = torch.arange(20.0, device="tpu")
+    assert base[5:15].as_strided((2, 2), (1, 2)).cpu().tolist() == [[5.0, 7.0], [6.0, 8.0]]  # as torch
+    with pytest.raises(NotImplementedError, match="as_strided on a view"):
+        base[5:15].as_strided((2, 2), (1, 2), 0)  # torch reads the storage from element 0
+    with pytest.raises(NotImplementedError, match="as_strided on a view"):
+        base.view(4, 5).t().as_strided((2, 2), (1, 2))  # torch reads the transposed storage
+
+
 def test_out_variants() -> None:
     a = torch.arange(4.0, device="tpu")
     out = torch.empty(4, device="tpu")
