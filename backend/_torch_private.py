@@ -109,6 +109,21 @@ rebuild_sparse_tensor: Callable[..., Any] = resolve(
         "backend/sparse.py"))
 
 # ----------------------------------------------------------------------------- the dispatcher
+_MODE_STACK = _tp("torch.utils._python_dispatch:_get_current_dispatch_mode_stack",
+                  "a tensor lifted into a Dynamo trace (torch.tensor(..., device='tpu') in a compiled frame) "
+                  "must become the trace's fake tensor", "backend/dispatch.py")
+
+
+def active_fake_mode() -> Any:
+    """The FakeTensorMode on the dispatch mode stack (Dynamo / AOT tracing), or None."""
+    from torch._subclasses.fake_tensor import FakeTensorMode  # lazy: heavy
+
+    for mode in reversed(resolve(_MODE_STACK)()):
+        if isinstance(mode, FakeTensorMode):
+            return mode
+    return None
+
+
 current_graph_task_id: Callable[[], int] = resolve(
     _tp("torch._C:_current_graph_task_id", "is this op running inside the autograd engine (backward)?",
         "backend/dispatch.py"))

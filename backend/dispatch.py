@@ -256,6 +256,8 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     plan = _make_lowering_plan(func, low)
     if func in _CPU_INDICES_OK:
         plan = _accepting_cpu_indices(plan)
+    if func is torch.ops.aten.lift_fresh.default:
+        plan = _lifting_into_traces(plan)
     if low is not None and low.check is not None:
         check, inner = low.check, plan
 
@@ -264,6 +266,20 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             return inner(f, a, k)
 
         return plan_checked
+    return plan
+
+
+def _lifting_into_traces(inner: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    """``torch.tensor(data, device="tpu")`` inside a compiled frame builds the device tensor with Python modes
+    off, then lifts it; FakeTensorMode leaves subclasses to us, so the lift makes it the trace's fake tensor
+    (CUDA tensors are converted the same way), not a real tensor among fakes ("two devices, tpu:0 and tpu:0")."""
+
+    def plan(f: Any, a: tuple, k: dict) -> Any:
+        mode = private.active_fake_mode()
+        if mode is not None:
+            return mode.from_tensor(a[0])
+        return inner(f, a, k)
+
     return plan
 
 

@@ -7,6 +7,7 @@ target, why it exists and whether it can be switched off with ``TORCH_TPU_DISABL
 from __future__ import annotations
 
 import itertools
+import warnings
 from typing import Any
 
 import torch
@@ -24,6 +25,19 @@ def _already_there(module: torch.nn.Module, dev: torch.device, dtype: torch.dtyp
         if dtype is not None and t.dtype != dtype and (t.is_floating_point() or t.is_complex()):
             return False
     return True
+
+
+def _parameter_slots(module: torch.nn.Module) -> list[tuple[torch.nn.Module, str, int]]:
+    """(module, name, id of the parameter) for every parameter slot, shared ones included."""
+    return [(m, k, id(p)) for m in module.modules() for k, p in m._parameters.items() if p is not None]
+
+
+def _retie(slots: list[tuple[torch.nn.Module, str, int]]) -> None:
+    """After a conversion that built new Parameters per slot: slots that shared one parameter share again."""
+    first: dict[int, Any] = {}
+    for m, k, pid in slots:
+        first.setdefault(pid, m._parameters[k])
+        m._parameters[k] = first[pid]
 
 
 def _pins_for_tpu(device: Any) -> bool:
@@ -102,11 +116,24 @@ def apply() -> None:
                 return orig(self, *args, **kwargs)
             if _already_there(self, dev, dtype):
                 return self  # as on the CPU: a no-op (swapping a tensor with itself fails under a live graph)
+            slots = _parameter_slots(self)
             torch.__future__.set_swap_module_params_on_conversion(True)
             try:
                 return orig(self, *args, **kwargs)
+            except RuntimeError as exc:
+                if "Couldn't swap" not in str(exc):
+                    raise
             finally:
                 torch.__future__.set_swap_module_params_on_conversion(False)
+            # A live autograd graph holds the parameters (a CPU forward whose outputs are still referenced):
+            # swapping would corrupt it, so build new Parameters as PyTorch does for devices without in-place
+            # conversion (XLA), keep parameters shared inside the module shared, and say so.
+            warnings.warn("Module.to('tpu'): the parameters are held by a live autograd graph (outputs of an "
+                          "earlier forward are still referenced), so they could not be moved in place: the "
+                          "module has new Parameter objects; build optimizers after .to('tpu')", stacklevel=2)
+            out = orig(self, *args, **kwargs)
+            _retie(slots)
+            return out
 
         to.__doc__ = orig.__doc__
         private.replace_attr(torch.nn.Module, "to", to)

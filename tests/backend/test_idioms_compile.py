@@ -118,3 +118,17 @@ def test_plain_function_on_cpu_inputs_still_goes_to_inductor() -> None:
 
     assert scale(torch.ones(3)).tolist() == [4.0, 4.0, 4.0]
     assert tpu_compile.stats()["graphs"] == graphs, "a CPU graph reached the 'tpu' backend"
+
+
+def test_compiled_frame_that_builds_a_device_tensor_from_data() -> None:
+    """transformers' DynamicCache starts each layer's cache as torch.tensor([], device=...) inside the
+    compiled forward, then concatenates the new keys onto it."""
+
+    def append(cache_keys: list, new: torch.Tensor) -> torch.Tensor:
+        empty = torch.tensor([], dtype=new.dtype, device=new.device)
+        cache_keys.append(torch.cat([empty, new], dim=-2))
+        return cache_keys[-1] * torch.tensor([2.0], device=new.device)
+
+    new = torch.randn(2, 3, 4)
+    got = torch.compile(append, backend="tpu", fullgraph=True)([], new.to("tpu"))
+    torch.testing.assert_close(got.cpu(), new * 2)

@@ -163,3 +163,21 @@ def test_dtype_casts_of_a_device_model() -> None:
     assert model.half().weight.dtype == torch.float16
     assert model.float().weight.dtype == torch.float32
     assert model.to("tpu", torch.bfloat16).weight.device.type == "tpu"
+
+
+def test_moving_a_model_whose_cpu_outputs_are_still_alive() -> None:
+    """A notebook runs the model on the CPU, keeps the loss, then moves the model: CUDA moves it in place;
+    here the autograd graph pins the CPU parameters, so new ones are made, tied weights stay tied, and the
+    user is told to build optimizers afterwards."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied, as in language models
+    model = torch.nn.Sequential(emb, head)
+    ids = torch.tensor([[1, 2, 3]])
+    cpu_loss = model(ids).sum()  # its graph holds the parameters
+    with pytest.warns(UserWarning, match="live autograd graph"):
+        model.to("tpu")
+    assert model[0].weight is model[1].weight and model[0].weight.device.type == "tpu"
+    torch.testing.assert_close(model(ids.to("tpu")).sum().cpu(), cpu_loss.detach())
+    cpu_loss.backward()  # the CPU graph is intact
