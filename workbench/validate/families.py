@@ -37,7 +37,8 @@ _EFFICIENTNET = {  # blocks of the stock B7 list feed each other through width/d
     "hidden_dim": 1280,
     "depthwise_padding": [],
 }
-_TIME_SERIES = {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3]}
+# label_length (Autoformer's decoder warm-up window, default 10) is cut from the context window
+_TIME_SERIES = {"prediction_length": 4, "context_length": 8, "lags_sequence": [1, 2, 3], "label_length": 4}
 
 OVERRIDES: dict[str, Family] = {
     "efficientnet": Family(config=_EFFICIENTNET, why="block lists are coupled through the coefficients"),

@@ -259,6 +259,12 @@ def _pixel_mask(ctx: InputContext) -> torch.Tensor | None:
     return torch.ones(shape, dtype=torch.long)
 
 
+@builder("lang_ids")
+def _lang_ids(ctx: InputContext) -> torch.Tensor:
+    """X-MOD: the language adapter of each sample (the first language)."""
+    return torch.zeros(ctx.batch, dtype=torch.long)
+
+
 @builder("bbox")
 def _bbox(ctx: InputContext) -> torch.Tensor:
     low = torch.randint(0, 500, (ctx.batch, ctx.seq, 2), generator=ctx.generator)
@@ -292,7 +298,7 @@ def _grid_thw(ctx: InputContext) -> torch.Tensor:
     return torch.tensor([ctx.overrides["_grid"]] * ctx.batch)
 
 
-@builder("input_features")
+@builder("input_features", "audio_mel")  # "audio_mel": Gemma 3n's audio encoder names its features so
 def _input_features(ctx: InputContext) -> torch.Tensor:
     cfg = audio_config(ctx.config)
     dims = []  # the feature width: configs name it differently; the CPU says which one the model reads
@@ -315,7 +321,7 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
         for k in (2, 4):
             if k * v <= 1024 and k * v not in dims:
                 dims.append(k * v)
-    mel = ctx.choose("feature_dim", dims or [80])
+    mel = ctx.choose("feature_dim", dims or [80, 160, 128])  # none named: common mel counts, stacked too
     frames = ctx.opt("frames", None)
     if frames is None:
         src = getattr(cfg, "max_source_positions", None)
@@ -326,9 +332,30 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
         if hasattr(cfg, "num_mel_bins")
         else ["time_first", "channels_first"],
     )
+    ctx.overrides["_frames"] = frames
     if layout == "channels_first":
         return randn(ctx, ctx.batch, mel, frames)
     return randn(ctx, ctx.batch, frames, mel)
+
+
+@builder("input_features_mask", "feature_attention_mask", "audio_mel_mask")
+def _features_mask(ctx: InputContext) -> torch.Tensor | None:
+    """One entry per frame of the features built (all of them real audio)."""
+    frames = ctx.overrides.get("_frames")
+    if frames is None:
+        return None
+    if ctx.choose("features_mask", ["long", "bool"]) == "bool":
+        return torch.ones(ctx.batch, frames, dtype=torch.bool)
+    return torch.ones(ctx.batch, frames, dtype=torch.long)
+
+
+@builder("padding_mask")
+def _padding_mask(ctx: InputContext) -> torch.Tensor | None:
+    """Codecs: one entry per audio sample, shaped like the waveform."""
+    values = ctx.overrides.get("_built", {}).get("input_values")
+    if values is None:
+        return None
+    return torch.ones(values.shape, dtype=torch.long)
 
 
 @builder("image_grid_thw")
@@ -342,13 +369,56 @@ def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]
     """Qwen2-VL style: every image as rows of flattened ``temporal x patch x patch x channels`` patches."""
     vc = vision_config(ctx.config)
     patch = getattr(vc, "patch_size", 14)
-    temporal = getattr(vc, "temporal_patch_size", 2) or 1
+    temporal = getattr(vc, "temporal_patch_size", None) or 1  # no temporal patching unless configured
     merge = getattr(vc, "spatial_merge_size", 2) or 1
     channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3
     side = ctx.opt("grid_side", 2 * merge)
     grid = [1, side, side]
     rows = ctx.batch * side * side
-    return randn(ctx, rows, channels * temporal * patch * patch), grid
+    width = patch_linear_width(ctx.model) or channels * temporal * patch * patch
+    return randn(ctx, rows, width), grid
+
+
+def patch_linear_width(model: Any) -> int | None:
+    """Input width of the patch embedding when it is a ``Linear`` (SigLIP2, Qwen-VL style towers read
+    pixels already cut into flattened patches, not images); None for convolutional patch embeddings."""
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if "patch" in name and isinstance(module, torch.nn.Linear) and "merg" not in name:
+            return module.in_features
+        if "patch" in name and isinstance(module, (torch.nn.Conv2d, torch.nn.Conv3d)) and leaf != "":
+            return None
+    return None
+
+
+def _patched_inputs(ctx: InputContext, params: dict, built: dict) -> None:
+    """Towers that read flattened patches plus where each patch sits: ``grid_thw`` (rows of all images,
+    Qwen-VL style), ``spatial_shapes`` with a patch mask (batch x patches, SigLIP2) or per-patch
+    ``pixel_position_ids`` (Gemma 4). The row width is the patch embedding's own input width."""
+    if "pixel_values" not in params:
+        return
+    grid = [n for n in ("grid_thw", "image_grid_thw") if n in params]
+    if grid and (params[grid[0]].default is inspect.Parameter.empty or patch_linear_width(ctx.model)):
+        built["pixel_values"], ctx.overrides["_grid"] = _patch_flattened_pixels(ctx)
+        return
+    width = patch_linear_width(ctx.model)
+    if width is None:
+        return
+    vc = vision_config(ctx.config)
+    merge = getattr(vc, "spatial_merge_size", None) or getattr(vc, "merge_size", None) or 2
+    merge = merge if isinstance(merge, int) else 2
+    side = ctx.opt("grid_side", 2 * merge)
+    n = side * side
+    if "spatial_shapes" in params or "pixel_position_ids" in params:
+        built["pixel_values"] = randn(ctx, ctx.batch, n, width)
+        if "spatial_shapes" in params:
+            built["spatial_shapes"] = torch.tensor([[side, side]] * ctx.batch)
+        if "pixel_attention_mask" in params:
+            built["pixel_attention_mask"] = torch.ones(ctx.batch, n, dtype=torch.long)
+        if "pixel_position_ids" in params:
+            ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+            pos = torch.stack([xs.flatten(), ys.flatten()], dim=-1)
+            built["pixel_position_ids"] = pos.unsqueeze(0).expand(ctx.batch, n, 2).clone()
 
 
 # ------------------------------------------------------------------------------- from the docstring
@@ -356,6 +426,7 @@ def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]
 # every forward argument with its type and shape; an argument no builder knows is made from that.
 _DOC_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)`[^\n]*?of shape `\(([^`]*)\)`", re.MULTILINE)
 _BATCH_DIMS = {"batch_size", "batch", "num_images", "num_images_or_videos", "num_videos", "bs"}
+_GENERIC_LENGTHS = {"sequence_length", "seq_len", "num_samples", "time_steps", "length"}
 _HIDDEN_DIMS = {"hidden_size", "hidden_dim", "embed_dim", "d_model", "dim", "embedding_dim"}
 
 
@@ -368,13 +439,23 @@ def documented_args(model: Any) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-def _dimension(ctx: InputContext, name: str) -> int:
-    """A documented dimension's size: batch and sequence as the harness uses them, a config attribute of
-    that name, the width for hidden sizes, else 4."""
+def _dimension(ctx: InputContext, name: str, arg: str = "") -> int:
+    """A documented dimension's size: batch and sequence as the harness uses them (audio samples and
+    frames for waveforms and features), a config attribute of that name, the width for hidden sizes,
+    else 4."""
     if name.isdigit():
         return int(name)
     if name in _BATCH_DIMS:
         return ctx.batch
+    if name not in _GENERIC_LENGTHS:  # AST: ``max_length`` frames, exactly as many as its positions
+        for cfg in (ctx.config, audio_config(ctx.config)):
+            value = getattr(cfg, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096:
+                return value
+    if arg in ("input_values", "audio_values") and ("length" in name or "samples" in name):
+        return ctx.opt("samples", AUDIO_SAMPLES)
+    if arg.startswith("input_features") and ("length" in name or "time" in name or "frames" in name):
+        return ctx.overrides.get("_frames") or AUDIO_FRAMES
     if "channels" in name:
         return num_channels(ctx)
     if name in ("image_size", "height", "width"):
@@ -403,7 +484,7 @@ def documented_builder(model: Any, name: str) -> Builder | None:
     kind, dims = doc
 
     def build(ctx: InputContext) -> torch.Tensor:
-        shape = tuple(_dimension(ctx, d) for d in dims)
+        shape = tuple(_dimension(ctx, d, name) for d in dims)
         if name.endswith("mask"):
             return torch.ones(shape, dtype=torch.bool if "Bool" in kind else torch.long)
         if name.endswith("_ids") and "Long" in kind:
@@ -465,12 +546,12 @@ def _time_series_inputs(ctx: InputContext, params: dict) -> dict:
     if "past_observed_mask" in params:
         out["past_observed_mask"] = torch.ones(shape)
     if "past_time_features" in params:
-        out["past_time_features"] = randn(ctx, ctx.batch, past, max(1, n_time))
+        out["past_time_features"] = randn(ctx, ctx.batch, past, n_time)
     if "future_values" in params and getattr(cfg, "is_encoder_decoder", False):
         fshape = (ctx.batch, horizon) + tuple(shape[2:])
         out["future_values"] = randn(ctx, *fshape)
     if "future_time_features" in params and "past_time_features" in out:
-        out["future_time_features"] = randn(ctx, ctx.batch, horizon, max(1, n_time))
+        out["future_time_features"] = randn(ctx, ctx.batch, horizon, n_time)
     return out
 
 
@@ -499,21 +580,29 @@ def _assemble(ctx: InputContext) -> dict:
     model, config = ctx.model, ctx.config
     params = forward_params(model)
     main = getattr(model, "main_input_name", "input_ids")
+    companions: list[str] = []
+    if isinstance(main, (list, tuple)):  # OneFormer: ["pixel_values", "task_inputs"], all of them read
+        main, companions = main[0], list(main[1:])
     if main not in params and "input_ids" in params:
         main = "input_ids"
+    if main not in params:  # a tower whose class inherited the main input of the composite model
+        main = next((n for n in ("pixel_values", "input_features", "input_values") if n in params), main)
     built: dict[str, Any] = {}
     ctx.overrides["_built"] = built
-    wanted = [main] + [n for n in ctx.opt("extra_inputs", ()) if n != main]
+    if main == "pixel_values":
+        _patched_inputs(ctx, params, built)
+    wanted = [main] + companions + [n for n in ctx.opt("extra_inputs", ()) if n != main]
     if main == "input_ids":  # vision-text and audio-text models: the other modality too, if the CPU takes it
         modal = next((m for m in MODAL_INPUTS if m in params), None)
         if modal and ctx.choose("other_modality", ["with", "without"]) == "with":
             wanted.append(modal)
-    for name in ("bbox",):  # layout models: optional in the signature, required in practice
+    for name in ("bbox", "lang_ids"):  # layout and adapter models: optional in the signature, required in practice
         if name in params and name not in wanted:
             wanted.append(name)
     if ctx.opt("time_series", False) or main == "past_values":
         return _time_series_inputs(ctx, params)
-    for name in ("attention_mask", "decoder_input_ids"):
+    # masks over the audio frames or samples: optional in the signature, read unguarded by some encoders
+    for name in ("attention_mask", "decoder_input_ids", "input_features_mask", "padding_mask"):
         if name in params and name not in wanted:
             wanted.append(name)
     required = [
@@ -540,6 +629,9 @@ def _assemble(ctx: InputContext) -> dict:
         if name in built:
             continue
         fn = BUILDERS.get(name) or documented_builder(model, name)
+        doc_fn = documented_builder(model, name) if name in BUILDERS and name in wanted[:1] else None
+        if doc_fn is not None and ctx.choose("~documented_shape", ["builder", "docstring"]) == "docstring":
+            fn = doc_fn  # the last resort: the shape the forward's docstring gives for the main input
         if fn is None:
             raise ValueError(
                 f"no input builder for required argument {name!r} of {type(model).__name__}.forward"
@@ -553,6 +645,10 @@ def _assemble(ctx: InputContext) -> dict:
         value = BUILDERS[name](ctx)
         if value is not None:
             built[name] = value
+    # recurrent and hybrid models whose default cache refuses a plain forward (a cache of linear-attention
+    # layers only): the other layout runs the forward without one
+    if "use_cache" in params and "use_cache" not in built and ctx.choose("~use_cache", ["default", "off"]) == "off":
+        built["use_cache"] = False
     for key, value in ctx.opt("constants", {}).items():
         built[key] = value
     return built
@@ -563,7 +659,9 @@ def variants(axes: dict[str, int], limit: int = 12) -> list[dict[str, int]]:
     names = sorted(axes)
     combos = itertools.product(*(range(axes[n]) for n in names))
     out = [dict(zip(names, c, strict=True)) for c in combos]
-    return [v for v in out if any(v.values())][:limit]
+    out = [v for v in out if any(v.values())]
+    out.sort(key=lambda v: sum(1 for x in v.values() if x))  # one choice changed at a time first
+    return out[:limit]
 
 
 def _image_getter(model: Any) -> Any:

@@ -108,8 +108,21 @@ def _model_class(name: str) -> Any:
     return getattr(transformers, name)
 
 
+def _config_for(cls: Any, config: Any) -> Any:
+    """The config a class is built from: a composite's nested config when the class serves only that part
+    (MusicgenForCausalLM reads the ``decoder`` config of a MusicgenConfig); else the config itself."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(config, wanted):
+        return config
+    for value in vars(config).values():
+        if isinstance(value, wanted):
+            return value
+    return config
+
+
 def build_model(cls: Any, config: Any) -> Any:
     torch.manual_seed(0)
+    config = _config_for(cls, config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = cls(config)
@@ -369,6 +382,7 @@ def _build_reference(
     Returns the model, inputs, (untouched copy for the device, reference outputs, reference gradients) and
     the layout choice that worked (None for the default)."""
     model = run.stage("model", lambda: build_model(_model_class(cand.class_name), config))
+    config = _config_for(type(model), config)  # inputs follow the part of a composite the model reads
     if entry:  # an instance attribute: deepcopy rebinds it to the copy
         model.forward = getattr(model, entry)
     # before any forward: a model may cache tensors of the autograd graph (LeViT's attention biases),

@@ -434,6 +434,7 @@ def shrink_dict(
     widths: dict[int, int] = {}
     factor = _width_factor(d) if factor is None else factor
     stage_lists: list[str] = []
+    stage_counts = _stage_counts(d)
     for key, value in d.items():
         where = f"{path}{key}"
         if is_subconfig(value):
@@ -450,6 +451,8 @@ def shrink_dict(
         if _is_int(value):
             rule = _rule_for(key)
             if rule is None or value <= rule.floor:
+                continue
+            if rule.kind == "layers" and value in stage_counts:  # counts stages (len(depths)), not layers
                 continue
             new = min(value, rule.cap)
             if rule.kind == "layers":
@@ -483,7 +486,14 @@ def shrink_dict(
     return out
 
 
-DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden)$")
+def _stage_counts(d: dict) -> set[int]:
+    """Lengths of the per-stage block-count lists (``depths`` ...): a layer count equal to one counts
+    stages, and the stage lists are shrunk entry by entry instead."""
+    return {len(v) for k, v in d.items() if _int_list(v) and STAGE_LISTS.get(k) == "layers"}
+
+
+# ``upsample_groups == hidden_size``: a depthwise convolution's group count follows its channels too
+DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden|_groups)$")
 
 
 def _unshrunk_dimension(key: str, value: int, out: dict) -> bool:
@@ -722,7 +732,22 @@ def _fix_timm(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str)
         report.note(f"{path}use_timm_backbone", True, False)
 
 
+def _fix_pixel_window(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """A window measured in pixels (Qwen2.5-VL: ``window_size == patch * merge * 4``) stays a whole number
+    of merged patches (at most 2, so that the small image holds a window)."""
+    patch, merge, window = d.get("patch_size"), d.get("spatial_merge_size") or 1, d.get("window_size")
+    if not (_is_int(patch) and _is_int(merge) and _is_int(window) and patch > 1 and _is_int(out.get("patch_size"))):
+        return
+    unit = patch * merge
+    if window < unit or window % unit:
+        return
+    new = out["patch_size"] * merge * min(window // unit, 2)
+    report.note(f"{path}window_size", out.get("window_size"), new)
+    out["window_size"] = new
+
+
 FIXERS: tuple[Fixer, ...] = (
+    _fix_pixel_window,
     _fix_kv_heads,
     _fix_head_dim,
     _fix_mrope,
@@ -845,4 +870,40 @@ def _attr(config: Any, name: str) -> Any:
     try:
         return getattr(config, name, None)
     except Exception:  # noqa: BLE001 - per-layer configs refuse global reads of per-layer attributes
+        return None
+
+
+# Values a config class fills in itself whose own name is also an output selection the user makes.
+_KEEP_DERIVED = {"out_features", "out_indices", "model_type", "_name_or_path", "output_attentions"}
+
+
+def drop_derived(cls: Any, small: dict, original: dict) -> None:
+    """Drop, in place, the values a config dataclass derives at construction (``feature_size`` from the
+    lags, Swin's ``num_layers`` and ``hidden_size`` from ``depths``) that ``to_dict`` wrote out: left in,
+    they keep their full-size value; dropped, ``from_dict`` derives them again from the shrunk sizes.
+    ``original`` is the default config's dictionary, so every such key there was derived by the class;
+    keys a family override added are kept. Nested configs too, through their own classes."""
+    import dataclasses  # lazy: private
+
+    if not dataclasses.is_dataclass(cls):
+        return
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for key in list(small):
+        value = small[key]
+        if isinstance(value, dict):
+            sub_cls = _config_class(value.get("model_type") or "")
+            if sub_cls is not None and isinstance(original.get(key), dict):
+                drop_derived(sub_cls, value, original[key])
+            continue
+        if key in fields or key in _KEEP_DERIVED or key.startswith("_") or key not in original:
+            continue
+        small.pop(key)
+
+
+def _config_class(model_type: str) -> Any:
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # lazy: heavy
+
+        return CONFIG_MAPPING[model_type]
+    except Exception:  # noqa: BLE001 - an unknown or custom model type: leave its dictionary as it is
         return None
