@@ -24,7 +24,7 @@ from workbench.flops import flops_per_token
 from workbench.paths import repo_root
 from workbench.projection import decode_sweep, project, projection_vs_published
 from workbench.published import published_records
-from workbench.results import load_results
+from workbench.results import load_results, variant_label
 from workbench.tables import fmt
 from workbench.workloads.config import DecoderConfig
 
@@ -37,7 +37,7 @@ def device_label(row: dict) -> str:
     TPU)', 'TPU v7 x8 (projected)', 'B200 (published)'."""
     prov = row.get("provenance")
     if prov == "measured":
-        name = str(row.get("device")) + ("+compiled" if row.get("compiled") else "")
+        name = variant_label(row)
         plat = str(row.get("platform") or "")
         if "via" in plat:
             return f"{name} via {plat.split('via ', 1)[1].split(' (')[0]} (measured; not a TPU)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from workbench import argtypes
 from workbench.catalog import CatalogError
 from workbench.errors import WorkbenchError
-from workbench.results import SchemaError
+from workbench.results import SchemaError, variant_label
 
 EPILOG_MAIN = """\
 examples:
@@ -42,12 +42,13 @@ def _add_run(sub) -> None:
     p = sub.add_parser(
         "run", help="measure workloads on devices present here; append records to a JSONL file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run every combination of workload x phase x device x batch x seq (x compiled), with "
+        description="Run every combination of workload x phase x device x batch x seq (x compiled x eager mode on tpu), with "
                     "warm-up excluded, the device synchronised, median and IQR kept with raw samples.",
         epilog="examples:\n"
                "  tpu-bench run -w tiny -p train -d cpu -b 4 -s 64 -o results/cpu.jsonl\n"
                "  tpu-bench run -w tiny small -p train prefill decode -d cpu tpu -b 1 8 -s 128\n"
-               "  tpu-bench run -w tiny -p train -d tpu --compiled both --budget 5\n\n"
+               "  tpu-bench run -w tiny -p train -d tpu --compiled both --budget 5\n"
+               "  tpu-bench run -w tiny -p train -d cpu tpu --eager both   (strict and fused eager side by side)\n\n"
                f"workloads: {', '.join(workload_names())}\n"
                f"phases: {', '.join(PHASES)} (decoders); {', '.join(VISION_PHASES)} (small-cnn)\n"
                "MFU: vs the catalog peak of the device's chip; on a host CPU (and a tpu emulated on it)\n"
@@ -64,6 +65,9 @@ def _add_run(sub) -> None:
                    help="sequence length (decode: context length), integers >= 1 (default 64)")
     p.add_argument("--compiled", choices=["no", "yes", "both"], default="no",
                    help="torch.compile the model (backend 'tpu' on tpu, inductor elsewhere)")
+    p.add_argument("--eager", choices=["strict", "fused", "both"], default="strict",
+                   help="eager mode of uncompiled runs on tpu: strict (one op at a time, the default), fused "
+                        "(ops recorded and run as one cached XLA program), or both side by side")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
                    help="dtype of the weights and activations (default fp32)")
     p.add_argument("--convention", default="palm", choices=list(CONVENTIONS), help="attention FLOP convention")
@@ -77,12 +81,13 @@ def _cmd_run(args) -> int:
     from workbench.run import run_matrix  # lazy: startup
 
     compiled = {"no": (False,), "yes": (True,), "both": (False, True)}[args.compiled]
+    eager = ("strict", "fused") if args.eager == "both" else (args.eager,)
     result = run_matrix(args.workload, args.phase, args.device, batches=args.batch, seqs=args.seq,
                         compiled=compiled, precision=args.precision, budget_s=args.budget, out=args.out,
-                        progress=not args.no_progress, convention=args.convention)
+                        progress=not args.no_progress, convention=args.convention, eager_modes=eager)
     for r in result.records:
         mfu = f"{100 * r.mfu:.2f}%" if r.mfu is not None else "n/a"
-        print(f"{r.workload:>10} {r.phase:>7} {r.device + ('+compiled' if r.compiled else ''):>13} "
+        print(f"{r.workload:>10} {r.phase:>7} {variant_label(r):>13} "
               f"b={r.batch}{'' if r.seq is None else f' s={r.seq}'}: {r.tokens_per_s:,.1f} "
               f"{'images' if r.unit == 'images' else r.tokens_kind + ' tokens'}/s, step "
               f"{1e3 * r.step_median_s:.2f} ms (IQR {100 * r.step_iqr_s / r.step_median_s:.1f}%), MFU {mfu} "
@@ -99,7 +104,8 @@ def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="table of result files: tokens/s, MFU, ratio to a baseline device",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="example:\n  tpu-bench compare results/*.jsonl --baseline cpu\n"
-                              "variants are device names, '+compiled' when torch.compile was used")
+                              "variants are device names, '+compiled' when torch.compile was used, '+fused' for fused eager "
+                              "on tpu")
     p.add_argument("files", nargs="+", help="result JSONL files or folders of them")
     p.add_argument("--baseline", default=None, help="variant the ratio is taken against (default cpu)")
     p.add_argument("--csv", default=None, help="also write the table as CSV")

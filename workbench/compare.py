@@ -11,13 +11,13 @@ import pandas as pd
 
 from workbench import tables
 from workbench.errors import WorkbenchError, unknown
+from workbench.results import variant_label
 
 KEYS = ["workload", "phase", "precision", "batch", "seq"]
 
 
 def _label(row) -> str:
-    label = row["device"] + ("+compiled" if row["compiled"] else "")
-    return label
+    return variant_label(row)
 
 
 def compare_table(df: pd.DataFrame, *, baseline: str | None = None) -> pd.DataFrame:

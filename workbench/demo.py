@@ -39,7 +39,7 @@ from workbench.compare import compare_table
 from workbench.devices import present_devices
 from workbench.paths import examples_dir
 from workbench.projection import MODEL_VERSION, format_vs_published, project, projection_vs_published
-from workbench.results import append_records, load_results
+from workbench.results import append_records, load_results, variant_label
 from workbench.run import run_benchmark, run_matrix
 
 DEFAULT_OUT = "demo-report"
@@ -187,7 +187,7 @@ def step_benchmark(rep: Report, *, budget_s: float, phases: Sequence[str], compi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = run_matrix(["tiny"], phases, devices, batches=[BENCH_BATCH], seqs=[BENCH_SEQ], budget_s=budget_s,
-                            out=str(out), progress=False)
+                            out=str(out), progress=False, eager_modes=("strict", "fused"))
     records, failures = list(result.records), list(result.failures)
     if "tpu" in devices and compiled_tpu:
         try:
@@ -199,7 +199,7 @@ def step_benchmark(rep: Report, *, budget_s: float, phases: Sequence[str], compi
             failures.append(({"workload": "tiny", "phase": "train", "device": "tpu", "compiled": True},
                              f"{type(exc).__name__}: {exc}"[:300]))
     for r in records:
-        say(f"      {r.phase:>7} {r.device + ('+compiled' if r.compiled else ''):<13} {r.tokens_per_s:>10,.0f} "
+        say(f"      {r.phase:>7} {variant_label(r):<13} {r.tokens_per_s:>10,.0f} "
             f"{r.tokens_kind} tokens/s  step {1e3 * r.step_median_s:7.2f} ms  MFU {100 * r.mfu:5.2f}%  "
             f"[{r.platform}]")
     rep.check("benchmark tiny decoder", not failures and bool(records),

@@ -32,7 +32,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from workbench import analysis
 from workbench.catalog import load_catalog
 from workbench.projection import decode_sweep, project
-from workbench.results import Record, load_results
+from workbench.results import Record, load_results, variant_label
 from workbench.tables import fmt
 from workbench.workloads.config import get_config
 
@@ -114,11 +114,12 @@ def _spread(row: dict) -> tuple[float, float] | None:
 
 def _variant(row: dict) -> str:
     if row.get("provenance") == "measured":
-        compiled = "+compiled" if row.get("compiled") else ""
+        label = variant_label(row)
+        suffix = label[len(str(row["device"])):]  # "+compiled", "+fused"
         platform = str(row.get("platform") or "")
         if " via " in platform:  # "tpu via XLA:CPU (JAX ...)": say what really ran
-            return platform.split(" (")[0].replace(" via ", compiled + " via ", 1)
-        return row["device"] + compiled
+            return platform.split(" (")[0].replace(" via ", suffix + " via ", 1)
+        return label
     n = row.get("n_chips")
     chip = row.get("chip") or row["device"]
     return f"{chip} x{int(n)} ({row['provenance']})" if isinstance(n, int | float) and n == n else str(chip)

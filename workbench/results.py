@@ -40,6 +40,7 @@ class Record:
     output = generated only). ``source`` holds the provenance details:
     measured → host, versions, git revision, date, platform; projected → model name/version and every
     input; published → title/URL and the exact setting. Raw step-time samples are in ``step_samples_s``.
+    ``eager_mode`` is the "tpu" device's eager mode of an uncompiled run ("strict" or "fused"; None elsewhere).
     ``peak_memory_bytes`` (measured) is the most memory the step held on the device, and
     ``peak_memory_basis`` says what that number is (``torch.cuda.max_memory_allocated``, or on a host CPU
     the process's peak resident set, which includes the interpreter and libraries).
@@ -56,6 +57,7 @@ class Record:
     batch: int | None = None
     seq: int | None = None
     compiled: bool = False
+    eager_mode: str | None = None
     n_chips: float | None = 1
     n_devices: float | None = 1
     tokens_kind: str = "total"
@@ -216,3 +218,15 @@ def load_results(*paths: str | Path):
     columns = [f.name for f in fields(Record)] + ["file"]
     return pd.DataFrame(rows, columns=columns)
 
+
+
+def variant_label(row: Any) -> str:
+    """How tables and plots name a measured variant: the device, ``+compiled`` for torch.compile, ``+fused``
+    for fused eager on "tpu" (a Record or a row/dict with those fields)."""
+    get = row.get if isinstance(row, dict) or hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    label = str(get("device"))
+    if get("compiled"):
+        label += "+compiled"
+    if get("eager_mode") == "fused":
+        label += "+fused"
+    return label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import warnings
 from collections.abc import Callable, Iterable
@@ -135,8 +136,11 @@ def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *,
 def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = False, batch: int = 4,
                   seq: int = 128, precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S,
                   convention: str = "palm", chip: str | None = None, compile_backend: str | None = None,
-                  catalog: Catalog | None = None) -> Record:
+                  catalog: Catalog | None = None, eager: str | None = None) -> Record:
     """Build ``workload`` for ``phase`` on ``device``, time it, and return a measured Record.
+
+    ``eager`` ("strict" or "fused"; uncompiled "tpu" runs only, default strict) is the device's eager mode:
+    fused eager records the step's ops and runs them as one cached XLA program.
 
     MFU is against the catalog peak of the device's chip at ``precision``; on a host CPU, and on a
     "tpu" that JAX runs on the CPU, it is against a measured host-CPU matmul peak (``peak_basis`` says
@@ -149,9 +153,50 @@ def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = Fa
     if phase not in valid_phases:
         raise WorkbenchError(unknown(f"phase for {workload}", phase, valid_phases))
     kind = check_device(device)
+    eager = _check_eager(eager, device, compiled)
     catalog = catalog or load_catalog()
     info = describe_device(kind, catalog)
     the_chip = _resolve_chip(info, chip, catalog)
+    with _eager_mode(eager):
+        rec = _measure(workload, phase, device, compiled=compiled, batch=batch, seq=seq, precision=precision,
+                       budget_s=budget_s, convention=convention, compile_backend=compile_backend, info=info,
+                       the_chip=the_chip, fused=eager == "fused")
+    rec.eager_mode = eager
+    if eager == "fused":
+        rec.extra["fused_eager"] = FUSED_NOTE
+    return rec
+
+
+EAGER_MODES = ("strict", "fused")
+# fused eager runs a step's graph op by op the first two times it sees it and compiles it the third, so the
+# timed calls start after that (otherwise a short budget times compilations)
+FUSED_WARMUP_CALLS = 4
+FUSED_NOTE = ("each step ends at torch.accelerator.synchronize(), its materialisation point (a training script's "
+              "loss.item()); without one, consecutive steps fuse into ever new graphs")
+_EAGER_NAMES = {"strict": "DEFER_NEVER", "fused": "DEFER_AND_FUSE"}
+
+
+def _check_eager(eager: str | None, device: str, compiled: bool) -> str | None:
+    """The eager mode a run records: "strict" unless asked otherwise for uncompiled "tpu" runs, else None."""
+    if eager is not None and eager not in EAGER_MODES:
+        raise WorkbenchError(unknown("eager mode", eager, EAGER_MODES))
+    applies = device.split(":")[0] == "tpu" and not compiled
+    if eager is not None and eager != "strict" and not applies:
+        raise WorkbenchError(f"eager mode {eager!r} applies to uncompiled runs on 'tpu' only "
+                             f"(this run: device {device!r}, compiled={compiled})")
+    return (eager or "strict") if applies else None
+
+
+def _eager_mode(eager: str | None):
+    """A context that runs the block in the device's eager mode (nothing for other devices)."""
+    if eager is None:
+        return contextlib.nullcontext()
+    return torch.tpu.set_eager_mode(_EAGER_NAMES[eager])
+
+
+def _measure(workload: str, phase: str, device: str, *, compiled: bool, batch: int, seq: int, precision: str,
+             budget_s: float, convention: str, compile_backend: str | None, info: DeviceInfo,
+             the_chip: Chip | None, fused: bool = False) -> Record:
     if workload in VISION_WORKLOADS:
         vcfg = VISION_WORKLOADS[workload]
         step = vision_step(vcfg, phase, device, batch=batch, precision=precision, compiled=compiled,
@@ -167,7 +212,13 @@ def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = Fa
                      cfg.to_dict())
         seq_out = seq
     with peak_memory(device) as memory:
-        timing = time_callable(step.fn, device=device, budget_s=budget_s, compiled=compiled)
+        fn = step.fn
+        if fused:
+            def fn() -> None:
+                step.fn()
+                torch.accelerator.synchronize()
+        timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled,
+                               warmup_calls=FUSED_WARMUP_CALLS if fused else 1)
     kind_of_tokens = "images" if step.unit == "images" else ("output" if phase == "decode" else "total")
     return _record(work, timing, info, the_chip, workload=workload, phase=phase, precision=precision,
                    batch=batch, seq=seq_out, compiled=compiled, tokens_kind=kind_of_tokens, memory=memory)
@@ -217,8 +268,10 @@ class MatrixResult:
 def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterable[str], *,
                batches: Iterable[int] = (4,), seqs: Iterable[int] = (128,), compiled: Iterable[bool] = (False,),
                precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
-               progress: bool = True, convention: str = "palm") -> MatrixResult:
-    """Every combination of workload × phase × device × batch × seq × compiled, with a tqdm bar.
+               progress: bool = True, convention: str = "palm",
+               eager_modes: Iterable[str] = ("strict",)) -> MatrixResult:
+    """Every combination of workload × phase × device × batch × seq × compiled (× eager mode for uncompiled
+    "tpu" runs), with a tqdm bar.
 
     Names are validated before anything runs. Each finished record is appended to ``out`` at once
     (crash-safe); a combination that fails at run time is reported in ``failures``, the rest go on.
@@ -239,26 +292,34 @@ def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterabl
     check_sizes(budget_s=budget_s)
     for d in devices:
         check_device(d)
+    eager_modes = list(eager_modes)
+    for e in eager_modes:
+        if e not in EAGER_MODES:
+            raise WorkbenchError(unknown("eager mode", e, EAGER_MODES))
     catalog = load_catalog()
-    combos = list(itertools.product(workloads, phases, devices, batches, seqs, list(compiled)))
+    combos = [
+        (w, p, d, b, s, c, e)
+        for w, p, d, b, s, c in itertools.product(workloads, phases, devices, batches, seqs, list(compiled))
+        for e in (eager_modes if d.split(":")[0] == "tpu" and not c else [None])
+    ]
     result = MatrixResult([], [])
     bar = tqdm(combos, desc="tpu-bench run", unit="run", disable=not progress)
-    for w, p, d, b, s, c in bar:
-        bar.set_postfix_str(f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}")
+    for w, p, d, b, s, c, e in bar:
+        bar.set_postfix_str(f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}{'/fused' if e == 'fused' else ''}")
         valid = VISION_PHASES if w in VISION_WORKLOADS else PHASES
         if p not in valid:
             result.skipped.append(f"{w}/{p}: phase does not apply (valid: {', '.join(valid)})")
             continue
         try:
             rec = run_benchmark(w, p, d, compiled=c, batch=b, seq=s, precision=precision, budget_s=budget_s,
-                                convention=convention, catalog=catalog)
+                                convention=convention, catalog=catalog, eager=e)
         except WorkbenchError:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken combination must not lose the others
             msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} failed: {msg}", stacklevel=2)
+            warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} eager={e} failed: {msg}", stacklevel=2)
             result.failures.append(({"workload": w, "phase": p, "device": d, "batch": b, "seq": s,
-                                     "compiled": c}, msg))
+                                     "compiled": c, "eager_mode": e}, msg))
             continue
         result.records.append(rec)
         if out:

@@ -81,3 +81,32 @@ def test_cli_tpu_train_eager_and_compiled_writes_records(tmp_path):
     assert rc == 0 and [r.compiled for r in recs] == [False, True]
     assert all("via XLA" in r.platform or "XLA:TPU" in r.platform for r in recs)
     assert recs[1].compile_s is not None and recs[0].compile_s is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not tpu_present(), reason="needs the tpu device")
+def test_eager_modes_side_by_side_are_labelled_records():
+    from workbench.analysis import load_frames
+    from workbench.compare import compare_table
+    from workbench.results import variant_label
+
+    result = run_matrix(["tiny"], ["train"], ["cpu", "tpu"], batches=[2], seqs=[16], budget_s=0.2, progress=False,
+                        eager_modes=("strict", "fused"))
+    assert not result.failures
+    by_label = {variant_label(r): r for r in result.records}
+    assert set(by_label) == {"cpu", "tpu", "tpu+fused"}
+    assert by_label["cpu"].eager_mode is None and by_label["tpu"].eager_mode == "strict"
+    fused = by_label["tpu+fused"]
+    assert fused.eager_mode == "fused" and "materialisation point" in fused.extra["fused_eager"]
+    assert Record.from_dict(fused.to_dict()) == fused
+    table = compare_table(load_frames(result.records))
+    assert set(table["variant"]) == {"cpu", "tpu", "tpu+fused"}
+
+
+def test_eager_mode_choices_are_checked():
+    with pytest.raises(WorkbenchError, match="valid choices: fused, strict"):
+        run_benchmark("tiny", "train", "cpu", batch=1, seq=8, eager="lazy")
+    with pytest.raises(WorkbenchError, match="uncompiled runs on 'tpu' only"):
+        run_benchmark("tiny", "train", "cpu", batch=1, seq=8, eager="fused")
+    with pytest.raises(WorkbenchError, match="valid choices: fused, strict"):
+        run_matrix(["tiny"], ["train"], ["cpu"], eager_modes=("deferred",))
