@@ -103,7 +103,13 @@ def classify(result: dict) -> str | None:
     if status == "tier1":
         agreement = result.get("agreement") or {}
         parts = [k for k in ("forward", "gradients") if not (agreement.get(k) or {}).get("ok", True)]
-        return f"numerical mismatch vs CPU ({' and '.join(parts) or 'unknown'})"
+        what = " and ".join(parts) or "unknown"
+        if result.get("random_draws"):  # the CPU and the device generators differ (as the CPU and CUDA do)
+            return f"random draws in the forward ({', '.join(sorted(result['random_draws']))}): not comparable ({what})"
+        details = [m.get("detail", "") for k in parts for m in (agreement.get(k) or {}).get("mismatches", [])]
+        if details and all("ill-conditioned" in d for d in details):
+            return f"ill-conditioned outputs: CPU float32 and float64 disagree too ({what})"
+        return f"numerical mismatch vs CPU ({what})"
     return classify_error(result.get("error_type", ""), result.get("error", ""))
 
 
