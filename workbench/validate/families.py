@@ -60,8 +60,10 @@ OVERRIDES: dict[str, Family] = {
             "n_recurrent_layers": 1,
             "n_output_layers": 1,
             "n_recurrent_loops": 2,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
         },
-        why="input + recurrent + output layer counts must add up to the depth",
+        why="input + recurrent + output layer counts must add up to the depth (layer_types as to_dict "
+        "writes them interleave mlp blocks, which the config halves again)",
     ),
     "autoformer": Family(
         config=_TIME_SERIES,
@@ -87,6 +89,78 @@ OVERRIDES.update(
             submodel=("Qwen2_5OmniThinkerForConditionalGeneration", "thinker_config"),
             why="the composite only generates (no forward); the thinker is the multimodal LM inside it",
         ),
+        "qwen3_omni_moe": Family(
+            submodel=("Qwen3OmniMoeThinkerForConditionalGeneration", "thinker_config"),
+            why="as qwen2_5_omni: the composite only generates; the thinker is the multimodal LM inside it",
+        ),
+        "dbrx": Family(
+            config={"attn_config.clip_qkv": 8.0},
+            why="the attention clamps q/k/v by clip_qkv even when it is unset (None); DBRX itself uses 8",
+        ),
+        "esm": Family(
+            config={"pad_token_id": 1},
+            why="positions are counted past the padding id (RoBERTa style), which the default leaves unset",
+        ),
+        "step3p7": Family(
+            config={"text_config.sliding_window": 4},
+            why="the text model builds its sliding-window mask on every forward, even with no sliding layers",
+        ),
+        "deepseek_ocr2": Family(
+            config={"text_config.mlp_layer_types": ["dense", "sparse"]},
+            why="the decoder reads mlp_layer_types per layer, which the default config leaves unset",
+        ),
+        "lfm2_moe": Family(
+            config={"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+            why="the decoder reads layer_types per layer (unset by default); one dense and one MoE layer",
+        ),
+        "apertus1p5": Family(
+            config={"image_token_offset": 1, "audio_token_offset": 65, "text_config.vocab_size": 192},
+            why="image then audio codebook ids follow each other inside the text vocabulary",
+        ),
+        "molmo2": Family(
+            config={"adapter_config.vision_feature_layer": [-1, -2]},
+            why="the adapter reads vision layers by number (24, 18 of 25): the last two of the shrunk tower",
+        ),
+        "fun_asr_nano": Family(
+            config={"adaptor_config.intermediate_size": 16},
+            why="the adaptor's intermediate width is the text hidden size / 4",
+        ),
+        "cohere_compass": Family(
+            config={"text_config.rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+            why="RoPE parameters are read per layer type, which the default config leaves empty",
+        ),
+        "cohere_compass_text": Family(
+            config={"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+            why="as cohere_compass",
+        ),
+        "qwen4_exp_text": Family(
+            config={
+                "indexer_n_heads": 2,
+                "indexer_kv_heads": 1,
+                "indexer_head_dim": 16,
+                "indexer_budget": 4,
+                "indexer_compress_ratio": 2,
+            },
+            why="its indexed-attention layers always build the token indexer, whose sizes the default "
+            "config leaves unset (one key head, as the config requires)",
+        ),
+        "muse_spark_audio": Family(
+            inputs={"samples": 3840},
+            why="the waveform is a whole number of 1920-sample frames (its feature extractor pads to that)",
+        ),
+        "qwen3_asr_encoder": Family(
+            inputs={"frames": 100},
+            why="the encoder reads the features in windows of n_window * 2 (100) frames",
+        ),
+        "mobilevitv2": Family(
+            inputs={"image_size": 64},
+            why="five stride-2 stages leave a 1x1 map of a 32-pixel image, which the 2x2 unfold cannot cut",
+        ),
+        "levit": Family(
+            config={"patch_size": 16, "image_size": 64},
+            why="its convolutional stem always downsamples 16x: the attention biases are sized from "
+            "image_size / patch_size",
+        ),
         "glm_image_vqmodel": Family(
             entry="encode", why="the VQ-VAE has no forward; encode is its image pass"
         ),
@@ -100,6 +174,11 @@ OVERRIDES.update(
             why="the box projection is added to each attention head: it equals hidden_size / heads",
         ),
     }
+)
+
+OVERRIDES["qwen4_exp"] = Family(
+    config={f"text_config.{k}": v for k, v in OVERRIDES["qwen4_exp_text"].config.items()},
+    why="as qwen4_exp_text",
 )
 
 _NEEDS = "needs the {} package, which is not a dependency of this project"

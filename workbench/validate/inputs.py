@@ -487,6 +487,8 @@ def documented_builder(model: Any, name: str) -> Builder | None:
         shape = tuple(_dimension(ctx, d, name) for d in dims)
         if name.endswith("mask"):
             return torch.ones(shape, dtype=torch.bool if "Bool" in kind else torch.long)
+        if name.endswith("type_ids"):  # segment ids: the first segment (type vocabularies are tiny)
+            return torch.zeros(shape, dtype=torch.long)
         if name.endswith("_ids") and "Long" in kind:
             return token_ids(ctx, shape)
         if "Long" in kind or "Int" in kind:
@@ -587,6 +589,12 @@ def _assemble(ctx: InputContext) -> dict:
         main = "input_ids"
     if main not in params:  # a tower whose class inherited the main input of the composite model
         main = next((n for n in ("pixel_values", "input_features", "input_values") if n in params), main)
+    alias = None
+    if main in ("input_values", "input_features") and main not in params:
+        # audio read under the forward's own name for it (VibeVoice's tokenizers: ``hidden_states``)
+        first = next((n for n, p in params.items() if p.default is inspect.Parameter.empty and n != "self"), None)
+        if first is not None and first not in MODAL_INPUTS:
+            alias = first
     built: dict[str, Any] = {}
     ctx.overrides["_built"] = built
     if main == "pixel_values":
@@ -596,6 +604,14 @@ def _assemble(ctx: InputContext) -> dict:
         modal = next((m for m in MODAL_INPUTS if m in params), None)
         if modal and ctx.choose("other_modality", ["with", "without"]) == "with":
             wanted.append(modal)
+    if main == "pixel_values" and "input_ids" in params and "input_ids" not in wanted:
+        # image-to-text models named by their pixels (InstructBLIP, Kosmos-2): the text too, if the CPU wants it
+        if ctx.choose("text_with_pixels", ["without", "with"]) == "with":
+            wanted.insert(1, "input_ids")
+    if ctx.choose("~documented_optional", ["required", "all"]) == "all":
+        # optional in the signature, read unguarded (Decision Transformer's actions, LXMERT's visual
+        # features): every tensor argument the docstring gives a shape for
+        wanted += [n for n in _documented_optional(model, params) if n not in wanted]
     for name in ("bbox", "lang_ids"):  # layout and adapter models: optional in the signature, required in practice
         if name in params and name not in wanted:
             wanted.append(name)
@@ -613,9 +629,13 @@ def _assemble(ctx: InputContext) -> dict:
         and n != "self"
     ]
     for n in required:
-        if n not in wanted:
+        if n not in wanted and n != alias:
             wanted.append(n)
-    vlm = main == "input_ids" and "pixel_values" in wanted and image_token_id(config) is not None
+    vlm = (
+        {main, "pixel_values", "input_ids"} <= {main, *wanted}
+        and main in ("input_ids", "pixel_values")
+        and image_token_id(config) is not None
+    )
     if vlm and "image_grid_thw" in params:
         pixels, grid = _patch_flattened_pixels(ctx)
         built["pixel_values"] = pixels
@@ -639,6 +659,9 @@ def _assemble(ctx: InputContext) -> dict:
         value = fn(ctx)
         if value is not None:
             built[name] = value
+    if alias is not None and main in built:
+        built[alias] = built.pop(main)
+        wanted = [alias if n == main else n for n in wanted]
     if vlm:
         _place_image_tokens(model, config, built, ctx)
     for name in deferred:  # built from the final input_ids (image tokens placed)
@@ -654,14 +677,35 @@ def _assemble(ctx: InputContext) -> dict:
     return built
 
 
+# documented arguments that are targets, caches, alternatives to the built inputs or masks (all ones
+# when left out)
+_NOT_INPUTS = re.compile(r".*(label|embeds|mask|past|cache|encoder_outputs|hidden_states|output_).*")
+
+
+def _documented_optional(model: Any, params: dict) -> list[str]:
+    """Optional forward arguments the docstring documents as tensors with a shape."""
+    return [
+        n
+        for n, (kind, dims) in documented_args(model).items()
+        if n in params and dims and "Tensor" in kind and not _NOT_INPUTS.fullmatch(n)
+    ]
+
+
+# choices that add inputs rather than reshape them: tried after every layout choice, one at a time
+ADDING_AXES = ("text_with_pixels", "~documented_optional")
+
+
 def variants(axes: dict[str, int], limit: int = 12) -> list[dict[str, int]]:
-    """Assignments of the offered layout choices to try after the default one, at most ``limit``."""
-    names = sorted(axes)
+    """Assignments of the offered layout choices to try after the default one: at most ``limit`` of the
+    layout choices, then each choice that adds inputs alone (so that adding one never crowds out a
+    layout that used to be tried)."""
+    names = sorted(n for n in axes if n not in ADDING_AXES)
     combos = itertools.product(*(range(axes[n]) for n in names))
     out = [dict(zip(names, c, strict=True)) for c in combos]
     out = [v for v in out if any(v.values())]
     out.sort(key=lambda v: sum(1 for x in v.values() if x))  # one choice changed at a time first
-    return out[:limit]
+    adding = [{n: 1} for n in ADDING_AXES if axes.get(n, 0) > 1]
+    return out[:limit] + adding
 
 
 def _image_getter(model: Any) -> Any:
@@ -704,6 +748,9 @@ def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext)
             wanted = {}
         if wanted and not any(p.kind == p.VAR_KEYWORD for p in wanted.values()):
             extra = {k: v for k, v in extra.items() if k in wanted}
+        for k in _required(getter):  # InstructBLIP's Q-Former reads the instruction too
+            if k in built and k != "pixel_values":
+                extra[k] = built[k]
         with torch.no_grad():
             features = getter(pixel_values=built["pixel_values"], **extra)
         total = _count_features(features)

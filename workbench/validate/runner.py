@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from workbench.validate import compare, families, inputs, shrink, weights, zoo
+from workbench.validate import compare, families, inputs, randomness, shrink, weights, zoo
 
 GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}
 NEW_TOKENS = 3
@@ -208,6 +208,37 @@ def _forward_backward(
     return leaves, grads
 
 
+def _to_float64(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.double() if obj.is_floating_point() else obj
+    if isinstance(obj, dict):
+        return {k: _to_float64(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_float64(v) for v in obj)
+    return obj
+
+
+def _arbitrate(cpu_model: Any, args: Any, got_out: dict, ref_out: dict, got_grads: dict, ref_grads: dict) -> dict:
+    """Tier 2 again, each tensor over its tolerance judged against a float64 CPU run (compare.FP64_MULTIPLIER)."""
+    model64 = copy.deepcopy(cpu_model).double()
+    model64.zero_grad(set_to_none=True)
+    torch.manual_seed(0)
+    out64, grads64 = _forward_backward(model64, _to_float64(args))
+    g_got, g_ref = _grad_maps(ref_grads, got_grads)
+    g64 = {n: g for n, g in grads64.items() if g is not None}
+    return {
+        "forward": compare.compare_all_fp64(got_out, ref_out, out64, compare.FORWARD_RTOL, compare.FORWARD_ATOL),
+        "gradients": compare.compare_all_fp64(g_got, g_ref, g64, compare.GRAD_RTOL, compare.GRAD_ATOL),
+        "float64_reference": True,
+    }
+
+
+def _random_draws(cpu_model: Any, args: Any) -> dict[str, int]:
+    """The random ops the model's CPU forward runs (see workbench.validate.randomness)."""
+    with torch.no_grad():
+        return randomness.count_random_draws(lambda: _call(cpu_model, args))[1]
+
+
 def _grad_maps(cpu: dict, tpu: dict) -> tuple[dict, dict]:
     ref = {n: g for n, g in cpu.items() if g is not None}
     got = {n: g for n, g in tpu.items() if g is not None}
@@ -346,6 +377,12 @@ def validate(
             return {"forward": fwd, "gradients": grd}
 
         res["agreement"] = run.stage("compare", tier2)
+        if res["tier1"] and not (res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]):
+            try:
+                res["agreement"] = _arbitrate(cpu_model, args, got_out, ref_out, got_grads, ref_grads)
+            except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64 keeps its verdict
+                res["agreement"]["float64_reference"] = f"not run: {type(exc).__name__}: {exc}"[:300]
+            res["random_draws"] = _random_draws(cpu_model, args)
         res["tier2"] = bool(
             res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]
         )
@@ -374,6 +411,44 @@ def validate(
     return res
 
 
+_FILL_TRIES = 4  # attributes a config may lack, filled one per failed attempt
+
+
+def _build_filling(run: Run, cand: zoo.Candidate, config: Any, reserved: set[int]) -> Any:
+    """Build the model; an attribute the modeling code reads that the default config never set gets a
+    value consistent with the config (``shrink.missing_default``) and the build runs again."""
+    for attempt in range(_FILL_TRIES + 1):
+        try:
+            return run.stage("model", lambda: build_model(_model_class(cand.class_name), config))
+        except StageError as exc:
+            if attempt == _FILL_TRIES or not shrink.fill_missing_attribute(config, exc.exc, reserved):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _cpu_filling(
+    run: Run, model: Any, args: Any, config: Any, reserved: set[int], device_copy: Any
+) -> tuple[dict, dict]:
+    """The CPU forward and backward; as ``_build_filling`` for attributes first read in the forward (on
+    the configs the model's modules hold too, and the device copy's: ``_from_config`` copies them)."""
+    for attempt in range(_FILL_TRIES + 1):
+        try:
+            return run.stage("cpu", lambda: _forward_backward(model, args))
+        except StageError as exc:
+            held = tuple(
+                {
+                    id(c): c
+                    for net in (model, device_copy)
+                    for m in net.modules()
+                    if hasattr(c := getattr(m, "config", None), "to_dict")
+                }.values()
+            )
+            if attempt == _FILL_TRIES or not shrink.fill_missing_attribute(config, exc.exc, reserved, held):
+                raise
+            model.zero_grad(set_to_none=True)
+    raise AssertionError("unreachable")
+
+
 def _build_reference(
     run: Run, cand: zoo.Candidate, config: Any, reserved: set[int], overrides: dict, entry: str | None = None
 ):
@@ -381,7 +456,7 @@ def _build_reference(
     layout first; when the CPU refuses them, the other layouts the builders offered are tried (at most 8).
     Returns the model, inputs, (untouched copy for the device, reference outputs, reference gradients) and
     the layout choice that worked (None for the default)."""
-    model = run.stage("model", lambda: build_model(_model_class(cand.class_name), config))
+    model = _build_filling(run, cand, config, reserved)
     config = _config_for(type(model), config)  # inputs follow the part of a composite the model reads
     if entry:  # an instance attribute: deepcopy rebinds it to the copy
         model.forward = getattr(model, entry)
@@ -409,7 +484,7 @@ def _build_reference(
         model.zero_grad(set_to_none=True)
         device_copy = copy.deepcopy(pristine)
         try:
-            ref_out, ref_grads = run.stage("cpu", lambda a=args, m=model: _forward_backward(m, a))
+            ref_out, ref_grads = _cpu_filling(run, model, args, config, reserved, device_copy)
         except StageError as exc:
             first_error = first_error or exc
             model = copy.deepcopy(pristine)  # the failed forward may have left state (caches) behind

@@ -22,6 +22,7 @@ validation and derived attributes run on the shrunk values.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -137,6 +138,8 @@ INT_RULES: tuple[IntRule, ...] = (
             "num_experts_per_token",
             "moe_top_k",
             "experts_per_token",
+            "top_k_experts",
+            "moe_k",
         ),
         TOP_K,
     ),
@@ -443,6 +446,8 @@ def shrink_dict(
         if isinstance(value, dict) and value and all(is_subconfig(v) for v in value.values()):
             out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.", factor) for k, v in value.items()}
             continue
+        if value is None and key in ("image_token_id", "image_token_index") and _query_former(d):
+            value = _UNSET_IMAGE_TOKEN  # a fixed number of query tokens stand in for the image: they need a place
         if TOKEN_ID.fullmatch(key) and (_is_int(value) or _int_list(value)):
             new = tokens.new(value) if _is_int(value) else [tokens.new(v) for v in value]
             report.note(where, value, new)
@@ -477,6 +482,18 @@ def shrink_dict(
             dims[value] = value
     for key in stage_lists:
         new = _scale_stage_list(list(d[key]), list_kind(key), factor, dims)
+        first = d[key][0]
+        if (
+            list_kind(key) == "width"
+            and d.get("hidden_size") == first
+            and all(a < b for a, b in itertools.pairwise(d[key]))
+            and _order(new) != _order(d[key])
+        ):
+            # the embedding width is the first of widening stages (Hiera: hidden_size == the first
+            # stage's width): it follows the list, whose stages keep their ratios
+            new = _scale_stage_list(list(d[key]), "width", factor)
+            report.note(f"{path}hidden_size", out["hidden_size"], new[0])
+            out["hidden_size"] = new[0]
         report.note(f"{path}{key}", d[key], new)
         out[key] = new
     _follow_widths(d, out, widths, report, path)
@@ -484,6 +501,20 @@ def shrink_dict(
     for fixer in FIXERS:
         fixer(d, out, depths, report, path)
     return out
+
+
+_UNSET_IMAGE_TOKEN = 10**9  # stands for "no id in the default config": renumbered like any other
+
+
+def _query_former(d: dict) -> bool:
+    """BLIP-2 style: a vision tower whose image reaches the language model as ``num_query_tokens``
+    placeholder tokens."""
+    return "num_query_tokens" in d and is_subconfig(d.get("vision_config"))
+
+
+def _order(values: list[int]) -> list[int]:
+    """Which entries of a list grow, shrink or stay from one to the next (-1, 0, 1)."""
+    return [(b > a) - (b < a) for a, b in itertools.pairwise(values)]
 
 
 def _stage_counts(d: dict) -> set[int]:
@@ -593,6 +624,13 @@ Fixer = Callable[[dict, dict, dict, ShrinkReport, str], None]
 
 def _fix_kv_heads(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
     """Key/value heads divide the attention heads; full multi-head attention stays so."""
+    for prefix in ("encoder_", "decoder_"):  # Moonshine: per-part heads, full attention kept full
+        heads, kv = out.get(f"{prefix}num_attention_heads"), out.get(f"{prefix}num_key_value_heads")
+        if _is_int(heads) and _is_int(kv) and kv > 0:
+            old_heads, old_kv = d.get(f"{prefix}num_attention_heads"), d.get(f"{prefix}num_key_value_heads")
+            new = heads if old_kv == old_heads else (math.gcd(heads, kv) if heads % kv else kv)
+            report.note(f"{path}{prefix}num_key_value_heads", kv, new)
+            out[f"{prefix}num_key_value_heads"] = new
     for heads_key in ("num_attention_heads", "n_head", "num_heads"):
         heads, old_heads = out.get(heads_key), d.get(heads_key)
         if not _is_int(heads):
@@ -615,6 +653,14 @@ def _fix_head_dim(d: dict, out: dict, depths: dict, report: ShrinkReport, path: 
         if _is_int(heads) and heads > 0:
             out["head_dim"] = out["hidden_size"] // heads
             report.note(f"{path}head_dim", None, out["head_dim"])
+
+
+def _fix_mla_head(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Multi-head latent attention: a query/key head is its non-rotary part plus its rotary part."""
+    nope, rope = out.get("qk_nope_head_dim"), out.get("qk_rope_head_dim")
+    if _is_int(out.get("qk_head_dim")) and _is_int(nope) and _is_int(rope) and out["qk_head_dim"] != nope + rope:
+        report.note(f"{path}qk_head_dim", out["qk_head_dim"], nope + rope)
+        out["qk_head_dim"] = nope + rope
 
 
 def _rotary_head(cfg: dict) -> int | None:
@@ -676,6 +722,9 @@ def _fix_mamba(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str
         if dim_key not in out:
             continue
         inner = int(expand * hidden)
+        if heads_key == "mamba_n_heads" and _is_int(out.get("mamba_d_ssm")):  # an explicit inner width
+            report.note(f"{path}mamba_d_ssm", out["mamba_d_ssm"], inner)
+            out["mamba_d_ssm"] = inner
         if inner % heads:
             continue
         new = inner // heads
@@ -746,10 +795,64 @@ def _fix_pixel_window(d: dict, out: dict, depths: dict, report: ShrinkReport, pa
     out["window_size"] = new
 
 
+_PART_HEADS = re.compile(r"([a-z]+)_num_attention_heads")
+
+
+def _fix_part_heads(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """The heads of a named part with its own width (V-JEPA 2's ``pred_num_attention_heads`` over
+    ``pred_hidden_size``) split the shrunk width: at most ``HEADS`` of them."""
+    for key, value in list(out.items()):
+        match = _PART_HEADS.fullmatch(key)
+        if not match or not _is_int(value) or value <= HEADS:
+            continue
+        width = f"{match.group(1)}_hidden_size"
+        if _is_int(out.get(width)) and out[width] != d.get(width) and out[width] % value:
+            report.note(f"{path}{key}", value, HEADS)
+            out[key] = HEADS
+
+
+def _plans_experts(model_type: Any) -> bool:
+    """The config class lays out expert tensors (its tensor/expert-parallel plans name ``experts``): its
+    layers are mixtures of experts whatever the default config leaves unset."""
+    cls = _config_class(model_type) if isinstance(model_type, str) else None
+    plans = [getattr(cls, n, None) for n in ("base_model_tp_plan", "base_model_ep_plan")] if cls else []
+    return any(isinstance(p, dict) and any("experts" in k for k in p) for p in plans)
+
+
+def _fix_unset(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Sizes the default config leaves None that the modeling code reads unconditionally get a value
+    consistent with the config: the small vocabulary, full multi-head attention for unset key/value heads,
+    the tiny expert sizes for a mixture-of-experts class, a small window for sliding-attention layers."""
+    fills: dict[str, Any] = {}
+    if "vocab_size" in out and out["vocab_size"] is None:
+        fills["vocab_size"] = VOCAB
+    if out.get("num_key_value_heads", 0) is None and _is_int(out.get("num_attention_heads")):
+        fills["num_key_value_heads"] = out["num_attention_heads"]
+    if "sliding_window" in out and out["sliding_window"] is None and "sliding_attention" in (
+        out.get("layer_types") or ()
+    ):
+        fills["sliding_window"] = 4
+    if _plans_experts(out.get("model_type")):
+        for key, value in out.items():
+            rule = _rule_for(key) if value is None else None
+            if rule is None:
+                continue
+            if rule.kind in ("experts", "top_k", "expert_groups", "shared_experts") or (
+                rule.kind == "ffn" and ("moe" in key or "expert" in key)
+            ):
+                fills[key] = EXPERT_FFN if rule.kind == "ffn" else rule.cap
+    for key, value in fills.items():
+        report.note(f"{path}{key}", None, value)
+        out[key] = value
+
+
 FIXERS: tuple[Fixer, ...] = (
+    _fix_unset,
+    _fix_part_heads,
     _fix_pixel_window,
     _fix_kv_heads,
     _fix_head_dim,
+    _fix_mla_head,
     _fix_mrope,
     _fix_mamba,
     _fix_backbone_stages,
@@ -907,3 +1010,70 @@ def _config_class(model_type: str) -> Any:
         return CONFIG_MAPPING[model_type]
     except Exception:  # noqa: BLE001 - an unknown or custom model type: leave its dictionary as it is
         return None
+
+
+# ------------------------------------------------------------------------ attributes the config lacks
+_MISSING_ATTR = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _configs_in(config: Any) -> list[Any]:
+    """``config`` and every config nested in it, breadth first."""
+    out, level = [], [config]
+    while level:
+        out += level
+        level = [
+            v
+            for cfg in level
+            for k, v in vars(cfg).items()
+            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type") and v not in out
+        ]
+    return out
+
+
+def missing_default(config: Any, owner: Any, name: str, reserved: set[int]) -> Any:
+    """A value for an attribute the modeling code reads but the (default) config never set: the same
+    attribute of a sibling config when one has it, else one consistent with the owner's own sizes (a
+    fresh special token id below the vocabulary, no dropout, full multi-head attention, the expert width,
+    the usual RoPE base); None when nothing sensible is known."""
+    for cfg in _configs_in(config):
+        value = _attr(cfg, name)
+        if cfg is not owner and value is not None and not hasattr(value, "to_dict"):
+            return copy.deepcopy(value)
+    if TOKEN_ID.fullmatch(name):
+        vocab = _attr(owner, "vocab_size") or _attr(config.get_text_config(), "vocab_size") or VOCAB
+        taken = set(reserved)
+        for cfg in _configs_in(config):
+            taken.update(v for k, v in vars(cfg).items() if TOKEN_ID.fullmatch(k) and _is_int(v))
+        free = [i for i in range(vocab - 1, 7, -1) if i not in taken]
+        if free:
+            reserved.add(free[0])
+            return free[0]
+        return None
+    if "dropout" in name:
+        return 0.0
+    if name == "rope_theta":
+        return 10000.0
+    if name in ("num_key_value_heads", "num_kv_heads"):
+        return _attr(owner, "num_attention_heads")
+    if name.endswith("intermediate_size"):
+        return _attr(owner, "moe_intermediate_size") or EXPERT_FFN
+    return None
+
+
+def fill_missing_attribute(config: Any, exc: BaseException, reserved: set[int], extra: tuple = ()) -> bool:
+    """When ``exc`` says a config object lacks an attribute, give every config of that class (in the
+    tree of ``config`` and in ``extra``, copies the model made) a value from ``missing_default``; True
+    when one was set, so that the caller builds or runs again."""
+    match = _MISSING_ATTR.search(str(exc)) if isinstance(exc, AttributeError) else None
+    if match is None or not match.group(1).endswith("Config"):
+        return False
+    cls_name, name = match.groups()
+    owners = [c for c in [*_configs_in(config), *extra] if type(c).__name__ == cls_name]
+    if not owners:
+        return False
+    value = missing_default(config, owners[0], name, reserved)
+    if value is None:
+        return False
+    for owner in owners:
+        setattr(owner, name, value)
+    return True
