@@ -131,3 +131,15 @@ def test_missing_attribute_gets_a_value() -> None:
     assert shrink.fill_missing_attribute(config, exc, reserved)
     assert 8 <= config.vision_start_token_id < 128 and config.vision_start_token_id in reserved
     assert not shrink.fill_missing_attribute(config, AttributeError("'Foo' object has no attribute 'x'"), reserved)
+
+
+def test_masked_image_models_get_their_noise_from_the_harness() -> None:
+    """ViTMAE draws per-patch noise in its forward; made by the harness, both runs mask the same patches."""
+    from workbench.validate import inputs, zoo
+
+    arch = zoo.select(["vit_mae"])[0]
+    config, _, reserved = runner.build_config(arch)
+    model = runner.build_model(runner._model_class(arch.candidates[0].class_name), config)
+    args = inputs.build_inputs(model, config, reserved, {}, None, {})
+    patches = (config.image_size // config.patch_size) ** 2
+    assert tuple(args["noise"].shape) == (args["pixel_values"].shape[0], patches)

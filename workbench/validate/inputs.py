@@ -259,6 +259,16 @@ def _pixel_mask(ctx: InputContext) -> torch.Tensor | None:
     return torch.ones(shape, dtype=torch.long)
 
 
+@builder("noise")
+def _noise(ctx: InputContext) -> torch.Tensor:
+    """The draw a masked-image model would make itself (ViTMAE's per-patch noise): given, so that the CPU and
+    the device, whose generators differ, mask the same patches."""
+    h, w = image_size(ctx)
+    patch = getattr(vision_config(ctx.config) or ctx.config, "patch_size", None)
+    p = patch if isinstance(patch, int) and patch > 0 else 16
+    return torch.rand(ctx.batch, (h // p) * (w // p), generator=ctx.generator)
+
+
 @builder("lang_ids")
 def _lang_ids(ctx: InputContext) -> torch.Tensor:
     """X-MOD: the language adapter of each sample (the first language)."""
@@ -615,6 +625,8 @@ def _assemble(ctx: InputContext) -> dict:
     for name in ("bbox", "lang_ids"):  # layout and adapter models: optional in the signature, required in practice
         if name in params and name not in wanted:
             wanted.append(name)
+    if main == "pixel_values" and "noise" in params and "noise" not in wanted:
+        wanted.append("noise")  # the model's own random draw, made here once for both runs
     if ctx.opt("time_series", False) or main == "past_values":
         return _time_series_inputs(ctx, params)
     # masks over the audio frames or samples: optional in the signature, read unguarded by some encoders
