@@ -129,6 +129,7 @@ BATCH = 4
 SEQ = 64
 BUDGET_S = 0.5           # seconds of timing per combination (raise for steadier numbers)
 COMPILED = [False]       # add True for torch.compile (backend "tpu" on tpu; inductor on cpu takes ~45 s here)
+EAGER_MODES = ["strict", "fused"]  # "tpu" eager modes, side by side: one op at a time, or fused into XLA programs
 DEVICES = None           # None = every device present
 RESULT_FILES = ["results/*.jsonl"]  # paths or globs (relative to here or to the project root); [] for none
 BASELINE = "cpu"         # ratios are taken against this variant
@@ -147,7 +148,7 @@ print("devices present here:", ", ".join(present_devices()), "| running on:", ",
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     fresh = run_matrix(WORKLOADS, PHASES, devices, batches=[BATCH], seqs=[SEQ], compiled=COMPILED,
-                       budget_s=BUDGET_S, progress=False)
+                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES)
 for combo, msg in fresh.failures:
     print("FAILED", combo, msg)
 df = analysis.load_frames(fresh.records, RESULT_FILES)

@@ -208,7 +208,9 @@ def test_kill_9_of_the_command_takes_its_workers_with_it(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
 def test_ctrl_c_stops_cleanly_and_says_what_was_written(tmp_path):
-    tree = _tree(tmp_path, n_small=40, n_big=4)
+    # enough big files that work is left when the first one is written (with 4, two workers could finish
+    # them all between two polls and the command ended before the signal: a race, seen once in CI)
+    tree = _tree(tmp_path, n_small=40, n_big=12)
     proc = subprocess.Popen([sys.executable, "-m", "migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
@@ -216,7 +218,7 @@ def test_ctrl_c_stops_cleanly_and_says_what_was_written(tmp_path):
     while time.monotonic() < deadline:  # wait until the first big file is written, so some work is done
         time.sleep(0.2)
         workers = workers or _children(proc.pid)
-        if any((tree / f"big{i}.py").read_text().count('.to("tpu")') for i in range(4)):
+        if any((tree / f"big{i}.py").read_text().count('.to("tpu")') for i in range(12)):
             break
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     _out, err = proc.communicate(timeout=60)
