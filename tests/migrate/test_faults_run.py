@@ -211,8 +211,11 @@ def test_ctrl_c_stops_cleanly_and_says_what_was_written(tmp_path):
     # enough big files that work is left when the first one is written (with 4, two workers could finish
     # them all between two polls and the command ended before the signal: a race, seen once in CI)
     tree = _tree(tmp_path, n_small=40, n_big=12)
+    # a job started in the background by a non-interactive shell (CI under `cmd &`) inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler: give the command a terminal's default
     proc = subprocess.Popen([sys.executable, "-m", "migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     workers: list[int] = []
     while time.monotonic() < deadline:  # wait until the first big file is written, so some work is done
