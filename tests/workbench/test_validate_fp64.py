@@ -63,3 +63,10 @@ def test_random_draws_of_a_forward_are_counted() -> None:
     masked = torch.nn.Linear(4, 4).eval()
     assert count_random_draws(lambda: masked(torch.ones(2, 4)))[1] == {}
     assert count_random_draws(lambda: masked(torch.ones(2, 4)) * torch.rand(2, 4))[1] == {"rand": 1}
+
+
+def test_a_tensor_whose_cpu_float32_error_is_over_the_tolerance_is_named_ill_conditioned() -> None:
+    ref64 = torch.linspace(0, 1, 10, dtype=torch.float64)
+    ref = (ref64 + 0.01).float()  # the CPU's own float32 run is 1% off float64: over a 1e-4 tolerance
+    judged = compare.compare_all_fp64({"g": ref + 0.05}, {"g": ref}, {"g": ref64}, rtol=1e-4, atol=1e-5)
+    assert not judged["ok"] and "ill-conditioned" in judged["mismatches"][0]["detail"]

@@ -138,6 +138,8 @@ def _fp64_verdict(name: str, got: torch.Tensor, ref: torch.Tensor, ref64: torch.
     if e_dev <= FP64_MULTIPLIER * e_ref + atol / 10:
         return None
     bad.detail = (bad.detail + "; " if bad.detail else "") + f"vs float64: tpu {e_dev:.3g}, cpu float32 {e_ref:.3g}"
+    if e_ref > bad.limit:  # the CPU's own float32 run would fail this tolerance against float64
+        bad.detail += "; ill-conditioned: the CPU's own float32 error against float64 is over the tolerance too"
     return bad
 
 
