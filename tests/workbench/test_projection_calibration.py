@@ -66,3 +66,9 @@ def test_summary_and_text_report(table):
     for head in ("CALIBRATION", "VALIDATION (complete settings", "UNANCHORED", CALIBRATION_POINT):
         assert head in text
     assert "SETTINGS, SOURCES" not in text and "SETTINGS, SOURCES" in format_table(table)
+
+
+def test_a_point_whose_chip_peak_is_unknown_is_validation_with_an_assumed_setting(table):
+    rows = table[table["id"] == "torchtitan-h100-llama3.1-8b-8-compile"]
+    assert len(rows) == 2 and set(rows["category"]) == {"validation (assumed setting)"}
+    assert rows["assumptions"].str.contains("ASSUMED: the chip's BF16 peak").all()

@@ -5,8 +5,9 @@ Categories of a published point in the comparison:
 - ``calibration``: the one point the efficiency is fitted on (CALIBRATION_POINT).
 - ``validation``: a point with a complete setting (model, chips, layout, batch, sequence, remat, precision
   from the source's own config); its error is the model's error.
-- ``validation (assumed setting)``: the source leaves parts of the setting open; the row states what was
-  assumed, and its error is reported apart from the complete-setting validation.
+- ``validation (assumed setting)``: the source leaves parts of the setting open (a point's ``assumed`` field
+  says which: batch and layout, or the chip's own peak); the row states what was assumed, and its error is
+  reported apart from the complete-setting validation.
 - ``inconsistent reading``: a complete setting whose own figures contradict each other (the consistency
   check below fails); shown with its error, apart from validation.
 - ``unanchored``: the projection cannot be set up for it (reason given); never reported as model error.
@@ -79,7 +80,11 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         "async_collectives": tuple(st.get("async_collectives", ())),
         "attention_efficiency": st.get("attention_efficiency"),
     }
-    category = "calibration" if p["id"] == CALIBRATION_POINT else "validation"
+    assumed = st.get("assumed", "")
+    if p["id"] == CALIBRATION_POINT:
+        category = "calibration"
+    else:
+        category = "validation (assumed setting)" if assumed else "validation"
     return PointSetup(
         p["id"],
         p["group"],
@@ -89,6 +94,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         p["published"],
         st.get("mfu_convention", "causal"),
         category,
+        assumed,
         source=p["source"],
         setting_text=st["text"],
     )
@@ -330,7 +336,7 @@ def vs_published(
         rec = project_point(s, a, catalog)
         note = s.setting_text + (
             f"; SETTING CONFLICT: {st['setting_conflict']}" if st.get("setting_conflict") else ""
-        )
+        ) + (f"; ASSUMED: {s.assumed}" if s.assumed else "")
         if not rec.extra["fits_in_hbm"]:
             note += (
                 f"; projected memory {rec.extra['memory_per_device_gb']:.0f} GB per device exceeds "
