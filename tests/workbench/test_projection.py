@@ -150,3 +150,23 @@ def test_former_assumption_names_are_still_accepted():
     assert a.gemm_efficiency == 0.4 and a.scaleout_gbytes_per_s_per_chip == 25
     assert a.compute_efficiency == 0.4 and a.scaleout_gbps_per_chip == 25
     assert "compute_efficiency" not in a.to_dict()
+
+
+def test_grouped_matmul_kernel_tiles_pad_small_experts_and_ragged_rows():
+    from workbench.projection.work import grouped_fill
+
+    # Qwen3-MoE's 1536-wide experts on MaxText's default 1024-wide gmm tiles: padded to 2048 (3/4 useful),
+    # and each expert's 4096 rows end in a half-full 512-row tile on average
+    assert grouped_fill(4096, 4096, 1536, 256, (512, 1024, 1024)) == pytest.approx(0.75 * 4096 / 4352)
+    # Mixtral's 14336-wide experts fill the same tiles exactly
+    assert grouped_fill(36864, 4096, 14336, 128, (512, 1024, 1024)) == pytest.approx(36864 / 37120)
+    # no kernel tiles stated: only the MXU tile, as for a dense matmul
+    assert grouped_fill(4096, 4096, 1536, 256, None) == 1.0
+
+
+def test_a_grouped_matmul_tile_slows_a_fine_grained_moe_and_is_recorded():
+    kw = dict(batch=32, seq=4096, remat="full", attn_block=1024)
+    plain = project("TPU v7", "qwen3-235b-a22b", "train", 256, "fsdp", **kw)
+    tiled = project("TPU v7", "qwen3-235b-a22b", "train", 256, "fsdp", gmm_tile=(512, 1024, 1024), **kw)
+    assert tiled.tokens_per_s_per_chip < 0.9 * plain.tokens_per_s_per_chip
+    assert tiled.source["inputs"]["named"]["moe_gmm_tile"]["value"] == [512, 1024, 1024]

@@ -140,6 +140,7 @@ def project(
     optimizer_state_bytes_per_param: float | None = None,
     async_collectives: tuple[str, ...] = (),
     attention_efficiency: float | None = None,
+    gmm_tile: tuple[int, int, int] | None = None,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout``.
 
@@ -153,6 +154,8 @@ def project(
     tensor-parallel all-reduces (or the all-to-all) moves off the critical path.
     ``attention_efficiency``: absolute fraction of peak of the setting's attention kernel (e.g. 0.35 for
     FlashAttention-2 on H100), replacing gemm_efficiency x attention_relative.
+    ``gmm_tile``: (m, k, n) tiles of the setting's MoE grouped-matmul kernel (MaxText's tokamax/megablox
+    ``wi_tile_*``/``wo_tile_*``); experts pad K and N to them and end in a partial m-tile. None: MXU tiles.
     The MFU convention defaults to "causal" (MaxText/Megatron) because published TPU figures use it.
     """
     catalog = catalog or load_catalog()
@@ -199,6 +202,8 @@ def project(
         tile=tile,
         capacity_factor=capacity_factor,
         attn_block=attn_block,
+        gmm_tile=tuple(gmm_tile) if gmm_tile else None,
+        devices_per_chip=chip.devices_per_chip,
     )
     step = _Step()
     hosts = max(math.ceil(n_chips / chip.chips_per_host), 1)
@@ -303,6 +308,7 @@ def project(
         slice_note,
         async_collectives,
         eff,
+        gmm_tile,
     )
     extra = {
         "layout": lay.label(),
@@ -447,6 +453,7 @@ def _inputs(
     slice_note,
     async_collectives,
     eff,
+    gmm_tile=None,
 ) -> dict:
     """Every input of one projection with its unit and source."""
     cat = f"catalog {chip.name} ({chip.origin})"
@@ -483,6 +490,11 @@ def _inputs(
             "remat_saved": _input(sorted(saved), "sub-layers", "remat policy"),
             "remat_offloaded": _input(sorted(offloaded), "sub-layers", "setting (host offload, not in HBM)"),
             "moe_capacity_factor": _input(capacity_factor, "-", "setting (None = dropless)"),
+            "moe_gmm_tile": _input(
+                list(gmm_tile) if gmm_tile else None,
+                "elements (m, k, n)",
+                "setting (grouped-matmul kernel tiles)" if gmm_tile else "not set: MXU tiles only",
+            ),
             "attention_block": _input(
                 attn_block, "tokens", "setting (flash block; causal diagonal blocks run in full)"
             ),

@@ -53,6 +53,7 @@ def _gemm(
     *,
     kind: str = "gemm",
     groups: float = 1.0,
+    fill: float | None = None,
 ) -> Op:
     """``groups`` matmuls of (m x k) @ (k x n) with ``nb`` bytes per element."""
     return Op(
@@ -61,8 +62,22 @@ def _gemm(
         sublayer,
         flops=2 * m * k * n * groups,
         bytes=(m * k + k * n + m * n) * nb * groups,
-        fill=tile_fill((k, n), tile),
+        fill=tile_fill((k, n), tile) if fill is None else fill,
     )
+
+
+def grouped_fill(
+    rows_per_group: float, k: float, n: float, mxu_tile: int | None, gmm_tile: tuple[int, int, int] | None
+) -> float:
+    """Useful fraction of a grouped (ragged) matmul's tiles. With the kernel's own (m, k, n) tiles
+    (``gmm_tile``: a grouped-matmul kernel pads every expert's K and N to its tile, and each expert's rows
+    end in a partly filled m-tile, half full on average when routing is not aligned to tiles). Without
+    them, the MXU tile on K and N as for dense matmuls."""
+    if not gmm_tile:
+        return tile_fill((k, n), mxu_tile)
+    tm, tk, tn = gmm_tile
+    rows = max(rows_per_group, 1.0)
+    return tile_fill((k,), tk) * tile_fill((n,), tn) * rows / (rows + tm / 2) * tile_fill((k, n), mxu_tile)
 
 
 @dataclass
@@ -87,10 +102,14 @@ def forward_ops(
     capacity_factor: float | None,
     attn_block: int,
     causal: bool = True,
+    gmm_tile: tuple[int, int, int] | None = None,
+    devices_per_chip: int = 1,
 ) -> StepWork:
     """Forward work of ``tokens`` tokens on one chip of a tensor-parallel group of ``tp`` (each chip runs
     1/tp of the group's ``tokens * tp`` tokens' matmuls). ``context``: keys each query sees (decode: the
-    cache length; training/prefill: None = the sequence, causal). ``ep``: expert-parallel degree."""
+    cache length; training/prefill: None = the sequence, causal). ``ep``: expert-parallel degree.
+    ``gmm_tile``: the (m, k, n) tiles of the setting's grouped-matmul kernel (None: MXU tiles only); each of
+    the chip's ``devices_per_chip`` devices runs its own kernel on its share of the rows."""
     d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
     m = tokens * tp  # rows of the TP group's matmuls
     kv_rep = max(tp // cfg.n_kv_heads, 1)  # KV heads replicated when tp > n_kv_heads
@@ -143,8 +162,20 @@ def forward_ops(
             ("moe_wi_1", "mlp_wi_1", d, f_moe),
             ("moe_wo", "mlp_wo", f_moe, d),
         ):
+            fill = grouped_fill(rows_per_expert / devices_per_chip, k_, n_, tile, gmm_tile)
             ops.append(
-                _gemm(name, sub, rows_per_expert, k_, n_, nb, tile, kind="grouped_gemm", groups=groups)
+                _gemm(
+                    name,
+                    sub,
+                    rows_per_expert,
+                    k_,
+                    n_,
+                    nb,
+                    tile,
+                    kind="grouped_gemm",
+                    groups=groups,
+                    fill=fill,
+                )
             )
         if cfg.n_shared_experts:
             fs = cfg.moe_ffn_dim * cfg.n_shared_experts / tp
