@@ -122,3 +122,17 @@ def test_a_lowering_half_a_percent_off_still_fails_tier_2_on_a_real_model() -> N
     grads = res["agreement"]["gradients"]
     assert res["tier1"] and not res["tier2"] and not grads["ok"]
     assert "cpu rounding noise" in grads["mismatches"][0]["detail"]
+
+
+def test_a_model_that_draws_random_numbers_gets_no_noise_band() -> None:
+    """Its reruns would spread by its own sampling, which is not rounding: nothing is cleared that way."""
+    from workbench.validate import runner  # lazy: heavy
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    ref_out, ref_grads = runner._forward_backward(model, (x,))
+    got_out = {k: v + 1e-2 for k, v in ref_out.items()}  # what another generator's draws would give
+    judged = runner._arbitrate(model, (x,), got_out, ref_out, ref_grads, ref_grads, draws=True)
+    assert judged["rounding_noise"].startswith("not used")
+    assert not judged["forward"]["ok"] and "passed_vs_rounding_noise" not in judged["forward"]

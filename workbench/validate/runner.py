@@ -218,9 +218,12 @@ def _to_float64(obj: Any) -> Any:
     return obj
 
 
-def _arbitrate(cpu_model: Any, args: Any, got_out: dict, ref_out: dict, got_grads: dict, ref_grads: dict) -> dict:
+def _arbitrate(
+    cpu_model: Any, args: Any, got_out: dict, ref_out: dict, got_grads: dict, ref_grads: dict, draws: bool
+) -> dict:
     """Tier 2 again, each tensor over its tolerance judged against a float64 CPU run (compare.FP64_MULTIPLIER),
-    then against the CPU run's own Monte Carlo rounding noise (compare.NOISE_MULTIPLIER)."""
+    then against the CPU run's own Monte Carlo rounding noise (compare.NOISE_MULTIPLIER). A model that
+    draws random numbers in its forward (``draws``) gets no noise band: its spread would be its sampling."""
     g_got, g_ref = _grad_maps(ref_grads, got_grads)
     out64, g64, note = {}, {}, True
     try:
@@ -231,7 +234,11 @@ def _arbitrate(cpu_model: Any, args: Any, got_out: dict, ref_out: dict, got_grad
         g64 = {n: g for n, g in grads64.items() if g is not None}
     except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64 is judged by the noise band
         note = f"not run: {type(exc).__name__}: {exc}"[:300]
-    noise_out, noise_grads = rounding.noise_band(lambda m: _forward_backward(m, args), cpu_model, ref_out, g_ref)
+    noise_out, noise_grads = (
+        (None, None)
+        if draws
+        else rounding.noise_band(lambda m: _forward_backward(m, args), cpu_model, ref_out, g_ref)
+    )
     return {
         "forward": compare.compare_all_fp64(
             got_out, ref_out, out64, compare.FORWARD_RTOL, compare.FORWARD_ATOL, noise_out
@@ -240,7 +247,11 @@ def _arbitrate(cpu_model: Any, args: Any, got_out: dict, ref_out: dict, got_grad
             g_got, g_ref, g64, compare.GRAD_RTOL, compare.GRAD_ATOL, noise_grads
         ),
         "float64_reference": note,
-        "rounding_noise": {"samples": rounding.SAMPLES, "epsilon": rounding.EPSILON},
+        "rounding_noise": (
+            "not used: the forward draws random numbers"
+            if draws
+            else {"samples": rounding.SAMPLES, "epsilon": rounding.EPSILON}
+        ),
     }
 
 
@@ -389,11 +400,13 @@ def validate(
 
         res["agreement"] = run.stage("compare", tier2)
         if res["tier1"] and not (res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]):
+            res["random_draws"] = _random_draws(cpu_model, args)
             try:
-                res["agreement"] = _arbitrate(cpu_model, args, got_out, ref_out, got_grads, ref_grads)
+                res["agreement"] = _arbitrate(
+                    cpu_model, args, got_out, ref_out, got_grads, ref_grads, bool(res["random_draws"])
+                )
             except Exception as exc:  # noqa: BLE001 - a model the arbitration cannot rerun keeps its verdict
                 res["agreement"]["arbitration"] = f"not run: {type(exc).__name__}: {exc}"[:300]
-            res["random_draws"] = _random_draws(cpu_model, args)
         res["tier2"] = bool(
             res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]
         )
@@ -486,7 +499,8 @@ def _build_reference(
         if variant is not None:
             try:
                 args = run.stage(
-                    "inputs", lambda v=variant, m=model: inputs.build_inputs(m, config, reserved, overrides, v)
+                    "inputs",
+                    lambda v=variant, m=model: inputs.build_inputs(m, config, reserved, overrides, v),
                 )
             except StageError:
                 continue
