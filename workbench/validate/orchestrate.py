@@ -205,8 +205,8 @@ def merge_runs(
     paths: list[str | Path], out: str | Path, title: str = "Model-zoo validation"
 ) -> ValidationRun:
     """One report from several runs' records (e.g. a harness-only pass over every architecture and device
-    runs over part of them): per architecture the later run wins, except that a harness-only record never
-    replaces a device result. The summary says which runs were merged."""
+    runs over part of them): per architecture the later run wins, except that a harness-only success never
+    replaces a device result (see :func:`report.merge`). The summary says which runs were merged."""
 
     sets = []
     for p in paths:

@@ -321,7 +321,9 @@ def write_report(records: list[Record], path: Path, title: str = "Model-zoo vali
 
 def merge(*record_sets: list[Record]) -> list[Record]:
     """Architecture records of several runs, one per architecture: a later set replaces an earlier one's
-    record of the same architecture unless the later one was only a harness check (summaries dropped)."""
+    record of the same architecture, except that a harness-only success ("built": the device was not run)
+    never replaces a device result. A later harness *failure* does: the later code cannot build the model,
+    so the earlier device result is of a configuration it no longer makes (summaries dropped)."""
     out: dict[str, Record] = {}
     for records in record_sets:
         for r in records:
@@ -331,7 +333,7 @@ def merge(*record_sets: list[Record]) -> list[Record]:
             old = out.get(name)
             if (
                 old is not None
-                and r.extra.get("status") in ("built", "harness")
+                and r.extra.get("status") == "built"
                 and old.extra.get("status") in ("pass", "tier1", "fail")
             ):
                 continue  # a harness-only check never replaces a device result
