@@ -14,6 +14,7 @@ def _rec(arch: str, status: str) -> Record:
         device="tpu",
         config={"model_type": arch},
         extra={"status": status},
+        source={"kind": "measured", "host": "test"},
     )
 
 
