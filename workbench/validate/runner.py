@@ -271,8 +271,22 @@ def _grad_maps(cpu: dict, tpu: dict) -> tuple[dict, dict]:
     return got, ref
 
 
+def _decoder_start(model: Any) -> dict:
+    """An encoder-decoder whose configs name no decoder start token starts from its pad token, as T5 and
+    its relatives are trained (their hub generation configs say so; a config built offline lacks them)."""
+    cfg = getattr(model, "config", None)
+    gen = getattr(model, "generation_config", None)
+    if not getattr(cfg, "is_encoder_decoder", False):
+        return {}
+    if any(getattr(c, "decoder_start_token_id", None) is not None for c in (cfg, gen)):
+        return {}
+    pad = getattr(cfg, "pad_token_id", None)
+    return {"decoder_start_token_id": pad} if pad is not None else {}
+
+
 def _generate(model: Any, args: dict, device: str) -> list[list[int]]:
     gen_args = {k: v for k, v in args.items() if not k.startswith("decoder_")}
+    gen_args.update(_decoder_start(model))
     with torch.no_grad():
         out = model.generate(
             **_to(gen_args, device),
