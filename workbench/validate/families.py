@@ -169,6 +169,43 @@ OVERRIDES.update(
             why="its cache reads num_hidden_layers, "
             "which BltConfig does not have (the layer counts are per sub-model)",
         ),
+        "efficientloftr": Family(
+            config={"num_attention_heads": 8, "num_key_value_heads": 8},
+            why="its 2-D rotary embedding fills hidden_size / 2 channels with head_dim * "
+            "partial_rotary_factor (4) frequencies, which agree only with the default 8 heads",
+        ),
+        "llama4": Family(
+            config={"vision_config.intermediate_size": 256},
+            why="the vision adapter's first projection reads the pixel-shuffled patches, hidden_size / "
+            "pixel_shuffle_ratio**2 wide, through intermediate_size (the default config's 768-wide tower "
+            "does not satisfy this either; the released 1408-wide one does)",
+        ),
+        "tvp": Family(
+            config={"max_img_size": 64, "visual_prompt_size": 12},
+            inputs={"batch": 1, "pixel_layout": "frames"},
+            why="its ResNet backbone downsamples 32x and then pools the map once more: a 32-pixel frame "
+            "leaves nothing to pool (the prompt border keeps its share of the frame); its 2-D position "
+            "embeddings reshape the column embeddings with the batch size, which only holds for one sample; "
+            "a video's frames, which a single image would be broadcast to by the visual prompt",
+        ),
+        "minicpm_ocr_vision": Family(
+            inputs={"batch": 1},
+            why="the tower adds the position embeddings of all target_sizes as one sequence (a batch of "
+            "one): it reads one image, or several packed into one, per call",
+        ),
+        "uvdoc": Family(
+            config={
+                "backbone_config.out_features": [f"stage{i}" for i in range(1, 7)],
+                "backbone_config.out_indices": list(range(1, 7)),
+            },
+            why="the head concatenates one feature map per bridge stage (bridge_connector[0] * 6 channels), "
+            "but the default backbone config returns only the last stage",
+        ),
+        "seggpt": Family(
+            inputs={"image_size": [32, 32]},
+            why="image_size is the prompt image stacked on the input image (896 x 448 for two 448-pixel "
+            "images): each input is the upper half",
+        ),
         "bros": Family(
             config={"dim_bbox_projection": 16},
             why="the box projection is added to each attention head: it equals hidden_size / heads",
@@ -176,6 +213,7 @@ OVERRIDES.update(
     }
 )
 
+OVERRIDES["minicpmv4_7_vision"] = Family(inputs={"batch": 1}, why="as minicpm_ocr_vision")
 OVERRIDES["qwen4_exp"] = Family(
     config={f"text_config.{k}": v for k, v in OVERRIDES["qwen4_exp_text"].config.items()},
     why="as qwen4_exp_text",

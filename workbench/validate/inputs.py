@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +92,20 @@ def _find(config: Any, names: tuple[str, ...], depth: int = 3) -> Any:
     return None
 
 
+def _nested_configs(config: Any, depth: int = 2) -> list[Any]:
+    """Configs nested in ``config`` (breadth first, ``depth`` levels), not ``config`` itself."""
+    out, level = [], [config]
+    for _ in range(depth):
+        level = [
+            v
+            for cfg in level
+            for v in vars(cfg).values()
+            if hasattr(v, "to_dict") and hasattr(v, "model_type")
+        ]
+        out += level
+    return out
+
+
 def vision_config(config: Any) -> Any:
     return _find(config, ("vision_config", "image_config", "vision_encoder_config", "encoder")) or config
 
@@ -142,7 +157,9 @@ def image_size(ctx: InputContext) -> tuple[int, int]:
         s = ctx.overrides["image_size"]
         return (s, s) if isinstance(s, int) else tuple(s)
     for cfg in (vision_config(ctx.config), ctx.config, _find(ctx.config, ("backbone_config",))):
-        s = getattr(cfg, "image_size", None) if cfg is not None else None
+        s = None
+        for name in ("image_size", "max_img_size"):  # TVP pads every frame to max_img_size
+            s = s or (getattr(cfg, name, None) if cfg is not None else None)
         if isinstance(s, int) and s > 0:
             return s, s
         if isinstance(s, (list, tuple)) and len(s) == 2:
@@ -186,6 +203,12 @@ def _input_ids(ctx: InputContext) -> torch.Tensor:
 def _attention_mask(ctx: InputContext) -> torch.Tensor | None:
     ids = ctx.overrides.get("_built", {}).get("input_ids")
     if ids is None:
+        # no text: only a mask the docstring sizes as the sum of two inputs (a drafter's context plus its
+        # block: its queries attend to both) is built, from that shape; otherwise the model makes its own
+        doc = documented_args(ctx.model).get("attention_mask")
+        if doc and any("+" in dim for dim in doc[1]):
+            shape = tuple(_dimension(ctx, dim, "attention_mask") for dim in doc[1])
+            return torch.ones(shape, dtype=torch.long)
         return None
     return torch.ones_like(ids)
 
@@ -225,12 +248,27 @@ def _pixel_values_videos(ctx: InputContext) -> torch.Tensor:
     return randn(ctx, ctx.batch, num_frames(ctx), num_channels(ctx), h, w)
 
 
-@builder("input_values", "inputs")  # "inputs": speech encoder-decoders name the raw audio so
+@builder("inputs")
+def _inputs(ctx: InputContext) -> torch.Tensor:
+    """``inputs``: speech encoder-decoders name the raw audio so, Perceiver its token ids (as the masked
+    LM reads them); a model with a vocabulary is offered both, the CPU says which it reads."""
+    has_vocabulary = bool(getattr(text_config(ctx.config), "vocab_size", None))
+    if has_vocabulary and ctx.choose("inputs_kind", ["audio", "tokens"]) == "tokens":
+        return token_ids(ctx, (ctx.batch, ctx.seq))
+    return _input_values(ctx)
+
+
+@builder("input_values")
 def _input_values(ctx: InputContext) -> torch.Tensor:
     samples = ctx.opt("samples", AUDIO_SAMPLES)
-    if ctx.choose("audio_layout", ["mono", "channels"]) == "channels":  # codecs: batch x channels x samples
+    layout = ctx.choose("audio_layout", ["mono", "channels", "first_conv"])
+    if layout == "channels":  # codecs: batch x channels x samples
         channels = getattr(ctx.config, "audio_channels", None) or getattr(ctx.config, "channels", None) or 1
         return randn(ctx, ctx.batch, channels if isinstance(channels, int) else 1, samples)
+    if layout == "first_conv":  # a decoder's latents: as many channels as its first convolution reads
+        conv = next((m for m in ctx.model.modules() if isinstance(m, torch.nn.Conv1d)), None)
+        channels = conv.in_channels if conv is not None else 1
+        return randn(ctx, ctx.batch, channels, samples // 64 if channels > 8 else samples)
     return randn(ctx, ctx.batch, samples)
 
 
@@ -259,10 +297,41 @@ def _pixel_mask(ctx: InputContext) -> torch.Tensor | None:
     return torch.ones(shape, dtype=torch.long)
 
 
+@builder("image_attention_mask")
+def _image_attention_mask(ctx: InputContext) -> torch.Tensor | None:
+    """IDEFICS: which images each text token may attend to (batch x text length x images per sample),
+    for pixels laid out as several images per sample; all of them."""
+    built = ctx.overrides.get("_built", {})
+    ids, pixels = built.get("input_ids"), built.get("pixel_values")
+    if ids is None or pixels is None or pixels.dim() != 5:
+        return None
+    return torch.ones(ids.shape[0], ids.shape[1], pixels.shape[1], dtype=torch.long)
+
+
+@builder("state")
+def _robot_state(ctx: InputContext) -> torch.Tensor | None:
+    """PI0: the robot's state vector, ``max_state_dim`` wide."""
+    width = getattr(ctx.config, "max_state_dim", None)
+    return randn(ctx, ctx.batch, width) if isinstance(width, int) and width > 0 else None
+
+
+@builder("timestep")
+def _timestep(ctx: InputContext) -> torch.Tensor | None:
+    """Flow-matching policies (PI0) draw the denoising time themselves when it is not given: drawn here,
+    so that the CPU and the device denoise at the same time."""
+    if not isinstance(getattr(ctx.config, "max_action_dim", None), int):
+        return None
+    return torch.rand(ctx.batch, generator=ctx.generator) * 0.9 + 0.05
+
+
 @builder("noise")
 def _noise(ctx: InputContext) -> torch.Tensor:
     """The draw a masked-image model would make itself (ViTMAE's per-patch noise): given, so that the CPU and
-    the device, whose generators differ, mask the same patches."""
+    the device, whose generators differ, mask the same patches. A flow-matching policy's noise (PI0) is a
+    chunk of actions: ``chunk_size x max_action_dim``."""
+    actions, chunk = getattr(ctx.config, "max_action_dim", None), getattr(ctx.config, "chunk_size", None)
+    if isinstance(actions, int) and isinstance(chunk, int):
+        return randn(ctx, ctx.batch, chunk, actions)
     h, w = image_size(ctx)
     patch = getattr(vision_config(ctx.config) or ctx.config, "patch_size", None)
     p = patch if isinstance(patch, int) and patch > 0 else 16
@@ -308,6 +377,48 @@ def _grid_thw(ctx: InputContext) -> torch.Tensor:
     return torch.tensor([ctx.overrides["_grid"]] * ctx.batch)
 
 
+@builder("flattened_patches")
+def _flattened_patches(ctx: InputContext) -> torch.Tensor:
+    """Pix2Struct: each row is a patch's row and column number (1-based, as its processor writes them)
+    followed by its ``patch_embed_hidden_size`` pixel values."""
+    vc = vision_config(ctx.config)
+    width = getattr(vc, "patch_embed_hidden_size", None) or getattr(ctx.config, "patch_embed_hidden_size", 48)
+    side = 4
+    rows = torch.arange(side * side) // side + 1
+    cols = torch.arange(side * side) % side + 1
+    where = torch.stack([rows, cols], dim=-1).float().expand(ctx.batch, side * side, 2)
+    return torch.cat([where, randn(ctx, ctx.batch, side * side, width)], dim=-1)
+
+
+@builder("target_sizes")
+def _target_sizes(ctx: InputContext) -> torch.Tensor | None:
+    """MiniCPM-V's towers: the patch grid (rows, columns) of each image, for its position embeddings."""
+    pixels = ctx.overrides.get("_built", {}).get("pixel_values")
+    patch = getattr(vision_config(ctx.config), "patch_size", None)
+    if pixels is None or pixels.dim() != 4 or not isinstance(patch, int) or patch <= 0:
+        return None
+    grid = [pixels.shape[-2] // patch, pixels.shape[-1] // patch]
+    return torch.tensor([grid] * pixels.shape[0], dtype=torch.int32)
+
+
+@builder("encoder_hidden_states")
+def _encoder_hidden_states(ctx: InputContext) -> torch.Tensor | None:
+    """A Q-Former on its own: the image features its cross-attention layers read (``encoder_hidden_size``
+    wide, as many as the image's patches would be)."""
+    width = getattr(ctx.config, "encoder_hidden_size", None)
+    if not isinstance(width, int) or width <= 0:
+        return None
+    return randn(ctx, ctx.batch, 2 * ctx.seq, width)
+
+
+@builder("merge_sizes")
+def _merge_sizes(ctx: InputContext) -> torch.Tensor:
+    """VideoLLaMA 3's tower: the spatial merge of each image of ``grid_thw`` (an integer per image)."""
+    vc = vision_config(ctx.config)
+    merge = getattr(vc, "spatial_merge_size", None) or getattr(vc, "merge_size", None) or 1
+    return torch.full((ctx.batch,), merge if isinstance(merge, int) else 1, dtype=torch.long)
+
+
 @builder("input_features", "audio_mel")  # "audio_mel": Gemma 3n's audio encoder names its features so
 def _input_features(ctx: InputContext) -> torch.Tensor:
     cfg = audio_config(ctx.config)
@@ -323,7 +434,7 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
         "num_features",
         "input_size",
     ):
-        for c in (cfg, ctx.config):
+        for c in (cfg, ctx.config, *_nested_configs(ctx.config)):  # a codec's semantic encoder too
             v = getattr(c, name, None)
             if isinstance(v, int) and 1 < v <= 1024 and v not in dims:
                 dims.append(v)
@@ -333,18 +444,25 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
                 dims.append(k * v)
     mel = ctx.choose("feature_dim", dims or [80, 160, 128])  # none named: common mel counts, stacked too
     frames = ctx.opt("frames", None)
+    hop = getattr(ctx.config, "hop_length", None)
+    waveform = ctx.overrides.get("_built", {}).get("input_values")
+    if frames is None and waveform is not None and isinstance(hop, int) and 0 < hop < waveform.shape[-1]:
+        # codecs reading the waveform and its features side by side (X-Codec 2 concatenates the two
+        # encodings frame by frame): one feature frame per hop of the waveform
+        frames = waveform.shape[-1] // hop
     if frames is None:
         src = getattr(cfg, "max_source_positions", None)
         frames = 2 * src if isinstance(src, int) and src <= 64 else AUDIO_FRAMES
     layout = ctx.choose(
         "features_layout",
-        ["channels_first", "time_first"]
-        if hasattr(cfg, "num_mel_bins")
-        else ["time_first", "channels_first"],
+        (["channels_first", "time_first"] if hasattr(cfg, "num_mel_bins") else ["time_first", "channels_first"])
+        + ["spectrogram_image"],
     )
     ctx.overrides["_frames"] = frames
     if layout == "channels_first":
         return randn(ctx, ctx.batch, mel, frames)
+    if layout == "spectrogram_image":  # CLAP: a one-channel image of frames x mel bins
+        return randn(ctx, ctx.batch, 1, frames, mel)
     return randn(ctx, ctx.batch, frames, mel)
 
 
@@ -385,7 +503,12 @@ def _patch_flattened_pixels(ctx: InputContext) -> tuple[torch.Tensor, list[int]]
     side = ctx.opt("grid_side", 2 * merge)
     grid = [1, side, side]
     rows = ctx.batch * side * side
-    width = patch_linear_width(ctx.model) or channels * temporal * patch * patch
+    linear = patch_linear_width(ctx.model)
+    if linear is None and ctx.choose("patch_rows", ["flat", "images"]) == "images":
+        # a convolutional patch embedding over the rows (Kimi K2.5): each patch a small image
+        shape = (channels, patch, patch) if temporal == 1 else (channels, temporal, patch, patch)
+        return randn(ctx, rows, *shape), grid
+    width = linear or channels * temporal * patch * patch
     return randn(ctx, rows, width), grid
 
 
@@ -434,9 +557,10 @@ def _patched_inputs(ctx: InputContext, params: dict, built: dict) -> None:
 # ------------------------------------------------------------------------------- from the docstring
 # ``states (`torch.Tensor` of shape `(batch_size, episode_length, state_dim)`)``: transformers documents
 # every forward argument with its type and shape; an argument no builder knows is made from that.
-_DOC_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)`[^\n]*?of shape `\(([^`]*)\)`", re.MULTILINE)
+_DOC_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)`[^\n]*?of shape `[(\[]([^`]*)[)\]]`", re.MULTILINE)
 _BATCH_DIMS = {"batch_size", "batch", "num_images", "num_images_or_videos", "num_videos", "bs"}
 _GENERIC_LENGTHS = {"sequence_length", "seq_len", "num_samples", "time_steps", "length"}
+_LEN_OF = re.compile(r"len\((?:config\.)?(\w+)\)")
 _HIDDEN_DIMS = {"hidden_size", "hidden_dim", "embed_dim", "d_model", "dim", "embedding_dim"}
 
 
@@ -455,6 +579,16 @@ def _dimension(ctx: InputContext, name: str, arg: str = "") -> int:
     else 4."""
     if name.isdigit():
         return int(name)
+    # arithmetic of documented sizes: ``dim * len(config.target_layer_ids)``, ``tokens + config.block_size``
+    if "+" in name:
+        return sum(_dimension(ctx, part.strip(), arg) for part in name.split("+"))
+    if "*" in name:
+        return math.prod(_dimension(ctx, part.strip(), arg) for part in name.split("*"))
+    length = _LEN_OF.fullmatch(name)
+    if length:
+        value = getattr(ctx.config, length.group(1), None)
+        return len(value) if isinstance(value, (list, tuple)) else 1
+    name = name.removeprefix("config.")  # ``[batch_size, config.block_size, dim]``
     if name in _BATCH_DIMS:
         return ctx.batch
     if name not in _GENERIC_LENGTHS:  # AST: ``max_length`` frames, exactly as many as its positions
@@ -469,7 +603,7 @@ def _dimension(ctx: InputContext, name: str, arg: str = "") -> int:
     if "channels" in name:
         return num_channels(ctx)
     if name in ("image_size", "height", "width"):
-        return image_size(ctx)[0]
+        return image_size(ctx)[1 if name == "width" else 0]
     for cfg in (ctx.config, text_config(ctx.config), vision_config(ctx.config)):
         value = getattr(cfg, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096:
@@ -517,11 +651,14 @@ def forward_params(model: Any) -> dict[str, inspect.Parameter]:
 
 
 def image_token_id(config: Any) -> int | None:
-    for cfg in (config, text_config(config)):
-        for name in ("image_token_id", "image_token_index", "image_token"):
-            value = getattr(cfg, name, None)
-            if isinstance(value, int) and value >= 0:
-                return value
+    """The placeholder id of an image in the text; a video's for models that only read videos."""
+    image_names = ("image_token_id", "image_token_index", "image_token")
+    for names in (image_names, ("video_token_id", "video_token_index")):
+        for cfg in (config, text_config(config)):
+            for name in names:
+                value = getattr(cfg, name, None)
+                if isinstance(value, int) and value >= 0:
+                    return value
     return None
 
 
@@ -625,8 +762,16 @@ def _assemble(ctx: InputContext) -> dict:
     for name in ("bbox", "lang_ids"):  # layout and adapter models: optional in the signature, required in practice
         if name in params and name not in wanted:
             wanted.append(name)
+    if main == "pixel_values" and "target_sizes" in params and "target_sizes" not in wanted:
+        wanted.append("target_sizes")  # MiniCPM-V towers: read unguarded for the position embeddings
+    if "encoder_hidden_states" in params and getattr(config, "cross_attention_frequency", None):
+        wanted.append("encoder_hidden_states")  # a Q-Former's cross-attention layers read them unguarded
+    if "image_attention_mask" in params and "image_attention_mask" not in wanted:
+        wanted.append("image_attention_mask")  # read unguarded whenever there are images (IDEFICS)
     if main == "pixel_values" and "noise" in params and "noise" not in wanted:
         wanted.append("noise")  # the model's own random draw, made here once for both runs
+    if "state" in params and isinstance(getattr(config, "max_action_dim", None), int):
+        wanted += [n for n in ("noise", "timestep") if n in params and n not in wanted]  # PI0's draws
     if ctx.opt("time_series", False) or main == "past_values":
         return _time_series_inputs(ctx, params)
     # masks over the audio frames or samples: optional in the signature, read unguarded by some encoders
@@ -676,6 +821,8 @@ def _assemble(ctx: InputContext) -> dict:
         wanted = [alias if n == main else n for n in wanted]
     if vlm:
         _place_image_tokens(model, config, built, ctx)
+    elif "image_embeds_position_mask" in params and {"input_ids", "pixel_values"} <= set(built):
+        _place_image_positions(config, built, ctx)
     for name in deferred:  # built from the final input_ids (image tokens placed)
         value = BUILDERS[name](ctx)
         if value is not None:
@@ -717,14 +864,22 @@ def variants(axes: dict[str, int], limit: int = 12) -> list[dict[str, int]]:
     out = [v for v in out if any(v.values())]
     out.sort(key=lambda v: sum(1 for x in v.values() if x))  # one choice changed at a time first
     adding = [{n: 1} for n in ADDING_AXES if axes.get(n, 0) > 1]
-    return out[:limit] + adding
+    # then an added input together with one layout change (InstructBLIP-Video: the instruction text and
+    # the pixels laid out as frames)
+    singles = [v for v in out if sum(1 for x in v.values() if x) == 1][:limit]
+    paired = [{**v, **a} for a in adding for v in singles]
+    return out[:limit] + adding + paired
 
 
 def _image_getter(model: Any) -> Any:
-    getter = getattr(model, "get_image_features", None)
-    if getter is None and hasattr(model, "model"):
-        getter = getattr(model.model, "get_image_features", None)
-    return getter
+    """``get_image_features`` of the model (or of its inner model); ``get_video_features`` for a model
+    that only reads videos."""
+    for name in ("get_image_features", "get_video_features"):
+        for owner in (model, getattr(model, "model", None)):
+            getter = getattr(owner, name, None) if owner is not None else None
+            if getter is not None:
+                return getter
+    return None
 
 
 def _required(fn: Any) -> list[str]:
@@ -741,6 +896,22 @@ def _required(fn: Any) -> list[str]:
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and n != "self"
     ]
+
+
+def _place_image_positions(config: Any, built: dict, ctx: InputContext) -> None:
+    """Kosmos-2 style: the image's ``latent_query_num`` features replace the text embeddings at the
+    positions a mask marks (no placeholder id): that many positions are put after the first token."""
+    n = getattr(config, "latent_query_num", None)
+    if not isinstance(n, int) or n <= 0:
+        return
+    text = built["input_ids"]
+    fill = token_ids(ctx, (text.shape[0], n))
+    ids = torch.cat([text[:, :1], fill, text[:, 1:]], dim=1)
+    mask = torch.zeros_like(ids, dtype=torch.bool)
+    mask[:, 1 : 1 + n] = True
+    built["input_ids"], built["image_embeds_position_mask"] = ids, mask
+    if "attention_mask" in built:
+        built["attention_mask"] = torch.ones_like(ids)
 
 
 def _place_image_tokens(model: Any, config: Any, built: dict, ctx: InputContext) -> None:

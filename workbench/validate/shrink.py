@@ -176,6 +176,7 @@ INT_RULES: tuple[IntRule, ...] = (
             "resolution",
             "pretrain_image_size",
             "crop_size",
+            "max_img_size",
         ),
         IMAGE,
         floor=IMAGE,
@@ -198,7 +199,7 @@ INT_RULES: tuple[IntRule, ...] = (
     ),
     IntRule("offset", _regex(r".*_offset"), 1),
     IntRule("codebook", _name("codebook_size", "num_embeddings", "n_codes"), 64, floor=64),
-    IntRule("queries", _name("num_queries", "num_query_tokens"), 8),
+    IntRule("queries", _name("num_queries", "num_query_tokens", "latent_query_num"), 8),
     IntRule("max_window_layers", _name("max_window_layers"), LAYERS),
     IntRule("source_positions", _name("max_source_positions"), 32),  # whisper-like: input frames = 2x this
     IntRule("frames", _name("num_frames", "frames_per_clip"), 4),
@@ -446,7 +447,7 @@ def shrink_dict(
         if isinstance(value, dict) and value and all(is_subconfig(v) for v in value.values()):
             out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.", factor) for k, v in value.items()}
             continue
-        if value is None and key in ("image_token_id", "image_token_index") and _query_former(d):
+        if value is None and key in _QUERY_PLACEHOLDERS and _query_former(d):
             value = _UNSET_IMAGE_TOKEN  # a fixed number of query tokens stand in for the image: they need a place
         if TOKEN_ID.fullmatch(key) and (_is_int(value) or _int_list(value)):
             new = tokens.new(value) if _is_int(value) else [tokens.new(v) for v in value]
@@ -469,7 +470,7 @@ def shrink_dict(
         elif _int_list(value) and list_kind(key):
             stage_lists.append(key)  # after the scalar widths: entries equal to one follow it
         elif _int_list(value) and key in ("image_size", "input_size", "img_size"):
-            new = [min(v, IMAGE) for v in value]
+            new = _shrink_image_sides(list(value))
             report.note(where, value, new)
             out[key] = new
         elif _int_list(value) and key in ("patch_size",) and len(value) == 2:
@@ -497,13 +498,26 @@ def shrink_dict(
         report.note(f"{path}{key}", d[key], new)
         out[key] = new
     _follow_widths(d, out, widths, report, path)
+    _follow_channels_in_specs(d, out, stage_lists, report, path)
     _fit_layer_lists(d, out, depths, report, path)
     for fixer in FIXERS:
         fixer(d, out, depths, report, path)
     return out
 
 
+def _shrink_image_sides(sides: list[int]) -> list[int]:
+    """Image sides capped at ``IMAGE``; a non-square image whose sides are whole multiples of the short
+    one keeps its shape (SegGPT's 896 x 448: a prompt image stacked on the input image) as ``IMAGE``
+    times those multiples."""
+    short = min(sides)
+    if short > IMAGE and len(set(sides)) > 1 and all(v % short == 0 for v in sides):
+        return [IMAGE * (v // short) for v in sides]
+    return [min(v, IMAGE) for v in sides]
+
+
 _UNSET_IMAGE_TOKEN = 10**9  # stands for "no id in the default config": renumbered like any other
+# the placeholder a Q-Former's query tokens take in the text: an image's, or a video's (InstructBLIP-Video)
+_QUERY_PLACEHOLDERS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 
 
 def _query_former(d: dict) -> bool:
@@ -524,7 +538,8 @@ def _stage_counts(d: dict) -> set[int]:
 
 
 # ``upsample_groups == hidden_size``: a depthwise convolution's group count follows its channels too
-DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden|_groups)$")
+# ``bottleneck_features == fusion_hidden_size`` (ZoeDepth): channel counts named by what they carry too
+DIMENSION_NAME = re.compile(r".*(_dim|_size|_channels|dim|channels|hidden|_groups)$|bottleneck_features")
 
 
 def _unshrunk_dimension(key: str, value: int, out: dict) -> bool:
@@ -552,6 +567,41 @@ def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkRep
         if _follows_a_width(key, value, out.get(key), widths):
             report.note(f"{path}{key}", value, widths[value])
             out[key] = widths[value]
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple)) for v in value)
+
+
+def _map_ints(value: Any, mapping: dict[int, int]) -> Any:
+    if _is_int(value):
+        return mapping.get(value, value) if value > 4 else value
+    if isinstance(value, (list, tuple)):
+        return [_map_ints(v, mapping) for v in value]
+    return value
+
+
+def _follow_channels_in_specs(
+    d: dict, out: dict, stage_lists: list[str], report: ShrinkReport, path: str
+) -> None:
+    """Per-block specifications written as nested lists (PP-LCNet's ``block_configs``: per stage, per block
+    ``[kernel, in_channels, out_channels, stride, use_se]``) hold the same channel counts as the config's
+    channel lists: every entry equal to a channel count that was scaled takes its new value, so that the
+    blocks still chain into each other and into the lists derived from them."""
+    channels: dict[int, int] = {}
+    for key in stage_lists:
+        if list_kind(key) == "width":
+            for old, new in zip(d[key], out[key], strict=False):
+                if old > 4 and old != new:
+                    channels.setdefault(old, new)
+    if not channels:
+        return
+    for key, value in d.items():
+        if _nested(value) and key not in stage_lists and not TOKEN_ID.fullmatch(key):
+            new = _map_ints(value, channels)
+            if new != [list(v) if isinstance(v, tuple) else v for v in value]:
+                report.note(f"{path}{key}", value, new)
+                out[key] = new
 
 
 def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: ShrinkReport, path: str) -> None:
@@ -595,6 +645,10 @@ def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: Shri
             continue
         k = min(candidates, key=lambda k: depths[k].old)
         depth = depths[k]
+        scalars = _layer_index_scalars(d, depth.old, key)
+        if scalars and depth.layer_of is None:
+            _renumber_by_rank(d, out, key, scalars, k, depth, report, path)
+            continue
         new = sorted({depth.index(v) if v >= 0 else v for v in value})
         if len(new) < len(value) <= 6 and depth.layer_of is None:  # keep every listed layer: deepen instead
             report.note(f"{path}{k}", out[k], max(out[k], len(value)))
@@ -608,9 +662,58 @@ def _fit_layer_lists(d: dict, out: dict, depths: dict[str, _Depth], report: Shri
             width = max(len(str(k)) for k in value)  # "05", "11": keys keep their zero padding
             new_dict: dict = {}
             for k, v in value.items():
+                # a layer's own settings are sizes like the config's: shrunk by the same rules
+                if isinstance(v, dict):
+                    small = shrink_dict(v, TokenIds(), ShrinkReport())
+                    _fix_mla_head({**d, **v}, merged := {**out, **small}, {}, ShrinkReport(), path)
+                    if "head_dim" not in v and merged.get("head_dim") != out.get("head_dim"):
+                        # the layer's parts add up to the config's head (dots.llm3: its own
+                        # non-rotary part plus the shared rotary part)
+                        report.note(f"{path}head_dim", out["head_dim"], merged["head_dim"])
+                        out["head_dim"] = merged["head_dim"]
+                    v = small
                 new_dict.setdefault(str(depth.index(int(k))).zfill(width), v)
             report.note(f"{path}{key}", sorted(value), sorted(new_dict))
             out[key] = new_dict
+
+
+def _layer_index_scalars(d: dict, depth: int, list_key: str) -> list[str]:
+    """Single layer indices of the config (SegGPT's ``merge_index``) that sit among the layers of a
+    layer-index list: their order against the list's layers is part of the architecture."""
+    listed = [v for v in d[list_key] if v >= 0]
+    if not listed:
+        return []
+    return [
+        k
+        for k, v in d.items()
+        if k.endswith("_index") and not TOKEN_ID.fullmatch(k) and _is_int(v) and 0 <= v <= max(listed) < depth
+    ]
+
+
+def _renumber_by_rank(
+    d: dict,
+    out: dict,
+    list_key: str,
+    scalars: list[str],
+    depth_key: str,
+    depth: _Depth,
+    report: ShrinkReport,
+    path: str,
+) -> None:
+    """Renumber a layer-index list and the single layer indices among it by rank (the i-th distinct layer
+    named becomes layer i), deepening so that every named layer stays a layer of its own: SegGPT merges
+    at ``merge_index``, before the first of ``intermediate_hidden_state_indices``, and still does."""
+    named = sorted({v for v in d[list_key] if v >= 0} | {d[k] for k in scalars})
+    rank = {v: i for i, v in enumerate(named)}
+    if out[depth_key] < len(named):
+        report.note(f"{path}{depth_key}", out[depth_key], len(named))
+        out[depth_key] = depth.new = len(named)
+    new = [rank[v] if v >= 0 else v for v in d[list_key]]
+    report.note(f"{path}{list_key}", d[list_key], new)
+    out[list_key] = new
+    for k in scalars:
+        report.note(f"{path}{k}", d[k], rank[d[k]])
+        out[k] = rank[d[k]]
 
 
 def _looks_like_indices(values) -> bool:
@@ -656,11 +759,18 @@ def _fix_head_dim(d: dict, out: dict, depths: dict, report: ShrinkReport, path: 
 
 
 def _fix_mla_head(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
-    """Multi-head latent attention: a query/key head is its non-rotary part plus its rotary part."""
+    """Multi-head latent attention: a query/key head is its non-rotary part plus its rotary part (also a
+    plain ``head_dim`` that was that sum, as dots.llm3's sliding-window layers check)."""
     nope, rope = out.get("qk_nope_head_dim"), out.get("qk_rope_head_dim")
-    if _is_int(out.get("qk_head_dim")) and _is_int(nope) and _is_int(rope) and out["qk_head_dim"] != nope + rope:
+    if not (_is_int(nope) and _is_int(rope)):
+        return
+    if _is_int(out.get("qk_head_dim")) and out["qk_head_dim"] != nope + rope:
         report.note(f"{path}qk_head_dim", out["qk_head_dim"], nope + rope)
         out["qk_head_dim"] = nope + rope
+    old_sum = (d.get("qk_nope_head_dim") or 0) + (d.get("qk_rope_head_dim") or 0)
+    if _is_int(out.get("head_dim")) and d.get("head_dim") == old_sum and out["head_dim"] != nope + rope:
+        report.note(f"{path}head_dim", out["head_dim"], nope + rope)
+        out["head_dim"] = nope + rope
 
 
 def _rotary_head(cfg: dict) -> int | None:
@@ -846,6 +956,119 @@ def _fix_unset(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str
         out[key] = value
 
 
+def _fix_stage_heads(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Per-stage widths split into per-stage heads (CvT: ``embed_dim[i] / num_heads[i]``): each shrunk
+    stage width is rounded to a multiple of its stage's head count."""
+    heads = [k for k, v in out.items() if _int_list(v) and list_kind(k) == "heads"]
+    for key, value in list(out.items()):
+        if not (_int_list(value) and list_kind(key) == "width"):
+            continue
+        for hk in heads:
+            h = out[hk]
+            if len(h) != len(value) or all(w % max(n, 1) == 0 for w, n in zip(value, h, strict=True)):
+                continue
+            units = [math.lcm(max(n, 1), 8) for n in h]  # whole heads, each a multiple of 8 wide
+            new = [u * max(1, round(w / u)) for w, u in zip(value, units, strict=True)]
+            report.note(f"{path}{key}", d.get(key, value), new)
+            out[key] = value = new
+
+
+_MAIN_WIDTHS = ("hidden_size", "d_model", "n_embd", "embed_dim")
+
+
+def _fix_width_parts(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """A list of dimensions that added up to the width (Reformer's ``axial_pos_embds_dim``: the axial
+    position embeddings are concatenated into ``hidden_size``) is split again, in proportion, to add up
+    to the shrunk width."""
+    width_key = next((k for k in _MAIN_WIDTHS if _is_int(d.get(k)) and _is_int(out.get(k))), None)
+    if width_key is None or d[width_key] == out[width_key]:
+        return
+    old, new_width = d[width_key], out[width_key]
+    for key, value in d.items():
+        named_dimension = "dim" in key or "size" in key
+        if not (_int_list(value) and len(value) > 1 and list_kind(key) is None and named_dimension):
+            continue
+        if sum(value) != old or min(value) <= 0:
+            continue
+        new = _split_like(list(value), new_width)
+        report.note(f"{path}{key}", value, new)
+        out[key] = new
+
+
+BOX_PARTS = 6  # x0, y0, x1, y1, height, width
+BOX_WIDTH = BOX_PARTS * 16  # a multiple of the six box parts and of the heads
+
+
+_PIXEL_BORDER = re.compile(r".*prompt_size")
+
+
+def _fix_pixel_borders(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """A border measured in pixels of the image (TVP's ``visual_prompt_size``: learned frames padded around
+    a ``max_img_size - 2 * visual_prompt_size`` centre) keeps its share of the shrunk image."""
+    images = [k for k in ("max_img_size", "image_size") if _is_int(d.get(k)) and _is_int(out.get(k))]
+    key_image = images[0] if images else None
+    if key_image is None or d[key_image] == out[key_image]:
+        return
+    for key, value in d.items():
+        if _PIXEL_BORDER.fullmatch(key) and _is_int(value) and 0 < 2 * value < d[key_image]:
+            new = max(1, value * out[key_image] // d[key_image])
+            report.note(f"{path}{key}", value, new)
+            out[key] = new
+
+
+def _fix_window_stages(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Windowed attention over stages that halve the map (Swin): the last stage's map is still at least
+    one window wide, so the image grows to ``patch * window * 2**(stages - 1)`` when the shrunk one is
+    smaller (the relative position bias is sized for whole windows)."""
+    stages, window = out.get("depths"), out.get("window_size")
+    patch, image = out.get("patch_size"), out.get("image_size")
+    sizes = _is_int(window) and _is_int(patch) and _is_int(image)
+    if not (_int_list(stages) and sizes) or "num_heads" not in out:
+        return
+    need = patch * window * 2 ** (len(stages) - 1)
+    if image < need <= d.get("image_size", need):
+        report.note(f"{path}image_size", d.get("image_size"), need)
+        out["image_size"] = need
+
+
+def _fix_stage_doubling(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """Stages that double the width from a base (CLAP's audio Swin: ``patch_embeds_hidden_size * 2**i``)
+    end at ``hidden_size`` when they did before: the base becomes the shrunk width over the doubling."""
+    stages, hidden = d.get("depths"), d.get("hidden_size")
+    if not (_int_list(stages) and _is_int(hidden) and _is_int(out.get("hidden_size"))) or len(stages) < 2:
+        return
+    if "hidden_size" in _derived_fields(d.get("model_type")):
+        return  # Swin derives hidden_size from the base itself: nothing to keep in step
+    doubling = 2 ** (len(stages) - 1)
+    for key, value in d.items():
+        doubled = _is_int(value) and value * doubling == hidden
+        if key == "hidden_size" or not (doubled and DIMENSION_NAME.fullmatch(key)):
+            continue
+        new = out["hidden_size"] // doubling
+        if new >= 4 and out["hidden_size"] % doubling == 0 and out.get(key) != new:
+            report.note(f"{path}{key}", value, new)
+            out[key] = new
+
+
+def _fix_box_embeddings(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """2-D layout models that split the width into the six box embeddings (LiLT: ``hidden_size // 6``
+    each, concatenated back to ``hidden_size``; LayoutLMv3: four ``coordinate_size`` and two
+    ``shape_size`` parts) need a width divisible by six: it becomes ``BOX_WIDTH``, each part a sixth."""
+    if "max_2d_position_embeddings" not in d or not _is_int(out.get("hidden_size")):
+        return
+    if not any(k in d for k in ("coordinate_size", "shape_size", "channel_shrink_ratio")):
+        return  # LayoutLM v1 adds full-width box embeddings: any width works
+    old = out["hidden_size"]
+    for key, value in d.items():  # everything that was the width still is
+        if _is_int(value) and value == d["hidden_size"] and out.get(key) == old:
+            report.note(f"{path}{key}", value, BOX_WIDTH)
+            out[key] = BOX_WIDTH
+    for key in ("coordinate_size", "shape_size"):
+        if _is_int(d.get(key)):
+            report.note(f"{path}{key}", d[key], BOX_WIDTH // BOX_PARTS)
+            out[key] = BOX_WIDTH // BOX_PARTS
+
+
 FIXERS: tuple[Fixer, ...] = (
     _fix_unset,
     _fix_part_heads,
@@ -857,6 +1080,12 @@ FIXERS: tuple[Fixer, ...] = (
     _fix_mamba,
     _fix_backbone_stages,
     _fix_timm,
+    _fix_stage_heads,
+    _fix_width_parts,
+    _fix_box_embeddings,
+    _fix_pixel_borders,
+    _fix_window_stages,
+    _fix_stage_doubling,
 )
 
 
@@ -907,7 +1136,148 @@ def shrink_config_dict(d: dict) -> tuple[dict, ShrinkReport, TokenIds]:
     tokens = TokenIds(top=min(VOCAB, smallest_text_vocab(first)) - 1)
     out = shrink_dict(copy.deepcopy(d), tokens, report)
     _follow_widths_across(d, out, report)
+    _follow_width_sums(d, out, report)
+    _follow_half_widths(d, out, report)
+    _follow_image_grid(d, out, report)
     return out, report, tokens
+
+
+def _config_pairs(d: dict, out: dict, path: str = "") -> list[tuple[dict, dict, str]]:
+    """(original, shrunk, path) of every config in the tree, outermost first."""
+    pairs = [(d, out, path)]
+    for key, value in d.items():
+        if is_subconfig(value) and isinstance(out.get(key), dict):
+            pairs += _config_pairs(value, out[key], f"{path}{key}.")
+    return pairs
+
+
+def _follow_width_sums(d: dict, out: dict, report: ShrinkReport) -> None:
+    """A dimension no rule shrank that was the sum of two model widths of the tree (NeuCodec's
+    ``quantization_dim``: the acoustic ``hidden_size`` plus the semantic encoder's, concatenated) is the
+    sum of the two shrunk widths. A sum two different pairs could explain is left alone."""
+    widths: list[tuple[int, int]] = []
+    for orig, new, _ in _config_pairs(d, out):
+        widths += [
+            (orig[k], new[k])
+            for k in _MAIN_WIDTHS
+            if _is_int(orig.get(k)) and _is_int(new.get(k)) and new[k] != orig[k]
+        ]
+    sums: dict[int, set[int]] = {}
+    for (a, a2), (b, b2) in itertools.combinations(widths, 2):
+        sums.setdefault(a + b, set()).add(a2 + b2)
+    for orig, new, path in _config_pairs(d, out):
+        derived = _unset_by_default(_config_class(orig.get("model_type") or ""))  # derived again later
+        for key, value in orig.items():
+            if not (_is_int(value) and new.get(key) == value and len(sums.get(value, ())) == 1):
+                continue
+            if key in derived:
+                continue
+            if key in KEEP or not DIMENSION_NAME.fullmatch(key) or "position" in key or "max_" in key:
+                continue
+            if TOKEN_ID.fullmatch(key) or "vocab" in key:
+                continue
+            (total,) = sums[value]
+            report.note(f"{path}{key}", value, total)
+            new[key] = total
+
+
+_HALF_WIDTH = re.compile(r".*pos_feats")
+
+
+def _follow_half_widths(d: dict, out: dict, report: ShrinkReport) -> None:
+    """Sinusoidal position features come in sine/cosine pairs: a count that was half a channel width of
+    its config (SAM's ``num_pos_feats`` is half of ``output_channels``) is half of the shrunk width."""
+    for orig, new, path in _config_pairs(d, out):
+        halves = {
+            v: new[k] // 2
+            for k, v in orig.items()
+            if _is_int(v) and _is_int(new.get(k)) and new[k] != v and DIMENSION_NAME.fullmatch(k)
+        }
+        for key, value in orig.items():
+            half = _HALF_WIDTH.fullmatch(key) and _is_int(value) and 2 * value in halves
+            if half and new.get(key) == value:
+                report.note(f"{path}{key}", value, halves[2 * value])
+                new[key] = halves[2 * value]
+
+
+_GRID = re.compile(r"image_embedding_size|.*feature_sizes")
+
+
+def _side(value: Any) -> int | None:
+    if _is_int(value):
+        return value
+    if _int_list(value) and len(set(value)) == 1:
+        return value[0]
+    return None
+
+
+def _image_geometry(pairs: list[tuple[dict, dict, str]]) -> tuple[int, int, int | None, int | None] | None:
+    """(old image, new image, old patch, new patch) of the first config of ``pairs`` that has an image."""
+    for orig, new, _ in pairs:
+        image, small = _side(orig.get("image_size")), _side(new.get("image_size"))
+        if image and small:
+            patch, small_patch = _side(orig.get("patch_size")), _side(new.get("patch_size"))
+            return image, small, patch, small_patch
+    return None
+
+
+def _rescale_grid(value: Any, scale: Callable[[int], int | None]) -> Any:
+    if _is_int(value):
+        return scale(value)
+    if isinstance(value, (list, tuple)):
+        items = [_rescale_grid(v, scale) for v in value]
+        return None if any(i is None for i in items) else items
+    return None
+
+
+def _follow_image_grid(d: dict, out: dict, report: ShrinkReport) -> None:
+    """Sizes measured on the image's feature maps (SAM's ``image_embedding_size``, SAM 2's
+    ``backbone_feature_sizes``: the backbone's grids at strides 4, 8, 16) follow the shrunk image: by the
+    patch grid's ratio where the image is cut into patches, else by the image's ratio. A prompt encoder
+    whose ``image_size / patch_size`` was one of those grids keeps meaning that grid (its patch size is
+    the total stride of the backbone level it reads)."""
+    pairs = _config_pairs(d, out)
+    grids: dict[int, int] = {}
+    for i, (orig, new, path) in enumerate(pairs):
+        for key, value in orig.items():
+            if not _GRID.fullmatch(key) or new.get(key) != value:
+                continue
+            subs = [p for p in pairs[i:] if p[2].startswith(path)]  # this config, then its nested ones
+            geo = _image_geometry(subs) or _image_geometry(pairs)
+            if geo is None:
+                continue
+            image, small, patch, small_patch = geo
+            flat = [v for v in _flatten(value) if v > 0]
+            if not flat:
+                continue
+            if patch and small_patch and image % patch == 0 and all(v % (image // patch) == 0 for v in flat):
+                old_unit, new_unit = image // patch, small // small_patch
+            else:
+                old_unit, new_unit = image, small
+            def scale(v: int, a: int = old_unit, b: int = new_unit) -> int | None:
+                return v * b // a if (v * b) % a == 0 and v * b >= a else None
+            rescaled = _rescale_grid(value, scale)
+            if rescaled is None or rescaled == value:
+                continue
+            grids.update(zip(flat, (v for v in _flatten(rescaled)), strict=True))
+            report.note(f"{path}{key}", value, rescaled)
+            new[key] = rescaled
+    for orig, new, path in pairs:
+        image, patch = _side(orig.get("image_size")), _side(orig.get("patch_size"))
+        small = _side(new.get("image_size"))
+        if not (image and patch and small and _is_int(new.get("patch_size"))) or image % patch:
+            continue
+        grid = grids.get(image // patch)
+        if grid and small % grid == 0 and new["patch_size"] != small // grid:
+            new["patch_size"] = small // grid
+            report.changes.pop(f"{path}patch_size", None)
+            report.note(f"{path}patch_size", patch, small // grid)
+
+
+def _flatten(value: Any) -> list[int]:
+    if _is_int(value):
+        return [value]
+    return [x for v in value for x in _flatten(v)] if isinstance(value, (list, tuple)) else []
 
 
 def _follow_widths_across(d: dict, out: dict, report: ShrinkReport) -> None:
@@ -980,23 +1350,54 @@ def _attr(config: Any, name: str) -> Any:
 _KEEP_DERIVED = {"out_features", "out_indices", "model_type", "_name_or_path", "output_attentions"}
 
 
-def drop_derived(cls: Any, small: dict, original: dict) -> None:
+def _derived_fields(model_type: Any) -> set[str]:
+    """Attributes a config class writes out but does not take as fields (it derives them: Swin's
+    ``hidden_size`` from ``embed_dim`` and the depths); empty for an unknown class."""
+    import dataclasses  # lazy: private
+
+    cls = _config_class(model_type) if isinstance(model_type, str) else None
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return set()
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return {"hidden_size"} - fields
+
+
+def _unset_by_default(cls: Any) -> set[str]:
+    """Fields of a config dataclass whose declared default is None (the class fills them in itself)."""
+    import dataclasses  # lazy: private
+
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return set()
+    return {f.name for f in dataclasses.fields(cls) if f.default is None}
+
+
+def drop_derived(cls: Any, small: dict, original: dict, top: bool = True) -> None:
     """Drop, in place, the values a config dataclass derives at construction (``feature_size`` from the
     lags, Swin's ``num_layers`` and ``hidden_size`` from ``depths``) that ``to_dict`` wrote out: left in,
     they keep their full-size value; dropped, ``from_dict`` derives them again from the shrunk sizes.
     ``original`` is the default config's dictionary, so every such key there was derived by the class;
-    keys a family override added are kept. Nested configs too, through their own classes."""
+    keys a family override added are kept. Nested configs too, through their own classes.
+
+    Fields work the same way when their declared default is None but the default config holds a number
+    (X-codec's ``codebook_dim``, the acoustic plus the semantic width): the class derived it, and if no
+    rule shrank it, it is unset again so that the class derives it from the shrunk sizes (top level only:
+    a composite may set its parts' values itself)."""
     import dataclasses  # lazy: private
 
     if not dataclasses.is_dataclass(cls):
         return
     fields = {f.name for f in dataclasses.fields(cls)}
+    unset_by_default = _unset_by_default(cls) if top else set()
     for key in list(small):
         value = small[key]
         if isinstance(value, dict):
             sub_cls = _config_class(value.get("model_type") or "")
             if sub_cls is not None and isinstance(original.get(key), dict):
-                drop_derived(sub_cls, value, original[key])
+                drop_derived(sub_cls, value, original[key], top=False)
+            continue
+        untouched = _is_int(value) and value == original.get(key)
+        if key in unset_by_default and untouched and not TOKEN_ID.fullmatch(key):
+            small[key] = None
             continue
         if key in fields or key in _KEEP_DERIVED or key.startswith("_") or key not in original:
             continue
