@@ -427,3 +427,14 @@ def test_flattened_patches_lead_with_positions() -> None:
     assert patches.shape[-1] == 12 + 2
     rows, cols = patches[0, :, 0], patches[0, :, 1]
     assert rows.min() >= 1 and cols.min() >= 1 and torch.equal(rows, rows.round())
+
+
+def test_a_layer_plan_of_pattern_and_repeats_spells_out_the_shrunk_layer_count() -> None:
+    """GPT-Neo's attention_types [[["global", "local"], 12]] spelled out its 24 layers; the class expands it
+    again and checks the length, so the plan must spell out the shrunk count too."""
+    small, _, _ = shrink.shrink_config_dict(
+        {"num_layers": 24, "attention_types": [[["global", "local"], 12]], "hidden_size": 2048}
+    )
+    plan, layers = small["attention_types"], small["num_layers"]
+    assert sum(len(p) * n for p, n in plan) == layers < 24
+    assert plan[0][0] == ["global", "local"]

@@ -1069,6 +1069,43 @@ def _fix_box_embeddings(d: dict, out: dict, depths: dict, report: ShrinkReport, 
             out[key] = BOX_WIDTH // BOX_PARTS
 
 
+def _is_layer_plan(value: Any) -> bool:
+    """[[pattern, repeats], ...] with a pattern of layer kinds (GPT-Neo's ``attention_types``)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(e, (list, tuple))
+            and len(e) == 2
+            and isinstance(e[0], list)
+            and bool(e[0])
+            and all(isinstance(k, str) for k in e[0])
+            and _is_int(e[1])
+            for e in value
+        )
+    )
+
+
+def _fix_layer_plan(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str) -> None:
+    """A plan of (pattern, repeats) pairs that spelled out a layer count keeps spelling out the shrunk count:
+    the config class expands it again into the per-layer list and checks its length."""
+    for key, value in d.items():
+        if not _is_layer_plan(value):
+            continue
+        total = sum(len(pattern) * n for pattern, n in value)
+        for depth in depths.values():
+            if depth.old != total or depth.new == depth.old:
+                continue
+            pattern = value[0][0]
+            if depth.new % len(pattern) == 0:
+                plan = [[pattern, depth.new // len(pattern)]]
+            else:
+                plan = [[pattern[:1], depth.new]]
+            report.note(f"{path}{key}", value, plan)
+            out[key] = plan
+            break
+
+
 FIXERS: tuple[Fixer, ...] = (
     _fix_unset,
     _fix_part_heads,
@@ -1086,6 +1123,7 @@ FIXERS: tuple[Fixer, ...] = (
     _fix_pixel_borders,
     _fix_window_stages,
     _fix_stage_doubling,
+    _fix_layer_plan,
 )
 
 
