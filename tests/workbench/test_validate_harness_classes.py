@@ -35,16 +35,6 @@ CLASSES = {
 SLOW = {"groups_follow_width", "composite_part"}  # codec / composite builds take over 10 s
 
 
-@pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW else k for k in sorted(CLASSES)]
-)
-def test_representative_builds(kind: str) -> None:
-    name = CLASSES[kind]
-    res = runner.validate(name, device="cpu", check_generate=False, harness_only=True)
-    assert res["status"] == "built", (name, res.get("failed_stage"), res.get("error"))
-    assert res["harness_ok"] is True
-
-
 def test_stage_count_is_not_a_layer_count() -> None:
     d = {"num_layers": 4, "depths": [2, 2, 18, 2], "num_hidden_layers": 12}
     out, _, _ = shrink.shrink_config_dict(d)
@@ -91,16 +81,6 @@ CLASSES_2 = {
     "part_heads": "vjepa2",
 }
 SLOW_2 = {"unset_experts", "text_with_pixels", "query_former_image_token", "part_heads", "main_input_alias"}
-
-
-@pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_2 else k for k in sorted(CLASSES_2)]
-)
-def test_representative_builds_2(kind: str) -> None:
-    name = CLASSES_2[kind]
-    res = runner.validate(name, device="cpu", check_generate=False, harness_only=True)
-    assert res["status"] == "built", (name, res.get("failed_stage"), res.get("error"))
-    assert res["harness_ok"] is True
 
 
 def test_unset_sizes_are_filled() -> None:
@@ -179,16 +159,6 @@ SLOW_3 = {
     "inputs_as_tokens",
     "image_grid",
 }
-
-
-@pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_3 else k for k in sorted(CLASSES_3)]
-)
-def test_representative_builds_3(kind: str) -> None:
-    name = CLASSES_3[kind]
-    res = runner.validate(name, device="cpu", check_generate=False, harness_only=True)
-    assert res["status"] == "built", (name, res.get("failed_stage"), res.get("error"))
-    assert res["harness_ok"] is True
 
 
 def test_stage_widths_are_multiples_of_their_heads() -> None:
@@ -372,16 +342,6 @@ CLASSES_4 = {
 SLOW_4 = {"stage_doubling", "video_query_tokens", "query_former_alone", "layer_index_order"}
 
 
-@pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_4 else k for k in sorted(CLASSES_4)]
-)
-def test_representative_builds_4(kind: str) -> None:
-    name = CLASSES_4[kind]
-    res = runner.validate(name, device="cpu", check_generate=False, harness_only=True)
-    assert res["status"] == "built", (name, res.get("failed_stage"), res.get("error"))
-    assert res["harness_ok"] is True
-
-
 def test_a_layer_index_keeps_its_place_among_listed_layers() -> None:
     d = {"num_hidden_layers": 24, "merge_index": 2, "intermediate_hidden_state_indices": [5, 11, 17, 23]}
     out, _, _ = shrink.shrink_config_dict(d)
@@ -438,3 +398,18 @@ def test_a_layer_plan_of_pattern_and_repeats_spells_out_the_shrunk_layer_count()
     plan, layers = small["attention_types"], small["num_layers"]
     assert sum(len(p) * n for p, n in plan) == layers < 24
     assert plan[0][0] == ["global", "local"]
+
+
+# every class above, one harness-only build each (the codec / composite builds over 10 s are slow)
+ALL_CLASSES = {**CLASSES, **CLASSES_2, **CLASSES_3, **CLASSES_4}
+ALL_SLOW = SLOW | SLOW_2 | SLOW_3 | SLOW_4
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=pytest.mark.slow) if k in ALL_SLOW else k for k in sorted(ALL_CLASSES)]
+)
+def test_representative_builds(kind: str) -> None:
+    name = ALL_CLASSES[kind]
+    res = runner.validate(name, device="cpu", check_generate=False, harness_only=True)
+    assert res["status"] == "built", (name, res.get("failed_stage"), res.get("error"))
+    assert res["harness_ok"] is True

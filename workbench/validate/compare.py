@@ -121,14 +121,18 @@ def compare_all(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], rtol
 FP64_MULTIPLIER = 2.0
 
 
-def _fp64_verdict(name: str, got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None,
-                  atol: float, bad: Mismatch) -> Mismatch | None:
+def _fp64_verdict(
+    name: str, got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None, atol: float, bad: Mismatch
+) -> Mismatch | None:
     if ref64 is None:
         return bad
     ref64 = ref64.detach().cpu()
-    if ref64.shape != ref.shape or (not ref.is_floating_point() and not torch.equal(ref64.to(ref.dtype), ref)):
+    if ref64.shape != ref.shape or (
+        not ref.is_floating_point() and not torch.equal(ref64.to(ref.dtype), ref)
+    ):
         bad.detail = (bad.detail + "; " if bad.detail else "") + (
-            "ill-conditioned: the CPU's own float32 and float64 runs disagree too")
+            "ill-conditioned: the CPU's own float32 and float64 runs disagree too"
+        )
         return bad
     if got.shape != ref.shape or not ref.is_floating_point() or not torch.isfinite(ref).all():
         return bad
@@ -137,17 +141,20 @@ def _fp64_verdict(name: str, got: torch.Tensor, ref: torch.Tensor, ref64: torch.
     e_ref = (ref.double() - r64).abs().max().item()
     if e_dev <= FP64_MULTIPLIER * e_ref + atol / 10:
         return None
-    bad.detail = (bad.detail + "; " if bad.detail else "") + f"vs float64: tpu {e_dev:.3g}, cpu float32 {e_ref:.3g}"
+    bad.detail = (
+        bad.detail + "; " if bad.detail else ""
+    ) + f"vs float64: tpu {e_dev:.3g}, cpu float32 {e_ref:.3g}"
     if e_ref > bad.limit:  # the CPU's own float32 run would fail this tolerance against float64
-        bad.detail += "; ill-conditioned: the CPU's own float32 error against float64 is over the tolerance too"
+        bad.detail += (
+            "; ill-conditioned: the CPU's own float32 error against float64 is over the tolerance too"
+        )
     return bad
 
 
 NOISE_MULTIPLIER = 2.0
 
 
-def _noise_verdict(name: str, got: torch.Tensor, ref: torch.Tensor, band: float | None,
-                   bad: Mismatch) -> Mismatch | None:
+def _noise_verdict(band: float | None, bad: Mismatch) -> Mismatch | None:
     """None when the device's distance from the CPU run is within NOISE_MULTIPLIER x the CPU run's own
     Monte Carlo rounding band for this tensor."""
     if band is None or not math.isfinite(bad.max_abs) or bad.max_abs > NOISE_MULTIPLIER * band:
@@ -157,9 +164,14 @@ def _noise_verdict(name: str, got: torch.Tensor, ref: torch.Tensor, band: float 
     return None
 
 
-def compare_all_fp64(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor],
-                     ref64: dict[str, torch.Tensor], rtol: float, atol: float,
-                     noise: dict[str, float] | None = None) -> dict:
+def compare_all_fp64(
+    got: dict[str, torch.Tensor],
+    ref: dict[str, torch.Tensor],
+    ref64: dict[str, torch.Tensor],
+    rtol: float,
+    atol: float,
+    noise: dict[str, float] | None = None,
+) -> dict:
     """As :func:`compare_all`, with every tensor over the tolerance arbitrated against ``ref64``, then
     against the CPU run's rounding noise band ``noise`` (name -> max-abs spread); the names that passed
     only that way are listed under ``"passed_vs_float64"`` and ``"passed_vs_rounding_noise"``."""
@@ -177,7 +189,7 @@ def compare_all_fp64(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor],
             verdict = _fp64_verdict(name, got[name], r, ref64.get(name), atol, bad)
             if verdict is None:
                 rescued.append(name)
-            elif noise is not None and _noise_verdict(name, got[name], r, noise.get(name), verdict) is None:
+            elif noise is not None and _noise_verdict(noise.get(name), verdict) is None:
                 within_noise.append(name)
             else:
                 mismatches.append(verdict)
