@@ -16,11 +16,13 @@ import torch
 
 @functools.cache
 def jax_module() -> Any:
-    """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit, and XLA's persistent compilation
-    cache on (eager lowerings compile per shape; a cold process otherwise recompiles everything)."""
+    """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit, XLA's persistent compilation
+    cache on (eager lowerings compile per shape; a cold process otherwise recompiles everything), and XLA:CPU
+    running each call inline (see :func:`_cpu_dispatch_inline`)."""
     import jax  # lazy: jax (import torch must not import it)
 
     jax.config.update("jax_enable_x64", True)
+    _cpu_dispatch_inline(jax)
     cache = compilation_cache_dir()
     if cache is not None:
         try:
@@ -29,6 +31,19 @@ def jax_module() -> Any:
         except Exception:  # noqa: BLE001 - an unwritable cache must never stop the device
             pass
     return jax
+
+
+def _cpu_dispatch_inline(jax: Any) -> None:
+    """Eager ops are small: on XLA:CPU, handing each one to a worker thread (JAX's async dispatch) costs more
+    than the op, measured at 1.8x on a tiny GPT train step (219 vs 121 ms) on a 2-core host. Run inline instead,
+    unless the user set ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` (then JAX's own setting stands). Accelerators are not
+    affected: the flag applies to the CPU client only, and only before it is created."""
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:
+        return
+    try:
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    except Exception:  # noqa: BLE001 - a JAX without the flag keeps its default
+        pass
 
 
 def compilation_cache_dir() -> Path | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
 
 _JaxArray: Any = None
+_ArrayImpl: Any = None  # the concrete jax.Array class: an identity test where isinstance(x, jax.Array) is slow
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -50,26 +52,33 @@ def cpu_fallback_enabled() -> bool:
 
 
 def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None = None) -> Any:
-    """Entry point from ``TpuTensor.__torch_dispatch__`` and the PrivateUse1 fallback kernel."""
-    if state._bad_fork:
-        raise RuntimeError(
-            "Cannot re-initialize the TPU device in a forked subprocess (JAX was started in the parent). To use "
-            "the TPU device with multiprocessing, you must use the 'spawn' start method (DataLoader("
-            "multiprocessing_context='spawn') or torch.multiprocessing.set_start_method('spawn'))"
-        )
+    """Entry point from ``TpuTensor.__torch_dispatch__`` and the PrivateUse1 fallback kernel. The hot path is
+    a plan look-up and a call: every per-op check that does not depend on the call lives in the plan."""
     plan = _PLANS.get(func)
     if plan is None:
+        if state._bad_fork:  # (a fork empties _PLANS, so a forked child always comes here)
+            raise RuntimeError(
+                "Cannot re-initialize the TPU device in a forked subprocess (JAX was started in the parent). To "
+                "use the TPU device with multiprocessing, you must use the 'spawn' start method (DataLoader("
+                "multiprocessing_context='spawn') or torch.multiprocessing.set_start_method('spawn'))"
+            )
         plan = _PLANS[func] = _make_plan(func)
-    if kwargs and kwargs.get("device") is not None:
-        _check_device_arg(kwargs["device"])
-    if state.launch_blocking():
-        return _blocking_call(plan, func, args, kwargs or {})
+    if kwargs:
+        if kwargs.get("device") is not None:
+            _check_device_arg(kwargs["device"])
+    else:
+        kwargs = {}
+    if state._Process.launch_blocking:
+        return _blocking_call(plan, func, args, kwargs)
     try:
-        return plan(func, args, kwargs or {})
+        return plan(func, args, kwargs)
     except Exception:
         if private.current_graph_task_id() == -1:
             raise
-        return _backward_rescue(func, args, kwargs or {})
+        return _backward_rescue(func, args, kwargs)
+
+
+os.register_at_fork(after_in_child=_PLANS.clear)
 
 
 def _check_device_arg(dev: Any) -> None:
@@ -124,11 +133,26 @@ def unwrap_kwargs(kwargs: dict) -> dict:
     return {k: unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
 
 
+def unwrap_args(args: tuple) -> list:
+    """``unwrap`` of a call's positional arguments, with the common case (a root TPU tensor holding a concrete
+    array) inline: this runs once per op."""
+    out = []
+    for a in args:
+        if a.__class__ is TpuTensor and a._root is None:
+            e = a._elem
+            if e.__class__ is _ArrayImpl:
+                out.append(e)
+                continue
+        out.append(unwrap(a))
+    return out
+
+
 def wrap(r: Any) -> Any:
     """jax arrays (also inside lists/tuples) as new TPU tensors."""
-    if isinstance(r, _JaxArray) or r.__class__ is Lazy:
+    c = r.__class__
+    if c is _ArrayImpl or c is Lazy or isinstance(r, _JaxArray):
         return TpuTensor(r)
-    if isinstance(r, (tuple, list)):
+    if c is tuple or c is list or isinstance(r, (tuple, list)):
         return type(r)([wrap(x) for x in r])
     return r
 
@@ -223,11 +247,17 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
                  ) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
 
+        fast = _strict_executable(fn)
+
+        process = state._Process
+        fused = state.EagerMode.DEFER_AND_FUSE
+
         def plan_view(f, a, k):
-            ua = unwrap(a)
+            ua = unwrap_args(a)
             uk = unwrap_kwargs(k)
-            res = lazy.call(fn, ua, uk)
-            rest = ua[1:]
+            res = (fast(*ua, **uk) if fast is not None and process.eager_mode is not fused
+                   else lazy.call(fn, ua, uk, fast))
+            rest = tuple(ua[1:])
             src = a[0]
             with _view_mode(src):
                 if isinstance(res, (list, tuple)):
@@ -241,17 +271,32 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
 
         return plan_view
 
-    def plan_direct(f, a, k):
-        return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager))
+    if eager is None:
 
-    return plan_direct
+        def plan_direct(f, a, k):
+            return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k)))
+
+        return plan_direct
+
+    process = state._Process
+    fused = state.EagerMode.DEFER_AND_FUSE
+
+    def plan_direct_strict(f, a, k):
+        if process.eager_mode is fused:
+            return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager))
+        if k:
+            return wrap(eager(*unwrap_args(a), **unwrap_kwargs(k)))
+        return wrap(eager(*unwrap_args(a)))
+
+    return plan_direct_strict
 
 
 # ----------------------------------------------------------------------------- plans
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
-    global _JaxArray
+    global _JaxArray, _ArrayImpl
     if _JaxArray is None:
-        _JaxArray = jax_module().Array
+        jax = jax_module()
+        _JaxArray, _ArrayImpl = jax.Array, type(jax.numpy.zeros(()))
     low = lookup(func)
     plan = _make_lowering_plan(func, low)
     if func in _CPU_INDICES_OK:
@@ -307,13 +352,12 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
     if low is not None:
         fn = jitted(low.fn) if low.jit else low.fn
-        eager = (op_jit(low.fn) if not low.jit and low.owner.startswith(_OP_JIT_FAMILIES)
-                 and not reads_host_values(low.fn) else None)
+        eager = None if low.jit else _strict_executable(low.fn)
         if inplace:
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                set_value(self, _cast(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager), self))
+                set_value(self, _cast(lazy.call(fn, unwrap_args(a), unwrap_kwargs(k), eager), self))
                 return self
 
             return plan_inplace
@@ -374,9 +418,15 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
     return _plan_missing
 
 
-# Families whose lowerings run as one cached executable per call in strict eager (backend/op_jit.py): pure
-# arithmetic with no host-side checks on values.
-_OP_JIT_FAMILIES = ("backend.ops.pointwise.", "backend.ops.reduction.", "backend.ops.shape.")
+def _strict_executable(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``fn`` as one cached executable per call signature in strict eager (backend/op_jit.py), unless it checks
+    values on the host (those checks would vanish under jit) or draws random numbers (its key must advance)."""
+    if reads_host_values(fn) or getattr(fn, "__module__", "").startswith(_PLAIN_FAMILIES):
+        return None
+    return op_jit(fn)
+
+
+_PLAIN_FAMILIES = ("backend.ops.random",)
 _ALIAS_OPS: set = set()
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload

@@ -35,7 +35,9 @@ from backend.jit import freeze
 
 MAX_NODES = 4096  # a graph this long is flushed even if nothing asked for a value
 CACHE_SIZE = 128  # compiled graphs kept (least recently used evicted)
-_WINDOW = 8  # recent flushes looked at by the adaptive fallback
+_WINDOW = 16  # recent flushes looked at by the adaptive fallback (a warm-up of a few steps with three graphs
+# each, the optimizer's first step differing from the rest, must not look like shapes that never repeat)
+_NEW_IN_WINDOW = 15  # flushes of the window that were new signatures before recording pauses
 _PAUSE_OPS = 4096  # ops run strictly after the fallback triggers
 
 
@@ -207,7 +209,142 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, eager:
         return _record(fn, args, kwargs)
 
 
+# ----------------------------------------------------------------------------- the recording fast path
+# A training loop records the same op, with the same wiring, at the same graph position every step. The slow
+# path (_record_slow) works out an op's spec, shape, float lifting and replay template; the fast path keys all
+# of that by what determines it (lowering, argument wiring by graph position, avals, statics, scalar slot) and
+# reuses it, so a repeated op costs one key build and one dict look-up.
+_recipes: dict[Any, tuple] = {}
+_MAX_RECIPES = 65536
+
+
+class _NoFastKey(Exception):
+    pass
+
+
+def _fast_leaf(x: Any, g: _Graph, new_inputs: list) -> Any:
+    c = x.__class__
+    if c is Lazy:
+        if x.value is None:
+            return ("n", x.node, x.out, x.shape, x.dtype, x.weak_type)
+        x = x.value
+        c = x.__class__
+    if c is _IMPL:
+        k = g.input_index.get(id(x))
+        if k is None:
+            k = len(g.inputs) + len(new_inputs)
+            for j, y in enumerate(new_inputs):  # the same array twice in one call
+                if y is x:
+                    k = len(g.inputs) + j
+                    break
+            else:
+                new_inputs.append(x)
+        return ("i", k, x.shape, x.dtype, x.weak_type)
+    if c is int or c is bool or x is None or c is str:
+        return (c, x)
+    if c is list or c is tuple:  # (a float inside a list is static, as on the slow path)
+        return (c, tuple([_fast_leaf(v, g, new_inputs) for v in x]))
+    if isinstance(x, _ARRAY):
+        raise _NoFastKey  # a tracer, or an array class the fast path does not know
+    try:
+        f = freeze(x)
+        hash(f)
+    except TypeError:
+        raise _NoFastKey from None
+    return f
+
+
 def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    if _IMPL is None:
+        _load_types()
+    g = _graph
+    new_inputs: list = []
+    floats: list = []  # top-level float arguments, which the slow path lifts to graph scalars when it can
+    try:
+        pa = []
+        for a in args:
+            if a.__class__ is float:
+                floats.append(a)
+                pa.append("F")
+            else:
+                pa.append(_fast_leaf(a, g, new_inputs))
+        pk = []
+        for k, v in kwargs.items():
+            if v.__class__ is float:
+                floats.append(v)
+                pk.append((k, "F"))
+            else:
+                pk.append((k, _fast_leaf(v, g, new_inputs)))
+        key = (fn, tuple(pa), tuple(pk), len(g.scalars) if floats else 0)
+        recipe = _recipes.get(key)
+    except (_NoFastKey, TypeError):
+        return _record_slow(fn, args, kwargs)
+    if recipe is None:
+        n_in, n_sc, n_nodes = len(g.inputs), len(g.scalars), len(g.nodes)
+        result = _record_slow(fn, args, kwargs)
+        if (_graph is g and len(g.nodes) == n_nodes + 1
+                and _recorded_as_expected(g, n_in, n_sc, new_inputs, floats)):
+            node = g.nodes[-1]
+            if len(_recipes) > _MAX_RECIPES:
+                _recipes.clear()
+            _recipes[key] = (node.args, node.kwargs, node.key, node.treedef, node.rng, node.fn,
+                             [(lz.shape, lz.dtype, lz.weak_type) for lz in _outs_of(node)])
+        return result
+    targs, tkwargs, node_key, treedef, rng, node_fn, outs = recipe
+    for x in new_inputs:
+        g.input_index[id(x)] = len(g.inputs)
+        g.inputs.append(x)
+    if floats:
+        g.scalars.extend(floats)
+    j = len(g.nodes)
+    node = _Node(node_fn, targs, tkwargs, node_key, treedef, rng)
+    g.nodes.append(node)
+    if rng:
+        g.rng = True
+    _STATS.ops_recorded += 1
+    if treedef is None:
+        shape, dtype, weak = outs[0]
+        lz = Lazy(shape, dtype, weak, j, 0)
+        node.outs.append(weakref.ref(lz))
+        result: Any = lz
+    else:
+        leaves = []
+        for o, (shape, dtype, weak) in enumerate(outs):
+            lz = Lazy(shape, dtype, weak, j, o)
+            node.outs.append(weakref.ref(lz))
+            leaves.append(lz)
+        result = jax_module().tree_util.tree_unflatten(treedef, leaves)
+    if len(g.nodes) >= MAX_NODES:
+        flush()
+    return result
+
+
+def _outs_of(node: _Node) -> list:
+    return [ref() for ref in node.outs]
+
+
+def _recorded_as_expected(g: _Graph, n_in: int, n_sc: int, new_inputs: list, floats: list) -> bool:
+    """The slow path recorded one node whose inputs and scalars are exactly what the fast key predicted (every
+    float lifted, the new arrays appended in order), with all its outputs still alive to read their avals."""
+    added = g.inputs[n_in:]
+    if len(added) != len(new_inputs) or any(a is not b for a, b in zip(added, new_inputs, strict=True)):
+        return False
+    if g.scalars[n_sc:] != floats:
+        return False
+    return all(ref() is not None for ref in g.nodes[-1].outs)
+
+
+_IMPL: Any = None
+
+
+def _load_types() -> None:
+    global _ARRAY, _TRACER, _IMPL
+    jax = jax_module()
+    _ARRAY, _TRACER = jax.Array, jax.core.Tracer
+    _IMPL = type(jax.numpy.zeros(()))
+
+
+def _record_slow(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     global _ARRAY, _TRACER
     jax = jax_module()
     if _ARRAY is None:
@@ -285,7 +422,7 @@ def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         _shape_cache[shape_key] = shaped
     leaves, treedef, rng = shaped
     j = len(g.nodes)
-    node = _Node(fn, targs, tkwargs, (fn, spec), treedef, rng)
+    node = _Node(fn, targs, tkwargs, _node_id(fn, spec), treedef, rng)
     g.nodes.append(node)
     if rng:
         g.rng = True
@@ -305,6 +442,25 @@ def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     if len(g.nodes) >= MAX_NODES:
         flush()
     return result
+
+
+_node_ids: dict[Any, int] = {}
+_next_node_id = 0
+
+
+def _node_id(fn: Callable, spec: Any) -> int:
+    """A small int standing for (lowering, argument spec): the graph's cache key is a tuple of these, so a hit
+    hashes and compares a few hundred ints, not a few hundred nested tuples. Ids are never reused, so clearing
+    the table (bounded) only makes later graphs miss."""
+    global _next_node_id
+    key = (fn, spec)
+    i = _node_ids.get(key)
+    if i is None:
+        if len(_node_ids) > 1 << 20:
+            _node_ids.clear()
+        i = _node_ids[key] = _next_node_id
+        _next_node_id += 1
+    return i
 
 
 _FLOAT = ("F", "F", None)  # a float argument's place while deciding whether it is lifted
@@ -465,8 +621,15 @@ def _run(g: _Graph) -> None:
         values = _call_compiled(exe, g)
     for (_, _, lz), v in zip(live, values, strict=True):
         lz.value = v
+    _note_flush(new_signature)
+
+
+def _note_flush(new_signature: bool) -> None:
+    """The adaptive fallback: when nearly every recent graph was a signature never seen before (shapes that
+    change every step), recording pauses and ops run strictly for a while."""
+    global _paused_ops
     _recent.append(new_signature)
-    if len(_recent) == _WINDOW and sum(_recent) >= _WINDOW - 2:
+    if len(_recent) == _WINDOW and sum(_recent) >= _NEW_IN_WINDOW:
         _paused_ops = _PAUSE_OPS
         _recent.clear()
         _STATS.fallback_pauses += 1

@@ -1,27 +1,35 @@
-"""Strict eager: a lowering of the pointwise family runs as one cached XLA executable per call signature.
+"""Strict eager: a lowering runs as one cached XLA executable per call signature.
 
-A pointwise lowering is a few JAX primitives (dtype promotion casts, the op, a ``where``); run eagerly, each
-primitive is a dispatch of its own. Run through ``jax.jit`` it is one C++ dispatch. The executable is cached
-per (lowering, static arguments, input shapes/dtypes); float arguments (a learning rate, an optimizer's bias
-correction) are traced inputs — not part of the key — when the lowering gives the same output shapes and
-dtypes with them traced (it neither branches on their value nor promotes differently), so a schedule does not
-compile a new program per step. A signature the lowering cannot trace (it reads a value on the host, or raises)
-is remembered and runs as a plain call, which raises exactly what it always raised. Random lowerings are never
-jitted here (the device key must advance per call).
+A lowering is a few JAX primitives (dtype promotion casts, the op, a ``where``); run eagerly, each primitive is
+a dispatch of its own (about 50 us each on XLA:CPU). Run through ``jax.jit`` it is one C++ dispatch. The
+executable is cached per (lowering, static arguments, input shapes/dtypes, matmul precision, default dtype), and
+built the *second* time a signature is seen: a one-off call (a test, a shape seen once) runs plainly and pays
+no compile. Float arguments (a learning rate, an optimizer's bias correction) are traced inputs, not part of
+the key, when the lowering gives the same output shapes and dtypes with them traced (it neither branches on
+their value nor promotes differently), so a schedule does not compile a new program per step.
+
+A signature the lowering cannot trace (it reads a value on the host, raises, or returns something that is not
+an array) is remembered and runs as a plain call, which raises exactly what it always raised. Random lowerings
+are never jitted here (the device key must advance per call).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from backend import random as _rng
+from backend import state
 from backend._jax import jax_module
 from backend.jit import freeze
 
 _PLAIN = object()  # the signature runs as a plain call
 _BY_VALUE = object()  # traceable only with its float arguments as constants
+_SEEN_ONCE = object()  # seen once: the next sighting builds the executable
 _MAX_ENTRIES = 8192
 
 
@@ -39,44 +47,68 @@ def reads_host_values(fn: Callable[..., Any]) -> bool:
     return "Tracer" in src or "_concrete(" in src
 
 
+class _Types:
+    """JAX's array classes, resolved on first use (importing this module must not import JAX)."""
+
+    array: Any = None
+    tracer: Any = None
+    impl: Any = None
+
+    @classmethod
+    def load(cls) -> None:
+        jax = jax_module()
+        cls.array, cls.tracer = jax.Array, jax.core.Tracer
+        cls.impl = type(jax.numpy.zeros(()))
+
+
+def _spec(x: Any, arrays: list, floats: list) -> Any:
+    """The cache-key part of one argument; arrays and floats are collected in call order."""
+    c = x.__class__
+    if c is _Types.impl:
+        arrays.append(x)
+        return (x.shape, x.dtype, x.weak_type)
+    if c is float:
+        floats.append(x)
+        return "F"
+    if c is int or c is bool or x is None:
+        return (c, x)
+    if c is list or c is tuple:
+        return (c, tuple([_spec(v, arrays, floats) for v in x]))
+    if isinstance(x, _Types.array):
+        if isinstance(x, _Types.tracer):
+            raise _Unkeyable
+        arrays.append(x)
+        return (x.shape, x.dtype, x.weak_type)
+    if getattr(x, "key", False) is None:  # a view step that could not be keyed (backend.tensor.ViewStep)
+        raise _Unkeyable
+    f = freeze(x)
+    hash(f)
+    return f
+
+
 def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with a per-signature ``jax.jit`` cache (see the module docstring)."""
-    jax = jax_module()
-    array_type, tracer_type = jax.Array, jax.core.Tracer
     cache: dict[Any, Any] = {}
 
-    def spec_of(x: Any, arrays: list, floats: list) -> Any:
-        c = x.__class__
-        if c is float:
-            floats.append(x)
-            return "F"
-        if c is int or c is bool or x is None:
-            return (c, x)
-        if isinstance(x, array_type):
-            if isinstance(x, tracer_type):
-                raise _Unkeyable
-            arrays.append(x)
-            return (x.shape, x.dtype, x.weak_type)
-        if c is list or c is tuple:
-            return (c, tuple(spec_of(v, arrays, floats) for v in x))
-        f = freeze(x)
-        hash(f)
-        return f
-
     def call(*args: Any, **kwargs: Any) -> Any:
+        if _Types.impl is None:
+            _Types.load()
         arrays: list = []
         floats: list = []
         try:
-            key = (tuple(spec_of(a, arrays, floats) for a in args),
-                   tuple((k, spec_of(v, arrays, floats)) for k, v in kwargs.items()))
+            key = (tuple([_spec(a, arrays, floats) for a in args]),
+                   tuple([(k, _spec(v, arrays, floats)) for k, v in kwargs.items()]) if kwargs else (),
+                   state.current_precision(), torch.get_default_dtype())
+            exe = cache.get(key)
         except (_Unkeyable, TypeError):
             return fn(*args, **kwargs)
-        exe = cache.get(key)
-        if exe is None:
-            exe = _build(fn, args, kwargs, bool(floats))
-            if len(cache) > _MAX_ENTRIES:
-                cache.clear()
-            cache[key] = exe
+        if exe is None or exe is _SEEN_ONCE:
+            if exe is None:
+                if len(cache) > _MAX_ENTRIES:
+                    cache.clear()
+                cache[key] = _SEEN_ONCE
+                return fn(*args, **kwargs)
+            exe = cache[key] = _build(fn, args, kwargs, bool(floats))
         if exe is _PLAIN:
             return fn(*args, **kwargs)
         if exe is _BY_VALUE:  # floats the lowering branches on: one program per value (rarely more than a few)
@@ -88,16 +120,31 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
                 return fn(*args, **kwargs)
             return exe[1](*arrays)
         lifted, program = exe
-        return program(*arrays, *floats) if lifted else program(*arrays)
+        return program(*arrays, *[_scalar(f) for f in floats]) if lifted else program(*arrays)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
+    call.cache = cache  # type: ignore[attr-defined]  # (tests read it)
     return call
 
 
-def _template(args: tuple, kwargs: dict, lift: bool) -> tuple[Callable[[list, list], tuple], int]:
+_SCALARS: dict[Any, Any] = {}
+
+
+def _scalar(f: float) -> Any:
+    """A Python float as the weakly typed 0-dim array jit would make of it, cached: a jitted call converting a
+    float argument itself costs as much as the op (a learning rate, eps and betas recur every step)."""
+    k = f if f != 0.0 else (f, math.copysign(1.0, f))  # 0.0 and -0.0 are equal keys but different values
+    a = _SCALARS.get(k)
+    if a is None:
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        a = _SCALARS[k] = jax_module().numpy.asarray(f)
+    return a
+
+
+def _template(args: tuple, kwargs: dict, lift: bool) -> Callable[[list, list], tuple]:
     """A function rebuilding (args, kwargs) from positional arrays (and floats, if lifted)."""
-    jax = jax_module()
-    array_type = jax.Array
+    array_type = _Types.array
 
     def rebuild(x: Any, arrays: Any, floats: Any) -> Any:
         c = x.__class__
@@ -113,7 +160,11 @@ def _template(args: tuple, kwargs: dict, lift: bool) -> tuple[Callable[[list, li
         ia, fa = iter(arrays), iter(floats)
         return tuple(rebuild(a, ia, fa) for a in args), {k: rebuild(v, ia, fa) for k, v in kwargs.items()}
 
-    return build, 0
+    return build
+
+
+class _NotArrays(Exception):
+    """The lowering returned something other than arrays (a Python number, a shape): jit would turn it into one."""
 
 
 def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) -> Any:
@@ -123,27 +174,31 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) 
     arrays = _arrays(args, kwargs, jax.Array)
     n_arrays = len(arrays)
     structs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in arrays]
+    tracer = jax.core.Tracer
 
-    def program_for(lift: bool) -> Callable[..., Any]:
-        build, _ = _template(args, kwargs, lift)
+    def program_for(lift: bool, checked: bool = False) -> Callable[..., Any]:
+        build = _template(args, kwargs, lift)
 
         def program(*xs: Any) -> Any:
             a, k = build(list(xs[:n_arrays]), list(xs[n_arrays:]))
-            return fn(*a, **k)
+            out = fn(*a, **k)
+            if checked and not all(isinstance(leaf, tracer) for leaf in jax.tree_util.tree_leaves(out)):
+                raise _NotArrays
+            return out
 
         return program
 
     def shape_of(lift: bool) -> Any:
         extra = [jax.ShapeDtypeStruct((), "float64", weak_type=True)] * (_count_floats(args, kwargs) if lift else 0)
         with _rng.probe() as probe:
-            out = jax.eval_shape(program_for(lift), *structs, *extra)
+            out = jax.eval_shape(program_for(lift, checked=True), *structs, *extra)
         if probe.draws:
             raise _Unkeyable  # a random lowering: the device key must advance per call
         return out
 
     try:
         plain = shape_of(False)
-    except Exception:  # noqa: BLE001 - reads a value on the host, draws random numbers, or raises
+    except Exception:  # noqa: BLE001 - reads a value on the host, draws random numbers, raises, or returns non-arrays
         return _PLAIN
     if has_floats:
         try:

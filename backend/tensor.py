@@ -20,6 +20,7 @@ from backend import lazy
 from backend._jax import j2t_dtype, jax_module, jax_to_cpu
 from backend.jit import freeze
 from backend.lazy import Lazy
+from backend.op_jit import op_jit
 
 _DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
 
@@ -194,6 +195,11 @@ def _replay(root_elem: Any, chain: tuple) -> Any:
     return root_elem
 
 
+# Strict eager: reading a stale view and writing through a view run as one cached executable per (root
+# shape, chain); a chain with a step that cannot be keyed runs plainly.
+_REPLAY = op_jit(_replay)
+
+
 def _keyable(chain: tuple) -> bool:
     return all(getattr(f, "key", None) is not None for f in chain)
 
@@ -210,7 +216,7 @@ def payload(t: TpuTensor) -> Any:
         if lazy.active() and _keyable(t._chain):
             e = lazy.call(_replay, (base, t._chain))
         else:
-            e = _replay(value(root) if base.__class__ is Lazy else base, t._chain)
+            e = _REPLAY(value(root) if base.__class__ is Lazy else base, t._chain)
         t._elem = e
         t._seen = root._gen
     return e
@@ -242,7 +248,7 @@ def set_value(t: TpuTensor, new: Any) -> None:
                 base = value(root)
             if new.__class__ is Lazy:
                 new = lazy.materialize(new)
-            root._elem = _scatter_through(base, t._chain, new)
+            root._elem = _SCATTER_THROUGH(base, t._chain, new)
     root._gen += 1
     t._elem = new
     t._seen = root._gen
@@ -281,6 +287,9 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
     idx = _replay(iota, chain)
     new = jnp.broadcast_to(new, idx.shape)
     return base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
+
+
+_SCATTER_THROUGH = op_jit(_scatter_through)
 
 
 def make_view(out: TpuTensor, src: TpuTensor, fn: ViewStep | None) -> None:

@@ -8,7 +8,9 @@ Workloads (fp32, synthetic data, one process):
   clip, optimizer);
 - ``llama``: a tiny Hugging Face ``LlamaForCausalLM`` built from a config (2 layers, d=64) — forward only, and
   a train step with AdamW;
-- ``cnn``: a small CNN with BatchNorm train step with SGD + momentum.
+- ``cnn``: a small CNN with BatchNorm train step with SGD + momentum;
+- ``varying``: an MLP train step whose batch size changes every step (graphs that never repeat: fused eager's
+  fallback case; not in the default set).
 Modes: ``cpu`` (torch eager on the CPU, ``--threads`` OpenMP threads), ``strict`` ("tpu", EagerMode.DEFER_NEVER),
 ``fused`` ("tpu", EagerMode.DEFER_AND_FUSE), ``compiled`` (``torch.compile(model, backend="tpu")`` with a
 capturable optimizer step compiled too). Every step ends by reading the loss on the host (a real sync).
@@ -80,7 +82,24 @@ def _cnn() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
     return model, lambda m, dev: (F.cross_entropy(m(x.to(dev)), y.to(dev)),)
 
 
-WORKLOADS = {"gpt": _gpt, "llama": _llama, "cnn": _cnn}
+def _varying() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
+    """An MLP train step whose batch size changes every step (a new shape each time, as data-dependent shapes
+    give): fused eager must detect that its graphs never repeat and fall back, at most 10% slower than strict."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    g = torch.Generator().manual_seed(1)
+    data = torch.randn(4096, 16, generator=g)
+    sizes = iter(range(8, 4000))  # never the same batch twice within a run
+
+    def loss_of(m: nn.Module, dev: str) -> tuple:
+        n = next(sizes)
+        x = data[:n].to(dev)
+        return (m(x).square().mean(),)
+
+    return model, loss_of
+
+
+WORKLOADS = {"gpt": _gpt, "llama": _llama, "cnn": _cnn, "varying": _varying}
 
 
 def _make_step(name: str, mode: str, train: bool) -> tuple[Callable[[], float], Callable[[], int]]:
@@ -96,7 +115,7 @@ def _make_step(name: str, mode: str, train: bool) -> tuple[Callable[[], float], 
     opt: torch.optim.Optimizer | None = None
     opt_step: Callable[[], Any] = lambda: None  # noqa: E731
     if train:
-        if name == "cnn":
+        if name in ("cnn", "varying"):
             opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
         else:
             opt = torch.optim.AdamW(params, lr=1e-3, capturable=mode == "compiled")

@@ -138,11 +138,49 @@ def test_an_op_without_lowering_raises_as_in_strict_after_the_pending_work() -> 
 def test_shapes_that_change_every_step_pause_recording() -> None:
     lazy.reset_stats()
     with torch.tpu.set_eager_mode(FUSED):
-        for n in range(2, 16):
+        for n in range(2, 40):
             x = torch.randn(n, 3, device="tpu")
             assert (x * 2).sum().item() == pytest.approx(float((x.cpu() * 2).sum()), rel=1e-5)
     s = lazy.stats()
     assert s["fallback_pauses"] >= 1 and s["compiles"] == 0, s
+
+
+def test_a_training_warm_up_does_not_pause_recording() -> None:
+    """Three graphs a step (forward read by .item(), backward, optimizer), the optimizer's first step creating
+    its state: the first steps are all new signatures, yet the loop repeats, so recording must not pause (it
+    once paused here and ran the measured steps strictly)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, 8, device="tpu"), torch.randn(4, 1, device="tpu")
+    lazy.reset_stats()
+    with torch.tpu.set_eager_mode(FUSED):
+        for _ in range(8):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.item()
+            loss.backward()
+            lazy.flush()
+            opt.step()
+            lazy.flush()
+    s = lazy.stats()
+    assert s["fallback_pauses"] == 0 and s["ops_strict"] == 0, s
+    assert s["cache_hits"] >= 6, s
+
+
+def test_the_fallback_ignores_a_warm_up_whose_graphs_then_repeat() -> None:
+    """The flush outcomes of the 17M-parameter GPT's first steps (forward, backward and optimizer graphs; the
+    optimizer's first two steps differ from the rest): new, new, new | new, new, compiled | new, compiled, hit |
+    hits. Recording must not pause on that (it once did, and the measured steps ran strictly)."""
+    warm_up = [True, True, True, True, True, False, True, False, False] + [False] * 12
+    lazy.reset_stats()
+    for new in warm_up:
+        lazy._note_flush(new)
+    assert lazy.stats()["fallback_pauses"] == 0
+    for _ in range(lazy._WINDOW):  # shapes that never repeat still pause it
+        lazy._note_flush(True)
+    assert lazy.stats()["fallback_pauses"] == 1
+    lazy.reset_stats()
 
 
 def test_leaving_the_mode_runs_recorded_work() -> None:
