@@ -10,6 +10,8 @@ are written in torch ops, so autograd still records the ops they call.
 - ``tensor_split(Tensor indices)`` insists on a CPU indices tensor because it reads the values on the host
   (a CUDA tensor is refused). A TPU indices tensor is read back to the host here (one sync, as ``.tolist()``
   would do) instead of refusing it, since that is the whole point of the CPU requirement.
+- ``scaled_dot_product_attention`` takes PyTorch's fused "overrideable" op (one op forward, one backward) where
+  that computes what the math path does; PyTorch picks the kernel through a C++ stub Python cannot register.
 - ``_pad_packed_sequence`` and ``_pack_padded_sequence_backward`` copy one time step at a time into slices of a
   new tensor (a Python loop of view writes here, each step a new shape to compile); the same result is one
   ``index_select`` / ``index_copy`` with the row map computed on the host from the CPU ``batch_sizes``.
@@ -163,9 +165,24 @@ def _pack_padded_sequence_backward(grad: torch.Tensor, input_size: Any, batch_si
     return out.transpose(0, 1) if batch_first else out
 
 
+def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+          dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
+          enable_gqa: bool = False) -> torch.Tensor:
+    """Attention as one fused op forward and one backward where that is the math path's computation
+    (backend/ops/attention.py); otherwise PyTorch's own kernel, which takes the math path."""
+    from backend.ops.attention import fused_attention_applies  # lazy: the lowerings import JAX
+
+    if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
+    return torch.ops.aten.scaled_dot_product_attention.default.decompose(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
 def install() -> list[Any]:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("matmul", _matmul, "AutogradPrivateUse1")
+    lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
     for name in ("quantile", "nanquantile"):
         lib.impl(name, _quantile_kernel(name, False), "AutogradPrivateUse1")
         lib.impl(f"{name}.scalar", _quantile_kernel(name, True), "AutogradPrivateUse1")

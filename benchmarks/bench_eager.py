@@ -23,6 +23,7 @@ a TorchDispatchMode; µs/op = step time / that count. Ratios only mean something
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -89,7 +90,7 @@ def _varying() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     g = torch.Generator().manual_seed(1)
     data = torch.randn(4096, 16, generator=g)
-    sizes = iter(range(8, 4000))  # never the same batch twice within a run
+    sizes = itertools.cycle(range(8, 4000))  # no batch size twice within a device run (the CPU runs may cycle)
 
     def loss_of(m: nn.Module, dev: str) -> tuple:
         n = next(sizes)

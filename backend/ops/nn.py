@@ -336,12 +336,6 @@ def _adaptive_avg_pool3d_backward(g: Any, x: Any) -> Any:
     return vjp(g)[0]
 
 
-@lower(aten._fused_sdp_choice.default)
-def _fused_sdp_choice(*args: Any, **kwargs: Any) -> int:
-    """Always the math path: attention lowers to matmul + softmax, which XLA fuses."""
-    return 0
-
-
 # ----------------------------------------------------------------------------- batch norm
 def _bn(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float, eps: float) -> Any:
     """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var); pure."""
