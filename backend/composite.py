@@ -170,7 +170,7 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
           enable_gqa: bool = False) -> torch.Tensor:
     """Attention as one fused op forward and one backward where that is the math path's computation
     (backend/ops/attention.py); otherwise PyTorch's own kernel, which takes the math path."""
-    from backend.ops.attention import fused_attention_applies  # lazy: the lowerings import JAX
+    from backend.ops.attention import fused_attention_applies  # lazy: jax (the lowerings import it)
 
     if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
