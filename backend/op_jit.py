@@ -30,7 +30,10 @@ from backend.jit import freeze
 _PLAIN = object()  # the signature runs as a plain call
 _BY_VALUE = object()  # traceable only with its float arguments as constants
 _SEEN_ONCE = object()  # seen once: the next sighting builds the executable
-_MAX_ENTRIES = 8192
+_MAX_ENTRIES = 8192  # signatures remembered per lowering
+_MAX_EXECUTABLES = 2048  # compiled programs kept across all lowerings (each holds XLA code and buffers)
+_CACHES: list[dict] = []
+_compiled = 0
 
 
 class _Unkeyable(Exception):
@@ -89,6 +92,7 @@ def _spec(x: Any, arrays: list, floats: list) -> Any:
 def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with a per-signature ``jax.jit`` cache (see the module docstring)."""
     cache: dict[Any, Any] = {}
+    _CACHES.append(cache)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if _Types.impl is None:
@@ -109,6 +113,7 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
                 cache[key] = _SEEN_ONCE
                 return fn(*args, **kwargs)
             exe = cache[key] = _build(fn, args, kwargs, bool(floats))
+            _count_compiled(exe)
         if exe is _PLAIN:
             return fn(*args, **kwargs)
         if exe is _BY_VALUE:  # floats the lowering branches on: one program per value (rarely more than a few)
@@ -116,6 +121,7 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
             exe = cache.get(vkey)
             if exe is None:
                 exe = cache[vkey] = _build(fn, args, kwargs, False)
+                _count_compiled(exe)
             if exe is _PLAIN:
                 return fn(*args, **kwargs)
             return exe[1](*arrays)
@@ -125,6 +131,18 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.cache = cache  # type: ignore[attr-defined]  # (tests read it)
     return call
+
+
+def _count_compiled(exe: Any) -> None:
+    """A process that sees many shapes (a test suite, a model sweep) must not keep every program it ever built:
+    past the bound, every cache starts over (programs still in use are rebuilt on their next two sightings)."""
+    global _compiled
+    if isinstance(exe, tuple):
+        _compiled += 1
+        if _compiled > _MAX_EXECUTABLES:
+            for c in _CACHES:
+                c.clear()
+            _compiled = 0
 
 
 _SCALARS: dict[Any, Any] = {}

@@ -140,7 +140,8 @@ def test_shapes_that_change_every_step_pause_recording() -> None:
     with torch.tpu.set_eager_mode(FUSED):
         for n in range(2, 40):
             x = torch.randn(n, 3, device="tpu")
-            assert (x * 2).sum().item() == pytest.approx(float((x.cpu() * 2).sum()), rel=1e-5)
+            # (abs too: a sum of random numbers can sit near 0, where summation order moves the relative error)
+            assert (x * 2).sum().item() == pytest.approx(float((x.cpu() * 2).sum()), rel=1e-5, abs=1e-5)
     s = lazy.stats()
     assert s["fallback_pauses"] >= 1 and s["compiles"] == 0, s
 

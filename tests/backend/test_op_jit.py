@@ -153,3 +153,18 @@ def test_an_optimizer_loop_gives_the_same_losses_in_both_eager_modes_as_before_c
                     want = loss.item()
                 else:
                     assert loss.item() == pytest.approx(want, rel=1e-5)
+
+
+def test_the_number_of_programs_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(op_jit, "_MAX_EXECUTABLES", 3)
+    monkeypatch.setattr(op_jit, "_compiled", 0)
+
+    def double(x: object) -> object:
+        return x * 2
+
+    e = op_jit.op_jit(double)
+    for n in range(1, 9):  # eight shapes, each seen twice: eight programs built, never more than three kept
+        x = jnp.ones((n,), jnp.float32)
+        e(x)
+        assert np.array_equal(np.asarray(e(x)), np.full((n,), 2.0, np.float32))
+        assert sum(isinstance(v, tuple) for v in _entries(e)) <= 3
