@@ -51,14 +51,16 @@ def test_time_limit_skips_the_file_untouched_and_the_run_goes_on(tmp_path, forke
     for i in range(20):
         (tmp_path / f"m{i}.py").write_text(OLD)
         files.append(str(tmp_path / f"m{i}.py"))
-    monkeypatch.setattr(_pool, "compute_file", _slow_for("m3.py", 30))
+    monkeypatch.setattr(_pool, "compute_file", _slow_for("m3.py", 90))
     start = time.monotonic()
-    res = run_files(files, write=True, jobs=2, limits=Limits(seconds=1.0, memory=None))
-    assert time.monotonic() - start < 25  # the stuck worker was stopped, not waited for
+    # 5 s: an ordinary small file must fit in the limit even on a loaded 2-core CI machine (1 s did not)
+    res = run_files(files, write=True, jobs=2, limits=Limits(seconds=5.0, memory=None))
+    assert time.monotonic() - start < 60  # the stuck worker was stopped, not waited for
     by = {os.path.basename(f.path): f for f in res.files}
     assert by["m3.py"].status == "over-limit" and "--max-file-seconds" in by["m3.py"].error
     assert (tmp_path / "m3.py").read_text() == OLD
-    assert all(f.status == "changed" for n, f in by.items() if n != "m3.py")
+    others = {n: (f.status, f.error) for n, f in by.items() if n != "m3.py"}
+    assert all(status == "changed" for status, _ in others.values()), others
     assert (tmp_path / "m4.py").read_text() == NEW
 
 
