@@ -296,24 +296,22 @@ def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         g.inputs.append(x)
     if floats:
         g.scalars.extend(floats)
+    return _append(g, _Node(node_fn, targs, tkwargs, node_key, treedef, rng), outs)
+
+
+def _append(g: _Graph, node: _Node, avals: list) -> Any:
+    """Add ``node`` to the pending graph; its outputs as Lazy placeholders (one, or its treedef's leaves)."""
     j = len(g.nodes)
-    node = _Node(node_fn, targs, tkwargs, node_key, treedef, rng)
     g.nodes.append(node)
-    if rng:
+    if node.rng:
         g.rng = True
     _STATS.ops_recorded += 1
-    if treedef is None:
-        shape, dtype, weak = outs[0]
-        lz = Lazy(shape, dtype, weak, j, 0)
+    outs = []
+    for o, (shape, dtype, weak) in enumerate(avals):
+        lz = Lazy(shape, dtype, weak, j, o)
         node.outs.append(weakref.ref(lz))
-        result: Any = lz
-    else:
-        leaves = []
-        for o, (shape, dtype, weak) in enumerate(outs):
-            lz = Lazy(shape, dtype, weak, j, o)
-            node.outs.append(weakref.ref(lz))
-            leaves.append(lz)
-        result = jax_module().tree_util.tree_unflatten(treedef, leaves)
+        outs.append(lz)
+    result = outs[0] if node.treedef is None else jax_module().tree_util.tree_unflatten(node.treedef, outs)
     if len(g.nodes) >= MAX_NODES:
         flush()
     return result
@@ -421,27 +419,7 @@ def _record_slow(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             _shape_cache.clear()
         _shape_cache[shape_key] = shaped
     leaves, treedef, rng = shaped
-    j = len(g.nodes)
-    node = _Node(fn, targs, tkwargs, _node_id(fn, spec), treedef, rng)
-    g.nodes.append(node)
-    if rng:
-        g.rng = True
-    _STATS.ops_recorded += 1
-    if treedef is None:  # one array out (most ops)
-        shape, dtype, weak = leaves[0]
-        lz = Lazy(shape, dtype, weak, j, 0)
-        node.outs.append(weakref.ref(lz))
-        result: Any = lz
-    else:
-        outs = []
-        for o, (shape, dtype, weak) in enumerate(leaves):
-            lz = Lazy(shape, dtype, weak, j, o)
-            node.outs.append(weakref.ref(lz))
-            outs.append(lz)
-        result = jax.tree_util.tree_unflatten(treedef, outs)
-    if len(g.nodes) >= MAX_NODES:
-        flush()
-    return result
+    return _append(g, _Node(fn, targs, tkwargs, _node_id(fn, spec), treedef, rng), leaves)
 
 
 _node_ids: dict[Any, int] = {}
