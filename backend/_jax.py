@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend import autograd_thread
+
 
 @functools.cache
 def jax_module() -> Any:
@@ -99,8 +101,10 @@ def j2t_dtype(dtype: Any) -> torch.dtype:
 
 
 def cpu_to_jax(t: torch.Tensor) -> Any:
-    """Copy a CPU tensor into a jax.Array (bfloat16 travels as its bit pattern)."""
+    """Copy a CPU tensor into a jax.Array (bfloat16 travels as its bit pattern). Host data entering the device
+    marks this thread as one that uses it (see ``backend.autograd_thread``)."""
     jax = jax_module()
+    autograd_thread.adopt_calling_thread()
     t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()

@@ -230,8 +230,17 @@ def jit_register_builtin(fn: Callable[..., Any], op: str) -> None:
     resolve(_JIT_REGISTER_BUILTIN)(fn, op)
 
 
+_FOREACH_UTILS_TYPES = _tp("torch.utils._foreach_utils:_foreach_supported_types",
+                           "let clip_grad_norm_/clip_grad_value_ and other foreach users pick the foreach path for "
+                           "TPU tensors", "backend/patches.py")
+
+
 def foreach_supported_types() -> list:
     return resolve(_FOREACH_TYPES)
+
+
+def foreach_utils_supported_types() -> list:
+    return resolve(_FOREACH_UTILS_TYPES)
 
 
 # ----------------------------------------------------------------------------- torch.compile / Dynamo

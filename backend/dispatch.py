@@ -29,6 +29,7 @@ from backend.lazy import Lazy
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, on_change
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
+from backend.traced import Untraceable, traced, tracing
 
 backend.ops.load()  # fill the registry
 import backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
@@ -299,6 +300,8 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
         _JaxArray, _ArrayImpl = jax.Array, type(jax.numpy.zeros(()))
     low = lookup(func)
     plan = _make_lowering_plan(func, low)
+    if low is not None and _refuses_trace(low):
+        plan = _outside_traces(plan)
     if func in _CPU_INDICES_OK:
         plan = _accepting_cpu_indices(plan)
     if func is torch.ops.aten.lift_fresh.default:
@@ -311,6 +314,21 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             return inner(f, a, k)
 
         return plan_checked
+    return plan
+
+
+def _refuses_trace(low: Any) -> bool:
+    """A lowering that checks values on the host or draws random numbers: a decomposition traced into one
+    program (backend/traced.py) must not reach it (the check would vanish; the key must advance per call)."""
+    return reads_host_values(low.fn) or getattr(low.fn, "__module__", "").startswith(_PLAIN_FAMILIES)
+
+
+def _outside_traces(inner: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    def plan(f: Any, a: tuple, k: dict) -> Any:
+        if tracing():
+            raise Untraceable(f.name())
+        return inner(f, a, k)
+
     return plan
 
 
@@ -399,7 +417,8 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             return plan_out
     dec = decomposition_for(func)
     if dec is not None:
-        return lambda f, a, k: dec(*a, **k)
+        run = traced(dec)
+        return lambda f, a, k: run(*a, **k)
     if inplace:
         functional = _functional_of_inplace(func)
         if functional is not None and decomposition_for(functional) is not None:
@@ -412,7 +431,8 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
             return plan_inplace_decomposed
     if private.dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
-        return lambda f, a, k: f.decompose(*a, **k)
+        run = traced(func.decompose)
+        return lambda f, a, k: run(*a, **k)
     if state.cpu_fallback_enabled():
         return _plan_cpu_fallback
     return _plan_missing

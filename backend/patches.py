@@ -147,6 +147,14 @@ def apply() -> None:
         if TpuTensor not in types:
             types.append(TpuTensor)
 
+    @private.patch("foreach-utils-types", "torch.utils._foreach_utils._foreach_supported_types",
+                   "gradient clipping (clip_grad_norm_, clip_grad_value_) takes its foreach path for TPU tensors, as "
+                   "for CUDA tensors, instead of one op per gradient (speed only)", required=False)
+    def _foreach_utils() -> None:
+        types = private.foreach_utils_supported_types()
+        if TpuTensor not in types:
+            types.append(TpuTensor)
+
 
 def apply_accelerator() -> None:
     """torch.accelerator's device-index and memory queries, which reach C++ hooks a Python backend lacks."""

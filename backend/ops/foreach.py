@@ -1,4 +1,5 @@
-"""``_foreach_*`` ops (the optimizers' multi-tensor paths): one loop over the per-tensor ATen op.
+"""``_foreach_*`` ops (the optimizers' multi-tensor paths): the per-tensor ATen op over each list element, in
+strict eager as one executable for the whole list where that is equivalent (see ``_run_batched``).
 
 Registered for every ``aten::_foreach_*`` overload found in the dispatcher, so new overloads are
 covered without a hand-kept list.
@@ -11,7 +12,11 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
-from backend.ops.registry import lower
+from backend import state
+from backend._jax import t2j_dtype
+from backend.op_jit import op_jit, reads_host_values
+from backend.ops.registry import lookup, lower
+from backend.tensor import TpuTensor, payload, set_value
 
 _SPECIAL = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}
 _WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kernels for a Scalar other
@@ -36,9 +41,9 @@ def _make(op: Any) -> Any:
                   "addcmul", "addcdiv")))}
     scalars_tensor = [i for i, a in enumerate(args_schema) if a.name == "scalars" and str(a.type) == "Tensor"]
 
-    def impl(*args: Any, **kwargs: Any) -> Any:
+    def per_tensor_calls(args: tuple, kwargs: dict) -> list[tuple[list, dict]]:
         n = len(args[list_pos[0]]) if list_pos else 0
-        results = []
+        calls = []
         for i in range(n):
             a = list(args)
             for p in list_pos:
@@ -56,6 +61,17 @@ def _make(op: Any) -> Any:
                     kw[k] = v[i].item()
             if base in ("norm", "powsum"):
                 kw.pop("dtype", None) if kwargs.get("dtype") is None else None
+            calls.append((a, kw))
+        return calls
+
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        calls = per_tensor_calls(args, kwargs)
+        if not copy_back:
+            batched = _run_batched(target, calls)
+            if batched is not None:
+                return None if inplace else batched
+        results = []
+        for a, kw in calls:
             r = target(*a, **kw)
             if copy_back:
                 a[0].copy_(r)
@@ -63,6 +79,148 @@ def _make(op: Any) -> Any:
         return None if inplace else results
 
     return impl
+
+
+# ----------------------------------------------------------------------------- one executable per call
+# An optimizer's foreach op over 20 parameters is 20 per-tensor ops, each a dispatch and an executable of its
+# own. In strict eager the per-tensor lowering runs instead over the whole list inside one executable
+# (backend/op_jit.py caches it per signature), when that gives what the loop gives: every tensor a TPU tensor,
+# no tensor written by one element and read or written by another (the loop would let a later element see an
+# earlier write), and every in-place result already of its tensor's shape and dtype. Otherwise the loop runs.
+_PER_TENSOR: dict[Any, Any] = {}  # (packet, argument kinds) -> (lowering fn, in-place) or None
+_BATCHES: dict[Any, tuple] = {}  # lowering fn -> (batched fn, its executable)
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, torch.Tensor):
+        return "T"
+    if v.__class__ in (int, float, bool, complex):
+        return "S"
+    return "N" if v is None else "O"
+
+
+def _accepts(arg: Any, kind: str) -> bool:
+    t = str(arg.type)
+    if t == "Tensor":
+        return kind == "T"
+    if t in ("Scalar", "number", "float", "int", "bool", "complex"):
+        return kind == "S"
+    if t.startswith("Optional[Tensor]") or t == "Tensor?":
+        return kind in ("T", "N")
+    return kind != "T"
+
+
+def _overload_for(packet: Any, kinds: tuple, kw_names: tuple) -> Any:
+    """The overload of ``packet`` that a call with these argument kinds resolves to (None: not exactly one)."""
+    found = []
+    for name in packet.overloads():
+        op = getattr(packet, name)
+        args = private.schema(op).arguments
+        positional = [a for a in args if not a.kwarg_only]
+        by_name = {a.name: a for a in args}
+        if len(kinds) > len(positional) or any(n not in by_name for n in kw_names):
+            continue
+        if any(a.alias_info is not None and a.alias_info.is_write and a.kwarg_only for a in args):
+            continue  # an .out overload
+        missing = [a for a in positional[len(kinds):] + [a for a in args if a.kwarg_only]
+                   if a.name not in kw_names and not a.has_default_value()]
+        if not missing and all(_accepts(a, k) for a, k in zip(positional, kinds, strict=False)):
+            found.append(op)
+    return found[0] if len(found) == 1 else None
+
+
+def _per_tensor_lowering(packet: Any, a: list, kw: dict) -> tuple[Any, bool] | None:
+    """(the lowering the per-tensor op runs, whether it writes its first argument), or None to loop."""
+    key = (packet, tuple(_kind(v) for v in a), tuple(kw), tuple(_kind(v) for v in kw.values()))
+    hit = _PER_TENSOR.get(key, False)
+    if hit is not False:
+        return hit
+    target = _overload_for(packet, key[1], key[2])
+    low = None
+    inplace = packet.__name__.endswith("_")
+    if target is not None:
+        low = lookup(target)
+        if low is None and inplace:
+            functional = getattr(getattr(torch.ops.aten, packet.__name__[:-1], None), private.overload_name(target),
+                                 None)
+            low = lookup(functional) if functional is not None else None
+    ok = (low is not None and not low.raw and not low.jit and low.check is None and not reads_host_values(low.fn)
+          and not low.fn.__module__.startswith("backend.ops.random"))
+    hit = _PER_TENSOR[key] = (low.fn, inplace) if ok else None
+    return hit
+
+
+def _batch_of(fn: Any) -> tuple:
+    hit = _BATCHES.get(fn)
+    if hit is None:
+
+        def batched(per_args: tuple, per_kwargs: tuple) -> tuple:
+            return tuple(fn(*a, **dict(k)) for a, k in zip(per_args, per_kwargs, strict=True))
+
+        hit = _BATCHES[fn] = (batched, op_jit(batched))
+    return hit
+
+
+def _root_id(t: TpuTensor) -> int:
+    return id(t._root if t._root is not None else t)
+
+
+def _plain(v: Any, reads: set) -> Any:
+    """A per-tensor argument as the lowering takes it; raises _Unbatchable for anything but TPU tensors and
+    plain values."""
+    if v.__class__ is TpuTensor:
+        reads.add(_root_id(v))
+        return payload(v)
+    if isinstance(v, torch.Tensor):
+        raise _Unbatchable
+    if v.__class__ in (list, tuple):
+        return tuple(_plain(x, reads) for x in v)
+    return v
+
+
+class _Unbatchable(Exception):
+    pass
+
+
+def _run_batched(target: Any, calls: list[tuple[list, dict]]) -> list | None:
+    """The results (in-place: ``[]``, the tensors written), or None where the per-tensor loop must run."""
+    if state.eager_mode() is state.EagerMode.DEFER_AND_FUSE or not calls:
+        return None
+    low = _per_tensor_lowering(target, *calls[0])
+    if low is None:
+        return None
+    fn, inplace = low
+    per_args, per_kwargs, writes = [], [], []
+    read_sets = []
+    try:
+        for a, kw in calls:
+            reads: set = set()
+            per_args.append(tuple(_plain(v, reads) for v in a))
+            per_kwargs.append(tuple((k, _plain(v, reads)) for k, v in kw.items()))
+            read_sets.append(reads)
+            if inplace:
+                writes.append(_root_id(a[0]))
+    except _Unbatchable:
+        return None
+    if inplace:
+        if len(set(writes)) != len(writes):
+            return None
+        for i, w in enumerate(writes):
+            if any(w in r for j, r in enumerate(read_sets) if j != i):
+                return None
+    _, exe = _batch_of(fn)
+    out = exe(tuple(per_args), tuple(per_kwargs))
+    if not all(hasattr(r, "shape") for r in out):
+        return None  # a per-tensor op with several results: the loop wraps them
+    if not inplace:
+        return [TpuTensor(r) for r in out]
+    for (a, _), r in zip(calls, out, strict=True):
+        t = a[0]
+        if tuple(r.shape) != tuple(t.shape) or r.dtype != t2j_dtype(t.dtype):
+            return None  # nothing written yet: the loop casts or raises as the per-tensor op does
+    for (a, _), r in zip(calls, out, strict=True):
+        set_value(a[0], r)
+    return []
 
 
 def _register_all() -> None:

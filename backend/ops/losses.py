@@ -10,8 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from backend.jit import jitted
+from backend.lazy import Lazy
+from backend.op_jit import op_jit
 from backend.ops._util import aten, jdt
 from backend.ops.registry import lower
+from backend.tensor import TpuTensor, payload
+from backend.traced import Untraceable, tracing
 
 
 # ----------------------------------------------------------------------------- margin losses
@@ -287,3 +291,89 @@ def _lce_lower() -> None:
 
 
 _lce_lower()
+
+
+# ----------------------------------------------------------------------------- nll_loss
+# PyTorch decomposes nll_loss into a dozen ops around a gather whose index bound is checked on the host: 1.6 ms
+# a call in strict eager. Here it is one lowering (torch's decomposition, in JAX), and the bound is checked by
+# one small program whose flag is read on the host: CPU's error, "Target 7 is out of bounds.", not a wrong loss.
+def _target_out_of_bounds(target: Any, ignore_index: int, n_classes: int) -> Any:
+    return jnp.any((target != ignore_index) & ((target < 0) | (target >= n_classes)))
+
+
+_OUT_OF_BOUNDS = op_jit(_target_out_of_bounds)
+
+
+def _nll_check(x: Any, target: Any, weight: Any = None, reduction: int = 1, ignore_index: int = -100) -> None:
+    if tracing():
+        raise Untraceable("nll_loss_forward checks its targets on the host")
+    t = payload(target) if isinstance(target, TpuTensor) else None
+    if t is None or t.__class__ is Lazy or x.dim() == 0:
+        return  # a CPU target is refused by the dispatcher; a pending one (fused eager) is not read here
+    n = x.shape[-1]
+    if bool(_OUT_OF_BOUNDS(t, ignore_index, n)):
+        host = np.asarray(t).reshape(-1)
+        bad = host[(host != ignore_index) & ((host < 0) | (host >= n))]
+        raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+
+
+def _class_shape(ndim: int, cd: int, c: int) -> list:
+    shape = [1] * ndim
+    shape[cd] = c
+    return shape
+
+
+@lower(aten.nll_loss_forward.default, check=_nll_check)
+def nll_loss_forward(x: Any, target: Any, weight: Any, reduction: int, ignore_index: int) -> Any:
+    if not 0 < x.ndim <= 2:
+        raise AssertionError(f"input tensor should be 1D or 2D, got {x.ndim}D")
+    if target.ndim > 1:
+        raise AssertionError(f"0D or 1D target tensor expected, multi-target not supported, got {target.ndim}D")
+    if not (x.ndim == 1 and target.ndim == 0) and x.shape[0] != target.shape[0]:
+        raise RuntimeError(f"size mismatch (got input: {list(x.shape)}, target: {list(target.shape)})")
+    n = x.shape[-1]
+    if weight is not None and not (weight.ndim == 1 and weight.size == n):
+        raise AssertionError(f"weight tensor should be defined either for all {n} classes or no classes but got "
+                             f"weight tensor of shape: {list(weight.shape)}")
+    cd = 1 if x.ndim >= 2 else 0
+    w = None
+    if weight is not None:
+        w = weight.reshape(_class_shape(x.ndim, cd, n)) if x.ndim > 1 else weight
+        x = x * w
+    valid = target != ignore_index
+    safe = jnp.expand_dims(jnp.where(valid, target, 0), cd)
+    result = jnp.where(valid, -jnp.take_along_axis(x, safe, axis=cd).squeeze(cd), 0)
+    if reduction == 0 and x.ndim > 1:
+        return result, jnp.zeros((), x.dtype)
+    acc = jnp.float32 if x.dtype in (jnp.bfloat16, jnp.float16) else x.dtype  # torch's opmath accumulation
+    if w is not None:
+        picked = jnp.take_along_axis(jnp.broadcast_to(w, x.shape), safe, axis=cd).squeeze(cd)
+        total = jnp.where(valid, picked, 0).astype(acc).sum()
+    else:
+        total = valid.sum().astype(acc)
+    if reduction == 2:
+        result = result.astype(acc).sum().astype(x.dtype)
+    elif reduction == 1:
+        result = (result.astype(acc).sum() / total).astype(x.dtype)
+    return result, total.astype(x.dtype)
+
+
+@lower(aten.nll_loss_backward.default)
+def nll_loss_backward(grad_output: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int,
+                      total_weight: Any) -> Any:
+    cd = 0 if x.ndim < 2 else 1
+    if reduction == 1:
+        grad_output = grad_output / total_weight
+    if x.ndim == 1 and target.ndim > 0:
+        target = target[0]
+    target = jnp.expand_dims(target, cd)
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    classes = jnp.arange(x.shape[cd]).reshape(_class_shape(x.ndim, cd, x.shape[cd]))
+    grad_input = jnp.where(classes == safe, jnp.asarray(-1.0, x.dtype), jnp.zeros((), x.dtype))
+    if grad_input.ndim > grad_output.ndim > 0:
+        grad_output = jnp.expand_dims(grad_output, cd)
+    if weight is not None:
+        grad_output = grad_output * weight.reshape(_class_shape(x.ndim, cd, weight.shape[0]))
+    grad_output = jnp.where(valid, grad_output, 0)
+    return grad_input * grad_output
