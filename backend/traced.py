@@ -52,9 +52,15 @@ class _Unkeyable(Exception):
     pass
 
 
+class _Concrete:
+    array: Any = None  # JAX's concrete array class, resolved on first use (importing JAX here would be early)
+
+
 def _key_of(x: Any, tensors: list) -> Any:
     c = x.__class__
     if c is TpuTensor:
+        if x._elem.__class__ is not _Concrete.array:
+            raise _Unkeyable  # a pending (fused) or traced (compiled) value: not a strict-eager call
         tensors.append(x)
         return ("T", tuple(x.shape), x.dtype)
     if c is list or c is tuple:
@@ -82,6 +88,8 @@ def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         if state._Process.eager_mode is state.EagerMode.DEFER_AND_FUSE or tracing():
             return fn(*args, **kwargs)
+        if _Concrete.array is None:
+            _Concrete.array = type(jax_module().numpy.zeros(()))
         tensors: list = []
         try:
             key = (_key_of(args, tensors), _key_of(tuple(kwargs.items()), tensors) if kwargs else (),

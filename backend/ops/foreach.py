@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
-from backend import state
+from backend import lazy
 from backend._jax import t2j_dtype
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, lower
@@ -84,7 +84,8 @@ def _make(op: Any) -> Any:
 # ----------------------------------------------------------------------------- one executable per call
 # An optimizer's foreach op over 20 parameters is 20 per-tensor ops, each a dispatch and an executable of its
 # own. In strict eager the per-tensor lowering runs instead over the whole list inside one executable
-# (backend/op_jit.py caches it per signature), when that gives what the loop gives: every tensor a TPU tensor,
+# (backend/op_jit.py caches it per signature; fused eager records it as one node), when that gives what the
+# loop gives: every tensor a TPU tensor,
 # no tensor written by one element and read or written by another (the loop would let a later element see an
 # earlier write), and every in-place result already of its tensor's shape and dtype. Otherwise the loop runs.
 _PER_TENSOR: dict[Any, Any] = {}  # (packet, argument kinds) -> (lowering fn, in-place) or None
@@ -151,65 +152,105 @@ def _per_tensor_lowering(packet: Any, a: list, kw: dict) -> tuple[Any, bool] | N
 
 
 def _batch_of(fn: Any) -> tuple:
+    """(the batched function, its strict-eager executable). The batched function takes a template id and the
+    leaves (arrays and floats, all top-level arguments, so fused eager lifts the floats and a learning-rate
+    schedule does not make a new program per step); the template says where each leaf goes."""
     hit = _BATCHES.get(fn)
     if hit is None:
 
-        def batched(per_args: tuple, per_kwargs: tuple) -> tuple:
-            return tuple(fn(*a, **dict(k)) for a, k in zip(per_args, per_kwargs, strict=True))
+        def batched(template_id: int, *leaves: Any) -> tuple:
+            it = iter(leaves)
+            out = []
+            for arg_spec, kw_spec in _TEMPLATES_BY_ID[template_id]:
+                a = [next(it) if s is _LEAF else s for s in arg_spec]
+                k = {name: next(it) if s is _LEAF else s for name, s in kw_spec}
+                out.append(fn(*a, **k))
+            return tuple(out)
 
         hit = _BATCHES[fn] = (batched, op_jit(batched))
     return hit
+
+
+class _Leaf:
+    """Marks a leaf's place in a template (a singleton: templates compare by it)."""
+
+    def __repr__(self) -> str:
+        return "<leaf>"
+
+
+_LEAF = _Leaf()
+_TEMPLATE_IDS: dict[tuple, int] = {}
+_TEMPLATES_BY_ID: dict[int, tuple] = {}
+_MAX_TEMPLATES = 4096
+_template_counter = [0]
+
+
+def _template_id(template: tuple) -> int:
+    """A small int standing for a template (ids are never reused: clearing the bounded table only makes later
+    calls build new programs)."""
+    i = _TEMPLATE_IDS.get(template)
+    if i is None:
+        if len(_TEMPLATE_IDS) > _MAX_TEMPLATES:
+            _TEMPLATE_IDS.clear()
+            _TEMPLATES_BY_ID.clear()
+        _template_counter[0] += 1
+        i = _TEMPLATE_IDS[template] = _template_counter[0]
+        _TEMPLATES_BY_ID[i] = template
+    return i
 
 
 def _root_id(t: TpuTensor) -> int:
     return id(t._root if t._root is not None else t)
 
 
-def _plain(v: Any, reads: set) -> Any:
-    """A per-tensor argument as the lowering takes it; raises _Unbatchable for anything but TPU tensors and
-    plain values."""
-    if v.__class__ is TpuTensor:
-        reads.add(_root_id(v))
-        return payload(v)
-    if isinstance(v, torch.Tensor):
-        raise _Unbatchable
-    if v.__class__ in (list, tuple):
-        return tuple(_plain(x, reads) for x in v)
-    return v
-
-
 class _Unbatchable(Exception):
     pass
 
 
+def _slot(v: Any, leaves: list, reads: list, i: int) -> Any:
+    """A per-tensor argument's place in the template (leaves collected); raises _Unbatchable for anything
+    but TPU tensors, floats and plain static values."""
+    c = v.__class__
+    if c is TpuTensor:
+        reads.append((_root_id(v), i))
+        leaves.append(payload(v))
+        return _LEAF
+    if c is float:
+        leaves.append(v)
+        return _LEAF
+    if c is int or c is bool or v is None or c is str:
+        return v
+    if c in (list, tuple) and all(x.__class__ in (int, bool) for x in v):
+        return tuple(v)
+    raise _Unbatchable
+
+
 def _run_batched(target: Any, calls: list[tuple[list, dict]]) -> list | None:
     """The results (in-place: ``[]``, the tensors written), or None where the per-tensor loop must run."""
-    if state.eager_mode() is state.EagerMode.DEFER_AND_FUSE or not calls:
+    if not calls:
         return None
     low = _per_tensor_lowering(target, *calls[0])
     if low is None:
         return None
     fn, inplace = low
-    per_args, per_kwargs, writes = [], [], []
-    read_sets = []
+    leaves: list = []
+    reads: list = []
+    template = []
     try:
-        for a, kw in calls:
-            reads: set = set()
-            per_args.append(tuple(_plain(v, reads) for v in a))
-            per_kwargs.append(tuple((k, _plain(v, reads)) for k, v in kw.items()))
-            read_sets.append(reads)
-            if inplace:
-                writes.append(_root_id(a[0]))
+        for i, (a, kw) in enumerate(calls):
+            template.append((tuple(_slot(v, leaves, reads, i) for v in a),
+                             tuple((k, _slot(v, leaves, reads, i)) for k, v in kw.items())))
     except _Unbatchable:
         return None
     if inplace:
-        if len(set(writes)) != len(writes):
-            return None
-        for i, w in enumerate(writes):
-            if any(w in r for j, r in enumerate(read_sets) if j != i):
-                return None
-    _, exe = _batch_of(fn)
-    out = exe(tuple(per_args), tuple(per_kwargs))
+        writers: dict[int, int] = {}
+        for i, (a, _) in enumerate(calls):
+            if writers.setdefault(_root_id(a[0]), i) != i:
+                return None  # one tensor written twice
+        if any(writers.get(root, i) != i for root, i in reads):
+            return None  # a tensor written by one element and read by another: the loop's order matters
+    batched, exe = _batch_of(fn)
+    out = lazy.call(batched, (_template_id(tuple(template)), *leaves), None, exe)
     if not all(hasattr(r, "shape") for r in out):
         return None  # a per-tensor op with several results: the loop wraps them
     if not inplace:

@@ -308,8 +308,8 @@ def _nll_check(x: Any, target: Any, weight: Any = None, reduction: int = 1, igno
     if tracing():
         raise Untraceable("nll_loss_forward checks its targets on the host")
     t = payload(target) if isinstance(target, TpuTensor) else None
-    if t is None or t.__class__ is Lazy or x.dim() == 0:
-        return  # a CPU target is refused by the dispatcher; a pending one (fused eager) is not read here
+    if t is None or t.__class__ is Lazy or isinstance(t, jax.core.Tracer) or x.dim() == 0:
+        return  # a CPU target is refused by the dispatcher; a pending (fused) or traced (compiled) one is not read
     n = x.shape[-1]
     if bool(_OUT_OF_BOUNDS(t, ignore_index, n)):
         host = np.asarray(t).reshape(-1)
