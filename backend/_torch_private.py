@@ -243,6 +243,26 @@ def foreach_utils_supported_types() -> list:
     return resolve(_FOREACH_UTILS_TYPES)
 
 
+_ENGINE_RUN_BACKWARD = _tp("torch.autograd.graph:_engine_run_backward",
+                           "the one entry point of backward and autograd.grad (raise an error kept by the guard)",
+                           "backend/patches.py")
+_AUTOGRAD_RUN_BACKWARD = _tp("torch.autograd:_engine_run_backward",
+                             "torch.autograd's own binding of that entry point", "backend/patches.py")
+
+
+def wrap_engine_run_backward(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Replace both bindings of torch's backward entry point by ``wrap(original)`` (from inside a patch)."""
+    graph = importlib.import_module("torch.autograd.graph")
+    autograd = importlib.import_module("torch.autograd")
+    original = resolve(_ENGINE_RUN_BACKWARD)
+    if getattr(original, "__wrapped_for_backward_errors__", False):
+        return
+    wrapped = wrap(original)
+    replace_attr(graph, "_engine_run_backward", wrapped)
+    if resolve(_AUTOGRAD_RUN_BACKWARD) is original:
+        replace_attr(autograd, "_engine_run_backward", wrapped)
+
+
 # ----------------------------------------------------------------------------- torch.compile / Dynamo
 _TRACE_RULES_ADD = _tp("torch._dynamo.trace_rules:add", "Dynamo runs (never traces) backend/jax frames",
                        "backend/compile.py")

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
-from backend import lazy, state
+from backend import backward_errors, lazy, state
 from backend import random as _random
 from backend._jax import jax_module
 from backend.state import EagerMode, Precision
@@ -377,8 +377,7 @@ class _Hooks(private.PrivateUse1Hooks):
 
 
 class _Guard(private.DeviceGuard):
-    def type_(self) -> Any:
-        return private.DEVICE_TYPE_PRIVATEUSE1
+    type_ = staticmethod(backward_errors.guard_device_type)  # a plain function: see backward_errors
 
 
 sys.modules[__name__].__class__ = _TpuModule

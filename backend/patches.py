@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
+from backend import backward_errors, memory, pinned_factories, pinning
 from backend import device as device_module
-from backend import memory, pinned_factories, pinning
 from backend.tensor import TpuTensor
 
 
@@ -154,6 +154,14 @@ def apply() -> None:
         types = private.foreach_utils_supported_types()
         if TpuTensor not in types:
             types.append(TpuTensor)
+
+    @private.patch("backward-errors", "torch.autograd._engine_run_backward (and torch.autograd.graph's)",
+                   "an error raised inside backward (a hook, an unpack hook, an op the device refuses) is taken out "
+                   "of the interpreter by the device guard so that PyTorch's noexcept guard code does not abort the "
+                   "process; the backward entry point raises it again in place of the empty error the engine returns",
+                   required=True)
+    def _backward_errors() -> None:
+        private.wrap_engine_run_backward(backward_errors.reraising_kept_errors)
 
 
 def apply_accelerator() -> None:

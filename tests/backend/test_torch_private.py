@@ -72,7 +72,7 @@ def test_patches_are_listed_applied_and_documented() -> None:
     rows = {r["name"]: r for r in patches.table()}
     for name in ("accelerator-synchronize", "pin-memory", "module-to-swaps-params", "storage-on-tpu", "load-to-tpu",
                  "accelerator-device-index", "accelerator-memory", "generator-tpu",
-                 "optimizer-foreach-types", "compile-defaults"):
+                 "optimizer-foreach-types", "compile-defaults", "backward-errors"):
         assert rows[name]["applied"], name
     doc = (ROOT / "docs" / "backend.md").read_text()
     for name in rows:
