@@ -74,7 +74,7 @@ def dispatch(func: Any, types: Any = (), args: tuple = (), kwargs: dict | None =
     try:
         return plan(func, args, kwargs)
     except Exception:
-        if private.current_graph_task_id() == -1:
+        if private.current_graph_task_id() == -1 or not state.cpu_fallback_enabled():
             raise
         return _backward_rescue(func, args, kwargs)
 
@@ -92,9 +92,10 @@ BACKWARD_RESCUES: collections.Counter[str] = collections.Counter()
 
 
 def _backward_rescue(func: Any, args: tuple, kwargs: dict) -> Any:
-    """An op failed inside the autograd engine. PyTorch's engine loses a Python backend's exception there
-    (backward then raises a message-less SystemError, and a second one aborts the process), so the op is run
-    on the CPU instead, with a warning, and counted in BACKWARD_RESCUES and FALLBACK_COUNTS."""
+    """An op failed inside the autograd engine while the CPU fallback is on: it is run on the CPU instead, with
+    a warning, and counted in BACKWARD_RESCUES and FALLBACK_COUNTS. With the fallback off the op's error
+    reaches the caller of backward, as in forward (``backend/backward_errors.py`` carries it through the
+    engine)."""
     name = func.name()
     if BACKWARD_RESCUES[name] == 0:
         warnings.warn(f"operator '{name}' failed on TPU inside backward; running it on the CPU (slow)",

@@ -69,11 +69,26 @@ def op_refused_in_backward(x):
     finally:
         TpuTensor.__torch_dispatch__ = original
 
+def lowering_fails_in_backward(x):
+    from backend import dispatch
+    op = torch.ops.aten.mul.Tensor
+    (x * x).sum()  # the plan exists
+    plan = dispatch._PLANS[op]
+    def failing(f, a, k):
+        if torch._C._current_graph_task_id() != -1:
+            raise RuntimeError("mul failed for this test")
+        return plan(f, a, k)
+    dispatch._PLANS[op] = failing
+    try:
+        (x * x).sum().backward()
+    finally:
+        dispatch._PLANS[op] = plan
+
 cases = [leaf_hook, hook_returns_int, grad_fn_hook, grad_fn_prehook, post_accumulate_hook,
          module_backward_hook, unpack_hook, checkpoint_recompute, autograd_grad]
 out = {}
 for dev in ("cpu", "tpu"):
-    for case in cases + ([op_refused_in_backward] if dev == "tpu" else []):
+    for case in cases + ([op_refused_in_backward, lowering_fails_in_backward] if dev == "tpu" else []):
         x = torch.randn(3).to(dev).requires_grad_()
         try:
             case(x)
@@ -102,6 +117,7 @@ def _check(out: dict) -> None:
         assert out[f"tpu:{name}"] == out[f"cpu:{name}"], name
     assert out["tpu:op_refused_in_backward"][0] == "NotImplementedError"
     assert "refused for this test" in out["tpu:op_refused_in_backward"][1]
+    assert out["tpu:lowering_fails_in_backward"] == ["RuntimeError", "mul failed for this test"]
     assert out["after"] is True  # the device keeps working after the errors
 
 
