@@ -245,6 +245,23 @@ def _view_mode(src: torch.Tensor) -> Any:
     return _NO_MODE
 
 
+def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
+    """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays are immutable),
+    so strict eager runs no program for them; fused eager records them as before."""
+    process = state._Process
+    fused = state.EagerMode.DEFER_AND_FUSE
+
+    def plan_alias(f, a, k):
+        src = a[0]
+        value = unwrap_args(a)[0] if process.eager_mode is not fused else lazy.call(fn, unwrap_args(a), {})
+        with _view_mode(src):
+            out = TpuTensor(value)
+        make_view(out, src, None)
+        return out
+
+    return plan_alias
+
+
 def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
                  ) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
@@ -253,6 +270,9 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
 
         process = state._Process
         fused = state.EagerMode.DEFER_AND_FUSE
+
+        if func in _ALIAS_OPS:
+            return _alias_plan(fn)
 
         def plan_view(f, a, k):
             ua = unwrap_args(a)
