@@ -31,7 +31,8 @@ _probe_pending_error = ctypes.pythonapi.PyErr_Occurred
 _probe_pending_error.restype = ctypes.c_void_p
 _probe_pending_error.argtypes = ()
 
-_kept: list[BaseException] = []
+_kept: list[tuple[int, BaseException]] = []  # (thread that kept it, error), newest last
+_KEEP_AT_MOST = 16
 _lock = threading.Lock()
 
 
@@ -40,15 +41,28 @@ def _keep(error: BaseException) -> None:
         if "returned a result with an exception set" in str(error):
             error = error.__cause__  # the interpreter's wrapper around the pending error
     with _lock:
-        _kept.append(error)
+        _kept.append((threading.get_ident(), error))
+        del _kept[:-_KEEP_AT_MOST]
 
 
 def take_kept() -> BaseException | None:
-    """The most recent error taken out of a guard call (and forget all), or None."""
+    """The newest error kept on this thread, else the newest kept on any thread (PyTorch's device threads
+    run backward elsewhere), or None; this thread's kept errors are forgotten."""
+    me = threading.get_ident()
     with _lock:
-        error = _kept[-1] if _kept else None
-        _kept.clear()
+        mine = [e for t, e in _kept if t == me]
+        error = mine[-1] if mine else (_kept[-1][1] if _kept else None)
+        if mine:
+            _kept[:] = [(t, e) for t, e in _kept if t != me]
+        elif _kept:
+            _kept.pop()
     return error
+
+
+def _forget_mine() -> None:
+    me = threading.get_ident()
+    with _lock:
+        _kept[:] = [(t, e) for t, e in _kept if t != me]
 
 
 def guard_device_type(_answer: Any = private.DEVICE_TYPE_PRIVATEUSE1) -> Any:
@@ -66,7 +80,7 @@ def reraising_kept_errors(run_backward: Callable[..., Any]) -> Callable[..., Any
 
     @functools.wraps(run_backward)
     def run(*args: Any, **kwargs: Any) -> Any:
-        take_kept()  # an error left from an earlier, unrelated unwinding is not this backward's
+        _forget_mine()  # an error left from an earlier, unrelated unwinding is not this backward's
         try:
             return run_backward(*args, **kwargs)
         except SystemError:
@@ -75,7 +89,7 @@ def reraising_kept_errors(run_backward: Callable[..., Any]) -> Callable[..., Any
                 raise
             raise kept.with_traceback(kept.__traceback__) from None
         finally:
-            take_kept()
+            _forget_mine()
 
     run.__wrapped_for_backward_errors__ = True  # type: ignore[attr-defined]
     return run
