@@ -28,6 +28,7 @@ from backend.jit import jitted
 from backend.lazy import Lazy
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, on_change
+from backend.size_check import size_check_for
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 from backend.traced import Untraceable, traced, tracing
 
@@ -334,7 +335,16 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             check(*a, **k)
             return inner(f, a, k)
 
-        return plan_checked
+        plan = plan_checked
+    sizes = size_check_for(func)
+    if sizes is not None:
+        sized = plan
+
+        def plan_size_checked(f: Any, a: tuple, k: dict) -> Any:
+            sizes(a, k)
+            return sized(f, a, k)
+
+        plan = plan_size_checked
     return plan
 
 

@@ -42,7 +42,10 @@ class _Unkeyable(Exception):
 
 def reads_host_values(fn: Callable[..., Any]) -> bool:
     """Lowerings that check values only when they are concrete (``isinstance(x, jax.core.Tracer)`` guards) would
-    lose the check under jit: they stay plain calls."""
+    lose the check under jit: they stay plain calls. A lowering whose check sits in a helper it calls says so
+    with a ``reads_host_values = True`` attribute."""
+    if getattr(fn, "reads_host_values", False):
+        return True
     try:
         src = inspect.getsource(fn)
     except (OSError, TypeError):

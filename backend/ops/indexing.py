@@ -77,18 +77,32 @@ def _gather_idx(x: Any, d: int, index: Any) -> tuple:
     return tuple(idx)
 
 
+def _checks_indices_on_host(fn: Any) -> Any:
+    """Mark a lowering that bound-checks its index through a helper (``_check_gather_scatter_index``) (it must not run traced)."""
+    fn.reads_host_values = True
+    return fn
+
+
 @lower(aten.gather.default)
+@_checks_indices_on_host
 def gather(x: Any, d: int, index: Any, *, sparse_grad: bool = False) -> Any:
     if x.ndim == 0:
         return jnp.broadcast_to(x, index.shape)
     if index.size == 0:
         return jnp.zeros(index.shape, x.dtype)  # torch accepts an empty index of any rank here
     d = wrapdim(d, x.ndim)
+    _check_gather_scatter_index(x, d, index)
+    return x[_gather_idx(x, d, index)]
+
+
+def _check_gather_scatter_index(x: Any, d: int, index: Any) -> None:
+    """gather/scatter take indices in [0, size) only (no wrap-around, unlike indexing), as CPU and CUDA check;
+    JAX would wrap a negative index and drop a large one, silently."""
     if index.size and not isinstance(index, jax.core.Tracer):
         n = x.shape[d]
-        if int(index.min()) < -n or int(index.max()) >= n:
-            raise RuntimeError(f"index {int(index.max())} is out of bounds for dimension {d} with size {n}")
-    return x[_gather_idx(x, d, index)]
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
 
 
 def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
@@ -99,6 +113,7 @@ def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
     if index.size == 0:
         return x  # nothing to write (torch accepts an empty index of any rank)
     d = wrapdim(d, x.ndim)
+    _check_gather_scatter_index(x, d, index)
     idx = _gather_idx(x, d, index)
     if hasattr(src, "shape") and src.ndim:
         src = src[tuple(slice(0, s) for s in index.shape)]
@@ -109,21 +124,25 @@ def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
 
 
 @lower(aten.scatter.src, aten.scatter.value)
+@_checks_indices_on_host
 def scatter(x: Any, d: int, index: Any, src: Any) -> Any:
     return _scatter(x, d, index, src, "set")
 
 
 @lower(aten.scatter.reduce, aten.scatter.value_reduce)
+@_checks_indices_on_host
 def scatter_reduce_legacy(x: Any, d: int, index: Any, src: Any, *, reduce: str) -> Any:
     return _scatter(x, d, index, src, reduce)
 
 
 @lower(aten.scatter_add.default)
+@_checks_indices_on_host
 def scatter_add(x: Any, d: int, index: Any, src: Any) -> Any:
     return _scatter(x, d, index, src, "add")
 
 
 @lower(aten.scatter_reduce.two)
+@_checks_indices_on_host
 def scatter_reduce(x: Any, d: int, index: Any, src: Any, reduce: str, *, include_self: bool = True) -> Any:
     if reduce == "mean":
         ones = jnp.ones(index.shape, x.dtype)
