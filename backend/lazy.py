@@ -22,6 +22,7 @@ or a real error) flushes first and runs strictly, raising what strict eager rais
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -153,6 +154,11 @@ class _Unkeyable(Exception):
     pass
 
 
+class _Traced(_Unkeyable):
+    """An argument is a JAX tracer: the call is part of a program being traced (a decomposition traced into
+    one node, backend/traced.py), which runs it there and then; not an op that eager mode ran strictly."""
+
+
 _ARRAY: Any = None
 _TRACER: Any = None
 
@@ -174,7 +180,7 @@ def _leaf(x: Any, g: _Graph, avals: list) -> tuple[Any, Any, Any]:
         return f, f, x
     if isinstance(x, _ARRAY):
         if isinstance(x, _TRACER):
-            raise _Unkeyable
+            raise _Traced
         k = g.input_index.get(id(x))
         if k is None:
             k = g.input_index[id(x)] = len(g.inputs)
@@ -277,24 +283,33 @@ def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
                 pk.append((k, _fast_leaf(v, g, new_inputs)))
         key = (fn, tuple(pa), tuple(pk), len(g.scalars) if floats else 0)
         recipe = _recipes.get(key)
+        lifted = True
+        if recipe is _STATIC_FLOATS:  # this op keeps its floats static: their values are part of the recipe
+            key = (key, tuple([_float_key(f) for f in floats]))
+            recipe = _recipes.get(key)
+            lifted = False
     except (_NoFastKey, TypeError):
         return _record_slow(fn, args, kwargs)
     if recipe is None:
         n_in, n_sc, n_nodes = len(g.inputs), len(g.scalars), len(g.nodes)
         result = _record_slow(fn, args, kwargs)
-        if (_graph is g and len(g.nodes) == n_nodes + 1
-                and _recorded_as_expected(g, n_in, n_sc, new_inputs, floats)):
+        if _graph is g and len(g.nodes) == n_nodes + 1 and _inputs_as_expected(g, n_in, new_inputs):
             node = g.nodes[-1]
-            if len(_recipes) > _MAX_RECIPES:
-                _recipes.clear()
-            _recipes[key] = (node.args, node.kwargs, node.key, node.treedef, node.rng, node.fn,
-                             [(lz.shape, lz.dtype, lz.weak_type) for lz in _outs_of(node)])
+            if lifted and floats and len(g.scalars) == n_sc:  # the slow path kept them static
+                _recipes[key] = _STATIC_FLOATS
+                key = (key, tuple([_float_key(f) for f in floats]))
+                lifted = False
+            if g.scalars[n_sc:] == (floats if lifted else []):
+                if len(_recipes) > _MAX_RECIPES:
+                    _recipes.clear()
+                _recipes[key] = (node.args, node.kwargs, node.key, node.treedef, node.rng, node.fn,
+                                 [(lz.shape, lz.dtype, lz.weak_type) for lz in _outs_of(node)])
         return result
     targs, tkwargs, node_key, treedef, rng, node_fn, outs = recipe
     for x in new_inputs:
         g.input_index[id(x)] = len(g.inputs)
         g.inputs.append(x)
-    if floats:
+    if lifted and floats:
         g.scalars.extend(floats)
     return _append(g, _Node(node_fn, targs, tkwargs, node_key, treedef, rng), outs)
 
@@ -321,13 +336,19 @@ def _outs_of(node: _Node) -> list:
     return [ref() for ref in node.outs]
 
 
-def _recorded_as_expected(g: _Graph, n_in: int, n_sc: int, new_inputs: list, floats: list) -> bool:
-    """The slow path recorded one node whose inputs and scalars are exactly what the fast key predicted (every
-    float lifted, the new arrays appended in order), with all its outputs still alive to read their avals."""
+_STATIC_FLOATS = object()  # a recipe-table entry: look again with the float values in the key
+
+
+def _float_key(f: float) -> tuple:
+    """A float as a key part that tells 0.0 from -0.0 (equal, and equal hashes, as floats)."""
+    return (f, math.copysign(1.0, f))
+
+
+def _inputs_as_expected(g: _Graph, n_in: int, new_inputs: list) -> bool:
+    """The slow path recorded one node whose new graph inputs are exactly what the fast key predicted (the new
+    arrays appended in order), with all its outputs still alive to read their avals."""
     added = g.inputs[n_in:]
     if len(added) != len(new_inputs) or any(a is not b for a, b in zip(added, new_inputs, strict=True)):
-        return False
-    if g.scalars[n_sc:] != floats:
         return False
     return all(ref() is not None for ref in g.nodes[-1].outs)
 
@@ -366,9 +387,9 @@ def _record_slow(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
                 n_floats += 1
             else:
                 pk.append((k, _leaf(v, g, avals)))
-    except _Unkeyable:
+    except _Unkeyable as exc:
         _drop_inputs(g, n_inputs)
-        return _strict(fn, args, kwargs)
+        return _strict(fn, args, kwargs, counted=not isinstance(exc, _Traced))
     avals_t = tuple(avals)
     erased = (fn, tuple(p[1] for p in pa), tuple((k, p[1]) for k, p in pk), avals_t)
     lift = False
@@ -513,9 +534,10 @@ def _first_scalar(targs: tuple, tkwargs: dict) -> int:
     return min(slots) if slots else 0
 
 
-def _strict(fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _strict(fn: Callable, args: tuple, kwargs: dict, counted: bool = True) -> Any:
     """Run now on concrete values (flushing whatever the arguments wait for)."""
-    note_strict_op()
+    if counted:
+        note_strict_op()
     if _has_pending(args) or _has_pending(tuple(kwargs.values())):
         flush()
     return fn(*tuple(_concrete(a) for a in args), **{k: _concrete(v) for k, v in kwargs.items()})

@@ -1,9 +1,10 @@
-"""Strict eager: an op with no lowering of its own, which PyTorch decomposes, runs as one cached executable.
+"""Eager: an op with no lowering of its own, which PyTorch decomposes, runs as one cached executable.
 
 A decomposition (``native_layer_norm_backward``, ``nll_loss_forward`` ...) is ten to thirty ATen ops, each a
 dispatch and an executable in strict eager: a layer norm's backward measured 574 us a call. Here the
 decomposition is traced once per call signature (the TPU tensors hold JAX tracers while it runs, as in a
-``torch.compile`` graph) into one ``jax.jit`` program; the next calls with that signature run the program.
+``torch.compile`` graph) into one ``jax.jit`` program; the next calls with that signature run the program
+(fused eager records it as one node of the pending graph, instead of the decomposition's ten to thirty).
 As in ``backend/op_jit.py`` the program is built on a signature's second sighting, so a one-off call compiles
 nothing.
 
@@ -21,10 +22,11 @@ from typing import Any
 
 import torch
 
+from backend import lazy, state
 from backend import random as _rng
-from backend import state
 from backend._jax import jax_module
 from backend.jit import freeze
+from backend.lazy import Lazy
 from backend.tensor import TpuTensor, payload
 
 _SEEN_ONCE = object()
@@ -59,8 +61,9 @@ class _Concrete:
 def _key_of(x: Any, tensors: list) -> Any:
     c = x.__class__
     if c is TpuTensor:
-        if x._elem.__class__ is not _Concrete.array:
-            raise _Unkeyable  # a pending (fused) or traced (compiled) value: not a strict-eager call
+        e = x._elem.__class__
+        if e is not _Concrete.array and e is not Lazy:
+            raise _Unkeyable  # a traced (compiled) value: not an eager call
         tensors.append(x)
         return ("T", tuple(x.shape), x.dtype)
     if c is list or c is tuple:
@@ -86,7 +89,7 @@ def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
     cache: dict[Any, Any] = {}
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        if state._Process.eager_mode is state.EagerMode.DEFER_AND_FUSE or tracing():
+        if tracing():
             return fn(*args, **kwargs)
         if _Concrete.array is None:
             _Concrete.array = type(jax_module().numpy.zeros(()))
@@ -107,13 +110,20 @@ def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
         if entry is _PLAIN:
             return fn(*args, **kwargs)
         program, spec, as_tuple = entry
-        outs = program(*[payload(t) for t in tensors])
+        outs = lazy.call(program, tuple([payload(t) for t in tensors]))  # fused eager: recorded as one node
         res = [TpuTensor(outs[v]) if kind == "t" else v for kind, v in spec]
         return (tuple(res) if as_tuple is tuple else res) if as_tuple is not None else res[0]
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.cache = cache  # type: ignore[attr-defined]  # (tests read it)
     return call
+
+
+def _abstract(p: Any) -> Any:
+    """A pending fused-eager value as the shape and dtype it will have (what tracing needs)."""
+    if p.__class__ is Lazy:
+        return jax_module().ShapeDtypeStruct(p.shape, p.dtype, weak_type=p.weak_type)
+    return p
 
 
 def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> Any:
@@ -154,7 +164,7 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> 
     jitted = jax.jit(program)
     try:
         with _rng.probe() as probe:
-            jitted.lower(*[payload(t) for t in tensors])
+            jitted.lower(*[_abstract(payload(t)) for t in tensors])
         if probe.draws:
             return _PLAIN
     except Exception:  # noqa: BLE001 - untraceable (see the module docstring): the op-by-op run decides

@@ -146,9 +146,15 @@ def sdpa_overrideable(query: Any, key: Any, value: Any, attn_bias: Any = None, d
                                   "and the debug mask take the math path")
     out, lse = lazy.call(_forward, (payload(query), payload(key), payload(value), _opt(attn_bias)),
                          {"causal": bool(is_causal), "scale": _scale(query, scale), "prec": precision()})
-    seed = TpuTensor(jnp.zeros((), jnp.int64))
-    return (TpuTensor(out), TpuTensor(lse), None, None, query.shape[2], key.shape[2], seed,
-            TpuTensor(jnp.zeros((), jnp.int64)), None)
+    return (TpuTensor(out), TpuTensor(lse), None, None, query.shape[2], key.shape[2], TpuTensor(_zero_int64()),
+            TpuTensor(_zero_int64()), None)
+
+
+@functools.cache
+def _zero_int64() -> Any:
+    """The unused philox seed/offset outputs: one shared 0 (JAX arrays are immutable, and building a new one
+    per call was a third of this op's eager time)."""
+    return jnp.zeros((), jnp.int64)
 
 
 @lower(aten._scaled_dot_product_fused_attention_overrideable_backward.default, raw=True)

@@ -81,6 +81,29 @@ def test_a_decomposed_backward_becomes_one_program_and_matches_the_cpu() -> None
     assert any(isinstance(v, tuple) for v in cache.values()), "no program was built"
 
 
+def test_fused_eager_records_a_built_decomposition_as_one_node_with_strict_values() -> None:
+    from backend import lazy
+
+    want = _ln_backward("tpu")  # strict eager (the program is built by now, or is built below)
+    with torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE):
+        for _ in range(3):
+            got = _ln_backward("tpu")
+            for g, w in zip(got, want, strict=True):
+                torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+        lazy.reset_stats()
+        x, w, b = (torch.randn(*s, dtype=torch.float64).to("tpu").requires_grad_() for s in ((8, 16), (16,), (16,)))
+        out = F.layer_norm(x, (16,), w, b)
+        lazy.flush()
+        before = lazy.stats()["ops_recorded"]
+        out.pow(2).sum().backward()
+        recorded = lazy.stats()["ops_recorded"] - before
+        lazy.flush()
+        assert lazy.stats()["ops_strict"] == 0
+    # pow, sum and their backward, the layer norm backward as one node, and the gradient accumulation: far
+    # fewer than the decomposition's own ~20 ops
+    assert recorded < 15, recorded
+
+
 def test_a_decomposition_that_reaches_a_host_check_keeps_raising() -> None:
     run = traced_mod.traced(lambda x, i: torch.gather(x * 2, 1, i))
     x = torch.randn(3, 4).to("tpu")
