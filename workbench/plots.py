@@ -479,12 +479,14 @@ def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None 
                          label="TPU v7 TorchTitan (published, 2 TensorCores per chip)")
                 top.plot(published["chips"], published["projected tok/s per chip"], "s", color="k",
                          markerfacecolor="none", markersize=8, linestyle="",
-                         label=f"TPU v7 fsdp+ep, slice = 1024 (projected as published; error {errs})")
+                         label=_wrap(f"TPU v7 as published: FSDP in each 1,024-chip slice, data parallel "
+                                     f"across slices, MaxText recipe's batch and remat assumed (projected; "
+                                     f"error {errs})", 60))
             top.set_yscale("log")
             _number_ticks(top)
             top.set_ylabel("training throughput [tokens/s per chip]")
             top.set_title(f"{wl} training: throughput per chip", loc="left")
-            top.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=6.5, ncol=2)
+            top.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=6.5, ncol=2 if len(frames) > 1 else 1)
             bottom.set_xscale("log", base=2)
             bottom.set_xlabel("chips")
             bottom.set_ylabel("efficiency [per-chip tokens/s / that at the smallest count that fits]")
@@ -557,6 +559,16 @@ def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | 
         return _finish(fig, path)
 
 
+def _cost_batch(chips: Sequence, workload: str, batches: Sequence[int] = (64, 32, 16, 8)) -> int:
+    """The largest decode batch per chip (of ``batches``) at which every priced chip fits in HBM, so the
+    cost figure prices every chip (each with its own price dates and stale flags); the smallest otherwise."""
+    priced = [c for c in chips if c.prices]
+    for b in batches:
+        if all(project(c, workload, "decode", 8, "tp", batch=b).extra["fits_in_hbm"] for c in priced):
+            return b
+    return batches[-1]
+
+
 def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir: str | Path = "plots",
                chips: Sequence[str] = ("TPU v7", "H100 SXM", "B200"), workload: str = "llama3-70b") -> list[Path]:
     """Write the requested PNGs: bars from measured files; cost, Pareto, scaling and roofline from
@@ -574,10 +586,11 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
                 continue
             (plot_throughput_bars if kind == "throughput" else plot_mfu_bars)(measured, path=path)
         elif kind == "cost":
-            recs = [project(c, workload, "decode", 8, "tp", batch=64) for c in chip_objs if c.prices]
+            batch = _cost_batch(chip_objs, workload)
+            recs = [project(c, workload, "decode", 8, "tp", batch=batch) for c in chip_objs if c.prices]
             with_cost = measured[measured["cost"].map(bool)] if not measured.empty else []
             plot_cost_per_tier([*recs, *(_frame(with_cost).to_dict("records") if len(with_cost) else [])],
-                               title_suffix=f" ({workload} decode, b64 per chip, 8 chips, TP)", path=path)
+                               title_suffix=f" ({workload} decode, b{batch} per chip, 8 chips, TP)", path=path)
         elif kind == "pareto":
             frame = analysis.frontier_frame([r for c in chip_objs for r in decode_sweep(c, workload)])
             plot_tco(frame, target=20, workload=workload, published=analysis.published_serving(), path=path)

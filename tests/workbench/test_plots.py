@@ -96,6 +96,19 @@ def test_cost_bars_show_price_dates_and_the_stale_flag():
     assert analysis.price_kind(recs[1].cost[0]) in ("owner-tco", "committed", "provider-internal")
 
 
+def test_the_default_cost_figure_prices_every_chip_so_stale_prices_show():
+    """At 64 sequences per chip Llama-3-70B decode does not fit an 80 GB H100, so the default cost figure
+    priced only TPU v7 and B200, none of whose prices is stale; it now takes the largest batch every chip fits."""
+    chips = [load_catalog().chip(c) for c in ("TPU v7", "H100 SXM", "B200")]
+    assert not project(chips[1], "llama3-70b", "decode", 8, "tp", batch=64).extra["fits_in_hbm"]
+    batch = plots._cost_batch(chips, "llama3-70b")
+    assert batch == 32
+    recs = [project(c, "llama3-70b", "decode", 8, "tp", batch=batch) for c in chips]
+    assert all(r.extra["fits_in_hbm"] for r in recs)
+    texts = _texts(plots.plot_cost_per_tier(recs))
+    assert any("STALE" in t for t in texts) and not any(t.startswith("does not fit") for t in texts)
+
+
 @pytest.mark.slow
 def test_pareto_legend_covers_no_curve_and_star_labels_do_not_overlap():
     frame = analysis.frontier_frame(analysis.decode_frontier(["TPU v7", "B200", "H100 SXM"], "llama3-8b"))
@@ -126,6 +139,14 @@ def test_scaling_keeps_layouts_apart_and_normalises_only_to_points_that_fit():
     stars = next(line for line in top.get_lines() if line.get_marker() == "*")
     assert list(stars.get_ydata()) == list(pub["published tok/s per chip"])  # as published, not normalised
     assert not any(line.get_marker() == "*" for line in bottom.get_lines())
+    # the open squares are the as-published setting (FSDP per slice, data parallel across), not fsdp+ep
+    square = next(x.get_label() for x in top.get_lines() if x.get_marker() == "s" and x.get_linestyle() == "None")
+    assert "FSDP in each 1,024-chip slice" in square and "fsdp+ep" not in square
+    fig.canvas.draw()  # legends of a one-chip column stay inside the figure
+    width = fig.bbox.width
+    for ax in (top, bottom):
+        box = ax.get_legend().get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= width, (box, width)
 
 
 def test_roofline_names_points_in_the_legend_not_beside_them():

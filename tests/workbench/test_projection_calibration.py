@@ -72,3 +72,24 @@ def test_a_point_whose_chip_peak_is_unknown_is_validation_with_an_assumed_settin
     rows = table[table["id"] == "torchtitan-h100-llama3.1-8b-8-compile"]
     assert len(rows) == 2 and set(rows["category"]) == {"validation (assumed setting)"}
     assert rows["assumptions"].str.contains("ASSUMED: the chip's BF16 peak").all()
+
+
+# validation points still outside +/-15% at model 2.1, each explained in docs/workbench.md
+DOCUMENTED_MISSES = {
+    "maxtext-v5p-128b-2xv5p-512",
+    "maxtext-v5p-512b-1xv5p-1024",
+    "maxtext-v6e-llama2-70b-256",
+    "maxtext-tpu7x-qwen3-235b-4k-256",
+}
+
+
+def test_validation_misses_are_only_the_documented_ones(table):
+    """54 of 60 complete-setting rows within +/-15% once the 2023 MaxText tables are read with the model
+    they ran (ReLU MLP, parallel layer, heads of 256) and v6e Llama 2 70B with its logged batch."""
+    s = summary(table)
+    assert s["validation_rows"] == 60 and s["within_acceptance"] >= 54
+    val = table[table["category"] == "validation"]
+    missed = set(val[val["rel_error"].abs() > ACCEPTANCE]["id"])
+    assert missed <= DOCUMENTED_MISSES
+    fixed = ("maxtext-v5e-32b-1x256", "maxtext-v5p-512b-2xv5p-1024", "maxtext-v5p-1024b-1xv5p-4096")
+    assert all(abs(e) <= ACCEPTANCE for e in val[val["id"].isin(fixed)]["rel_error"])

@@ -5,6 +5,8 @@ Modules, one job each:
 - :mod:`~workbench.projection.assumptions` - the inputs that are not catalog facts, with reasons;
   only ``gemm_efficiency`` is fitted (on one named published point).
 - :mod:`~workbench.projection.layout` - parallel layouts (dp / fsdp / tp / ep, slices = hybrid sharding).
+- :mod:`~workbench.projection.block` - the layer's wiring where it is not the Llama layer (plain 2-matrix
+  MLP, attention and MLP in parallel), with its parameter and FLOP counts.
 - :mod:`~workbench.projection.work` - the kernels of one step and their rooflines (dense, grouped MoE and
   attention matmuls with MXU tile fill; elementwise passes).
 - :mod:`~workbench.projection.remat` - remat policies: what is recomputed.

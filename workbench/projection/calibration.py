@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from workbench.catalog import Catalog, Chip, load_catalog
 from workbench.flops import flops_per_token
 from workbench.projection.assumptions import Assumptions
+from workbench.projection.block import LLAMA, Block, block_flops_per_token
 from workbench.projection.model import project
-from workbench.published import published_records, training_models, training_points
+from workbench.published import published_records, training_blocks, training_models, training_points
 from workbench.results import Record
 from workbench.workloads.config import PRESETS, DecoderConfig
 
@@ -54,12 +55,18 @@ class PointSetup:
     assumed: str = ""
     source: dict = field(default_factory=dict)
     setting_text: str = ""
+    block: Block = LLAMA
 
 
 def _config(name: str) -> DecoderConfig:
     if name in PRESETS:
         return PRESETS[name]
     return DecoderConfig(**training_models()[name])
+
+
+def _block(name: str) -> Block:
+    """The layer wiring of a published model (the Llama layer unless training.json says otherwise)."""
+    return Block.from_dict(training_blocks().get(name))
 
 
 def _setup(p: dict, catalog: Catalog) -> PointSetup:
@@ -98,6 +105,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         assumed,
         source=p["source"],
         setting_text=st["text"],
+        block=_block(st["model"]),
     )
 
 
@@ -115,6 +123,7 @@ def project_point(
         assumptions=assumptions,
         convention=s.convention,
         catalog=catalog,
+        block=s.block,
         **kw,
     )
 
@@ -144,6 +153,7 @@ def consistency(
     seq: int | None,
     phase: str = "train",
     stated: str | None = None,
+    block: Block = LLAMA,
 ) -> str:
     """Does the point's reading hold together? tokens/s x FLOPs/token / peak vs MFU, TFLOP/s / peak vs MFU."""
     if chip is None:
@@ -170,7 +180,7 @@ def consistency(
         implied_f = target * peak / tok_chip
         fits = []
         for conv in ("palm", "causal"):
-            f = flops_per_token(cfg, phase, seq, convention=conv)
+            f = block_flops_per_token(cfg, block, phase, seq, convention=conv)
             got = tok_chip * f / peak
             inside = (
                 (mfu_range[0] * (1 - CONSISTENT) <= got <= mfu_range[1] * (1 + CONSISTENT))
@@ -310,7 +320,10 @@ def vs_published(
             if st.get("model") in PRESETS or st.get("model") in training_models()
             else None
         )
-        check = consistency(p["published"], cfg, chip, st.get("seq"), stated=st.get("mfu_convention"))
+        block = _block(st["model"]) if cfg is not None else LLAMA
+        check = consistency(
+            p["published"], cfg, chip, st.get("seq"), stated=st.get("mfu_convention"), block=block
+        )
         if p.get("unanchored"):
             tok = (
                 _tokens_per_device(p["published"], chip)

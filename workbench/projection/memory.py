@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.flops import ParamCounts
+from workbench.projection.block import LLAMA, Block
 from workbench.projection.layout import Layout
 from workbench.workloads.config import DecoderConfig
 
@@ -33,8 +34,9 @@ class MemoryFit:
         return self.fits and self.per_device_gb > TIGHT * self.capacity_per_device_gb
 
 
-def sublayer_elements(cfg: DecoderConfig) -> dict[str, float]:
-    """Elements per token of each sub-layer's output (what saving it costs)."""
+def sublayer_elements(cfg: DecoderConfig, block: Block = LLAMA) -> dict[str, float]:
+    """Elements per token of each sub-layer's output (what saving it costs). A plain MLP has no second
+    input matrix (``mlp_wi_1``)."""
     hd = cfg.head_dim
     ffn = cfg.top_k * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim if cfg.is_moe else cfg.ffn_dim
     return {
@@ -44,7 +46,7 @@ def sublayer_elements(cfg: DecoderConfig) -> dict[str, float]:
         "attention": cfg.n_heads * hd,
         "out_proj": cfg.d_model,
         "mlp_wi_0": ffn,
-        "mlp_wi_1": ffn,
+        "mlp_wi_1": ffn if block.mlp_matrices == 3 else 0,
         "mlp_wo": cfg.d_model,
         "elementwise": 6 * cfg.d_model + ffn,
     }
@@ -63,6 +65,7 @@ def training_memory(
     state_bytes_per_param: float,
     act_bytes: float,
     weight_bytes: float,
+    block: Block = LLAMA,
 ) -> MemoryFit:
     """Training memory per device. ``saved`` sub-layers stay in HBM unless in ``offloaded``."""
     dense = pc.total - pc.routed_experts
@@ -70,7 +73,7 @@ def training_memory(
     expert_shard = max(lay.ep * lay.tp, shard)
     params = dense / shard + pc.routed_experts / expert_shard
     tok = tokens_per_chip / devices_per_chip
-    el = sublayer_elements(cfg)
+    el = sublayer_elements(cfg, block)
     kept = [s for s in saved if s not in offloaded]
     per_layer_tok = (cfg.d_model + sum(el[s] for s in kept)) / lay.tp  # + the layer input
     working = sum(el.values()) / lay.tp * tok * act_bytes  # one layer recomputed / live

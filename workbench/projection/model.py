@@ -11,6 +11,8 @@ Per chip and step (model ``workbench-roofline-comm``, version MODEL_VERSION):
     T_step     = (T_compute + exposed T_async + (1 - critical_overlap) x T_critical)
                  x (1 + straggler_cv x sqrt(2 ln hosts))
 
+The layer's wiring (:class:`~workbench.projection.block.Block`: SwiGLU or plain MLP, attention and MLP in
+sequence or in parallel) sets the matmuls, elementwise passes, tensor-parallel collectives and model FLOPs.
 Every input is stored in the record with its unit and source (``source['inputs']``).
 """
 
@@ -21,8 +23,9 @@ import math
 from workbench import cost as costmod
 from workbench.catalog import Catalog, Chip, load_catalog
 from workbench.errors import WorkbenchError, unknown
-from workbench.flops import flops_per_token, kv_bytes_per_token, param_counts
+from workbench.flops import kv_bytes_per_token
 from workbench.projection.assumptions import REASONS, SOURCES, Assumptions
+from workbench.projection.block import LLAMA, Block, block_flops_per_token, block_param_counts
 from workbench.projection.layout import Layout, resolve_layout
 from workbench.projection.memory import inference_memory, training_memory
 from workbench.projection.remat import POLICIES, recomputed, saved_sublayers
@@ -34,7 +37,7 @@ from workbench.results import Record
 from workbench.workloads.config import DecoderConfig, get_config
 
 MODEL_NAME = "workbench-roofline-comm"
-MODEL_VERSION = "2.0"
+MODEL_VERSION = "2.1"
 PHASES = ("train", "prefill", "decode")
 BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 DEFAULT_BATCH = {"train": 4, "prefill": 1, "decode": 16}
@@ -141,6 +144,7 @@ def project(
     async_collectives: tuple[str, ...] = (),
     attention_efficiency: float | None = None,
     gmm_tile: tuple[int, int, int] | None = None,
+    block: Block | None = None,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout``.
 
@@ -156,6 +160,9 @@ def project(
     FlashAttention-2 on H100), replacing gemm_efficiency x attention_relative.
     ``gmm_tile``: (m, k, n) tiles of the setting's MoE grouped-matmul kernel (MaxText's tokamax/megablox
     ``wi_tile_*``/``wo_tile_*``); experts pad K and N to them and end in a partial m-tile. None: MXU tiles.
+    ``block``: the layer's wiring where it is not the Llama layer DecoderConfig assumes (a plain 2-matrix
+    MLP; attention and MLP in parallel); it changes the matmuls, the elementwise passes, the tensor-parallel
+    collectives and the model FLOPs.
     The MFU convention defaults to "causal" (MaxText/Megatron) because published TPU figures use it.
     """
     catalog = catalog or load_catalog()
@@ -166,6 +173,7 @@ def project(
     if precision not in BYTES:
         raise WorkbenchError(unknown("precision", precision, BYTES))
     a = assumptions or Assumptions()
+    block = block or LLAMA
     if optimizer_state_bytes_per_param is not None:
         a = a.with_(optimizer_state_bytes_per_param=optimizer_state_bytes_per_param)
     batch = batch or DEFAULT_BATCH[phase]
@@ -179,7 +187,7 @@ def project(
     hbm = chip.hbm_bw_gbps * 1e9 * a.memory_efficiency
     wb = BYTES[precision]
     nb = a.activation_bytes if precision in ("bf16", "fp16", "fp32") else wb
-    pc = param_counts(cfg)
+    pc = block_param_counts(cfg, block)
     tile = chip.mxu_tile
     bad = set(async_collectives) - set(ASYNC_KINDS)
     if bad:
@@ -204,6 +212,7 @@ def project(
         attn_block=attn_block,
         gmm_tile=tuple(gmm_tile) if gmm_tile else None,
         devices_per_chip=chip.devices_per_chip,
+        block=block,
     )
     step = _Step()
     hosts = max(math.ceil(n_chips / chip.chips_per_host), 1)
@@ -220,7 +229,7 @@ def project(
     remat_used, saved, offloaded = None, frozenset(), frozenset()
     if phase == "train":
         remat_used, saved, offloaded, mem = _choose_remat(
-            remat, remat_names, cfg, pc, lay, tokens, chip, a, wb, nb
+            remat, remat_names, cfg, pc, lay, tokens, chip, a, wb, nb, block
         )
         again = recomputed(saved)
         step.add_ops("forward", work, peak, hbm, eff)
@@ -249,7 +258,7 @@ def project(
         )
         if chip.devices_per_chip > 1:
             step.async_comm["die_to_die"] = fabric.die_to_die(3 * (dense_gathered + expert_gathered))
-        passes = 4 + (2 if again & {"out_proj", "mlp_wo"} else 0)
+        passes = _tp_allreduces_per_layer(block, recomputed_outputs=bool(again & {"out_proj", "mlp_wo"}))
         _tp_comm(step, passes * cfg.n_layers * fabric.ring(act, lay.tp, 1, 2), async_collectives)
         a2a_passes = 4 + (2 if again & {"mlp_wi_0", "mlp_wi_1"} else 0)
         a2a = a2a_passes * n_moe * fabric.all_to_all(a2a_volume, lay.ep, lay.tp)
@@ -272,12 +281,13 @@ def project(
         # weights are resident; an FSDP layout gathers them every step with nothing to hide behind in decode
         gather = fabric.ring(dense_gathered, lay.fsdp, lay.tp) if lay.fsdp > 1 else 0.0
         (step.async_comm if phase == "prefill" else step.critical_comm)["fsdp_gather"] = gather
-        _tp_comm(step, 2 * cfg.n_layers * fabric.ring(act, lay.tp, 1, 2), async_collectives)
+        passes = _tp_allreduces_per_layer(block, recomputed_outputs=False) / 2  # forward only
+        _tp_comm(step, passes * cfg.n_layers * fabric.ring(act, lay.tp, 1, 2), async_collectives)
         step.critical_comm["ep_all_to_all"] = 2 * n_moe * fabric.all_to_all(a2a_volume, lay.ep, lay.tp)
     times = step.total(a, straggler)
     t_step = times["step"]
     per_chip = tokens / t_step
-    f_tok = flops_per_token(cfg, phase, seq, convention=convention)
+    f_tok = block_flops_per_token(cfg, block, phase, seq, convention=convention)
     achieved = f_tok * per_chip
     t_comm = times["async_comm"] + times["critical_comm"]
     exposed = times["async_exposed"] + times["critical_exposed"]
@@ -309,6 +319,7 @@ def project(
         async_collectives,
         eff,
         gmm_tile,
+        block,
     )
     extra = {
         "layout": lay.label(),
@@ -387,6 +398,16 @@ def project(
     )
 
 
+def _tp_allreduces_per_layer(block: Block, *, recomputed_outputs: bool) -> int:
+    """Tensor-parallel all-reduces (all-gather + reduce-scatter) of one layer's activations in a training
+    step: one per branch output forward and backward, again when the outputs are recomputed. A parallel block
+    sums attention and MLP outputs before reducing, so it has one branch output, a sequential layer two (XLA's
+    ReduceScatterReassociate / AllReduceReassociate passes turn add(reduce(a), reduce(b)) into reduce(a + b)
+    where the framework constrains each branch output separately, as MaxText 2023 did)."""
+    outputs = 1 if block.parallel else 2
+    return outputs * (3 if recomputed_outputs else 2)
+
+
 def _tp_comm(step: _Step, t_allreduce: float, async_collectives: tuple[str, ...]) -> None:
     """Tensor-parallel activation collectives: an all-reduce = an all-gather + a reduce-scatter of the same
     volume; the half the setting's compiler makes asynchronous goes with the async collectives."""
@@ -396,7 +417,7 @@ def _tp_comm(step: _Step, t_allreduce: float, async_collectives: tuple[str, ...]
         target[f"tp_{kind}"] = t
 
 
-def _choose_remat(remat, names, cfg, pc, lay, tokens, chip, a, wb, nb):
+def _choose_remat(remat, names, cfg, pc, lay, tokens, chip, a, wb, nb, block=LLAMA):
     """(policy, saved, offloaded, memory fit). 'auto' takes the least recompute that fits per device."""
     offloaded = frozenset(
         s
@@ -424,6 +445,7 @@ def _choose_remat(remat, names, cfg, pc, lay, tokens, chip, a, wb, nb):
             state_bytes_per_param=a.optimizer_state_bytes_per_param + 2 * wb,
             act_bytes=nb,
             weight_bytes=wb,
+            block=block,
         )
         if remat != "auto" or fit.fits:
             return policy, saved, offloaded, fit
@@ -454,6 +476,7 @@ def _inputs(
     async_collectives,
     eff,
     gmm_tile=None,
+    block: Block = LLAMA,
 ) -> dict:
     """Every input of one projection with its unit and source."""
     cat = f"catalog {chip.name} ({chip.origin})"
@@ -507,6 +530,14 @@ def _inputs(
                 "-",
                 "setting (compiler flags that overlap these "
                 "activation collectives with compute); FSDP/DP collectives are always async",
+            ),
+            "mlp_kind": _input(
+                block.mlp, f"{block.mlp_matrices} weight matrices", block.source or "DecoderConfig default"
+            ),
+            "parallel_block": _input(
+                block.parallel,
+                "attention and MLP in parallel",
+                block.source or "DecoderConfig default",
             ),
             "attention_efficiency": _input(
                 eff["attention"],

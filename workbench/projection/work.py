@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from workbench.projection.block import LLAMA, Block
 from workbench.workloads.config import DecoderConfig
 
 
@@ -104,12 +105,14 @@ def forward_ops(
     causal: bool = True,
     gmm_tile: tuple[int, int, int] | None = None,
     devices_per_chip: int = 1,
+    block: Block = LLAMA,
 ) -> StepWork:
     """Forward work of ``tokens`` tokens on one chip of a tensor-parallel group of ``tp`` (each chip runs
     1/tp of the group's ``tokens * tp`` tokens' matmuls). ``context``: keys each query sees (decode: the
     cache length; training/prefill: None = the sequence, causal). ``ep``: expert-parallel degree.
     ``gmm_tile``: the (m, k, n) tiles of the setting's grouped-matmul kernel (None: MXU tiles only); each of
-    the chip's ``devices_per_chip`` devices runs its own kernel on its share of the rows."""
+    the chip's ``devices_per_chip`` devices runs its own kernel on its share of the rows. ``block``: the
+    layer's wiring (MLP matrices; attention and MLP in parallel share one norm and one residual add)."""
     d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
     m = tokens * tp  # rows of the TP group's matmuls
     kv_rep = max(tp // cfg.n_kv_heads, 1)  # KV heads replicated when tp > n_kv_heads
@@ -188,16 +191,31 @@ def forward_ops(
         if capacity_factor:
             w.notes.append(f"capacity factor {cf:g}: padded expert rows are computed (not model FLOPs)")
     else:
-        f = cfg.ffn_dim / tp
-        ops += [
-            _gemm("mlp_wi_0", "mlp_wi_0", m, d, f, nb, tile, groups=L),
-            _gemm("mlp_wi_1", "mlp_wi_1", m, d, f, nb, tile, groups=L),
-            _gemm("mlp_wo", "mlp_wo", m, f, d, nb, tile, groups=L),
-        ]
+        ops += _dense_mlp(m, d, cfg.ffn_dim / tp, nb, tile, L, block)
         ffn_act, route_elems = cfg.ffn_dim, 0.0
-    # elementwise passes that read and write HBM (norms, residual adds, RoPE, SwiGLU, routing permutes)
-    elems = 10 * d + 2 * (cfg.n_heads + cfg.n_kv_heads) * hd + 3 * ffn_act + route_elems
+    # elementwise passes that read and write HBM (norms, residual adds, RoPE, MLP activation, routing permutes)
+    elems = (
+        _norm_residual_elems(d, block)
+        + 2 * (cfg.n_heads + cfg.n_kv_heads) * hd
+        + block.mlp_matrices * ffn_act
+        + route_elems
+    )
     ops.append(Op("elementwise", "elementwise", "elementwise", bytes=tokens * elems * nb * L))
     ops.append(_gemm("lm_head", "lm_head", m, d, cfg.vocab / tp, nb, tile))
     w.loss_bytes = tokens * cfg.vocab * (2 + 4 + 4 + 2)  # logits read, fp32 softmax write/read, grad write
     return w
+
+
+def _dense_mlp(
+    m: float, d: float, f: float, nb: float, tile: int | None, layers: int, block: Block
+) -> list[Op]:
+    """Matmuls of a dense MLP of width ``f``: gate and up (gated) or up only (plain), then down."""
+    up = [("mlp_wi_0", d, f), ("mlp_wi_1", d, f)][: block.mlp_matrices - 1]
+    return [_gemm(name, name, m, k, n, nb, tile, groups=layers) for name, k, n in (*up, ("mlp_wo", f, d))]
+
+
+def _norm_residual_elems(d: float, block: Block) -> float:
+    """Elements per token the norms and residual adds read and write. Sequential: two norms (read + write)
+    and two residual adds (read 2, write 1) = 10 d. Parallel: one norm and one add of attention output,
+    MLP output and residual (read 3, write 1) = 6 d."""
+    return 6 * d if block.parallel else 10 * d

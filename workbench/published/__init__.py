@@ -48,7 +48,13 @@ def _training() -> dict:
 
 def training_models() -> dict[str, dict]:
     """DecoderConfig fields (with ``source``) of the published models that are not workload presets."""
-    return {k: dict(v) for k, v in _training()["models"].items()}
+    return {k: {f: x for f, x in v.items() if f != "block"} for k, v in _training()["models"].items()}
+
+
+def training_blocks() -> dict[str, dict]:
+    """Layer wiring (``workbench.projection.block.Block`` fields: mlp, parallel, source) of the published
+    models whose layer is not the Llama layer DecoderConfig assumes; absent = the default."""
+    return {k: dict(v["block"]) for k, v in _training()["models"].items() if v.get("block")}
 
 
 def training_points() -> list[dict]:
