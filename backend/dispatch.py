@@ -10,7 +10,6 @@ CPU fallback (off by default) is switched on by ``TORCH_TPU_CPU_FALLBACK=1`` or
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import warnings
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from backend.ops.registry import lookup, on_change
 from backend.size_check import size_check_for
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 from backend.traced import Untraceable, traced, tracing
+from backend.views import deferred_alias, deferred_view, view_mode, view_operand
 
 backend.ops.load()  # fill the registry
 import backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
@@ -150,6 +150,30 @@ def unwrap_args(args: tuple) -> list:
     return out
 
 
+def operands(args: tuple) -> list:
+    """Strict eager: ``unwrap_args`` for a lowering that runs as a cached executable (``op_jit``), where a view
+    whose array is not computed yet travels as its root's array and its chain (``PendingView``), so the view
+    is computed inside the op's own program."""
+    out = []
+    for a in args:
+        c = a.__class__
+        if c is TpuTensor:
+            root = a._root
+            if root is None:
+                e = a._elem
+                if e.__class__ is _ArrayImpl:
+                    out.append(e)
+                    continue
+            elif root._gen != a._seen:
+                out.append(view_operand(a))
+                continue
+        elif c is list or c is tuple:
+            out.append(c(operands(a)))
+            continue
+        out.append(unwrap(a))
+    return out
+
+
 def wrap(r: Any) -> Any:
     """jax arrays (also inside lists/tuples) as new TPU tensors."""
     c = r.__class__
@@ -235,17 +259,6 @@ def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: di
     return _direct_plan(func, fn)(func, args, kwargs)
 
 
-_NO_MODE = contextlib.nullcontext()
-
-
-def _view_mode(src: torch.Tensor) -> Any:
-    """A view of an ordinary tensor taken inside ``inference_mode`` is an ordinary tensor (autograd gives it
-    its base's version counter, which an inference tensor cannot hold): build its wrapper outside the mode."""
-    if torch.is_inference_mode_enabled() and not src.is_inference():
-        return torch.inference_mode(False)
-    return _NO_MODE
-
-
 def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
     """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays are immutable),
     so strict eager runs no program for them; fused eager records them as before."""
@@ -254,8 +267,12 @@ def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
 
     def plan_alias(f, a, k):
         src = a[0]
+        if process.eager_mode is not fused:
+            out = deferred_alias(src)
+            if out is not None:
+                return out
         value = unwrap_args(a)[0] if process.eager_mode is not fused else lazy.call(fn, unwrap_args(a), {})
-        with _view_mode(src):
+        with view_mode(src):
             out = TpuTensor(value)
         make_view(out, src, None)
         return out
@@ -276,13 +293,17 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             return _alias_plan(fn)
 
         def plan_view(f, a, k):
+            if process.eager_mode is not fused:
+                out = deferred_view(f, fn, a, k)
+                if out is not None:
+                    return out
             ua = unwrap_args(a)
             uk = unwrap_kwargs(k)
             res = (fast(*ua, **uk) if fast is not None and process.eager_mode is not fused
                    else lazy.call(fn, ua, uk, fast))
             rest = tuple(ua[1:])
             src = a[0]
-            with _view_mode(src):
+            with view_mode(src):
                 if isinstance(res, (list, tuple)):
                     out = [TpuTensor(r) for r in res]
                     for i, o in enumerate(out):
@@ -308,8 +329,8 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
         if process.eager_mode is fused:
             return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager))
         if k:
-            return wrap(eager(*unwrap_args(a), **unwrap_kwargs(k)))
-        return wrap(eager(*unwrap_args(a)))
+            return wrap(eager(*operands(a), **unwrap_kwargs(k)))
+        return wrap(eager(*operands(a)))
 
     return plan_direct_strict
 
@@ -401,12 +422,18 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
     if low is not None:
         fn = jitted(low.fn) if low.jit else low.fn
-        eager = None if low.jit else _strict_executable(low.fn)
+        eager = _strict_executable(low.fn, build_at_first_sight=low.jit)
+        process = state._Process
+        fused = state.EagerMode.DEFER_AND_FUSE
         if inplace:
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                set_value(self, _cast(lazy.call(fn, unwrap_args(a), unwrap_kwargs(k), eager), self))
+                if eager is not None and process.eager_mode is not fused:
+                    new = eager(*operands(a), **unwrap_kwargs(k))
+                else:
+                    new = lazy.call(fn, unwrap_args(a), unwrap_kwargs(k), eager)
+                set_value(self, _cast(new, self))
                 return self
 
             return plan_inplace
@@ -469,12 +496,12 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
     return _plan_missing
 
 
-def _strict_executable(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+def _strict_executable(fn: Callable[..., Any], build_at_first_sight: bool = False) -> Callable[..., Any] | None:
     """``fn`` as one cached executable per call signature in strict eager (backend/op_jit.py), unless it checks
     values on the host (those checks would vanish under jit) or draws random numbers (its key must advance)."""
     if reads_host_values(fn) or getattr(fn, "__module__", "").startswith(_PLAIN_FAMILIES):
         return None
-    return op_jit(fn)
+    return op_jit(fn, build_at_first_sight=build_at_first_sight)
 
 
 _PLAIN_FAMILIES = ("backend.ops.random",)

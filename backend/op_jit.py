@@ -40,6 +40,49 @@ class _Unkeyable(Exception):
     pass
 
 
+class PendingView:
+    """A view whose array was never computed (backend/views.py), passed to an executable as its root's array and
+    the chain of view steps: the program replays the chain itself, so XLA fuses the transpose or reshape into
+    the op that reads it instead of running a program per view."""
+
+    __slots__ = ("base", "chain", "key")
+
+    def __init__(self, base: Any, chain: tuple, key: tuple) -> None:
+        self.base, self.chain, self.key = base, chain, key
+
+    def apply(self, base: Any) -> Any:
+        """The view inside a program, as an array of its own (the barrier keeps XLA from folding the view into
+        the op that reads it: a dot reading a transposed operand sums in another order, and the op must give
+        the bits it gives on the computed view when it runs plainly)."""
+        for step in self.chain:
+            base = step(base)
+        return jax_module().lax.optimization_barrier(base)
+
+    def value(self) -> Any:
+        """The view's array, computed now (one cached executable per root signature and chain)."""
+        return _REPLAY_CHAIN(self.base, self.chain)
+
+
+def _replay_chain(base: Any, chain: tuple) -> Any:
+    for step in chain:
+        base = step(base)
+    return base
+
+
+def _concrete(x: Any) -> Any:
+    c = x.__class__
+    if c is PendingView:
+        return x.value()
+    if c is list or c is tuple:
+        return c([_concrete(v) for v in x])
+    return x
+
+
+def _concrete_call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn`` run plainly, on the views' arrays."""
+    return fn(*[_concrete(a) for a in args], **{k: _concrete(v) for k, v in kwargs.items()})
+
+
 def reads_host_values(fn: Callable[..., Any]) -> bool:
     """Lowerings that check values only when they are concrete (``isinstance(x, jax.core.Tracer)`` guards) would
     lose the check under jit: they stay plain calls. A lowering whose check sits in a helper it calls says so
@@ -76,6 +119,10 @@ def _spec(x: Any, arrays: list, floats: list) -> Any:
     if c is float:
         floats.append(x)
         return "F"
+    if c is PendingView:
+        b = x.base
+        arrays.append(b)
+        return ("V", b.shape, b.dtype, b.weak_type, x.key)
     if c is int or c is bool or x is None:
         return (c, x)
     if c is list or c is tuple:
@@ -92,8 +139,10 @@ def _spec(x: Any, arrays: list, floats: list) -> Any:
     return f
 
 
-def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with a per-signature ``jax.jit`` cache (see the module docstring)."""
+def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Callable[..., Any]:
+    """``fn`` with a per-signature ``jax.jit`` cache (see the module docstring). ``build_at_first_sight``: for a
+    lowering of several primitives that must give the same bits on every call (XLA fuses its elementwise chain,
+    which may round differently from the primitives run one by one), the program is built on the first call."""
     cache: dict[Any, Any] = {}
     _CACHES.append(cache)
 
@@ -108,17 +157,17 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
                    state.current_precision(), torch.get_default_dtype())
             exe = cache.get(key)
         except (_Unkeyable, TypeError):
-            return fn(*args, **kwargs)
+            return _concrete_call(fn, args, kwargs)
         if exe is None or exe is _SEEN_ONCE:
-            if exe is None:
+            if exe is None and not build_at_first_sight:
                 if len(cache) > _MAX_ENTRIES:
                     cache.clear()
                 cache[key] = _SEEN_ONCE
-                return fn(*args, **kwargs)
+                return _concrete_call(fn, args, kwargs)
             exe = cache[key] = _build(fn, args, kwargs, bool(floats))
             _count_compiled(exe)
         if exe is _PLAIN:
-            return fn(*args, **kwargs)
+            return _concrete_call(fn, args, kwargs)
         if exe is _BY_VALUE:  # floats the lowering branches on: one program per value (rarely more than a few)
             vkey = (key, tuple(floats))
             exe = cache.get(vkey)
@@ -126,7 +175,7 @@ def op_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
                 exe = cache[vkey] = _build(fn, args, kwargs, False)
                 _count_compiled(exe)
             if exe is _PLAIN:
-                return fn(*args, **kwargs)
+                return _concrete_call(fn, args, kwargs)
             return exe[1](*arrays)
         lifted, program = exe
         return program(*arrays, *[_scalar(f) for f in floats]) if lifted else program(*arrays)
@@ -171,6 +220,8 @@ def _template(args: tuple, kwargs: dict, lift: bool) -> Callable[[list, list], t
         c = x.__class__
         if c is float and lift:
             return next(floats)
+        if c is PendingView:
+            return x.apply(next(arrays))
         if isinstance(x, array_type):
             return next(arrays)
         if c is list or c is tuple:
@@ -239,7 +290,9 @@ def _arrays(args: tuple, kwargs: dict, array_type: type) -> list:
     out: list = []
 
     def walk(x: Any) -> None:
-        if isinstance(x, array_type):
+        if x.__class__ is PendingView:
+            out.append(x.base)
+        elif isinstance(x, array_type):
             out.append(x)
         elif x.__class__ in (list, tuple):
             for v in x:
@@ -264,3 +317,6 @@ def _count_floats(args: tuple, kwargs: dict) -> int:
     for a in (*args, *kwargs.values()):
         walk(a)
     return n
+
+
+_REPLAY_CHAIN = op_jit(_replay_chain)

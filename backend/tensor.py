@@ -261,6 +261,9 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
     take real/imaginary parts (real, imag, view_as_real) map each value to its component; a real root seen
     through view_as_complex maps the two components back to two real elements."""
     jnp = jax_module().numpy
+    inverted = _write_by_inverse(base, chain, new)
+    if inverted is not None:
+        return inverted
     n = base.size
     if jnp.issubdtype(base.dtype, jnp.complexfloating):
         iota = (jnp.arange(n, dtype=jnp.float64) + 1j * jnp.arange(n, 2 * n, dtype=jnp.float64)).reshape(base.shape)
@@ -287,6 +290,29 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
     idx = _replay(iota, chain)
     new = jnp.broadcast_to(new, idx.shape)
     return base.reshape(-1).at[idx.reshape(-1)].set(new.reshape(-1)).reshape(base.shape)
+
+
+def _write_by_inverse(base: Any, chain: tuple, new: Any) -> Any:
+    """The new root when every step of the chain is a bijective view with a known inverse (``t``, ``transpose``,
+    ``permute``, ``view``, ``(un)squeeze``: backend/ops/shape.py marks them): the inverse steps applied to the
+    written value, which XLA fuses (a scatter costs an index array and an unfused loop); else None."""
+    inverses = []
+    for step in chain:
+        inverse = getattr(step.fn, "view_inverse", None)
+        if inverse is None or step.index is not None:
+            return None
+        inverses.append(inverse)
+    jnp = jax_module().numpy
+    if jnp.issubdtype(base.dtype, jnp.complexfloating) or jnp.issubdtype(new.dtype, jnp.complexfloating):
+        return None
+    inputs = [base]
+    for step in chain[:-1]:
+        inputs.append(step(inputs[-1]))
+    out_shape = chain[-1](inputs[-1]).shape if chain else base.shape
+    y = jnp.broadcast_to(new, out_shape).astype(base.dtype)
+    for step, inverse, x in zip(reversed(chain), reversed(inverses), reversed(inputs), strict=True):
+        y = inverse(y, x, *step.args, **step.kwargs)
+    return y if tuple(y.shape) == tuple(base.shape) else None
 
 
 _SCATTER_THROUGH = op_jit(_scatter_through)

@@ -61,7 +61,7 @@ class _Concrete:
 def _key_of(x: Any, tensors: list) -> Any:
     c = x.__class__
     if c is TpuTensor:
-        e = x._elem.__class__
+        e = payload(x).__class__  # (a view whose array is not computed yet gets it here)
         if e is not _Concrete.array and e is not Lazy:
             raise _Unkeyable  # a traced (compiled) value: not an eager call
         tensors.append(x)

@@ -17,6 +17,7 @@ from backend._jax import t2j_dtype
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, lower
 from backend.tensor import TpuTensor, payload, set_value
+from backend.views import view_operand
 
 _SPECIAL = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}
 _WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kernels for a Scalar other
@@ -207,13 +208,15 @@ class _Unbatchable(Exception):
     pass
 
 
-def _slot(v: Any, leaves: list, reads: list, i: int) -> Any:
+def _slot(v: Any, leaves: list, reads: list, i: int, strict: bool) -> Any:
     """A per-tensor argument's place in the template (leaves collected); raises _Unbatchable for anything
-    but TPU tensors, floats and plain static values."""
+    but TPU tensors, floats and plain static values. In strict eager a view not computed yet (an optimizer's
+    transposed gradient) is computed inside the executable."""
     c = v.__class__
     if c is TpuTensor:
         reads.append((_root_id(v), i))
-        leaves.append(payload(v))
+        root = v._root
+        leaves.append(view_operand(v) if strict and root is not None and root._gen != v._seen else payload(v))
         return _LEAF
     if c is float:
         leaves.append(v)
@@ -236,10 +239,11 @@ def _run_batched(target: Any, calls: list[tuple[list, dict]]) -> list | None:
     leaves: list = []
     reads: list = []
     template = []
+    strict = not lazy.active()
     try:
         for i, (a, kw) in enumerate(calls):
-            template.append((tuple(_slot(v, leaves, reads, i) for v in a),
-                             tuple((k, _slot(v, leaves, reads, i)) for k, v in kw.items())))
+            template.append((tuple(_slot(v, leaves, reads, i, strict) for v in a),
+                             tuple((k, _slot(v, leaves, reads, i, strict)) for k, v in kw.items())))
     except _Unbatchable:
         return None
     if inplace:
@@ -250,7 +254,8 @@ def _run_batched(target: Any, calls: list[tuple[list, dict]]) -> list | None:
         if any(writers.get(root, i) != i for root, i in reads):
             return None  # a tensor written by one element and read by another: the loop's order matters
     batched, exe = _batch_of(fn)
-    out = lazy.call(batched, (_template_id(tuple(template)), *leaves), None, exe)
+    tid = _template_id(tuple(template))
+    out = exe(tid, *leaves) if strict else lazy.call(batched, (tid, *leaves), None, exe)
     if not all(hasattr(r, "shape") for r in out):
         return None  # a per-tensor op with several results: the loop wraps them
     if not inplace:

@@ -90,6 +90,39 @@ def unsqueeze(x: Any, d: int) -> Any:
     return jnp.expand_dims(x, wrapdim(d, x.ndim + 1))
 
 
+def _inverts(*views: Any) -> Any:
+    """Marks a function as the inverse of these bijective views (each element of the input appears once in the
+    output): writing ``y`` through such a view sets its base to ``inverse(y, base, *view_args)``, a transpose or
+    a reshape XLA fuses, instead of a scatter (backend/tensor.py)."""
+
+    def mark(inverse: Any) -> Any:
+        for v in views:
+            v.view_inverse = inverse
+        return inverse
+
+    return mark
+
+
+@_inverts(view, squeeze, squeeze_dim, unsqueeze)
+def _reshape_back(y: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+    return jnp.reshape(y, x.shape)
+
+
+@_inverts(t)
+def _t_back(y: Any, x: Any) -> Any:
+    return y.T
+
+
+@_inverts(transpose)
+def _transpose_back(y: Any, x: Any, d0: int, d1: int) -> Any:
+    return transpose(y, d0, d1)
+
+
+@_inverts(permute)
+def _permute_back(y: Any, x: Any, d: Any) -> Any:
+    return jnp.transpose(y, np.argsort([wrapdim(i, x.ndim) for i in d]))
+
+
 @lower(aten.select.int)
 def select(x: Any, d: int, index: int) -> Any:
     d = wrapdim(d, x.ndim)
