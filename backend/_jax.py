@@ -111,10 +111,17 @@ def cpu_to_jax(t: torch.Tensor) -> Any:
     if t.is_neg():
         t = t.resolve_neg()
     t = t.contiguous()
+    if t.numel() == 0:  # (a model's empty caches, made every forward: one shared immutable array per shape)
+        return _empty(tuple(t.shape), t.dtype)
     if t.dtype == torch.bfloat16:
         bits = t.view(torch.int16).numpy()
         return jax.numpy.asarray(bits).view(jax.numpy.bfloat16)
     return jax.numpy.asarray(t.numpy())
+
+
+@functools.lru_cache(maxsize=256)
+def _empty(shape: tuple, dtype: torch.dtype) -> Any:
+    return jax_module().numpy.zeros(shape, t2j_dtype(dtype))
 
 
 def jax_to_cpu(a: Any) -> torch.Tensor:

@@ -150,10 +150,10 @@ def unwrap_args(args: tuple) -> list:
     return out
 
 
-def operands(args: tuple) -> list:
-    """Strict eager: ``unwrap_args`` for a lowering that runs as a cached executable (``op_jit``), where a view
-    whose array is not computed yet travels as its root's array and its chain (``PendingView``), so the view
-    is computed inside the op's own program."""
+def operands(args: tuple, pending_root: bool = False) -> list:
+    """``unwrap_args`` for a lowering that runs as a cached executable (``op_jit``) or a recorded node (fused
+    eager, ``pending_root``), where a view whose array is not computed yet travels as its root's array and its
+    chain (``PendingView``), so the view is computed inside the op's own program."""
     out = []
     for a in args:
         c = a.__class__
@@ -165,10 +165,10 @@ def operands(args: tuple) -> list:
                     out.append(e)
                     continue
             elif root._gen != a._seen:
-                out.append(view_operand(a))
+                out.append(view_operand(a, pending_root))
                 continue
         elif c is list or c is tuple:
-            out.append(c(operands(a)))
+            out.append(c(operands(a, pending_root)))
             continue
         out.append(unwrap(a))
     return out
@@ -267,10 +267,9 @@ def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
 
     def plan_alias(f, a, k):
         src = a[0]
-        if process.eager_mode is not fused:
-            out = deferred_alias(src)
-            if out is not None:
-                return out
+        out = deferred_alias(src)
+        if out is not None:
+            return out
         value = unwrap_args(a)[0] if process.eager_mode is not fused else lazy.call(fn, unwrap_args(a), {})
         with view_mode(src):
             out = TpuTensor(value)
@@ -293,10 +292,9 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             return _alias_plan(fn)
 
         def plan_view(f, a, k):
-            if process.eager_mode is not fused:
-                out = deferred_view(f, fn, a, k)
-                if out is not None:
-                    return out
+            out = deferred_view(f, fn, a, k)
+            if out is not None:
+                return out
             ua = unwrap_args(a)
             uk = unwrap_kwargs(k)
             res = (fast(*ua, **uk) if fast is not None and process.eager_mode is not fused
@@ -325,14 +323,22 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
     process = state._Process
     fused = state.EagerMode.DEFER_AND_FUSE
 
+    if func in _UNSAFE_VIEWS:  # its result shares the input's storage (autograd just does not track it)
+
+        def plan_unsafe_view(f, a, k):
+            out = deferred_view(f, fn, a, k)
+            if out is not None:
+                return out
+            return plan_direct_strict(f, a, k)
+
     def plan_direct_strict(f, a, k):
         if process.eager_mode is fused:
-            return wrap(lazy.call(fn, unwrap(a), unwrap_kwargs(k), eager))
+            return wrap(lazy.call(fn, operands(a, True), unwrap_kwargs(k), eager))
         if k:
             return wrap(eager(*operands(a), **unwrap_kwargs(k)))
         return wrap(eager(*operands(a)))
 
-    return plan_direct_strict
+    return plan_unsafe_view if func in _UNSAFE_VIEWS else plan_direct_strict
 
 
 # ----------------------------------------------------------------------------- plans
@@ -429,10 +435,12 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
 
             def plan_inplace(f, a, k):
                 self = a[0]
-                if eager is not None and process.eager_mode is not fused:
+                if eager is None:
+                    new = lazy.call(fn, unwrap_args(a), unwrap_kwargs(k))
+                elif process.eager_mode is not fused:
                     new = eager(*operands(a), **unwrap_kwargs(k))
                 else:
-                    new = lazy.call(fn, unwrap_args(a), unwrap_kwargs(k), eager)
+                    new = lazy.call(fn, operands(a, True), unwrap_kwargs(k), eager)
                 set_value(self, _cast(new, self))
                 return self
 
@@ -506,6 +514,7 @@ def _strict_executable(fn: Callable[..., Any], build_at_first_sight: bool = Fals
 
 _PLAIN_FAMILIES = ("backend.ops.random",)
 _ALIAS_OPS: set = set()
+_UNSAFE_VIEWS: set = set()  # not views to autograd, but their results share the input's storage
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload
 
@@ -595,6 +604,7 @@ def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) 
 def _init_alias_ops() -> None:
     aten = torch.ops.aten
     _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
+    _UNSAFE_VIEWS.update({aten._unsafe_view.default})
     _CPU_INDICES_OK.update({aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
                             aten.index_put_.default, aten._unsafe_index_put.default,
                             aten._index_put_impl_.default})

@@ -33,6 +33,7 @@ from backend import random as _rng
 from backend import state
 from backend._jax import jax_module
 from backend.jit import freeze
+from backend.op_jit import PendingView
 
 MAX_NODES = 4096  # a graph this long is flushed even if nothing asked for a value
 CACHE_SIZE = 128  # compiled graphs kept (least recently used evicted)
@@ -169,6 +170,9 @@ _A = "A"  # an array argument in an erased spec (shape cache key: statics and av
 def _leaf(x: Any, g: _Graph, avals: list) -> tuple[Any, Any, Any]:
     """(hashable spec, the same with graph positions erased, replay template) of one argument."""
     c = x.__class__
+    if c is PendingView:  # a view read by this op: its chain is replayed inside the node
+        spec, erased, template = _leaf(x.base, g, avals)
+        return ("v", spec, x.key), ("v", erased, x.key), PendingView(template, x.chain, x.key)
     if c is Lazy:
         if x.value is None:
             avals.append((x.shape, x.dtype, x.weak_type))
@@ -230,6 +234,8 @@ class _NoFastKey(Exception):
 
 def _fast_leaf(x: Any, g: _Graph, new_inputs: list) -> Any:
     c = x.__class__
+    if c is PendingView:
+        return ("v", _fast_leaf(x.base, g, new_inputs), x.key)
     if c is Lazy:
         if x.value is None:
             return ("n", x.node, x.out, x.shape, x.dtype, x.weak_type)
@@ -495,6 +501,8 @@ def _drop_inputs(g: _Graph, n: int) -> None:
 def _fill(x: Any, get: Callable[[_Ref], Any]) -> Any:
     if x.__class__ is _Ref:
         return get(x)
+    if x.__class__ is PendingView:
+        return x.apply(_fill(x.base, get))
     if isinstance(x, list):
         return [_fill(v, get) for v in x]
     if isinstance(x, tuple):
@@ -546,6 +554,8 @@ def _strict(fn: Callable, args: tuple, kwargs: dict, counted: bool = True) -> An
 def _concrete(x: Any) -> Any:
     if x.__class__ is Lazy:
         return materialize(x)
+    if x.__class__ is PendingView:
+        return PendingView(_concrete(x.base), x.chain, x.key).value()
     if isinstance(x, list):
         return [_concrete(v) for v in x]
     if isinstance(x, tuple):
@@ -555,6 +565,8 @@ def _concrete(x: Any) -> Any:
 
 def _has_pending(xs: tuple) -> bool:
     for x in xs:
+        if x.__class__ is PendingView:
+            x = x.base
         if x.__class__ is Lazy and x.value is None:
             return True
         if isinstance(x, (list, tuple)) and _has_pending(tuple(x)):

@@ -332,6 +332,28 @@ def make_view(out: TpuTensor, src: TpuTensor, fn: ViewStep | None) -> None:
         out._seen = src._seen
 
 
+_STALE = -1  # a view's seen-generation that no root has: its array is computed when first read
+
+
+def stale_view(src: TpuTensor, step: ViewStep | None, shape: tuple, dtype: torch.dtype) -> TpuTensor:
+    """A view of ``src`` by ``step`` (None: an alias) whose array is not computed yet (backend/views.py): the
+    first ``payload`` replays its chain from the root."""
+    out = private.make_wrapper_subclass(TpuTensor, shape, dtype=dtype, device=_DEVICE or _device())
+    out._elem = None
+    out._gen = 0
+    root = src._root
+    if root is None:
+        src._viewed = True
+        out._root = src
+        out._chain = (step,) if step is not None else ()
+    else:
+        root._viewed = True
+        out._root = root
+        out._chain = src._chain + (step,) if step is not None else src._chain
+    out._seen = _STALE
+    return out
+
+
 class TpuStorage:
     """What ``untyped_storage()`` returns for a TPU tensor: the identity and size of its root payload (JAX
     arrays have no PyTorch storage). Enough for code that finds shared tensors (``data_ptr``, ``nbytes``);

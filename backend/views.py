@@ -20,23 +20,25 @@ from typing import Any
 
 import torch
 
-from backend._jax import jax_module, t2j_dtype
+from backend._jax import j2t_dtype, jax_module, t2j_dtype
+from backend.jit import freeze
 from backend.lazy import Lazy
 from backend.op_jit import PendingView
-from backend.tensor import TpuTensor, ViewStep, make_view, payload, value
+from backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
 
-_SHAPES: dict[Any, Any] = {}  # (lowering, input shape, dtype, statics) -> [(shape, jax dtype)], or None (list)
-_MAX_SHAPES = 65536
-_STALE = -1  # a view's seen-generation that no root has: its array is computed on first read
+_MAX_DESCRIPTIONS = 65536
+_DESCRIPTIONS: dict[Any, Any] = {}  # (lowering, arguments, input shape, dtype) -> _Described
+_NO = object()  # the view cannot be described abstractly: the eager path runs (and raises) it
 
 
-class _Aval:
-    """What ``TpuTensor.__new__`` reads of a payload: its shape and dtype."""
+class _Described:
+    """What a view call makes, worked out once per signature: several outputs or one, each output's shape and
+    torch dtype, and its view step (immutable, shared by every view this call signature makes)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("multi", "outs")
 
-    def __init__(self, shape: tuple, dtype: Any) -> None:
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, multi: bool, outs: list) -> None:
+        self.multi, self.outs = multi, outs
 
 
 def _static(x: Any) -> bool:
@@ -48,24 +50,62 @@ def _static(x: Any) -> bool:
     return isinstance(x, (torch.dtype, torch.memory_format, torch.SymInt)) and not isinstance(x, torch.Tensor)
 
 
-def _shapes(step: ViewStep, src: TpuTensor) -> Any:
-    """(several outputs?, [(shape, jax dtype)]) of ``step`` applied to ``src``, or None."""
-    key = (step.key, tuple(src.shape), src.dtype)
-    out = _SHAPES.get(key)
-    if out is not None:
-        return out
+def _int_key(rest: tuple) -> tuple | None:
+    """A cache key for view arguments that are all ints or sequences of ints (nearly every view call), cheaper
+    than ``freeze``; None for anything else. (Plain ints cannot collide with ``freeze``'s tuples.)"""
+    out = []
+    for a in rest:
+        c = a.__class__
+        if c is int:
+            out.append(a)
+        elif c is list or c is tuple:
+            for v in a:
+                if v.__class__ is not int:
+                    return None
+            out.append(("L", tuple(a)))
+        else:
+            return None
+    return tuple(out)
+
+
+def _describe(fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
+    """The view's outputs from the lowering run on abstract values, or ``_NO``."""
+    frozen = tuple(tuple(a) if a.__class__ is list else a for a in rest)  # (a caller's list may change later)
+    step = ViewStep(fn, frozen, dict(kwargs))
+    if step.key is None:
+        return _NO
     jax = jax_module()
     struct = jax.ShapeDtypeStruct(tuple(src.shape), t2j_dtype(src.dtype))
     try:
-        res = jax.eval_shape(lambda x: step.fn(x, *step.args, **step.kwargs), struct)
+        res = jax.eval_shape(lambda x: fn(x, *frozen, **kwargs), struct)
     except Exception:  # noqa: BLE001 - a bad size or an untraceable step: the eager path raises or runs it
-        return None
+        return _NO
     multi = isinstance(res, (list, tuple))
-    out = (multi, [(tuple(r.shape), r.dtype) for r in (res if multi else (res,))])
-    if len(_SHAPES) > _MAX_SHAPES:
-        _SHAPES.clear()
-    _SHAPES[key] = out
-    return out
+    leaves = list(res) if multi else [res]
+    steps = [ViewStep(fn, frozen, dict(kwargs), i) for i in range(len(leaves))] if multi else [step]
+    return _Described(multi, [(tuple(r.shape), j2t_dtype(r.dtype), st) for r, st in zip(leaves, steps, strict=True)])
+
+
+def _described(fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
+    ik = None if kwargs else _int_key(rest)
+    if ik is not None:
+        key: Any = (fn, ik, src.shape, src.dtype)
+    else:
+        if not _static(rest) or (kwargs and not _static(tuple(kwargs.values()))):
+            return _NO
+        try:
+            key = (fn, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.dtype)
+            hash(key)
+        except TypeError:
+            return _NO
+    hit = _DESCRIPTIONS.get(key)
+    if hit is None:
+        hit = _describe(fn, rest, kwargs, src)
+        if hit is not _NO:  # (a failing call is not cached: its error comes from the eager path every time)
+            if len(_DESCRIPTIONS) > _MAX_DESCRIPTIONS:
+                _DESCRIPTIONS.clear()
+            _DESCRIPTIONS[key] = hit
+    return hit
 
 
 def deferred_view(func: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -73,26 +113,12 @@ def deferred_view(func: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) 
     src = args[0]
     if src.__class__ is not TpuTensor:
         return None
-    rest = args[1:]
-    if not _static(rest) or (kwargs and not _static(tuple(kwargs.values()))):
+    d = _described(fn, args[1:], kwargs, src)
+    if d is _NO:
         return None
-    step = ViewStep(fn, rest, kwargs)
-    if step.key is None:
-        return None
-    shaped = _shapes(step, src)
-    if shaped is None:
-        return None
-    multi, avals = shaped
-    steps = [ViewStep(fn, rest, kwargs, i) for i in range(len(avals))] if multi else [step]
-    outs = []
     with view_mode(src):
-        for (shape, dtype), s in zip(avals, steps, strict=True):
-            out = TpuTensor(_Aval(shape, dtype))
-            make_view(out, src, s)
-            out._elem = None
-            out._seen = _STALE
-            outs.append(out)
-    return outs if multi else outs[0]
+        outs = [stale_view(src, step, shape, dtype) for shape, dtype, step in d.outs]
+    return outs if d.multi else outs[0]
 
 
 _NO_MODE = contextlib.nullcontext()
@@ -113,16 +139,13 @@ def deferred_alias(src: TpuTensor) -> TpuTensor | None:
     if root is None or root._gen == src._seen:
         return None
     with view_mode(src):
-        out = TpuTensor(_Aval(tuple(src.shape), t2j_dtype(src.dtype)))
-    make_view(out, src, None)
-    out._elem = None
-    out._seen = _STALE
-    return out
+        return stale_view(src, None, tuple(src.shape), src.dtype)
 
 
-def view_operand(t: TpuTensor) -> Any:
+def view_operand(t: TpuTensor, pending_root: bool = False) -> Any:
     """A stale view as an executable's operand: ``PendingView(root array, chain)``, or its array where the chain
-    is empty (an alias) or cannot be keyed."""
+    is empty (an alias) or cannot be keyed. ``pending_root``: fused eager records the op, so the root may be a
+    pending value (strict eager computes it first)."""
     chain = t._chain
     root = t._root
     if not chain:
@@ -131,6 +154,6 @@ def view_operand(t: TpuTensor) -> Any:
     if None in key:
         return payload(t)
     base = payload(root)
-    if base.__class__ is Lazy:
+    if base.__class__ is Lazy and not pending_root:
         base = value(root)
     return PendingView(base, chain, key)

@@ -15,8 +15,9 @@ Modes: ``cpu`` (torch eager on the CPU, ``--threads`` OpenMP threads), ``strict`
 ``fused`` ("tpu", EagerMode.DEFER_AND_FUSE), ``compiled`` (``torch.compile(model, backend="tpu")`` with a
 capturable optimizer step compiled too). Every step ends by reading the loss on the host (a real sync).
 
-Timing: ``torch.utils.benchmark.Timer.blocked_autorange`` after two warm-up steps (fused and compiled modes
-compile during warm-up; their compile cost is printed apart). "ATen ops per step" is counted on the CPU run with
+Timing: ``torch.utils.benchmark.Timer`` after three warm-up steps (fused and compiled modes compile during
+warm-up; their compile cost is printed apart), the modes interleaved in rounds (``--rounds``) so that this shared
+machine's slow spells fall on every mode alike. "ATen ops per step" is counted on the CPU run with
 a TorchDispatchMode; µs/op = step time / that count. Ratios only mean something within one run.
 """
 
@@ -152,27 +153,43 @@ def _eager_mode(mode: str) -> Any:
     return contextlib.nullcontext()
 
 
-def measure(name: str, train: bool, modes: list[str], min_run_time: float) -> dict[str, Any]:
-    out: dict[str, Any] = {"workload": name, "train": train, "modes": {}}
+def measure(name: str, train: bool, modes: list[str], min_run_time: float, rounds: int = 5) -> dict[str, Any]:
+    """Every mode's step, timed in interleaved rounds: each round times a block of steps of every mode in turn
+    (``torch.utils.benchmark.Timer``), so a slow spell of this shared machine slows every mode alike and the
+    ratios within one run hold; the median over rounds is reported, with the rounds' spread (IQR)."""
+    out: dict[str, Any] = {"workload": name, "train": train, "modes": {}, "rounds": rounds}
     step_cpu, count = _make_step(name, "cpu", train)
     step_cpu()
     out["aten_ops_per_step"] = count()
+    steps: dict[str, Callable[[], float]] = {}
+    blocks: dict[str, int] = {}
     for mode in modes:
         with _eager_mode(mode):
             step, _ = _make_step(name, mode, train)
             t0 = time.perf_counter()
             try:
-                losses = [step(), step()]
+                losses = [step(), step(), step()]  # fused eager compiles a graph the third time it sees it
             except Exception as exc:  # noqa: BLE001 - a mode that fails is reported, the others still run
                 out.setdefault("failed", {})[mode] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                 continue
             warm = time.perf_counter() - t0
-            m = Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=min_run_time)
-        times = sorted(m.times)
+            t1 = time.perf_counter()
+            step()
+            one = time.perf_counter() - t1
+        steps[mode] = step
+        blocks[mode] = max(1, int(min_run_time / rounds / max(one, 1e-6)))
+        out["modes"][mode] = {"warmup_s": warm, "first_losses": losses, "samples_s": []}
+    for _ in range(rounds):
+        for mode, step in steps.items():
+            with _eager_mode(mode):
+                m = Timer(stmt="step()", globals={"step": step}).timeit(blocks[mode])
+            out["modes"][mode]["samples_s"].append(m.mean)
+    for mode, f in out["modes"].items():
+        times = sorted(f["samples_s"])
         q1, q3 = times[len(times) // 4], times[(3 * len(times)) // 4]
-        out["modes"][mode] = {"step_ms_median": m.median * 1e3, "step_ms_iqr": (q3 - q1) * 1e3,
-                              "samples": len(times), "warmup_s": warm, "first_losses": losses,
-                              "us_per_aten_op": m.median * 1e6 / out["aten_ops_per_step"]}
+        med = statistics.median(times)
+        f.update(step_ms_median=med * 1e3, step_ms_iqr=(q3 - q1) * 1e3, samples=len(times) * blocks[mode],
+                 us_per_aten_op=med * 1e6 / out["aten_ops_per_step"])
     return out
 
 
@@ -216,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="gpt,llama,cnn", help="comma list of: " + ", ".join(WORKLOADS))
     p.add_argument("--modes", default="cpu,strict,fused,compiled")
-    p.add_argument("--min-run-time", type=float, default=3.0, help="seconds per mode (torch.utils.benchmark)")
+    p.add_argument("--min-run-time", type=float, default=3.0, help="seconds per mode, over all rounds")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (each times every mode once)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for the cpu baseline")
     p.add_argument("--ops", action="store_true", help="only the single-op figures")
     p.add_argument("--repeats", type=int, default=2000, help="--ops: timed calls per op")
@@ -241,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for name in [m.strip() for m in a.models.split(",") if m.strip()]:
             for train in ((False, True) if name == "llama" else (True,)):
-                r = measure(name, train, modes, a.min_run_time)
+                r = measure(name, train, modes, a.min_run_time, a.rounds)
                 rows.append(r)
                 base = r["modes"].get("cpu", {}).get("step_ms_median")
                 strict = r["modes"].get("strict", {}).get("step_ms_median")

@@ -216,7 +216,7 @@ def _slot(v: Any, leaves: list, reads: list, i: int, strict: bool) -> Any:
     if c is TpuTensor:
         reads.append((_root_id(v), i))
         root = v._root
-        leaves.append(view_operand(v) if strict and root is not None and root._gen != v._seen else payload(v))
+        leaves.append(view_operand(v, not strict) if root is not None and root._gen != v._seen else payload(v))
         return _LEAF
     if c is float:
         leaves.append(v)
