@@ -260,17 +260,15 @@ def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: di
 
 
 def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
-    """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays are immutable),
-    so strict eager runs no program for them; fused eager records them as before."""
-    process = state._Process
-    fused = state.EagerMode.DEFER_AND_FUSE
+    """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays and pending fused
+    values are immutable), so neither eager mode runs or records anything for them."""
 
     def plan_alias(f, a, k):
         src = a[0]
         out = deferred_alias(src)
         if out is not None:
             return out
-        value = unwrap_args(a)[0] if process.eager_mode is not fused else lazy.call(fn, unwrap_args(a), {})
+        value = unwrap_args(a)[0]  # (arrays and pending fused values are immutable: the alias shares it)
         with view_mode(src):
             out = TpuTensor(value)
         make_view(out, src, None)

@@ -64,7 +64,7 @@ def test_twenty_training_steps_match_strict_eager_and_hit_the_cache() -> None:
     worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(strict, fused, strict=True))
     assert worst <= 1e-6, (worst, strict, fused)
     s = torch.tpu._get_cache_stats()["fused_eager"]
-    assert s["ops_recorded"] > 1000
+    assert s["ops_recorded"] > 600  # (views and aliases are not recorded: they replay inside their readers)
     assert s["compiles"] <= 3, s  # the step repeats (a new learning rate is an input, not a new program)
     assert s["cache_hits"] >= 15, s
     assert s["pending_nodes"] == 0
