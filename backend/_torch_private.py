@@ -124,6 +124,17 @@ def active_fake_mode() -> Any:
     return None
 
 
+_FORWARD_AD = _tp("torch.autograd.forward_ad:_current_level", "is a forward-AD dual level open? (the one-op linear "
+                  "has no forward derivative: the composite runs then)", "backend/composite.py")
+_forward_ad_module: Any = resolve("torch.autograd.forward_ad")
+resolve(_FORWARD_AD)
+
+
+def forward_ad_level() -> int:
+    """The innermost open forward-AD dual level (-1: none)."""
+    return _forward_ad_module._current_level
+
+
 current_graph_task_id: Callable[[], int] = resolve(
     _tp("torch._C:_current_graph_task_id", "is this op running inside the autograd engine (backward)?",
         "backend/dispatch.py"))

@@ -12,6 +12,8 @@ are written in torch ops, so autograd still records the ops they call.
 - ``tensor_split(Tensor indices)`` insists on a CPU indices tensor because it reads the values on the host
   (a CUDA tensor is refused). A TPU indices tensor is read back to the host here (one sync, as ``.tolist()``
   would do) instead of refusing it, since that is the whole point of the CPU requirement.
+- ``linear`` runs as one op forward and one backward (``mkldnn_linear``: PyTorch's linear op with its own
+  derivative; backend/ops/linear.py) instead of ``t`` + ``mm`` + views and four autograd nodes.
 - ``scaled_dot_product_attention`` takes PyTorch's fused "overrideable" op (one op forward, one backward) where
   that computes what the math path does; PyTorch picks the kernel through a C++ stub Python cannot register.
 - ``_pad_packed_sequence`` and ``_pack_padded_sequence_backward`` copy one time step at a time into slices of a
@@ -24,6 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from backend import _torch_private as private
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -184,9 +188,53 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
+class _Types:
+    tpu: Any = None  # backend.tensor.TpuTensor, resolved on first use
+
+
+def _one_op_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> bool:
+    """``linear`` runs as one op (``mkldnn_linear``, backend/ops/linear.py) for real TPU tensors of one dtype with
+    a matrix weight and a 1-D bias, outside forward AD; anything else (fake or functional tensors of a compile
+    trace, functorch wrappers, mixed dtypes) takes the composite, which raises or promotes as usual."""
+    tpu = _Types.tpu
+    if tpu is None:
+        from backend.tensor import TpuTensor  # lazy: startup (installed before the tensor type loads)
+
+        tpu = _Types.tpu = TpuTensor
+    if x.__class__ is not tpu or w.__class__ is not tpu or (b is not None and b.__class__ is not tpu):
+        return False
+    if w.dim() != 2 or x.dim() < 1 or x.dtype != w.dtype:
+        return False
+    if b is not None and (b.dim() != 1 or b.dtype != w.dtype or b.shape[0] != w.shape[0]):
+        return False
+    return private.forward_ad_level() < 0
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    if _one_op_linear(x, w, b):
+        return torch.ops.aten.mkldnn_linear(x, w, b)
+    return torch.ops.aten.linear.default.decompose(x, w, b)
+
+
+def _linear_backward(x: torch.Tensor, grad: torch.Tensor, w: torch.Tensor, mask: list[bool]) -> tuple:
+    """The one-op linear's backward: one op, or, where the backward itself is being differentiated
+    (``create_graph=True``), the same formulas in differentiable torch ops."""
+    if torch.is_grad_enabled() and (x.requires_grad or grad.requires_grad or w.requires_grad):
+        n, k = w.shape
+        g2 = grad.reshape(-1, n)
+        return (grad.matmul(w) if mask[0] else None,
+                g2.t().mm(x.reshape(-1, k)) if mask[1] else None,
+                g2.sum(0) if mask[2] else None)
+    from backend.dispatch import dispatch  # lazy: jax
+
+    return dispatch(torch.ops.aten.mkldnn_linear_backward.default, (), (x, grad, w, mask), {})
+
+
 def install() -> list[Any]:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("matmul", _matmul, "AutogradPrivateUse1")
+    lib.impl("linear", _linear, "AutogradPrivateUse1")
+    lib.impl("mkldnn_linear_backward", _linear_backward, "AutogradPrivateUse1")
     lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
     for name in ("quantile", "nanquantile"):
         lib.impl(name, _quantile_kernel(name, False), "AutogradPrivateUse1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 
 FAMILIES = (
-    "attention", "backward", "factory", "foreach", "indexing", "linalg", "linalg_decomp", "linalg_solve", "losses", "misc", "nn",
+    "attention", "backward", "factory", "foreach", "indexing", "linalg", "linalg_decomp", "linalg_solve", "linear", "losses", "misc", "nn",
     "optim", "pointwise", "prims", "random", "reduction", "rnn", "sampling", "shape", "special",
 )  # fmt: skip
 

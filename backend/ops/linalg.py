@@ -21,9 +21,16 @@ def precision() -> Any:
     return getattr(_P, state.current_precision().value)
 
 
+# the C++ type names torch's dtype-mismatch messages print
+_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
 def _check_same(a: Any, b: Any, name: str) -> None:
     if a.dtype != b.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+        na, nb = (_CPP_NAMES.get(str(x.dtype), str(x.dtype)) for x in (a, b))
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {na} != {nb}")
 
 
 def _mm(a: Any, b: Any) -> Any:
@@ -75,9 +82,21 @@ def _scaled(x: Any, s: Any) -> Any:
     return x if (isinstance(s, (int, float)) and s == 1) else x * as_dtype(s, x.dtype)
 
 
+def _check_expands(x: Any, target: tuple) -> None:
+    """``x`` broadcasts to ``target`` (the product's shape), or the error torch's ``expand`` raises."""
+    lead = len(target) - x.ndim
+    for i, s in enumerate(x.shape):
+        t = target[lead + i] if lead + i >= 0 else None
+        if t is None or (s != 1 and s != t):
+            raise RuntimeError(f"The expanded size of the tensor ({t}) must match the existing size ({s}) at "
+                               f"non-singleton dimension {lead + i}.  Target sizes: {list(target)}.  Tensor sizes: "
+                               f"{list(x.shape)}")
+
+
 @lower(aten.addmm.default, jit=True)
 def addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
     prod = _scaled(mm(a, b), alpha)
+    _check_expands(bias, prod.shape)
     dt = result_dtype(prod, bias)
     if isinstance(beta, (int, float)) and beta == 0:
         return jnp.broadcast_to(prod, prod.shape)

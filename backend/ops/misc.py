@@ -165,6 +165,15 @@ def is_nonzero(x: Any) -> bool:
     return bool(x.reshape(()) != 0)
 
 
+@lower(aten._has_same_storage_numel.default, raw=True)
+def _has_same_storage_numel(a: Any, b: Any) -> bool:
+    """Forward AD's ``make_dual`` check that a tangent's storage is as large as its primal's: a TPU tensor's
+    storage is its root's array (backend/tensor.py)."""
+    ra = a._root if a._root is not None else a
+    rb = b._root if b._root is not None else b
+    return ra.numel() == rb.numel()
+
+
 @lower(aten.allclose.default)
 def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
     if a.dtype != b.dtype:
