@@ -39,7 +39,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.mm(a.unsqueeze(0), b).squeeze(0)
     if a.dim() >= 3 and b.dim() == 2:  # ATen's fold (a linear layer on a batch): one mm, no Python decomposition
         out = torch.mm(a.reshape(-1, a.shape[-1]), b)
-        return torch.ops.aten._unsafe_view(out, (*a.shape[:-1], b.shape[-1]))
+        return torch.ops.aten._unsafe_view.default(out, (*a.shape[:-1], b.shape[-1]))
     return torch.ops.aten.matmul.default.decompose(a, b)
 
 
@@ -182,7 +182,7 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
     from backend.ops.attention import fused_attention_applies  # lazy: jax (the lowerings import it)
 
     if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
-        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default(
             query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
     return torch.ops.aten.scaled_dot_product_attention.default.decompose(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
@@ -212,7 +212,7 @@ def _one_op_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> 
 
 def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
     if _one_op_linear(x, w, b):
-        return torch.ops.aten.mkldnn_linear(x, w, b)
+        return torch.ops.aten.mkldnn_linear.default(x, w, b)
     return torch.ops.aten.linear.default.decompose(x, w, b)
 
 
