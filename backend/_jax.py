@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend import autograd_thread
+from backend import autograd_thread, state
 
 
 @functools.cache
@@ -111,8 +111,8 @@ def cpu_to_jax(t: torch.Tensor) -> Any:
     if t.is_neg():
         t = t.resolve_neg()
     t = t.contiguous()
-    if t.numel() == 0:  # (a model's empty caches, made every forward: one shared immutable array per shape)
-        return _empty(tuple(t.shape), t.dtype)
+    if t.numel() == 0 and not state.in_jax_trace():  # (a model's empty caches, made every forward: one shared
+        return _empty(tuple(t.shape), t.dtype)  # immutable array per shape; under a trace it would be a tracer)
     if t.dtype == torch.bfloat16:
         bits = t.view(torch.int16).numpy()
         return jax.numpy.asarray(bits).view(jax.numpy.bfloat16)

@@ -38,7 +38,7 @@ from torch.autograd.function import once_differentiable
 
 import backend
 from backend import _torch_private as private
-from backend import lazy
+from backend import lazy, state
 from backend import random as brandom
 from backend.tensor import TpuTensor, value
 
@@ -258,6 +258,10 @@ class _CompiledGraph:
         static = [None if i in tset else a for i, a in enumerate(args)]  # keep no input tensor alive
 
         def run(arrays: list[Any], rng: Any) -> tuple[list[Any], list[Any], list[Any], Any]:
+            with state.jax_trace():  # (see backend.state.in_jax_trace)
+                return traced_graph(arrays, rng)
+
+        def traced_graph(arrays: list[Any], rng: Any) -> tuple[list[Any], list[Any], list[Any], Any]:
             with _LOCK:
                 _STATS.traces += 1
             wrappers = [tcls(a) for a in arrays]

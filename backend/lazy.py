@@ -129,7 +129,7 @@ _rng.before_state_change.append(lambda: flush())
 
 def active() -> bool:
     """Recording is on: fused mode, not paused by the fallback."""
-    return _paused_ops == 0 and state.eager_mode() is state.EagerMode.DEFER_AND_FUSE
+    return _paused_ops == 0 and state.eager_mode() is state.EagerMode.DEFER_AND_FUSE and not state._trace.depth
 
 
 def note_strict_op() -> None:
@@ -210,8 +210,8 @@ def call(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, eager:
     when fused eager is recording."""
     global _paused_ops
     kwargs = kwargs or {}
-    if state.eager_mode() is not state.EagerMode.DEFER_AND_FUSE:
-        return (eager or fn)(*args, **kwargs)
+    if state.eager_mode() is not state.EagerMode.DEFER_AND_FUSE or state._trace.depth:
+        return (eager or fn)(*args, **kwargs)  # (under a JAX trace: nothing recorded, nothing flushed)
     if _paused_ops:  # the adaptive fallback: graphs kept changing, so ops run strictly for a while
         _paused_ops -= 1
         return _strict(fn, args, kwargs)
@@ -526,7 +526,7 @@ def _eval_shape(fn: Callable, targs: tuple, tkwargs: dict, avals: list) -> tuple
         k = {n: _fill(v, get) for n, v in tkwargs.items()}
         return fn(*a, **k)
 
-    with _rng.probe() as probe:
+    with _rng.probe() as probe, state.jax_trace():
         out = jax.eval_shape(shaped, *structs)
     flat, treedef = jax.tree_util.tree_flatten(out)
     if not all(isinstance(x, jax.ShapeDtypeStruct) for x in flat):
@@ -679,7 +679,8 @@ def _compile(g: _Graph, wanted: list[tuple[int, int]]) -> Callable:
     def program(key: Any, *arrays: Any) -> Any:
         if uses_rng:
             _rng.set_key(key)
-        outs = _replay(nodes, list(arrays[:n_in]), list(arrays[n_in:]), wanted)
+        with state.jax_trace():
+            outs = _replay(nodes, list(arrays[:n_in]), list(arrays[n_in:]), wanted)
         return outs, (_rng.get_key() if uses_rng else key)
 
     return jax.jit(program)

@@ -149,6 +149,8 @@ def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Cal
     def call(*args: Any, **kwargs: Any) -> Any:
         if _Types.impl is None:
             _Types.load()
+        if state._trace.depth:  # inside a traced program: part of it (caching here would keep its tracers)
+            return _concrete_call(fn, args, kwargs)
         arrays: list = []
         floats: list = []
         try:
@@ -253,7 +255,8 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) 
 
         def program(*xs: Any) -> Any:
             a, k = build(list(xs[:n_arrays]), list(xs[n_arrays:]))
-            out = fn(*a, **k)
+            with state.jax_trace():
+                out = fn(*a, **k)
             if checked and not all(isinstance(leaf, tracer) for leaf in jax.tree_util.tree_leaves(out)):
                 raise _NotArrays
             return out

@@ -8,10 +8,12 @@ mode and the CPU-fallback switch are process-wide, as in TorchTPU.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
 import threading
+from collections.abc import Iterator
 
 import torch
 
@@ -68,6 +70,32 @@ def current_precision() -> Precision:
     if stack:
         return stack[-1]
     return _TORCH_TO_PRECISION[torch.get_float32_matmul_precision()]
+
+
+# ----------------------------------------------------------------------------- JAX traces of TPU ops
+class _Trace(threading.local):
+    depth = 0
+
+
+_trace = _Trace()
+
+
+def in_jax_trace() -> bool:
+    """This thread is tracing TPU ops into a JAX program (a decomposition traced as one program, a compiled
+    graph). Under a trace every JAX call gives tracers, even on concrete values, so nothing may run the pending
+    fused graph, record into it, run a cached executable or fill a cache: its result would leak the trace's
+    tracers into state that outlives it."""
+    return _trace.depth > 0
+
+
+@contextlib.contextmanager
+def jax_trace() -> Iterator[None]:
+    """Mark the block as tracing TPU ops into a JAX program (see :func:`in_jax_trace`)."""
+    _trace.depth += 1
+    try:
+        yield
+    finally:
+        _trace.depth -= 1
 
 
 # ----------------------------------------------------------------------------- eager mode

@@ -133,6 +133,10 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> 
     container: list = [None]
 
     def program(*arrays: Any) -> list:
+        with state.jax_trace():
+            return _traced_body(arrays)
+
+    def _traced_body(arrays: tuple) -> list:
         wrappers = [TpuTensor(a) for a in arrays]
         it = iter(wrappers)
         a = _rebuild(args, it)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from backend import lazy
+from backend import lazy, state
 from backend.ops._util import aten
 from backend.ops.linalg import precision
 from backend.ops.registry import lower
@@ -146,8 +146,9 @@ def sdpa_overrideable(query: Any, key: Any, value: Any, attn_bias: Any = None, d
                                   "and the debug mask take the math path")
     out, lse = lazy.call(_forward, (payload(query), payload(key), payload(value), _opt(attn_bias)),
                          {"causal": bool(is_causal), "scale": _scale(query, scale), "prec": precision()})
-    return (TpuTensor(out), TpuTensor(lse), None, None, query.shape[2], key.shape[2], TpuTensor(_zero_int64()),
-            TpuTensor(_zero_int64()), None)
+    zero = _zero_int64 if not state.in_jax_trace() else _zero_int64.__wrapped__  # (no cached tracer)
+    return (TpuTensor(out), TpuTensor(lse), None, None, query.shape[2], key.shape[2], TpuTensor(zero()),
+            TpuTensor(zero()), None)
 
 
 @functools.cache

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from backend import state
 from backend.ops._util import aten
 from backend.ops.losses import _multi_margin, _multilabel_margin
 from backend.ops.nn import _avg_pool
@@ -25,7 +26,7 @@ def _vjp_torch(fwd: Any, primal: Any, g: Any, *args: Any) -> Any:
     """The vjp of ``fwd(primal_tensor, *args)`` (a torch-level op run on the device) at ``primal``, applied to ``g``."""
 
     def f(x: Any) -> Any:
-        with torch.no_grad():
+        with torch.no_grad(), state.jax_trace():  # (TPU ops on tracers: see backend.state.in_jax_trace)
             return value(fwd(TpuTensor(x), *args))
 
     out, pull = jax.vjp(f, primal)
