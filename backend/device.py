@@ -343,15 +343,19 @@ def _set_mode(mode: EagerMode) -> None:
     state.set_eager_mode_value(mode)
 
 
-@contextlib.contextmanager
-def set_eager_mode(mode: EagerMode) -> Iterator[None]:
-    """Run the block in eager ``mode`` and restore the previous one."""
-    prev = state.eager_mode()
-    _set_mode(mode)
-    try:
-        yield
-    finally:
-        _set_mode(prev)
+class set_eager_mode:  # noqa: N801 - TorchTPU's name
+    """Switch to eager ``mode`` now, as ``torch.set_grad_enabled`` does (a bare call must not silently do nothing);
+    used as ``with set_eager_mode(mode):`` it restores the previous mode when the block ends."""
+
+    def __init__(self, mode: EagerMode) -> None:
+        self._previous = state.eager_mode()
+        _set_mode(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        _set_mode(self._previous)
 
 
 class _TpuModule(types.ModuleType):

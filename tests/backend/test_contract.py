@@ -145,3 +145,17 @@ def test_missing_op_raises_and_fallback_counts() -> None:
         assert dispatch.FALLBACK_COUNTS["aten::linalg_eig"] == 2
     finally:
         dispatch.set_cpu_fallback(False)
+
+
+def test_set_eager_mode_takes_effect_when_called_and_restores_as_a_block() -> None:
+    """A bare ``torch.tpu.set_eager_mode(...)`` switches the mode (as ``torch.set_grad_enabled`` does) instead of
+    silently doing nothing; as a ``with`` block it restores the previous mode."""
+    start = torch.tpu.eager_mode
+    try:
+        torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE)
+        assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_AND_FUSE
+        with torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER):
+            assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_NEVER
+        assert torch.tpu.eager_mode is torch.tpu.EagerMode.DEFER_AND_FUSE
+    finally:
+        torch.tpu.eager_mode = start
