@@ -93,3 +93,32 @@ def test_validation_misses_are_only_the_documented_ones(table):
     assert missed <= DOCUMENTED_MISSES
     fixed = ("maxtext-v5e-32b-1x256", "maxtext-v5p-512b-2xv5p-1024", "maxtext-v5p-1024b-1xv5p-4096")
     assert all(abs(e) <= ACCEPTANCE for e in val[val["id"].isin(fixed)]["rel_error"])
+
+
+def test_every_miss_carries_its_source_recheck_and_a_labelled_hypothesis(table):
+    """A validation row outside the band is reported with the re-check of its setting against the source
+    and what the model lacks, labelled a hypothesis (training.json ``model_gap``), never silently."""
+    from workbench.projection.calibration import misses
+
+    found = misses(table)
+    assert {m["id"] for m in found} <= DOCUMENTED_MISSES
+    for m in found:
+        assert m["hypothesis"].startswith("HYPOTHESIS:"), m["id"]
+        assert "The record is right." in m["record_check"], m["id"]
+        assert all(abs(e) > ACCEPTANCE for e in m["errors"].values())
+    text = format_table(table, details=False)
+    assert "MISSES (validation rows outside" in text
+    for m in found:
+        assert f"- {m['id']} (" in text
+
+
+def test_the_v5p_512b_point_is_the_bf16_script_of_the_table_not_its_int8_first_version():
+    """The 512B script ran int8_training=true only in its first version (maxtext b1bd9f03f, 2023-11-03);
+    the table (76bd53b0f, 2023-12-15) ran bf16, per_device_batch_size 2, remat full."""
+    from workbench.published import training_points
+
+    p = next(q for q in training_points() if q["id"] == "maxtext-v5p-512b-1xv5p-1024")
+    st = p["setting"]
+    assert (st["precision"], st["per_device_batch"], st["remat"]) == ("bf16", 2, "full")
+    check = p["model_gap"]["record_check"]
+    assert "int8_training=false" in check and "b1bd9f03f" in check and "5f8614c41" in check

@@ -267,6 +267,7 @@ def _row(
     consistency_text,
     low=None,
     high=None,
+    model_gap: dict | None = None,
 ) -> dict:
     if projected is None or published is None:
         err = None
@@ -287,6 +288,7 @@ def _row(
         "assumptions": note,
         "consistency": consistency_text,
         "source": source,
+        "model_gap": model_gap,
     }
 
 
@@ -375,6 +377,7 @@ def vs_published(
                     note,
                     src,
                     check,
+                    model_gap=p.get("model_gap"),
                 )
             )
         mfu, basis = _mfu(s.published, s.chip)
@@ -392,6 +395,7 @@ def vs_published(
                     note + f"; MFU {basis}",
                     src,
                     check,
+                    model_gap=p.get("model_gap"),
                 )
             )
         elif s.published.get("mfu_range"):
@@ -411,6 +415,7 @@ def vs_published(
                     check,
                     lo,
                     hi,
+                    model_gap=p.get("model_gap"),
                 )
             )
         if tok is None and mfu is not None:
@@ -528,6 +533,31 @@ def _torchtpu_rows(a: Assumptions, catalog: Catalog) -> list[dict]:
                 )
             )
     return rows
+
+
+def misses(table) -> list[dict]:
+    """Complete-setting validation points outside the acceptance band, one entry per point: its errors, the
+    re-check of its setting against the source (``record_check``) and what the model lacks, labelled as a
+    hypothesis (``hypothesis``); both come from the point's ``model_gap`` in training.json, or say that
+    none is recorded."""
+    out: dict[str, dict] = {}
+    val = table[(table["category"] == "validation") & table["rel_error"].notna()]
+    for r in val.to_dict("records"):
+        e = r["rel_error"]
+        if not (isinstance(e, float) and math.isfinite(e)) or abs(e) <= ACCEPTANCE:
+            continue
+        gap = r.get("model_gap") if isinstance(r.get("model_gap"), dict) else {}
+        m = out.setdefault(
+            r["id"],
+            {
+                "id": r["id"],
+                "errors": {},
+                "record_check": gap.get("record_check", "no re-check of the setting recorded"),
+                "hypothesis": gap.get("hypothesis", "no hypothesis recorded"),
+            },
+        )
+        m["errors"][r["metric"]] = e
+    return list(out.values())
 
 
 def summary(table) -> dict:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import math
 
-from workbench.projection.calibration import ACCEPTANCE, CALIBRATION_POINT, CALIBRATION_REASON, summary
+from workbench.projection.calibration import (
+    ACCEPTANCE,
+    CALIBRATION_POINT,
+    CALIBRATION_REASON,
+    misses,
+    summary,
+)
 from workbench.projection.model import MODEL_NAME, MODEL_VERSION
 
 SECTIONS = (
@@ -66,6 +72,18 @@ def format_table(table, *, details: bool = True) -> str:
             f"+/-{100 * ACCEPTANCE:.0f}%; largest |error| {100 * s['max_abs_error']:.1f}% ('!' marks rows "
             "outside the band)"
         )
+    missed = misses(table)
+    if missed:
+        lines += [
+            "",
+            f"MISSES (validation rows outside +/-{100 * ACCEPTANCE:.0f}%: the setting re-checked against its "
+            "source; what the model lacks is a hypothesis, not a fitted term)",
+        ]
+        for m in missed:
+            errs = ", ".join(f"{k} {100 * v:+.1f}%" for k, v in m["errors"].items())
+            lines.append(f"- {m['id']} ({errs})")
+            lines.append(f"    record: {m['record_check']}")
+            lines.append(f"    model: {m['hypothesis']}")
     if details:
         lines += ["", "SETTINGS, SOURCES AND CONSISTENCY CHECKS"]
         seen = set()
