@@ -28,6 +28,7 @@ from backend.lazy import Lazy
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, on_change
 from backend.size_check import size_check_for
+from backend.strides import NO_META, contiguous_strides, view_geometry
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 from backend.traced import Untraceable, traced, tracing
 from backend.views import deferred_alias, deferred_view, view_mode, view_operand
@@ -270,7 +271,7 @@ def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
             return out
         value = unwrap_args(a)[0]  # (arrays and pending fused values are immutable: the alias shares it)
         with view_mode(src):
-            out = TpuTensor(value)
+            out = TpuTensor(value, False, None if src._root is None else (src.stride(), src.storage_offset()))
         make_view(out, src, None)
         return out
 
@@ -293,6 +294,7 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             out = deferred_view(f, fn, a, k)
             if out is not None:
                 return out
+            geometry = view_geometry(f, a, k)  # (raises PyTorch's error for a view these strides cannot express)
             ua = unwrap_args(a)
             uk = unwrap_kwargs(k)
             res = (fast(*ua, **uk) if fast is not None and process.eager_mode is not fused
@@ -301,11 +303,12 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             src = a[0]
             with view_mode(src):
                 if isinstance(res, (list, tuple)):
-                    out = [TpuTensor(r) for r in res]
+                    geos = geometry if geometry is not NO_META and len(geometry) == len(res) else [None] * len(res)
+                    out = [TpuTensor(r, False, g) for r, g in zip(res, geos, strict=True)]
                     for i, o in enumerate(out):
                         make_view(o, src, ViewStep(fn, rest, uk, i))
                     return out
-                out = TpuTensor(res)
+                out = TpuTensor(res, False, None if geometry is NO_META else geometry[0])
             make_view(out, src, None if f in _ALIAS_OPS else ViewStep(fn, rest, uk))
             return out
 
@@ -353,6 +356,8 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
         plan = _accepting_cpu_indices(plan)
     if func is torch.ops.aten.lift_fresh.default:
         plan = _lifting_into_traces(plan)
+    if func is torch.ops.aten.as_strided.default:
+        plan = _on_storage(plan)
     if low is not None and low.check is not None:
         check, inner = low.check, plan
 
@@ -515,6 +520,7 @@ _ALIAS_OPS: set = set()
 _UNSAFE_VIEWS: set = set()  # not views to autograd, but their results share the input's storage
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload
+_AS_STRIDED_ = torch.ops.aten.as_strided_.default
 
 
 def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
@@ -533,17 +539,52 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
                                "(a Python wrapper's sizes are shared); use the out-of-place op")
         rest, uk = unwrap(a[1:]), unwrap_kwargs(k)
         fn = low.fn
-        new = fn(value(self), *rest, **uk)
+        root = self._root
+        rebase = f is _AS_STRIDED_ and root is not None  # its strides count in the storage: from the root
+        if rebase:
+            rest = _storage_strided_args(self, rest, uk)
+            uk = {}
+            new = fn(value(root), *rest)
+        else:
+            new = fn(value(self), *rest, **uk)
         with private.no_dispatch():
             f(self, *a[1:], **k)
+            if root is None and not self.is_contiguous():  # a root's array is its value in contiguous order
+                _AS_STRIDED_(self, tuple(self.shape), contiguous_strides(tuple(self.shape)), 0)
         if tuple(self.shape) != tuple(new.shape):
             raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
-        if self._root is not None:
+        if rebase:
+            self._chain = (ViewStep(fn, tuple(rest), uk),)
+        elif root is not None:
             self._chain = self._chain + (ViewStep(fn, tuple(rest), uk),)
         self._elem = new
         return self
 
     return plan
+
+
+def _on_storage(plan: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    """``as_strided`` of a view reads its strides and offset in the storage, as PyTorch does: the call goes to the
+    view's root (whose array is the storage in contiguous order), so the result is a view of the root."""
+
+    def plan_on_storage(f: Any, a: tuple, k: dict) -> Any:
+        src = a[0]
+        if src.__class__ is TpuTensor and src._root is not None:
+            return plan(f, (src._root, *_storage_strided_args(src, a[1:], k)), {})
+        return plan(f, a, k)
+
+    return plan_on_storage
+
+
+def _storage_strided_args(src: TpuTensor, rest: Any, kwargs: dict) -> tuple:
+    """``as_strided``'s (size, stride, offset) with the offset made explicit (None: the source's own), for a
+    call on ``src``'s root: its strides and offset count in the storage, which is the root's contiguous layout."""
+    size, stride, *more = list(rest)
+    offset = more[0] if more else kwargs.get("storage_offset")
+    if src.dtype != src._root.dtype or src._root.is_complex():
+        raise NotImplementedError("as_strided on a view of a TPU tensor whose dtype differs from its storage's "
+                                  "(view(dtype), view_as_real, real/imag) is not supported; call .clone() first")
+    return (tuple(size), tuple(stride), src.storage_offset() if offset is None else offset)
 
 
 def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:

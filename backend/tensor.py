@@ -35,6 +35,9 @@ def _device() -> torch.device:
 _INTERNAL_ATTRS = frozenset({"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed"})
 
 
+_TENSOR_DATA = torch.Tensor.data  # (the C getset descriptor: its setter is set_data)
+
+
 class TpuTensor(torch.Tensor):
     """A tensor on the "tpu" device; ``_elem`` holds its value as a ``jax.Array`` (or a jax tracer)."""
 
@@ -47,25 +50,38 @@ class TpuTensor(torch.Tensor):
     __torch_function__ = private.disabled_torch_function_impl
 
     @staticmethod
-    def __new__(cls, elem: Any, requires_grad: bool = False) -> TpuTensor:
-        r = private.make_wrapper_subclass(
-            cls,
-            elem.shape,
-            dtype=j2t_dtype(elem.dtype),
-            device=_DEVICE or _device(),
-            requires_grad=requires_grad,
-        )
+    def __new__(cls, elem: Any, requires_grad: bool = False, geometry: tuple | None = None) -> TpuTensor:
+        """``geometry``: a view's (strides, storage offset) in its root (backend/strides.py); None: contiguous."""
+        if geometry is None:
+            r = private.make_wrapper_subclass(
+                cls, elem.shape, dtype=j2t_dtype(elem.dtype), device=_DEVICE or _device(), requires_grad=requires_grad)
+        else:
+            r = private.make_wrapper_subclass(
+                cls, elem.shape, strides=geometry[0], storage_offset=geometry[1], dtype=j2t_dtype(elem.dtype),
+                device=_DEVICE or _device(), requires_grad=requires_grad)
         r._elem = elem
         r._root = None
         r._gen = 0
         return r
 
-    def __init__(self, elem: Any, requires_grad: bool = False) -> None:
+    def __init__(self, elem: Any, requires_grad: bool = False, geometry: tuple | None = None) -> None:
         pass
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206 - torch's protocol
         return _dispatch(func, types, args, kwargs)
+
+    @property
+    def data(self) -> torch.Tensor:  # noqa: D102 - torch's
+        return _TENSOR_DATA.__get__(self)
+
+    @data.setter
+    def data(self, new: torch.Tensor) -> None:
+        # PyTorch copies ``new``'s sizes, strides and dtype into this tensor in C++ (no dispatch to hook): the
+        # wrapper's array follows here (it kept its old one: ``p.data = p.data.t()`` read back untransposed).
+        _TENSOR_DATA.__set__(self, new)
+        if type(new) is TpuTensor:
+            adopt(self, new)
 
     # torch refuses these on subclasses; go through a CPU copy.
     def tolist(self) -> Any:
@@ -94,7 +110,7 @@ class TpuTensor(torch.Tensor):
     def data_ptr(self) -> int:
         """A stable stand-in for the address: equal for tensors that alias the same root at the same first
         element, different otherwise (code compares data_ptr()s to find shared or tied tensors)."""
-        return _storage_base(self) + _first_element(self) * self.element_size()
+        return _storage_base(self) + self.storage_offset() * self.element_size()
 
     def untyped_storage(self) -> TpuStorage:
         return TpuStorage(self._root if self._root is not None else self, self.device)
@@ -332,13 +348,32 @@ def make_view(out: TpuTensor, src: TpuTensor, fn: ViewStep | None) -> None:
         out._seen = src._seen
 
 
+def adopt(dst: TpuTensor, src: TpuTensor) -> None:
+    """``dst.data = src``: PyTorch copies ``src``'s sizes, strides and dtype into ``dst``'s C++ tensor; this makes
+    ``dst``'s value an alias of ``src``'s, sharing its root as a CUDA tensor would share its storage."""
+    root = src._root
+    dst._elem = src._elem
+    dst._gen = 0
+    if root is None:
+        src._viewed = True
+        dst._root, dst._chain, dst._seen = src, (), src._gen
+    else:
+        root._viewed = True
+        dst._root, dst._chain, dst._seen = root, src._chain, src._seen
+
+
 _STALE = -1  # a view's seen-generation that no root has: its array is computed when first read
 
 
-def stale_view(src: TpuTensor, step: ViewStep | None, shape: tuple, dtype: torch.dtype) -> TpuTensor:
+def stale_view(src: TpuTensor, step: ViewStep | None, shape: tuple, dtype: torch.dtype,
+               geometry: tuple | None = None) -> TpuTensor:
     """A view of ``src`` by ``step`` (None: an alias) whose array is not computed yet (backend/views.py): the
-    first ``payload`` replays its chain from the root."""
-    out = private.make_wrapper_subclass(TpuTensor, shape, dtype=dtype, device=_DEVICE or _device())
+    first ``payload`` replays its chain from the root. ``geometry``: its (strides, storage offset)."""
+    if geometry is None:
+        out = private.make_wrapper_subclass(TpuTensor, shape, dtype=dtype, device=_DEVICE or _device())
+    else:
+        out = private.make_wrapper_subclass(TpuTensor, shape, strides=geometry[0], storage_offset=geometry[1],
+                                            dtype=dtype, device=_DEVICE or _device())
     out._elem = None
     out._gen = 0
     root = src._root
@@ -430,15 +465,6 @@ def is_contiguous_in_root(t: TpuTensor) -> bool:
     jnp = jax_module().numpy
     pos = root_positions(t).reshape(-1)
     return bool(jnp.all(pos == pos[0] + jnp.arange(pos.size, dtype=pos.dtype)))
-
-
-def _first_element(t: TpuTensor) -> int:
-    """Index (in the root) of the view's first element; 0 for a root."""
-    if t._root is None or not t._chain or t.numel() == 0:
-        return 0
-    jnp = jax_module().numpy
-    iota = jnp.arange(t._root.numel(), dtype=jnp.int64).reshape(tuple(t._root.shape))
-    return int(_replay(iota, t._chain).reshape(-1)[0])
 
 
 def _no_handler(func: Any, types: Any, args: tuple, kwargs: dict | None) -> Any:

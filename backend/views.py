@@ -24,6 +24,7 @@ from backend._jax import j2t_dtype, jax_module, t2j_dtype
 from backend.jit import freeze
 from backend.lazy import Lazy
 from backend.op_jit import PendingView
+from backend.strides import NO_META, view_geometry
 from backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
 
 _MAX_DESCRIPTIONS = 65536
@@ -68,8 +69,9 @@ def _int_key(rest: tuple) -> tuple | None:
     return tuple(out)
 
 
-def _describe(fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
-    """The view's outputs from the lowering run on abstract values, or ``_NO``."""
+def _describe(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
+    """The view's outputs from the lowering run on abstract values (their strides and offsets from PyTorch's
+    meta kernel: backend/strides.py), or ``_NO``."""
     frozen = tuple(tuple(a) if a.__class__ is list else a for a in rest)  # (a caller's list may change later)
     step = ViewStep(fn, frozen, dict(kwargs))
     if step.key is None:
@@ -82,25 +84,33 @@ def _describe(fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor)
         return _NO
     multi = isinstance(res, (list, tuple))
     leaves = list(res) if multi else [res]
+    try:
+        geometry = view_geometry(func, (src, *frozen), kwargs)
+    except Exception:  # noqa: BLE001 - PyTorch refuses this view over these strides: the eager path raises it
+        return _NO
+    if geometry is NO_META or len(geometry) != len(leaves):
+        geometry = [None] * len(leaves)
     steps = [ViewStep(fn, frozen, dict(kwargs), i) for i in range(len(leaves))] if multi else [step]
-    return _Described(multi, [(tuple(r.shape), j2t_dtype(r.dtype), st) for r, st in zip(leaves, steps, strict=True)])
+    return _Described(multi, [(tuple(r.shape), j2t_dtype(r.dtype), st, g)
+                              for r, st, g in zip(leaves, steps, geometry, strict=True)])
 
 
-def _described(fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
+def _described(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
     ik = None if kwargs else _int_key(rest)
     if ik is not None:
-        key: Any = (fn, ik, src.shape, src.dtype)
+        key: Any = (fn, ik, src.shape, src.stride(), src.storage_offset(), src.dtype)
     else:
         if not _static(rest) or (kwargs and not _static(tuple(kwargs.values()))):
             return _NO
         try:
-            key = (fn, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.dtype)
+            key = (fn, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.stride(), src.storage_offset(),
+                   src.dtype)
             hash(key)
         except TypeError:
             return _NO
     hit = _DESCRIPTIONS.get(key)
     if hit is None:
-        hit = _describe(fn, rest, kwargs, src)
+        hit = _describe(func, fn, rest, kwargs, src)
         if hit is not _NO:  # (a failing call is not cached: its error comes from the eager path every time)
             if len(_DESCRIPTIONS) > _MAX_DESCRIPTIONS:
                 _DESCRIPTIONS.clear()
@@ -113,11 +123,11 @@ def deferred_view(func: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) 
     src = args[0]
     if src.__class__ is not TpuTensor:
         return None
-    d = _described(fn, args[1:], kwargs, src)
+    d = _described(func, fn, args[1:], kwargs, src)
     if d is _NO:
         return None
     with view_mode(src):
-        outs = [stale_view(src, step, shape, dtype) for shape, dtype, step in d.outs]
+        outs = [stale_view(src, step, shape, dtype, geometry) for shape, dtype, step, geometry in d.outs]
     return outs if d.multi else outs[0]
 
 
@@ -139,7 +149,7 @@ def deferred_alias(src: TpuTensor) -> TpuTensor | None:
     if root is None or root._gen == src._seen:
         return None
     with view_mode(src):
-        return stale_view(src, None, tuple(src.shape), src.dtype)
+        return stale_view(src, None, tuple(src.shape), src.dtype, (src.stride(), src.storage_offset()))
 
 
 def view_operand(t: TpuTensor, pending_root: bool = False) -> Any:

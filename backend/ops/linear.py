@@ -6,8 +6,9 @@ bias sum: about ten dispatches and four autograd nodes per layer, which cost mor
 layers. PyTorch has a linear op with its own derivative, ``mkldnn_linear`` (backward:
 ``mkldnn_linear_backward``, one op returning the input, weight and bias gradients); backend/composite.py routes
 ``linear`` on TPU tensors to it, and these lowerings compute it with the same arithmetic as the composite:
-``addmm(bias, x2d, w.t())`` / ``mm(x2d, w.t())`` forward, and ``mm(g, w)``, ``(x2d.t() @ g).t()`` and
-``g.sum(0)`` backward, each operand behind an ``optimization_barrier`` as the composite's views are (a dot
+``addmm(bias, x2d, w.t())`` / ``mm(x2d, w.t())`` forward, and ``mm(g, w)``, ``g.t() @ x2d`` and ``g.sum(0)``
+backward (``w.t()`` is column-major, so PyTorch's mm backward returns its gradient as ``(g.t() @ x2d).t()``,
+which ``t`` backward turns back), each operand behind an ``optimization_barrier`` as the composite's views are (a dot
 folding a transpose into its operand sums in another order).
 """
 
@@ -56,6 +57,6 @@ def linear_backward(x: Any, grad: Any, w: Any, mask: Any) -> tuple:
     k, n = x.shape[-1], w.shape[0]
     g2 = _as_operand(grad.reshape(-1, n))
     gx = mm(g2, _as_operand(w)).reshape(x.shape) if mask[0] else None
-    gw = _as_operand(mm(_as_operand(x.reshape(-1, k).T), g2)).T if mask[1] else None  # (the dot, then its t())
+    gw = mm(_as_operand(g2.T), _as_operand(x.reshape(-1, k))) if mask[1] else None
     gb = sum_(g2, [0], True).reshape(n) if mask[2] else None
     return gx, gw, gb

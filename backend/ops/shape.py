@@ -157,58 +157,10 @@ def alias(x: Any) -> Any:
     return x
 
 
-def _layout_positions(x: Any) -> Any:
-    """Flat positions of ``x``'s elements in the storage torch would give it.
-
-    A wrapper reports every tensor contiguous, so torch's ``reshape`` of a transposed or expanded wrapper
-    takes a view where on a real device it copies. From such a reshape on (the last one in the chain), the
-    real tensor owns a fresh contiguous storage: positions count from that virtual copy, not from the root.
-    """
-    chain = x._chain
-    jnp_ = jax.numpy
-    root_iota = jnp_.arange(x._root.numel(), dtype=jnp_.int64).reshape(tuple(x._root.shape))
-    start, current = 0, root_iota
-    for k, step in enumerate(chain):
-        if getattr(step, "fn", None) is view:
-            flat = current.reshape(-1)
-            if flat.size > 1 and not bool(jnp_.all(flat == flat[0] + jnp_.arange(flat.size, dtype=flat.dtype))):
-                start = k  # torch would have copied here: a fresh storage in this step's input order
-        current = step(current)
-    if start == 0:
-        return current
-    before = root_iota
-    for step in chain[:start]:
-        before = step(before)
-    iota = jnp_.arange(before.size, dtype=jnp_.int64).reshape(before.shape)
-    for step in chain[start:]:
-        iota = step(iota)
-    return iota
-
-
-def _refuse_strided_view(x: Any, size: Any = None, stride: Any = None, storage_offset: Any = None) -> None:
-    """as_strided reads strides against the tensor's own contiguous layout (what its ``stride()`` and
-    ``storage_offset()`` report). That is the storage's layout for a view laid out in order from the first
-    element of its storage: a ``view``/``reshape`` of a root, and anything after a reshape that a real device
-    would have copied (Longformer's chunking of a transposed query; see ``_layout_positions``). Any other view
-    would answer against the wrong layout: a transpose or a step slice, and also an in-order view that starts
-    later in its storage (``x[2:]``) when a storage offset is passed, because torch's offset counts from the
-    storage's start while this tensor reports 0. Without an offset such a view reads from its own first
-    element, as torch's does."""
-    if getattr(x, "_root", None) is None or not x._chain or x.numel() == 0:
-        return
-    pos = _layout_positions(x).reshape(-1)
-    in_order = pos.size <= 1 or bool(jnp.all(pos == pos[0] + jnp.arange(pos.size, dtype=pos.dtype)))
-    if not in_order or (int(pos[0]) != 0 and storage_offset is not None):
-        raise NotImplementedError(
-            "as_strided on a view of a TPU tensor that is not laid out in order from its storage's first "
-            "element is not supported (wrappers have no shared storage offsets); call .contiguous() on the "
-            "view first"
-        )
-
-
-@lower(aten.as_strided.default, check=_refuse_strided_view)
+@lower(aten.as_strided.default)
 def as_strided(x: Any, size: Any, stride: Any, storage_offset: int | None = None) -> Any:
-    """Strides are read against the tensor's own contiguous layout (payloads have no storage)."""
+    """Strides are read against ``x``'s contiguous layout: the dispatcher calls this on a view's root, whose array
+    is its storage in that order (backend/dispatch.py ``_on_storage``), with the offset made explicit."""
     flat = x.reshape(-1)
     idx = np.asarray(storage_offset or 0, dtype=np.int64)
     for s, st in zip(size, stride, strict=True):

@@ -1,0 +1,76 @@
+"""The strides and storage offset a view of a TPU tensor reports: the ones PyTorch gives the same view on CUDA.
+
+A TPU tensor's value is a JAX array (no storage), but PyTorch's own code reads strides to choose between a
+copy and a view: ``contiguous()`` returns ``self`` when ``is_contiguous()``, ``reshape``/``flatten`` take a view
+when the strides allow one, ``view`` refuses a shape the strides cannot express. Were every wrapper to report
+the contiguous strides of its own shape, ``x.t().contiguous()`` would hand back the transposed view itself, and
+writing into that "copy" would change ``x``. So a view reports the strides and offset PyTorch computes for it,
+relative to its root laid out contiguously (a root always reports contiguous strides and offset 0: its JAX
+array is its value in that order). They come from running the view op on a ``meta`` tensor with the source's
+sizes, strides and offset, cached per signature; the meta kernel also raises PyTorch's own error for a view
+the strides cannot express (``x.t().view(-1)``), as CUDA does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_MAX_ENTRIES = 65536
+_CACHE: dict[Any, Any] = {}
+_NO_META = object()  # the op has no meta kernel: the caller keeps contiguous strides
+
+
+def contiguous_strides(shape: tuple) -> tuple:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def meta_like(t: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``t``'s sizes, strides, storage offset and dtype."""
+    shape, stride, offset = tuple(t.shape), t.stride(), t.storage_offset()
+    extent = 1 + sum((s - 1) * st for s, st in zip(shape, stride, strict=True) if s > 0) if all(shape) else 0
+    storage = torch.empty((offset + extent,), dtype=t.dtype, device="meta")
+    return storage.as_strided(shape, stride, offset)
+
+
+def _to_meta(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return meta_like(a)
+    if isinstance(a, (list, tuple)):
+        return type(a)(_to_meta(v) for v in a)
+    return a
+
+
+def view_geometry(func: Any, args: tuple, kwargs: dict) -> Any:
+    """[(strides, storage_offset), ...] (one per output) for the view ``func(*args, **kwargs)``, or ``_NO_META``.
+    Raises PyTorch's error where the view cannot be expressed over the source's strides."""
+    try:
+        res = func(*_to_meta(args), **_to_meta(kwargs))
+    except NotImplementedError:
+        return _NO_META
+    except Exception:
+        if any(isinstance(a, torch.Tensor) for a in (*args[1:], *kwargs.values())):
+            return _NO_META  # (a tensor argument a meta kernel cannot read, narrow's start: not a refusal)
+        raise
+    leaves = res if isinstance(res, (list, tuple)) else (res,)
+    return [(r.stride(), r.storage_offset()) for r in leaves]
+
+
+def cached_view_geometry(func: Any, args_key: Any, src: torch.Tensor, args: tuple, kwargs: dict) -> Any:
+    """``view_geometry`` cached per (op, hashable arguments key, source geometry)."""
+    key = (func, args_key, tuple(src.shape), src.stride(), src.storage_offset(), src.dtype)
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = view_geometry(func, args, kwargs)
+        if len(_CACHE) > _MAX_ENTRIES:
+            _CACHE.clear()
+        _CACHE[key] = hit
+    return hit
+
+
+NO_META = _NO_META
