@@ -20,6 +20,7 @@ any device checkpoint.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -69,6 +70,35 @@ def _to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
         moved = t.detach().to(dev)
     moved.requires_grad_(t.requires_grad)
     return moved
+
+
+def _rebuild_on_device(rebuild: Any, storage: Any, offset: int, size: Any, stride: Any,
+                       dev: torch.device) -> torch.Tensor:
+    """A tensor rebuilt on a storage bound for the device. The first tensor on a storage becomes the storage's
+    device copy (a tensor of its own shape where it covers the whole storage in order, else the flat storage);
+    later tensors on the same storage (views saved with their base, as ``torch.save`` writes a CUDA view) are
+    views of that copy, so they still share it after loading."""
+    untyped = getattr(storage, "_untyped_storage", storage)
+    held = getattr(untyped, "_tpu_device_copy", None)
+    if held is None:
+        numel = untyped.nbytes() // torch.empty((), dtype=storage.dtype).element_size()
+        size, stride = tuple(size), tuple(stride)
+        whole = offset == 0 and math.prod(size) == numel and stride == _contiguous(size)
+        t = rebuild(storage, offset, size, stride) if whole else rebuild(storage, 0, (numel,), (1,))
+        held = untyped._tpu_device_copy = _to_device(t, dev)
+        if whole:
+            return held  # (torch's _rebuild_tensor_v2 sets the saved requires_grad on what this returns)
+    with torch.no_grad():
+        view = held.as_strided(tuple(size), tuple(stride), offset).detach()
+    return view
+
+
+def _contiguous(size: tuple) -> tuple:
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
 
 
 def _storage_new(orig_new: Any) -> Any:
@@ -121,9 +151,10 @@ def install() -> None:
         rebuild, rebuild_v3 = utils._rebuild_tensor, utils._rebuild_tensor_v3
 
         def _rebuild_tensor(storage: Any, storage_offset: int, size: Any, stride: Any) -> torch.Tensor:
-            t = rebuild(storage, storage_offset, size, stride)
             dev = _marked(storage)
-            return t if dev is None else _to_device(t, dev)
+            if dev is None:
+                return rebuild(storage, storage_offset, size, stride)
+            return _rebuild_on_device(rebuild, storage, storage_offset, size, stride, dev)
 
         def _rebuild_tensor_v3(storage: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
             t = rebuild_v3(storage, *args, **kwargs)

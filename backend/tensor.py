@@ -10,6 +10,7 @@ view whose root moved on replays the chain. Roots are always current.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -21,6 +22,7 @@ from backend._jax import j2t_dtype, jax_module, jax_to_cpu
 from backend.jit import freeze
 from backend.lazy import Lazy
 from backend.op_jit import op_jit
+from backend.strides import contiguous_strides
 
 _DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
 
@@ -32,7 +34,7 @@ def _device() -> torch.device:
     return _DEVICE
 
 
-_INTERNAL_ATTRS = frozenset({"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed"})
+_INTERNAL_ATTRS = frozenset({"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed", "_saved_storage"})
 
 
 _TENSOR_DATA = torch.Tensor.data  # (the C getset descriptor: its setter is set_data)
@@ -156,12 +158,13 @@ class TpuTensor(torch.Tensor):
         if getattr(self, "_is_param", False):
             plain = TpuTensor(value(self))
             return (private.rebuild_parameter, (plain, self.requires_grad, OrderedDict()))
-        cpu = jax_to_cpu(value(self))
-        storage = cpu.untyped_storage()
-        storage._tpu_saved_location = f"{self.device.type}:{self.device.index or 0}"
-        typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=cpu.dtype, _internal=True)
+        root = self._root if self._root is not None else self
+        if root.dtype != self.dtype:  # a view of another dtype (view_as_real ...): saved as a copy of its own
+            typed, offset, stride = _cpu_storage(value(self), self.device), 0, contiguous_strides(tuple(self.shape))
+        else:  # a view is saved as its root's storage with its own offset and strides, as a CUDA view is
+            typed, offset, stride = saved_storage(root), self.storage_offset(), self.stride()
         return (private.rebuild_tensor_v2,
-                (typed, 0, tuple(cpu.shape), cpu.stride(), self.requires_grad, OrderedDict()))
+                (typed, offset, tuple(self.shape), stride, self.requires_grad, OrderedDict()))
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # Print like torch does for any device, from a CPU copy of the value.
@@ -178,6 +181,26 @@ class TpuTensor(torch.Tensor):
         if cpu.numel() == 0 and cpu.dim() != 1:
             suffix.append(f"size={tuple(cpu.shape)}")
         return "tensor(" + body + ", " + ", ".join(suffix) + ")"
+
+
+def _cpu_storage(array: Any, device: torch.device) -> torch.storage.TypedStorage:
+    cpu = jax_to_cpu(array)
+    storage = cpu.untyped_storage()
+    storage._tpu_saved_location = f"{device.type}:{device.index or 0}"
+    return torch.storage.TypedStorage(wrap_storage=storage, dtype=cpu.dtype, _internal=True)
+
+
+def saved_storage(root: TpuTensor) -> torch.storage.TypedStorage:
+    """The CPU storage a root and its views are pickled with: one per root (and generation) while a
+    ``torch.save`` holds it, so the root and its views are written once and load sharing one storage."""
+    held = getattr(root, "_saved_storage", None)
+    if held is not None and held[0] == root._gen:
+        untyped = held[1]()
+        if untyped is not None:
+            return torch.storage.TypedStorage(wrap_storage=untyped, dtype=root.dtype, _internal=True)
+    typed = _cpu_storage(value(root), root.device)
+    root._saved_storage = (root._gen, weakref.ref(typed._untyped_storage))
+    return typed
 
 
 class ViewStep:

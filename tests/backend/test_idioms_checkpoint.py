@@ -164,3 +164,32 @@ def test_tpu_checkpoint_loads_on_a_machine_without_the_device(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout)
     assert got == {k: ["cpu", str(v.dtype), v.float().flatten().tolist()] for k, v in state.items()}
+
+
+@pytest.mark.parametrize("map_location", [None, "tpu", "cpu"])
+def test_views_saved_with_their_base_load_sharing_one_storage(tmp_path: Path, map_location: str | None) -> None:
+    """torch.save writes a view as its base's storage plus offset and strides, as for a CUDA tensor: loaded
+    back, the view still aliases its base (a write to one shows in the other) and reports the same layout."""
+    base = torch.arange(12.0).view(3, 4).to("tpu")
+    saved = {"base": base, "col": base[:, 1], "t": base.t(), "tail": base.view(-1)[5:]}
+    torch.save(saved, tmp_path / "views.pt")
+    got = torch.load(tmp_path / "views.pt", map_location=map_location)
+    want = {k: v.cpu() for k, v in saved.items()}
+    for k in saved:
+        assert got[k].device.type == ("cpu" if map_location == "cpu" else "tpu")
+        assert torch.equal(got[k].cpu(), want[k]), k
+        assert got[k].stride() == saved[k].stride() and got[k].storage_offset() == saved[k].storage_offset(), k
+    got["base"].add_(100)
+    assert torch.equal(got["col"].cpu(), want["col"] + 100)
+    assert torch.equal(got["t"].cpu(), want["t"] + 100)
+    got["tail"].zero_()
+    assert got["base"].cpu().view(-1)[5:].eq(0).all()
+
+
+def test_a_later_save_sees_writes_made_since_the_first(tmp_path: Path) -> None:
+    x = torch.zeros(4).to("tpu")
+    torch.save(x[1:], tmp_path / "a.pt")
+    x.add_(1)
+    torch.save(x[1:], tmp_path / "b.pt")
+    assert torch.equal(torch.load(tmp_path / "a.pt").cpu(), torch.zeros(3))
+    assert torch.equal(torch.load(tmp_path / "b.pt").cpu(), torch.ones(3))
