@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from backend import _torch_private as private
+from backend.strides import contiguous_strides
 
 _MARK = "_tpu_restore_device"
 _TPU_LOCATION = re.compile(r"tpu(:\d+)?$")
@@ -83,7 +84,7 @@ def _rebuild_on_device(rebuild: Any, storage: Any, offset: int, size: Any, strid
     if held is None:
         numel = untyped.nbytes() // torch.empty((), dtype=storage.dtype).element_size()
         size, stride = tuple(size), tuple(stride)
-        whole = offset == 0 and math.prod(size) == numel and stride == _contiguous(size)
+        whole = offset == 0 and math.prod(size) == numel and stride == contiguous_strides(size)
         t = rebuild(storage, offset, size, stride) if whole else rebuild(storage, 0, (numel,), (1,))
         held = untyped._tpu_device_copy = _to_device(t, dev)
         if whole:
@@ -91,14 +92,6 @@ def _rebuild_on_device(rebuild: Any, storage: Any, offset: int, size: Any, strid
     with torch.no_grad():
         view = held.as_strided(tuple(size), tuple(stride), offset).detach()
     return view
-
-
-def _contiguous(size: tuple) -> tuple:
-    strides, acc = [], 1
-    for s in reversed(size):
-        strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
 
 
 def _storage_new(orig_new: Any) -> Any:
