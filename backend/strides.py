@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 
-_MAX_ENTRIES = 65536
-_CACHE: dict[Any, Any] = {}
-_NO_META = object()  # the op has no meta kernel: the caller keeps contiguous strides
+NO_META = object()  # the op has no meta kernel: the caller keeps contiguous strides
 
 
 def contiguous_strides(shape: tuple) -> tuple:
@@ -47,30 +45,15 @@ def _to_meta(a: Any) -> Any:
 
 
 def view_geometry(func: Any, args: tuple, kwargs: dict) -> Any:
-    """[(strides, storage_offset), ...] (one per output) for the view ``func(*args, **kwargs)``, or ``_NO_META``.
+    """[(strides, storage_offset), ...] (one per output) for the view ``func(*args, **kwargs)``, or ``NO_META``.
     Raises PyTorch's error where the view cannot be expressed over the source's strides."""
     try:
         res = func(*_to_meta(args), **_to_meta(kwargs))
     except NotImplementedError:
-        return _NO_META
+        return NO_META
     except Exception:
         if any(isinstance(a, torch.Tensor) for a in (*args[1:], *kwargs.values())):
-            return _NO_META  # (a tensor argument a meta kernel cannot read, narrow's start: not a refusal)
+            return NO_META  # (a tensor argument a meta kernel cannot read, narrow's start: not a refusal)
         raise
     leaves = res if isinstance(res, (list, tuple)) else (res,)
     return [(r.stride(), r.storage_offset()) for r in leaves]
-
-
-def cached_view_geometry(func: Any, args_key: Any, src: torch.Tensor, args: tuple, kwargs: dict) -> Any:
-    """``view_geometry`` cached per (op, hashable arguments key, source geometry)."""
-    key = (func, args_key, tuple(src.shape), src.stride(), src.storage_offset(), src.dtype)
-    hit = _CACHE.get(key)
-    if hit is None:
-        hit = view_geometry(func, args, kwargs)
-        if len(_CACHE) > _MAX_ENTRIES:
-            _CACHE.clear()
-        _CACHE[key] = hit
-    return hit
-
-
-NO_META = _NO_META

@@ -3,9 +3,10 @@
 A view (``view``, ``t``, ``transpose``, ``split`` ...) of a TPU tensor is its root plus a chain of view steps
 (backend/tensor.py). Computing each view's array as it is made cost one XLA executable per view call (about
 60 us on XLA:CPU, a quarter of a small GPT's train step: ``linear`` alone makes a ``t`` and two ``view``s).
-Here the view gets its shape and dtype from the lowering run on abstract values (cached per signature), and
-its array is left unset and marked stale: the first read replays the whole chain from the root in one cached
-executable (``tensor.payload``), and a view that is only viewed again, or never read, costs no program at all.
+Here the view gets its shape and dtype from the lowering run on abstract values, and its strides and offset
+from PyTorch's meta kernel (backend/strides.py), cached per signature; its array is left unset and marked
+stale: the first read replays the whole chain from the root in one cached executable (``tensor.payload``), and
+a view that is only viewed again, or never read, costs no program at all.
 Reading a view always sees the root's current value, which is what aliasing means.
 
 A view whose arguments hold tensors, whose step cannot be keyed, or whose shape cannot be derived abstractly
@@ -28,7 +29,7 @@ from backend.strides import NO_META, view_geometry
 from backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
 
 _MAX_DESCRIPTIONS = 65536
-_DESCRIPTIONS: dict[Any, Any] = {}  # (lowering, arguments, input shape, dtype) -> _Described
+_DESCRIPTIONS: dict[Any, Any] = {}  # (op, arguments, input shape, strides, offset, dtype) -> _Described
 _NO = object()  # the view cannot be described abstractly: the eager path runs (and raises) it
 
 
@@ -98,12 +99,12 @@ def _describe(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src:
 def _described(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
     ik = None if kwargs else _int_key(rest)
     if ik is not None:
-        key: Any = (fn, ik, src.shape, src.stride(), src.storage_offset(), src.dtype)
+        key: Any = (func, ik, src.shape, src.stride(), src.storage_offset(), src.dtype)
     else:
         if not _static(rest) or (kwargs and not _static(tuple(kwargs.values()))):
             return _NO
         try:
-            key = (fn, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.stride(), src.storage_offset(),
+            key = (func, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.stride(), src.storage_offset(),
                    src.dtype)
             hash(key)
         except TypeError:

@@ -181,3 +181,28 @@ def test_moving_a_model_whose_cpu_outputs_are_still_alive() -> None:
     assert model[0].weight is model[1].weight and model[0].weight.device.type == "tpu"
     torch.testing.assert_close(model(ids.to("tpu")).sum().cpu(), cpu_loss.detach())
     cpu_loss.backward()  # the CPU graph is intact
+
+
+@pytest.mark.parametrize("convert", ["half", "bfloat16", "double", "to(float16)"])
+def test_a_module_converted_after_it_moved_computes_in_the_new_dtype(convert: str) -> None:
+    """``model.to("tpu").half()``: Module._apply assigns ``param.data = converted`` (PyTorch's set_data, no
+    dispatch): the parameter objects stay, and their arrays must follow the new dtype, as on CUDA."""
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    dev = copy.deepcopy(cpu).to("tpu")
+    params_before = list(dev.parameters())
+    apply = {"half": lambda m: m.half(), "bfloat16": lambda m: m.bfloat16(), "double": lambda m: m.double(),
+             "to(float16)": lambda m: m.to(torch.float16)}[convert]
+    apply(cpu)
+    apply(dev)
+    assert all(a is b for a, b in zip(params_before, dev.parameters(), strict=True))
+    dtype = next(cpu.parameters()).dtype
+    x = torch.randn(3, 4).to(dtype)
+    for p in dev.parameters():
+        assert p.dtype == dtype and p.detach().cpu().dtype == dtype
+    tol = {} if dtype == torch.float64 else {"atol": 1e-2, "rtol": 1e-2}  # (16-bit: rounding differs per kernel)
+    torch.testing.assert_close(dev(x.to("tpu")).detach().cpu(), cpu(x).detach(), **tol)
+    opt = torch.optim.SGD(dev.parameters(), lr=0.1)
+    dev(x.to("tpu")).float().sum().backward()
+    opt.step()
+    assert all(p.grad.dtype == dtype for p in dev.parameters())
