@@ -28,7 +28,7 @@ from backend.lazy import Lazy
 from backend.op_jit import op_jit, reads_host_values
 from backend.ops.registry import lookup, on_change
 from backend.size_check import size_check_for
-from backend.strides import NO_META, contiguous_strides, view_geometry
+from backend.strides import NO_META, view_geometry
 from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
 from backend.traced import Untraceable, traced, tracing
 from backend.views import deferred_alias, deferred_view, view_mode, view_operand
@@ -546,21 +546,35 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
             uk = {}
             new = fn(value(root), *rest)
         else:
-            new = fn(value(self), *rest, **uk)
+            old = value(self)
+            new = fn(old, *rest, **uk)
         with private.no_dispatch():
             f(self, *a[1:], **k)
-            if root is None and not self.is_contiguous():  # a root's array is its value in contiguous order
-                _AS_STRIDED_(self, tuple(self.shape), contiguous_strides(tuple(self.shape)), 0)
         if tuple(self.shape) != tuple(new.shape):
             raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
+        step = ViewStep(fn, tuple(rest), uk)
         if rebase:
-            self._chain = (ViewStep(fn, tuple(rest), uk),)
+            self._chain = (step,)
         elif root is not None:
-            self._chain = self._chain + (ViewStep(fn, tuple(rest), uk),)
+            self._chain = self._chain + (step,)
+        elif not self.is_contiguous() or self.storage_offset() != 0:
+            _reroot(self, old, step)
         self._elem = new
         return self
 
     return plan
+
+
+def _reroot(t: TpuTensor, old: Any, step: ViewStep) -> None:
+    """A root restrided in place (``t_``, ``transpose_``, ``as_strided_``) reports the strides PyTorch gives it
+    over its unchanged storage, as on CUDA: its old array becomes a hidden root (the storage, in order) and the
+    tensor a view of it by ``step``. (A root's own array must be its value in contiguous order.)"""
+    storage = TpuTensor(old)
+    storage._viewed = True
+    address = t.__dict__.pop("_address", None)
+    if address is not None:
+        storage._address = address  # (same storage, same data_ptr)
+    t._root, t._chain, t._seen = storage, (step,), storage._gen
 
 
 def _on_storage(plan: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:

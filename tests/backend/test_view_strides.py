@@ -125,9 +125,35 @@ def test_as_strided_in_place_on_a_view_and_on_a_root(mode: str) -> None:
     v_cpu.as_strided_((3, 2), (6, 1), 1)
     v_dev.as_strided_((3, 2), (6, 1), 1)
     assert torch.equal(v_dev.cpu(), v_cpu)
-    r = torch.arange(6.0).to("tpu")
-    r.as_strided_((2, 2), (1, 2))
-    assert torch.equal(r.cpu(), torch.arange(6.0).as_strided((2, 2), (1, 2)))
+
+
+
+_RESTRIDES = {
+    "t_": lambda x: x.t_(),
+    "transpose_": lambda x: x.transpose_(0, 1),
+    "as_strided_ transposed": lambda x: x.as_strided_((2, 2), (1, 3), 1),
+    "as_strided_ offset": lambda x: x.as_strided_((2,), (1,), 2),
+    "unsqueeze_": lambda x: x.unsqueeze_(1),
+}
+
+
+@pytest.mark.parametrize("name", list(_RESTRIDES))
+def test_a_root_restrided_in_place_reports_cudas_strides_and_copies_as_cuda_does(name: str, mode: str) -> None:
+    cpu = torch.arange(6.0).view(2, 3)
+    dev = cpu.clone().to("tpu")
+    ptr = dev.data_ptr() - dev.storage_offset() * dev.element_size()
+    _RESTRIDES[name](cpu)
+    _RESTRIDES[name](dev)
+    assert (dev.stride(), dev.storage_offset()) == (cpu.stride(), cpu.storage_offset())
+    assert dev.data_ptr() - dev.storage_offset() * dev.element_size() == ptr, "same storage as before"
+    assert torch.equal(dev.cpu(), cpu)
+    dev.contiguous().add_(10)  # a copy where the strides say so, the tensor itself where they do not
+    cpu.contiguous().add_(10)
+    assert torch.equal(dev.cpu(), cpu)
+    dev.mul_(2)
+    cpu.mul_(2)
+    assert torch.equal(dev.cpu(), cpu)
+    assert torch.equal(dev.reshape(-1).cpu(), cpu.reshape(-1))
 
 
 def test_as_strided_of_a_view_with_another_dtype_names_the_limit() -> None:
