@@ -7,15 +7,16 @@ first use of the device. See docs/backend.md.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 
-# No module-level `import torch`: if `backend` is imported first, importing torch runs the autoload entry
-# point while this module is half-initialised; every function below imports torch when called.
+# `import torch` comes last in this file (see the bottom): importing any of our modules first makes this file
+# import torch, whose autoload calls `_autoload` below while none of our sub-modules is half-initialised.
 
 __all__ = ["register", "is_registered", "stood_aside"]
 
-log = logging.getLogger("backend")
+log = logging.getLogger(__name__)
 
 _registered = False
 _stood_aside = False
@@ -41,7 +42,7 @@ def register() -> bool:
         return True
     if _stood_aside:
         return False
-    from backend import _torch_private as private  # lazy: startup (import torch runs this)
+    from tpu_workbench.backend import _torch_private as private  # lazy: startup (import torch runs this)
 
     owner = private.privateuse1_name()
     if owner != "privateuseone" or hasattr(torch, "tpu"):
@@ -53,19 +54,19 @@ def register() -> bool:
         )
         return False
 
-    from backend import device  # lazy: startup
+    from tpu_workbench.backend import device  # lazy: startup
 
     private.setup_python_backend("tpu", device, device._Hooks(), device._Guard())
     _install_kernels()
-    from backend import generator, patches, serialization  # lazy: startup
+    from tpu_workbench.backend import generator, patches, serialization  # lazy: startup
 
     patches.apply()
     serialization.install()
     generator.install()
     _registered = True
 
-    from backend import compile as _c  # lazy: startup
-    from backend import distributed as _d  # lazy: startup
+    from tpu_workbench.backend import compile as _c  # lazy: startup
+    from tpu_workbench.backend import distributed as _d  # lazy: startup
 
     _c.register()
     _d.register()
@@ -74,7 +75,9 @@ def register() -> bool:
 
 def _factory_fallback(op, *args, **kwargs):  # noqa: ANN001, ANN202 - torch.library calling convention
     # Ops with no tensor input but device="tpu" (empty, arange, ...) reach the PrivateUse1 key here.
-    from backend.dispatch import dispatch  # lazy: jax (the dispatcher loads every lowering family)
+    from tpu_workbench.backend.dispatch import (
+        dispatch,  # lazy: jax (the dispatcher loads every lowering family)
+    )
 
     return dispatch(op, (), args, kwargs)
 
@@ -101,7 +104,7 @@ def _factory_kernel(packet: str, overload: str):  # noqa: ANN202
     op = getattr(getattr(torch.ops.aten, packet), overload)
 
     def kernel(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        from backend.dispatch import dispatch  # lazy: jax
+        from tpu_workbench.backend.dispatch import dispatch  # lazy: jax
 
         return dispatch(op, (), args, kwargs)
 
@@ -119,7 +122,7 @@ def _install_kernels() -> None:
         packet, overload = name.split(".")
         direct.impl(name if overload != "default" else packet, _factory_kernel(packet, overload), "PrivateUse1")
     _libs.append(direct)
-    from backend import amp, composite  # lazy: startup
+    from tpu_workbench.backend import amp, composite  # lazy: startup
 
     _libs.extend(amp.install())
     _libs.extend(composite.install())
@@ -133,3 +136,11 @@ def _autoload() -> None:
         register()
     except Exception as exc:  # never break `import torch`
         log.warning("backend: could not register the JAX-backed 'tpu' device: %s", exc)
+
+
+# Import order is free: when one of our modules is imported before torch (`from tpu_workbench.backend import state`
+# first), this line runs torch's import, and with it the autoload entry point, once `_autoload` exists and before
+# the sub-module that was asked for starts (it would be half-initialised inside the registration otherwise).
+# When torch is imported first, torch is already in sys.modules here and this line is free. (Not bound to a
+# global: the functions above import torch themselves, since autoload calls them before this line returns.)
+importlib.import_module("torch")

@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from backend import autograd_thread, state
+from tpu_workbench.backend import autograd_thread, state
 
 
 @functools.cache
@@ -102,7 +101,7 @@ def j2t_dtype(dtype: Any) -> torch.dtype:
 
 def cpu_to_jax(t: torch.Tensor) -> Any:
     """Copy a CPU tensor into a jax.Array (bfloat16 travels as its bit pattern). Host data entering the device
-    marks this thread as one that uses it (see ``backend.autograd_thread``)."""
+    marks this thread as one that uses it (see ``tpu_workbench.backend.autograd_thread``)."""
     jax = jax_module()
     autograd_thread.adopt_calling_thread()
     t = t.detach()

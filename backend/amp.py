@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 LOWER_PRECISION = [
     "mm.default", "addmm.default", "bmm.default", "baddbmm.default", "addbmm.default", "matmul.default",

@@ -17,8 +17,7 @@ import os
 import threading
 
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 
 class _PerThread(threading.local):

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 # A C-API call flagged as such: ctypes returns NULL when the interpreter holds an error after it, so
 # calling it turns a pending error into an ordinary exception in the calling frame.

@@ -14,7 +14,7 @@ How it works (see docs/compile_and_distributed.md):
   shape with JAX doing the differentiation of our own lowerings.
 * Input mutation (BatchNorm running stats, ``x.add_()`` on an input): the wrappers' final payloads
   are extra outputs and are written back into the real inputs after the call.
-* RNG: the global JAX key (``backend.random``) is an input and the advanced key an output, so
+* RNG: the global JAX key (``tpu_workbench.backend.random``) is an input and the advanced key an output, so
   dropout under ``torch.manual_seed`` is reproducible and no tracer leaks into the global state.
 * Executables are cached per graph on (shapes, dtypes, requires-grad, grad mode, static args):
   a new shape is a new trace and a new compile, counted in :func:`stats`.
@@ -35,12 +35,12 @@ from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import random as brandom
+from tpu_workbench.backend.tensor import TpuTensor, value
 
-import backend
-from backend import _torch_private as private
-from backend import lazy, state
-from backend import random as brandom
-from backend.tensor import TpuTensor, value
+from tpu_workbench import backend
 
 __all__ = ["CompileStats", "register", "reset_stats", "stats", "tpu_backend"]
 
@@ -548,7 +548,7 @@ def _install_dynamo_hook() -> None:
     private.dynamo_register_tensor_type(TpuTensor)
     # Eager tpu ops that run inside a compiled region (around a graph break) enter the device's
     # __torch_dispatch__ and JAX; Dynamo must run those frames, never try to trace them.
-    for mod in ("backend", "jax", "jaxlib"):
+    for mod in ("tpu_workbench.backend", "jax", "jaxlib"):
         private.dynamo_trace_rules_add(mod)
     _HOOKED = True
 
@@ -587,7 +587,7 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
         elif backend in ("inductor", None) and _on_tpu(model) and not kwargs.get("options"):
             raise ValueError("torch.compile: backend='inductor' cannot run a model on the 'tpu' device; "
                              "use backend='tpu' (the default for tpu models)")
-        elif "backend.tensor" in sys.modules:  # other backends ("eager", "aot_eager") on tpu tensors
+        elif "tpu_workbench.backend.tensor" in sys.modules:  # other backends ("eager", "aot_eager") on tpu tensors
             _install_dynamo_hook()
         return orig(model, **kwargs)
 
@@ -605,7 +605,7 @@ def register() -> None:
     def _compile() -> None:
         if not getattr(torch.compile, "_tpu_patched", False):
             private.replace_attr(torch, "compile", _make_compile(torch.compile))
-    if "torch._dynamo.variables.builder" in sys.modules and "backend.tensor" in sys.modules:
+    if "torch._dynamo.variables.builder" in sys.modules and "tpu_workbench.backend.tensor" in sys.modules:
         _install_dynamo_hook()
     tpu_mod = getattr(torch, "tpu", None)
     if tpu_mod is not None and not hasattr(tpu_mod, "_get_cache_stats"):

@@ -26,8 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -179,7 +178,9 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
           enable_gqa: bool = False) -> torch.Tensor:
     """Attention as one fused op forward and one backward where that is the math path's computation
     (backend/ops/attention.py); otherwise PyTorch's own kernel, which takes the math path."""
-    from backend.ops.attention import fused_attention_applies  # lazy: jax (the lowerings import it)
+    from tpu_workbench.backend.ops.attention import (
+        fused_attention_applies,  # lazy: jax (the lowerings import it)
+    )
 
     if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         return torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default(
@@ -198,7 +199,9 @@ def _one_op_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> 
     trace, functorch wrappers, mixed dtypes) takes the composite, which raises or promotes as usual."""
     tpu = _Types.tpu
     if tpu is None:
-        from backend.tensor import TpuTensor  # lazy: startup (installed before the tensor type loads)
+        from tpu_workbench.backend.tensor import (
+            TpuTensor,  # lazy: startup (installed before the tensor type loads)
+        )
 
         tpu = _Types.tpu = TpuTensor
     if x.__class__ is not tpu or w.__class__ is not tpu or (b is not None and b.__class__ is not tpu):
@@ -225,7 +228,7 @@ def _linear_backward(x: torch.Tensor, grad: torch.Tensor, w: torch.Tensor, mask:
         return (grad.matmul(w) if mask[0] else None,
                 g2.t().mm(x.reshape(-1, k)) if mask[1] else None,
                 g2.sum(0) if mask[2] else None)
-    from backend.dispatch import dispatch  # lazy: jax
+    from tpu_workbench.backend.dispatch import dispatch  # lazy: jax
 
     return dispatch(torch.ops.aten.mkldnn_linear_backward.default, (), (x, grad, w, mask), {})
 

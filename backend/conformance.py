@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import dispatch as _d
-from backend import random as _rng
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import dispatch as _d
+from tpu_workbench.backend import random as _rng
 
 tree_flatten, tree_map = private.tree_flatten, private.tree_map
 

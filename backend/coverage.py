@@ -2,7 +2,7 @@
 
 ``python -m backend.coverage`` prints a table (direct / decomposed / missing) over every ATen overload
 tagged ``torch.Tag.core``; ``--json`` prints the same data as JSON. "direct" means a lowering in
-``backend.ops`` (exact overload or its packet); "decomposed" means the dispatcher reaches lowerings through
+``tpu_workbench.backend.ops`` (exact overload or its packet); "decomposed" means the dispatcher reaches lowerings through
 a PyTorch decomposition, a derived in-place/out= form, or a CompositeImplicitAutograd kernel.
 """
 
@@ -14,8 +14,7 @@ import sys
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 
 def core_overloads() -> list[Any]:
@@ -40,9 +39,9 @@ def core_overloads() -> list[Any]:
 
 def classify(op: Any) -> str:
     """"direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
-    from backend import dispatch  # lazy: jax (loads every lowering family)
-    from backend.decompositions import decomposition_for  # lazy: jax
-    from backend.ops.registry import lookup  # lazy: jax
+    from tpu_workbench.backend import dispatch  # lazy: jax (loads every lowering family)
+    from tpu_workbench.backend.decompositions import decomposition_for  # lazy: jax
+    from tpu_workbench.backend.ops.registry import lookup  # lazy: jax
 
     if lookup(op) is not None:
         return "direct"
@@ -65,14 +64,15 @@ def classify(op: Any) -> str:
 
 
 def report() -> dict[str, Any]:
-    import backend  # lazy: the report needs the device registered
-    from backend import dispatch  # noqa: F401  # lazy: jax (loads every lowering family)
+    from tpu_workbench.backend import dispatch  # noqa: F401  # lazy: jax (loads every lowering family)
+
+    from tpu_workbench import backend  # lazy: the report needs the device registered
 
     backend.register()
     rows = [{"op": op.name() + ("" if private.overload_name(op) == "default" else "." + private.overload_name(op)),
              "status": classify(op)} for op in core_overloads()]
     counts = {k: sum(r["status"] == k for r in rows) for k in ("direct", "decomposed", "missing")}
-    from backend.ops.registry import REGISTRY  # lazy: jax
+    from tpu_workbench.backend.ops.registry import REGISTRY  # lazy: jax
 
     return {"torch": torch.__version__, "core_overloads": len(rows), "counts": counts,
             "registry_entries": len(REGISTRY), "ops": rows}

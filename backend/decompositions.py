@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 
 @functools.cache

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import backward_errors, lazy, state
-from backend import random as _random
-from backend._jax import jax_module
-from backend.state import EagerMode, Precision
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import backward_errors, lazy, state
+from tpu_workbench.backend import random as _random
+from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.state import EagerMode, Precision
 
 __all__ = [
     "EagerMode", "Event", "Precision", "Stream", "current_device", "current_stream", "default_generators",
@@ -42,7 +41,7 @@ _legacy_warned = False
 def _check_legacy(name: str, replacement: str, depth: int = 2) -> None:
     global _legacy_warned
     caller = sys._getframe(depth).f_globals.get("__name__", "")
-    if caller == "torch" or caller.startswith(("torch.", "backend")):
+    if caller == "torch" or caller.startswith(("torch.", "tpu_workbench.backend")):
         return  # PyTorch internals and this backend may use them
     if os.environ.get("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS", "0") == "1":
         if not _legacy_warned:

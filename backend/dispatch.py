@@ -3,7 +3,7 @@
 Each OpOverload gets a *plan* (a small closure) the first time it is seen; later calls go straight to
 it, so the hot path is: look up plan, unwrap arguments, call the JAX lowering, wrap the result.
 CPU fallback (off by default) is switched on by ``TORCH_TPU_CPU_FALLBACK=1`` or
-``backend.dispatch.set_cpu_fallback(True)``; it warns once per op and counts calls in
+``tpu_workbench.backend.dispatch.set_cpu_fallback(True)``; it warns once per op and counts calls in
 ``FALLBACK_COUNTS``.
 """
 
@@ -16,25 +16,32 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import device as device_module
+from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import ops as _ops
+from tpu_workbench.backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
+from tpu_workbench.backend.decompositions import decomposition_for
+from tpu_workbench.backend.jit import jitted
+from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.op_jit import op_jit, reads_host_values
+from tpu_workbench.backend.ops.registry import lookup, on_change
+from tpu_workbench.backend.size_check import size_check_for
+from tpu_workbench.backend.strides import NO_META, view_geometry
+from tpu_workbench.backend.tensor import (
+    TpuTensor,
+    ViewStep,
+    make_view,
+    payload,
+    set_dispatch_handler,
+    set_value,
+    value,
+)
+from tpu_workbench.backend.traced import Untraceable, traced, tracing
+from tpu_workbench.backend.views import deferred_alias, deferred_view, view_mode, view_operand
 
-import backend.ops
-from backend import _torch_private as private
-from backend import device as device_module
-from backend import lazy, state
-from backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
-from backend.decompositions import decomposition_for
-from backend.jit import jitted
-from backend.lazy import Lazy
-from backend.op_jit import op_jit, reads_host_values
-from backend.ops.registry import lookup, on_change
-from backend.size_check import size_check_for
-from backend.strides import NO_META, view_geometry
-from backend.tensor import TpuTensor, ViewStep, make_view, payload, set_dispatch_handler, set_value, value
-from backend.traced import Untraceable, traced, tracing
-from backend.views import deferred_alias, deferred_view, view_mode, view_operand
-
-backend.ops.load()  # fill the registry
-import backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
+_ops.load()  # fill the registry
+import tpu_workbench.backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
 
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
@@ -515,7 +522,7 @@ def _strict_executable(fn: Callable[..., Any], build_at_first_sight: bool = Fals
     return op_jit(fn, build_at_first_sight=build_at_first_sight)
 
 
-_PLAIN_FAMILIES = ("backend.ops.random",)
+_PLAIN_FAMILIES = ("tpu_workbench.backend.ops.random",)
 _ALIAS_OPS: set = set()
 _UNSAFE_VIEWS: set = set()  # not views to autograd, but their results share the input's storage
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
@@ -605,7 +612,7 @@ def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:
     lazy.flush()  # fused eager: the work recorded before this op lands before the error
     raise NotImplementedError(
         f"operator '{func.name()}' is not implemented for TPU. Set TORCH_TPU_CPU_FALLBACK=1 (or call "
-        "backend.dispatch.set_cpu_fallback(True)) to run it on the CPU instead, or add a lowering in "
+        "tpu_workbench.backend.dispatch.set_cpu_fallback(True)) to run it on the CPU instead, or add a lowering in "
         "backend/ops/."
     )
 

@@ -23,11 +23,10 @@ from datetime import timedelta
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend._jax import cpu_to_jax, jax_to_cpu
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, set_value, value
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, set_value, value
 
 __all__ = ["BACKEND_NAME", "BACKEND_ALIAS", "register", "set_tpu_launch_env"]
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import device as device_module
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import device as device_module
 
 _CGenerator = private.CGenerator
 

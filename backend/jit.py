@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from backend import state
-from backend._jax import jax_module
+from tpu_workbench.backend import state
+from tpu_workbench.backend._jax import jax_module
 
 
 def freeze(v: Any) -> Any:

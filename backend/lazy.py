@@ -6,7 +6,7 @@ Recording. While the mode is on, a lowering call ``fn(*args)`` is not run: its o
 placeholders, and the call is appended to the pending graph. Inputs are either concrete ``jax.Array``s (graph
 inputs) or outputs of earlier nodes.
 
-Materialisation. ``materialize`` (reached through ``backend.tensor.value``: ``.item()``, ``.cpu()``, ``print``,
+Materialisation. ``materialize`` (reached through ``tpu_workbench.backend.tensor.value``: ``.item()``, ``.cpu()``, ``print``,
 raw lowerings, data-dependent control flow) flushes the graph: the outputs still referenced by live tensors are
 computed by one ``jax.jit`` executable, cached by the graph's signature (the op sequence with its static
 arguments, the wiring, input shapes/dtypes and which outputs are live). A signature seen for the first time
@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from backend import random as _rng
-from backend import state
-from backend._jax import jax_module
-from backend.jit import freeze
-from backend.op_jit import PendingView
+from tpu_workbench.backend import random as _rng
+from tpu_workbench.backend import state
+from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.jit import freeze
+from tpu_workbench.backend.op_jit import PendingView
 
 MAX_NODES = 4096  # a graph this long is flushed even if nothing asked for a value
 CACHE_SIZE = 128  # compiled graphs kept (least recently used evicted)

@@ -12,7 +12,7 @@ import collections
 import warnings
 from typing import Any
 
-from backend._jax import jax_module
+from tpu_workbench.backend._jax import jax_module
 
 
 class MemoryStatsUnavailable(RuntimeError):

@@ -21,11 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend import random as _rng
-from backend import state
-from backend._jax import jax_module
-from backend.jit import freeze
+from tpu_workbench.backend import random as _rng
+from tpu_workbench.backend import state
+from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.jit import freeze
 
 _PLAIN = object()  # the signature runs as a plain call
 _BY_VALUE = object()  # traceable only with its float arguments as constants

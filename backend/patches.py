@@ -1,4 +1,4 @@
-"""The global patches the device applies to PyTorch when it registers (see ``backend._torch_private``).
+"""The global patches the device applies to PyTorch when it registers (see ``tpu_workbench.backend._torch_private``).
 
 ``python -m backend.patches`` prints every patch (these and the ones compile/distributed register), its
 target, why it exists and whether it can be switched off with ``TORCH_TPU_DISABLE_PATCHES``.
@@ -11,11 +11,10 @@ import warnings
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import backward_errors, memory, pinned_factories, pinning
-from backend import device as device_module
-from backend.tensor import TpuTensor
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import backward_errors, memory, pinned_factories, pinning
+from tpu_workbench.backend import device as device_module
+from tpu_workbench.backend.tensor import TpuTensor
 
 
 def _already_there(module: torch.nn.Module, dev: torch.device, dtype: torch.dtype | None) -> bool:
@@ -52,7 +51,7 @@ def _on_tpu_accelerator() -> bool:
 
 
 def apply() -> None:
-    """Apply the device's core patches (idempotent; called by ``backend.register()``)."""
+    """Apply the device's core patches (idempotent; called by ``tpu_workbench.backend.register()``)."""
 
     apply_accelerator()
 
@@ -230,7 +229,7 @@ def table() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    import backend  # lazy: the command needs the device registered
+    from tpu_workbench import backend  # lazy: the command needs the device registered
 
     backend.register()
     for row in table():

@@ -3,9 +3,9 @@
 PyTorch's CPU factories ask the accelerator's C++ hooks for a pinned allocator, which a Python backend cannot
 provide, so the call would fail with a message about ``PrivateUse1HooksInterface``. CUDA scripts preallocate
 staging buffers this way. Each factory that takes ``pin_memory`` is wrapped: with ``pin_memory=True`` for a
-host tensor it builds an ordinary host tensor and marks it pinned (see ``backend.pinning``); every other call
+host tensor it builds an ordinary host tensor and marks it pinned (see ``tpu_workbench.backend.pinning``); every other call
 goes straight to the original. Dynamo is told to keep the wrappers in its graphs as the factories they are
-(``backend.compile``), so compiled code that calls ``torch.zeros`` does not break its graph here.
+(``tpu_workbench.backend.compile``), so compiled code that calls ``torch.zeros`` does not break its graph here.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import pinning
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import pinning
 
 # the public torch.* functions whose schema has a pin_memory argument (tests/backend/test_pinned_factories.py
 # recomputes this from the pinned torch's schemas), plus torch.tensor, which parses its own arguments

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend._jax import jax_module
+from tpu_workbench.backend._jax import jax_module
 
 _key: Any = None
 _seed: int | None = None

@@ -25,9 +25,8 @@ import re
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend.strides import contiguous_strides
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend.strides import contiguous_strides
 
 _MARK = "_tpu_restore_device"
 _TPU_LOCATION = re.compile(r"tpu(:\d+)?$")
@@ -41,7 +40,7 @@ def _in_load() -> bool:
 def _target(location: str) -> torch.device | None:
     if not isinstance(location, str) or not _TPU_LOCATION.match(location):
         return None
-    from backend import device  # lazy: startup (device imports this module's users)
+    from tpu_workbench.backend import device  # lazy: startup (device imports this module's users)
 
     return device.checked_device(torch.device(location))
 
@@ -114,7 +113,7 @@ def _storage_new(orig_new: Any) -> Any:
 
 
 def install() -> None:
-    """Register the deserializer and the patches (called by ``backend.register()``)."""
+    """Register the deserializer and the patches (called by ``tpu_workbench.backend.register()``)."""
 
     @private.patch("storage-on-tpu", "torch.UntypedStorage.__new__",
                    "a storage on 'tpu' would dereference a null C++ allocator (a segmentation fault): refuse it with "

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 _LIMIT = 1 << 63  # bytes: XLA (and torch) keep sizes in int64
 _SIZE_ARGS = frozenset({"size", "sizes", "output_size", "shape", "repeats"})

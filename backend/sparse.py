@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import tensor as tensor_module
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import tensor as tensor_module
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor
 
 aten = torch.ops.aten
 _TPU = None

@@ -117,7 +117,7 @@ def in_bad_fork() -> bool:
 def _after_fork_in_child() -> None:
     global _bad_fork
     jax = sys.modules.get("jax")
-    if jax is not None and "backend._jax" in sys.modules and sys.modules["backend._jax"].jax_module.cache_info().currsize:
+    if jax is not None and "tpu_workbench.backend._jax" in sys.modules and sys.modules["tpu_workbench.backend._jax"].jax_module.cache_info().currsize:
         _bad_fork = True
 
 

@@ -15,14 +15,13 @@ from collections import OrderedDict
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import lazy
-from backend._jax import j2t_dtype, jax_module, jax_to_cpu
-from backend.jit import freeze
-from backend.lazy import Lazy
-from backend.op_jit import op_jit
-from backend.strides import contiguous_strides
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend._jax import j2t_dtype, jax_module, jax_to_cpu
+from tpu_workbench.backend.jit import freeze
+from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.op_jit import op_jit
+from tpu_workbench.backend.strides import contiguous_strides
 
 _DEVICE: torch.device | None = None  # resolved after backend.register renamed PrivateUse1
 
@@ -498,7 +497,7 @@ _dispatch = _no_handler
 
 
 def set_dispatch_handler(handler: Any) -> None:
-    """Install the function every ATen call on a TPU tensor goes to (``backend.dispatch`` installs itself:
+    """Install the function every ATen call on a TPU tensor goes to (``tpu_workbench.backend.dispatch`` installs itself:
     the tensor type stays below the dispatcher in the import graph)."""
     global _dispatch
     _dispatch = handler

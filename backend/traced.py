@@ -21,13 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend import lazy, state
-from backend import random as _rng
-from backend._jax import jax_module
-from backend.jit import freeze
-from backend.lazy import Lazy
-from backend.tensor import TpuTensor, payload
+from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import random as _rng
+from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.jit import freeze
+from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.tensor import TpuTensor, payload
 
 _SEEN_ONCE = object()
 _PLAIN = object()

@@ -20,13 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from backend._jax import j2t_dtype, jax_module, t2j_dtype
-from backend.jit import freeze
-from backend.lazy import Lazy
-from backend.op_jit import PendingView
-from backend.strides import NO_META, view_geometry
-from backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
+from tpu_workbench.backend._jax import j2t_dtype, jax_module, t2j_dtype
+from tpu_workbench.backend.jit import freeze
+from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.op_jit import PendingView
+from tpu_workbench.backend.strides import NO_META, view_geometry
+from tpu_workbench.backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
 
 _MAX_DESCRIPTIONS = 65536
 _DESCRIPTIONS: dict[Any, Any] = {}  # (op, arguments, input shape, strides, offset, dtype) -> _Described

@@ -69,8 +69,7 @@ def step_flops(model: GPT, batch: int, seq: int, layers: int, dim: int) -> float
 def _sync(device: str, model: nn.Module, loss: torch.Tensor) -> float:
     if device == "tpu":
         import jax
-
-        from backend.tensor import value
+        from tpu_workbench.backend.tensor import value
 
         jax.block_until_ready([value(p) for p in model.parameters()])
     return float(loss.detach().cpu())
@@ -100,7 +99,7 @@ def run_mode(name: str, device: str, compiled: str | None, args: argparse.Namesp
 
     stats0 = None
     if compiled == "tpu":
-        import backend.compile as bc
+        import tpu_workbench.backend.compile as bc
 
         bc.reset_stats()
     t0 = time.perf_counter()

@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2000, help="--ops: timed calls per op")
     p.add_argument("--json", type=Path, help="write the figures here too")
     a = p.parse_args(argv)
-    import backend
+    from tpu_workbench import backend
 
     backend.register()
     torch.set_num_threads(a.threads)

@@ -19,8 +19,7 @@ import sysconfig
 import time
 
 import libcst as cst
-
-from migrate.engine import run_files
+from tpu_workbench.migrate.engine import run_files
 
 PACKAGES = ("torch", "jax", "jaxlib", "libcst", "numpy", "pandas", "hypothesis", "matplotlib")
 

@@ -1,7 +1,7 @@
 """tpu-migrate on one ever larger generated file: time and peak memory per size (is it linear?).
 
 Each size runs in a fresh Python process (so the peak resident memory is that file's alone) through
-``migrate.engine.process_file`` (read, parse, rewrite, diff; nothing is written). Half of the generated
+``tpu_workbench.migrate.engine.process_file`` (read, parse, rewrite, diff; nothing is written). Half of the generated
 functions need two rewrites (``x.cuda()``, ``torch.cuda.synchronize()``), half need none; ``--clean``
 generates functions that need none (only the import does), to time the parse-and-walk path alone.
 
@@ -28,11 +28,11 @@ SIZES = (1000, 2000, 4000, 8000, 16000, 37000)
 
 _CHILD = r"""
 import json, resource, sys, time
-from migrate.engine import process_file
+from tpu_workbench.migrate.engine import process_file
 import inspect
 kw = {}
 if "limits" in inspect.signature(process_file).parameters:  # (older versions have no per-file limits)
-    from migrate.limits import NO_LIMITS
+    from tpu_workbench.migrate.limits import NO_LIMITS
     kw["limits"] = NO_LIMITS  # the benchmark wants the full time
 t0, c0 = time.perf_counter(), time.process_time()
 r = process_file(sys.argv[1], **kw)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from importlib.metadata import version
 
-    import migrate
+    from tpu_workbench import migrate
 
     print(f"# host {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, libcst "
           f"{version('libcst')}, migrate from "

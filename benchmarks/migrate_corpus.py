@@ -124,7 +124,7 @@ def _env() -> dict[str, str]:
 
 
 def _cli(args: list[str], cwd: Path) -> tuple[int, dict]:
-    cmd = [sys.executable, "-m", "migrate.cli", "--output-format", "json", "-q", "--jobs", "2", *args]
+    cmd = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--output-format", "json", "-q", "--jobs", "2", *args]
     env = _env()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     try:
@@ -222,7 +222,7 @@ def run_repo(name: str, commit: str, tree: Path, diffs: Path | None) -> Row:
 
 def _cli_text(cwd: Path) -> tuple[int, str]:
     """The default run (diffs and findings as text), for reading hunks."""
-    cmd = [sys.executable, "-m", "migrate.cli", "-q", "--jobs", "2", "."]
+    cmd = [sys.executable, "-m", "tpu_workbench.migrate.cli", "-q", "--jobs", "2", "."]
     env = _env()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     return out.returncode, out.stdout

@@ -18,9 +18,15 @@ import sys
 import time
 
 import torch
+from tpu_workbench.backend.conformance import (
+    KNOWN_UNSUPPORTED_FILE,
+    entry_name,
+    load_known_unsupported,
+    op_db,
+    run_entry,
+)
 
-import backend
-from backend.conformance import KNOWN_UNSUPPORTED_FILE, entry_name, load_known_unsupported, op_db, run_entry
+from tpu_workbench import backend
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.validate.orchestrate import run_validation  # noqa: E402
-from workbench.validate.sweep import SweepOptions  # noqa: E402
+from tpu_workbench.bench.validate.orchestrate import run_validation  # noqa: E402
+from tpu_workbench.bench.validate.sweep import SweepOptions  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="only merge these runs' records into --out")
     args = ap.parse_args(argv)
     if args.merge:
-        from workbench.validate.orchestrate import merge_runs
+        from tpu_workbench.bench.validate.orchestrate import merge_runs
 
         run = merge_runs(args.merge, args.out)
         _print(run, args)

@@ -2,7 +2,7 @@
 
 A pure source-to-source tool (libcst); it imports neither torch nor jax.
 
-    >>> from migrate import migrate_source
+    >>> from tpu_workbench.migrate import migrate_source
     >>> migrate_source("import torch\\nx = torch.zeros(2, device='cuda')\\n").new_source
     "import torch\\nx = torch.zeros(2, device='tpu')\\n"
 """

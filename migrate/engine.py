@@ -35,7 +35,7 @@ def migrate_paths(
 ) -> RunResult:
     """Migrate files and folders (``.py`` and ``.ipynb``); ``write=False`` only computes diffs.
 
-    Raises ValueError for an unknown rule code and :class:`migrate.discover.OutsideTree` for a named path
+    Raises ValueError for an unknown rule code and :class:`tpu_workbench.migrate.discover.OutsideTree` for a named path
     that leads out of its tree through a symlink (unless ``follow_symlinks``).
     """
     paths = list(paths)

@@ -1,6 +1,6 @@
 """The single libcst pass: dispatches nodes to the enabled rules and collects diagnostics.
 
-The transformer implements the rules' :class:`migrate.rules.base.Context`: it resolves qualified names (so
+The transformer implements the rules' :class:`tpu_workbench.migrate.rules.base.Context`: it resolves qualified names (so
 ``import torch_xla.core.xla_model as anything`` and ``from torch import cuda`` work and a local ``xs``
 is never touched), records diagnostics at original positions, and places at most one
 ``# TODO(tpu-migrate CODE)`` comment per code above a statement, never a second one on a re-run.

@@ -54,9 +54,9 @@ SHOW_DIFFS = True  # print the unified diff of every migrated file
 import tempfile
 from pathlib import Path
 
-from workbench import demo_chain as chain
-from workbench import notebook_views as nbv
-from workbench import plots
+from tpu_workbench.bench import demo_chain as chain
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench import plots
 
 work = Path(tempfile.mkdtemp(prefix="tpu-migrate-demo-"))
 mig = chain.migrate_examples(work, source=EXAMPLES)
@@ -137,11 +137,11 @@ BASELINE = "cpu"         # ratios are taken against this variant
     code("""
 import warnings
 
-from workbench import analysis, plots
-from workbench import notebook_views as nbv
-from workbench.compare import compare_table
-from workbench.devices import present_devices
-from workbench.run import run_matrix
+from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench.compare import compare_table
+from tpu_workbench.bench.devices import present_devices
+from tpu_workbench.bench.run import run_matrix
 
 devices = DEVICES or present_devices()
 print("devices present here:", ", ".join(present_devices()), "| running on:", ", ".join(devices))
@@ -209,10 +209,10 @@ PROJECT_SEQ = 8192
     code("""
 import warnings
 
-from workbench import analysis, plots
-from workbench import notebook_views as nbv
-from workbench.devices import present_devices
-from workbench.run import run_matrix
+from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench.devices import present_devices
+from tpu_workbench.bench.run import run_matrix
 
 records = []
 if RUN_HERE:
@@ -274,8 +274,8 @@ TARGET = 20.0            # interactivity target, output tokens/s per user
 RESULT_FILES = []        # measured decode runs on a GPU / real TPU, e.g. ["gpu.jsonl"]
 """),
     code("""
-from workbench import analysis, plots
-from workbench import notebook_views as nbv
+from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench import notebook_views as nbv
 
 records = analysis.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
 frame = analysis.frontier_frame(records, PRICE_KIND, PRICE or None)
@@ -331,9 +331,9 @@ CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
     code("""
 import pandas as pd
 
-from workbench import analysis, plots
-from workbench import notebook_views as nbv
-from workbench.projection import projection_vs_published
+from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench.projection import projection_vs_published
 
 frames = [analysis.scaling_frame(CHIPS, DENSE, DENSE_LAYOUTS, CHIP_COUNTS),
           analysis.scaling_frame(CHIPS, MOE, MOE_LAYOUTS, CHIP_COUNTS)]
@@ -388,11 +388,11 @@ TOP = 15           # failure classes in the chart
 import tempfile
 from pathlib import Path
 
-from workbench.validate import views
+from tpu_workbench.bench.validate import views
 
 if LIVE_ARCHS:
-    from workbench.validate.orchestrate import run_validation
-    from workbench.validate.sweep import SweepOptions
+    from tpu_workbench.bench.validate.orchestrate import run_validation
+    from tpu_workbench.bench.validate.sweep import SweepOptions
 
     RECORDS = Path(tempfile.mkdtemp(prefix="tpu-validate-"))
     run_validation(LIVE_ARCHS, options=SweepOptions(jobs=1, timeout=600, out=RECORDS), compile="none",

@@ -13,6 +13,7 @@ Rules (docs/architecture.md):
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -20,7 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("migrate", "backend", "workbench")
+# installed package -> repository folder (setup.py's PACKAGE_DIRS)
+PACKAGES = {"tpu_workbench.migrate": "migrate", "tpu_workbench.backend": "backend", "tpu_workbench.bench": "workbench"}
+BARE = ("backend", "migrate", "workbench")
 
 REASONS = {
     "startup": "runs inside `import torch` (autoload) or a CLI's start: import only when used",
@@ -37,19 +40,18 @@ ALLOWED_LAZY_CYCLES: dict[tuple[str, str], str] = {}
 _LAZY = re.compile(r"#\s*lazy:\s*(\w+)")
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts)
+def _module_name(package: str, folder: str, path: Path) -> str:
+    parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([package, *parts])
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            out[_module_name(path)] = path
+    for pkg, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            out[_module_name(pkg, folder, path)] = path
     return out
 
 
@@ -208,12 +210,53 @@ def test_lazy_imports_hide_no_cycle_except_the_allowed_ones() -> None:
     assert cycles == [], f"import circles through function-level imports: {cycles}"
 
 
-@pytest.mark.parametrize(("pkg", "forbidden"), [("migrate", ("backend", "workbench")),
-                                                ("backend", ("migrate", "workbench"))])
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+@pytest.mark.parametrize(
+    ("pkg", "forbidden"),
+    [
+        ("tpu_workbench.migrate", ("tpu_workbench.backend", "tpu_workbench.bench")),
+        ("tpu_workbench.backend", ("tpu_workbench.migrate", "tpu_workbench.bench")),
+    ],
+)
 def test_packages_import_along_the_chain(pkg: str, forbidden: tuple[str, ...]) -> None:
-    bad = [(m, t) for m, v in SCAN.items() if m.split(".")[0] == pkg
-           for t, *_ in v.edges if t.split(".")[0] in forbidden]
+    bad = [(m, t) for m, v in SCAN.items() if _package(m) == pkg for t, *_ in v.edges if _package(t) in forbidden]
     assert not bad
+
+
+def _bare_imports(path: Path) -> list[str]:
+    """Imports of the repository folders' bare names (``import backend``, ``from workbench.x import y``)."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        out += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in BARE]
+    return out
+
+
+def test_nothing_imports_the_bare_folder_names() -> None:
+    """Our code, tests, benchmarks and notebooks import ``tpu_workbench.*`` only: a bare ``backend`` would be a
+    user's package, or ours imported twice under two names."""
+    files = [p for p in ROOT.rglob("*.py") if not {".git", "examples", "fixtures", "golden"} & set(p.parts)]
+    bad = [hit for p in files for hit in _bare_imports(p)]
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        bad += [
+            f"{nb.name}: {line.strip()}"
+            for line in code.splitlines()
+            if line.strip().startswith(("import ", "from ")) and line.split()[1].split(".")[0] in BARE
+        ]
+    assert not bad, "\n".join(bad)
 
 
 def test_the_scanner_sees_a_planted_cycle(tmp_path: Path) -> None:

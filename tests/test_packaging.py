@@ -1,4 +1,4 @@
-"""The install itself: right torch build, the three packages, and the import direction."""
+"""The install itself: right torch build, the three packages under one root, and the import direction."""
 
 import subprocess
 import sys
@@ -13,7 +13,7 @@ def test_torch_is_the_pinned_cpu_build():
     assert version.endswith("+cpu"), f"a CUDA build of torch was installed: {version}"
 
 
-@pytest.mark.parametrize("package", ["migrate", "backend", "workbench"])
+@pytest.mark.parametrize("package", ["tpu_workbench.migrate", "tpu_workbench.backend", "tpu_workbench.bench"])
 def test_package_imports(package):
     __import__(package)
 
@@ -23,7 +23,7 @@ def test_migrate_never_imports_torch_or_jax():
         "import sys\n"
         "sys.modules['torch'] = None\n"
         "sys.modules['jax'] = None\n"
-        "import migrate, migrate.cli\n"
+        "import tpu_workbench.migrate, tpu_workbench.migrate.cli\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -34,7 +34,7 @@ def test_migrate_never_imports_torch_or_jax():
 def test_console_scripts_and_entry_points_are_declared():
     dist = metadata.distribution("tpu-workbench")
     eps = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
-    assert eps[("console_scripts", "tpu-migrate")] == "migrate.cli:main"
-    assert eps[("console_scripts", "tpu-bench")] == "workbench.cli:main"
-    assert ("torch.backends", "tpu_workbench") in eps
-    assert eps[("torch_dynamo_backends", "tpu")] == "backend.compile:tpu_backend"
+    assert eps[("console_scripts", "tpu-migrate")] == "tpu_workbench.migrate.cli:main"
+    assert eps[("console_scripts", "tpu-bench")] == "tpu_workbench.bench.cli:main"
+    assert eps[("torch.backends", "tpu_workbench")] == "tpu_workbench.backend:_autoload"
+    assert eps[("torch_dynamo_backends", "tpu")] == "tpu_workbench.backend.compile:tpu_backend"

@@ -2,8 +2,8 @@
 weak-scaling efficiency, MFU under both FLOP conventions, and labels saying where each number came from.
 
 Every function returns a pandas DataFrame (or plain values); nothing here draws or displays.
-Measured rows come from result files, projected rows from :mod:`workbench.projection`, published rows
-from :mod:`workbench.published`, and each row keeps its provenance.
+Measured rows come from result files, projected rows from :mod:`tpu_workbench.bench.projection`, published rows
+from :mod:`tpu_workbench.bench.published`, and each row keeps its provenance.
 """
 
 from __future__ import annotations
@@ -14,19 +14,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-
-from workbench.catalog import load_catalog
-from workbench.catalog.prices import KIND_MEANING
-from workbench.compare import compare_table
-from workbench.cost import HEADLINE_KINDS, line_of_kind, pick_price, usd_per_million_tokens
-from workbench.cost import price_kind as cost_price_kind
-from workbench.flops import flops_per_token
-from workbench.paths import repo_root
-from workbench.projection import decode_sweep, project, projection_vs_published
-from workbench.published import published_records
-from workbench.results import load_results, variant_label
-from workbench.tables import fmt
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.catalog.prices import KIND_MEANING
+from tpu_workbench.bench.compare import compare_table
+from tpu_workbench.bench.cost import HEADLINE_KINDS, line_of_kind, pick_price, usd_per_million_tokens
+from tpu_workbench.bench.cost import price_kind as cost_price_kind
+from tpu_workbench.bench.flops import flops_per_token
+from tpu_workbench.bench.paths import repo_root
+from tpu_workbench.bench.projection import decode_sweep, project, projection_vs_published
+from tpu_workbench.bench.published import published_records
+from tpu_workbench.bench.results import load_results, variant_label
+from tpu_workbench.bench.tables import fmt
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 DEFAULT_PRICE_KIND = HEADLINE_KINDS[0]
 """Kind of price the serving tables use unless told: an owner's TCO (every GPU and TPU v7 have one)."""
@@ -293,7 +292,7 @@ def scaling_frame(chips: Sequence[str], workload: str, layouts: Sequence[str], c
 def published_scaling(assumptions=None) -> pd.DataFrame:
     """Row 5 (TorchTitan Qwen3-MoE-235B on TPU v7, 1 → 8 slices of 1,024 chips): the published throughput
     per TensorCore and per chip beside the projection of the same setting (the rows of
-    :func:`workbench.projection.projection_vs_published`, where that setting is stated), with the relative
+    :func:`tpu_workbench.bench.projection.projection_vs_published`, where that setting is stated), with the relative
     error. The efficiencies are each series' own: published vs its 1-slice point, projected vs its own."""
     table = projection_vs_published(assumptions=assumptions)
     rows5 = table[table["id"].astype(str).str.startswith("torchtpu-row5")].sort_values("n_chips")

@@ -13,10 +13,10 @@ import tomllib
 import warnings
 from pathlib import Path
 
-from workbench import argtypes
-from workbench.catalog import CatalogError
-from workbench.errors import WorkbenchError
-from workbench.results import SchemaError, variant_label
+from tpu_workbench.bench import argtypes
+from tpu_workbench.bench.catalog import CatalogError
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.results import SchemaError, variant_label
 
 EPILOG_MAIN = """\
 examples:
@@ -36,8 +36,8 @@ inputs) or published (a cited source). A "tpu" run that JAX executes on the CPU 
 
 
 def _add_run(sub) -> None:
-    from workbench.flops import CONVENTIONS  # lazy: startup
-    from workbench.workloads import PHASES, VISION_PHASES, workload_names  # lazy: startup
+    from tpu_workbench.bench.flops import CONVENTIONS  # lazy: startup
+    from tpu_workbench.bench.workloads import PHASES, VISION_PHASES, workload_names  # lazy: startup
 
     p = sub.add_parser(
         "run", help="measure workloads on devices present here; append records to a JSONL file",
@@ -78,7 +78,7 @@ def _add_run(sub) -> None:
 
 
 def _cmd_run(args) -> int:
-    from workbench.run import run_matrix  # lazy: startup
+    from tpu_workbench.bench.run import run_matrix  # lazy: startup
 
     compiled = {"no": (False,), "yes": (True,), "both": (False, True)}[args.compiled]
     eager = ("strict", "fused") if args.eager == "both" else (args.eager,)
@@ -112,9 +112,9 @@ def _add_compare(sub) -> None:
 
 
 def _cmd_compare(args) -> int:
-    from workbench import tables  # lazy: startup
-    from workbench.compare import compare_table, format_table, other_records_table  # lazy: startup
-    from workbench.results import load_results  # lazy: startup
+    from tpu_workbench.bench import tables  # lazy: startup
+    from tpu_workbench.bench.compare import compare_table, format_table, other_records_table  # lazy: startup
+    from tpu_workbench.bench.results import load_results  # lazy: startup
 
     df = load_results(*args.files)
     if df.empty:
@@ -135,8 +135,8 @@ def _cmd_compare(args) -> int:
 
 
 def _add_project(sub) -> None:
-    from workbench.flops import PHASES as FLOP_PHASES  # lazy: startup
-    from workbench.projection import LAYOUTS  # lazy: startup
+    from tpu_workbench.bench.flops import PHASES as FLOP_PHASES  # lazy: startup
+    from tpu_workbench.bench.projection import LAYOUTS  # lazy: startup
 
     p = sub.add_parser(
         "project", help="roofline + communication projection for catalog chips and any scale",
@@ -180,20 +180,20 @@ def _add_project(sub) -> None:
     p.add_argument("-o", "--out", default=None, help="append projected records to this JSONL")
     p.add_argument("--catalog-file", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML/JSON file (repeatable)")
-    from workbench.projection.cli import EPILOG, add_arguments  # lazy: startup
+    from tpu_workbench.bench.projection.cli import EPILOG, add_arguments  # lazy: startup
 
     add_arguments(p)
     p.epilog += "\n" + EPILOG
 
 
 def _cmd_project(args) -> int:
-    from workbench.projection.cli import run  # lazy: startup
+    from tpu_workbench.bench.projection.cli import run  # lazy: startup
 
     return run(args)
 
 
 def _add_plot(sub) -> None:
-    from workbench.plots import KINDS  # lazy: startup
+    from tpu_workbench.bench.plots import KINDS  # lazy: startup
 
     p = sub.add_parser("plot", help="PNG figures from result files (measured, projected, published marked apart)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -211,7 +211,7 @@ def _add_plot(sub) -> None:
 
 
 def _cmd_plot(args) -> int:
-    from workbench.plots import make_plots  # lazy: startup
+    from tpu_workbench.bench.plots import make_plots  # lazy: startup
 
     paths = make_plots(args.files, kinds=args.kind, outdir=args.outdir, chips=args.chip, workload=args.workload)
     for path in paths:
@@ -231,14 +231,14 @@ def _add_catalog(sub) -> None:
 
 
 def _cmd_catalog(args) -> int:
-    from workbench.catalog import load_catalog  # lazy: startup
+    from tpu_workbench.bench.catalog import load_catalog  # lazy: startup
 
     catalog = load_catalog(args.file)
     if args.action == "list":
         if args.json:
             print(json.dumps([c.to_dict() for c in catalog.chips()], indent=1))
             return 0
-        from workbench.catalog.listing import format_list  # lazy: startup
+        from tpu_workbench.bench.catalog.listing import format_list  # lazy: startup
 
         print(format_list(catalog))
         return 0
@@ -253,9 +253,9 @@ def _cmd_catalog(args) -> int:
 
 def _cmd_demo(args) -> int:
     try:
-        import workbench.demo as demo  # lazy: startup
+        import tpu_workbench.bench.demo as demo  # lazy: startup
     except ModuleNotFoundError as exc:
-        if exc.name != "workbench.demo":
+        if exc.name != "tpu_workbench.bench.demo":
             raise
         raise WorkbenchError("the demo is not available in this install (workbench/demo.py is missing)") from None
     return int(demo.main(args.demo_args) or 0)
@@ -279,13 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_validate(sub) -> None:
-    from workbench.validate.cli import add_parser  # lazy: startup
+    from tpu_workbench.bench.validate.cli import add_parser  # lazy: startup
 
     add_parser(sub)
 
 
 def _cmd_validate(args) -> int:
-    from workbench.validate.cli import run  # lazy: startup
+    from tpu_workbench.bench.validate.cli import run  # lazy: startup
 
     return run(args)
 

@@ -8,10 +8,9 @@ none is dropped without a word.
 from __future__ import annotations
 
 import pandas as pd
-
-from workbench import tables
-from workbench.errors import WorkbenchError, unknown
-from workbench.results import variant_label
+from tpu_workbench.bench import tables
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.results import variant_label
 
 KEYS = ["workload", "phase", "precision", "batch", "seq"]
 

@@ -7,7 +7,7 @@
 
 Prices are per chip-hour, so throughput must be per chip (not per device, not per node).
 
-Chips are only compared at the same KIND of price (see :data:`workbench.catalog.PRICE_KINDS`): a cloud
+Chips are only compared at the same KIND of price (see :data:`tpu_workbench.bench.catalog.PRICE_KINDS`): a cloud
 list price, a committed rental, an owner's TCO, a provider's internal cost. :func:`comparable_prices`
 picks one price per chip within one kind (never the cheapest tier of each chip regardless of kind, which
 would set Google's internal TPU cost beside a hyperscaler's ownership cost for a GPU); stale prices (no
@@ -20,8 +20,8 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from workbench.catalog import KIND_MEANING, PRICE_KINDS, Chip, Price
-from workbench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.catalog import KIND_MEANING, PRICE_KINDS, Chip, Price
+from tpu_workbench.bench.errors import WorkbenchError, unknown
 
 # kinds a headline may use when none is named, most widely available first; provider-internal never
 HEADLINE_KINDS = ("owner-tco", "committed", "list")

@@ -31,16 +31,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-
-from workbench import analysis, plots, tables
-from workbench import demo_chain as chain
-from workbench.catalog import load_catalog
-from workbench.compare import compare_table
-from workbench.devices import present_devices
-from workbench.paths import examples_dir
-from workbench.projection import MODEL_VERSION, format_vs_published, project, projection_vs_published
-from workbench.results import append_records, load_results, variant_label
-from workbench.run import run_benchmark, run_matrix
+from tpu_workbench.bench import analysis, plots, tables
+from tpu_workbench.bench import demo_chain as chain
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.compare import compare_table
+from tpu_workbench.bench.devices import present_devices
+from tpu_workbench.bench.paths import examples_dir
+from tpu_workbench.bench.projection import (
+    MODEL_VERSION,
+    format_vs_published,
+    project,
+    projection_vs_published,
+)
+from tpu_workbench.bench.results import append_records, load_results, variant_label
+from tpu_workbench.bench.run import run_benchmark, run_matrix
 
 DEFAULT_OUT = "demo-report"
 PROJECT_CHIPS_FIG = ("TPU v7", "TPU v6e", "H100 SXM", "H200", "B200")

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-
-from migrate import migrate_paths
-from workbench.paths import examples_dir, repo_root
+from tpu_workbench.bench.paths import examples_dir
+from tpu_workbench.migrate import migrate_paths
 
 RTOL = 1e-3
 """Relative tolerance for loss agreement between "tpu" and "cpu" (both run fp32)."""
@@ -233,13 +232,11 @@ def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5,
     path = workdir / s.path
     python = python or sys.executable
     if s.kind == "notebook":
-        cmd = [python, "-m", "workbench.demo_chain", "--execute-notebook", str(path)]
+        cmd = [python, "-m", "tpu_workbench.bench.demo_chain", "--execute-notebook", str(path)]
     else:
         dev_args = s.tpu_args if device == "tpu" else s.cpu_args
         cmd = [python, str(path), "--steps", str(steps), *s.common_args, *dev_args]
-    env = child_env(device, distributed=s.distributed, steps=steps)
-    # the child must import this package even when run from the temp folder
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root()), env.get("PYTHONPATH", "")) if p)
+    env = child_env(device, distributed=s.distributed, steps=steps)  # the installed package imports from anywhere
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, bufsize=1)
@@ -351,12 +348,10 @@ def losses_frame(checks: list[LossCheck]):
 def tpu_platform() -> str:
     """What the "tpu" device really is here, e.g. "tpu via XLA:CPU (JAX 0.10.2, cpu)" (runs a child
     process so the caller need not import torch)."""
-    code = ("from workbench.devices import describe_device, tpu_present\n"
+    code = ("from tpu_workbench.bench.devices import describe_device, tpu_present\n"
             "print(describe_device('tpu').platform if tpu_present() else 'tpu device not present')")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo_root()), env.get("PYTHONPATH", "")) if p)
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return "unknown (probe timed out)"
     lines = proc.stdout.strip().splitlines()

@@ -10,8 +10,7 @@ import platform
 from dataclasses import dataclass
 
 import torch
-
-from workbench.errors import WorkbenchError
+from tpu_workbench.bench.errors import WorkbenchError
 
 KNOWN_DEVICES = ("cpu", "cuda", "tpu")
 
@@ -31,7 +30,7 @@ class DeviceInfo:
 def _ensure_backend() -> None:
     """Import our backend so "tpu" is registered; a broken backend must not break cpu measurement."""
     try:
-        import backend  # noqa: F401  # lazy: optional
+        from tpu_workbench import backend  # noqa: F401  # lazy: optional
 
         register = getattr(backend, "register", None)
         if callable(register):

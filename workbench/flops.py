@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.errors import WorkbenchError, unknown
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 CONVENTIONS = ("palm", "causal")
 PHASES = ("train", "prefill", "decode")
@@ -56,7 +56,7 @@ class ParamCounts:
 
 
 def param_counts(cfg: DecoderConfig) -> ParamCounts:
-    """Count parameters of :class:`workbench.workloads.decoder.Decoder` for ``cfg`` (exactly; a test
+    """Count parameters of :class:`tpu_workbench.bench.workloads.decoder.Decoder` for ``cfg`` (exactly; a test
     compares with ``sum(p.numel())``)."""
     d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
     attn = L * (d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd + cfg.n_heads * hd * d)
@@ -105,7 +105,7 @@ def flops_per_token(cfg: DecoderConfig, phase: str, seq: int, *, convention: str
 
 
 def flops_per_step(cfg: DecoderConfig, phase: str, *, batch: int, seq: int, convention: str = "palm") -> float:
-    """FLOPs of one step as built by :func:`workbench.workloads.steps.decoder_step`."""
+    """FLOPs of one step as built by :func:`tpu_workbench.bench.workloads.steps.decoder_step`."""
     tokens = batch if phase == "decode" else batch * seq
     return flops_per_token(cfg, phase, seq, convention=convention) * tokens
 

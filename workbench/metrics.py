@@ -13,8 +13,7 @@ from functools import lru_cache
 
 import torch
 from torch.utils import benchmark
-
-from workbench.workloads.steps import dtype_of
+from tpu_workbench.bench.workloads.steps import dtype_of
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,9 @@ import ipywidgets as w
 import pandas as pd
 from IPython.display import Image, Markdown, display
 from matplotlib.figure import Figure
-
-from workbench import analysis, tables
-from workbench.plots import plot_scaling, plot_tco, plot_throughput_bars
-from workbench.projection import Assumptions
+from tpu_workbench.bench import analysis, tables
+from tpu_workbench.bench.plots import plot_scaling, plot_tco, plot_throughput_bars
+from tpu_workbench.bench.projection import Assumptions
 
 TARGETS = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0,
            500.0, 1000.0)
@@ -50,7 +49,7 @@ def show_md(text: str) -> None:
 
 
 def show_table(df: pd.DataFrame, *, digits: int = 3) -> None:
-    """Display a table in the workbench number format (see :mod:`workbench.tables`), without the index."""
+    """Display a table in the workbench number format (see :mod:`tpu_workbench.bench.tables`), without the index."""
     display(tables.styled(df, digits))
 
 

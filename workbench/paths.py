@@ -1,6 +1,6 @@
 """Where the workbench's bundled files live, in a source checkout and in an installed wheel.
 
-A wheel ships the sample projects as ``workbench/examples/`` (the build copies the repository's
+A wheel ships the sample projects as ``tpu_workbench/bench/examples/`` (the build copies the repository's
 ``examples/`` there); a checkout or an editable install reads ``examples/`` at the repository root.
 """
 
@@ -12,7 +12,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def repo_root() -> Path:
-    """The folder holding the ``workbench`` package: the checkout root, or site-packages when installed."""
+    """The folder holding this package's folder: the checkout root (editable install), or
+    ``site-packages/tpu_workbench`` when installed from a wheel."""
     return PACKAGE_DIR.parent
 
 

@@ -1,13 +1,13 @@
 """Matplotlib figures in one style. Provenance is always visible: measured = solid bars / filled
 circles with solid lines, projected = hatched bars / dashed lines with open squares, published = stars.
 
-Every function takes records (or a DataFrame of them, or an :mod:`workbench.analysis` table), returns the
+Every function takes records (or a DataFrame of them, or an :mod:`tpu_workbench.bench.analysis` table), returns the
 Figure, and saves a PNG when given ``path``. Figures are built with ``matplotlib.figure.Figure`` (no
 pyplot), so drawing never depends on, or changes, the session's backend.
 
 Conventions every figure keeps: quantities of different kinds never share an axis unlabelled (output
 tokens/s of decode and total tokens/s of training sit in separate panels; MFU under the palm and the
-causal FLOP conventions too); numbers are printed in the workbench format (:func:`workbench.tables.fmt`);
+causal FLOP conventions too); numbers are printed in the workbench format (:func:`tpu_workbench.bench.tables.fmt`);
 measured bars carry the interquartile range of their timed steps; a projected configuration that does not
 fit in HBM is drawn as an empty cross-hatched bar marked "does not fit".
 """
@@ -28,16 +28,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-from workbench import analysis
-from workbench.catalog import load_catalog
-from workbench.projection import decode_sweep, project
-from workbench.results import Record, load_results, variant_label
-from workbench.tables import fmt
-from workbench.workloads.config import get_config
+from tpu_workbench.bench import analysis
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection import decode_sweep, project
+from tpu_workbench.bench.results import Record, load_results, variant_label
+from tpu_workbench.bench.tables import fmt
+from tpu_workbench.bench.workloads.config import get_config
 
 if TYPE_CHECKING:  # typing only: demo_chain imports the codemod
-    from workbench.demo_chain import LossCheck
+    from tpu_workbench.bench.demo_chain import LossCheck
 
 KINDS = ("throughput", "mfu", "cost", "pareto", "scaling", "roofline")
 STYLE = {
@@ -442,7 +441,7 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
 
 def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *,
                  subtitle: str = "", path: str | Path | None = None) -> Figure:
-    """One column per workload (frames of :func:`workbench.analysis.scaling_frame`), one line per chip and
+    """One column per workload (frames of :func:`tpu_workbench.bench.analysis.scaling_frame`), one line per chip and
     layout. Top: tokens/s per chip, where the published TorchTitan points sit as they were published
     (stars) beside the projection set up the same way (open squares). Bottom: weak-scaling efficiency of
     each projected series against its own smallest chip count that fits in HBM. Counts that do not fit

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from tpu_workbench.bench.errors import WorkbenchError
 
 SCHEMA_VERSION = 1
 PROVENANCES = ("measured", "projected", "published")
@@ -203,7 +203,7 @@ def load_results(*paths: str | Path):
     """All records of the given JSONL files (directories are searched for *.jsonl) as one DataFrame.
 
     One row per record; columns are the record fields plus ``file``. The published reference points
-    are :func:`workbench.published.published_records`.
+    are :func:`tpu_workbench.bench.published.published_records`.
     """
     import pandas as pd  # lazy: heavy (writers and readers of records never need pandas)
 

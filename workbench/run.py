@@ -10,24 +10,22 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from tqdm.auto import tqdm
-
-from workbench import cost as costmod
-from workbench import flops as flopsmod
-from workbench.catalog import Catalog, Chip, load_catalog
-from workbench.devices import DeviceInfo, check_device, describe_device
-from workbench.errors import WorkbenchError, unknown
-from workbench.memory import MemoryPeak, peak_memory
-from workbench.metrics import (
+from tpu_workbench.bench import cost as costmod
+from tpu_workbench.bench import flops as flopsmod
+from tpu_workbench.bench.catalog import Catalog, Chip, load_catalog
+from tpu_workbench.bench.devices import DeviceInfo, check_device, describe_device
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.memory import MemoryPeak, peak_memory
+from tpu_workbench.bench.metrics import (
     bandwidth_utilisation,
     measure_cpu_matmul_peak,
     measure_cpu_memory_bandwidth,
     mfu,
 )
-from workbench.provenance import git_revision, host_info, now_utc, versions
-from workbench.results import Record, append_records
-from workbench.timing import Timing, time_callable
-from workbench.workloads import (
+from tpu_workbench.bench.provenance import git_revision, host_info, now_utc, versions
+from tpu_workbench.bench.results import Record, append_records
+from tpu_workbench.bench.timing import Timing, time_callable
+from tpu_workbench.bench.workloads import (
     PHASES,
     PRESETS,
     VISION_PHASES,
@@ -37,6 +35,7 @@ from workbench.workloads import (
     vision_step,
     workload_names,
 )
+from tqdm.auto import tqdm
 
 DEFAULT_BUDGET_S = 2.0
 

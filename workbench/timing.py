@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from torch.utils import benchmark
-
-from workbench.devices import synchronize
+from tpu_workbench.bench.devices import synchronize
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Lowerings by family. ``load()`` imports them all (filling ``backend.ops.registry.REGISTRY``); it is
+"""Lowerings by family. ``load()`` imports them all (filling ``tpu_workbench.backend.ops.registry.REGISTRY``); it is
 not done on package import, so ``from backend.ops.registry import lower`` stays free of JAX."""
 
 from __future__ import annotations
@@ -14,4 +14,4 @@ FAMILIES = (
 def load() -> None:
     """Import every lowering family (imports JAX)."""
     for name in FAMILIES:
-        importlib.import_module(f"backend.ops.{name}")
+        importlib.import_module(f"tpu_workbench.backend.ops.{name}")

@@ -7,8 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend._jax import j2t_dtype, jax_module, t2j_dtype
+from tpu_workbench.backend._jax import j2t_dtype, jax_module, t2j_dtype
 
 jax_module()  # x64 on before any array is made
 aten = torch.ops.aten

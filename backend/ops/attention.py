@@ -22,12 +22,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend import lazy, state
-from backend.ops._util import aten
-from backend.ops.linalg import precision
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload
+from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.linalg import precision
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload
 
 _MATH, _OVERRIDEABLE = 0, 4  # sdp::SDPBackend
 

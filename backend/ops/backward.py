@@ -13,13 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-
-from backend import state
-from backend.ops._util import aten
-from backend.ops.losses import _multi_margin, _multilabel_margin
-from backend.ops.nn import _avg_pool
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, value
+from tpu_workbench.backend import state
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.losses import _multi_margin, _multilabel_margin
+from tpu_workbench.backend.ops.nn import _avg_pool
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, value
 
 
 def _vjp_torch(fwd: Any, primal: Any, g: Any, *args: Any) -> Any:

@@ -7,13 +7,12 @@ from typing import Any
 
 import jax.numpy as jnp
 import torch
-
-from backend import _torch_private as private
-from backend import lazy
-from backend._jax import cpu_to_jax, jax_to_cpu
-from backend.ops._util import aten, jdt, result_dtype
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload, set_value, value
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
+from tpu_workbench.backend.ops._util import aten, jdt, result_dtype
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload, set_value, value
 
 
 def _check_device(device: Any) -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from backend import _torch_private as private
-from backend import lazy
-from backend._jax import t2j_dtype
-from backend.op_jit import op_jit, reads_host_values
-from backend.ops.registry import lookup, lower
-from backend.tensor import TpuTensor, payload, set_value
-from backend.views import view_operand
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend._jax import t2j_dtype
+from tpu_workbench.backend.op_jit import op_jit, reads_host_values
+from tpu_workbench.backend.ops.registry import lookup, lower
+from tpu_workbench.backend.tensor import TpuTensor, payload, set_value
+from tpu_workbench.backend.views import view_operand
 
 _SPECIAL = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}
 _WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kernels for a Scalar other
@@ -147,7 +146,7 @@ def _per_tensor_lowering(packet: Any, a: list, kw: dict) -> tuple[Any, bool] | N
                                  None)
             low = lookup(functional) if functional is not None else None
     ok = (low is not None and not low.raw and not low.jit and low.check is None and not reads_host_values(low.fn)
-          and not low.fn.__module__.startswith("backend.ops.random"))
+          and not low.fn.__module__.startswith("tpu_workbench.backend.ops.random"))
     hit = _PER_TENSOR[key] = (low.fn, inplace) if ok else None
     return hit
 

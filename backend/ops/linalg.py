@@ -8,10 +8,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
-from backend import state
-from backend.ops._util import as_dtype, aten, jdt, result_dtype
-from backend.ops.registry import lower
+from tpu_workbench.backend import state
+from tpu_workbench.backend.ops._util import as_dtype, aten, jdt, result_dtype
+from tpu_workbench.backend.ops.registry import lower
 
 _P = jax.lax.Precision
 

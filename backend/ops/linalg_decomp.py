@@ -8,17 +8,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src.lax.linalg import geqrf as _geqrf  # private: LAPACK geqrf is not re-exported by jax.lax.linalg
-
-from backend.ops._util import aten
-from backend.ops.linalg import _LOW, _P
-from backend.ops.linalg_solve import (
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.linalg import _LOW, _P
+from tpu_workbench.backend.ops.linalg_solve import (
     _bcast_batch,
     _check_float,
     _check_square,
     _concrete,
     _solve_is_vector_rhs,
 )
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops.registry import lower
 
 # Decompositions: SVD, QR, eigh, Householder products, least squares, pinv, matrix_exp, LDL.
 # On XLA:CPU jax.lax.linalg calls the same LAPACK routines torch's CPU kernels call (gesdd, geqrf + orgqr,

@@ -8,10 +8,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
-from backend.ops._util import aten
-from backend.ops.registry import lower
-from backend.tensor import value
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import value
 
 
 def _concrete(x: Any) -> bool:

@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-
-from backend.ops._util import aten
-from backend.ops.linalg import addmm, mm
-from backend.ops.reduction import sum_
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.linalg import addmm, mm
+from tpu_workbench.backend.ops.reduction import sum_
+from tpu_workbench.backend.ops.registry import lower
 
 
 def _as_operand(x: Any) -> Any:

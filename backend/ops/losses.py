@@ -8,14 +8,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from backend.jit import jitted
-from backend.lazy import Lazy
-from backend.op_jit import op_jit
-from backend.ops._util import aten, jdt
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload
-from backend.traced import Untraceable, tracing
+from tpu_workbench.backend.jit import jitted
+from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.op_jit import op_jit
+from tpu_workbench.backend.ops._util import aten, jdt
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload
+from tpu_workbench.backend.traced import Untraceable, tracing
 
 
 # ----------------------------------------------------------------------------- margin losses

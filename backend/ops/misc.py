@@ -7,10 +7,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from backend.ops._util import aten, jdt, wrapdim
-from backend.ops.reduction import _sort
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import aten, jdt, wrapdim
+from tpu_workbench.backend.ops.reduction import _sort
+from tpu_workbench.backend.ops.registry import lower
 
 
 def _pnorm(diff: Any, p: float, axis: int) -> Any:

@@ -8,13 +8,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from backend import lazy
-from backend.ops._util import aten, jdt, wrapdim
-from backend.ops.linalg import precision
-from backend.ops.random import _key
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload, set_value, value
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend.ops._util import aten, jdt, wrapdim
+from tpu_workbench.backend.ops.linalg import precision
+from tpu_workbench.backend.ops.random import _key
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload, set_value, value
 
 
 def _wide(dt: Any) -> Any:

@@ -23,11 +23,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend import lazy
-from backend.ops._util import aten
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload, set_value
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload, set_value
 
 _LOW = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 

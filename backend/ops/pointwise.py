@@ -7,12 +7,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend import lazy
-from backend._jax import cpu_to_jax, jax_to_cpu
-from backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload, value
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
+from tpu_workbench.backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload, value
 
 
 def _binary(fn: Any, *ops: Any, int_to_float: bool = False) -> None:

@@ -14,9 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend.ops._util import jdt
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import jdt
+from tpu_workbench.backend.ops.registry import lower
 
 prims = torch.ops.prims
 

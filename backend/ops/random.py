@@ -1,4 +1,4 @@
-"""Random lowerings: each call takes a fresh key from ``backend.random.next_key()`` (or from a CPU
+"""Random lowerings: each call takes a fresh key from ``tpu_workbench.backend.random.next_key()`` (or from a CPU
 ``torch.Generator`` passed explicitly, which it advances, so seeded generators repeat)."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
-
-from backend import random as _rng
-from backend.ops._util import aten, float_of, jdt
-from backend.ops.registry import lower
+from tpu_workbench.backend import random as _rng
+from tpu_workbench.backend.ops._util import aten, float_of, jdt
+from tpu_workbench.backend.ops.registry import lower
 
 
 def _key(generator: Any) -> Any:

@@ -8,9 +8,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from backend.ops._util import aten, dims, jdt, wrapdim
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import aten, dims, jdt, wrapdim
+from tpu_workbench.backend.ops.registry import lower
 
 
 def _acc_dtype(x: Any, dtype: Any) -> Any:

@@ -20,11 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-
-from backend import lazy
-from backend.ops._util import aten
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, payload
+from tpu_workbench.backend import lazy
+from tpu_workbench.backend.ops._util import aten
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, payload
 
 
 def _acc(dt: Any) -> Any:

@@ -8,12 +8,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from backend.decompositions import decomposition_for
-from backend.ops._util import aten, wrapdim
-from backend.ops.nn import _wide
-from backend.ops.registry import lower
-from backend.tensor import TpuTensor, value
+from tpu_workbench.backend.decompositions import decomposition_for
+from tpu_workbench.backend.ops._util import aten, wrapdim
+from tpu_workbench.backend.ops.nn import _wide
+from tpu_workbench.backend.ops.registry import lower
+from tpu_workbench.backend.tensor import TpuTensor, value
 
 
 # ----------------------------------------------------------------------------- grid sampling

@@ -9,9 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-
-from backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
+from tpu_workbench.backend.ops.registry import lower
 
 
 def _size(x: Any, size: Any) -> tuple[int, ...]:

@@ -22,9 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-
-from backend.ops._util import aten, float_of, jdt, result_dtype
-from backend.ops.registry import lower
+from tpu_workbench.backend.ops._util import aten, float_of, jdt, result_dtype
+from tpu_workbench.backend.ops.registry import lower
 
 prims = torch.ops.prims  # torch's refs decompose some special ops into these: lowered too
 F64 = jnp.float64

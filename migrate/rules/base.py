@@ -1,7 +1,7 @@
 """The rule protocol and the registry.
 
 A rule is one class with a stable code, a summary, a rationale and a before/after example. It plugs
-into the single libcst pass of :mod:`migrate.transform` through a few hooks, each keyed by what it
+into the single libcst pass of :mod:`tpu_workbench.migrate.transform` through a few hooks, each keyed by what it
 matches, so the transformer dispatches by dictionary lookup instead of asking every rule about every
 node:
 
@@ -175,7 +175,7 @@ def register(cls: type[Rule]) -> type[Rule]:
 
 
 def all_rules() -> list[type[Rule]]:
-    """Every registered rule, in code order (importing :mod:`migrate.rules` registers the families)."""
+    """Every registered rule, in code order (importing :mod:`tpu_workbench.migrate.rules` registers the families)."""
     return [_REGISTRY[c] for c in sorted(_REGISTRY)]
 
 

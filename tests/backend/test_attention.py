@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tpu_workbench.backend import dispatch, lazy
+from tpu_workbench.backend import tensor as tensor_module
 
-import backend  # noqa: F401 - registers the device
-from backend import dispatch, lazy
-from backend import tensor as tensor_module
+from tpu_workbench import backend  # noqa: F401 - registers the device
 
 B, H, L, S, D = 2, 4, 5, 7, 8
 FUSED_FWD = "aten::_scaled_dot_product_fused_attention_overrideable"

@@ -1,7 +1,7 @@
 """An error raised inside backward on "tpu" reaches the caller as the same exception CPU raises.
 
 PyTorch's Python-backend device guard runs Python from noexcept C++ while the autograd engine unwinds;
-before ``backend.backward_errors`` every such error aborted the interpreter. The cases run in a child
+before ``tpu_workbench.backend.backward_errors`` every such error aborted the interpreter. The cases run in a child
 process so that a regression fails these tests instead of killing the test worker.
 """
 
@@ -57,7 +57,7 @@ def autograd_grad(x):
     h = x * 2; h.register_hook(boom); torch.autograd.grad((h * h).sum(), x)
 
 def op_refused_in_backward(x):
-    from backend.tensor import TpuTensor
+    from tpu_workbench.backend.tensor import TpuTensor
     original = TpuTensor.__dict__["__torch_dispatch__"]
     def refuse(cls, func, types, args=(), kwargs=None):
         if torch._C._current_graph_task_id() != -1:
@@ -70,7 +70,7 @@ def op_refused_in_backward(x):
         TpuTensor.__torch_dispatch__ = original
 
 def lowering_fails_in_backward(x):
-    from backend import dispatch
+    from tpu_workbench.backend import dispatch
     op = torch.ops.aten.mul.Tensor
     (x * x).sum()  # the plan exists
     plan = dispatch._PLANS[op]
@@ -131,8 +131,8 @@ def test_errors_in_backward_on_pytorchs_device_thread() -> None:
 
 
 def test_the_guard_answers_privateuse1_and_keeps_nothing_when_no_error_is_pending() -> None:
-    from backend import _torch_private as private
-    from backend import backward_errors
+    from tpu_workbench.backend import _torch_private as private
+    from tpu_workbench.backend import backward_errors
 
     assert backward_errors.guard_device_type() == private.DEVICE_TYPE_PRIVATEUSE1
     assert backward_errors.take_kept() is None

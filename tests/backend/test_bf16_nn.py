@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import backend
+from tpu_workbench import backend
 
 backend.register()
 bf = torch.bfloat16

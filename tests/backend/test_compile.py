@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import tpu_workbench.backend.compile as bc
 
-import backend.compile as bc
 from tests.backend.models import MLP
 from tests.backend.models import FlatCNN as CNN
 from tests.backend.models import LossGPT as GPT
@@ -47,7 +47,7 @@ def test_entry_point_resolves_in_fresh_interpreter() -> None:
         "x = torch.arange(4.0, device='tpu')\n"
         "print(f(x).cpu().tolist() == (torch.arange(4.0) * 2).sin().tolist())\n"
         "from torch._dynamo.backends.registry import lookup_backend\n"
-        "import backend.compile as bc\n"
+        "import tpu_workbench.backend.compile as bc\n"
         "print(lookup_backend('tpu') is bc.tpu_backend, bc.stats()['compiles'])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

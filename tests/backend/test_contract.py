@@ -83,7 +83,7 @@ def test_autocast_defaults_to_bf16_and_casts_matmul_family() -> None:
 
 
 def test_matmul_precision_mapping() -> None:
-    from backend.state import Precision, current_precision
+    from tpu_workbench.backend.state import Precision, current_precision
 
     prev = torch.get_float32_matmul_precision()
     try:
@@ -125,8 +125,8 @@ def test_streams_are_placeholders() -> None:
 
 
 def test_missing_op_raises_and_fallback_counts() -> None:
-    from backend import dispatch
-    from backend.ops.registry import REGISTRY
+    from tpu_workbench.backend import dispatch
+    from tpu_workbench.backend.ops.registry import REGISTRY
 
     op = torch.ops.aten.linalg_eig.default  # no lowering yet (complex eigenvectors of general matrices)
     assert op not in REGISTRY

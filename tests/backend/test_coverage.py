@@ -11,9 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-
-from backend import coverage, dispatch
-from backend.ops.registry import REGISTRY
+from tpu_workbench.backend import coverage, dispatch
+from tpu_workbench.backend.ops.registry import REGISTRY
 
 
 def test_all_core_overloads_covered() -> None:
@@ -37,7 +36,7 @@ def test_coverage_reads_the_registry() -> None:
 
 @pytest.mark.slow
 def test_cli_json() -> None:
-    out = subprocess.run([sys.executable, "-m", "backend.coverage", "--json"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "tpu_workbench.backend.coverage", "--json"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -47,7 +46,7 @@ def test_cli_json() -> None:
 
 def _without_lowering(op: object) -> Iterator[None]:
     """Take ``op``'s lowering out of the registry for the duration (the dispatcher's plans are dropped)."""
-    from backend.ops import registry
+    from tpu_workbench.backend.ops import registry
 
     saved = REGISTRY.pop(op)
     for cb in registry._listeners:
@@ -61,7 +60,7 @@ def _without_lowering(op: object) -> Iterator[None]:
 
 
 def test_a_backward_op_without_lowering_raises_naming_it_unless_the_cpu_fallback_is_on() -> None:
-    from backend import state
+    from tpu_workbench.backend import state
 
     op = torch.ops.aten._cdist_backward.default
     with contextlib.contextmanager(_without_lowering)(op):

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from backend import op_jit as op_jit_mod
-from backend import tensor as tensor_mod
+from tpu_workbench.backend import op_jit as op_jit_mod
+from tpu_workbench.backend import tensor as tensor_mod
 
 
 def _chains() -> dict:

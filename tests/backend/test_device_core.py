@@ -175,11 +175,11 @@ def test_memory_queries_answer_or_name_the_limit() -> None:
     assert 0 < free <= total
     torch.accelerator.empty_cache()
     with pytest.warns(UserWarning, match="cannot be reset"):
-        from backend import memory
+        from tpu_workbench.backend import memory
 
         memory._reset_warned = False
         torch.accelerator.reset_peak_memory_stats()
-    from backend._jax import jax_module
+    from tpu_workbench.backend._jax import jax_module
 
     if jax_module().devices()[0].platform == "cpu":
         with pytest.raises(RuntimeError, match="does not report peak memory"):
@@ -233,7 +233,7 @@ def test_a_forked_worker_touching_the_device_raises_like_cuda() -> None:
 
 
 def test_compilation_cache_dir_switch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from backend._jax import compilation_cache_dir
+    from tpu_workbench.backend._jax import compilation_cache_dir
 
     monkeypatch.setenv("TORCH_TPU_COMPILATION_CACHE_DIR", str(tmp_path))
     assert compilation_cache_dir() == tmp_path

@@ -61,7 +61,7 @@ def test_backends_registered_for_tpu() -> None:
 
 
 def test_set_tpu_launch_env_fills_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.distributed import set_tpu_launch_env
+    from tpu_workbench.backend.distributed import set_tpu_launch_env
 
     for k in ("WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(k, raising=False)

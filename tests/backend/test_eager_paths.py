@@ -11,9 +11,8 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
-
-from backend import traced as traced_mod
-from backend.ops import foreach as foreach_mod
+from tpu_workbench.backend import traced as traced_mod
+from tpu_workbench.backend.ops import foreach as foreach_mod
 
 
 # ----------------------------------------------------------------------------- backward's thread
@@ -64,7 +63,7 @@ def _ln_backward(dev: str) -> tuple:
 
 
 def _decomposition_cache(op: object) -> dict:
-    from backend import dispatch  # (the plan closes over the traced wrapper)
+    from tpu_workbench.backend import dispatch  # (the plan closes over the traced wrapper)
 
     plan = dispatch._PLANS[op]
     run = plan.__closure__[0].cell_contents
@@ -82,7 +81,7 @@ def test_a_decomposed_backward_becomes_one_program_and_matches_the_cpu() -> None
 
 
 def test_fused_eager_records_a_built_decomposition_as_one_node_with_strict_values() -> None:
-    from backend import lazy
+    from tpu_workbench.backend import lazy
 
     want = _ln_backward("tpu")  # strict eager (the program is built by now, or is built below)
     with torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE):
@@ -261,7 +260,7 @@ def test_foreach_over_a_list_is_one_program() -> None:
 
 
 def test_gradient_clipping_takes_the_foreach_path() -> None:
-    from backend import dispatch
+    from tpu_workbench.backend import dispatch
 
     ps = [torch.nn.Parameter(torch.randn(3, 3).to("tpu")) for _ in range(3)]
     for p in ps:
@@ -274,7 +273,7 @@ def test_gradient_clipping_takes_the_foreach_path() -> None:
         seen.append(func)
         return orig(func, types, args, kwargs)
 
-    from backend import tensor
+    from tpu_workbench.backend import tensor
 
     tensor.set_dispatch_handler(spy)
     try:

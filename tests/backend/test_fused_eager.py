@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
-from backend import lazy
+from tpu_workbench.backend import lazy
 
 ROOT = Path(__file__).resolve().parents[2]
 FUSED = torch.tpu.EagerMode.DEFER_AND_FUSE

@@ -11,8 +11,7 @@ import copy
 
 import pytest
 import torch
-
-from backend import dispatch
+from tpu_workbench.backend import dispatch
 
 STEPS = 4
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
-from backend import state
+from tpu_workbench.backend import state
 
 FUSED = torch.tpu.EagerMode.DEFER_AND_FUSE
 
@@ -80,8 +79,7 @@ def test_upsampling_backward_between_pending_values() -> None:
 
 def test_an_empty_host_tensor_moved_under_a_trace_is_not_cached_as_a_tracer() -> None:
     import jax
-
-    from backend._jax import cpu_to_jax
+    from tpu_workbench.backend._jax import cpu_to_jax
 
     def traced(x):
         with state.jax_trace():

@@ -108,7 +108,7 @@ def test_compiled_update_with_a_tensor_alpha() -> None:
 
 @pytest.mark.slow
 def test_plain_function_on_cpu_inputs_still_goes_to_inductor() -> None:
-    from backend import compile as tpu_compile
+    from tpu_workbench.backend import compile as tpu_compile
 
     graphs = tpu_compile.stats()["graphs"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import backend
+from tpu_workbench import backend
 
 backend.register()
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
-from backend import dispatch as dispatch_mod
+from tpu_workbench.backend import dispatch as dispatch_mod
 
 SHAPES = [(5, 8), (2, 3, 8), (8,), (2, 2, 2, 8), (0, 8)]
 
@@ -52,7 +51,7 @@ def test_linear_is_one_dispatch_and_one_autograd_node(monkeypatch: pytest.Monkey
 
     x, w, b = _pair((2, 3, 8), True)
     xt, wt, bt = (t.to("tpu").requires_grad_() for t in (x, w, b))
-    from backend import tensor as tensor_mod
+    from tpu_workbench.backend import tensor as tensor_mod
 
     monkeypatch.setattr(tensor_mod, "_dispatch", spy)
     monkeypatch.setattr(dispatch_mod, "dispatch", spy)  # (the backward kernel calls the dispatcher itself)

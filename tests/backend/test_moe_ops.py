@@ -8,9 +8,8 @@ import copy
 import numpy as np
 import pytest
 import torch
-
-from backend import dispatch
-from backend.ops import prims as prims_family
+from tpu_workbench.backend import dispatch
+from tpu_workbench.backend.ops import prims as prims_family
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 

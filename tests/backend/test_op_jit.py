@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 import torch
+from tpu_workbench.backend import dispatch, op_jit
+from tpu_workbench.backend import random as rng
+from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.ops.registry import lookup
 
-import backend  # noqa: F401 - registers the device
-from backend import dispatch, op_jit
-from backend import random as rng
-from backend._jax import jax_module
-from backend.ops.registry import lookup
+from tpu_workbench import backend  # noqa: F401 - registers the device
 
 jax = jax_module()
 jnp = jax.numpy

@@ -11,8 +11,7 @@ import functools
 
 import pytest
 import torch
-
-from backend.conformance import entry_name, load_known_unsupported, op_db, run_entry
+from tpu_workbench.backend.conformance import entry_name, load_known_unsupported, op_db, run_entry
 
 SLICE = [
     "add", "sub", "mul", "div", "true_divide", "remainder", "fmod", "pow", "abs", "neg", "exp", "log", "sqrt",

@@ -4,8 +4,7 @@ invisible to callers that do not pin (compiled graphs included)."""
 from __future__ import annotations
 
 import torch
-
-from backend import pinned_factories
+from tpu_workbench.backend import pinned_factories
 
 
 def _public_ops_with_pin_memory(owner: object) -> set[str]:

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import torch
 
-import backend
+from tpu_workbench import backend
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -55,7 +55,7 @@ def test_stands_aside_when_privateuse1_is_owned() -> None:
     r = _run("""
         import torch
         torch.utils.rename_privateuse1_backend("other")
-        import backend
+        from tpu_workbench import backend
         assert backend.register() is False
         assert backend.register() is False
         assert backend.stood_aside()

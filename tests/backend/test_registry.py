@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import backend.ops
-from backend.ops import registry
-from backend.ops.registry import REGISTRY, DuplicateLoweringError, lower
+from tpu_workbench.backend import ops
+from tpu_workbench.backend.ops import registry
+from tpu_workbench.backend.ops.registry import REGISTRY, DuplicateLoweringError, lower
 
 aten = torch.ops.aten
 
@@ -47,13 +46,13 @@ def test_override_says_why(scratch_op: object) -> None:
 
 
 def test_the_loaded_families_have_one_owner_per_overload() -> None:
-    backend.ops.load()
+    ops.load()
     assert registry.OVERRIDES == {}, registry.OVERRIDES
     assert all(low.owner for low in REGISTRY.values())  # every lowering names where it came from
 
 
 def test_median_has_one_lowering_with_nan_semantics() -> None:
     x = torch.tensor([3.0, float("nan"), 1.0, 2.0])
-    assert REGISTRY[aten.median.default].owner == "backend.ops.reduction.median"
+    assert REGISTRY[aten.median.default].owner == "tpu_workbench.backend.ops.reduction.median"
     assert torch.isnan(x.to("tpu").median().cpu())
     assert x.median().isnan()

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from backend import _torch_private as private
+from tpu_workbench.backend import _torch_private as private
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND = ROOT / "backend"
@@ -65,8 +64,9 @@ def test_the_scanner_sees_a_private_access() -> None:
 
 
 def test_patches_are_listed_applied_and_documented() -> None:
-    import backend
-    from backend import patches
+    from tpu_workbench.backend import patches
+
+    from tpu_workbench import backend
 
     assert backend.register()
     rows = {r["name"]: r for r in patches.table()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrate import migrate_source
+from tpu_workbench.migrate import migrate_source
 
 
 def run(src: str, **kw):

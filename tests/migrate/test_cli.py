@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-
-from migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, EXIT_USAGE, main
+from tpu_workbench.migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, EXIT_USAGE, main
 
 XLA = "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
 FLAG = "import torch\n\nm = torch.cuda.memory_allocated()\n"
@@ -139,7 +138,7 @@ def test_jobs_pool_gives_the_same_result(tmp_path, capsys):
 
 
 def test_every_help_example_is_a_valid_command_line_and_the_exit_codes_are_the_real_ones():
-    from migrate import cli
+    from tpu_workbench.migrate import cli
 
     examples = [ln.strip() for ln in cli.EPILOG.split("exit codes:")[0].splitlines() if ln.startswith("  ")]
     assert len(examples) >= 8
@@ -155,6 +154,6 @@ def test_every_help_example_is_a_valid_command_line_and_the_exit_codes_are_the_r
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "migrate.cli", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "tpu_workbench.migrate.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ, "COLUMNS": "100"})
     assert out.returncode == 0 and "exit codes:" in out.stdout

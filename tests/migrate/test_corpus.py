@@ -13,11 +13,10 @@ import sysconfig
 
 import libcst as cst
 import pytest
-
-from migrate import migrate_source
-from migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, main
-from migrate.engine import run_files
-from migrate.source import UnparsableError, needs_parse
+from tpu_workbench.migrate import migrate_source
+from tpu_workbench.migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, main
+from tpu_workbench.migrate.engine import run_files
+from tpu_workbench.migrate.source import UnparsableError, needs_parse
 
 PACKAGES = ("torch", "jax", "libcst", "numpy", "hypothesis", "pandas")
 PARSED = 40  # files the prefilter lets through: parsed, rewritten, re-checked

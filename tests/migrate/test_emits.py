@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from migrate.rules import all_rules
+from tpu_workbench.migrate.rules import all_rules
 
 # torch.tpu public API of TorchTPU 0.2.0 (torchtpu-contract.md section 3), minus the ones that raise (section 4).
 LEGACY_RAISING = {f"torch.tpu.{n}" for n in (

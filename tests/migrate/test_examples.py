@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from migrate import migrate_paths
+from tpu_workbench.migrate import migrate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

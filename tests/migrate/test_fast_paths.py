@@ -11,12 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from libcst.metadata import MetadataWrapper, PositionProvider
 from migrate_helpers import codes, run
-
-from migrate import _walk, migrate_source
-from migrate._spans import SourceMap
-from migrate.names import TRIVIA_TYPES, import_table, node_types
-from migrate.source import _index
-from migrate.transform import MigrationTransformer, PreciseMigrationTransformer
+from tpu_workbench.migrate import _walk, migrate_source
+from tpu_workbench.migrate._spans import SourceMap
+from tpu_workbench.migrate.names import TRIVIA_TYPES, import_table, node_types
+from tpu_workbench.migrate.source import _index
+from tpu_workbench.migrate.transform import MigrationTransformer, PreciseMigrationTransformer
 
 # ================================================================================================
 # 1. _walk.visit is node.visit, minus the rebuilding

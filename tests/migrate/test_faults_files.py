@@ -8,11 +8,10 @@ import stat
 import subprocess
 
 import pytest
-
-from migrate import migrate_paths
-from migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
-from migrate.one_file import apply, compute_file
-from migrate.selection import resolve
+from tpu_workbench.migrate import migrate_paths
+from tpu_workbench.migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
+from tpu_workbench.migrate.one_file import apply, compute_file
+from tpu_workbench.migrate.selection import resolve
 
 OLD = "import torch\nx = torch.zeros(1, device='cuda')\n"
 NEW = "import torch\nx = torch.zeros(1, device='tpu')\n"

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from migrate import UnparsableError, migrate_paths, migrate_source
-from migrate import selection as selection_module
-from migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
-from migrate.engine import run_files
-from migrate.selection import RuleSet, resolve
+from tpu_workbench.migrate import UnparsableError, migrate_paths, migrate_source
+from tpu_workbench.migrate import selection as selection_module
+from tpu_workbench.migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
+from tpu_workbench.migrate.engine import run_files
+from tpu_workbench.migrate.selection import RuleSet, resolve
 
 BAD_LINE_2 = "import torch\ndef f(:\n    return torch.zeros(1, device='cuda')\n"
 

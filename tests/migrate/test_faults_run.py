@@ -12,12 +12,11 @@ import sys
 import time
 
 import pytest
-
-from migrate import _pool
-from migrate.cli import EXIT_INTERRUPTED, EXIT_NOT_MIGRATED, main
-from migrate.engine import run_files
-from migrate.limits import FileLimitError, Limits, LocalWatch
-from migrate.one_file import compute_file
+from tpu_workbench.migrate import _pool
+from tpu_workbench.migrate.cli import EXIT_INTERRUPTED, EXIT_NOT_MIGRATED, main
+from tpu_workbench.migrate.engine import run_files
+from tpu_workbench.migrate.limits import FileLimitError, Limits, LocalWatch
+from tpu_workbench.migrate.one_file import compute_file
 
 OLD = "import torch\nx = torch.zeros(1, device='cuda')\n"
 NEW = "import torch\nx = torch.zeros(1, device='tpu')\n"
@@ -87,7 +86,7 @@ def test_memory_limit_skips_the_file_untouched(tmp_path, forked, monkeypatch):
 
 
 def test_local_watch_checks_time_and_memory(monkeypatch):
-    import migrate.limits as limits
+    import tpu_workbench.migrate.limits as limits
 
     w = LocalWatch("f.py", Limits(seconds=None, memory=10 << 20))
     monkeypatch.setattr(limits, "rss", lambda pid=None: (w.rss0 or 0) + (50 << 20))
@@ -140,7 +139,7 @@ def test_limits_from_the_command_line_and_the_config(tmp_path, monkeypatch, caps
 
 @pytest.mark.slow
 def test_progress_of_a_slow_file_goes_to_stderr_not_into_json(tmp_path, monkeypatch, capsys):
-    import migrate.cli as cli
+    import tpu_workbench.migrate.cli as cli
 
     monkeypatch.setattr(cli, "SLOW_FILE_S", 0.0)
     (tmp_path / "big.py").write_text(_big(3000))  # > engine.ISOLATE_BYTES? no: in this process
@@ -189,7 +188,7 @@ def _all_old_or_new(tree) -> None:
 @pytest.mark.skipif(not LINUX, reason="reads /proc; PR_SET_PDEATHSIG")
 def test_kill_9_of_the_command_takes_its_workers_with_it(tmp_path):
     tree = _tree(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     workers: list[int] = []
@@ -215,7 +214,7 @@ def test_ctrl_c_stops_cleanly_and_says_what_was_written(tmp_path):
     tree = _tree(tmp_path, n_small=40, n_big=12)
     # a job started in the background by a non-interactive shell (CI under `cmd &`) inherits SIGINT ignored,
     # and Python then installs no KeyboardInterrupt handler: give the command a terminal's default
-    proc = subprocess.Popen([sys.executable, "-m", "migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
+    proc = subprocess.Popen([sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120

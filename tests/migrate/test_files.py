@@ -6,10 +6,9 @@ import os
 import stat
 
 import pytest
-
-from migrate import migrate_paths
-from migrate.discover import discover
-from migrate.fileio import write_atomic
+from tpu_workbench.migrate import migrate_paths
+from tpu_workbench.migrate.discover import discover
+from tpu_workbench.migrate.fileio import write_atomic
 
 SRC = "import torch\nx = torch.zeros(1, device='cuda')\n"
 

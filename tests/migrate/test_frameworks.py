@@ -63,7 +63,7 @@ def test_one_todo_per_statement():
 
 
 def test_prefilter_lets_framework_files_through_but_not_migrated_code():
-    from migrate.source import needs_parse
+    from tpu_workbench.migrate.source import needs_parse
 
     assert needs_parse("from composer import Trainer\nt = Trainer(model=m, device='gpu')\n")
     assert needs_parse("t = L.Trainer(accelerator='tpu')\n")

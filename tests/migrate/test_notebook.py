@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from migrate import migrate_paths
-from migrate.notebook import migrate_notebook
+from tpu_workbench.migrate import migrate_paths
+from tpu_workbench.migrate.notebook import migrate_notebook
 
 
 def _nb(*cells, outputs=None) -> str:

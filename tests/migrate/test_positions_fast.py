@@ -2,8 +2,7 @@
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
-
-from migrate._positions import start_positions
+from tpu_workbench.migrate._positions import start_positions
 
 SOURCES = [
     "import torch_xla.core.xla_model as xm\n\ndef f(x):\n    return xm.xla_device()  # c\n",

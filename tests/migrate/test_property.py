@@ -6,9 +6,8 @@ from __future__ import annotations
 import libcst as cst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from migrate import migrate_source
-from migrate.source import TRIGGERS, needs_parse
+from tpu_workbench.migrate import migrate_source
+from tpu_workbench.migrate.source import TRIGGERS, needs_parse
 
 IMPORTS = ["import torch", "import torch_xla.core.xla_model as xm", "import torch_xla.runtime as xr",
            "from torch import cuda", "import torch.distributed as dist", "import torch_xla",

@@ -6,11 +6,10 @@ import re
 
 import pytest
 from migrate_helpers import run
-
-from migrate.cli import main
-from migrate.rules import all_rules
-from migrate.rules.base import select_rules
-from migrate.transform import _Index
+from tpu_workbench.migrate.cli import main
+from tpu_workbench.migrate.rules import all_rules
+from tpu_workbench.migrate.rules.base import select_rules
+from tpu_workbench.migrate.transform import _Index
 
 RULES = all_rules()
 

@@ -8,10 +8,9 @@ import difflib
 from pathlib import Path
 
 import pytest
-
-from migrate import migrate_source
-from migrate.limits import STAGES, Watch
-from migrate.one_file import unified_diff
+from tpu_workbench.migrate import migrate_source
+from tpu_workbench.migrate.limits import STAGES, Watch
+from tpu_workbench.migrate.one_file import unified_diff
 
 ROOT = Path(__file__).resolve().parents[2]
 

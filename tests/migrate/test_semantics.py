@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from migrate_helpers import codes, run
-
-from migrate import migrate_source
+from tpu_workbench.migrate import migrate_source
 
 # --- 1. membership and equality tests on device strings -----------------------------------------
 

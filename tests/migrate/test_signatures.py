@@ -18,11 +18,10 @@ from functools import cache, lru_cache
 
 import libcst as cst
 import pytest
-
-from migrate import migrate_source
-from migrate.names import import_table
-from migrate.rules import all_rules
-from migrate.rules._helpers import all_helpers
+from tpu_workbench.migrate import migrate_source
+from tpu_workbench.migrate.names import import_table
+from tpu_workbench.migrate.rules import all_rules
+from tpu_workbench.migrate.rules._helpers import all_helpers
 
 torch = pytest.importorskip("torch")
 

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from migrate import migrate_source
+from tpu_workbench.migrate import migrate_source
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "xla_mnist_template.py"
 TRAIN_LINE = re.compile(r"Training Device=tpu/(\d+) Epoch=1 Step=(\d+) Loss=(\d+\.\d+)")  # (two processes may interleave lines)

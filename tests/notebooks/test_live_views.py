@@ -4,9 +4,8 @@ place on every control change, nothing printed into the cell; slider stops are t
 from __future__ import annotations
 
 import pytest
-
-from workbench import analysis
-from workbench import notebook_views as nbv
+from tpu_workbench.bench import analysis
+from tpu_workbench.bench import notebook_views as nbv
 
 CHIPS = ["TPU v7", "H100 SXM", "B200"]
 

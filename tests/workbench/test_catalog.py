@@ -1,8 +1,7 @@
 import json
 
 import pytest
-
-from workbench.catalog import CatalogError, UnknownChipError, load_catalog
+from tpu_workbench.bench.catalog import CatalogError, UnknownChipError, load_catalog
 
 REQUIRED = ["A100", "H100 SXM", "H200", "B200", "GB200", "MI300X", "MI355X", "TPU v4", "TPU v5e", "TPU v5p",
             "TPU v6e", "TPU v7", "Trainium2", "Trainium2 UltraServer"]
@@ -147,7 +146,7 @@ def test_old_or_year_only_prices_are_stale():
 
 
 def test_catalog_list_shows_the_stale_flag(capsys):
-    from workbench.cli import main
+    from tpu_workbench.bench.cli import main
 
     assert main(["catalog", "list"]) == 0
     out = capsys.readouterr().out
@@ -166,9 +165,8 @@ def test_torus_chip_without_axis_bandwidth_is_rejected(tmp_path):
 
 def test_user_catalog_errors_name_the_file_and_the_entry_line(tmp_path) -> None:
     import pytest
-
-    from workbench.catalog import CatalogError, load_catalog
-    from workbench.errors import WorkbenchError
+    from tpu_workbench.bench.catalog import CatalogError, load_catalog
+    from tpu_workbench.bench.errors import WorkbenchError
 
     bad_price = tmp_path / "p.toml"
     bad_price.write_text('# my prices\n\n[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\n'

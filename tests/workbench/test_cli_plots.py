@@ -4,9 +4,8 @@ import re
 import shlex
 
 import pytest
-
-from workbench.cli import build_parser, main
-from workbench.results import read_records
+from tpu_workbench.bench.cli import build_parser, main
+from tpu_workbench.bench.results import read_records
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +55,8 @@ def test_numeric_options_are_checked_at_the_command_line(argv, valid, tmp_path, 
 
 
 def test_library_refuses_sizes_no_run_can_have():
-    from workbench.errors import WorkbenchError
-    from workbench.run import run_benchmark, run_matrix
+    from tpu_workbench.bench.errors import WorkbenchError
+    from tpu_workbench.bench.run import run_benchmark, run_matrix
 
     with pytest.raises(WorkbenchError, match="batch must be an integer >= 1, got 0"):
         run_benchmark("tiny", "train", "cpu", batch=0, seq=8)

@@ -1,10 +1,9 @@
 import datetime as dt
 
 import pytest
-
-from workbench import cost
-from workbench.catalog import load_catalog
-from workbench.errors import WorkbenchError
+from tpu_workbench.bench import cost
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.errors import WorkbenchError
 
 TODAY = dt.date(2026, 12, 1)
 
@@ -58,7 +57,7 @@ def test_cost_lines_and_line_of_kind(cat):
 
 
 def test_project_cli_prices_every_chip_at_one_kind(capsys):
-    from workbench.cli import main
+    from tpu_workbench.bench.cli import main
 
     assert main(["project", "--chip", "TPU v7", "H100", "--chips", "8", "-w", "llama3-8b"]) == 0
     out = capsys.readouterr().out

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from workbench import demo, demo_chain
+from tpu_workbench.bench import demo, demo_chain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +27,7 @@ def _tree_hash(folder: Path) -> str:
 def test_quick_demo_end_to_end(tmp_path):
     before = _tree_hash(ROOT / "examples")
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "demo", "--", "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "tpu_workbench.bench.cli", "demo", "--", "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"report: {out / 'README.md'}" in proc.stdout
@@ -106,8 +105,7 @@ def test_samples_cover_the_bundled_examples():
 
 def test_one_number_format_for_every_table():
     import pandas as pd
-
-    from workbench import tables
+    from tpu_workbench.bench import tables
 
     df = pd.DataFrame([{"a": "x|y", "b": 23812.4, "c": float("nan"), "d": 0.5, "e": 1234567.0, "f": 3.5e-7}])
     text = tables.markdown(df)

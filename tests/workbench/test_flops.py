@@ -1,10 +1,9 @@
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-
-from workbench.errors import WorkbenchError
-from workbench.flops import attention_flops_per_token, flops_per_step, flops_per_token, param_counts
-from workbench.workloads import build_model, decoder_step, get_config
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.flops import attention_flops_per_token, flops_per_step, flops_per_token, param_counts
+from tpu_workbench.bench.workloads import build_model, decoder_step, get_config
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-moe"])

@@ -1,11 +1,10 @@
 import time
 
 import pytest
-
-from workbench import cost
-from workbench.catalog import load_catalog
-from workbench.metrics import bandwidth_utilisation, measure_cpu_matmul_peak, mfu
-from workbench.timing import time_callable
+from tpu_workbench.bench import cost
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.metrics import bandwidth_utilisation, measure_cpu_matmul_peak, mfu
+from tpu_workbench.bench.timing import time_callable
 
 
 def test_time_callable_keeps_samples_and_first_call_apart():

@@ -11,11 +11,10 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text  # the label's own box, without its leader line
-
-from workbench import analysis, plots
-from workbench.catalog import load_catalog
-from workbench.projection import project
-from workbench.results import load_results
+from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection import project
+from tpu_workbench.bench.results import load_results
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 

@@ -1,12 +1,11 @@
 import math
 
 import pytest
-
-from workbench.catalog import UnknownChipError, load_catalog
-from workbench.errors import WorkbenchError
-from workbench.projection import Assumptions, project, resolve_layout, scaling_curve
-from workbench.projection.topology import Fabric, mean_hops, spanned_extents, torus_shape
-from workbench.workloads import get_config
+from tpu_workbench.bench.catalog import UnknownChipError, load_catalog
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.projection import Assumptions, project, resolve_layout, scaling_curve
+from tpu_workbench.bench.projection.topology import Fabric, mean_hops, spanned_extents, torus_shape
+from tpu_workbench.bench.workloads import get_config
 
 
 def test_prefill_is_compute_bound_below_the_gemm_efficiency_and_names_every_input():
@@ -153,7 +152,7 @@ def test_former_assumption_names_are_still_accepted():
 
 
 def test_grouped_matmul_kernel_tiles_pad_small_experts_and_ragged_rows():
-    from workbench.projection.work import grouped_fill
+    from tpu_workbench.bench.projection.work import grouped_fill
 
     # Qwen3-MoE's 1536-wide experts on MaxText's default 1024-wide gmm tiles: padded to 2048 (3/4 useful),
     # and each expert's 4096 rows end in a half-full 512-row tile on average

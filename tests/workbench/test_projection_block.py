@@ -2,16 +2,15 @@
 (MaxText's default decoder of 2023, the model of the v5e / v5p tables)."""
 
 import pytest
-
-from workbench.catalog import load_catalog
-from workbench.errors import WorkbenchError
-from workbench.flops import flops_per_token, param_counts
-from workbench.projection import project
-from workbench.projection.block import LLAMA, Block, block_flops_per_token, block_param_counts
-from workbench.projection.calibration import _block, _config
-from workbench.projection.work import forward_ops
-from workbench.published import training_blocks, training_models
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.flops import flops_per_token, param_counts
+from tpu_workbench.bench.projection import project
+from tpu_workbench.bench.projection.block import LLAMA, Block, block_flops_per_token, block_param_counts
+from tpu_workbench.bench.projection.calibration import _block, _config
+from tpu_workbench.bench.projection.work import forward_ops
+from tpu_workbench.bench.published import training_blocks, training_models
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 PLAIN_PARALLEL = Block(mlp="plain", parallel=True, source="test")
 DENSE = DecoderConfig(

@@ -1,12 +1,17 @@
 import math
 
 import pytest
-
-from workbench.catalog import load_catalog
-from workbench.projection import CALIBRATED_GEMM_EFFICIENCY, projection_vs_published
-from workbench.projection.calibration import ACCEPTANCE, CALIBRATION_POINT, calibrate, consistency, summary
-from workbench.projection.report import format_table
-from workbench.workloads import get_config
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection import CALIBRATED_GEMM_EFFICIENCY, projection_vs_published
+from tpu_workbench.bench.projection.calibration import (
+    ACCEPTANCE,
+    CALIBRATION_POINT,
+    calibrate,
+    consistency,
+    summary,
+)
+from tpu_workbench.bench.projection.report import format_table
+from tpu_workbench.bench.workloads import get_config
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +103,7 @@ def test_validation_misses_are_only_the_documented_ones(table):
 def test_every_miss_carries_its_source_recheck_and_a_labelled_hypothesis(table):
     """A validation row outside the band is reported with the re-check of its setting against the source
     and what the model lacks, labelled a hypothesis (training.json ``model_gap``), never silently."""
-    from workbench.projection.calibration import misses
+    from tpu_workbench.bench.projection.calibration import misses
 
     found = misses(table)
     assert {m["id"] for m in found} <= DOCUMENTED_MISSES
@@ -115,7 +120,7 @@ def test_every_miss_carries_its_source_recheck_and_a_labelled_hypothesis(table):
 def test_the_v5p_512b_point_is_the_bf16_script_of_the_table_not_its_int8_first_version():
     """The 512B script ran int8_training=true only in its first version (maxtext b1bd9f03f, 2023-11-03);
     the table (76bd53b0f, 2023-12-15) ran bf16, per_device_batch_size 2, remat full."""
-    from workbench.published import training_points
+    from tpu_workbench.bench.published import training_points
 
     p = next(q for q in training_points() if q["id"] == "maxtext-v5p-512b-1xv5p-1024")
     st = p["setting"]

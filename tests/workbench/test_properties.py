@@ -2,10 +2,9 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from workbench import cost
-from workbench.flops import param_counts
-from workbench.workloads import DecoderConfig, build_model
+from tpu_workbench.bench import cost
+from tpu_workbench.bench.flops import param_counts
+from tpu_workbench.bench.workloads import DecoderConfig, build_model
 
 
 @st.composite

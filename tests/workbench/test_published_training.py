@@ -1,16 +1,15 @@
 import pytest
-
-from workbench.catalog import load_catalog
-from workbench.flops import param_counts
-from workbench.projection.block import Block, block_param_counts
-from workbench.published import (
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.flops import param_counts
+from tpu_workbench.bench.projection.block import Block, block_param_counts
+from tpu_workbench.bench.published import (
     published_records,
     training_blocks,
     training_models,
     training_points,
     training_records,
 )
-from workbench.workloads.config import PRESETS, DecoderConfig
+from tpu_workbench.bench.workloads.config import PRESETS, DecoderConfig
 
 COMPLETE = (
     "chip",

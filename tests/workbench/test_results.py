@@ -2,9 +2,8 @@ import json
 import warnings
 
 import pytest
-
-from workbench.published import published_records
-from workbench.results import (
+from tpu_workbench.bench.published import published_records
+from tpu_workbench.bench.results import (
     SCHEMA_VERSION,
     Record,
     SchemaError,
@@ -95,7 +94,7 @@ def test_a_killed_writer_loses_no_completed_record(tmp_path):
     path = tmp_path / "k.jsonl"
     code = (
         "import sys\n"
-        "from workbench.results import Record, append_records\n"
+        "from tpu_workbench.bench.results import Record, append_records\n"
         "i = 1\n"
         "while True:\n"
         "    append_records(sys.argv[1], Record(provenance='projected', workload='w', phase='train', device='x',\n"

@@ -1,10 +1,9 @@
 import pytest
 import torch
-
-from workbench.devices import present_devices, tpu_present
-from workbench.errors import WorkbenchError
-from workbench.results import Record
-from workbench.run import benchmark_callable, run_benchmark, run_matrix
+from tpu_workbench.bench.devices import present_devices, tpu_present
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.run import benchmark_callable, run_benchmark, run_matrix
 
 
 def test_cpu_train_record_is_complete():
@@ -71,8 +70,8 @@ def test_tpu_prefill_is_labelled_with_its_real_platform():
 @pytest.mark.slow
 @pytest.mark.skipif(not tpu_present(), reason="the 'tpu' device is not registered here")
 def test_cli_tpu_train_eager_and_compiled_writes_records(tmp_path):
-    from workbench.cli import main
-    from workbench.results import read_records
+    from tpu_workbench.bench.cli import main
+    from tpu_workbench.bench.results import read_records
 
     out = tmp_path / "tpu.jsonl"
     rc = main(["run", "-w", "tiny", "-p", "train", "-d", "tpu", "-b", "1", "-s", "8", "--compiled", "both",
@@ -86,9 +85,9 @@ def test_cli_tpu_train_eager_and_compiled_writes_records(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not tpu_present(), reason="needs the tpu device")
 def test_eager_modes_side_by_side_are_labelled_records():
-    from workbench.analysis import load_frames
-    from workbench.compare import compare_table
-    from workbench.results import variant_label
+    from tpu_workbench.bench.analysis import load_frames
+    from tpu_workbench.bench.compare import compare_table
+    from tpu_workbench.bench.results import variant_label
 
     result = run_matrix(["tiny"], ["train"], ["cpu", "tpu"], batches=[2], seqs=[16], budget_s=0.2, progress=False,
                         eager_modes=("strict", "fused"))

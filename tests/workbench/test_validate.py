@@ -10,9 +10,9 @@ import torch
 
 pytest.importorskip("transformers", reason="tpu-bench validate needs the validate extra (transformers)")
 
-from workbench.errors import WorkbenchError
-from workbench.results import read_records
-from workbench.validate import classify, compare, inputs, report, runner, shrink, zoo
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.results import read_records
+from tpu_workbench.bench.validate import classify, compare, inputs, report, runner, shrink, zoo
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +237,8 @@ FACTORIES = textwrap.dedent("""
 @pytest.mark.slow
 def test_sweep_survives_a_segfault_and_a_hang(tmp_path, monkeypatch):
     """Each run is its own process: a segfault and a hang are recorded (stage, signal) and the sweep goes on."""
-    from workbench.validate.orchestrate import run_validation
-    from workbench.validate.sweep import SweepOptions
+    from tpu_workbench.bench.validate.orchestrate import run_validation
+    from tpu_workbench.bench.validate.sweep import SweepOptions
 
     (tmp_path / "user_nets.py").write_text(FACTORIES)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -296,8 +296,8 @@ SPREAD = [
 @pytest.mark.slow
 def test_fixed_spread_of_thirty_architectures(tmp_path):
     """Every architecture of the spread is built by the harness; runs that needed the CPU never pass."""
-    from workbench.validate.orchestrate import run_validation
-    from workbench.validate.sweep import SweepOptions
+    from tpu_workbench.bench.validate.orchestrate import run_validation
+    from tpu_workbench.bench.validate.sweep import SweepOptions
 
     run = run_validation(
         SPREAD,

@@ -4,8 +4,7 @@ discrete outputs do not."""
 from __future__ import annotations
 
 import torch
-
-from workbench.validate import compare
+from tpu_workbench.bench.validate import compare
 
 
 def _noise_gradient() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -46,7 +45,7 @@ def _tier1(agreement: dict, **extra: object) -> dict:
 
 
 def test_failure_classes_name_random_draws_and_ill_conditioning() -> None:
-    from workbench.validate import classify
+    from tpu_workbench.bench.validate import classify
 
     bad = {"ok": False, "mismatches": [{"detail": "vs float64: tpu 1, cpu float32 0.1"}]}
     ill = {"ok": False, "mismatches": [{"detail": "shape (3,) vs (4,); ill-conditioned: the CPU's own ..."}]}
@@ -58,7 +57,7 @@ def test_failure_classes_name_random_draws_and_ill_conditioning() -> None:
 
 
 def test_random_draws_of_a_forward_are_counted() -> None:
-    from workbench.validate.randomness import count_random_draws
+    from tpu_workbench.bench.validate.randomness import count_random_draws
 
     masked = torch.nn.Linear(4, 4).eval()
     assert count_random_draws(lambda: masked(torch.ones(2, 4)))[1] == {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from workbench.validate.runner import _decoder_start
+from tpu_workbench.bench.validate.runner import _decoder_start
 
 
 def _model(is_ed: bool, start: int | None, pad: int | None, gen_start: int | None = None) -> SimpleNamespace:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from workbench.validate import inputs, runner, shrink
+from tpu_workbench.bench.validate import inputs, runner, shrink
 
 CLASSES = {
     # a layer count equal to len(depths) counts stages: the stages and backbone outputs are kept
@@ -116,7 +115,7 @@ def test_missing_attribute_gets_a_value() -> None:
 
 def test_masked_image_models_get_their_noise_from_the_harness() -> None:
     """ViTMAE draws per-patch noise in its forward; made by the harness, both runs mask the same patches."""
-    from workbench.validate import inputs, zoo
+    from tpu_workbench.bench.validate import inputs, zoo
 
     arch = zoo.select(["vit_mae"])[0]
     config, _, reserved = runner.build_config(arch)

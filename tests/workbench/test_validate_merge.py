@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workbench.results import Record
-from workbench.validate import report
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.validate import report
 
 
 def _rec(arch: str, status: str) -> Record:

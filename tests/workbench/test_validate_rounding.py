@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from workbench.validate import compare, rounding
+from tpu_workbench.bench.validate import compare, rounding
 
 
 class _Kinked(torch.nn.Module):
@@ -102,9 +101,9 @@ def test_a_lowering_half_a_percent_off_still_fails_tier_2_on_a_real_model() -> N
     """Negative control on a transformers model: gelu's backward 0.5% off on the device is far outside the
     CPU's rounding noise, so neither arbitration clears it."""
     pytest.importorskip("transformers")
-    from backend import ops  # lazy: heavy (imports JAX)
-    from backend.ops import registry  # lazy: heavy
-    from workbench.validate import runner  # lazy: heavy
+    from tpu_workbench.backend import ops  # lazy: heavy (imports JAX)
+    from tpu_workbench.backend.ops import registry  # lazy: heavy
+    from tpu_workbench.bench.validate import runner  # lazy: heavy
 
     ops.load()
     op = torch.ops.aten.gelu_backward.default
@@ -126,7 +125,7 @@ def test_a_lowering_half_a_percent_off_still_fails_tier_2_on_a_real_model() -> N
 
 def test_a_model_that_draws_random_numbers_gets_no_noise_band() -> None:
     """Its reruns would spread by its own sampling, which is not rounding: nothing is cleared that way."""
-    from workbench.validate import runner  # lazy: heavy
+    from tpu_workbench.bench.validate import runner  # lazy: heavy
 
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch
-
-from workbench.validate import weights
+from tpu_workbench.bench.validate import weights
 
 
 class TiedRouter(torch.nn.Module):

@@ -1,8 +1,7 @@
 import pytest
 import torch
-
-from workbench.errors import WorkbenchError
-from workbench.workloads import KVCache, build_model, get_config, preset_names, vision_step
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.workloads import KVCache, build_model, get_config, preset_names, vision_step
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-moe"])
@@ -38,7 +37,7 @@ def test_unknown_preset_lists_names():
 
 @pytest.mark.slow
 def test_vision_train_step_reduces_loss():
-    step = vision_step(__import__("workbench.workloads", fromlist=["VisionConfig"]).VisionConfig(), "train", "cpu",
+    step = vision_step(__import__("tpu_workbench.bench.workloads", fromlist=["VisionConfig"]).VisionConfig(), "train", "cpu",
                        batch=8)
     first = float(step.fn().detach())
     for _ in range(20):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.catalog.prices import KIND_MEANING, PRICE_KINDS, PRICE_TIERS, Price, price_staleness
-from workbench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.catalog.prices import KIND_MEANING, PRICE_KINDS, PRICE_TIERS, Price, price_staleness
+from tpu_workbench.bench.errors import WorkbenchError, unknown
 
 DATA_DIR = Path(__file__).parent / "data"
 GIB_TO_GB = 1.073741824

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from workbench.catalog import Catalog
+from tpu_workbench.bench.catalog import Catalog
 
 
 def format_list(catalog: Catalog, today: dt.date | None = None) -> str:

@@ -18,22 +18,29 @@ Modules, one job each:
 
 from __future__ import annotations
 
-from workbench.projection.assumptions import CALIBRATED_GEMM_EFFICIENCY, REASONS, Assumptions
-from workbench.projection.calibration import vs_published  # noqa: E402 - after the model it validates
-from workbench.projection.layout import LAYOUTS, Layout, resolve_layout
-from workbench.projection.model import BYTES, MODEL_NAME, MODEL_VERSION, PHASES, project, remat_policies
-from workbench.projection.report import format_table  # noqa: E402
-from workbench.projection.sweeps import decode_sweep, scaling_curve
+from tpu_workbench.bench.projection.assumptions import CALIBRATED_GEMM_EFFICIENCY, REASONS, Assumptions
+from tpu_workbench.bench.projection.calibration import vs_published  # noqa: E402 - after the model it validates
+from tpu_workbench.bench.projection.layout import LAYOUTS, Layout, resolve_layout
+from tpu_workbench.bench.projection.model import (
+    BYTES,
+    MODEL_NAME,
+    MODEL_VERSION,
+    PHASES,
+    project,
+    remat_policies,
+)
+from tpu_workbench.bench.projection.report import format_table  # noqa: E402
+from tpu_workbench.bench.projection.sweeps import decode_sweep, scaling_curve
 
 
 def projection_vs_published(*, assumptions: Assumptions | None = None, catalog=None):
     """DataFrame of every published point beside the projection (calibration, validation and unanchored
-    rows apart); see :func:`workbench.projection.calibration.vs_published`."""
+    rows apart); see :func:`tpu_workbench.bench.projection.calibration.vs_published`."""
     return vs_published(assumptions=assumptions, catalog=catalog)
 
 
 def format_vs_published(table) -> str:
-    """Text of :func:`projection_vs_published` (see :func:`workbench.projection.report.format_table`)."""
+    """Text of :func:`projection_vs_published` (see :func:`tpu_workbench.bench.projection.report.format_table`)."""
     return format_table(table)
 
 

@@ -1,6 +1,6 @@
 """The model's inputs that are not catalog facts, each with its unit (in the name) and the reason for it.
 
-Only ``gemm_efficiency`` is fitted to a published point (see :mod:`workbench.projection.calibration`,
+Only ``gemm_efficiency`` is fitted to a published point (see :mod:`tpu_workbench.bench.projection.calibration`,
 which records the point); every other default is set from a stated source or argument and never tuned
 to the published numbers.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import InitVar, asdict, dataclass, fields
 
-from workbench.errors import WorkbenchError
+from tpu_workbench.bench.errors import WorkbenchError
 
 # Fitted by workbench.projection.calibration.calibrate() on the calibration point named there
 # (tests/workbench/test_projection_calibration.py re-fits it and checks this value).

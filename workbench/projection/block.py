@@ -1,6 +1,6 @@
 """How a decoder layer is wired, where it differs from what :class:`DecoderConfig` assumes.
 
-``DecoderConfig`` (and :mod:`workbench.flops`) describe a Llama-style layer: a SwiGLU MLP (gate, up and down
+``DecoderConfig`` (and :mod:`tpu_workbench.bench.flops`) describe a Llama-style layer: a SwiGLU MLP (gate, up and down
 matrices) after attention. Published benchmarks also ran older layouts, e.g. MaxText's default decoder of
 2023 (``MaxText/layers/models.py`` before 2024-02): a plain ReLU MLP (up and down matrices only) computed in
 parallel with attention from one normed input (PaLM / GPT-J). The projection must time and count the layer
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from workbench.errors import WorkbenchError, unknown
-from workbench.flops import ParamCounts, flops_per_token, param_counts
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.flops import ParamCounts, flops_per_token, param_counts
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 MLP_KINDS = {"gated": 3, "plain": 2}  # weight matrices of the MLP: gate + up + down, or up + down
 
@@ -57,7 +57,7 @@ LLAMA = Block(source="DecoderConfig default (Llama-style layer)")
 
 
 def block_param_counts(cfg: DecoderConfig, block: Block) -> ParamCounts:
-    """:func:`workbench.flops.param_counts` with the dense MLP's matrix count of ``block``."""
+    """:func:`tpu_workbench.bench.flops.param_counts` with the dense MLP's matrix count of ``block``."""
     pc = param_counts(cfg)
     if block.mlp_matrices == 3:
         return pc

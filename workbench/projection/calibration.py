@@ -21,14 +21,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench.catalog import Catalog, Chip, load_catalog
-from workbench.flops import flops_per_token
-from workbench.projection.assumptions import Assumptions
-from workbench.projection.block import LLAMA, Block, block_flops_per_token
-from workbench.projection.model import project
-from workbench.published import published_records, training_blocks, training_models, training_points
-from workbench.results import Record
-from workbench.workloads.config import PRESETS, DecoderConfig
+from tpu_workbench.bench.catalog import Catalog, Chip, load_catalog
+from tpu_workbench.bench.flops import flops_per_token
+from tpu_workbench.bench.projection.assumptions import Assumptions
+from tpu_workbench.bench.projection.block import LLAMA, Block, block_flops_per_token
+from tpu_workbench.bench.projection.model import project
+from tpu_workbench.bench.published import published_records, training_blocks, training_models, training_points
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.workloads.config import PRESETS, DecoderConfig
 
 CALIBRATION_POINT = "maxtext-tpu7x-llama3.1-70b-8k-64"
 CALIBRATION_REASON = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from workbench import argtypes
-from workbench.catalog import KIND_MEANING
-from workbench.projection.remat import POLICIES
+from tpu_workbench.bench import argtypes
+from tpu_workbench.bench.catalog import KIND_MEANING
+from tpu_workbench.bench.projection.remat import POLICIES
 
 EPILOG = (
     "costs use one kind of price for every chip (--price-kind; default: the first of owner-tco, "
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assumptions(args):
-    from workbench.projection import Assumptions  # lazy: startup
+    from tpu_workbench.bench.projection import Assumptions  # lazy: startup
 
     overrides = {
         "gemm_efficiency": getattr(args, "compute_efficiency", None),
@@ -64,12 +64,11 @@ def _assumptions(args):
 def run(args) -> int:
     """Handler of ``tpu-bench project``; returns the exit status."""
     import pandas as pd  # lazy: startup
-
-    from workbench.catalog import load_catalog  # lazy: startup
-    from workbench.cost import comparable_prices, cost_line, usd_per_run  # lazy: startup
-    from workbench.projection import project, projection_vs_published  # lazy: startup
-    from workbench.projection.report import format_table  # lazy: startup
-    from workbench.results import append_records  # lazy: startup
+    from tpu_workbench.bench.catalog import load_catalog  # lazy: startup
+    from tpu_workbench.bench.cost import comparable_prices, cost_line, usd_per_run  # lazy: startup
+    from tpu_workbench.bench.projection import project, projection_vs_published  # lazy: startup
+    from tpu_workbench.bench.projection.report import format_table  # lazy: startup
+    from tpu_workbench.bench.results import append_records  # lazy: startup
 
     if args.vs_published:
         table = projection_vs_published(assumptions=_assumptions(args))

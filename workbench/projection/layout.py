@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from workbench.errors import WorkbenchError, unknown
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 LAYOUTS = ("dp", "fsdp", "tp", "fsdp+tp", "ep", "fsdp+ep", "tp+ep")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.flops import ParamCounts
-from workbench.projection.block import LLAMA, Block
-from workbench.projection.layout import Layout
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.flops import ParamCounts
+from tpu_workbench.bench.projection.block import LLAMA, Block
+from tpu_workbench.bench.projection.layout import Layout
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 TIGHT = 0.9
 

@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import math
 
-from workbench import cost as costmod
-from workbench.catalog import Catalog, Chip, load_catalog
-from workbench.errors import WorkbenchError, unknown
-from workbench.flops import kv_bytes_per_token
-from workbench.projection.assumptions import REASONS, SOURCES, Assumptions
-from workbench.projection.block import LLAMA, Block, block_flops_per_token, block_param_counts
-from workbench.projection.layout import Layout, resolve_layout
-from workbench.projection.memory import inference_memory, training_memory
-from workbench.projection.remat import POLICIES, recomputed, saved_sublayers
-from workbench.projection.remat import REASON as REMAT_REASON
-from workbench.projection.topology import Fabric
-from workbench.projection.work import StepWork, forward_ops
-from workbench.provenance import now_utc
-from workbench.results import Record
-from workbench.workloads.config import DecoderConfig, get_config
+from tpu_workbench.bench import cost as costmod
+from tpu_workbench.bench.catalog import Catalog, Chip, load_catalog
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.flops import kv_bytes_per_token
+from tpu_workbench.bench.projection.assumptions import REASONS, SOURCES, Assumptions
+from tpu_workbench.bench.projection.block import LLAMA, Block, block_flops_per_token, block_param_counts
+from tpu_workbench.bench.projection.layout import Layout, resolve_layout
+from tpu_workbench.bench.projection.memory import inference_memory, training_memory
+from tpu_workbench.bench.projection.remat import POLICIES, recomputed, saved_sublayers
+from tpu_workbench.bench.projection.remat import REASON as REMAT_REASON
+from tpu_workbench.bench.projection.topology import Fabric
+from tpu_workbench.bench.projection.work import StepWork, forward_ops
+from tpu_workbench.bench.provenance import now_utc
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.workloads.config import DecoderConfig, get_config
 
 MODEL_NAME = "workbench-roofline-comm"
 MODEL_VERSION = "2.1"
@@ -149,7 +149,7 @@ def project(
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout``.
 
     ``batch``: sequences per chip (decode: concurrent sequences per chip, at context ``seq``).
-    ``remat``: a policy of :data:`workbench.projection.remat.POLICIES`, ``'custom'`` with MaxText-style
+    ``remat``: a policy of :data:`tpu_workbench.bench.projection.remat.POLICIES`, ``'custom'`` with MaxText-style
     ``remat_names`` ({'query_proj': 'offload', ...}), or ``'auto'`` (the least recompute that fits).
     ``slices``: TPU slices joined by DCN (FSDP inside a slice, data parallel across slices).
     ``capacity_factor``: MoE token dropping with padded expert capacity (None = dropless).

@@ -8,7 +8,7 @@ the sub-layers the model times.
 
 from __future__ import annotations
 
-from workbench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.errors import WorkbenchError, unknown
 
 # the sub-layers of a decoder layer the projection times separately
 SUBLAYERS = (

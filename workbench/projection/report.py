@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from workbench.projection.calibration import (
+from tpu_workbench.bench.projection.calibration import (
     ACCEPTANCE,
     CALIBRATION_POINT,
     CALIBRATION_REASON,
     misses,
     summary,
 )
-from workbench.projection.model import MODEL_NAME, MODEL_VERSION
+from tpu_workbench.bench.projection.model import MODEL_NAME, MODEL_VERSION
 
 SECTIONS = (
     ("calibration", "CALIBRATION (gemm_efficiency fitted on this point only)"),

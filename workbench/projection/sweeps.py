@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from workbench.catalog import Chip
-from workbench.projection.model import project
-from workbench.results import Record
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.catalog import Chip
+from tpu_workbench.bench.projection.model import project
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 
 def scaling_curve(

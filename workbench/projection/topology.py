@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.catalog import Chip
-from workbench.errors import WorkbenchError
-from workbench.projection.assumptions import Assumptions
+from tpu_workbench.bench.catalog import Chip
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.projection.assumptions import Assumptions
 
 
 def torus_shape(chips: int, dims: int) -> tuple[int, ...]:

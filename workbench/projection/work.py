@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench.projection.block import LLAMA, Block
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.projection.block import LLAMA, Block
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 
 @dataclass

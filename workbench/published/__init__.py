@@ -15,8 +15,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from workbench.catalog import load_catalog
-from workbench.results import Record
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.results import Record
 
 DATA = Path(__file__).parent / "figures.json"
 TRAINING = Path(__file__).parent / "training.json"
@@ -52,7 +52,7 @@ def training_models() -> dict[str, dict]:
 
 
 def training_blocks() -> dict[str, dict]:
-    """Layer wiring (``workbench.projection.block.Block`` fields: mlp, parallel, source) of the published
+    """Layer wiring (``tpu_workbench.bench.projection.block.Block`` fields: mlp, parallel, source) of the published
     models whose layer is not the Llama layer DecoderConfig assumes; absent = the default."""
     return {k: dict(v["block"]) for k, v in _training()["models"].items() if v.get("block")}
 

@@ -13,7 +13,7 @@ __all__ = ["run_validation"]
 
 
 def run_validation(*args, **kwargs):
-    """See :func:`workbench.validate.orchestrate.run_validation`."""
-    from workbench.validate.orchestrate import run_validation as impl  # lazy: startup
+    """See :func:`tpu_workbench.bench.validate.orchestrate.run_validation`."""
+    from tpu_workbench.bench.validate.orchestrate import run_validation as impl  # lazy: startup
 
     return impl(*args, **kwargs)

@@ -87,9 +87,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from workbench.devices import check_device  # lazy: startup
-    from workbench.validate import orchestrate, zoo  # lazy: startup
-    from workbench.validate.sweep import SweepOptions  # lazy: startup
+    from tpu_workbench.bench.devices import check_device  # lazy: startup
+    from tpu_workbench.bench.validate import orchestrate, zoo  # lazy: startup
+    from tpu_workbench.bench.validate.sweep import SweepOptions  # lazy: startup
 
     if args.list:
         rows = orchestrate.listing()

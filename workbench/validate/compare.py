@@ -11,7 +11,7 @@ Integer and boolean outputs must be equal; NaN/inf must sit at the same places. 
 tolerance is then judged against a float64 CPU run (see ``compare_all_fp64``): it passes only if the
 device is no further from float64 than twice the CPU's own float32 error. One still over it passes only if
 the device is within twice the CPU reference's own rounding noise, measured by Monte Carlo arithmetic
-(see :mod:`workbench.validate.rounding`): a near-tie that a different valid rounding flips.
+(see :mod:`tpu_workbench.bench.validate.rounding`): a near-tie that a different valid rounding flips.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each entry says what differs from the generic rule and why, in the config's own terms. ``config`` holds
 dotted-path assignments applied after the generic shrink (``"vision_config.depth": 2``); ``inputs`` holds
-input overrides read by ``workbench.validate.inputs`` (sequence length, image size, extra tensors).
+input overrides read by ``tpu_workbench.bench.validate.inputs`` (sequence length, image size, extra tensors).
 Architectures that cannot be built offline from a config at all are listed in ``UNBUILDABLE`` with the
 reason, and reported as harness failures, never as passes.
 """

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from workbench.validate import shrink
+from tpu_workbench.bench.validate import shrink
 
 BATCH = 2
 SEQ = 7

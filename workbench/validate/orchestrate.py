@@ -15,10 +15,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workbench.errors import WorkbenchError, unknown
-from workbench.results import Record, append_records, read_records
-from workbench.validate import classify, report, zoo
-from workbench.validate.sweep import Job, JobOutcome, SweepOptions, run_jobs
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.results import Record, append_records, read_records
+from tpu_workbench.bench.validate import classify, report, zoo
+from tpu_workbench.bench.validate.sweep import Job, JobOutcome, SweepOptions, run_jobs
 
 COMPILE_MODES = ("family", "all", "none")
 

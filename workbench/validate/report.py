@@ -12,16 +12,16 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from workbench.provenance import git_revision, host_info, now_utc, versions
-from workbench.results import Record
-from workbench.validate import classify, compare, inputs, rounding
+from tpu_workbench.bench.provenance import git_revision, host_info, now_utc, versions
+from tpu_workbench.bench.results import Record
+from tpu_workbench.bench.validate import classify, compare, inputs, rounding
 
 PHASE, SUMMARY_PHASE = "validate", "validate-summary"
 
 
 def measured_source(device: str) -> dict[str, Any]:
     """Host, versions (transformers too), git revision, date and the platform of the device."""
-    from workbench.devices import describe_device  # lazy: heavy
+    from tpu_workbench.bench.devices import describe_device  # lazy: heavy
 
     info = describe_device(device)
     ver = versions()

@@ -24,8 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from workbench.validate import compare, families, inputs, randomness, rounding, shrink, weights, zoo
+from tpu_workbench.bench.validate import compare, families, inputs, randomness, rounding, shrink, weights, zoo
 
 GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}
 NEW_TOKENS = 3
@@ -68,7 +67,7 @@ def _call(model: Any, args: Any) -> Any:
 
 def _snapshot_counters() -> dict[str, dict[str, int]]:
     try:
-        from backend import dispatch  # lazy: heavy
+        from tpu_workbench.backend import dispatch  # lazy: heavy
     except Exception:  # noqa: BLE001 - no backend: nothing can be rescued
         return {"rescues": {}, "fallbacks": {}}
     return {"rescues": dict(dispatch.BACKWARD_RESCUES), "fallbacks": dict(dispatch.FALLBACK_COUNTS)}

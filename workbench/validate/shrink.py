@@ -14,7 +14,7 @@ here works on the config's own dictionary, by attribute name, and only ever make
 * image sizes -> 32 pixels (patches at most 8), per-stage lists (``depths``, ``hidden_sizes``) shrunk with
   their ratios kept.
 
-Architectures where the generic rule is wrong get a small entry in ``workbench.validate.families``, which is
+Architectures where the generic rule is wrong get a small entry in ``tpu_workbench.bench.validate.families``, which is
 applied on top. The config is then rebuilt through ``config_class.from_dict`` so the class's own
 validation and derived attributes run on the shrunk values.
 """

@@ -21,7 +21,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["torch", "transformers", "jax", "workbench.validate._preload"]
+PRELOAD = ["torch", "transformers", "jax", "tpu_workbench.bench.validate._preload"]
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
     from transformers.utils import logging as hf_logging  # lazy: heavy
 
     hf_logging.set_verbosity_error()
-    from workbench.validate import runner  # lazy: heavy
+    from tpu_workbench.bench.validate import runner  # lazy: heavy
 
     def emit(event: str, data: dict) -> None:
         conn.send((event, data))
@@ -207,7 +207,7 @@ def run_jobs(
 
 def _died(r: _Running, message: str, kind: str) -> dict:
     """The result of a run that never reported one: crash or timeout, in the stage it had reached."""
-    from workbench.validate.runner import HARNESS_STAGES  # lazy: heavy
+    from tpu_workbench.bench.validate.runner import HARNESS_STAGES  # lazy: heavy
 
     if r.partial is not None:  # forward/backward/compare finished; a later check (generate, compile) died
         res = dict(r.partial)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.results import Record, read_records
-from workbench.validate import report
+from tpu_workbench.bench.results import Record, read_records
+from tpu_workbench.bench.validate import report
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "results" / "validation" / "records.jsonl"

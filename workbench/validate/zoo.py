@@ -13,7 +13,7 @@ import fnmatch
 import functools
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.errors import WorkbenchError, unknown
 
 # (mapping name in modeling_auto, family). Earlier entries are preferred as the class to validate.
 TASK_PRIORITY: tuple[tuple[str, str], ...] = (

@@ -1,9 +1,9 @@
 """Workloads: decoder LM presets (dense and MoE), a small CNN, and phase step builders."""
 
-from workbench.workloads.config import PRESETS, DecoderConfig, get_config, preset_names
-from workbench.workloads.decoder import Decoder, KVCache, build_model
-from workbench.workloads.steps import PHASES, VISION_PHASES, Step, decoder_step, vision_step
-from workbench.workloads.vision import VisionConfig, build_vision_model
+from tpu_workbench.bench.workloads.config import PRESETS, DecoderConfig, get_config, preset_names
+from tpu_workbench.bench.workloads.decoder import Decoder, KVCache, build_model
+from tpu_workbench.bench.workloads.steps import PHASES, VISION_PHASES, Step, decoder_step, vision_step
+from tpu_workbench.bench.workloads.vision import VisionConfig, build_vision_model
 
 VISION_WORKLOADS = {"small-cnn": VisionConfig()}
 

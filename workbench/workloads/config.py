@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from workbench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.errors import WorkbenchError, unknown
 
 
 @dataclass(frozen=True)

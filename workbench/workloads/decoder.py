@@ -12,8 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from workbench.workloads.config import DecoderConfig
+from tpu_workbench.bench.workloads.config import DecoderConfig
 
 
 class RMSNorm(nn.Module):

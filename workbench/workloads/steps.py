@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-
-from workbench.errors import WorkbenchError, unknown
-from workbench.workloads.config import DecoderConfig
-from workbench.workloads.decoder import KVCache, build_model
-from workbench.workloads.vision import VisionConfig, build_vision_model
+from tpu_workbench.bench.errors import WorkbenchError, unknown
+from tpu_workbench.bench.workloads.config import DecoderConfig
+from tpu_workbench.bench.workloads.decoder import KVCache, build_model
+from tpu_workbench.bench.workloads.vision import VisionConfig, build_vision_model
 
 PHASES = ("train", "prefill", "decode")
 VISION_PHASES = ("train", "infer")
