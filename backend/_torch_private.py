@@ -8,7 +8,7 @@ the project pins ``torch>=2.13,<2.14`` and this module names each touchpoint onc
   :class:`TorchPrivateAPIError` naming it when a torch upgrade moved it. ``tests/backend/test_torch_private.py``
   resolves all of them and checks that no other backend module reaches a private torch name directly.
 - ``patch(...)`` registers a global monkey-patch with its target, its reason and whether correctness needs it;
-  ``PATCHES`` lists them (``python -m backend.patches`` prints the table). Patches not needed for correctness
+  ``PATCHES`` lists them (``python -m tpu_workbench.backend.patches`` prints the table). Patches not needed for correctness
   can be switched off with ``TORCH_TPU_DISABLE_PATCHES=name,name``.
 
 Hot-path names are bound once at import (a module attribute read, no extra call); heavy or optional

@@ -1,6 +1,6 @@
 """Core ATen coverage, computed from the lowering registry.
 
-``python -m backend.coverage`` prints a table (direct / decomposed / missing) over every ATen overload
+``python -m tpu_workbench.backend.coverage`` prints a table (direct / decomposed / missing) over every ATen overload
 tagged ``torch.Tag.core``; ``--json`` prints the same data as JSON. "direct" means a lowering in
 ``tpu_workbench.backend.ops`` (exact overload or its packet); "decomposed" means the dispatcher reaches lowerings through
 a PyTorch decomposition, a derived in-place/out= form, or a CompositeImplicitAutograd kernel.
@@ -79,7 +79,7 @@ def report() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m backend.coverage", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tpu_workbench.backend.coverage", description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--missing", action="store_true", help="list only missing overloads")
     a = p.parse_args(argv)

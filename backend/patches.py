@@ -1,6 +1,6 @@
 """The global patches the device applies to PyTorch when it registers (see ``tpu_workbench.backend._torch_private``).
 
-``python -m backend.patches`` prints every patch (these and the ones compile/distributed register), its
+``python -m tpu_workbench.backend.patches`` prints every patch (these and the ones compile/distributed register), its
 target, why it exists and whether it can be switched off with ``TORCH_TPU_DISABLE_PATCHES``.
 """
 

@@ -2,7 +2,7 @@
 
 The corpus is a manifest of public repositories at fixed commits (``migrate_corpus.txt``: one
 ``owner/name commit`` per line; their code is never committed here). Each repository is copied to a
-scratch folder and migrated there exactly as a user would (``python -m migrate.cli`` with ``--check``,
+scratch folder and migrated there exactly as a user would (``python -m tpu_workbench.migrate.cli`` with ``--check``,
 then ``--write`` twice); the script prints one row per repository:
 
 * files / parsed: ``.py`` + ``.ipynb`` files, and how many the prefilter let through;

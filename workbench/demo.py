@@ -16,7 +16,7 @@
 
     tpu-bench demo                      # full demo (~3 min on a 2-core CPU)
     tpu-bench demo -- --quick --out /tmp/r   # reduced: one sample, train only (tests use this)
-    python -m workbench.demo --help
+    python -m tpu_workbench.bench.demo --help
 """
 
 from __future__ import annotations

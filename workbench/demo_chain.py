@@ -383,5 +383,5 @@ def _execute_notebook(path: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--execute-notebook":
         sys.exit(_execute_notebook(sys.argv[2]))
-    print("usage: python -m workbench.demo_chain --execute-notebook NB.ipynb", file=sys.stderr)
+    print("usage: python -m tpu_workbench.bench.demo_chain --execute-notebook NB.ipynb", file=sys.stderr)
     sys.exit(2)
