@@ -120,7 +120,9 @@ def _install_kernels() -> None:
     direct = torch.library.Library("aten", "IMPL")
     for name in FACTORIES:
         packet, overload = name.split(".")
-        direct.impl(name if overload != "default" else packet, _factory_kernel(packet, overload), "PrivateUse1")
+        direct.impl(
+            name if overload != "default" else packet, _factory_kernel(packet, overload), "PrivateUse1"
+        )
     _libs.append(direct)
     from tpu_workbench.backend import amp, composite  # lazy: startup
 

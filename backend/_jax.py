@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from tpu_workbench.backend import autograd_thread, state
 
 
@@ -111,7 +112,9 @@ def cpu_to_jax(t: torch.Tensor) -> Any:
         t = t.resolve_neg()
     t = t.contiguous()
     if t.numel() == 0 and not state.in_jax_trace():  # (a model's empty caches, made every forward: one shared
-        return _empty(tuple(t.shape), t.dtype)  # immutable array per shape; under a trace it would be a tracer)
+        return _empty(
+            tuple(t.shape), t.dtype
+        )  # immutable array per shape; under a trace it would be a tracer)
     if t.dtype == torch.bfloat16:
         bits = t.view(torch.int16).numpy()
         return jax.numpy.asarray(bits).view(jax.numpy.bfloat16)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 LOWER_PRECISION = [
@@ -30,7 +31,12 @@ _KEY = private.DispatchKeySet(private.DispatchKey.AutocastPrivateUse1)
 
 
 def _cast(x: Any, dtype: torch.dtype) -> Any:
-    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dtype and x.dtype != torch.float64:
+    if (
+        isinstance(x, torch.Tensor)
+        and x.is_floating_point()
+        and x.dtype != dtype
+        and x.dtype != torch.float64
+    ):
         return x.to(dtype)
     if isinstance(x, (list, tuple)):
         return type(x)(_cast(i, dtype) for i in x)
@@ -68,6 +74,9 @@ def install() -> list:
             op = _resolve(name)
             if op is None:
                 continue
-            lib.impl(private.schema(op).name.split("::")[1] + _overload_suffix(op),
-                     _kernel(op, fixed), "AutocastPrivateUse1")
+            lib.impl(
+                private.schema(op).name.split("::")[1] + _overload_suffix(op),
+                _kernel(op, fixed),
+                "AutocastPrivateUse1",
+            )
     return [fall, lib]

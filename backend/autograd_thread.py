@@ -17,6 +17,7 @@ import os
 import threading
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 
@@ -40,4 +41,6 @@ def adopt_calling_thread() -> None:
         return  # inside some backward (maybe on an engine thread): decide on the user's thread instead
     _this_thread.adopted = True
     if not keep_device_thread():
-        torch.autograd.set_multithreading_enabled(False)  # thread-local; stays set (set_grad_enabled's pattern)
+        torch.autograd.set_multithreading_enabled(
+            False
+        )  # thread-local; stays set (set_grad_enabled's pattern)

@@ -35,12 +35,12 @@ from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+
+from tpu_workbench import backend
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy, state
 from tpu_workbench.backend import random as brandom
 from tpu_workbench.backend.tensor import TpuTensor, value
-
-from tpu_workbench import backend
 
 __all__ = ["CompileStats", "register", "reset_stats", "stats", "tpu_backend"]
 
@@ -196,9 +196,7 @@ class _CompiledGraph:
             _warn_eager(exc)
             return self._run_eager(args)
         tcls = _tensor_cls()
-        diff = [
-            j for j, i in enumerate(tpos) if args[i].requires_grad and _is_float(args[i].dtype)
-        ]
+        diff = [j for j, i in enumerate(tpos) if args[i].requires_grad and _is_float(args[i].dtype)]
         grad = torch.is_grad_enabled() and bool(diff)
         full_key = (grad, key)
         entry = self.cache.get(full_key)
@@ -377,8 +375,10 @@ def _check_host_untouched(before: list[tuple[torch.Tensor, int, torch.Tensor]]) 
         with torch.no_grad():
             for t, saved in touched:
                 t.copy_(saved)
-        raise _HostInput(f"graph writes into {len(touched)} host (cpu) tensor(s), e.g. an optimizer's step count; "
-                         "keep such state on the device (AdamW(..., capturable=True)) to compile it")
+        raise _HostInput(
+            f"graph writes into {len(touched)} host (cpu) tensor(s), e.g. an optimizer's step count; "
+            "keep such state on the device (AdamW(..., capturable=True)) to compile it"
+        )
 
 
 def _lift_tensor_attributes(gm: torch.fx.GraphModule) -> tuple[str, ...]:
@@ -441,8 +441,12 @@ def _strip_output_transfers(gm: torch.fx.GraphModule) -> tuple[int, ...]:
 def _untraceable() -> tuple[type[BaseException], ...]:
     import jax  # lazy: jax (import torch registers this module)
 
-    return (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-            jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError)
+    return (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerArrayConversionError,
+        jax.errors.TracerIntegerConversionError,
+        jax.errors.TracerBoolConversionError,
+    )
 
 
 _UNTRACEABLE: tuple[type[BaseException], ...] = ()
@@ -463,7 +467,12 @@ class _GraphFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, graph: _CompiledGraph, entry: _Entry, box: dict[str, Any], other: list[Any], rng: Any,
+        ctx: Any,
+        graph: _CompiledGraph,
+        entry: _Entry,
+        box: dict[str, Any],
+        other: list[Any],
+        rng: Any,
         *diff_tensors: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         diff_arrays = [_payload(t) for t in diff_tensors]
@@ -497,8 +506,11 @@ _MODES_NOTED: set[str] = set()
 def _note_mode_ignored(mode: str) -> None:
     if mode not in _MODES_NOTED:
         _MODES_NOTED.add(mode)
-        log.info("torch.compile(mode=%r) tunes inductor kernels / CUDA graphs; backend='tpu' compiles the whole "
-                 "graph with XLA and ignores it", mode)
+        log.info(
+            "torch.compile(mode=%r) tunes inductor kernels / CUDA graphs; backend='tpu' compiles the whole "
+            "graph with XLA and ignores it",
+            mode,
+        )
 
 
 def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any = None) -> Callable[..., Any]:
@@ -515,7 +527,9 @@ def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any 
     return choose
 
 
-def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
+def tpu_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
+) -> Callable[..., Any]:
     """Dynamo backend "tpu" (entry point ``torch_dynamo_backends``): FX graph -> jax.jit executables."""
     _ensure_device()
     global _UNTRACEABLE
@@ -523,7 +537,9 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **optio
         _UNTRACEABLE = _untraceable()
     mode = options.pop("mode", None)
     if mode is not None and mode not in INDUCTOR_MODES:
-        raise ValueError(f"torch.compile(backend='tpu'): unknown mode {mode!r}; valid: {', '.join(INDUCTOR_MODES)}")
+        raise ValueError(
+            f"torch.compile(backend='tpu'): unknown mode {mode!r}; valid: {', '.join(INDUCTOR_MODES)}"
+        )
     if mode not in (None, "default"):
         _note_mode_ignored(mode)
     if options:
@@ -585,9 +601,13 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
             if kwargs.get("dynamic") is None:
                 kwargs["dynamic"] = False  # TorchTPU default: one executable per shape
         elif backend in ("inductor", None) and _on_tpu(model) and not kwargs.get("options"):
-            raise ValueError("torch.compile: backend='inductor' cannot run a model on the 'tpu' device; "
-                             "use backend='tpu' (the default for tpu models)")
-        elif "tpu_workbench.backend.tensor" in sys.modules:  # other backends ("eager", "aot_eager") on tpu tensors
+            raise ValueError(
+                "torch.compile: backend='inductor' cannot run a model on the 'tpu' device; "
+                "use backend='tpu' (the default for tpu models)"
+            )
+        elif (
+            "tpu_workbench.backend.tensor" in sys.modules
+        ):  # other backends ("eager", "aot_eager") on tpu tensors
             _install_dynamo_hook()
         return orig(model, **kwargs)
 
@@ -598,13 +618,17 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
 def register() -> None:
     """Called by backend.register(): patch torch.compile defaults, expose stats on torch.tpu."""
 
-    @private.patch("compile-defaults", "torch.compile",
-                   "TorchTPU's defaults: backend='tpu' for models on the device, dynamic=False, and a clear error "
-                   "for backend='inductor' on TPU tensors (without it, compiling a TPU model needs backend='tpu')",
-                   required=False)
+    @private.patch(
+        "compile-defaults",
+        "torch.compile",
+        "TorchTPU's defaults: backend='tpu' for models on the device, dynamic=False, and a clear error "
+        "for backend='inductor' on TPU tensors (without it, compiling a TPU model needs backend='tpu')",
+        required=False,
+    )
     def _compile() -> None:
         if not getattr(torch.compile, "_tpu_patched", False):
             private.replace_attr(torch, "compile", _make_compile(torch.compile))
+
     if "torch._dynamo.variables.builder" in sys.modules and "tpu_workbench.backend.tensor" in sys.modules:
         _install_dynamo_hook()
     tpu_mod = getattr(torch, "tpu", None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -36,14 +37,23 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.mm(a, b)
     if a.dim() == 1 and b.dim() == 2:
         return torch.mm(a.unsqueeze(0), b).squeeze(0)
-    if a.dim() >= 3 and b.dim() == 2:  # ATen's fold (a linear layer on a batch): one mm, no Python decomposition
+    if (
+        a.dim() >= 3 and b.dim() == 2
+    ):  # ATen's fold (a linear layer on a batch): one mm, no Python decomposition
         out = torch.mm(a.reshape(-1, a.shape[-1]), b)
         return torch.ops.aten._unsafe_view.default(out, (*a.shape[:-1], b.shape[-1]))
     return torch.ops.aten.matmul.default.decompose(a, b)
 
 
-def _quantile_impl(x: torch.Tensor, q: torch.Tensor, dim: int | None, keepdim: bool, interpolation: str,
-                   ignore_nan: bool, name: str) -> torch.Tensor:
+def _quantile_impl(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    dim: int | None,
+    keepdim: bool,
+    interpolation: str,
+    ignore_nan: bool,
+    name: str,
+) -> torch.Tensor:
     """ATen's quantile_compute, with out-of-place reshapes instead of its final in-place ones."""
     if x.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
@@ -54,13 +64,17 @@ def _quantile_impl(x: torch.Tensor, q: torch.Tensor, dim: int | None, keepdim: b
     if q.dtype != x.dtype:
         raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
     if interpolation not in _QUANTILE_MODES:
-        raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
-                           f"Got {interpolation}")
+        raise RuntimeError(
+            f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+            f"Got {interpolation}"
+        )
     if dim is not None and x.dim() > 0:
         d = dim % x.dim() if -x.dim() <= dim < x.dim() else None
         if d is None:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], "
-                             f"but got {dim})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], "
+                f"but got {dim})"
+            )
         base = list(x.shape)
         if keepdim:
             base[d] = 1
@@ -109,8 +123,14 @@ def _quantile_kernel(name: str, scalar_q: bool) -> Any:
     """The kernel for one of quantile / quantile.scalar / nanquantile / nanquantile.scalar."""
     ignore_nan = name == "nanquantile"
 
-    def kernel(x: torch.Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
-               interpolation: str = "linear") -> torch.Tensor:
+    def kernel(
+        x: torch.Tensor,
+        q: Any,
+        dim: int | None = None,
+        keepdim: bool = False,
+        *,
+        interpolation: str = "linear",
+    ) -> torch.Tensor:
         qt = _scalar_q(x, q, name) if scalar_q else q
         return _quantile_impl(x, qt, dim, keepdim, interpolation, ignore_nan, name)
 
@@ -127,9 +147,11 @@ def _tensor_split_tensor(x: torch.Tensor, indices_or_sections: torch.Tensor, dim
 def _packed_rows(batch_sizes: torch.Tensor, time_steps: int) -> tuple[torch.Tensor, int]:
     """For a (time_steps, batch) grid: the packed-data row of each cell, or -1 where the step is padding."""
     if batch_sizes.device.type != "cpu" or batch_sizes.dtype != torch.int64 or batch_sizes.dim() != 1:
-        raise RuntimeError("batch_sizes should always be on CPU and a 1D int64 tensor. Instances of PackedSequence "
-                           "should never be created manually. They should be instantiated by functions like "
-                           "pack_sequence and pack_padded_sequences in nn.utils.rnn.")
+        raise RuntimeError(
+            "batch_sizes should always be on CPU and a 1D int64 tensor. Instances of PackedSequence "
+            "should never be created manually. They should be instantiated by functions like "
+            "pack_sequence and pack_padded_sequences in nn.utils.rnn."
+        )
     bs = batch_sizes.tolist()
     batch = bs[0] if bs else 0
     rows = torch.full((time_steps, batch), -1, dtype=torch.int64)
@@ -140,13 +162,16 @@ def _packed_rows(batch_sizes: torch.Tensor, time_steps: int) -> tuple[torch.Tens
     return rows, offset
 
 
-def _pad_packed_sequence(data: torch.Tensor, batch_sizes: torch.Tensor, batch_first: bool, padding_value: Any,
-                         total_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad_packed_sequence(
+    data: torch.Tensor, batch_sizes: torch.Tensor, batch_first: bool, padding_value: Any, total_length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     steps = batch_sizes.shape[0]
     if total_length > 0:
         if total_length < steps:
-            raise RuntimeError(f"Expected total_length to be at least the length of the longest sequence in input, "
-                               f"but got total_length={total_length} and max sequence length being {steps}")
+            raise RuntimeError(
+                f"Expected total_length to be at least the length of the longest sequence in input, "
+                f"but got total_length={total_length} and max sequence length being {steps}"
+            )
         steps_out = total_length
     else:
         steps_out = steps
@@ -159,8 +184,9 @@ def _pad_packed_sequence(data: torch.Tensor, batch_sizes: torch.Tensor, batch_fi
     return (out.transpose(0, 1) if batch_first else out), lengths
 
 
-def _pack_padded_sequence_backward(grad: torch.Tensor, input_size: Any, batch_sizes: torch.Tensor,
-                                   batch_first: bool) -> torch.Tensor:
+def _pack_padded_sequence_backward(
+    grad: torch.Tensor, input_size: Any, batch_sizes: torch.Tensor, batch_first: bool
+) -> torch.Tensor:
     sizes = [int(s) for s in input_size]
     if batch_first:
         sizes[0], sizes[1] = sizes[1], sizes[0]
@@ -173,9 +199,17 @@ def _pack_padded_sequence_backward(grad: torch.Tensor, input_size: Any, batch_si
     return out.transpose(0, 1) if batch_first else out
 
 
-def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
-          dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
-          enable_gqa: bool = False) -> torch.Tensor:
+def _sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
     """Attention as one fused op forward and one backward where that is the math path's computation
     (backend/ops/attention.py); otherwise PyTorch's own kernel, which takes the math path."""
     from tpu_workbench.backend.ops.attention import (
@@ -184,9 +218,11 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask
 
     if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         return torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default(
-            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
+            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale
+        )[0]
     return torch.ops.aten.scaled_dot_product_attention.default.decompose(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
 
 
 class _Types:
@@ -225,9 +261,11 @@ def _linear_backward(x: torch.Tensor, grad: torch.Tensor, w: torch.Tensor, mask:
     if torch.is_grad_enabled() and (x.requires_grad or grad.requires_grad or w.requires_grad):
         n, k = w.shape
         g2 = grad.reshape(-1, n)
-        return (grad.matmul(w) if mask[0] else None,
-                g2.t().mm(x.reshape(-1, k)) if mask[1] else None,
-                g2.sum(0) if mask[2] else None)
+        return (
+            grad.matmul(w) if mask[0] else None,
+            g2.t().mm(x.reshape(-1, k)) if mask[1] else None,
+            g2.sum(0) if mask[2] else None,
+        )
     from tpu_workbench.backend.dispatch import dispatch  # lazy: jax
 
     return dispatch(torch.ops.aten.mkldnn_linear_backward.default, (), (x, grad, w, mask), {})

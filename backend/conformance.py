@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import dispatch as _d
 from tpu_workbench.backend import random as _rng
@@ -28,8 +29,22 @@ tree_flatten, tree_map = private.tree_flatten, private.tree_map
 KNOWN_UNSUPPORTED_FILE = pathlib.Path(__file__).with_name("opinfo_known_unsupported.json")
 
 # Random or uninitialised outputs: compared on shape and dtype only.
-_META_ONLY = ("rand", "normal", "bernoulli", "dropout", "multinomial", "empty", "uniform", "exponential",
-              "geometric", "cauchy", "log_normal", "poisson", "randperm", "new_empty")
+_META_ONLY = (
+    "rand",
+    "normal",
+    "bernoulli",
+    "dropout",
+    "multinomial",
+    "empty",
+    "uniform",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+    "randperm",
+    "new_empty",
+)
 
 
 @dataclass
@@ -84,8 +99,22 @@ def _tol(dtype: torch.dtype) -> dict:
 
 # (values, indices) ops whose index choice among equal values is unspecified: the indices are checked by
 # shape and dtype, the values exactly.
-_TIE_OPS = ("topk", "sort", "kthvalue", "mode", "median", "nanmedian", "msort", "argsort", "max.reduction_with_dim",
-            "min.reduction_with_dim", "cummax", "cummin", "argmax", "argmin")
+_TIE_OPS = (
+    "topk",
+    "sort",
+    "kthvalue",
+    "mode",
+    "median",
+    "nanmedian",
+    "msort",
+    "argsort",
+    "max.reduction_with_dim",
+    "min.reduction_with_dim",
+    "cummax",
+    "cummin",
+    "argmax",
+    "argmin",
+)
 
 
 # Decompositions whose factors are unique only up to a sign/phase per vector (eigenvectors, singular vectors):
@@ -113,10 +142,17 @@ def _compare(cpu_out: Any, tpu_out: Any, dtype: torch.dtype, meta_only: bool, ti
                 raise AssertionError(f"output on {t.device}, expected tpu")
             tc = t.detach().cpu()
             if tc.shape != c.shape or tc.dtype != c.dtype:
-                raise AssertionError(f"shape/dtype {tuple(tc.shape)}/{tc.dtype} != {tuple(c.shape)}/{c.dtype}")
+                raise AssertionError(
+                    f"shape/dtype {tuple(tc.shape)}/{tc.dtype} != {tuple(c.shape)}/{c.dtype}"
+                )
             if not meta_only:
-                torch.testing.assert_close(tc, c.detach(), equal_nan=True, check_device=False,
-                                           **_tol(c.dtype if c.is_floating_point() else dtype))
+                torch.testing.assert_close(
+                    tc,
+                    c.detach(),
+                    equal_nan=True,
+                    check_device=False,
+                    **_tol(c.dtype if c.is_floating_point() else dtype),
+                )
         elif isinstance(c, float) and isinstance(t, float):
             if not (math.isclose(c, t, rel_tol=1e-4, abs_tol=1e-5) or (math.isnan(c) and math.isnan(t))):
                 raise AssertionError(f"{t} != {c}")
@@ -155,12 +191,18 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
         try:
             torch.manual_seed(0)
             cpu_out = op(*args, **kwargs)
-            cpu_in = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor) and x.requires_grad]
+            cpu_in = [
+                x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor) and x.requires_grad
+            ]
             cpu_g = _grads(proc(cpu_out), cpu_in) if grad else []
         except Exception:  # noqa: BLE001 - the CPU rejects this sample: nothing to compare
             continue
-        targs = tuple("tpu" if (isinstance(a, str) and a == "cpu") or (isinstance(a, torch.device) and a.type == "cpu")
-                      else a for a in tree_map(_to_tpu, args))
+        targs = tuple(
+            "tpu"
+            if (isinstance(a, str) and a == "cpu") or (isinstance(a, torch.device) and a.type == "cpu")
+            else a
+            for a in tree_map(_to_tpu, args)
+        )
         tkwargs = tree_map(_to_tpu, kwargs)
         if isinstance(tkwargs.get("device"), (str, torch.device)):
             tkwargs["device"] = "tpu"
@@ -169,7 +211,11 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
         try:
             torch.manual_seed(0)
             tpu_out = op(*targs, **tkwargs)
-            tpu_in = [x for x in tree_flatten((targs, tkwargs))[0] if isinstance(x, torch.Tensor) and x.requires_grad]
+            tpu_in = [
+                x
+                for x in tree_flatten((targs, tkwargs))[0]
+                if isinstance(x, torch.Tensor) and x.requires_grad
+            ]
             tpu_g = _grads(proc(tpu_out), tpu_in) if grad else []
         except Exception as exc:  # noqa: BLE001
             res.status = "unsupported"

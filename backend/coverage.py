@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 
@@ -23,7 +24,7 @@ def core_overloads() -> list[Any]:
     for name in private.dispatch_get_all_op_names():
         if not name.startswith("aten::"):
             continue
-        packet_name = name[len("aten::"):].split(".")[0]
+        packet_name = name[len("aten::") :].split(".")[0]
         if packet_name in seen:
             continue
         seen.add(packet_name)
@@ -38,7 +39,7 @@ def core_overloads() -> list[Any]:
 
 
 def classify(op: Any) -> str:
-    """"direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
+    """ "direct", "decomposed" or "missing" for one overload, from the registry and dispatcher rules."""
     from tpu_workbench.backend import dispatch  # lazy: jax (loads every lowering family)
     from tpu_workbench.backend.decompositions import decomposition_for  # lazy: jax
     from tpu_workbench.backend.ops.registry import lookup  # lazy: jax
@@ -64,22 +65,34 @@ def classify(op: Any) -> str:
 
 
 def report() -> dict[str, Any]:
+    from tpu_workbench import backend  # lazy: the report needs the device registered
     from tpu_workbench.backend import dispatch  # noqa: F401  # lazy: jax (loads every lowering family)
 
-    from tpu_workbench import backend  # lazy: the report needs the device registered
-
     backend.register()
-    rows = [{"op": op.name() + ("" if private.overload_name(op) == "default" else "." + private.overload_name(op)),
-             "status": classify(op)} for op in core_overloads()]
+    rows = [
+        {
+            "op": op.name()
+            + ("" if private.overload_name(op) == "default" else "." + private.overload_name(op)),
+            "status": classify(op),
+        }
+        for op in core_overloads()
+    ]
     counts = {k: sum(r["status"] == k for r in rows) for k in ("direct", "decomposed", "missing")}
     from tpu_workbench.backend.ops.registry import REGISTRY  # lazy: jax
 
-    return {"torch": torch.__version__, "core_overloads": len(rows), "counts": counts,
-            "registry_entries": len(REGISTRY), "ops": rows}
+    return {
+        "torch": torch.__version__,
+        "core_overloads": len(rows),
+        "counts": counts,
+        "registry_entries": len(REGISTRY),
+        "ops": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tpu_workbench.backend.coverage", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m tpu_workbench.backend.coverage", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--missing", action="store_true", help="list only missing overloads")
     a = p.parse_args(argv)
@@ -92,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         if not a.missing or row["status"] == "missing":
             print(f"{row['op']:<55} {row['status']}")
     c = r["counts"]
-    print(f"\ncore ATen overloads (torch {r['torch']}): {r['core_overloads']}  direct {c['direct']}  "
-          f"decomposed {c['decomposed']}  missing {c['missing']}")
+    print(
+        f"\ncore ATen overloads (torch {r['torch']}): {r['core_overloads']}  direct {c['direct']}  "
+        f"decomposed {c['decomposed']}  missing {c['missing']}"
+    )
     return 0
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import backward_errors, lazy, state
 from tpu_workbench.backend import random as _random
@@ -111,7 +112,7 @@ def check_index(index: int | None) -> None:
         return
     names = " or ".join(f"tpu:{i}" for i in valid_indices())
     raise RuntimeError(
-        f"invalid device ordinal: tpu:{index} (this process has one TPU device, named \"tpu\" or {names}; "
+        f'invalid device ordinal: tpu:{index} (this process has one TPU device, named "tpu" or {names}; '
         "each process of a multi-device job owns one device — launch one process per device with torchrun)"
     )
 
@@ -229,7 +230,9 @@ class Stream:
 class Event:
     """Placeholder event; ``synchronize`` waits for all pending work."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> None:
         self.enable_timing = enable_timing
 
     def record(self, stream: Stream | None = None) -> None:
@@ -245,7 +248,9 @@ class Event:
         _synchronize()
 
     def elapsed_time(self, end_event: Event) -> float:
-        raise RuntimeError("TPU events carry no timestamps here; time with time.perf_counter after synchronize()")
+        raise RuntimeError(
+            "TPU events carry no timestamps here; time with time.perf_counter after synchronize()"
+        )
 
 
 _default_stream: Stream | None = None
@@ -336,7 +341,9 @@ def _set_mode(mode: EagerMode) -> None:
     try:
         mode = EagerMode(mode)
     except ValueError:
-        raise ValueError(f"unknown eager mode {mode!r}; choose one of {[m.name for m in EagerMode]}") from None
+        raise ValueError(
+            f"unknown eager mode {mode!r}; choose one of {[m.name for m in EagerMode]}"
+        ) from None
     if state.eager_mode() is EagerMode.DEFER_AND_FUSE and mode is not EagerMode.DEFER_AND_FUSE:
         lazy.flush()  # leaving fused eager: recorded work runs now
     state.set_eager_mode_value(mode)

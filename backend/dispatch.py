@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import device as device_module
 from tpu_workbench.backend import lazy, state
@@ -48,7 +49,9 @@ _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
 
 _JaxArray: Any = None
-_ArrayImpl: Any = None  # the concrete jax.Array class: an identity test where isinstance(x, jax.Array) is slow
+_ArrayImpl: Any = (
+    None  # the concrete jax.Array class: an identity test where isinstance(x, jax.Array) is slow
+)
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -107,15 +110,18 @@ def _backward_rescue(func: Any, args: tuple, kwargs: dict) -> Any:
     engine)."""
     name = func.name()
     if BACKWARD_RESCUES[name] == 0:
-        warnings.warn(f"operator '{name}' failed on TPU inside backward; running it on the CPU (slow)",
-                      stacklevel=2)
+        warnings.warn(
+            f"operator '{name}' failed on TPU inside backward; running it on the CPU (slow)", stacklevel=2
+        )
     BACKWARD_RESCUES[name] += 1
     return _plan_cpu_fallback(func, args, kwargs, warn=False)
 
 
 def _blocking_call(plan: Callable, func: Any, args: tuple, kwargs: dict) -> Any:
     res = plan(func, args, kwargs)
-    leaves = [value(r) for r in (res if isinstance(res, (list, tuple)) else (res,)) if isinstance(r, TpuTensor)]
+    leaves = [
+        value(r) for r in (res if isinstance(res, (list, tuple)) else (res,)) if isinstance(r, TpuTensor)
+    ]
     jax_module().block_until_ready(leaves)
     return res
 
@@ -205,7 +211,9 @@ def _is_inplace(func: Any) -> bool:
 
 def _out_args(func: Any) -> list[str]:
     return [
-        a.name for a in private.schema(func).arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        a.name
+        for a in private.schema(func).arguments
+        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
     ]
 
 
@@ -285,10 +293,10 @@ def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
     return plan_alias
 
 
-def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
-                 ) -> Callable[[Any, tuple, dict], Any]:
+def _direct_plan(
+    func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
+) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
-
         fast = _strict_executable(fn)
 
         process = state._Process
@@ -301,16 +309,25 @@ def _direct_plan(func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | 
             out = deferred_view(f, fn, a, k)
             if out is not None:
                 return out
-            geometry = view_geometry(f, a, k)  # (raises PyTorch's error for a view these strides cannot express)
+            geometry = view_geometry(
+                f, a, k
+            )  # (raises PyTorch's error for a view these strides cannot express)
             ua = unwrap_args(a)
             uk = unwrap_kwargs(k)
-            res = (fast(*ua, **uk) if fast is not None and process.eager_mode is not fused
-                   else lazy.call(fn, ua, uk, fast))
+            res = (
+                fast(*ua, **uk)
+                if fast is not None and process.eager_mode is not fused
+                else lazy.call(fn, ua, uk, fast)
+            )
             rest = tuple(ua[1:])
             src = a[0]
             with view_mode(src):
                 if isinstance(res, (list, tuple)):
-                    geos = geometry if geometry is not NO_META and len(geometry) == len(res) else [None] * len(res)
+                    geos = (
+                        geometry
+                        if geometry is not NO_META and len(geometry) == len(res)
+                        else [None] * len(res)
+                    )
                     out = [TpuTensor(r, False, g) for r, g in zip(res, geos, strict=True)]
                     for i, o in enumerate(out):
                         make_view(o, src, ViewStep(fn, rest, uk, i))
@@ -419,9 +436,15 @@ def _accepting_cpu_indices(inner: Callable[[Any, tuple, dict], Any]) -> Callable
     they are copied to the device; every other CPU tensor argument still has to be a 0-dim scalar."""
 
     def plan(f: Any, a: tuple, k: dict) -> Any:
-        if len(a) > 1 and a[1] and any(type(i) is not TpuTensor and isinstance(i, torch.Tensor) for i in a[1]):
-            idx = [TpuTensor(cpu_to_jax(i)) if type(i) is not TpuTensor and isinstance(i, torch.Tensor) else i
-                   for i in a[1]]
+        if (
+            len(a) > 1
+            and a[1]
+            and any(type(i) is not TpuTensor and isinstance(i, torch.Tensor) for i in a[1])
+        ):
+            idx = [
+                TpuTensor(cpu_to_jax(i)) if type(i) is not TpuTensor and isinstance(i, torch.Tensor) else i
+                for i in a[1]
+            ]
             a = (a[0], idx, *a[2:])
         return inner(f, a, k)
 
@@ -514,7 +537,9 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
     return _plan_missing
 
 
-def _strict_executable(fn: Callable[..., Any], build_at_first_sight: bool = False) -> Callable[..., Any] | None:
+def _strict_executable(
+    fn: Callable[..., Any], build_at_first_sight: bool = False
+) -> Callable[..., Any] | None:
     """``fn`` as one cached executable per call signature in strict eager (backend/op_jit.py), unless it checks
     values on the host (those checks would vanish under jit) or draws random numbers (its key must advance)."""
     if reads_host_values(fn) or getattr(fn, "__module__", "").startswith(_PLAIN_FAMILIES):
@@ -542,8 +567,10 @@ def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
     def plan(f: Any, a: tuple, k: dict) -> Any:
         self = a[0]
         if self._root is None and getattr(self, "_viewed", False):
-            raise RuntimeError(f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
-                               "(a Python wrapper's sizes are shared); use the out-of-place op")
+            raise RuntimeError(
+                f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
+                "(a Python wrapper's sizes are shared); use the out-of-place op"
+            )
         rest, uk = unwrap(a[1:]), unwrap_kwargs(k)
         fn = low.fn
         root = self._root
@@ -603,8 +630,10 @@ def _storage_strided_args(src: TpuTensor, rest: Any, kwargs: dict) -> tuple:
     size, stride, *more = list(rest)
     offset = more[0] if more else kwargs.get("storage_offset")
     if src.dtype != src._root.dtype or src._root.is_complex():
-        raise NotImplementedError("as_strided on a view of a TPU tensor whose dtype differs from its storage's "
-                                  "(view(dtype), view_as_real, real/imag) is not supported; call .clone() first")
+        raise NotImplementedError(
+            "as_strided on a view of a TPU tensor whose dtype differs from its storage's "
+            "(view(dtype), view_as_real, real/imag) is not supported; call .clone() first"
+        )
     return (tuple(size), tuple(stride), src.storage_offset() if offset is None else offset)
 
 
@@ -630,7 +659,9 @@ def _to_cpu(a: Any) -> Any:
 def _plan_cpu_fallback(func: Any, args: tuple, kwargs: dict, warn: bool = True) -> Any:
     name = func.name()
     if FALLBACK_COUNTS[name] == 0 and warn:
-        warnings.warn(f"operator '{name}' is not implemented for TPU; running it on the CPU (slow)", stacklevel=3)
+        warnings.warn(
+            f"operator '{name}' is not implemented for TPU; running it on the CPU (slow)", stacklevel=3
+        )
     FALLBACK_COUNTS[name] += 1
     cargs = _to_cpu(args)
     ckwargs = {k: _to_cpu(v) for k, v in kwargs.items()}
@@ -665,15 +696,27 @@ def _init_alias_ops() -> None:
     aten = torch.ops.aten
     _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
     _UNSAFE_VIEWS.update({aten._unsafe_view.default})
-    _CPU_INDICES_OK.update({aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
-                            aten.index_put_.default, aten._unsafe_index_put.default,
-                            aten._index_put_impl_.default})
-    _METADATA_INPLACE.update({
-        aten.unsqueeze_.default: aten.unsqueeze.default, aten.squeeze_.default: aten.squeeze.default,
-        aten.squeeze_.dim: aten.squeeze.dim, aten.squeeze_.dims: aten.squeeze.dims,
-        aten.transpose_.default: aten.transpose.int, aten.t_.default: aten.t.default,
-        aten.as_strided_.default: aten.as_strided.default,  # (Dynamo's clone_input of a tensor made in a frame)
-    })
+    _CPU_INDICES_OK.update(
+        {
+            aten.index.Tensor,
+            aten._unsafe_index.Tensor,
+            aten.index_put.default,
+            aten.index_put_.default,
+            aten._unsafe_index_put.default,
+            aten._index_put_impl_.default,
+        }
+    )
+    _METADATA_INPLACE.update(
+        {
+            aten.unsqueeze_.default: aten.unsqueeze.default,
+            aten.squeeze_.default: aten.squeeze.default,
+            aten.squeeze_.dim: aten.squeeze.dim,
+            aten.squeeze_.dims: aten.squeeze.dims,
+            aten.transpose_.default: aten.transpose.int,
+            aten.t_.default: aten.t.default,
+            aten.as_strided_.default: aten.as_strided.default,  # (Dynamo's clone_input of a tensor made in a frame)
+        }
+    )
 
 
 _init_alias_ops()

@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
 from tpu_workbench.backend.ops.registry import lower
@@ -35,7 +36,12 @@ BACKEND_ALIAS = "tpu"
 
 # c10d ops whose tensor arguments named like this are written by the collective
 _WRITTEN_ARGS = {
-    "tensors", "output_tensors", "output_tensor", "output_lists", "outputs", "output",
+    "tensors",
+    "output_tensors",
+    "output_tensor",
+    "output_lists",
+    "outputs",
+    "output",
 }
 _READ_ONLY_OPS = {"send", "barrier", "monitored_barrier_", "check_for_nan"}
 
@@ -256,10 +262,26 @@ def _split_with_sizes_copy(
 
 def _register_lowerings() -> None:
     c10d_names = [
-        "allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_", "allgather_coalesced_",
-        "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
-        "reduce_scatter_tensor_coalesced_", "broadcast_", "reduce_", "gather_", "scatter_", "alltoall_",
-        "alltoall_base_", "send", "recv_", "recv_any_source_", "barrier", "monitored_barrier_",
+        "allreduce_",
+        "allreduce_coalesced_",
+        "allgather_",
+        "_allgather_base_",
+        "allgather_coalesced_",
+        "allgather_into_tensor_coalesced_",
+        "reduce_scatter_",
+        "_reduce_scatter_base_",
+        "reduce_scatter_tensor_coalesced_",
+        "broadcast_",
+        "reduce_",
+        "gather_",
+        "scatter_",
+        "alltoall_",
+        "alltoall_base_",
+        "send",
+        "recv_",
+        "recv_any_source_",
+        "barrier",
+        "monitored_barrier_",
         "check_for_nan",
     ]
     for n in c10d_names:
@@ -268,9 +290,18 @@ def _register_lowerings() -> None:
             lower(op.default, raw=True)(_c10d_lowering(op.default))
     fn = private.c10d_functional_ops()
     for n in [
-        "all_gather_into_tensor", "all_gather_into_tensor_coalesced", "all_gather_into_tensor_out",
-        "all_reduce", "all_reduce_", "all_reduce_coalesced", "all_reduce_coalesced_", "all_to_all_single",
-        "broadcast", "broadcast_", "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
+        "all_gather_into_tensor",
+        "all_gather_into_tensor_coalesced",
+        "all_gather_into_tensor_out",
+        "all_reduce",
+        "all_reduce_",
+        "all_reduce_coalesced",
+        "all_reduce_coalesced_",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_",
+        "reduce_scatter_tensor",
+        "reduce_scatter_tensor_coalesced",
         "reduce_scatter_tensor_out",
     ]:
         op = getattr(fn, n, None)
@@ -302,11 +333,14 @@ def _register_lazy_hooks() -> None:
 
 
 def _patch_fsdp_storage() -> None:
-    @private.patch("fsdp2-storage", "torch.distributed.fsdp._fully_shard._fsdp_param.free_storage/alloc_storage",
-                   "FSDP2 frees/re-allocates unsharded parameters with untyped_storage().resize_; a TPU tensor has "
-                   "no storage (its payload is an immutable jax.Array the all-gather replaces), so both are "
-                   "no-ops for TPU tensors: correct, without FSDP's memory saving on the unsharded copy",
-                   required=True)
+    @private.patch(
+        "fsdp2-storage",
+        "torch.distributed.fsdp._fully_shard._fsdp_param.free_storage/alloc_storage",
+        "FSDP2 frees/re-allocates unsharded parameters with untyped_storage().resize_; a TPU tensor has "
+        "no storage (its payload is an immutable jax.Array the all-gather replaces), so both are "
+        "no-ops for TPU tensors: correct, without FSDP's memory saving on the unsharded copy",
+        required=True,
+    )
     def _fsdp() -> None:
         _fsdp_param, _fsdp_param_group = private.fsdp_storage_modules()
         orig_free, orig_alloc = _fsdp_param.free_storage, _fsdp_param.alloc_storage

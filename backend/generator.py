@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import device as device_module
 
@@ -63,10 +64,13 @@ def _make_generator_class() -> type:
 
 
 def install() -> None:
-    @private.patch("generator-tpu", "torch.Generator",
-                   "torch.Generator('tpu') needs a C++ generator hook a Python backend cannot register; the patched "
-                   "class builds a seeded generator for 'tpu' and passes every other device to PyTorch",
-                   required=False)
+    @private.patch(
+        "generator-tpu",
+        "torch.Generator",
+        "torch.Generator('tpu') needs a C++ generator hook a Python backend cannot register; the patched "
+        "class builds a seeded generator for 'tpu' and passes every other device to PyTorch",
+        required=False,
+    )
     def _generator() -> None:
         if torch.Generator is _CGenerator:
             private.replace_attr(torch, "Generator", _make_generator_class())

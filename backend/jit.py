@@ -49,8 +49,13 @@ def jitted(fn: Callable[..., Any]) -> Callable[..., Any]:
                 pos.append(i)
             else:
                 static.append((i, freeze(a)))
-        key = (tuple(pos), tuple(static), tuple((k, freeze(v)) for k, v in kwargs.items()),
-               state.current_precision(), len(args))
+        key = (
+            tuple(pos),
+            tuple(static),
+            tuple((k, freeze(v)) for k, v in kwargs.items()),
+            state.current_precision(),
+            len(args),
+        )
         try:
             f = cache.get(key)
         except TypeError:  # unhashable static argument: run eagerly

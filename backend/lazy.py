@@ -129,7 +129,9 @@ _rng.before_state_change.append(lambda: flush())
 
 def active() -> bool:
     """Recording is on: fused mode, not paused by the fallback."""
-    return _paused_ops == 0 and state.eager_mode() is state.EagerMode.DEFER_AND_FUSE and not state._trace.depth
+    return (
+        _paused_ops == 0 and state.eager_mode() is state.EagerMode.DEFER_AND_FUSE and not state._trace.depth
+    )
 
 
 def note_strict_op() -> None:
@@ -194,8 +196,11 @@ def _leaf(x: Any, g: _Graph, avals: list) -> tuple[Any, Any, Any]:
     if c is list or c is tuple:
         parts = [_leaf(v, g, avals) for v in x]
         name = "l" if c is list else "t"
-        return ((name, tuple(p[0] for p in parts)), (name, tuple(p[1] for p in parts)),
-                c(p[2] for p in parts))
+        return (
+            (name, tuple(p[0] for p in parts)),
+            (name, tuple(p[1] for p in parts)),
+            c(p[2] for p in parts),
+        )
     try:
         f = freeze(x)
         hash(f)
@@ -204,8 +209,9 @@ def _leaf(x: Any, g: _Graph, avals: list) -> tuple[Any, Any, Any]:
     return f, f, x
 
 
-def call(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, eager: Callable[..., Any] | None = None
-         ) -> Any:
+def call(
+    fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, eager: Callable[..., Any] | None = None
+) -> Any:
     """``fn(*args, **kwargs)`` now (through ``eager`` if given: the same function, faster), or recorded for later
     when fused eager is recording."""
     global _paused_ops
@@ -308,8 +314,15 @@ def _record(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             if g.scalars[n_sc:] == (floats if lifted else []):
                 if len(_recipes) > _MAX_RECIPES:
                     _recipes.clear()
-                _recipes[key] = (node.args, node.kwargs, node.key, node.treedef, node.rng, node.fn,
-                                 [(lz.shape, lz.dtype, lz.weak_type) for lz in _outs_of(node)])
+                _recipes[key] = (
+                    node.args,
+                    node.kwargs,
+                    node.key,
+                    node.treedef,
+                    node.rng,
+                    node.fn,
+                    [(lz.shape, lz.dtype, lz.weak_type) for lz in _outs_of(node)],
+                )
         return result
     targs, tkwargs, node_key, treedef, rng, node_fn, outs = recipe
     for x in new_inputs:
@@ -440,7 +453,7 @@ def _record_slow(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         except Exception:  # noqa: BLE001 - data-dependent or a genuine error: strict eager decides
             _drop_inputs(g, n_inputs)
             if n_lifted:
-                del g.scalars[len(g.scalars) - n_lifted:]
+                del g.scalars[len(g.scalars) - n_lifted :]
             return _strict(fn, args, kwargs)
         if len(_shape_cache) > 65536:
             _shape_cache.clear()
@@ -480,7 +493,9 @@ def _can_lift(fn: Callable, args: tuple, kwargs: dict, pa: list, pk: list, avals
     nor promotes differently)."""
     n = sum(1 for a in args if a.__class__ is float) + sum(1 for v in kwargs.values() if v.__class__ is float)
     counter = iter(range(n))
-    lifted_args = tuple(_Ref("s", next(counter)) if p is _FLOAT else p[2] for a, p in zip(args, pa, strict=True))
+    lifted_args = tuple(
+        _Ref("s", next(counter)) if p is _FLOAT else p[2] for a, p in zip(args, pa, strict=True)
+    )
     lifted_kw = {k: _Ref("s", next(counter)) if p is _FLOAT else p[2] for k, p in pk}
     static_args = tuple(a if p is _FLOAT else p[2] for a, p in zip(args, pa, strict=True))
     static_kw = {k: kwargs[k] if p is _FLOAT else p[2] for k, p in pk}
@@ -532,8 +547,11 @@ def _eval_shape(fn: Callable, targs: tuple, tkwargs: dict, avals: list) -> tuple
     if not all(isinstance(x, jax.ShapeDtypeStruct) for x in flat):
         raise TypeError("lowering returned a non-array leaf")
     single = isinstance(out, jax.ShapeDtypeStruct)
-    return ([(tuple(x.shape), x.dtype, bool(getattr(x, "weak_type", False))) for x in flat],
-            None if single else treedef, probe.draws > 0)
+    return (
+        [(tuple(x.shape), x.dtype, bool(getattr(x, "weak_type", False))) for x in flat],
+        None if single else treedef,
+        probe.draws > 0,
+    )
 
 
 def _first_scalar(targs: tuple, tkwargs: dict) -> int:
@@ -607,9 +625,13 @@ def _run(g: _Graph) -> None:
     _STATS.graph_nodes_max = max(_STATS.graph_nodes_max, len(g.nodes))
     if not live:
         return
-    key = (tuple(n.key for n in g.nodes),
-           tuple((x.shape, x.dtype, x.weak_type) for x in g.inputs), len(g.scalars),
-           tuple((j, o) for j, o, _ in live), g.rng)
+    key = (
+        tuple(n.key for n in g.nodes),
+        tuple((x.shape, x.dtype, x.weak_type) for x in g.inputs),
+        len(g.scalars),
+        tuple((j, o) for j, o, _ in live),
+        g.rng,
+    )
     exe = _compiled.get(key)
     new_signature = False
     if exe is not None:
@@ -663,7 +685,9 @@ def _replay(nodes: list[_Node], inputs: list, scalars: list, wanted: list[tuple[
         return results[r.a][r.b]
 
     for node in nodes:
-        out = node.fn(*tuple(_fill(a, get) for a in node.args), **{k: _fill(v, get) for k, v in node.kwargs.items()})
+        out = node.fn(
+            *tuple(_fill(a, get) for a in node.args), **{k: _fill(v, get) for k, v in node.kwargs.items()}
+        )
         results.append([out] if node.treedef is None else jax.tree_util.tree_leaves(out))
     return [results[j][o] for j, o in wanted]
 

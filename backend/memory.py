@@ -93,8 +93,11 @@ def reset_peak_memory_stats(device_index: Any = None) -> None:
     global _reset_warned
     if not _reset_warned:
         _reset_warned = True
-        warnings.warn("reset_peak_memory_stats() on the TPU device: JAX's peak counters cannot be reset; peak "
-                      "figures count from the start of the process", stacklevel=2)
+        warnings.warn(
+            "reset_peak_memory_stats() on the TPU device: JAX's peak counters cannot be reset; peak "
+            "figures count from the start of the process",
+            stacklevel=2,
+        )
 
 
 def reset_accumulated_memory_stats(device_index: Any = None) -> None:

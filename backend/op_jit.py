@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import random as _rng
 from tpu_workbench.backend import state
 from tpu_workbench.backend._jax import jax_module
@@ -153,9 +154,12 @@ def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Cal
         arrays: list = []
         floats: list = []
         try:
-            key = (tuple([_spec(a, arrays, floats) for a in args]),
-                   tuple([(k, _spec(v, arrays, floats)) for k, v in kwargs.items()]) if kwargs else (),
-                   state.current_precision(), torch.get_default_dtype())
+            key = (
+                tuple([_spec(a, arrays, floats) for a in args]),
+                tuple([(k, _spec(v, arrays, floats)) for k, v in kwargs.items()]) if kwargs else (),
+                state.current_precision(),
+                torch.get_default_dtype(),
+            )
             exe = cache.get(key)
         except (_Unkeyable, TypeError):
             return _concrete_call(fn, args, kwargs)
@@ -169,7 +173,9 @@ def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Cal
             _count_compiled(exe)
         if exe is _PLAIN:
             return _concrete_call(fn, args, kwargs)
-        if exe is _BY_VALUE:  # floats the lowering branches on: one program per value (rarely more than a few)
+        if (
+            exe is _BY_VALUE
+        ):  # floats the lowering branches on: one program per value (rarely more than a few)
             vkey = (key, tuple(floats))
             exe = cache.get(vkey)
             if exe is None:
@@ -263,7 +269,9 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) 
         return program
 
     def shape_of(lift: bool) -> Any:
-        extra = [jax.ShapeDtypeStruct((), "float64", weak_type=True)] * (_count_floats(args, kwargs) if lift else 0)
+        extra = [jax.ShapeDtypeStruct((), "float64", weak_type=True)] * (
+            _count_floats(args, kwargs) if lift else 0
+        )
         with _rng.probe() as probe:
             out = jax.eval_shape(program_for(lift, checked=True), *structs, *extra)
         if probe.draws:
@@ -279,7 +287,10 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) 
             lifted = shape_of(True)
             same = jax.tree_util.tree_structure(plain) == jax.tree_util.tree_structure(lifted) and all(
                 (p.shape, p.dtype) == (t.shape, t.dtype)
-                for p, t in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(lifted), strict=True))
+                for p, t in zip(
+                    jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(lifted), strict=True
+                )
+            )
         except Exception:  # noqa: BLE001 - it branches on a float's value
             same = False
         if same:

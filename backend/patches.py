@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import backward_errors, memory, pinned_factories, pinning
 from tpu_workbench.backend import device as device_module
@@ -55,9 +56,12 @@ def apply() -> None:
 
     apply_accelerator()
 
-    @private.patch("accelerator-synchronize", "torch.accelerator.synchronize",
-                   "a Python backend has no C++ stream to synchronise: wait for pending JAX work instead",
-                   required=True)
+    @private.patch(
+        "accelerator-synchronize",
+        "torch.accelerator.synchronize",
+        "a Python backend has no C++ stream to synchronise: wait for pending JAX work instead",
+        required=True,
+    )
     def _sync() -> None:
         orig = torch.accelerator.synchronize
 
@@ -70,11 +74,15 @@ def apply() -> None:
         synchronize.__doc__ = orig.__doc__
         private.replace_attr(torch.accelerator, "synchronize", synchronize)
 
-    @private.patch("pin-memory", "torch.Tensor.pin_memory, torch.Tensor.is_pinned",
-                   "pinning asks the accelerator for a C++ pinned-memory allocator a Python backend cannot register; "
-                   "with 'tpu' as the accelerator a pinned tensor is a host copy marked pinned (host->device copies "
-                   "go through jax.device_put and need no page-locked buffer), so x.pin_memory().to('tpu', "
-                   "non_blocking=True) and DataLoader(pin_memory=True) work", required=True)
+    @private.patch(
+        "pin-memory",
+        "torch.Tensor.pin_memory, torch.Tensor.is_pinned",
+        "pinning asks the accelerator for a C++ pinned-memory allocator a Python backend cannot register; "
+        "with 'tpu' as the accelerator a pinned tensor is a host copy marked pinned (host->device copies "
+        "go through jax.device_put and need no page-locked buffer), so x.pin_memory().to('tpu', "
+        "non_blocking=True) and DataLoader(pin_memory=True) work",
+        required=True,
+    )
     def _pin() -> None:
         orig_pin, orig_is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
 
@@ -92,17 +100,23 @@ def apply() -> None:
         private.replace_attr(torch.Tensor, "pin_memory", pin_memory)
         private.replace_attr(torch.Tensor, "is_pinned", is_pinned)
 
-    @private.patch("pin-memory-factories", "torch.empty, torch.zeros, ... (every factory with pin_memory=)",
-                   "a factory called with pin_memory=True asks the accelerator for the same C++ pinned allocator; "
-                   "with 'tpu' as the accelerator it builds a host tensor marked pinned, as Tensor.pin_memory() does",
-                   required=False)
+    @private.patch(
+        "pin-memory-factories",
+        "torch.empty, torch.zeros, ... (every factory with pin_memory=)",
+        "a factory called with pin_memory=True asks the accelerator for the same C++ pinned allocator; "
+        "with 'tpu' as the accelerator it builds a host tensor marked pinned, as Tensor.pin_memory() does",
+        required=False,
+    )
     def _pin_factories() -> None:
         pinned_factories.install()
 
-    @private.patch("module-to-swaps-params", "torch.nn.Module.to",
-                   "Module.to('tpu') must keep parameter identity (tied weights, optimizers built earlier): a CPU "
-                   "parameter cannot take a wrapper's payload through .data=, so the tensors are swapped",
-                   required=True)
+    @private.patch(
+        "module-to-swaps-params",
+        "torch.nn.Module.to",
+        "Module.to('tpu') must keep parameter identity (tied weights, optimizers built earlier): a CPU "
+        "parameter cannot take a wrapper's payload through .data=, so the tensors are swapped",
+        required=True,
+    )
     def _module_to() -> None:
         orig = torch.nn.Module.to
 
@@ -127,38 +141,53 @@ def apply() -> None:
             # A live autograd graph holds the parameters (a CPU forward whose outputs are still referenced):
             # swapping would corrupt it, so build new Parameters as PyTorch does for devices without in-place
             # conversion (XLA), keep parameters shared inside the module shared, and say so.
-            warnings.warn("Module.to('tpu'): the parameters are held by a live autograd graph (outputs of an "
-                          "earlier forward are still referenced), so they could not be moved in place: the "
-                          "module has new Parameter objects; build optimizers after .to('tpu')", stacklevel=2)
+            warnings.warn(
+                "Module.to('tpu'): the parameters are held by a live autograd graph (outputs of an "
+                "earlier forward are still referenced), so they could not be moved in place: the "
+                "module has new Parameter objects; build optimizers after .to('tpu')",
+                stacklevel=2,
+            )
             out = orig(self, *args, **kwargs)
             _retie(slots)
             return out
 
         to.__doc__ = orig.__doc__
         private.replace_attr(torch.nn.Module, "to", to)
-        private.replace_attr(torch.nn.Module, "tpu", lambda self, device=None: to(self, torch.device("tpu", 0)))
+        private.replace_attr(
+            torch.nn.Module, "tpu", lambda self, device=None: to(self, torch.device("tpu", 0))
+        )
 
-    @private.patch("optimizer-foreach-types", "torch.optim.optimizer._foreach_supported_types",
-                   "optimizers choose their faster foreach implementation for TPU tensors (speed only)",
-                   required=False)
+    @private.patch(
+        "optimizer-foreach-types",
+        "torch.optim.optimizer._foreach_supported_types",
+        "optimizers choose their faster foreach implementation for TPU tensors (speed only)",
+        required=False,
+    )
     def _foreach() -> None:
         types = private.foreach_supported_types()
         if TpuTensor not in types:
             types.append(TpuTensor)
 
-    @private.patch("foreach-utils-types", "torch.utils._foreach_utils._foreach_supported_types",
-                   "gradient clipping (clip_grad_norm_, clip_grad_value_) takes its foreach path for TPU tensors, as "
-                   "for CUDA tensors, instead of one op per gradient (speed only)", required=False)
+    @private.patch(
+        "foreach-utils-types",
+        "torch.utils._foreach_utils._foreach_supported_types",
+        "gradient clipping (clip_grad_norm_, clip_grad_value_) takes its foreach path for TPU tensors, as "
+        "for CUDA tensors, instead of one op per gradient (speed only)",
+        required=False,
+    )
     def _foreach_utils() -> None:
         types = private.foreach_utils_supported_types()
         if TpuTensor not in types:
             types.append(TpuTensor)
 
-    @private.patch("backward-errors", "torch.autograd._engine_run_backward (and torch.autograd.graph's)",
-                   "an error raised inside backward (a hook, an unpack hook, an op the device refuses) is taken out "
-                   "of the interpreter by the device guard so that PyTorch's noexcept guard code does not abort the "
-                   "process; the backward entry point raises it again in place of the empty error the engine returns",
-                   required=True)
+    @private.patch(
+        "backward-errors",
+        "torch.autograd._engine_run_backward (and torch.autograd.graph's)",
+        "an error raised inside backward (a hook, an unpack hook, an op the device refuses) is taken out "
+        "of the interpreter by the device guard so that PyTorch's noexcept guard code does not abort the "
+        "process; the backward entry point raises it again in place of the empty error the engine returns",
+        required=True,
+    )
     def _backward_errors() -> None:
         private.wrap_engine_run_backward(backward_errors.reraising_kept_errors)
 
@@ -166,9 +195,13 @@ def apply() -> None:
 def apply_accelerator() -> None:
     """torch.accelerator's device-index and memory queries, which reach C++ hooks a Python backend lacks."""
 
-    @private.patch("accelerator-device-index", "torch.accelerator.set_device_index, device_index",
-                   "one device per process: an ordinal this process does not own raises 'invalid device ordinal' "
-                   "as on CUDA (without it, set_device_index(1) silently selects tpu:0)", required=True)
+    @private.patch(
+        "accelerator-device-index",
+        "torch.accelerator.set_device_index, device_index",
+        "one device per process: an ordinal this process does not own raises 'invalid device ordinal' "
+        "as on CUDA (without it, set_device_index(1) silently selects tpu:0)",
+        required=True,
+    )
     def _index() -> None:
         orig_set = torch.accelerator.set_device_index
         orig_ctx = torch.accelerator.device_index
@@ -186,18 +219,33 @@ def apply_accelerator() -> None:
                     device = None if device is None else 0
                 super().__init__(device)
 
-        for name, fn in (("set_device_index", set_device_index), ("set_device_idx", set_device_index),
-                         ("device_index", device_index)):
+        for name, fn in (
+            ("set_device_index", set_device_index),
+            ("set_device_idx", set_device_index),
+            ("device_index", device_index),
+        ):
             fn.__doc__ = getattr(torch.accelerator, name).__doc__
             private.replace_attr(torch.accelerator, name, fn)
 
-    @private.patch("accelerator-memory", "torch.accelerator.memory_* / torch.accelerator.memory.*",
-                   "PyTorch reads memory statistics from a C++ allocator (an internal assert for a Python backend): "
-                   "answer with what JAX reports, or raise naming the limit", required=True)
+    @private.patch(
+        "accelerator-memory",
+        "torch.accelerator.memory_* / torch.accelerator.memory.*",
+        "PyTorch reads memory statistics from a C++ allocator (an internal assert for a Python backend): "
+        "answer with what JAX reports, or raise naming the limit",
+        required=True,
+    )
     def _memory() -> None:
-        names = ("memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
-                 "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-                 "empty_cache", "get_memory_info")
+        names = (
+            "memory_stats",
+            "memory_allocated",
+            "memory_reserved",
+            "max_memory_allocated",
+            "max_memory_reserved",
+            "reset_peak_memory_stats",
+            "reset_accumulated_memory_stats",
+            "empty_cache",
+            "get_memory_info",
+        )
         mem_mod = private.resolve("torch.accelerator.memory")
         for name in names:
             orig = getattr(torch.accelerator, name)

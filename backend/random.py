@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend._jax import jax_module
 
 _key: Any = None

@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend.strides import contiguous_strides
 
@@ -72,8 +73,9 @@ def _to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
     return moved
 
 
-def _rebuild_on_device(rebuild: Any, storage: Any, offset: int, size: Any, stride: Any,
-                       dev: torch.device) -> torch.Tensor:
+def _rebuild_on_device(
+    rebuild: Any, storage: Any, offset: int, size: Any, stride: Any, dev: torch.device
+) -> torch.Tensor:
     """A tensor rebuilt on a storage bound for the device. The first tensor on a storage becomes the storage's
     device copy (a tensor of its own shape where it covers the whole storage in order, else the flat storage);
     later tensors on the same storage (views saved with their base, as ``torch.save`` writes a CUDA view) are
@@ -115,16 +117,24 @@ def _storage_new(orig_new: Any) -> Any:
 def install() -> None:
     """Register the deserializer and the patches (called by ``tpu_workbench.backend.register()``)."""
 
-    @private.patch("storage-on-tpu", "torch.UntypedStorage.__new__",
-                   "a storage on 'tpu' would dereference a null C++ allocator (a segmentation fault): refuse it with "
-                   "a clear error, and keep it on the CPU, marked, inside torch.load", required=True)
+    @private.patch(
+        "storage-on-tpu",
+        "torch.UntypedStorage.__new__",
+        "a storage on 'tpu' would dereference a null C++ allocator (a segmentation fault): refuse it with "
+        "a clear error, and keep it on the CPU, marked, inside torch.load",
+        required=True,
+    )
     def _storage() -> None:
         cls = torch.UntypedStorage
         private.replace_attr(cls, "__new__", _storage_new(private.storage_base_new()))
 
-    @private.patch("storage-tpu-method", "torch.UntypedStorage.tpu, torch.TypedStorage.tpu",
-                   "storage.tpu(), like storage.cuda(), for map_location callables (lambda s, loc: s.tpu()); "
-                   "outside torch.load it raises the clear no-storage-on-tpu error", required=False)
+    @private.patch(
+        "storage-tpu-method",
+        "torch.UntypedStorage.tpu, torch.TypedStorage.tpu",
+        "storage.tpu(), like storage.cuda(), for map_location callables (lambda s, loc: s.tpu()); "
+        "outside torch.load it raises the clear no-storage-on-tpu error",
+        required=False,
+    )
     def _storage_tpu() -> None:
         def tpu(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
             index = device if isinstance(device, int) else (torch.device(device).index if device else None)
@@ -134,9 +144,13 @@ def install() -> None:
             if not hasattr(cls, "tpu"):
                 private.replace_attr(cls, "tpu", tpu)
 
-    @private.patch("load-to-tpu", "torch._utils._rebuild_tensor, _rebuild_tensor_v3; torch.serialization packages",
-                   "torch.load(map_location='tpu' …) restores each storage on the device, which a Python backend "
-                   "cannot do: storages stay on the CPU and each rebuilt tensor is moved", required=True)
+    @private.patch(
+        "load-to-tpu",
+        "torch._utils._rebuild_tensor, _rebuild_tensor_v3; torch.serialization packages",
+        "torch.load(map_location='tpu' …) restores each storage on the device, which a Python backend "
+        "cannot do: storages stay on the CPU and each rebuilt tensor is moved",
+        required=True,
+    )
     def _load() -> None:
         torch.serialization.register_package(9, _saved_location, _restore)
         utils = private.torch_utils()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 _LIMIT = 1 << 63  # bytes: XLA (and torch) keep sizes in int64
@@ -22,8 +23,21 @@ _SIZE_ARGS = frozenset({"size", "sizes", "output_size", "shape", "repeats"})
 _COUNT_ARGS = frozenset({"num_classes", "n", "m"})  # one_hot, eye, randperm: a count of elements per row
 _RANGE_OPS = frozenset({"arange", "range", "linspace", "logspace"})
 # Ops whose size argument re-shapes an existing tensor (the product is its numel): no check, no cost.
-_SAME_NUMEL = frozenset({"view", "_unsafe_view", "reshape", "_reshape_alias", "view_copy", "unflatten",
-                         "_reshape_copy", "resize_", "resize_as_", "set_", "sum_to_size"})
+_SAME_NUMEL = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "view_copy",
+        "unflatten",
+        "_reshape_copy",
+        "resize_",
+        "resize_as_",
+        "set_",
+        "sum_to_size",
+    }
+)
 
 
 def _is_int_list(arg: Any) -> bool:
@@ -79,7 +93,9 @@ def size_check_for(func: Any) -> Callable[[tuple, dict], None] | None:
     args = list(private.schema(func).arguments)
     names = [a.name for a in args]
     sized = [(i, a.name) for i, a in enumerate(args) if a.name in _SIZE_ARGS and _is_int_list(a)]
-    counted = [(i, a.name) for i, a in enumerate(args) if a.name in _COUNT_ARGS and str(a.type) in ("int", "SymInt")]
+    counted = [
+        (i, a.name) for i, a in enumerate(args) if a.name in _COUNT_ARGS and str(a.type) in ("int", "SymInt")
+    ]
     ranged = name in _RANGE_OPS
     if not (sized or counted or ranged):
         return None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import tensor as tensor_module
 from tpu_workbench.backend.ops.registry import lower
@@ -33,10 +34,22 @@ class TpuSparseTensor(TpuTensor):
     """A sparse COO tensor on "tpu"."""
 
     @staticmethod
-    def __new__(cls, indices: TpuTensor, values: TpuTensor, size: Any, coalesced: bool = False,
-                requires_grad: bool = False) -> TpuSparseTensor:
-        r = private.make_wrapper_subclass(cls, tuple(size), dtype=values.dtype, device=_tpu(),
-                                          layout=torch.sparse_coo, requires_grad=requires_grad)
+    def __new__(
+        cls,
+        indices: TpuTensor,
+        values: TpuTensor,
+        size: Any,
+        coalesced: bool = False,
+        requires_grad: bool = False,
+    ) -> TpuSparseTensor:
+        r = private.make_wrapper_subclass(
+            cls,
+            tuple(size),
+            dtype=values.dtype,
+            device=_tpu(),
+            layout=torch.sparse_coo,
+            requires_grad=requires_grad,
+        )
         r._ind, r._val, r._coal = indices, values, bool(coalesced)
         r._sparse_dim = indices.shape[0]
         r._root = None
@@ -66,7 +79,10 @@ class TpuSparseTensor(TpuTensor):
     def __reduce_ex__(self, proto: int) -> Any:
         # torch's own sparse rebuild (weights_only allow-listed) on the two dense TPU components, which honour
         # map_location as every TPU tensor does
-        return (private.rebuild_sparse_tensor, (torch.sparse_coo, (self._ind, self._val, tuple(self.shape), self._coal)))
+        return (
+            private.rebuild_sparse_tensor,
+            (torch.sparse_coo, (self._ind, self._val, tuple(self.shape), self._coal)),
+        )
 
     def __deepcopy__(self, memo: dict) -> TpuSparseTensor:
         return TpuSparseTensor(self._ind.clone(), self._val.clone(), self.shape, self._coal)
@@ -95,15 +111,28 @@ def _to_cpu(s: TpuSparseTensor) -> torch.Tensor:
     return torch.sparse_coo_tensor(s._ind.cpu(), s._val.cpu(), s.shape, is_coalesced=s._coal)
 
 
-def _from_parts(indices: torch.Tensor, values: torch.Tensor, size: Any, coalesced: bool = False) -> TpuSparseTensor:
+def _from_parts(
+    indices: torch.Tensor, values: torch.Tensor, size: Any, coalesced: bool = False
+) -> TpuSparseTensor:
     ind = indices if isinstance(indices, TpuTensor) else indices.to(_tpu())
     val = values if isinstance(values, TpuTensor) else values.to(_tpu())
     return TpuSparseTensor(ind.to(torch.int64), val, size, coalesced)
 
 
 @lower(aten._sparse_coo_tensor_with_dims_and_tensors.default, raw=True)
-def _new(sparse_dim: int, dense_dim: int, size: Any, indices: Any, values: Any, *, dtype: Any = None,
-         layout: Any = None, device: Any = None, pin_memory: Any = None, is_coalesced: bool | None = None) -> Any:
+def _new(
+    sparse_dim: int,
+    dense_dim: int,
+    size: Any,
+    indices: Any,
+    values: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    is_coalesced: bool | None = None,
+) -> Any:
     """Where ``sparse.to("tpu")`` and ``torch.sparse_coo_tensor(..., device="tpu")`` land."""
     if dtype is not None and values.dtype != dtype:
         values = values.to(dtype)
@@ -111,8 +140,16 @@ def _new(sparse_dim: int, dense_dim: int, size: Any, indices: Any, values: Any, 
 
 
 @_sparse(aten._to_copy.default)
-def _to_copy(s: TpuSparseTensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
-             pin_memory: Any = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
+def _to_copy(
+    s: TpuSparseTensor,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    non_blocking: bool = False,
+    memory_format: Any = None,
+) -> torch.Tensor:
     if layout not in (None, torch.sparse_coo):
         raise NotImplementedError(f"converting a sparse TPU tensor to layout {layout} is not supported")
     val = s._val if dtype is None else s._val.to(dtype)
@@ -210,7 +247,9 @@ def mm(a: Any, b: Any) -> torch.Tensor:
     if isinstance(b, TpuSparseTensor):
         return mm(b.t(), a.t()).t() if not isinstance(a, TpuSparseTensor) else mm(a, to_dense(b))
     if a.dim() != 2 or a._sparse_dim != 2:
-        raise NotImplementedError("sparse @ dense on TPU: the sparse operand must be a 2-D matrix (sparse_dim 2)")
+        raise NotImplementedError(
+            "sparse @ dense on TPU: the sparse operand must be a 2-D matrix (sparse_dim 2)"
+        )
     rows, cols = a._ind[0], a._ind[1]
     out = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.promote_types(a.dtype, b.dtype), device=_tpu())
     return out.index_add(0, rows, a._val.unsqueeze(1) * b.index_select(0, cols))
@@ -223,11 +262,17 @@ def addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> torch.
 
 @_sparse(aten.mul.Tensor, aten.mul.Scalar)
 def mul(a: Any, b: Any) -> Any:
-    if isinstance(a, TpuSparseTensor) and not isinstance(b, TpuSparseTensor) and (
-            not isinstance(b, torch.Tensor) or b.dim() == 0):
+    if (
+        isinstance(a, TpuSparseTensor)
+        and not isinstance(b, TpuSparseTensor)
+        and (not isinstance(b, torch.Tensor) or b.dim() == 0)
+    ):
         return TpuSparseTensor(a._ind, a._val * b, a.shape, a._coal)
-    if isinstance(b, TpuSparseTensor) and not isinstance(a, TpuSparseTensor) and (
-            not isinstance(a, torch.Tensor) or a.dim() == 0):
+    if (
+        isinstance(b, TpuSparseTensor)
+        and not isinstance(a, TpuSparseTensor)
+        and (not isinstance(a, torch.Tensor) or a.dim() == 0)
+    ):
         return mul(b, a)
     raise NotImplementedError("mul of a sparse TPU tensor: only by a scalar (call .to_dense() first)")
 

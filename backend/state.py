@@ -100,9 +100,14 @@ def jax_trace() -> Iterator[None]:
 
 # ----------------------------------------------------------------------------- eager mode
 class _Process:
-    eager_mode = (EagerMode.DEFER_AND_FUSE if os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "0") == "1"
-                  else EagerMode.DEFER_NEVER)
-    launch_blocking = os.environ.get("TORCH_TPU_LAUNCH_BLOCKING", os.environ.get("TPU_LAUNCH_BLOCKING", "0")) == "1"
+    eager_mode = (
+        EagerMode.DEFER_AND_FUSE
+        if os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "0") == "1"
+        else EagerMode.DEFER_NEVER
+    )
+    launch_blocking = (
+        os.environ.get("TORCH_TPU_LAUNCH_BLOCKING", os.environ.get("TPU_LAUNCH_BLOCKING", "0")) == "1"
+    )
     cpu_fallback = os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1"
 
 
@@ -117,7 +122,11 @@ def in_bad_fork() -> bool:
 def _after_fork_in_child() -> None:
     global _bad_fork
     jax = sys.modules.get("jax")
-    if jax is not None and "tpu_workbench.backend._jax" in sys.modules and sys.modules["tpu_workbench.backend._jax"].jax_module.cache_info().currsize:
+    if (
+        jax is not None
+        and "tpu_workbench.backend._jax" in sys.modules
+        and sys.modules["tpu_workbench.backend._jax"].jax_module.cache_info().currsize
+    ):
         _bad_fork = True
 
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import j2t_dtype, jax_module, jax_to_cpu
@@ -33,7 +34,9 @@ def _device() -> torch.device:
     return _DEVICE
 
 
-_INTERNAL_ATTRS = frozenset({"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed", "_saved_storage"})
+_INTERNAL_ATTRS = frozenset(
+    {"_elem", "_root", "_chain", "_gen", "_seen", "_address", "_viewed", "_saved_storage"}
+)
 
 
 _TENSOR_DATA = torch.Tensor.data  # (the C getset descriptor: its setter is set_data)
@@ -55,11 +58,22 @@ class TpuTensor(torch.Tensor):
         """``geometry``: a view's (strides, storage offset) in its root (backend/strides.py); None: contiguous."""
         if geometry is None:
             r = private.make_wrapper_subclass(
-                cls, elem.shape, dtype=j2t_dtype(elem.dtype), device=_DEVICE or _device(), requires_grad=requires_grad)
+                cls,
+                elem.shape,
+                dtype=j2t_dtype(elem.dtype),
+                device=_DEVICE or _device(),
+                requires_grad=requires_grad,
+            )
         else:
             r = private.make_wrapper_subclass(
-                cls, elem.shape, strides=geometry[0], storage_offset=geometry[1], dtype=j2t_dtype(elem.dtype),
-                device=_DEVICE or _device(), requires_grad=requires_grad)
+                cls,
+                elem.shape,
+                strides=geometry[0],
+                storage_offset=geometry[1],
+                dtype=j2t_dtype(elem.dtype),
+                device=_DEVICE or _device(),
+                requires_grad=requires_grad,
+            )
         r._elem = elem
         r._root = None
         r._gen = 0
@@ -128,16 +142,20 @@ class TpuTensor(torch.Tensor):
     def share_memory_(self) -> TpuTensor:
         # CUDA shares device memory between processes through IPC handles; a JAX array has none, so a model
         # "shared" here would train a separate copy in each process (Hogwild) without saying so.
-        raise RuntimeError(f"share_memory_(): a '{self.device}' tensor cannot be shared between processes (its "
-                           "JAX array has no inter-process handle); share the model on the CPU and move it to "
-                           "'tpu' inside each process, or use torch.distributed")
+        raise RuntimeError(
+            f"share_memory_(): a '{self.device}' tensor cannot be shared between processes (its "
+            "JAX array has no inter-process handle); share the model on the CPU and move it to "
+            "'tpu' inside each process, or use torch.distributed"
+        )
 
     def __deepcopy__(self, memo: dict) -> TpuTensor:
         # torch's default copies the payload's storage, which a wrapper has not; a JAX array is immutable, so a
         # new root on the same array is an independent copy.
         if not self.is_leaf:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
-                               "protocol at the moment.")
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                "protocol at the moment."
+            )
         if id(self) in memo:
             return memo[id(self)]
         new = TpuTensor(value(self))
@@ -159,11 +177,17 @@ class TpuTensor(torch.Tensor):
             return (private.rebuild_parameter, (plain, self.requires_grad, OrderedDict()))
         root = self._root if self._root is not None else self
         if root.dtype != self.dtype:  # a view of another dtype (view_as_real ...): saved as a copy of its own
-            typed, offset, stride = _cpu_storage(value(self), self.device), 0, contiguous_strides(tuple(self.shape))
+            typed, offset, stride = (
+                _cpu_storage(value(self), self.device),
+                0,
+                contiguous_strides(tuple(self.shape)),
+            )
         else:  # a view is saved as its root's storage with its own offset and strides, as a CUDA view is
             typed, offset, stride = saved_storage(root), self.storage_offset(), self.stride()
-        return (private.rebuild_tensor_v2,
-                (typed, offset, tuple(self.shape), stride, self.requires_grad, OrderedDict()))
+        return (
+            private.rebuild_tensor_v2,
+            (typed, offset, tuple(self.shape), stride, self.requires_grad, OrderedDict()),
+        )
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # Print like torch does for any device, from a CPU copy of the value.
@@ -304,11 +328,15 @@ def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:
         return inverted
     n = base.size
     if jnp.issubdtype(base.dtype, jnp.complexfloating):
-        iota = (jnp.arange(n, dtype=jnp.float64) + 1j * jnp.arange(n, 2 * n, dtype=jnp.float64)).reshape(base.shape)
+        iota = (jnp.arange(n, dtype=jnp.float64) + 1j * jnp.arange(n, 2 * n, dtype=jnp.float64)).reshape(
+            base.shape
+        )
         idx = _replay(iota, chain)
         if jnp.issubdtype(idx.dtype, jnp.complexfloating):
             if bool(jnp.any(jnp.imag(idx) < 0)):
-                raise NotImplementedError("writing through a conjugated view of a TPU tensor is not supported")
+                raise NotImplementedError(
+                    "writing through a conjugated view of a TPU tensor is not supported"
+                )
             k = jnp.real(idx).astype(jnp.int64).reshape(-1)
             new = jnp.broadcast_to(new, idx.shape).reshape(-1).astype(base.dtype)
             return base.reshape(-1).at[k].set(new).reshape(base.shape)
@@ -387,15 +415,22 @@ def adopt(dst: TpuTensor, src: TpuTensor) -> None:
 _STALE = -1  # a view's seen-generation that no root has: its array is computed when first read
 
 
-def stale_view(src: TpuTensor, step: ViewStep | None, shape: tuple, dtype: torch.dtype,
-               geometry: tuple | None = None) -> TpuTensor:
+def stale_view(
+    src: TpuTensor, step: ViewStep | None, shape: tuple, dtype: torch.dtype, geometry: tuple | None = None
+) -> TpuTensor:
     """A view of ``src`` by ``step`` (None: an alias) whose array is not computed yet (backend/views.py): the
     first ``payload`` replays its chain from the root. ``geometry``: its (strides, storage offset)."""
     if geometry is None:
         out = private.make_wrapper_subclass(TpuTensor, shape, dtype=dtype, device=_DEVICE or _device())
     else:
-        out = private.make_wrapper_subclass(TpuTensor, shape, strides=geometry[0], storage_offset=geometry[1],
-                                            dtype=dtype, device=_DEVICE or _device())
+        out = private.make_wrapper_subclass(
+            TpuTensor,
+            shape,
+            strides=geometry[0],
+            storage_offset=geometry[1],
+            dtype=dtype,
+            device=_DEVICE or _device(),
+        )
     out._elem = None
     out._gen = 0
     root = src._root
@@ -444,8 +479,10 @@ class TpuStorage:
         return self.cpu().tolist()
 
     def _refuse(self, what: str) -> Any:
-        raise RuntimeError(f"{what} on the storage of a TPU tensor is not supported: TPU tensors hold JAX arrays, "
-                           "not PyTorch storages (use tensor operations, or .cpu() first)")
+        raise RuntimeError(
+            f"{what} on the storage of a TPU tensor is not supported: TPU tensors hold JAX arrays, "
+            "not PyTorch storages (use tensor operations, or .cpu() first)"
+        )
 
     def resize_(self, size: int) -> Any:
         return self._refuse("resize_")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import lazy, state
 from tpu_workbench.backend import random as _rng
 from tpu_workbench.backend._jax import jax_module
@@ -94,8 +95,12 @@ def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
             _Concrete.array = type(jax_module().numpy.zeros(()))
         tensors: list = []
         try:
-            key = (_key_of(args, tensors), _key_of(tuple(kwargs.items()), tensors) if kwargs else (),
-                   state.current_precision(), torch.get_default_dtype())
+            key = (
+                _key_of(args, tensors),
+                _key_of(tuple(kwargs.items()), tensors) if kwargs else (),
+                state.current_precision(),
+                torch.get_default_dtype(),
+            )
             entry = cache.get(key)
         except (_Unkeyable, TypeError):
             return fn(*args, **kwargs)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend._jax import j2t_dtype, jax_module, t2j_dtype
 from tpu_workbench.backend.jit import freeze
 from tpu_workbench.backend.lazy import Lazy
@@ -91,8 +92,13 @@ def _describe(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src:
     if geometry is NO_META or len(geometry) != len(leaves):
         geometry = [None] * len(leaves)
     steps = [ViewStep(fn, frozen, dict(kwargs), i) for i in range(len(leaves))] if multi else [step]
-    return _Described(multi, [(tuple(r.shape), j2t_dtype(r.dtype), st, g)
-                              for r, st, g in zip(leaves, steps, geometry, strict=True)])
+    return _Described(
+        multi,
+        [
+            (tuple(r.shape), j2t_dtype(r.dtype), st, g)
+            for r, st, g in zip(leaves, steps, geometry, strict=True)
+        ],
+    )
 
 
 def _described(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src: TpuTensor) -> Any:
@@ -103,8 +109,15 @@ def _described(func: Any, fn: Callable[..., Any], rest: tuple, kwargs: dict, src
         if not _static(rest) or (kwargs and not _static(tuple(kwargs.values()))):
             return _NO
         try:
-            key = (func, freeze(rest), freeze(tuple(kwargs.items())), src.shape, src.stride(), src.storage_offset(),
-                   src.dtype)
+            key = (
+                func,
+                freeze(rest),
+                freeze(tuple(kwargs.items())),
+                src.shape,
+                src.stride(),
+                src.storage_offset(),
+                src.dtype,
+            )
             hash(key)
         except TypeError:
             return _NO

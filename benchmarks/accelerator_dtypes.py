@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from tpu_workbench import backend
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import random as _rng
 from tpu_workbench.backend._jax import jax_module
 from tpu_workbench.backend.conformance import _META_ONLY, entry_name, op_db
-
-from tpu_workbench import backend
 
 # Dtypes the device does not hold (no JAX equivalent): reported, not run.
 NOT_HELD = (torch.complex32,)

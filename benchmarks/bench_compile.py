@@ -69,6 +69,7 @@ def step_flops(model: GPT, batch: int, seq: int, layers: int, dim: int) -> float
 def _sync(device: str, model: nn.Module, loss: torch.Tensor) -> float:
     if device == "tpu":
         import jax
+
         from tpu_workbench.backend.tensor import value
 
         jax.block_until_ready([value(p) for p in model.parameters()])
@@ -119,9 +120,15 @@ def run_mode(name: str, device: str, compiled: str | None, args: argparse.Namesp
     tokens = args.batch * args.seq
     flops = step_flops(model, args.batch, args.seq, args.layers, args.dim)
     rec: dict[str, Any] = {
-        "mode": name, "first_step_s": first, "step_s_median": med, "step_s_samples": times,
-        "step_s_min": best, "tokens_per_s": tokens / med, "tokens_per_s_best": tokens / best,
-        "achieved_flops": flops / med, "first_loss": first_loss,
+        "mode": name,
+        "first_step_s": first,
+        "step_s_median": med,
+        "step_s_samples": times,
+        "step_s_min": best,
+        "tokens_per_s": tokens / med,
+        "tokens_per_s_best": tokens / best,
+        "achieved_flops": flops / med,
+        "first_loss": first_loss,
     }
     if stats0 is not None:
         rec["compile_stats_after_first_step"] = stats0
@@ -164,9 +171,12 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--eager-steps", type=int, default=2, help="steps for the slow tpu-eager mode")
-    p.add_argument("--modes", default="cpu_eager,cpu_inductor,tpu_eager,tpu_fused,tpu_compiled",
-                   help="comma list of: cpu_eager, cpu_inductor, tpu_eager (strict), tpu_fused (fused eager, "
-                        "DEFER_AND_FUSE), tpu_compiled")
+    p.add_argument(
+        "--modes",
+        default="cpu_eager,cpu_inductor,tpu_eager,tpu_fused,tpu_compiled",
+        help="comma list of: cpu_eager, cpu_inductor, tpu_eager (strict), tpu_fused (fused eager, "
+        "DEFER_AND_FUSE), tpu_compiled",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
@@ -175,22 +185,31 @@ def main() -> None:
     n_params = sum(q.numel() for q in model.parameters())
     import jax
 
-    print(f"host: {platform.node()} cpus={os.cpu_count()} torch={torch.__version__} jax={jax.__version__} "
-          f"torch_threads={torch.get_num_threads()}")
-    print(f"model: GPT decoder {n_params / 1e6:.1f}M params, layers={args.layers} dim={args.dim} "
-          f"heads={args.heads} vocab={args.vocab}; batch={args.batch} x seq={args.seq}; fp32; AdamW")
+    print(
+        f"host: {platform.node()} cpus={os.cpu_count()} torch={torch.__version__} jax={jax.__version__} "
+        f"torch_threads={torch.get_num_threads()}"
+    )
+    print(
+        f"model: GPT decoder {n_params / 1e6:.1f}M params, layers={args.layers} dim={args.dim} "
+        f"heads={args.heads} vocab={args.vocab}; batch={args.batch} x seq={args.seq}; fp32; AdamW"
+    )
     print("device 'tpu' = XLA:CPU via JAX (not a TPU)")
     if hasattr(os, "getloadavg"):
         print(f"load average at start: {os.getloadavg()[0]:.2f} (a shared machine inflates every figure)")
     peak = gemm_peak()
-    print(f"GEMM 2048^3 fp32: torch cpu {peak['torch_cpu'] / 1e9:.1f} GFLOP/s, jax cpu "
-          f"{peak['jax_cpu'] / 1e9:.1f} GFLOP/s -> peak {peak['peak'] / 1e9:.1f} GFLOP/s")
+    print(
+        f"GEMM 2048^3 fp32: torch cpu {peak['torch_cpu'] / 1e9:.1f} GFLOP/s, jax cpu "
+        f"{peak['jax_cpu'] / 1e9:.1f} GFLOP/s -> peak {peak['peak'] / 1e9:.1f} GFLOP/s"
+    )
     flops = step_flops(model, args.batch, args.seq, args.layers, args.dim)
     print(f"FLOPs per training step (convention above): {flops / 1e9:.1f} GFLOP")
 
     table = {
-        "cpu_eager": ("cpu", None), "cpu_inductor": ("cpu", "inductor"),
-        "tpu_eager": ("tpu", None), "tpu_fused": ("tpu", None), "tpu_compiled": ("tpu", "tpu"),
+        "cpu_eager": ("cpu", None),
+        "cpu_inductor": ("cpu", "inductor"),
+        "tpu_eager": ("tpu", None),
+        "tpu_fused": ("tpu", None),
+        "tpu_compiled": ("tpu", "tpu"),
     }
     results = []
     for name in args.modes.split(","):
@@ -198,7 +217,9 @@ def main() -> None:
         a = argparse.Namespace(**vars(args))
         if name == "tpu_eager":
             a.steps, a.warmup = args.eager_steps, 0
-        if name == "tpu_fused":  # a graph compiles the third time it is seen: two warm-up steps after the first
+        if (
+            name == "tpu_fused"
+        ):  # a graph compiles the third time it is seen: two warm-up steps after the first
             a.warmup = max(args.warmup, 2)
             with torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE):
                 rec = run_mode(name, device, compiled, a)
@@ -206,11 +227,14 @@ def main() -> None:
             rec = run_mode(name, device, compiled, a)
         rec["flop_utilisation"] = rec["achieved_flops"] / peak["peak"]
         results.append(rec)
-        print(f"{name:13s} first step {rec['first_step_s']:7.2f} s | step {rec['step_s_median'] * 1e3:8.1f} ms "
-              f"(median of {len(rec['step_s_samples'])}, min {rec['step_s_min'] * 1e3:.1f}) | "
-              f"{rec['tokens_per_s']:8.0f} tok/s (best {rec['tokens_per_s_best']:.0f}) | "
-              f"{rec['achieved_flops'] / 1e9:6.1f} GFLOP/s = {100 * rec['flop_utilisation']:5.1f}% of GEMM peak"
-              f" | loss {rec['first_loss']:.4f}", flush=True)
+        print(
+            f"{name:13s} first step {rec['first_step_s']:7.2f} s | step {rec['step_s_median'] * 1e3:8.1f} ms "
+            f"(median of {len(rec['step_s_samples'])}, min {rec['step_s_min'] * 1e3:.1f}) | "
+            f"{rec['tokens_per_s']:8.0f} tok/s (best {rec['tokens_per_s_best']:.0f}) | "
+            f"{rec['achieved_flops'] / 1e9:6.1f} GFLOP/s = {100 * rec['flop_utilisation']:5.1f}% of GEMM peak"
+            f" | loss {rec['first_loss']:.4f}",
+            flush=True,
+        )
         if "compile_stats_end" in rec:
             print(f"{'':13s} compile stats: {rec['compile_stats_end']}")
     by = {r["mode"]: r for r in results}
@@ -223,11 +247,15 @@ def main() -> None:
         tc, tcb = by["tpu_compiled"]["tokens_per_s"], by["tpu_compiled"]["tokens_per_s_best"]
         for ref in ("cpu_inductor", "tpu_eager", "tpu_fused", "cpu_eager"):
             if ref in by:
-                print(f"tpu_compiled / {ref}: {tc / by[ref]['tokens_per_s']:.2f}x on medians, "
-                      f"{tcb / by[ref]['tokens_per_s_best']:.2f}x on best steps")
+                print(
+                    f"tpu_compiled / {ref}: {tc / by[ref]['tokens_per_s']:.2f}x on medians, "
+                    f"{tcb / by[ref]['tokens_per_s_best']:.2f}x on best steps"
+                )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "gemm": peak, "flops_per_step": flops, "results": results}, f, indent=1)
+            json.dump(
+                {"args": vars(args), "gemm": peak, "flops_per_step": flops, "results": results}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,15 @@ def _gpt() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
 def _llama() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
     from transformers import LlamaConfig, LlamaForCausalLM  # lazy: optional (transformers)
 
-    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg)
     ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
@@ -76,9 +83,18 @@ def _llama() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
 
 def _cnn() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
     return model, lambda m, dev: (F.cross_entropy(m(x.to(dev)), y.to(dev)),)
@@ -91,7 +107,9 @@ def _varying() -> tuple[nn.Module, Callable[[nn.Module, str], tuple]]:
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     g = torch.Generator().manual_seed(1)
     data = torch.randn(4096, 16, generator=g)
-    sizes = itertools.cycle(range(8, 4000))  # no batch size twice within a device run (the CPU runs may cycle)
+    sizes = itertools.cycle(
+        range(8, 4000)
+    )  # no batch size twice within a device run (the CPU runs may cycle)
 
     def loss_of(m: nn.Module, dev: str) -> tuple:
         n = next(sizes)
@@ -188,8 +206,12 @@ def measure(name: str, train: bool, modes: list[str], min_run_time: float, round
         times = sorted(f["samples_s"])
         q1, q3 = times[len(times) // 4], times[(3 * len(times)) // 4]
         med = statistics.median(times)
-        f.update(step_ms_median=med * 1e3, step_ms_iqr=(q3 - q1) * 1e3, samples=len(times) * blocks[mode],
-                 us_per_aten_op=med * 1e6 / out["aten_ops_per_step"])
+        f.update(
+            step_ms_median=med * 1e3,
+            step_ms_iqr=(q3 - q1) * 1e3,
+            samples=len(times) * blocks[mode],
+            us_per_aten_op=med * 1e6 / out["aten_ops_per_step"],
+        )
     return out
 
 
@@ -207,13 +229,19 @@ def _per_op(repeats: int) -> dict[str, Any]:
     cases = {
         "add 8x8": (lambda: xc + wc, lambda: xt + wt, lambda: xj + wj),
         "matmul 8x8": (lambda: xc @ wc, lambda: xt @ wt, lambda: xj @ wj),
-        "layer_norm 8x64": (lambda: F.layer_norm(lc, (64,), gc, bc), lambda: F.layer_norm(lt, (64,), gt, bt),
-                            lambda: jln(lj)),
+        "layer_norm 8x64": (
+            lambda: F.layer_norm(lc, (64,), gc, bc),
+            lambda: F.layer_norm(lt, (64,), gt, bt),
+            lambda: jln(lj),
+        ),
     }
     for name, (c, t, j) in cases.items():
         row = {}
-        for label, fn, sync in (("torch_cpu", c, lambda o: None), ("tpu", t, lambda o: float(o.sum().cpu())),
-                                ("raw_jax", j, lambda o: o.block_until_ready())):
+        for label, fn, sync in (
+            ("torch_cpu", c, lambda o: None),
+            ("tpu", t, lambda o: float(o.sum().cpu())),
+            ("raw_jax", j, lambda o: o.block_until_ready()),
+        ):
             for _ in range(20):
                 o = fn()
             sync(o)
@@ -244,10 +272,16 @@ def main(argv: list[str] | None = None) -> int:
 
     backend.register()
     torch.set_num_threads(a.threads)
-    info = {"host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-            "device": torch.tpu.get_device_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
-            "load_1min": os.getloadavg()[0]}
+    info = {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "device": torch.tpu.get_device_name(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "load_1min": os.getloadavg()[0],
+    }
     print(json.dumps(info))
     result: dict[str, Any] = {"info": info}
     if a.ops:
@@ -258,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         modes = [m.strip() for m in a.modes.split(",") if m.strip()]
         rows = []
         for name in [m.strip() for m in a.models.split(",") if m.strip()]:
-            for train in ((False, True) if name == "llama" else (True,)):
+            for train in (False, True) if name == "llama" else (True,):
                 r = measure(name, train, modes, a.min_run_time, a.rounds)
                 rows.append(r)
                 base = r["modes"].get("cpu", {}).get("step_ms_median")
@@ -267,9 +301,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(label)
                 for mode, f in r["modes"].items():
                     rel = f"  {f['step_ms_median'] / base:5.2f}x cpu" if base else ""
-                    vs = f"  {strict / f['step_ms_median']:5.2f}x faster than strict" if strict and mode != "strict" else ""
-                    print(f"  {mode:9s} {f['step_ms_median']:9.2f} ms (IQR {f['step_ms_iqr']:.2f})  "
-                          f"{f['us_per_aten_op']:7.1f} us/op  warm-up {f['warmup_s']:.1f} s{rel}{vs}")
+                    vs = (
+                        f"  {strict / f['step_ms_median']:5.2f}x faster than strict"
+                        if strict and mode != "strict"
+                        else ""
+                    )
+                    print(
+                        f"  {mode:9s} {f['step_ms_median']:9.2f} ms (IQR {f['step_ms_iqr']:.2f})  "
+                        f"{f['us_per_aten_op']:7.1f} us/op  warm-up {f['warmup_s']:.1f} s{rel}{vs}"
+                    )
                 for mode, why in r.get("failed", {}).items():
                     print(f"  {mode:9s} FAILED: {why}")
         result["workloads"] = rows

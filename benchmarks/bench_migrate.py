@@ -19,6 +19,7 @@ import sysconfig
 import time
 
 import libcst as cst
+
 from tpu_workbench.migrate.engine import run_files
 
 PACKAGES = ("torch", "jax", "jaxlib", "libcst", "numpy", "pandas", "hypothesis", "matplotlib")
@@ -66,16 +67,25 @@ def main() -> int:
     if args.subset and args.subset < len(files):
         files = sorted(random.Random(0).sample(files, args.subset))
     mb = sum(os.path.getsize(f) for f in files) / 1e6
-    print(f"files: {len(files)} ({mb:.1f} MB) from {args.packages}; python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs", flush=True)
+    print(
+        f"files: {len(files)} ({mb:.1f} MB) from {args.packages}; python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
 
     t_parse, failed = parse_all(files)
     print(f"libcst parse, all files, 1 process:        {t_parse:8.2f} s  ({failed} unparsable)", flush=True)
     t1, counts = check(files, 1)
-    print(f"tpu-migrate --check, all files, --jobs 1:  {t1:8.2f} s  = {t1 / t_parse:.2f}x parse  {counts}", flush=True)
+    print(
+        f"tpu-migrate --check, all files, --jobs 1:  {t1:8.2f} s  = {t1 / t_parse:.2f}x parse  {counts}",
+        flush=True,
+    )
     t2, _ = check(files, 2)
-    print(f"tpu-migrate --check, all files, --jobs 2:  {t2:8.2f} s  = {t2 / t_parse:.2f}x parse  "
-          f"(speed-up {t1 / t2:.2f}x)", flush=True)
+    print(
+        f"tpu-migrate --check, all files, --jobs 2:  {t2:8.2f} s  = {t2 / t_parse:.2f}x parse  "
+        f"(speed-up {t1 / t2:.2f}x)",
+        flush=True,
+    )
 
     res = run_files(files, jobs=2)
     changed = [f.path for f in res.files if f.status == "changed"]
@@ -83,10 +93,15 @@ def main() -> int:
     print(f"files that need rewriting: {len(changed)}", flush=True)
     print(f"libcst parse, those files, 1 process:      {t_parse_c:8.2f} s", flush=True)
     c1, _ = check(changed, 1)
-    print(f"tpu-migrate --check, those, --jobs 1:      {c1:8.2f} s  = {c1 / t_parse_c:.2f}x parse", flush=True)
+    print(
+        f"tpu-migrate --check, those, --jobs 1:      {c1:8.2f} s  = {c1 / t_parse_c:.2f}x parse", flush=True
+    )
     c2, _ = check(changed, 2)
-    print(f"tpu-migrate --check, those, --jobs 2:      {c2:8.2f} s  = {c2 / t_parse_c:.2f}x parse  "
-          f"(speed-up {c1 / c2:.2f}x)", flush=True)
+    print(
+        f"tpu-migrate --check, those, --jobs 2:      {c2:8.2f} s  = {c2 / t_parse_c:.2f}x parse  "
+        f"(speed-up {c1 / c2:.2f}x)",
+        flush=True,
+    )
     return 0
 
 

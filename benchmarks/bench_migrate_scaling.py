@@ -48,11 +48,15 @@ def generate(n: int, rewrites: bool = True) -> str:
     out = ["import torch\n", "import torch_xla.core.xla_model as xm\n\n"]
     for i in range(n):
         if rewrites and i % 2 == 0:
-            out.append(f"def f_{i}(x, scale={i}):\n    y = x.cuda()\n    torch.cuda.synchronize()\n"
-                       f"    return y * scale + {i}\n\n\n")
+            out.append(
+                f"def f_{i}(x, scale={i}):\n    y = x.cuda()\n    torch.cuda.synchronize()\n"
+                f"    return y * scale + {i}\n\n\n"
+            )
         else:
-            out.append(f"def f_{i}(x, scale={i}):\n    y = x + 1\n    z = y * scale\n"
-                       f"    return z - {i} if z else None\n\n\n")
+            out.append(
+                f"def f_{i}(x, scale={i}):\n    y = x + 1\n    z = y * scale\n"
+                f"    return z - {i} if z else None\n\n\n"
+            )
     return "".join(out)
 
 
@@ -60,12 +64,20 @@ def measure(path: str, timeout: float) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     start = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", _CHILD, path], capture_output=True, text=True, timeout=timeout,
-                             env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, path],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=True,
+        )
     except subprocess.TimeoutExpired:
         return {"timeout": time.perf_counter() - start}
     except subprocess.CalledProcessError as exc:
-        return {"error": exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else f"exit {exc.returncode}"}
+        return {
+            "error": exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else f"exit {exc.returncode}"
+        }
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -80,12 +92,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from tpu_workbench import migrate
 
-    print(f"# host {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, libcst "
-          f"{version('libcst')}, migrate from "
-          f"{os.path.dirname(migrate.__file__)}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.1f}")
-    print(f"# {'clean functions' if args.clean else 'half of the functions need two rewrites'}; one process per size")
-    print(f"{'functions':>9} {'MB':>6} {'CPU s':>8} {'wall s':>8} {'CPU s/1k fn':>11} {'peak MiB':>9} "
-          f"{'peak B/src B':>12} {'findings':>8}  status")
+    print(
+        f"# host {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, libcst "
+        f"{version('libcst')}, migrate from "
+        f"{os.path.dirname(migrate.__file__)}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"# {'clean functions' if args.clean else 'half of the functions need two rewrites'}; one process per size"
+    )
+    print(
+        f"{'functions':>9} {'MB':>6} {'CPU s':>8} {'wall s':>8} {'CPU s/1k fn':>11} {'peak MiB':>9} "
+        f"{'peak B/src B':>12} {'findings':>8}  status"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             path = os.path.join(tmp, f"gen_{n}.py")
@@ -96,11 +114,16 @@ def main(argv: list[str] | None = None) -> int:
             mb = len(text) / 1e6
             if "timeout" in r or "error" in r:
                 why = f"gave up after {r['timeout']:.0f} s" if "timeout" in r else r["error"]
-                print(f"{n:>9} {mb:>6.2f} {'-':>8} {'-':>8} {'-':>11} {'-':>9} {'-':>12} {'-':>8}  {why}", flush=True)
+                print(
+                    f"{n:>9} {mb:>6.2f} {'-':>8} {'-':>8} {'-':>11} {'-':>9} {'-':>12} {'-':>8}  {why}",
+                    flush=True,
+                )
                 continue
-            print(f"{n:>9} {mb:>6.2f} {r['cpu']:>8.1f} {r['wall']:>8.1f} {r['cpu'] / n * 1000:>11.2f} "
-                  f"{r['peak'] / 2**20:>9.0f} {r['peak'] / len(text):>12.0f} {r['findings']:>8}  {r['status']}",
-                  flush=True)
+            print(
+                f"{n:>9} {mb:>6.2f} {r['cpu']:>8.1f} {r['wall']:>8.1f} {r['cpu'] / n * 1000:>11.2f} "
+                f"{r['peak'] / 2**20:>9.0f} {r['peak'] / len(text):>12.0f} {r['findings']:>8}  {r['status']}",
+                flush=True,
+            )
     return 0
 
 

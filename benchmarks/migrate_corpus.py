@@ -69,8 +69,15 @@ def extract(mirror: Path, dest: Path, repos: list[tuple[str, str]]) -> None:
         target = dest / name.replace("/", "+")
         if target.exists():
             continue
-        listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
-                                 capture_output=True, check=True).stdout.decode().split("\0")
+        listing = (
+            subprocess.run(
+                ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         blobs = []
         for entry in listing:
             if not entry:
@@ -79,8 +86,11 @@ def extract(mirror: Path, dest: Path, repos: list[tuple[str, str]]) -> None:
             mode, kind, sha = meta.split()
             if kind == "blob" and mode != "120000" and path.endswith(SOURCE_SUFFIXES):
                 blobs.append((sha, path))
-        cat = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE)
+        cat = subprocess.Popen(
+            ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         assert cat.stdin is not None and cat.stdout is not None
         for sha, path in blobs:
             cat.stdin.write(sha.encode() + b"\n")
@@ -124,7 +134,17 @@ def _env() -> dict[str, str]:
 
 
 def _cli(args: list[str], cwd: Path) -> tuple[int, dict]:
-    cmd = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--output-format", "json", "-q", "--jobs", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tpu_workbench.migrate.cli",
+        "--output-format",
+        "json",
+        "-q",
+        "--jobs",
+        "2",
+        *args,
+    ]
     env = _env()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     try:
@@ -211,7 +231,9 @@ def run_repo(name: str, commit: str, tree: Path, diffs: Path | None) -> Row:
                 continue
             text = data.decode("utf-8", "replace")
             old = before[rel].decode("utf-8", "replace")
-            code_new, code_old = (text, old) if rel.endswith(".py") else (_notebook_code(text), _notebook_code(old))
+            code_new, code_old = (
+                (text, old) if rel.endswith(".py") else (_notebook_code(text), _notebook_code(old))
+            )
             if _parses(code_old) and not _parses(code_new):
                 row.bad_parse.append(rel)
             row.todos += len(TODO.findall(text))
@@ -229,13 +251,45 @@ def _cli_text(cwd: Path) -> tuple[int, str]:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = ["repository", "commit", "files", "parsed", "changed", "rewr", "warn", "flag", "2nd write",
-            "bad parse", "unparsable", "torch_xla", ".cuda(", '"cuda"', "torch.cuda.", "TODOs", "s"]
+    head = [
+        "repository",
+        "commit",
+        "files",
+        "parsed",
+        "changed",
+        "rewr",
+        "warn",
+        "flag",
+        "2nd write",
+        "bad parse",
+        "unparsable",
+        "torch_xla",
+        ".cuda(",
+        '"cuda"',
+        "torch.cuda.",
+        "TODOs",
+        "s",
+    ]
     lines = [head]
     for r in rows:
-        lines.append([r.name, r.commit[:10], r.files, r.parsed, r.changed, r.outcomes["rewritten"],
-                      r.outcomes["warned"], r.outcomes["flagged"], r.second, len(r.bad_parse), r.unparsable,
-                      *r.residue.values(), r.todos, f"{r.seconds:.0f}"])
+        lines.append(
+            [
+                r.name,
+                r.commit[:10],
+                r.files,
+                r.parsed,
+                r.changed,
+                r.outcomes["rewritten"],
+                r.outcomes["warned"],
+                r.outcomes["flagged"],
+                r.second,
+                len(r.bad_parse),
+                r.unparsable,
+                *r.residue.values(),
+                r.todos,
+                f"{r.seconds:.0f}",
+            ]
+        )
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     print("| " + " | ".join(str(c).ljust(w) for c, w in zip(head, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -249,13 +303,20 @@ def print_table(rows: list[Row]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     p.add_argument("--manifest", type=Path, default=MANIFEST, help="owner/name commit per line")
     p.add_argument("--corpus", type=Path, help="folder holding owner+name/ trees")
     p.add_argument("--mirror", type=Path, help="folder of bare git mirrors (owner+name/repo) to extract from")
-    p.add_argument("--extract", type=Path, metavar="DIR", help="extract the manifest's trees into DIR, then run")
-    p.add_argument("--only", action="append", default=[], help="run only repositories whose name contains this")
+    p.add_argument(
+        "--extract", type=Path, metavar="DIR", help="extract the manifest's trees into DIR, then run"
+    )
+    p.add_argument(
+        "--only", action="append", default=[], help="run only repositories whose name contains this"
+    )
     p.add_argument("--diffs", type=Path, help="write each repository's first-run diff into this folder")
     p.add_argument("--code", type=Path, default=ROOT, help="folder holding the migrate package to run")
     a = p.parse_args(argv)
@@ -279,8 +340,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row = run_repo(name, commit, tree, a.diffs)
         rows.append(row)
-        print(f"done {name}: {row.files} files, {row.changed} changed, second --write changed {row.second}, "
-              f"bad parse {len(row.bad_parse)} ({row.seconds:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"done {name}: {row.files} files, {row.changed} changed, second --write changed {row.second}, "
+            f"bad parse {len(row.bad_parse)} ({row.seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     print_table(rows)
     bad = sum(r.second + len(r.bad_parse) for r in rows)
     return 1 if bad else 0

@@ -18,6 +18,8 @@ import sys
 import time
 
 import torch
+
+from tpu_workbench import backend
 from tpu_workbench.backend.conformance import (
     KNOWN_UNSUPPORTED_FILE,
     entry_name,
@@ -25,8 +27,6 @@ from tpu_workbench.backend.conformance import (
     op_db,
     run_entry,
 )
-
-from tpu_workbench import backend
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,20 +73,28 @@ def main(argv: list[str] | None = None) -> int:
     for d, c in sorted(per_dtype.items()):
         ran = c["pass"] + c["known-unsupported"] + c["failed"] + c["stale-known"]
         rate = 100.0 * (c["pass"] + c["stale-known"]) / ran if ran else 0.0
-        print(f"  {d:9} pass {c['pass'] + c['stale-known']:4}  known-unsupported {c['known-unsupported']:4}  "
-              f"failed {c['failed']:4}  skip {c['skip']:4}  pass rate {rate:.1f}%")
+        print(
+            f"  {d:9} pass {c['pass'] + c['stale-known']:4}  known-unsupported {c['known-unsupported']:4}  "
+            f"failed {c['failed']:4}  skip {c['skip']:4}  pass rate {rate:.1f}%"
+        )
     mism = sum(1 for o in outcomes if o["status"] == "mismatch")
-    print(f"TOTAL pass {counts['pass'] + counts['stale-known']}  known-unsupported {counts['known-unsupported']}  "
-          f"failed {counts['failed']}  (silent wrong answers: {mism})  skip {counts['skip']}")
+    print(
+        f"TOTAL pass {counts['pass'] + counts['stale-known']}  known-unsupported {counts['known-unsupported']}  "
+        f"failed {counts['failed']}  (silent wrong answers: {mism})  skip {counts['skip']}"
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(outcomes, f, indent=1)
     if a.write_known:
-        new = {o["op"] + "|" + o["dtype"]: o["detail"][:200] for o in outcomes if o["status"] == "unsupported"}
+        new = {
+            o["op"] + "|" + o["dtype"]: o["detail"][:200] for o in outcomes if o["status"] == "unsupported"
+        }
         if only is None and a.shard is None:
             known = new
         else:
-            known = {k: v for k, v in known.items() if k not in {o["op"] + "|" + o["dtype"] for o in outcomes}}
+            known = {
+                k: v for k, v in known.items() if k not in {o["op"] + "|" + o["dtype"] for o in outcomes}
+            }
             known.update(new)
         KNOWN_UNSUPPORTED_FILE.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
         print(f"wrote {len(known)} entries to {KNOWN_UNSUPPORTED_FILE}")

@@ -125,8 +125,9 @@ def _worker(conn: Any, job: Job, close_fds: Sequence[int]) -> None:
         index, path = task
         conn.send(("start", index, rss()))
         try:
-            computed = compute_file(path, write=job.write, rules=job.rules,
-                                    watch=_PipeWatch(conn, index, file_size(path)))
+            computed = compute_file(
+                path, write=job.write, rules=job.rules, watch=_PipeWatch(conn, index, file_size(path))
+            )
         except Exception:  # noqa: BLE001 - a bug, not bad input: the parent raises it with this traceback
             conn.send(("bug", index, traceback.format_exc()))
             continue
@@ -153,8 +154,14 @@ class _Busy:
 class _Worker:
     def __init__(self, ctx: multiprocessing.context.BaseContext, job: Job, others: list[_Worker]) -> None:
         parent_end, child_end = ctx.Pipe(duplex=True)
-        close = [w.conn.fileno() for w in others] + [parent_end.fileno()] if ctx.get_start_method() == "fork" else []
-        self.proc = ctx.Process(target=_worker, args=(child_end, job, close), daemon=True, name="tpu-migrate-worker")
+        close = (
+            [w.conn.fileno() for w in others] + [parent_end.fileno()]
+            if ctx.get_start_method() == "fork"
+            else []
+        )
+        self.proc = ctx.Process(
+            target=_worker, args=(child_end, job, close), daemon=True, name="tpu-migrate-worker"
+        )
         self.proc.start()
         child_end.close()
         self.conn = parent_end
@@ -184,8 +191,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("forkserver" if threaded else "fork")
 
 
-def run(files: Sequence[str], sizes: Sequence[int], jobs: int, job: Job, done: Callable[[int, Computed], None],
-        on_stage: StageCallback | None = None) -> bool:
+def run(
+    files: Sequence[str],
+    sizes: Sequence[int],
+    jobs: int,
+    job: Job,
+    done: Callable[[int, Computed], None],
+    on_stage: StageCallback | None = None,
+) -> bool:
     """Compute every file in ``jobs`` workers, calling ``done(index, computed)`` in this process as each
     one finishes. Returns True when Ctrl-C stopped the run (the files not done are simply not reported)."""
     ctx = _context()
@@ -222,7 +235,9 @@ def run(files: Sequence[str], sizes: Sequence[int], jobs: int, job: Job, done: C
                     except OSError:  # died while idle (killed from outside): a fresh one takes the file
                         restarts += 1
                         if restarts > 3 * jobs:
-                            raise WorkerBug("tpu-migrate's worker processes die as soon as they start") from None
+                            raise WorkerBug(
+                                "tpu-migrate's worker processes die as soon as they start"
+                            ) from None
                         todo.appendleft(i)
                         w.stop(kill=True)
                         workers.remove(w)
@@ -246,7 +261,9 @@ def run(files: Sequence[str], sizes: Sequence[int], jobs: int, job: Job, done: C
                         elif kind == "done":
                             finish(w, payload)
                         else:
-                            raise WorkerBug(f"tpu-migrate failed on {path} (a bug; please report it):\n{payload}")
+                            raise WorkerBug(
+                                f"tpu-migrate failed on {path} (a bug; please report it):\n{payload}"
+                            )
                 except (EOFError, OSError):
                     pass  # the worker died: its sentinel says so below
                 if w.busy is None:
@@ -256,8 +273,14 @@ def run(files: Sequence[str], sizes: Sequence[int], jobs: int, job: Job, done: C
                 if not w.proc.is_alive():
                     code = w.proc.exitcode
                     why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-                    replace(w, FileResult(path, "unparsable", error=f"the parser crashed on this file ({why}); "
-                                                                     "left untouched"))
+                    replace(
+                        w,
+                        FileResult(
+                            path,
+                            "unparsable",
+                            error=f"the parser crashed on this file ({why}); left untouched",
+                        ),
+                    )
                 elif limits.seconds is not None and now - state.started > limits.seconds:
                     replace(w, FileResult(path, "over-limit", error=time_exceeded(limits)))
                 elif limits.memory is not None and state.rss0 is not None:

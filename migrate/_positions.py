@@ -44,8 +44,9 @@ class _OffsetState(CodegenState):
             self.starts[node] = start
 
     @contextmanager
-    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
-                                  end_node: cst.CSTNode | None = None) -> Iterator[None]:
+    def record_syntactic_position(
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> Iterator[None]:
         start = self.offset
         try:
             yield
@@ -66,8 +67,9 @@ def line_starts_of(text: str) -> list[int]:
     return [0] + [m.end() for m in _NEWLINE.finditer(text)]
 
 
-def position_lookup(starts: dict[cst.CSTNode, int],
-                    line_starts: list[int]) -> Callable[[cst.CSTNode], tuple[int, int] | None]:
+def position_lookup(
+    starts: dict[cst.CSTNode, int], line_starts: list[int]
+) -> Callable[[cst.CSTNode], tuple[int, int] | None]:
     """``node -> (line, column + 1)`` from recorded start offsets; None for a node not recorded."""
 
     def pos(node: cst.CSTNode) -> tuple[int, int] | None:
@@ -110,9 +112,25 @@ Spans = dict[int, tuple[cst.CSTNode, int, int, str, dict]]
 
 
 #: Whitespace and punctuation: never reported, cheaper to regenerate than to look up.
-_PLAIN = frozenset(c for c in (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.Comma, cst.Dot,
-                               cst.LeftParen, cst.RightParen, cst.AssignEqual, cst.Colon, cst.Semicolon,
-                               cst.LeftSquareBracket, cst.RightSquareBracket, cst.TrailingWhitespace, cst.Comment))
+_PLAIN = frozenset(
+    c
+    for c in (
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.Newline,
+        cst.Comma,
+        cst.Dot,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.AssignEqual,
+        cst.Colon,
+        cst.Semicolon,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.TrailingWhitespace,
+        cst.Comment,
+    )
+)
 
 
 class _IndentKey:
@@ -160,7 +178,7 @@ class _ReusingState(_IndentKey, CodegenState):
     def node_codegen(self, node: cst.CSTNode, kwargs: dict) -> None:
         rec = self.old.get(id(node))
         if rec is not None and rec[0] is node and rec[3] == self.indent_key and rec[4] == kwargs:
-            self.tokens.append(self.source[rec[1]:rec[2]])
+            self.tokens.append(self.source[rec[1] : rec[2]])
             return
         node._codegen_impl(self, **kwargs)
 

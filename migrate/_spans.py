@@ -78,10 +78,10 @@ class SourceMap:
             return None
         footer = "".join(m.code_for_node(f) for f in m.footer)
         self.footer_start = len(self.source) - len(footer)
-        if self.source[self.footer_start:] != footer or (starts and starts[-1] > self.footer_start):
+        if self.source[self.footer_start :] != footer or (starts and starts[-1] > self.footer_start):
             return None
         header = "".join(m.code_for_node(h) for h in m.header)
-        if self.source[:starts[0]] != header:
+        if self.source[: starts[0]] != header:
             return None
         return starts
 
@@ -114,8 +114,12 @@ class SourceMap:
         old = self.module
         if not self.ok or new.header is not old.header and new.header != old.header:
             return None
-        if (new.footer != old.footer or new.has_trailing_newline != old.has_trailing_newline
-                or new.default_newline != old.default_newline or new.default_indent != old.default_indent):
+        if (
+            new.footer != old.footer
+            or new.has_trailing_newline != old.has_trailing_newline
+            or new.default_newline != old.default_newline
+            or new.default_indent != old.default_indent
+        ):
             return None
         kept = [self.index.get(id(s)) for s in new.body]
         last = -1
@@ -128,7 +132,7 @@ class SourceMap:
         for i in range(len(old.body)):  # every statement not copied as is must have a verified span
             if i not in kept_set and not self.check(i):
                 return None
-        parts = [self.source[:self.starts[0]]]  # type: ignore[index]
+        parts = [self.source[: self.starts[0]]]  # type: ignore[index]
         run_start: int | None = None
         run_end = 0
         for s, i in zip(new.body, kept, strict=True):
@@ -144,5 +148,5 @@ class SourceMap:
                 parts.append(reusing_codegen(s, old, self._spans, self.source))
         if run_start is not None:
             parts.append(self.source[run_start:run_end])
-        parts.append(self.source[self.footer_start:])
+        parts.append(self.source[self.footer_start :])
         return "".join(parts)

@@ -29,8 +29,15 @@ def describe(source: str, exc: BaseException) -> tuple[str, int, int]:
     if isinstance(exc, cst.ParserSyntaxError):
         first = str(exc).splitlines()
         detail = first[1] if len(first) > 1 else first[0] if first else "syntax error"
-        return (f"valid Python that libcst cannot parse ({detail.removeprefix('parser error: ')})",
-                exc.raw_line, exc.raw_column + 1)
+        return (
+            f"valid Python that libcst cannot parse ({detail.removeprefix('parser error: ')})",
+            exc.raw_line,
+            exc.raw_column + 1,
+        )
     if isinstance(exc, RecursionError):
         return "valid Python, but nested too deeply for libcst", 0, 0
-    return f"libcst cannot parse this file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})", 0, 0
+    return (
+        f"libcst cannot parse this file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})",
+        0,
+        0,
+    )

@@ -35,7 +35,9 @@ def _read_plan(cls: type) -> _Plan | None:
     if owner is None:
         return None
     try:
-        fn = ast.parse(textwrap.dedent(inspect.getsource(owner.__dict__["_visit_and_replace_children"]))).body[0]
+        fn = ast.parse(
+            textwrap.dedent(inspect.getsource(owner.__dict__["_visit_and_replace_children"]))
+        ).body[0]
     except (OSError, TypeError, SyntaxError):
         return None
     body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # type: ignore[attr-defined]
@@ -48,16 +50,29 @@ def _read_plan(cls: type) -> _Plan | None:
         return None
     call = ret
     builds_own_type = (isinstance(call.func, ast.Name) and call.func.id == cls.__name__ and owner is cls) or (
-        isinstance(call.func, ast.Attribute) and call.func.attr == "__class__"
-        and isinstance(call.func.value, ast.Name) and call.func.value.id == "self")
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "__class__"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "self"
+    )
     if not builds_own_type:
         return None  # e.g. an inherited method that builds its parent's type: let libcst do it
     plan: list[tuple[str, str]] = []
     for kw in call.keywords:
         v = kw.value
-        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" and v.attr == kw.arg:
+        if (
+            isinstance(v, ast.Attribute)
+            and isinstance(v.value, ast.Name)
+            and v.value.id == "self"
+            and v.attr == kw.arg
+        ):
             continue  # a plain value copied over (Name.value, Integer.value ...)
-        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in _KINDS and len(v.args) == 4):
+        if not (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Name)
+            and v.func.id in _KINDS
+            and len(v.args) == 4
+        ):
             return None
         field = v.args[1]
         if not (isinstance(field, ast.Constant) and field.value == kw.arg):
@@ -68,9 +83,13 @@ def _read_plan(cls: type) -> _Plan | None:
 
 #: Types whose libcst method is not the plain form but whose order is plain all the same.
 _MANUAL: dict[type, _Plan] = {
-    cst.FormattedStringExpression: (("whitespace_before_expression", "visit_required"), ("expression", "visit_required"),
-                                    ("equal", "visit_optional"), ("whitespace_after_expression", "visit_required"),
-                                    ("format_spec", _SEQ)),
+    cst.FormattedStringExpression: (
+        ("whitespace_before_expression", "visit_required"),
+        ("expression", "visit_required"),
+        ("equal", "visit_optional"),
+        ("whitespace_after_expression", "visit_required"),
+        ("format_spec", _SEQ),
+    ),
 }
 
 
@@ -113,8 +132,10 @@ class _Walker:
             return node
         result = v.on_leave(node, updated)
         if result is not updated and not isinstance(result, (CSTNode, RemovalSentinel, FlattenSentinel)):
-            raise cst.CSTValidationError("Expected a node of type CSTNode or a RemovalSentinel, "
-                                         f"but got a return value of {type(result).__name__}")
+            raise cst.CSTValidationError(
+                "Expected a node of type CSTNode or a RemovalSentinel, "
+                f"but got a return value of {type(result).__name__}"
+            )
         return result
 
     def children(self, node: CSTNode, plan: _Plan) -> CSTNode:
@@ -178,12 +199,16 @@ _MISSING: Any = object()
 def _checked(child: CSTNode, result: Any, kind: str) -> Any:
     """libcst's rules for a replaced single child (sentinels allowed only where the field allows)."""
     if isinstance(result, FlattenSentinel):
-        raise TypeError(f"We got a FlattenSentinel while visiting a {type(child).__name__}. This node's parent "
-                        "does not allow for it to be replaced with a sequence.")
+        raise TypeError(
+            f"We got a FlattenSentinel while visiting a {type(child).__name__}. This node's parent "
+            "does not allow for it to be replaced with a sequence."
+        )
     if isinstance(result, RemovalSentinel):
         if kind == "visit_required":
-            raise TypeError(f"We got a RemovalSentinel while visiting a {type(child).__name__}. This node's "
-                            "parent does not allow it to be removed.")
+            raise TypeError(
+                f"We got a RemovalSentinel while visiting a {type(child).__name__}. This node's "
+                "parent does not allow it to be removed."
+            )
         return None if kind == "visit_optional" else MaybeSentinel.DEFAULT
     return result
 

@@ -79,38 +79,81 @@ _UNSET = object()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tpu-migrate", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="tpu-migrate",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or - for standard input")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--write", "-w", action="store_true", help="apply the changes in place (atomic writes)")
-    mode.add_argument("--check", action="store_true",
-                      help="change nothing; exit 1 if anything would change or is flagged")
-    p.add_argument("--select", type=_codes, metavar="CODES",
-                   help="only these rules: comma-separated codes or prefixes (TPU101, TPU5, ALL)")
-    p.add_argument("--ignore", type=_codes, metavar="CODES",
-                   help="not these rules (added to the configured ignore list): codes or prefixes")
-    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                   help="gitignore-style pattern to skip (repeatable)")
-    p.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
-                   help="format of the findings on stdout (default: text)")
+    mode.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if anything would change or is flagged"
+    )
+    p.add_argument(
+        "--select",
+        type=_codes,
+        metavar="CODES",
+        help="only these rules: comma-separated codes or prefixes (TPU101, TPU5, ALL)",
+    )
+    p.add_argument(
+        "--ignore",
+        type=_codes,
+        metavar="CODES",
+        help="not these rules (added to the configured ignore list): codes or prefixes",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="gitignore-style pattern to skip (repeatable)",
+    )
+    p.add_argument(
+        "--output-format",
+        choices=("text", "json", "sarif", "github"),
+        default="text",
+        help="format of the findings on stdout (default: text)",
+    )
     p.add_argument("--no-diff", action="store_true", help="do not print diffs (text format)")
-    p.add_argument("--report", metavar="FILE.md", help="write a Markdown summary (per rule, per file, converted %%)")
-    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes (default: all cores)")
-    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                   help="progress bar on stderr (auto: when stderr is a terminal and there are many files)")
-    p.add_argument("--max-file-seconds", type=_limit(parse_seconds), metavar="S",
-                   default=_UNSET,
-                   help="per-file time limit: a file still running after S seconds is skipped and left untouched "
-                        "(300, 90s, 10m; 0: none; default 300)")
-    p.add_argument("--max-file-memory", type=_limit(parse_memory), metavar="SIZE",
-                   default=_UNSET,
-                   help="per-file memory limit (4G, 512M; 0: none; default 4G): a file that needs more is skipped "
-                        "and left untouched (Linux)")
-    p.add_argument("--follow-symlinks", action="store_true",
-                   help="follow a named symlink even when it leads out of its tree (the walk never follows them)")
+    p.add_argument(
+        "--report", metavar="FILE.md", help="write a Markdown summary (per rule, per file, converted %%)"
+    )
+    p.add_argument(
+        "--jobs", "-j", type=int, default=None, metavar="N", help="worker processes (default: all cores)"
+    )
+    p.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar on stderr (auto: when stderr is a terminal and there are many files)",
+    )
+    p.add_argument(
+        "--max-file-seconds",
+        type=_limit(parse_seconds),
+        metavar="S",
+        default=_UNSET,
+        help="per-file time limit: a file still running after S seconds is skipped and left untouched "
+        "(300, 90s, 10m; 0: none; default 300)",
+    )
+    p.add_argument(
+        "--max-file-memory",
+        type=_limit(parse_memory),
+        metavar="SIZE",
+        default=_UNSET,
+        help="per-file memory limit (4G, 512M; 0: none; default 4G): a file that needs more is skipped "
+        "and left untouched (Linux)",
+    )
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow a named symlink even when it leads out of its tree (the walk never follows them)",
+    )
     p.add_argument("--stdin-filename", default="-", help="name used in findings for standard input")
-    p.add_argument("--quiet", "-q", action="store_true", help="no summary line and no progress lines on stderr")
+    p.add_argument(
+        "--quiet", "-q", action="store_true", help="no summary line and no progress lines on stderr"
+    )
     return p
 
 
@@ -158,7 +201,9 @@ class _SlowFiles:
     def __call__(self, path: str, text: str, elapsed: float) -> None:
         if text in ("done", "stopped"):
             if path in self.last:
-                self._say(f"tpu-migrate: {path}: {'done in' if text == 'done' else 'stopped after'} {elapsed:.0f} s")
+                self._say(
+                    f"tpu-migrate: {path}: {'done in' if text == 'done' else 'stopped after'} {elapsed:.0f} s"
+                )
                 del self.last[path]
             return
         if elapsed < SLOW_FILE_S:
@@ -184,16 +229,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return EXIT_OK
     except KeyboardInterrupt:  # before any file was done (discovery, start-up)
-        print("tpu-migrate: interrupted (Ctrl-C) before any file was migrated; nothing was changed",
-              file=sys.stderr)
+        print(
+            "tpu-migrate: interrupted (Ctrl-C) before any file was migrated; nothing was changed",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
 
 
 def _limits(args: argparse.Namespace, cfg) -> Limits:
-    seconds = args.max_file_seconds if args.max_file_seconds is not _UNSET else (
-        parse_seconds(cfg.max_file_seconds) if cfg.max_file_seconds is not None else DEFAULT_LIMITS.seconds)
-    memory = args.max_file_memory if args.max_file_memory is not _UNSET else (
-        parse_memory(cfg.max_file_memory) if cfg.max_file_memory is not None else DEFAULT_LIMITS.memory)
+    seconds = (
+        args.max_file_seconds
+        if args.max_file_seconds is not _UNSET
+        else (
+            parse_seconds(cfg.max_file_seconds)
+            if cfg.max_file_seconds is not None
+            else DEFAULT_LIMITS.seconds
+        )
+    )
+    memory = (
+        args.max_file_memory
+        if args.max_file_memory is not _UNSET
+        else (parse_memory(cfg.max_file_memory) if cfg.max_file_memory is not None else DEFAULT_LIMITS.memory)
+    )
     return Limits(seconds, memory)
 
 
@@ -245,8 +302,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     bar, update = _progress(len(files), args.progress)
     slow = _SlowFiles(bar) if args.progress != "never" and not args.quiet else None
     try:
-        run = run_files(files, write=args.write, jobs=args.jobs, rules=rules, progress=update, on_stage=slow,
-                        limits=limits)
+        run = run_files(
+            files,
+            write=args.write,
+            jobs=args.jobs,
+            rules=rules,
+            progress=update,
+            on_stage=slow,
+            limits=limits,
+        )
     finally:
         if bar is not None:
             bar.close()

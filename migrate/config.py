@@ -60,7 +60,9 @@ def load_config(start: str = ".") -> Config:
     unknown = set(section) - set(KEYS)
     if unknown:
         valid = "; ".join(f"{k} ({what})" for k, what in KEYS.items())
-        raise ValueError(f"{path}: unknown [tool.tpu-migrate] keys: {', '.join(sorted(unknown))}; valid: {valid}")
+        raise ValueError(
+            f"{path}: unknown [tool.tpu-migrate] keys: {', '.join(sorted(unknown))}; valid: {valid}"
+        )
 
     def strings(key: str) -> list[str]:
         value = section.get(key, [])
@@ -82,5 +84,11 @@ def load_config(start: str = ".") -> Config:
             raise ValueError(f"{path}: [tool.tpu-migrate] {key}: {exc}") from exc
         return str(value)
 
-    return Config(strings("select"), strings("ignore"), strings("exclude"),
-                  limit("max-file-seconds", parse_seconds), limit("max-file-memory", parse_memory), path)
+    return Config(
+        strings("select"),
+        strings("ignore"),
+        strings("exclude"),
+        limit("max-file-seconds", parse_seconds),
+        limit("max-file-memory", parse_memory),
+        path,
+    )

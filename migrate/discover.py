@@ -9,16 +9,37 @@ from pathlib import Path
 import pathspec
 
 SUFFIXES = (".py", ".pyi", ".ipynb")
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".env", ".tox", ".nox", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "node_modules", "site-packages", "dist-packages",
-    "build", "dist", ".eggs", "__pypackages__",
-})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".env",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+        "node_modules",
+        "site-packages",
+        "dist-packages",
+        "build",
+        "dist",
+        ".eggs",
+        "__pypackages__",
+    }
+)
 
 
 def _is_venv(path: str) -> bool:
     return os.path.exists(os.path.join(path, "pyvenv.cfg")) or os.path.exists(
-        os.path.join(path, "conda-meta"))
+        os.path.join(path, "conda-meta")
+    )
 
 
 def _load_gitignore(folder: str) -> pathspec.PathSpec | None:
@@ -93,8 +114,11 @@ class OutsideTree(ValueError):
 
 def tree_root(path: str) -> str:
     """The tree a named path belongs to: its git work tree, else the current folder (else its own folder)."""
-    folder = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) or os.path.islink(path) \
+    folder = (
+        os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(path) or os.path.islink(path)
         else os.path.abspath(path)
+    )
     chain = [Path(folder), *Path(folder).parents]
     for p in chain:
         if (p / ".git").exists():
@@ -118,8 +142,10 @@ def check_named(paths: Iterable[str], follow_symlinks: bool = False) -> None:
             continue  # no symlink on the way
         root = tree_root(p)
         if not _inside(p, root):
-            raise OutsideTree(f"{p} leads through a symlink to {os.path.realpath(p)}, outside {root}; not "
-                              "followed (name the real path, or pass --follow-symlinks)")
+            raise OutsideTree(
+                f"{p} leads through a symlink to {os.path.realpath(p)}, outside {root}; not "
+                "followed (name the real path, or pass --follow-symlinks)"
+            )
 
 
 def _identity(path: str) -> tuple[int, int] | str:

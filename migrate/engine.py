@@ -29,9 +29,15 @@ def default_jobs() -> int:
 
 
 def migrate_paths(
-    paths: Iterable[str], *, write: bool = False, jobs: int | None = None,
-    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-    exclude: Iterable[str] = (), limits: Limits = DEFAULT_LIMITS, follow_symlinks: bool = False,
+    paths: Iterable[str],
+    *,
+    write: bool = False,
+    jobs: int | None = None,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+    limits: Limits = DEFAULT_LIMITS,
+    follow_symlinks: bool = False,
 ) -> RunResult:
     """Migrate files and folders (``.py`` and ``.ipynb``); ``write=False`` only computes diffs.
 
@@ -40,14 +46,25 @@ def migrate_paths(
     """
     paths = list(paths)
     check_named(paths, follow_symlinks)
-    return run_files(discover(paths, exclude), write=write, jobs=jobs, rules=as_rule_set(None, select, ignore),
-                     limits=limits)
+    return run_files(
+        discover(paths, exclude),
+        write=write,
+        jobs=jobs,
+        rules=as_rule_set(None, select, ignore),
+        limits=limits,
+    )
 
 
 def run_files(
-    files: Sequence[str], *, write: bool = False, jobs: int | None = None,
-    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None, rules: RuleSet | None = None,
-    progress: Callable[[int], object] | None = None, on_stage: StageCallback | None = None,
+    files: Sequence[str],
+    *,
+    write: bool = False,
+    jobs: int | None = None,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    rules: RuleSet | None = None,
+    progress: Callable[[int], object] | None = None,
+    on_stage: StageCallback | None = None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunResult:
     """Migrate an explicit list of files, in worker processes when it pays off or when a file is big.
@@ -74,8 +91,14 @@ def run_files(
     return RunResult(out, interrupted=interrupted)
 
 
-def _run_here(files: Sequence[str], write: bool, rules: RuleSet, limits: Limits,
-              progress: Callable[[int], object] | None, on_stage: StageCallback | None) -> RunResult:
+def _run_here(
+    files: Sequence[str],
+    write: bool,
+    rules: RuleSet,
+    limits: Limits,
+    progress: Callable[[int], object] | None,
+    on_stage: StageCallback | None,
+) -> RunResult:
     results: list[FileResult] = []
     try:
         for f in files:
@@ -83,7 +106,7 @@ def _run_here(files: Sequence[str], write: bool, rules: RuleSet, limits: Limits,
             if progress:
                 progress(1)
     except KeyboardInterrupt:
-        results += [FileResult(f, "interrupted") for f in files[len(results):]]
+        results += [FileResult(f, "interrupted") for f in files[len(results) :]]
         return RunResult(results, interrupted=True)
     return RunResult(results)
 

@@ -59,7 +59,7 @@ def decode(data: bytes) -> SourceFile:
         encoding = "utf-8"
     if encoding == "utf-8-sig":
         encoding = "utf-8"
-    raw = data[len(BOM):] if bom else data
+    raw = data[len(BOM) :] if bom else data
     return SourceFile(raw.decode(encoding), encoding, bom)
 
 
@@ -159,7 +159,9 @@ def write_in_place(path: str, data: bytes) -> None:
     new text saved beside it until the write is complete (when the folder allows it)."""
     copy = None
     try:
-        fd, copy = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=os.path.dirname(os.path.abspath(path)))
+        fd, copy = tempfile.mkstemp(
+            prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=os.path.dirname(os.path.abspath(path))
+        )
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

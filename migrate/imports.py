@@ -94,29 +94,47 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
     if stmt.relative or stmt.module is None or isinstance(stmt.names, cst.ImportStar):
         return []
     mod = _full(stmt.module)
-    return [(a, f"{mod}.{_full(a.name)}") for a in stmt.names
-            if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")]
+    return [
+        (a, f"{mod}.{_full(a.name)}")
+        for a in stmt.names
+        if REMOVABLE.match(mod) or REMOVABLE.match(f"{mod}.{_full(a.name)}")
+    ]
 
 
 def _only_pass(block: cst.BaseSuite) -> bool:
     return isinstance(block, cst.IndentedBlock) and all(
-        isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body) for s in block.body)
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body)
+        for s in block.body
+    )
 
 
 def emptied_if(original: cst.CSTNode, updated: cst.CSTNode) -> bool:
     """An ``if`` (no ``else``) whose every statement a migration removed, with a side-effect-free test:
     ``if is_torch_xla_available(): import torch_xla`` or ``if flags.debug: print(met.metrics_report())``.
     Dropping it is what a person would do; an ``if ...: pass`` left behind is noise."""
-    return (isinstance(original, cst.If) and isinstance(updated, cst.If) and updated.orelse is None
-            and not _only_pass(original.body) and _only_pass(updated.body) and pure(original.test))
+    return (
+        isinstance(original, cst.If)
+        and isinstance(updated, cst.If)
+        and updated.orelse is None
+        and not _only_pass(original.body)
+        and _only_pass(updated.body)
+        and pure(original.test)
+    )
 
 
-_NO_IMPORTS_INSIDE = node_types(cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace)
+_NO_IMPORTS_INSIDE = node_types(
+    cst.BaseExpression, cst.BaseSmallStatement, cst.EmptyLine, cst.TrailingWhitespace
+)
 
 
 class _Remover(cst.CSTTransformer):
-    def __init__(self, used: set[str], on_remove: Callable[[cst.CSTNode, str], None], torch_elsewhere: bool,
-                 keep_xla: bool = False):
+    def __init__(
+        self,
+        used: set[str],
+        on_remove: Callable[[cst.CSTNode, str], None],
+        torch_elsewhere: bool,
+        keep_xla: bool = False,
+    ):
         super().__init__()
         self.used = used
         #: A torch_xla import is still used: the file still needs torch_xla, and its other torch_xla imports may
@@ -144,9 +162,12 @@ class _Remover(cst.CSTTransformer):
         pass
 
     def _filter(self, node, from_import: bool):
-        drop = {id(a) for a, name in removable_aliases(node)
-                if _bound_name(a, from_import, self.torch_elsewhere) not in self.used
-                and not (self.keep_xla and name.startswith("torch_xla"))}
+        drop = {
+            id(a)
+            for a, name in removable_aliases(node)
+            if _bound_name(a, from_import, self.torch_elsewhere) not in self.used
+            and not (self.keep_xla and name.startswith("torch_xla"))
+        }
         if not drop:
             return node
         self.changed = True
@@ -220,8 +241,11 @@ def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], No
     used = _Used()
     walk.visit(module, used)
     torch_elsewhere = _binds_torch_elsewhere(module)
-    keep_xla = any(name.startswith("torch_xla") and _bound_name(a, from_import, torch_elsewhere) in used.names
-                   for node, from_import in used.imports for a, name in removable_aliases(node))
+    keep_xla = any(
+        name.startswith("torch_xla") and _bound_name(a, from_import, torch_elsewhere) in used.names
+        for node, from_import in used.imports
+        for a, name in removable_aliases(node)
+    )
     remover = _Remover(used.names, on_remove, torch_elsewhere, keep_xla)
     new = walk.visit(module, remover)
     return new if remover.changed else module
@@ -232,8 +256,11 @@ def _binds_torch_elsewhere(module: cst.Module) -> bool:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Import) and any(
-                        a.asname is None and _full(a.name).split(".")[0] == "torch" and
-                        not _full(a.name).startswith("torch.cuda") for a in small.names):
+                    a.asname is None
+                    and _full(a.name).split(".")[0] == "torch"
+                    and not _full(a.name).startswith("torch.cuda")
+                    for a in small.names
+                ):
                     return True
     return False
 
@@ -244,8 +271,11 @@ def binds(module: cst.Module, name: str) -> bool:
     torch) or inside the functions that use it (a lazy import, as DeepSpeed's accelerator modules do). The
     rewrites that ask for ``torch`` replace code that already said ``torch.``, so the name is bound where
     they are; an unconditional import added at the top would break a file that runs without torch."""
-    pattern = re.compile(rf"^[ \t]*import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
-                         rf"{re.escape(name)}(?:\.\w+)*(?![\w.])(?![ \t]+as\b)", re.M)
+    pattern = re.compile(
+        rf"^[ \t]*import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
+        rf"{re.escape(name)}(?:\.\w+)*(?![\w.])(?![ \t]+as\b)",
+        re.M,
+    )
     return pattern.search(module.code) is not None
 
 
@@ -258,9 +288,18 @@ def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:
     body = list(module.body)
     insert = 0
     for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and (
-                isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)) or
-                (i == 0 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.SimpleString))):
+        if (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+            and (
+                isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
+                or (
+                    i == 0
+                    and isinstance(stmt.body[0], cst.Expr)
+                    and isinstance(stmt.body[0].value, cst.SimpleString)
+                )
+            )
+        ):
             insert = i + 1
         else:
             break

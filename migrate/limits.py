@@ -19,7 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 #: Stages of one file, in order (the rewrite also reports statements done / total).
-STAGES = ("reading", "parsing", "resolving names", "rewriting", "locating findings", "generating code", "diffing")
+STAGES = (
+    "reading",
+    "parsing",
+    "resolving names",
+    "rewriting",
+    "locating findings",
+    "generating code",
+    "diffing",
+)
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
@@ -33,7 +41,9 @@ class Limits:
     memory: int | None = 4 << 30
 
     def describe(self) -> str:
-        return f"{_seconds(self.seconds)} and {format_bytes(self.memory) if self.memory else 'no memory limit'}"
+        return (
+            f"{_seconds(self.seconds)} and {format_bytes(self.memory) if self.memory else 'no memory limit'}"
+        )
 
 
 DEFAULT_LIMITS = Limits()
@@ -51,7 +61,9 @@ def parse_seconds(text: str | float) -> float | None:
         return None
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|min|h)?", value)
     if not m:
-        raise ValueError(f"not a duration: {text!r} (use seconds such as 300, or 90s, 10m, 1h; 0 or none: no limit)")
+        raise ValueError(
+            f"not a duration: {text!r} (use seconds such as 300, or 90s, 10m, 1h; 0 or none: no limit)"
+        )
     scale = {"s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
     return float(m.group(1)) * scale
 
@@ -81,13 +93,17 @@ def _seconds(s: float | None) -> str:
 
 
 def time_exceeded(limits: Limits) -> str:
-    return (f"took longer than the per-file time limit ({_seconds(limits.seconds)}); left untouched "
-            "(raise it with --max-file-seconds or [tool.tpu-migrate] max-file-seconds)")
+    return (
+        f"took longer than the per-file time limit ({_seconds(limits.seconds)}); left untouched "
+        "(raise it with --max-file-seconds or [tool.tpu-migrate] max-file-seconds)"
+    )
 
 
 def memory_exceeded(limits: Limits, used: int) -> str:
-    return (f"needed more than the per-file memory limit ({format_bytes(limits.memory)}, {format_bytes(used)} "
-            "reached); left untouched (raise it with --max-file-memory or [tool.tpu-migrate] max-file-memory)")
+    return (
+        f"needed more than the per-file memory limit ({format_bytes(limits.memory)}, {format_bytes(used)} "
+        "reached); left untouched (raise it with --max-file-memory or [tool.tpu-migrate] max-file-memory)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------

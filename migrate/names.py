@@ -21,10 +21,29 @@ RELEVANT_ROOTS = frozenset({"torch", "torch_xla", "os"})
 #: Punctuation, operators and whitespace: no names, statements or strings inside; visitors that only
 #: care about those skip these subtrees.
 TRIVIA = (
-    cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
-    cst.Comma, cst.Dot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
-    cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.AssignEqual, cst.Colon, cst.Semicolon, cst.BaseBinaryOp,
-    cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.ImportStar, cst.Asynchronous,
+    cst.BaseParenthesizableWhitespace,
+    cst.EmptyLine,
+    cst.TrailingWhitespace,
+    cst.Newline,
+    cst.Comment,
+    cst.Comma,
+    cst.Dot,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.AssignEqual,
+    cst.Colon,
+    cst.Semicolon,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.ImportStar,
+    cst.Asynchronous,
 )
 _TABLE_SKIP = (*TRIVIA, cst.Name, cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 
@@ -174,7 +193,9 @@ class ImportTable(cst.CSTVisitor):
         mod = cst.helpers.get_full_name_for_node(node.module) if node.module is not None else ""
         for a in node.names:
             obj = cst.helpers.get_full_name_for_node(a.name) or ""
-            name = a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else obj
+            name = (
+                a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else obj
+            )
             self._bind(name, LOCAL if node.relative else f"{mod}.{obj}")  # relative: not ours, but it shadows
         return False
 
@@ -267,7 +288,9 @@ class ImportTable(cst.CSTVisitor):
         """
         relevant: set[str] = set()
         for scope in (self.module_scope, *self.scopes.values()):
-            relevant.update(n for n, q in scope.names.items() if q is not None and q.split(".")[0] in RELEVANT_ROOTS)
+            relevant.update(
+                n for n, q in scope.names.items() if q is not None and q.split(".")[0] in RELEVANT_ROOTS
+            )
         return bool(self._unsure & relevant)
 
     def lookup(self, name: str, scopes: list[Scope]) -> tuple[bool, str | None]:

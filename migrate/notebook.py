@@ -44,9 +44,9 @@ def _mask(source: str, masked: list[str]) -> str:
         body = line.rstrip("\r\n")
         m = None if continued else _MAGIC.match(body) or _automagic(body)
         if m or continued:
-            indent = m.group(1) if m else body[:len(body) - len(body.lstrip())]
+            indent = m.group(1) if m else body[: len(body) - len(body.lstrip())]
             mark = _STATEMENT_MARK if m and indent else _MARK
-            out.append(indent + mark.format(len(masked)) + line[len(body):])
+            out.append(indent + mark.format(len(masked)) + line[len(body) :])
             masked.append(body)
             continued = body.endswith("\\")
         else:
@@ -72,8 +72,14 @@ def _indent_of(text: str) -> int:
     return len(m.group(1)) if m else 1
 
 
-def migrate_notebook(text: str, path: str = "<notebook>", *, select: Iterable[str] | None = None,
-                     ignore: Iterable[str] | None = None, rules: RuleSet | None = None) -> MigrationResult:
+def migrate_notebook(
+    text: str,
+    path: str = "<notebook>",
+    *,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    rules: RuleSet | None = None,
+) -> MigrationResult:
     """Migrate the code cells of a notebook given as JSON text; raises UnparsableError on bad JSON/code
     (with the cell and the line in it)."""
     try:
@@ -121,7 +127,9 @@ def migrate_notebook(text: str, path: str = "<notebook>", *, select: Iterable[st
             raise UnparsableError(f"code cells: {exc.message}") from exc
         number, line = in_cell(exc.line)
 
-        def cell_line(m: re.Match[str]) -> str:  # Python's "after 'if' statement on line 12": the joined module's
+        def cell_line(
+            m: re.Match[str],
+        ) -> str:  # Python's "after 'if' statement on line 12": the joined module's
             n, ln = in_cell(int(m.group(1)))
             return f"on line {ln}" if n == number else f"on line {ln} of cell {n}"
 

@@ -30,9 +30,15 @@ TRIM_BYTES = 256 << 10
 def unified_diff(old: str, new: str, path: str) -> str:
     """A unified diff; patience matching keeps it linear in the file size (difflib's matcher is quadratic
     when changes are spread over a long file: 8,000 changed functions took 38 s)."""
-    return "".join(patiencediff.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path.lstrip('/')}",
-        f"b/{path.lstrip('/')}", sequencematcher=patiencediff.PatienceSequenceMatcher))
+    return "".join(
+        patiencediff.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            f"a/{path.lstrip('/')}",
+            f"b/{path.lstrip('/')}",
+            sequencematcher=patiencediff.PatienceSequenceMatcher,
+        )
+    )
 
 
 @contextmanager
@@ -49,8 +55,15 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def migrate_text(text: str, path: str, *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
-                 rules: RuleSet | None = None, watch: Watch | None = None) -> tuple[FileResult, str]:
+def migrate_text(
+    text: str,
+    path: str,
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    rules: RuleSet | None = None,
+    watch: Watch | None = None,
+) -> tuple[FileResult, str]:
     """Migrate already-read text (``.ipynb`` by suffix); returns the result and the new text."""
     rules = as_rule_set(rules, select, ignore)
     try:
@@ -67,7 +80,9 @@ def migrate_text(text: str, path: str, *, select: Sequence[str] | None = None, i
         return FileResult(path, "unchanged", res.diagnostics), text
     if watch is not None:
         watch.stage("diffing")
-    return FileResult(path, "changed", res.diagnostics, unified_diff(text, res.new_source, path)), res.new_source
+    return FileResult(
+        path, "changed", res.diagnostics, unified_diff(text, res.new_source, path)
+    ), res.new_source
 
 
 @dataclass
@@ -109,9 +124,16 @@ def apply(c: Computed) -> FileResult:
     return r
 
 
-def process_file(path: str, *, write: bool = False, select: Sequence[str] | None = None,
-                 ignore: Sequence[str] | None = None, rules: RuleSet | None = None,
-                 limits: Limits = DEFAULT_LIMITS, on_stage: StageCallback | None = None) -> FileResult:
+def process_file(
+    path: str,
+    *,
+    write: bool = False,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    rules: RuleSet | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    on_stage: StageCallback | None = None,
+) -> FileResult:
     """One file, start to finish, in this process (limits checked between stages, see migrate.limits)."""
     rules = as_rule_set(rules, select, ignore)
     watch = LocalWatch(path, limits, on_stage)

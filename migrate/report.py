@@ -46,28 +46,42 @@ def summary_line(result: RunResult, write: bool) -> str:
     parts = [f"{plural(processed, 'file')} checked"]
     if status["changed"] or not sum(c.values()):
         parts.append(f"{status['changed']:,} {'migrated' if write else 'would be migrated'}")
-    for key, words in (("unparsable", "could not be parsed"), ("over-limit", "over the per-file limits"),
-                       ("not-writable", "not writable")):
+    for key, words in (
+        ("unparsable", "could not be parsed"),
+        ("over-limit", "over the per-file limits"),
+        ("not-writable", "not writable"),
+    ):
         if status[key]:
             parts.append(f"{status[key]:,} {words}")
     if sum(c.values()):
-        parts.append(f"{c['rewritten']:,} rewritten, {c['warned']:,} rewritten with a warning, "
-                     f"{c['flagged']:,} flagged")
+        parts.append(
+            f"{c['rewritten']:,} rewritten, {c['warned']:,} rewritten with a warning, "
+            f"{c['flagged']:,} flagged"
+        )
         parts.append(f"{result.converted_percent:.1f}% converted")
     else:
         parts.append("no findings, nothing to convert")
     line = "; ".join(parts) + "."
     if result.interrupted:
         written = f", {status['changed']:,} written" if write else ""
-        head = (f"interrupted (Ctrl-C): {processed:,} of {plural(len(result.files), 'file')} done{written}; "
-                f"{status['interrupted']:,} not processed, left as they were")
+        head = (
+            f"interrupted (Ctrl-C): {processed:,} of {plural(len(result.files), 'file')} done{written}; "
+            f"{status['interrupted']:,} not processed, left as they were"
+        )
         line = head + "." if not processed else f"{head}. Of those done: {line}"
     return line
 
 
 def _diag_json(d: Diagnostic) -> dict:
-    return {"path": d.path, "line": d.line, "col": d.col, "code": d.code, "message": d.message,
-            "fixed": d.fixed, "outcome": d.outcome}
+    return {
+        "path": d.path,
+        "line": d.line,
+        "col": d.col,
+        "code": d.code,
+        "message": d.message,
+        "fixed": d.fixed,
+        "outcome": d.outcome,
+    }
 
 
 def _percent(diags: list[Diagnostic]) -> float | None:
@@ -76,11 +90,26 @@ def _percent(diags: list[Diagnostic]) -> float | None:
 
 
 def to_json(result: RunResult) -> str:
-    files = [{"path": f.path, "status": f.status, "error": f.error or None,
-              "error_position": [f.line, f.col] if f.line else None, "note": f.note or None,
-              "diagnostics": [_diag_json(d) for d in f.diagnostics]} for f in result.files]
-    return json.dumps({"files": files, "converted_percent": _percent(result.diagnostics),
-                       "counts": count_outcomes(result.diagnostics), "interrupted": result.interrupted}, indent=2)
+    files = [
+        {
+            "path": f.path,
+            "status": f.status,
+            "error": f.error or None,
+            "error_position": [f.line, f.col] if f.line else None,
+            "note": f.note or None,
+            "diagnostics": [_diag_json(d) for d in f.diagnostics],
+        }
+        for f in result.files
+    ]
+    return json.dumps(
+        {
+            "files": files,
+            "converted_percent": _percent(result.diagnostics),
+            "counts": count_outcomes(result.diagnostics),
+            "interrupted": result.interrupted,
+        },
+        indent=2,
+    )
 
 
 def _split_path(path: str) -> tuple[str, str | None]:
@@ -96,33 +125,70 @@ def _region(f: FileResult) -> dict:
 
 
 def to_sarif(result: RunResult) -> str:
-    rules = [{"id": r.code, "name": r.name, "shortDescription": {"text": r.summary},
-              "fullDescription": {"text": r.rationale},
-              "defaultConfiguration": {"level": "error" if r.outcome == "flagged" else "warning"}}
-             for r in all_rules()]
+    rules = [
+        {
+            "id": r.code,
+            "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": r.rationale},
+            "defaultConfiguration": {"level": "error" if r.outcome == "flagged" else "warning"},
+        }
+        for r in all_rules()
+    ]
     level = {"rewritten": "note", "warned": "warning", "flagged": "error"}
     results = []
     for d in result.diagnostics:
         file, cell = _split_path(d.path)
         msg = d.message + (f" ({cell})" if cell else "")
-        results.append({"ruleId": d.code, "level": level[d.outcome], "message": {"text": msg},
-                        "locations": [{"physicalLocation": {"artifactLocation": {"uri": file},
-                                                            "region": {"startLine": d.line,
-                                                                       "startColumn": d.col}}}]})
+        results.append(
+            {
+                "ruleId": d.code,
+                "level": level[d.outcome],
+                "message": {"text": msg},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": file},
+                            "region": {"startLine": d.line, "startColumn": d.col},
+                        }
+                    }
+                ],
+            }
+        )
     notifications = []
     for f in result.files:
         where = {"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": _region(f)}}
         if f.status == "unparsable":
-            results.append({"ruleId": "E999", "level": "error", "message": {"text": f.error or "unparsable"},
-                            "locations": [where]})
+            results.append(
+                {
+                    "ruleId": "E999",
+                    "level": "error",
+                    "message": {"text": f.error or "unparsable"},
+                    "locations": [where],
+                }
+            )
         elif f.status in LEFT_UNTOUCHED:
-            notifications.append({"level": "error", "message": {"text": f"{LEFT_UNTOUCHED[f.status]}: {f.error}"},
-                                  "locations": [where]})
-    run = {"tool": {"driver": {"name": "tpu-migrate", "rules": rules}}, "results": results,
-           "invocations": [{"executionSuccessful": not notifications and not result.interrupted,
-                            "toolExecutionNotifications": notifications}]}
-    return json.dumps({"version": "2.1.0", "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-                       "runs": [run]}, indent=2)
+            notifications.append(
+                {
+                    "level": "error",
+                    "message": {"text": f"{LEFT_UNTOUCHED[f.status]}: {f.error}"},
+                    "locations": [where],
+                }
+            )
+    run = {
+        "tool": {"driver": {"name": "tpu-migrate", "rules": rules}},
+        "results": results,
+        "invocations": [
+            {
+                "executionSuccessful": not notifications and not result.interrupted,
+                "toolExecutionNotifications": notifications,
+            }
+        ],
+    }
+    return json.dumps(
+        {"version": "2.1.0", "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "runs": [run]},
+        indent=2,
+    )
 
 
 def _escape(text: str) -> str:
@@ -135,13 +201,17 @@ def to_github(result: RunResult) -> str:
     for d in result.diagnostics:
         file, cell = _split_path(d.path)
         title = f"{d.code}" + (f" {cell}" if cell else "")
-        out.append(f"::{kind[d.outcome]} file={file},line={d.line},col={d.col},title={title}::{_escape(d.message)}")
+        out.append(
+            f"::{kind[d.outcome]} file={file},line={d.line},col={d.col},title={title}::{_escape(d.message)}"
+        )
     for f in result.files:
         if f.status == "unparsable":
             pos = f",line={f.line},col={f.col}" if f.line else ""
             out.append(f"::error file={f.path}{pos},title=E999::could not be parsed: {_escape(f.error)}")
         elif f.status in LEFT_UNTOUCHED:
-            out.append(f"::error file={f.path},title=tpu-migrate::{LEFT_UNTOUCHED[f.status]}: {_escape(f.error)}")
+            out.append(
+                f"::error file={f.path},title=tpu-migrate::{LEFT_UNTOUCHED[f.status]}: {_escape(f.error)}"
+            )
     return "\n".join(out)
 
 
@@ -151,19 +221,33 @@ def markdown_report(result: RunResult) -> str:
     diags = result.diagnostics
     c = count_outcomes(diags)
     status = Counter(f.status for f in result.files)
-    others = "".join(f", {status[k]} {words}" for k, words in (
-        ("over-limit", "over the per-file limits"), ("not-writable", "not writable"),
-        ("interrupted", "not processed (interrupted)")) if status[k])
-    converted = (f"- **Converted: {converted_percent(diags):.1f}%** (rewritten + warned over all findings)"
-                 if diags else "- **Converted: nothing to convert** (no CUDA or torch_xla code found)")
+    others = "".join(
+        f", {status[k]} {words}"
+        for k, words in (
+            ("over-limit", "over the per-file limits"),
+            ("not-writable", "not writable"),
+            ("interrupted", "not processed (interrupted)"),
+        )
+        if status[k]
+    )
+    converted = (
+        f"- **Converted: {converted_percent(diags):.1f}%** (rewritten + warned over all findings)"
+        if diags
+        else "- **Converted: nothing to convert** (no CUDA or torch_xla code found)"
+    )
     lines = [
-        "# tpu-migrate report", "",
+        "# tpu-migrate report",
+        "",
         f"- Files: {len(result.files)} ({status['changed']} changed, {status['unchanged']} unchanged, "
         f"{status['skipped']} skipped by the prefilter, {status['unparsable']} unparsable{others})",
         f"- Findings: {sum(c.values())} ({c['rewritten']} rewritten, {c['warned']} rewritten with a warning, "
         f"{c['flagged']} flagged for a human)",
-        converted, "",
-        "## By rule", "", "| Rule | Summary | Rewritten | Warned | Flagged |", "|---|---|---:|---:|---:|",
+        converted,
+        "",
+        "## By rule",
+        "",
+        "| Rule | Summary | Rewritten | Warned | Flagged |",
+        "|---|---|---:|---:|---:|",
     ]
     per_rule: dict[str, Counter] = defaultdict(Counter)
     for d in diags:
@@ -172,8 +256,13 @@ def markdown_report(result: RunResult) -> str:
         k = per_rule[code]
         summary = summaries.get(code, "").replace("|", "\\|")
         lines.append(f"| {code} | {summary} | {k['rewritten']} | {k['warned']} | {k['flagged']} |")
-    lines += ["", "## By file", "", "| File | Status | Rewritten | Warned | Flagged | Converted |",
-              "|---|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "## By file",
+        "",
+        "| File | Status | Rewritten | Warned | Flagged | Converted |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for f in sorted(result.files, key=lambda f: f.path):
         if f.status in ("skipped", "interrupted") and not f.diagnostics:
             continue

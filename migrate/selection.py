@@ -49,9 +49,11 @@ def _check(patterns: tuple[str, ...], option: str, codes: list[str]) -> None:
         close = [c for c in codes if len(c) == len(p) and sum(a != b for a, b in zip(c, p, strict=True)) == 1]
         close = close[:3] or difflib.get_close_matches(p, codes, n=3, cutoff=0.8)
         hints.append(f"{p!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
-    raise ValueError(f"unknown rule code or prefix in {option}: {', '.join(hints)}; valid: a code "
-                     f"{codes[0]}…{codes[-1]} (`tpu-migrate rules` lists them), a prefix of one such as "
-                     f"{', '.join(prefixes)} or TPU, or ALL")
+    raise ValueError(
+        f"unknown rule code or prefix in {option}: {', '.join(hints)}; valid: a code "
+        f"{codes[0]}…{codes[-1]} (`tpu-migrate rules` lists them), a prefix of one such as "
+        f"{', '.join(prefixes)} or TPU, or ALL"
+    )
 
 
 @lru_cache(maxsize=64)
@@ -61,7 +63,9 @@ def _resolve(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None) -> 
         _check(select, "--select", codes)
     if ignore is not None:
         _check(ignore, "--ignore", codes)
-    chosen = [c for c in codes if (select is None or _matches(c, select)) and not (ignore and _matches(c, ignore))]
+    chosen = [
+        c for c in codes if (select is None or _matches(c, select)) and not (ignore and _matches(c, ignore))
+    ]
     return RuleSet(tuple(chosen), select, ignore)
 
 

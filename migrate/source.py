@@ -29,33 +29,57 @@ from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
 #: word (a plain substring test, C speed), so common words ("device") cost one cheap search, not a scan
 #: with every alternative (a property test checks the pairing).
 TRIGGERS: tuple[tuple[str, str], ...] = (
-    ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""), ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
-    ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""), ("cuda", r"""f['"]cuda:"""), ("xla", r"""f['"]xla:"""),
-    ("cuda", r"\bcuda\s*[.(]"), ("cuda", r"\.cuda\b"), ("cuda", r"\bis_cuda\b"), ("xla", "torch_xla"),
+    ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""),
+    ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
+    ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""),
+    ("cuda", r"""f['"]cuda:"""),
+    ("xla", r"""f['"]xla:"""),
+    ("cuda", r"\bcuda\s*[.(]"),
+    ("cuda", r"\.cuda\b"),
+    ("cuda", r"\bis_cuda\b"),
+    ("xla", "torch_xla"),
     ("cudnn", "cudnn"),
     *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),
-    ("TPU_", "TPU_NUM_DEVICES"), ("TPU_", "TPU_PROCESS_ADDRESSES"),
-    *((w, rf"\b{w}\b") for w in ("triton", "apex", "flash_attn", "bitsandbytes", "xformers", "cupy",
-                                  "transformer_engine")),
+    ("TPU_", "TPU_NUM_DEVICES"),
+    ("TPU_", "TPU_PROCESS_ADDRESSES"),
+    *(
+        (w, rf"\b{w}\b")
+        for w in ("triton", "apex", "flash_attn", "bitsandbytes", "xformers", "cupy", "transformer_engine")
+    ),
     ("cuda", r"\bpycuda\b"),
-    ("xla", "openxla"), ("GradScaler", "GradScaler"), ("autocast", "autocast"),
-    ("ProfilerActivity", "ProfilerActivity"), ("emit_nvtx", "emit_nvtx"), ("CUDA", "CUDAExtension"),
-    ("CUDA", "CUDAGraph"), ("tpu-migrate", "tpu-migrate"),
+    ("xla", "openxla"),
+    ("GradScaler", "GradScaler"),
+    ("autocast", "autocast"),
+    ("ProfilerActivity", "ProfilerActivity"),
+    ("emit_nvtx", "emit_nvtx"),
+    ("CUDA", "CUDAExtension"),
+    ("CUDA", "CUDAGraph"),
+    ("tpu-migrate", "tpu-migrate"),
     # framework knobs (rules/frameworks.py)
-    ("accelerator", r"""\baccelerator\s*=\s*['"]"""), ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
-    ("tpu_", r"\btpu_(?:num_)?cores\b"), ("tpu_", "tpu_metrics_debug"), ("gpus", r"\bgpus\s*="),
+    ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
+    ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
+    ("tpu_", r"\btpu_(?:num_)?cores\b"),
+    ("tpu_", "tpu_metrics_debug"),
+    ("gpus", r"\bgpus\s*="),
     ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
-    ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"), ("Device", r"\bDevice[TG]PU\b"),
-    ("composer", r"\bcomposer\b"), ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
+    ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"),
+    ("Device", r"\bDevice[TG]PU\b"),
+    ("composer", r"\bcomposer\b"),
+    ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
     # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
-    *((w, rf"\b{w}\b") for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm",
-                                  "liger_kernel")),
-    ("cuda", r"\bfrom\s+cuda\b"), ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
-    ("flash_attention_", r"flash_attention_[23]"), ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
+    *(
+        (w, rf"\b{w}\b")
+        for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
+    ),
+    ("cuda", r"\bfrom\s+cuda\b"),
+    ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
+    ("flash_attention_", r"flash_attention_[23]"),
+    ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
 )
 PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))
-    for word in dict.fromkeys(word for word, _ in TRIGGERS))
+    for word in dict.fromkeys(word for word, _ in TRIGGERS)
+)
 
 UNUSED_IMPORT_CODE = "TPU590"
 _QUIET = Watch()
@@ -82,15 +106,18 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
     rules = [r for r in all_rules() if r.code in enabled]
     if mode == "spmd":
         # An SPMD program is flagged, never rewritten (see SpmdProgram); other rules only flag.
-        rules = [SpmdProgram if r is Spmd else r for r in rules
-                 if r.outcome == "flagged" and not r.family.startswith("xla_model")]
+        rules = [
+            SpmdProgram if r is Spmd else r
+            for r in rules
+            if r.outcome == "flagged" and not r.family.startswith("xla_model")
+        ]
     elif mode == "cuda-only":
         rules = [r for r in rules if r.outcome == "flagged"]
     return _Index(rules, all_rules())
 
 
 def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
-    """"spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
+    """ "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
     or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
 
     Decided by qualified names, never by substrings: a file with its own ``use_spmd_backend()`` is not SPMD.
@@ -100,9 +127,13 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names] if isinstance(
-                    small, cst.Import) else [cst.helpers.get_full_name_for_node(small.module) or ""] if isinstance(
-                    small, cst.ImportFrom) and small.module is not None and not small.relative else []
+                mods = (
+                    [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
+                    if isinstance(small, cst.Import)
+                    else [cst.helpers.get_full_name_for_node(small.module) or ""]
+                    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
+                    else []
+                )
                 if any(cuda_only_module(m) for m in mods):
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
@@ -136,7 +167,10 @@ _USE_SPMD = re.compile(r"\b([A-Za-z_]\w*(?:\.\w+)*)\.use_spmd\s*\(")
 def _uses_spmd(source: str, table: ImportTable) -> bool:
     scopes = [table.module_scope, *table.scopes.values()]
     qualified = {q for scope in scopes for q in scope.names.values() if q is not None}
-    if any(q.startswith(SPMD_MODULES) or q.endswith((".use_spmd", ".SpmdFullyShardedDataParallel")) for q in qualified):
+    if any(
+        q.startswith(SPMD_MODULES) or q.endswith((".use_spmd", ".SpmdFullyShardedDataParallel"))
+        for q in qualified
+    ):
         return True
     for m in _USE_SPMD.finditer(source):
         root, _, rest = m.group(1).partition(".")
@@ -152,8 +186,13 @@ def needs_parse(source: str) -> bool:
 
 
 def migrate_source(
-    source: str, path: str = "<string>", *, select: Iterable[str] | None = None,
-    ignore: Iterable[str] | None = None, rules: RuleSet | None = None, watch: Watch | None = None,
+    source: str,
+    path: str = "<string>",
+    *,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    rules: RuleSet | None = None,
+    watch: Watch | None = None,
 ) -> MigrationResult:
     """Migrate ``source``; raises :class:`UnparsableError` when it does not parse.
 
@@ -204,7 +243,9 @@ def migrate_source(
     return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
 
 
-def _finish(module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, source: str) -> cst.Module:
+def _finish(
+    module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, source: str
+) -> cst.Module:
     """Import clean-up and helpers, after the rule pass."""
     helpers = [h for h in closure(tr.helpers) if not _defines(new, h.name)]
     for h in helpers:
@@ -214,8 +255,9 @@ def _finish(module: cst.Module, new: cst.Module, tr: MigrationTransformer, path:
     return _strip_leading_blank(new, source)
 
 
-def _whole_module(source: str, module: cst.Module, new: cst.Module, tr: MigrationTransformer,
-                  path: str) -> MigrationResult:
+def _whole_module(
+    source: str, module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str
+) -> MigrationResult:
     """The slow way: generate the whole module (when statement spans could not be used)."""
     tr.diagnostics = [d for d in tr.diagnostics if d.code != UNUSED_IMPORT_CODE]  # _finish adds them again
     new_code = new.code
@@ -237,14 +279,25 @@ def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=lambda d: (d.line, d.col, d.code))
 
 
-def _fix_imports(old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str,
-                 diagnostics: list[Diagnostic]) -> cst.Module:
+def _fix_imports(
+    old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, diagnostics: list[Diagnostic]
+) -> cst.Module:
     """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
     if tr.enabled(UNUSED_IMPORT_CODE) and tr.import_positions:  # only files with torch_xla/torch.cuda imports
+
         def removed(node: cst.CSTNode, name: str) -> None:
             line, col = tr.import_positions.get(name, (1, 1))
-            diagnostics.append(Diagnostic(path, line, col, UNUSED_IMPORT_CODE,
-                                          f"removed import of `{name}`, unused after migration", True, "rewritten"))
+            diagnostics.append(
+                Diagnostic(
+                    path,
+                    line,
+                    col,
+                    UNUSED_IMPORT_CODE,
+                    f"removed import of `{name}`, unused after migration",
+                    True,
+                    "rewritten",
+                )
+            )
 
         new = imports.remove_unused(new, removed)
     if tr.needed_imports:
@@ -265,7 +318,8 @@ def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> c
     last_import = -1
     for i, s in enumerate(body):
         if isinstance(s, cst.SimpleStatementLine) and any(
-                isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body):
+            isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body
+        ):
             last_import = i
         elif early and last_import >= 0 and not _is_docstring(s, i):
             break
@@ -274,7 +328,7 @@ def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> c
         parsed = list(cst.parse_module(h.source).body)
         parsed[0] = parsed[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
         new_nodes.extend(parsed)
-    body[last_import + 1:last_import + 1] = new_nodes
+    body[last_import + 1 : last_import + 1] = new_nodes
     after = last_import + 1 + len(new_nodes)
     if after < len(body):
         nxt = body[after]
@@ -286,8 +340,12 @@ def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> c
 
 
 def _is_docstring(stmt: cst.BaseStatement, index: int) -> bool:
-    return index == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr) \
+    return (
+        index == 0
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Expr)
         and isinstance(stmt.body[0].value, cst.SimpleString)
+    )
 
 
 def _strip_leading_blank(module: cst.Module, source: str) -> cst.Module:

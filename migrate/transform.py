@@ -35,7 +35,9 @@ _IF = node_types(cst.If)
 _IF_WHILE = node_types(cst.If, cst.While)
 _NAME = node_types(cst.Name)
 _EXPRESSIONS = node_types(cst.BaseExpression)
-_SIMPLE_LINE, _MODULE, _INDENTED = (node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock))
+_SIMPLE_LINE, _MODULE, _INDENTED = (
+    node_types(c) for c in (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock)
+)
 _TODO = re.compile(r"#\s*TODO\(tpu-migrate (TPU\d+)\)")
 TODO_PREFIX = "TODO(tpu-migrate"
 
@@ -82,7 +84,9 @@ class MigrationTransformer(cst.CSTTransformer):
     #: migrate._walk need not enter these at all (on_visit/on_leave ignore them).
     SKIP_TYPES = TRIVIA_TYPES
 
-    def __init__(self, index: _Index, path: str, source_lines: Sequence[str], table: ImportTable | None = None):
+    def __init__(
+        self, index: _Index, path: str, source_lines: Sequence[str], table: ImportTable | None = None
+    ):
         super().__init__()
         self.table = table
         self._reports: list[tuple[cst.CSTNode, cst.CSTNode | None, str, str, bool, Outcome]] = []
@@ -156,7 +160,9 @@ class MigrationTransformer(cst.CSTTransformer):
         for name, node in self._import_nodes.items():
             self.import_positions[name] = pos(node) or (1, 1)
 
-    def _positions_by_statement(self, smap: SourceMap) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
+    def _positions_by_statement(
+        self, smap: SourceMap
+    ) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
         by_top: dict[int, Callable[[cst.CSTNode], tuple[int, int] | None]] = {}
         for top in {id(t): t for t in self._tops.values()}.values():
             found = smap.positions(top)
@@ -222,8 +228,14 @@ class MigrationTransformer(cst.CSTTransformer):
         if not any(type(s) in _DEFINITIONS for s in self._stack):
             self.helpers_early = True
 
-    def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
-                        call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:
+    def claim_statement(
+        self,
+        stmt: cst.SimpleStatementLine,
+        rule: Rule,
+        qname: str = "",
+        call: cst.Call | None = None,
+        target: cst.BaseExpression | None = None,
+    ) -> None:
         """A statement-level rule takes the whole line; nothing inside it is rewritten on its own."""
         self._stmt_claims[id(stmt)] = (rule, qname, call, target)
         if call is not None:
@@ -235,7 +247,9 @@ class MigrationTransformer(cst.CSTTransformer):
         Call it for the statement being visited or left; it searches only the enclosing statement's
         blocks (or the module), so it is cheap enough for a rule that fires now and then.
         """
-        parent: cst.CSTNode | None = self._stack[-2] if len(self._stack) >= 2 and self._stack[-1] is stmt else None
+        parent: cst.CSTNode | None = (
+            self._stack[-2] if len(self._stack) >= 2 and self._stack[-1] is stmt else None
+        )
         todo: list[cst.CSTNode] = [parent if parent is not None else self.module]  # type: ignore[list-item]
         while todo:
             node = todo.pop()
@@ -245,7 +259,9 @@ class MigrationTransformer(cst.CSTTransformer):
                     if s is stmt:
                         return body[i - 1] if i else None
                 continue
-            todo.extend(c for c in node.children if type(c) not in _STATEMENTS and type(c) not in _EXPRESSIONS)
+            todo.extend(
+                c for c in node.children if type(c) not in _STATEMENTS and type(c) not in _EXPRESSIONS
+            )
         return None
 
     def suppress_current_statement(self) -> None:
@@ -274,8 +290,9 @@ class MigrationTransformer(cst.CSTTransformer):
         """True for an assignment/deletion/loop target (rewriting it would break the code)."""
         return id(node) in self._targets
 
-    def claim_string(self, node: cst.SimpleString, code: str, outcome: Outcome, message: str,
-                     value: str | None = None) -> None:
+    def claim_string(
+        self, node: cst.SimpleString, code: str, outcome: Outcome, message: str, value: str | None = None
+    ) -> None:
         """A contextual rule (comparison, argparse default …) decides how a literal is reported."""
         self.string_claims.setdefault(id(node), (code, outcome, message, value))
 
@@ -491,7 +508,8 @@ class MigrationTransformer(cst.CSTTransformer):
         have = self._existing_todos(orig)
         new_lines = [
             cst.EmptyLine(indent=True, comment=cst.Comment(f"# {TODO_PREFIX} {c}): {_one_line(m)}"))
-            for c, m in pend if c not in have
+            for c, m in pend
+            if c not in have
         ]
         if not new_lines:
             return result
@@ -504,8 +522,15 @@ class MigrationTransformer(cst.CSTTransformer):
 
 
 #: Calls whose repetition on the next line changes nothing.
-_IDEMPOTENT = frozenset({"torch.manual_seed", "torch.set_float32_matmul_precision", "torch.set_default_device",
-                         "torch.accelerator.synchronize", "torch.use_deterministic_algorithms"})
+_IDEMPOTENT = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.set_float32_matmul_precision",
+        "torch.set_default_device",
+        "torch.accelerator.synchronize",
+        "torch.use_deterministic_algorithms",
+    }
+)
 
 
 def _setter_key(stmt: object) -> str | None:
@@ -513,8 +538,11 @@ def _setter_key(stmt: object) -> str | None:
         return None
     small = stmt.body[0]  # type: ignore[attr-defined]
     call = small.value if isinstance(small, cst.Expr) else None
-    if not isinstance(call, cst.Call) or cst.helpers.get_full_name_for_node(call.func) not in _IDEMPOTENT or not all(
-            pure(a.value) for a in call.args):
+    if (
+        not isinstance(call, cst.Call)
+        or cst.helpers.get_full_name_for_node(call.func) not in _IDEMPOTENT
+        or not all(pure(a.value) for a in call.args)
+    ):
         return None
     return _EMPTY_MODULE.code_for_node(call)
 
@@ -530,8 +558,8 @@ def _merge_lines(carried: Sequence[cst.EmptyLine], own: Sequence[cst.EmptyLine])
         return lines
     tail = next((i for i, ln in enumerate(reversed(carried)) if ln.comment is not None), len(carried))
     head = next((i for i, ln in enumerate(own) if ln.comment is not None), len(own))
-    blanks = [*carried[len(carried) - tail:], *own[:head]][:max(tail, head)]
-    return [*carried[:len(carried) - tail], *blanks, *own[head:]]
+    blanks = [*carried[len(carried) - tail :], *own[:head]][: max(tail, head)]
+    return [*carried[: len(carried) - tail], *blanks, *own[head:]]
 
 
 def _short(message: str) -> str:
@@ -553,10 +581,13 @@ class PreciseMigrationTransformer(MigrationTransformer):
         if not names:
             # An unbound `torch.` / `torch_xla.` chain (the import lives in another notebook cell, or is
             # about to be added): resolve it by its text so a second pass finds nothing new.
-            full = cst.helpers.get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            full = (
+                cst.helpers.get_full_name_for_node(node)
+                if isinstance(node, (cst.Name, cst.Attribute))
+                else None
+            )
             if full and full.split(".")[0] in ("torch", "torch_xla") and full not in ("torch", "torch_xla"):
                 return full
             return None
         found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
         return found[0] if found else None
-

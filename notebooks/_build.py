@@ -421,9 +421,13 @@ views.table(records)
 def build() -> list[Path]:
     written = []
     for name, cells in NOTEBOOKS.items():
-        nb = new_notebook(cells=cells, metadata={
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"}})
+        nb = new_notebook(
+            cells=cells,
+            metadata={
+                "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                "language_info": {"name": "python"},
+            },
+        )
         for i, cell in enumerate(nb.cells):  # stable ids keep diffs small on regeneration
             cell["id"] = f"{name[:2]}-{i:02d}"
         nbformat.validate(nb)

@@ -22,7 +22,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # installed package -> repository folder (setup.py's PACKAGE_DIRS)
-PACKAGES = {"tpu_workbench.migrate": "migrate", "tpu_workbench.backend": "backend", "tpu_workbench.bench": "workbench"}
+PACKAGES = {
+    "tpu_workbench.migrate": "migrate",
+    "tpu_workbench.backend": "backend",
+    "tpu_workbench.bench": "workbench",
+}
 BARE = ("backend", "migrate", "workbench")
 
 REASONS = {
@@ -87,7 +91,7 @@ class _Imports(ast.NodeVisitor):
     def _add(self, names: list[str], node: ast.stmt) -> None:
         if self.type_checking:
             return
-        text = " ".join(self.lines[node.lineno - 1: node.end_lineno])
+        text = " ".join(self.lines[node.lineno - 1 : node.end_lineno])
         m = _LAZY.search(text)
         reason = m.group(1) if m else None
         if self.depth and reason is None:
@@ -197,11 +201,17 @@ def test_module_level_imports_form_no_cycle() -> None:
 def test_function_level_imports_say_why_they_are_lazy() -> None:
     missing = [f"{MODULES[m].relative_to(ROOT)}:{line}" for m, v in SCAN.items() for line in v.unannotated]
     assert not missing, (
-        "imports inside functions need '# lazy: <reason>' (reasons: " + ", ".join(REASONS) + "); or move them to "
+        "imports inside functions need '# lazy: <reason>' (reasons: "
+        + ", ".join(REASONS)
+        + "); or move them to "
         "the top of the module:\n" + "\n".join(missing)
     )
-    bad = [f"{MODULES[m].relative_to(ROOT)}:{line} ({reason})" for m, v in SCAN.items()
-           for _, line, lazy, reason in v.edges if lazy and reason is not None and reason not in REASONS]
+    bad = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} ({reason})"
+        for m, v in SCAN.items()
+        for _, line, lazy, reason in v.edges
+        if lazy and reason is not None and reason not in REASONS
+    ]
     assert not bad, "unknown lazy reasons:\n" + "\n".join(bad)
 
 
@@ -222,7 +232,9 @@ def _package(module: str) -> str:
     ],
 )
 def test_packages_import_along_the_chain(pkg: str, forbidden: tuple[str, ...]) -> None:
-    bad = [(m, t) for m, v in SCAN.items() if _package(m) == pkg for t, *_ in v.edges if _package(t) in forbidden]
+    bad = [
+        (m, t) for m, v in SCAN.items() if _package(m) == pkg for t, *_ in v.edges if _package(t) in forbidden
+    ]
     assert not bad
 
 

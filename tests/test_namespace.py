@@ -37,7 +37,12 @@ def run_python(code: str, cwd: Path, env: dict[str, str] | None = None) -> subpr
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     env.pop("TORCH_TPU_WORKBENCH_AUTOLOAD", None)
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc
@@ -56,13 +61,17 @@ USER_PROJECT_IMPORTS_TORCH = """
 
 
 @pytest.mark.parametrize("where", ["cwd", "pythonpath"])
-def test_a_user_project_with_our_folder_names_imports_torch_and_its_own_packages(tmp_path: Path, where: str) -> None:
+def test_a_user_project_with_our_folder_names_imports_torch_and_its_own_packages(
+    tmp_path: Path, where: str
+) -> None:
     project = make_user_project(tmp_path / "service")
     if where == "cwd":  # `python -c` puts the current folder first on sys.path
         out = run_python(USER_PROJECT_IMPORTS_TORCH, cwd=project)
     else:  # the project on PYTHONPATH, run from elsewhere
         (tmp_path / "elsewhere").mkdir()
-        out = run_python(USER_PROJECT_IMPORTS_TORCH, cwd=tmp_path / "elsewhere", env={"PYTHONPATH": str(project)})
+        out = run_python(
+            USER_PROJECT_IMPORTS_TORCH, cwd=tmp_path / "elsewhere", env={"PYTHONPATH": str(project)}
+        )
     assert out.stdout.strip() == "ok"
 
 

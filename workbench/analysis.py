@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.catalog.prices import KIND_MEANING
 from tpu_workbench.bench.compare import compare_table
@@ -53,12 +54,19 @@ def emulation_note(df: pd.DataFrame) -> str:
     """A sentence naming the platforms that are emulated (e.g. the "tpu" device on XLA:CPU)."""
     if df.empty or "platform" not in df:
         return ""
-    emu = sorted({p for p, prov in zip(df["platform"], df["provenance"], strict=False)
-                  if prov == "measured" and isinstance(p, str) and "via XLA:" in p and "XLA:TPU" not in p})
+    emu = sorted(
+        {
+            p
+            for p, prov in zip(df["platform"], df["provenance"], strict=False)
+            if prov == "measured" and isinstance(p, str) and "via XLA:" in p and "XLA:TPU" not in p
+        }
+    )
     if not emu:
         return ""
-    return ("Rows labelled " + ", ".join(f"'{p}'" for p in emu) + " are this project's \"tpu\" device executing "
-            "through JAX on the host processor: they measure the backend's overhead, not a TPU.")
+    return (
+        "Rows labelled " + ", ".join(f"'{p}'" for p in emu) + ' are this project\'s "tpu" device executing '
+        "through JAX on the host processor: they measure the backend's overhead, not a TPU."
+    )
 
 
 def resolve_files(patterns: Sequence[str] | str | None) -> list[Path]:
@@ -98,14 +106,23 @@ def measured_table(df: pd.DataFrame) -> pd.DataFrame:
     m = df[df["provenance"] == "measured"]
     rows = []
     for r in m.to_dict("records"):
-        rows.append({"file": Path(str(r["file"])).name, "workload": r["workload"], "phase": r["phase"],
-                     "batch": r["batch"], "seq": r["seq"], "device (platform)": device_label(r),
-                     "tokens/s": r["tokens_per_s"], "tokens": r["tokens_kind"],
-                     "step ms": 1e3 * r["step_median_s"],
-                     "IQR %": 100 * r["step_iqr_s"] / r["step_median_s"] if r["step_median_s"] else math.nan,
-                     "MFU %": 100 * r["mfu"] if r["mfu"] is not None and not pd.isna(r["mfu"]) else math.nan,
-                     "MFU peak basis": str(r["peak_basis"]).split(":")[0],
-                     "date": str((r.get("source") or {}).get("date", ""))[:16]})
+        rows.append(
+            {
+                "file": Path(str(r["file"])).name,
+                "workload": r["workload"],
+                "phase": r["phase"],
+                "batch": r["batch"],
+                "seq": r["seq"],
+                "device (platform)": device_label(r),
+                "tokens/s": r["tokens_per_s"],
+                "tokens": r["tokens_kind"],
+                "step ms": 1e3 * r["step_median_s"],
+                "IQR %": 100 * r["step_iqr_s"] / r["step_median_s"] if r["step_median_s"] else math.nan,
+                "MFU %": 100 * r["mfu"] if r["mfu"] is not None and not pd.isna(r["mfu"]) else math.nan,
+                "MFU peak basis": str(r["peak_basis"]).split(":")[0],
+                "date": str((r.get("source") or {}).get("date", ""))[:16],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -114,9 +131,17 @@ def measured_serving(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=["label", "tok/s/user", "tok/s/chip"])
     m = df[(df["provenance"] == "measured") & (df["phase"] == "decode") & df["chip"].notna()]
-    return pd.DataFrame([{"label": device_label(r), "tok/s/user": r["tokens_per_s_per_user"],
-                          "tok/s/chip": r["tokens_per_s_per_chip"]} for r in m.to_dict("records")],
-                        columns=["label", "tok/s/user", "tok/s/chip"])
+    return pd.DataFrame(
+        [
+            {
+                "label": device_label(r),
+                "tok/s/user": r["tokens_per_s_per_user"],
+                "tok/s/chip": r["tokens_per_s_per_chip"],
+            }
+            for r in m.to_dict("records")
+        ],
+        columns=["label", "tok/s/user", "tok/s/chip"],
+    )
 
 
 def accelerator_comparison(df: pd.DataFrame):
@@ -124,14 +149,23 @@ def accelerator_comparison(df: pd.DataFrame):
     sentence saying what is missing. A "tpu" emulated on a CPU/GPU does not count as a TPU."""
     m = df[df["provenance"] == "measured"]
     has_gpu = (m["device"] == "cuda").any()
-    real_tpu = ((m["device"] == "tpu") & ~m["platform"].astype(str).str.contains("via XLA:(?:CPU|GPU|CUDA)",
-                                                                                  regex=True)).any()
+    real_tpu = (
+        (m["device"] == "tpu")
+        & ~m["platform"].astype(str).str.contains("via XLA:(?:CPU|GPU|CUDA)", regex=True)
+    ).any()
     if not (has_gpu and real_tpu):
-        missing = [n for n, ok in (("a GPU (cuda) run", has_gpu), ("a run on a real TPU", real_tpu)) if not ok]
-        return None, ("No GPU-vs-TPU comparison: the results lack " + " and ".join(missing) +
-                      ". Point RESULT_FILES at a result file from a GPU box and one from a TPU VM "
-                      "(`tpu-bench run ... -o gpu.jsonl` there).")
-    return compare_table(m, baseline="cuda"), "Ratios are tokens/s relative to the GPU (cuda) run of the same cell."
+        missing = [
+            n for n, ok in (("a GPU (cuda) run", has_gpu), ("a run on a real TPU", real_tpu)) if not ok
+        ]
+        return None, (
+            "No GPU-vs-TPU comparison: the results lack "
+            + " and ".join(missing)
+            + ". Point RESULT_FILES at a result file from a GPU box and one from a TPU VM "
+            "(`tpu-bench run ... -o gpu.jsonl` there)."
+        )
+    return compare_table(
+        m, baseline="cuda"
+    ), "Ratios are tokens/s relative to the GPU (cuda) run of the same cell."
 
 
 def _config(cfg: dict):
@@ -147,29 +181,52 @@ def mfu_conventions(df: pd.DataFrame) -> pd.DataFrame:
         if r.get("mfu") is None or pd.isna(r.get("mfu")) or "n_layers" not in cfg or r.get("seq") is None:
             continue
         c = _config(cfg)
-        f = {conv: flops_per_token(c, r["phase"], int(r["seq"]), convention=conv) for conv in ("palm", "causal")}
+        f = {
+            conv: flops_per_token(c, r["phase"], int(r["seq"]), convention=conv)
+            for conv in ("palm", "causal")
+        }
         own = r.get("flop_convention")
         if own not in f:
             continue
         scale = r["mfu"] / f[own]
-        rows.append({"label": device_label(r), "provenance": r["provenance"],
-                     "source": Path(str(r.get("file") or "")).name if r["provenance"] == "measured" else "",
-                     "workload": r["workload"],
-                     "phase": r["phase"], "batch": r["batch"], "seq": r["seq"],
-                     "MFU % (palm)": 100 * scale * f["palm"], "MFU % (causal)": 100 * scale * f["causal"],
-                     "causal/palm": f["causal"] / f["palm"],
-                     "MBU % (decode)": 100 * r["mbu"] if r.get("mbu") is not None and not pd.isna(r["mbu"])
-                     else math.nan,
-                     "peak basis": str(r.get("peak_basis")).split(":")[0],
-                     "recorded convention": own})
+        rows.append(
+            {
+                "label": device_label(r),
+                "provenance": r["provenance"],
+                "source": Path(str(r.get("file") or "")).name if r["provenance"] == "measured" else "",
+                "workload": r["workload"],
+                "phase": r["phase"],
+                "batch": r["batch"],
+                "seq": r["seq"],
+                "MFU % (palm)": 100 * scale * f["palm"],
+                "MFU % (causal)": 100 * scale * f["causal"],
+                "causal/palm": f["causal"] / f["palm"],
+                "MBU % (decode)": 100 * r["mbu"]
+                if r.get("mbu") is not None and not pd.isna(r["mbu"])
+                else math.nan,
+                "peak basis": str(r.get("peak_basis")).split(":")[0],
+                "recorded convention": own,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def project_phases(chip: str, workloads: Sequence[str], *, seq: int = 8192, n_chips: int = 8, layout: str = "tp",
-                   batches: dict | None = None) -> list:
+def project_phases(
+    chip: str,
+    workloads: Sequence[str],
+    *,
+    seq: int = 8192,
+    n_chips: int = 8,
+    layout: str = "tp",
+    batches: dict | None = None,
+) -> list:
     """Projected train / prefill / decode records of ``workloads`` on ``chip`` (for the MFU comparison)."""
     batches = batches or {"train": 1, "prefill": 1, "decode": 64}
-    return [project(chip, w, ph, n_chips, layout, batch=b, seq=seq) for w in workloads for ph, b in batches.items()]
+    return [
+        project(chip, w, ph, n_chips, layout, batch=b, seq=seq)
+        for w in workloads
+        for ph, b in batches.items()
+    ]
 
 
 def price_for(chip: str, price: str | None = None, override: float | None = None) -> tuple[float | None, str]:
@@ -199,11 +256,24 @@ def price_choices(chips: Sequence[str]) -> list[str]:
     return [*dict.fromkeys(kinds), *sorted({p.tier for p in listed})]
 
 
-def decode_frontier(chips: Sequence[str], workload: str, *, n_chips: int = 8, layout: str = "tp", seq: int = 4096,
-                    precision: str = "bf16", batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)):
+def decode_frontier(
+    chips: Sequence[str],
+    workload: str,
+    *,
+    n_chips: int = 8,
+    layout: str = "tp",
+    seq: int = 4096,
+    precision: str = "bf16",
+    batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+):
     """Projected decode batch sweep per chip: one record per (chip, batch)."""
-    return [r for c in chips for r in decode_sweep(c, workload, n_chips=n_chips, layout=layout,
-                                                   batches=tuple(batches), seq=seq, precision=precision)]
+    return [
+        r
+        for c in chips
+        for r in decode_sweep(
+            c, workload, n_chips=n_chips, layout=layout, batches=tuple(batches), seq=seq, precision=precision
+        )
+    ]
 
 
 def frontier_frame(records, price: str | None = None, price_override: float | None = None) -> pd.DataFrame:
@@ -215,10 +285,21 @@ def frontier_frame(records, price: str | None = None, price_override: float | No
         usd, basis = price_for(r.chip, price, price_override)
         per_chip = r.tokens_per_s_per_chip
         fits = fits_in_memory(r)
-        rows.append({"chip": r.chip, "provenance": r.provenance, "batch": r.batch,
-                     "tok/s/user": r.tokens_per_s_per_user, "tok/s/chip": per_chip, "MFU %": 100 * r.mfu,
-                     "bound": r.extra.get("bound"), "fits in HBM": fits, "$/chip-hr": usd, "price": basis,
-                     "$/M output tokens": usd_per_million_tokens(usd, per_chip) if usd and fits else math.nan})
+        rows.append(
+            {
+                "chip": r.chip,
+                "provenance": r.provenance,
+                "batch": r.batch,
+                "tok/s/user": r.tokens_per_s_per_user,
+                "tok/s/chip": per_chip,
+                "MFU %": 100 * r.mfu,
+                "bound": r.extra.get("bound"),
+                "fits in HBM": fits,
+                "$/chip-hr": usd,
+                "price": basis,
+                "$/M output tokens": usd_per_million_tokens(usd, per_chip) if usd and fits else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -229,15 +310,36 @@ def at_target(frame: pd.DataFrame, target: float) -> pd.DataFrame:
     for chip, g in frame.groupby("chip", sort=False):
         ok = g[(g["tok/s/user"] >= target) & g["fits in HBM"]]
         if ok.empty:
-            why = "no batch fits in HBM" if not g["fits in HBM"].any() else "target not reached by a batch that fits"
-            rows.append({"chip": chip, "meets target": False, "batch": None, "tok/s/user": g["tok/s/user"].max(),
-                         "tok/s/chip": math.nan, "$/M output tokens": math.nan, "price": g["price"].iloc[0],
-                         "note": why})
+            why = (
+                "no batch fits in HBM"
+                if not g["fits in HBM"].any()
+                else "target not reached by a batch that fits"
+            )
+            rows.append(
+                {
+                    "chip": chip,
+                    "meets target": False,
+                    "batch": None,
+                    "tok/s/user": g["tok/s/user"].max(),
+                    "tok/s/chip": math.nan,
+                    "$/M output tokens": math.nan,
+                    "price": g["price"].iloc[0],
+                    "note": why,
+                }
+            )
             continue
         best = ok.loc[ok["tok/s/chip"].idxmax()]
-        rows.append({"chip": chip, "meets target": True, "batch": int(best["batch"]), "tok/s/user": best["tok/s/user"],
-                     "tok/s/chip": best["tok/s/chip"], "$/M output tokens": best["$/M output tokens"],
-                     "price": best["price"]})
+        rows.append(
+            {
+                "chip": chip,
+                "meets target": True,
+                "batch": int(best["batch"]),
+                "tok/s/user": best["tok/s/user"],
+                "tok/s/chip": best["tok/s/chip"],
+                "$/M output tokens": best["$/M output tokens"],
+                "price": best["price"],
+            }
+        )
     return pd.DataFrame(rows).sort_values("$/M output tokens", na_position="last")
 
 
@@ -254,16 +356,31 @@ def published_serving() -> pd.DataFrame:
     for p in published_records():
         if p.tokens_per_s_per_user is None:
             continue
-        rows.append({"row": p.source["row"], "chip": p.chip, "tok/s/user": p.tokens_per_s_per_user,
-                     "tok/s/chip": p.tokens_per_s_per_chip,
-                     "$/M tokens": p.cost[0]["usd_per_mtok"] if p.cost else None,
-                     "price tier": p.cost[0]["tier"] if p.cost else None, "setting": p.source["setting"],
-                     "source": p.source["title"]})
+        rows.append(
+            {
+                "row": p.source["row"],
+                "chip": p.chip,
+                "tok/s/user": p.tokens_per_s_per_user,
+                "tok/s/chip": p.tokens_per_s_per_chip,
+                "$/M tokens": p.cost[0]["usd_per_mtok"] if p.cost else None,
+                "price tier": p.cost[0]["tier"] if p.cost else None,
+                "setting": p.source["setting"],
+                "source": p.source["title"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def scaling_frame(chips: Sequence[str], workload: str, layouts: Sequence[str], counts: Sequence[int], *,
-                  assumptions=None, batch: int = 4, seq: int = 4096) -> pd.DataFrame:
+def scaling_frame(
+    chips: Sequence[str],
+    workload: str,
+    layouts: Sequence[str],
+    counts: Sequence[int],
+    *,
+    assumptions=None,
+    batch: int = 4,
+    seq: int = 4096,
+) -> pd.DataFrame:
     """Projected training per chip count, one series per (chip, layout).
 
     ``efficiency`` = per-chip throughput ÷ that at the series' smallest count whose configuration fits in
@@ -275,16 +392,28 @@ def scaling_frame(chips: Sequence[str], workload: str, layouts: Sequence[str], c
             series = []
             for n in counts:
                 r = project(chip, workload, "train", n, layout, batch=batch, seq=seq, assumptions=assumptions)
-                series.append({"chip": chip, "workload": workload, "layout": layout, "resolved": r.extra["layout"],
-                               "chips": n, "tok/s/chip": r.tokens_per_s_per_chip, "MFU %": 100 * r.mfu,
-                               "bound": r.extra["bound"], "comm %": 100 * r.extra["comm_fraction"],
-                               "fits in HBM": fits_in_memory(r),
-                               "GB per chip": r.extra.get("memory_per_chip_gb", math.nan),
-                               "provenance": "projected"})
+                series.append(
+                    {
+                        "chip": chip,
+                        "workload": workload,
+                        "layout": layout,
+                        "resolved": r.extra["layout"],
+                        "chips": n,
+                        "tok/s/chip": r.tokens_per_s_per_chip,
+                        "MFU %": 100 * r.mfu,
+                        "bound": r.extra["bound"],
+                        "comm %": 100 * r.extra["comm_fraction"],
+                        "fits in HBM": fits_in_memory(r),
+                        "GB per chip": r.extra.get("memory_per_chip_gb", math.nan),
+                        "provenance": "projected",
+                    }
+                )
             base = next((row for row in series if row["fits in HBM"]), None)
             for row in series:
                 row["baseline chips"] = base["chips"] if base else None
-                row["efficiency"] = row["tok/s/chip"] / base["tok/s/chip"] if base and row["fits in HBM"] else math.nan
+                row["efficiency"] = (
+                    row["tok/s/chip"] / base["tok/s/chip"] if base and row["fits in HBM"] else math.nan
+                )
             rows += series
     return pd.DataFrame(rows)
 
@@ -300,14 +429,27 @@ def published_scaling(assumptions=None) -> pd.DataFrame:
     rows = []
     for r in rows5.to_dict("records"):
         pub, proj = float(r["published"]), float(r["projected"])
-        rows.append({"chips": int(r["n_chips"]), "published tok/s per TensorCore": pub,
-                     "projected tok/s per TensorCore": proj, "published tok/s per chip": pub * per_chip,
-                     "projected tok/s per chip": proj * per_chip, "rel error": r["rel_error"],
-                     "rel error %": 100 * r["rel_error"], "category": r["category"], "source": r["source"]})
+        rows.append(
+            {
+                "chips": int(r["n_chips"]),
+                "published tok/s per TensorCore": pub,
+                "projected tok/s per TensorCore": proj,
+                "published tok/s per chip": pub * per_chip,
+                "projected tok/s per chip": proj * per_chip,
+                "rel error": r["rel_error"],
+                "rel error %": 100 * r["rel_error"],
+                "category": r["category"],
+                "source": r["source"],
+            }
+        )
     out = pd.DataFrame(rows)
     if len(out):
-        out["published efficiency vs 1 slice"] = out["published tok/s per chip"] / out["published tok/s per chip"].iloc[0]
-        out["projected efficiency vs 1 slice"] = out["projected tok/s per chip"] / out["projected tok/s per chip"].iloc[0]
+        out["published efficiency vs 1 slice"] = (
+            out["published tok/s per chip"] / out["published tok/s per chip"].iloc[0]
+        )
+        out["projected efficiency vs 1 slice"] = (
+            out["projected tok/s per chip"] / out["projected tok/s per chip"].iloc[0]
+        )
     return out
 
 
@@ -317,7 +459,7 @@ def fits_in_memory(rec) -> bool:
 
 
 def does_not_fit_note(rec) -> str:
-    """"does not fit in HBM (needs 36 GB per device, has 34)" from the projection's memory figures."""
+    """ "does not fit in HBM (needs 36 GB per device, has 34)" from the projection's memory figures."""
     extra = rec.extra or {}
     need = extra.get("memory_per_device_gb", extra.get("memory_per_chip_gb"))
     have = extra.get("memory_capacity_per_device_gb")
@@ -344,8 +486,10 @@ def cost_cells(rec, kinds: Sequence[str] = HEADLINE_KINDS) -> dict:
         return {**{f"$/M tok ({k})": math.nan for k in kinds}, "prices (date)": does_not_fit_note(rec)}
     lines = {k: line_of_kind(rec.cost, k) for k in kinds}
     used = "; ".join(f"{k}: {_line_text(line)}" for k, line in lines.items() if line) or "no price in catalog"
-    return {**{f"$/M tok ({k})": line["usd_per_mtok"] if line else math.nan for k, line in lines.items()},
-            "prices (date)": used}
+    return {
+        **{f"$/M tok ({k})": line["usd_per_mtok"] if line else math.nan for k, line in lines.items()},
+        "prices (date)": used,
+    }
 
 
 def cheapest_by_price_kind(records, kinds: Sequence[str] = HEADLINE_KINDS, top: int = 3) -> list[str]:
@@ -363,7 +507,11 @@ def cheapest_by_price_kind(records, kinds: Sequence[str] = HEADLINE_KINDS, top: 
                 missing.append(rec.chip)
         if not ranked:
             continue
-        best = ", ".join(f"{chip} ${fmt(usd)} ({_line_text(line)})" for usd, chip, line in sorted(ranked)[:top])
-        out.append(f"{kind} — {KIND_MEANING[kind]}: {best}"
-                   + (f"; no {kind} price: {', '.join(sorted(set(missing)))}" if missing else ""))
+        best = ", ".join(
+            f"{chip} ${fmt(usd)} ({_line_text(line)})" for usd, chip, line in sorted(ranked)[:top]
+        )
+        out.append(
+            f"{kind} — {KIND_MEANING[kind]}: {best}"
+            + (f"; no {kind} price: {', '.join(sorted(set(missing)))}" if missing else "")
+        )
     return out

@@ -28,8 +28,9 @@ def integer(low: int = 1, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def number(low: float = 0.0, high: float | None = None, *, low_open: bool = True,
-           high_open: bool = False) -> Callable[[str], float]:
+def number(
+    low: float = 0.0, high: float | None = None, *, low_open: bool = True, high_open: bool = False
+) -> Callable[[str], float]:
     """A finite number in the interval from ``low`` to ``high``; ``low_open`` excludes ``low`` itself."""
     lo = f"> {low:g}" if low_open else f">= {low:g}"
     if high is None:

@@ -8,6 +8,7 @@ none is dropped without a word.
 from __future__ import annotations
 
 import pandas as pd
+
 from tpu_workbench.bench import tables
 from tpu_workbench.bench.errors import WorkbenchError, unknown
 from tpu_workbench.bench.results import variant_label
@@ -36,17 +37,28 @@ def compare_table(df: pd.DataFrame, *, baseline: str | None = None) -> pd.DataFr
         raise WorkbenchError(unknown("baseline device", baseline, variants))
     keys = [k for k in KEYS if k in measured]
     measured[keys] = measured[keys].fillna("-")
-    agg = (measured.groupby([*keys, "variant"], dropna=False)
-           .agg(tokens_per_s=("tokens_per_s", "median"), step_median_s=("step_median_s", "median"),
-                iqr_pct=("step_iqr_s", "median"), mfu=("mfu", "median"), runs=("record_id", "count"),
-                peak_tflops=("peak_tflops", "median"), peak_basis=("peak_basis", "first"),
-                platform=("platform", "first"))
-           .reset_index())
+    agg = (
+        measured.groupby([*keys, "variant"], dropna=False)
+        .agg(
+            tokens_per_s=("tokens_per_s", "median"),
+            step_median_s=("step_median_s", "median"),
+            iqr_pct=("step_iqr_s", "median"),
+            mfu=("mfu", "median"),
+            runs=("record_id", "count"),
+            peak_tflops=("peak_tflops", "median"),
+            peak_basis=("peak_basis", "first"),
+            platform=("platform", "first"),
+        )
+        .reset_index()
+    )
     agg["iqr_pct"] = 100 * agg["iqr_pct"] / agg["step_median_s"]
     base = agg[agg["variant"] == baseline].set_index(keys)["tokens_per_s"]
     agg["ratio_vs_" + baseline] = [
         row.tokens_per_s / base.get(tuple(row[k] for k in keys), float("nan"))
-        if tuple(row[k] for k in keys) in base.index else float("nan") for _, row in agg.iterrows()]
+        if tuple(row[k] for k in keys) in base.index
+        else float("nan")
+        for _, row in agg.iterrows()
+    ]
     agg["mfu_pct"] = 100 * agg["mfu"]
     agg["step_ms"] = 1e3 * agg["step_median_s"]
     return agg.drop(columns=["mfu", "step_median_s"])
@@ -57,13 +69,21 @@ def other_records_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in df[df["provenance"] != "measured"].to_dict("records"):
         n = r.get("n_chips")
-        rows.append({"provenance": r["provenance"], "workload": r["workload"], "phase": r["phase"],
-                     "chip": r.get("chip") or r.get("device"),
-                     "chips": int(n) if isinstance(n, int | float) and n == n and n >= 1 else None,
-                     "batch": r.get("batch"), "seq": r.get("seq"), "tokens/s per chip": r.get("tokens_per_s_per_chip"),
-                     "tokens": r.get("tokens_kind"),
-                     "MFU %": 100 * r["mfu"] if isinstance(r.get("mfu"), float) and r["mfu"] == r["mfu"] else None,
-                     "source": _source_note(r)})
+        rows.append(
+            {
+                "provenance": r["provenance"],
+                "workload": r["workload"],
+                "phase": r["phase"],
+                "chip": r.get("chip") or r.get("device"),
+                "chips": int(n) if isinstance(n, int | float) and n == n and n >= 1 else None,
+                "batch": r.get("batch"),
+                "seq": r.get("seq"),
+                "tokens/s per chip": r.get("tokens_per_s_per_chip"),
+                "tokens": r.get("tokens_kind"),
+                "MFU %": 100 * r["mfu"] if isinstance(r.get("mfu"), float) and r["mfu"] == r["mfu"] else None,
+                "source": _source_note(r),
+            }
+        )
     return pd.DataFrame(rows)
 
 

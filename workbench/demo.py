@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
 from tpu_workbench.bench import analysis, plots, tables
 from tpu_workbench.bench import demo_chain as chain
 from tpu_workbench.bench.catalog import load_catalog
@@ -105,6 +106,7 @@ def say(text: str) -> None:
 
 # --------------------------------------------------------------------------------------------------- steps
 
+
 def step_migrate(rep: Report, *, examples: Path | None, samples: Sequence[str] | None) -> Path | None:
     """Copy and migrate the samples; returns the folder of the migrated copy (None if migration failed)."""
     work = rep.out / "migrated"
@@ -121,31 +123,43 @@ def step_migrate(rep: Report, *, examples: Path | None, samples: Sequence[str] |
     (rep.out / "migration-report.md").write_text(run.report_markdown(), encoding="utf-8")
     (rep.out / "migration.diff").write_text("".join(f.diff for f in run.files), encoding="utf-8")
     bad = [f.path for f in run.files if f.status == "unparsable"]
-    rep.check("migrate samples", mig.ok,
-              f"{len(run.files)} files, {len(diags)} findings, converted {run.converted_percent:.1f}% "
-              f"in {mig.seconds:.1f} s" + (f"; unparsable: {bad}" if bad else ""))
+    rep.check(
+        "migrate samples",
+        mig.ok,
+        f"{len(run.files)} files, {len(diags)} findings, converted {run.converted_percent:.1f}% "
+        f"in {mig.seconds:.1f} s" + (f"; unparsable: {bad}" if bad else ""),
+    )
     for r in counts.to_dict("records"):
-        say(f"      {r['file']:<22} {r['status']:<10} rewritten {r['rewritten']:>2}  warned {r['warned']:>2}  "
-            f"flagged {r['flagged']:>2}  converted {r['converted %']:.0f}%")
+        say(
+            f"      {r['file']:<22} {r['status']:<10} rewritten {r['rewritten']:>2}  warned {r['warned']:>2}  "
+            f"flagged {r['flagged']:>2}  converted {r['converted %']:.0f}%"
+        )
     flagged = diags[diags["outcome"] == "flagged"]
-    rep.add("## 1. Migration (tpu-migrate)\n\n"
-            f"The sample projects were copied from `{examples or examples_dir()}` to `migrated/` and "
-            f"migrated there (the originals are untouched). Full diff: [migration.diff](migration.diff); "
-            f"tpu-migrate's own report: [migration-report.md](migration-report.md).\n\n"
-            f"**Converted: {run.converted_percent:.1f}%** of {len(diags)} findings (rewritten + rewritten with a "
-            "warning, over all findings).\n\n" + tables.markdown(counts) +
-            "\nFlagged for a human (each has one `# TODO(tpu-migrate ...)` comment in the code):\n\n" +
-            tables.markdown(flagged[["file", "line", "code", "message"]]))
+    rep.add(
+        "## 1. Migration (tpu-migrate)\n\n"
+        f"The sample projects were copied from `{examples or examples_dir()}` to `migrated/` and "
+        f"migrated there (the originals are untouched). Full diff: [migration.diff](migration.diff); "
+        f"tpu-migrate's own report: [migration-report.md](migration-report.md).\n\n"
+        f"**Converted: {run.converted_percent:.1f}%** of {len(diags)} findings (rewritten + rewritten with a "
+        "warning, over all findings).\n\n"
+        + tables.markdown(counts)
+        + "\nFlagged for a human (each has one `# TODO(tpu-migrate ...)` comment in the code):\n\n"
+        + tables.markdown(flagged[["file", "line", "code", "message"]])
+    )
     return work
 
 
 def _progress_printer(name: str, started: float) -> Callable[[str, str], None]:
     """Prints each ``step i loss x`` line of a child run as it arrives, with the time since the start."""
+
     def on_line(device: str, line: str) -> None:
         losses = chain.LOSS_LINE.findall(line)
         if losses:
             step, loss = losses[0]
-            say(f"      {name:<10} {device:<3} step {step} loss {loss}  ({time.perf_counter() - started:.0f} s)")
+            say(
+                f"      {name:<10} {device:<3} step {step} loss {loss}  ({time.perf_counter() - started:.0f} s)"
+            )
+
     return on_line
 
 
@@ -153,78 +167,111 @@ def step_losses(rep: Report, work: Path, *, samples: Sequence[str] | None, steps
     """Run each runnable migrated sample on cpu and tpu and check the losses agree."""
     names = [s.name for s in chain.SAMPLES if s.runnable and (not samples or s.name in samples)]
     platform = chain.tpu_platform()
-    say(f"      \"tpu\" device here: {platform}")
+    say(f'      "tpu" device here: {platform}')
     checks = []
     for name in names:
         say(f"      {name}: starting on cpu and tpu ({steps} steps each)")
         c = chain.check_losses(work, name, steps=steps, on_line=_progress_printer(name, time.perf_counter()))
         checks.append(c)
-        detail = (f"{len(c.cpu.losses)} steps, max rel diff {c.max_rel_diff:.2e} (tolerance |diff| <= "
-                  f"{c.atol:g} + {c.rtol:g}*|cpu|; {chain.sample(name).precision_note}); cpu {c.cpu.seconds:.0f} s, "
-                  f"tpu {c.tpu.seconds:.0f} s")
+        detail = (
+            f"{len(c.cpu.losses)} steps, max rel diff {c.max_rel_diff:.2e} (tolerance |diff| <= "
+            f"{c.atol:g} + {c.rtol:g}*|cpu|; {chain.sample(name).precision_note}); cpu {c.cpu.seconds:.0f} s, "
+            f"tpu {c.tpu.seconds:.0f} s"
+        )
         rep.check(f"losses agree: {name}", c.ok, detail if c.ok else c.problem())
     not_run = [s for s in chain.SAMPLES if not s.runnable and (not samples or s.name in samples)]
     frame = chain.checks_frame(checks)
     chain.losses_frame(checks).to_csv(rep.out / "losses.csv", index=False)
-    rep.add("## 2. Migrated samples on \"tpu\" and on \"cpu\"\n\n"
-            f"Each runnable migrated sample ran {steps} steps as a child process, once on `cpu` and once on "
-            f"`tpu` (its migrated default device). **The \"tpu\" device here is `{platform}`** — this project's "
-            "backend executing through JAX"
-            + (" on the host CPU, not a TPU" if "XLA:CPU" in platform else "") +
-            ". Agreement: `|tpu − cpu| ≤ atol + rtol·|cpu|` at every step, atol "
-            f"{chain.ATOL:g}; rtol per row. Per-step losses: [losses.csv](losses.csv).\n\n" +
-            tables.markdown(frame.drop(columns=["problem"]) if frame["problem"].eq("").all() else frame) +
-            "".join(f"\nNot run: `{s.name}` — {s.why_not_run}.\n" for s in not_run))
+    rep.add(
+        '## 2. Migrated samples on "tpu" and on "cpu"\n\n'
+        f"Each runnable migrated sample ran {steps} steps as a child process, once on `cpu` and once on "
+        f'`tpu` (its migrated default device). **The "tpu" device here is `{platform}`** — this project\'s '
+        "backend executing through JAX"
+        + (" on the host CPU, not a TPU" if "XLA:CPU" in platform else "")
+        + ". Agreement: `|tpu − cpu| ≤ atol + rtol·|cpu|` at every step, atol "
+        f"{chain.ATOL:g}; rtol per row. Per-step losses: [losses.csv](losses.csv).\n\n"
+        + tables.markdown(frame.drop(columns=["problem"]) if frame["problem"].eq("").all() else frame)
+        + "".join(f"\nNot run: `{s.name}` — {s.why_not_run}.\n" for s in not_run)
+    )
     if checks:
         label = f"tpu via {platform.split('via ', 1)[-1].split(' (')[0]}" if "via" in platform else "tpu"
-        rep.figure(plots.plot_losses(checks, tpu_label=label), "losses.png",
-                   "Loss per step of each migrated sample on cpu (solid) and on the \"tpu\" device (dashed); "
-                   "both measured here.")
+        rep.figure(
+            plots.plot_losses(checks, tpu_label=label),
+            "losses.png",
+            'Loss per step of each migrated sample on cpu (solid) and on the "tpu" device (dashed); '
+            "both measured here.",
+        )
 
 
 def step_benchmark(rep: Report, *, budget_s: float, phases: Sequence[str], compiled_tpu: bool) -> list:
     """Measure the tiny decoder on every device present; write measured.jsonl and the bar charts."""
     devices = present_devices()
     out = rep.out / "measured.jsonl"
-    say(f"      devices present: {', '.join(devices)}; tiny decoder {', '.join(phases)}, batch {BENCH_BATCH} x "
-        f"{BENCH_SEQ} tokens, fp32, {budget_s:g} s timing budget each")
+    say(
+        f"      devices present: {', '.join(devices)}; tiny decoder {', '.join(phases)}, batch {BENCH_BATCH} x "
+        f"{BENCH_SEQ} tokens, fp32, {budget_s:g} s timing budget each"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = run_matrix(["tiny"], phases, devices, batches=[BENCH_BATCH], seqs=[BENCH_SEQ], budget_s=budget_s,
-                            out=str(out), progress=False, eager_modes=("strict", "fused"))
+        result = run_matrix(
+            ["tiny"],
+            phases,
+            devices,
+            batches=[BENCH_BATCH],
+            seqs=[BENCH_SEQ],
+            budget_s=budget_s,
+            out=str(out),
+            progress=False,
+            eager_modes=("strict", "fused"),
+        )
     records, failures = list(result.records), list(result.failures)
     if "tpu" in devices and compiled_tpu:
         try:
-            rec = run_benchmark("tiny", "train", "tpu", compiled=True, batch=BENCH_BATCH, seq=BENCH_SEQ,
-                                budget_s=budget_s)
+            rec = run_benchmark(
+                "tiny", "train", "tpu", compiled=True, batch=BENCH_BATCH, seq=BENCH_SEQ, budget_s=budget_s
+            )
             append_records(out, [rec])
             records.append(rec)
         except Exception as exc:  # noqa: BLE001 - reported as a failed check
-            failures.append(({"workload": "tiny", "phase": "train", "device": "tpu", "compiled": True},
-                             f"{type(exc).__name__}: {exc}"[:300]))
+            failures.append(
+                (
+                    {"workload": "tiny", "phase": "train", "device": "tpu", "compiled": True},
+                    f"{type(exc).__name__}: {exc}"[:300],
+                )
+            )
     for r in records:
-        say(f"      {r.phase:>7} {variant_label(r):<13} {r.tokens_per_s:>10,.0f} "
+        say(
+            f"      {r.phase:>7} {variant_label(r):<13} {r.tokens_per_s:>10,.0f} "
             f"{r.tokens_kind} tokens/s  step {1e3 * r.step_median_s:7.2f} ms  MFU {100 * r.mfu:5.2f}%  "
-            f"[{r.platform}]")
-    rep.check("benchmark tiny decoder", not failures and bool(records),
-              f"{len(records)} records on {', '.join(devices)}" +
-              "".join(f"; FAILED {c}: {m}" for c, m in failures))
+            f"[{r.platform}]"
+        )
+    rep.check(
+        "benchmark tiny decoder",
+        not failures and bool(records),
+        f"{len(records)} records on {', '.join(devices)}"
+        + "".join(f"; FAILED {c}: {m}" for c, m in failures),
+    )
     if not records:
         rep.add("## 3. Benchmark\n\n**No records** — " + "; ".join(m for _, m in failures) + "\n")
         return records
     df = load_results(out)
     table = compare_table(df, baseline="cpu" if "cpu" in devices else None)
-    rep.add("## 3. Benchmark on the devices present (measured)\n\n"
-            f"`tiny` decoder ({records[0].config.get('n_layers')} layers, d_model {records[0].config.get('d_model')}), "
-            f"batch {BENCH_BATCH} × {BENCH_SEQ} tokens, fp32, timing budget {budget_s:g} s per cell (warm-up "
-            "excluded, device synchronised, median of timed blocks). MFU is against a **measured host-CPU fp32 "
-            "matmul peak** for cpu and for a \"tpu\" emulated on the CPU (see `peak_basis` in the records). "
-            "Records with full provenance: [measured.jsonl](measured.jsonl).\n\n"
-            + tables.markdown(table.drop(columns=["peak_basis"])) +
-            f"\n{analysis.emulation_note(df)}\n" +
-            "".join(f"\n**FAILED** {c}: `{m}`\n" for c, m in failures))
-    rep.figure(plots.plot_throughput_bars(df), "throughput.png",
-               "Measured throughput per device; error bars: interquartile range of the timed steps.")
+    rep.add(
+        "## 3. Benchmark on the devices present (measured)\n\n"
+        f"`tiny` decoder ({records[0].config.get('n_layers')} layers, d_model {records[0].config.get('d_model')}), "
+        f"batch {BENCH_BATCH} × {BENCH_SEQ} tokens, fp32, timing budget {budget_s:g} s per cell (warm-up "
+        "excluded, device synchronised, median of timed blocks). MFU is against a **measured host-CPU fp32 "
+        'matmul peak** for cpu and for a "tpu" emulated on the CPU (see `peak_basis` in the records). '
+        "Records with full provenance: [measured.jsonl](measured.jsonl).\n\n"
+        + tables.markdown(table.drop(columns=["peak_basis"]))
+        + f"\n{analysis.emulation_note(df)}\n"
+        + "".join(f"\n**FAILED** {c}: `{m}`\n" for c, m in failures)
+    )
+    rep.figure(
+        plots.plot_throughput_bars(df),
+        "throughput.png",
+        "Measured throughput per device; error bars: interquartile range of the timed steps.",
+    )
     rep.figure(plots.plot_mfu_bars(df), "mfu.png", "Measured MFU (% of the measured host-CPU matmul peak).")
     return records
 
@@ -237,9 +284,19 @@ def _projection_rows(catalog, workload: str) -> tuple[list, pd.DataFrame]:
         for phase, n, layout, batch in (("train", 8, "fsdp", 4), ("decode", 8, "tp", 64)):
             rec = project(chip, workload, phase, n, layout, batch=batch, seq=4096, catalog=catalog)
             records.append(rec)
-            rows.append({"chip": chip.name, "phase": phase, "chips": n, "layout": rec.extra["layout"],
-                         "batch/chip": batch, "tok/s/chip": rec.tokens_per_s_per_chip, "MFU %": 100 * rec.mfu,
-                         "bound": rec.extra["bound"], **analysis.cost_cells(rec)})
+            rows.append(
+                {
+                    "chip": chip.name,
+                    "phase": phase,
+                    "chips": n,
+                    "layout": rec.extra["layout"],
+                    "batch/chip": batch,
+                    "tok/s/chip": rec.tokens_per_s_per_chip,
+                    "MFU %": 100 * rec.mfu,
+                    "bound": rec.extra["bound"],
+                    **analysis.cost_cells(rec),
+                }
+            )
     return records, pd.DataFrame(rows)
 
 
@@ -254,62 +311,111 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
         say(f"      {line}")
     vs = projection_vs_published()
     modelled = vs[vs["rel_error"].notna()]
-    rep.check("projection ran", len(records) > 0 and len(modelled) > 0,
-              f"{len(records)} projected records for {len({r.chip for r in records})} chips; "
-              f"{len(modelled)} published points compared")
-    rep.add(f"## 4. Projection to the catalog chips (projected, model workbench-roofline-comm {MODEL_VERSION})\n\n"
-            f"`{workload}` (bf16, seq 4096) training on 8 chips (FSDP, 4 sequences per chip) and decoding on 8 "
-            "chips (TP, 64 concurrent sequences per chip, context 4096), default assumptions (every input is "
-            "stored in [projected.jsonl](projected.jsonl)). Prices are the catalog's, with tier and date (\"stale\": "
-            "older than a year, dated only by year, or superseded); verify before use. Each `$/M tok` column "
-            "uses one kind of price for every chip; a configuration that does not fit in HBM has no cost.\n\n"
-            "Cheapest training $ per million tokens, compared only within one kind of price:\n\n"
-            + "".join(f"- {line}\n" for line in headline) + "\n" + tables.markdown(table) +
-            "\n### Projection vs published points\n\nThe model is not fitted to these points; the relative error "
-            "shows how far a generic roofline is from tuned systems.\n\n```\n" + format_vs_published(vs) + "\n```\n")
+    rep.check(
+        "projection ran",
+        len(records) > 0 and len(modelled) > 0,
+        f"{len(records)} projected records for {len({r.chip for r in records})} chips; "
+        f"{len(modelled)} published points compared",
+    )
+    rep.add(
+        f"## 4. Projection to the catalog chips (projected, model workbench-roofline-comm {MODEL_VERSION})\n\n"
+        f"`{workload}` (bf16, seq 4096) training on 8 chips (FSDP, 4 sequences per chip) and decoding on 8 "
+        "chips (TP, 64 concurrent sequences per chip, context 4096), default assumptions (every input is "
+        'stored in [projected.jsonl](projected.jsonl)). Prices are the catalog\'s, with tier and date ("stale": '
+        "older than a year, dated only by year, or superseded); verify before use. Each `$/M tok` column "
+        "uses one kind of price for every chip; a configuration that does not fit in HBM has no cost.\n\n"
+        "Cheapest training $ per million tokens, compared only within one kind of price:\n\n"
+        + "".join(f"- {line}\n" for line in headline)
+        + "\n"
+        + tables.markdown(table)
+        + "\n### Projection vs published points\n\nThe model is not fitted to these points; the relative error "
+        "shows how far a generic roofline is from tuned systems.\n\n```\n"
+        + format_vs_published(vs)
+        + "\n```\n"
+    )
     chips_fig = [c for c in PROJECT_CHIPS_FIG if c in catalog.names()]
     decode = [r for r in records if r.phase == "decode" and r.chip in chips_fig and r.cost]
-    rep.figure(plots.plot_cost_per_tier(decode, title_suffix=f" (projected: {workload} decode, b64 per chip, 8 chips, TP)"),
-               "cost.png", f"Projected $ per million output tokens per price tier, {workload} decode "
-                           "(hatched = projected; price dates under each bar).")
+    rep.figure(
+        plots.plot_cost_per_tier(
+            decode, title_suffix=f" (projected: {workload} decode, b64 per chip, 8 chips, TP)"
+        ),
+        "cost.png",
+        f"Projected $ per million output tokens per price tier, {workload} decode "
+        "(hatched = projected; price dates under each bar).",
+    )
     frame = analysis.frontier_frame(analysis.decode_frontier(chips_fig, workload))
-    rep.figure(plots.plot_tco(frame, target=20, workload=workload, published=analysis.published_serving()),
-               "pareto.png", f"Projected decode Pareto fronts and $/M output tokens vs interactivity for "
-                             f"{workload} on 8 chips (each chip's {analysis.DEFAULT_PRICE_KIND} price); stars: "
-                             "published InferenceX points (a different, larger model: Qwen3.5-397B FP8).")
-    rep.add(f"At 20 output tokens/s per user (projected, each chip's {analysis.DEFAULT_PRICE_KIND} price; a chip "
-            "without one has no cost):\n\n" + tables.markdown(analysis.at_target(frame, 20)))
-    frames = [analysis.scaling_frame(chips_fig[:3], "llama3-70b", ("dp", "fsdp"), SCALING_COUNTS),
-              analysis.scaling_frame(("TPU v7", "B200"), "qwen3-235b-a22b", ("fsdp+ep",), SCALING_COUNTS)]
+    rep.figure(
+        plots.plot_tco(frame, target=20, workload=workload, published=analysis.published_serving()),
+        "pareto.png",
+        f"Projected decode Pareto fronts and $/M output tokens vs interactivity for "
+        f"{workload} on 8 chips (each chip's {analysis.DEFAULT_PRICE_KIND} price); stars: "
+        "published InferenceX points (a different, larger model: Qwen3.5-397B FP8).",
+    )
+    rep.add(
+        f"At 20 output tokens/s per user (projected, each chip's {analysis.DEFAULT_PRICE_KIND} price; a chip "
+        "without one has no cost):\n\n" + tables.markdown(analysis.at_target(frame, 20))
+    )
+    frames = [
+        analysis.scaling_frame(chips_fig[:3], "llama3-70b", ("dp", "fsdp"), SCALING_COUNTS),
+        analysis.scaling_frame(("TPU v7", "B200"), "qwen3-235b-a22b", ("fsdp+ep",), SCALING_COUNTS),
+    ]
     pub = analysis.published_scaling()
-    rep.figure(plots.plot_scaling(frames, pub), "scaling.png",
-               "Projected weak-scaling efficiency from 1 to 8,192 chips (dashed) with the published TorchTitan "
-               "Qwen3-MoE-235B points on TPU v7 (stars).")
-    rep.add("Published scaling points vs the projection:\n\n" + tables.markdown(pub.drop(columns=["source", "rel error"]))
-            + f"\nSource: {pub['source'].iloc[0] if len(pub) else '-'}\n")
+    rep.figure(
+        plots.plot_scaling(frames, pub),
+        "scaling.png",
+        "Projected weak-scaling efficiency from 1 to 8,192 chips (dashed) with the published TorchTitan "
+        "Qwen3-MoE-235B points on TPU v7 (stars).",
+    )
+    rep.add(
+        "Published scaling points vs the projection:\n\n"
+        + tables.markdown(pub.drop(columns=["source", "rel error"]))
+        + f"\nSource: {pub['source'].iloc[0] if len(pub) else '-'}\n"
+    )
     roof = [r for r in records if r.chip in chips_fig[:3]]
-    rep.figure(plots.plot_roofline([catalog.chip(c) for c in chips_fig[:3]], roof), "roofline.png",
-               f"Roofline of three catalog chips with the projected {workload} points.")
+    rep.figure(
+        plots.plot_roofline([catalog.chip(c) for c in chips_fig[:3]], roof),
+        "roofline.png",
+        f"Roofline of three catalog chips with the projected {workload} points.",
+    )
 
 
 # --------------------------------------------------------------------------------------------------- main
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="tpu-bench demo", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="The end-to-end demo: migrate the sample projects, run them on \"tpu\" and \"cpu\" and "
-                    "check the losses agree, benchmark a small decoder on the devices present, project to the "
-                    "catalog chips, and write a report folder (README.md + PNGs).",
-        epilog="exit status: 0 all checks passed, 1 a check failed, 2 bad arguments")
+        prog="tpu-bench demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description='The end-to-end demo: migrate the sample projects, run them on "tpu" and "cpu" and '
+        "check the losses agree, benchmark a small decoder on the devices present, project to the "
+        "catalog chips, and write a report folder (README.md + PNGs).",
+        epilog="exit status: 0 all checks passed, 1 a check failed, 2 bad arguments",
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help=f"report folder (default ./{DEFAULT_OUT}/)")
-    p.add_argument("--quick", action="store_true",
-                   help="reduced run for tests: one sample (cuda_ddp), 3 steps, train phase only, 0.3 s budget")
-    p.add_argument("--steps", type=_positive_int, default=None, help="training steps per migrated sample (default 5)")
-    p.add_argument("--budget", type=_positive_float, default=None,
-                   help="timing budget per benchmark cell in s (default 1)")
-    p.add_argument("--samples", nargs="+", default=None, choices=[s.name for s in chain.SAMPLES],
-                   help="samples to migrate and run (default: all)")
-    p.add_argument("--examples", default=None, help="folder with the sample projects (default: the bundled examples/)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="reduced run for tests: one sample (cuda_ddp), 3 steps, train phase only, 0.3 s budget",
+    )
+    p.add_argument(
+        "--steps", type=_positive_int, default=None, help="training steps per migrated sample (default 5)"
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive_float,
+        default=None,
+        help="timing budget per benchmark cell in s (default 1)",
+    )
+    p.add_argument(
+        "--samples",
+        nargs="+",
+        default=None,
+        choices=[s.name for s in chain.SAMPLES],
+        help="samples to migrate and run (default: all)",
+    )
+    p.add_argument(
+        "--examples", default=None, help="folder with the sample projects (default: the bundled examples/)"
+    )
     p.add_argument("--skip", nargs="+", default=[], choices=STEP_KEYS, help="leave out steps")
     return p
 
@@ -331,11 +437,15 @@ def _positive_float(text: str) -> float:
 def settings_from(argv: Sequence[str]) -> Settings:
     args = build_parser().parse_args(list(argv))
     quick_samples = ("cuda_ddp",) if args.quick else None
-    return Settings(out=Path(args.out).resolve(), quick=args.quick,
-                    steps=args.steps or (3 if args.quick else 5),
-                    budget_s=args.budget or (0.3 if args.quick else 1.0),
-                    samples=tuple(args.samples) if args.samples else quick_samples,
-                    examples=Path(args.examples) if args.examples else None, skip=frozenset(args.skip))
+    return Settings(
+        out=Path(args.out).resolve(),
+        quick=args.quick,
+        steps=args.steps or (3 if args.quick else 5),
+        budget_s=args.budget or (0.3 if args.quick else 1.0),
+        samples=tuple(args.samples) if args.samples else quick_samples,
+        examples=Path(args.examples) if args.examples else None,
+        skip=frozenset(args.skip),
+    )
 
 
 @dataclass(frozen=True)
@@ -360,11 +470,24 @@ def _stages(rep: Report, s: Settings) -> list[Stage]:
 
     stages = [
         Stage("migrate", "migrate the sample projects with tpu-migrate", "migrate samples", migrate),
-        Stage("losses", f"run the migrated samples on cpu and on tpu ({s.steps} steps each)", "losses agree", losses),
-        Stage("benchmark", "benchmark the tiny decoder on the devices present", "benchmark tiny decoder",
-              lambda: step_benchmark(rep, budget_s=s.budget_s, phases=s.phases, compiled_tpu=not s.quick)),
-        Stage("projection", "project to the catalog chips and draw the figures", "projection ran",
-              lambda: step_project(rep)),
+        Stage(
+            "losses",
+            f"run the migrated samples on cpu and on tpu ({s.steps} steps each)",
+            "losses agree",
+            losses,
+        ),
+        Stage(
+            "benchmark",
+            "benchmark the tiny decoder on the devices present",
+            "benchmark tiny decoder",
+            lambda: step_benchmark(rep, budget_s=s.budget_s, phases=s.phases, compiled_tpu=not s.quick),
+        ),
+        Stage(
+            "projection",
+            "project to the catalog chips and draw the figures",
+            "projection ran",
+            lambda: step_project(rep),
+        ),
     ]
     return [st for st in stages if st.key not in s.skip]
 
@@ -394,19 +517,26 @@ def run_demo(s: Settings) -> int:
     say(f"[{total}/{total}] write the report ({time.perf_counter() - rep.started:.0f} s elapsed)")
     failed = [c for c in rep.checks if not c.ok]
     wall = time.perf_counter() - rep.started
-    checks = pd.DataFrame([{"check": c.name, "result": "PASS" if c.ok else "FAIL", "detail": c.detail}
-                           for c in rep.checks])
-    head = ["# tpu-workbench demo report\n",
-            f"Generated by `tpu-bench demo{' --quick' if s.quick else ''}` on "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in {wall:.0f} s "
-            f"({', '.join(f'{n} {t:.0f} s' for n, t in rep.step_times)}).\n",
-            "Provenance: **measured** = run on this host (the \"tpu\" device is labelled with the platform it "
-            "really ran on); **projected** = the roofline + communication model with stated inputs; "
-            "**published** = a cited source. Figures: measured solid, projected hatched/dashed, published stars.\n",
-            f"## Checks: {'ALL PASSED' if not failed else f'{len(failed)} FAILED'}\n", tables.markdown(checks)]
+    checks = pd.DataFrame(
+        [{"check": c.name, "result": "PASS" if c.ok else "FAIL", "detail": c.detail} for c in rep.checks]
+    )
+    head = [
+        "# tpu-workbench demo report\n",
+        f"Generated by `tpu-bench demo{' --quick' if s.quick else ''}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in {wall:.0f} s "
+        f"({', '.join(f'{n} {t:.0f} s' for n, t in rep.step_times)}).\n",
+        'Provenance: **measured** = run on this host (the "tpu" device is labelled with the platform it '
+        "really ran on); **projected** = the roofline + communication model with stated inputs; "
+        "**published** = a cited source. Figures: measured solid, projected hatched/dashed, published stars.\n",
+        f"## Checks: {'ALL PASSED' if not failed else f'{len(failed)} FAILED'}\n",
+        tables.markdown(checks),
+    ]
     (s.out / "README.md").write_text("\n".join(head + rep.sections), encoding="utf-8")
-    verdict = "all checks passed" if not failed else f"{len(failed)} check(s) FAILED: " + ", ".join(
-        c.name for c in failed)
+    verdict = (
+        "all checks passed"
+        if not failed
+        else f"{len(failed)} check(s) FAILED: " + ", ".join(c.name for c in failed)
+    )
     say(f"{verdict} in {wall:.0f} s")
     say(f"report: {s.out / 'README.md'}")
     return 1 if failed else 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
 from tpu_workbench.bench.paths import examples_dir
 from tpu_workbench.migrate import migrate_paths
 
@@ -63,22 +64,46 @@ class Sample:
 
 
 SAMPLES: tuple[Sample, ...] = (
-    Sample("cuda_ddp", "cuda_ddp/train.py", "CUDA: argparse --device, DDP (nccl, LOCAL_RANK), AMP + GradScaler, "
-           "cuDNN flags, checkpoint with map_location",
-           common_args=("--dtype", "float32"), distributed=True,
-           precision_note="fp32 on both devices (--dtype float32; the migrated default bfloat16 would turn "
-                          "autocast on for the accelerator only)"),
-    Sample("xla_legacy", "xla_legacy/train.py", "torch_xla legacy: xmp.spawn, MpDeviceLoader, optimizer_step, "
-           "mesh_reduce, master_print, metrics report"),
-    Sample("xla_modern", "xla_modern/train.py", "torch_xla modern: torch_xla.device/sync/launch, xr.world_size, "
-           "'xla' process group"),
-    Sample("xla_spmd", "xla_spmd/train.py", "torch_xla SPMD (GSPMD sharding annotations)", runnable=False,
-           why_not_run="flagged, not rewritten: TorchTPU has no GSPMD; the port to DTensor is a design decision "
-                       "left to a human (see its TODO comments)"),
-    Sample("notebook", "notebook/train.ipynb", "a CUDA notebook (magics, ! shell lines, autocast)", kind="notebook",
-           cpu_args=(), tpu_args=(), rtol=2e-2,
-           precision_note="its autocast runs bf16 on the accelerator (\"tpu\") and is off on cpu (fp32), so the "
-                          "tolerance is bf16-sized (rtol 2e-2)"),
+    Sample(
+        "cuda_ddp",
+        "cuda_ddp/train.py",
+        "CUDA: argparse --device, DDP (nccl, LOCAL_RANK), AMP + GradScaler, "
+        "cuDNN flags, checkpoint with map_location",
+        common_args=("--dtype", "float32"),
+        distributed=True,
+        precision_note="fp32 on both devices (--dtype float32; the migrated default bfloat16 would turn "
+        "autocast on for the accelerator only)",
+    ),
+    Sample(
+        "xla_legacy",
+        "xla_legacy/train.py",
+        "torch_xla legacy: xmp.spawn, MpDeviceLoader, optimizer_step, "
+        "mesh_reduce, master_print, metrics report",
+    ),
+    Sample(
+        "xla_modern",
+        "xla_modern/train.py",
+        "torch_xla modern: torch_xla.device/sync/launch, xr.world_size, 'xla' process group",
+    ),
+    Sample(
+        "xla_spmd",
+        "xla_spmd/train.py",
+        "torch_xla SPMD (GSPMD sharding annotations)",
+        runnable=False,
+        why_not_run="flagged, not rewritten: TorchTPU has no GSPMD; the port to DTensor is a design decision "
+        "left to a human (see its TODO comments)",
+    ),
+    Sample(
+        "notebook",
+        "notebook/train.ipynb",
+        "a CUDA notebook (magics, ! shell lines, autocast)",
+        kind="notebook",
+        cpu_args=(),
+        tpu_args=(),
+        rtol=2e-2,
+        precision_note='its autocast runs bf16 on the accelerator ("tpu") and is off on cpu (fp32), so the '
+        "tolerance is bf16-sized (rtol 2e-2)",
+    ),
 )
 
 
@@ -91,6 +116,7 @@ def sample(name: str) -> Sample:
 
 # --------------------------------------------------------------------------------------------- migration
 
+
 @dataclass
 class MigrationOutcome:
     """Where the migrated copy lives and tpu-migrate's RunResult for it (``None`` if migrate failed)."""
@@ -102,12 +128,20 @@ class MigrationOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.run is not None and not self.error and not any(
-            f.status == "unparsable" for f in self.run.files)
+        return (
+            self.run is not None
+            and not self.error
+            and not any(f.status == "unparsable" for f in self.run.files)
+        )
 
 
-def migrate_examples(workdir: str | Path, *, source: str | Path | None = None, names: list[str] | None = None,
-                     jobs: int | None = 1) -> MigrationOutcome:
+def migrate_examples(
+    workdir: str | Path,
+    *,
+    source: str | Path | None = None,
+    names: list[str] | None = None,
+    jobs: int | None = 1,
+) -> MigrationOutcome:
     """Copy the sample projects (``source``, default the bundled ``examples/``) into ``workdir`` and
     migrate the copy in place with ``migrate_paths(..., write=True)``. The originals are not touched."""
     source = Path(source) if source else examples_dir()
@@ -140,8 +174,17 @@ def diagnostics_frame(run, root: str | Path | None = None):
                     path = str(Path(path).resolve().relative_to(Path(root).resolve()))
                 except ValueError:
                     pass
-            rows.append({"file": path, "line": d.line, "col": d.col, "code": d.code, "outcome": d.outcome,
-                         "fixed": d.fixed, "message": d.message})
+            rows.append(
+                {
+                    "file": path,
+                    "line": d.line,
+                    "col": d.col,
+                    "code": d.code,
+                    "outcome": d.outcome,
+                    "fixed": d.fixed,
+                    "message": d.message,
+                }
+            )
     return pd.DataFrame(rows, columns=["file", "line", "col", "code", "outcome", "fixed", "message"])
 
 
@@ -159,12 +202,19 @@ def outcome_counts(run, root: str | Path | None = None):
                 path = str(Path(path).resolve().relative_to(Path(root).resolve()))
             except ValueError:
                 pass
-        rows.append({"file": path, "status": f.status, **c,
-                     "converted %": 100.0 if total == 0 else 100.0 * (c["rewritten"] + c["warned"]) / total})
+        rows.append(
+            {
+                "file": path,
+                "status": f.status,
+                **c,
+                "converted %": 100.0 if total == 0 else 100.0 * (c["rewritten"] + c["warned"]) / total,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------- runs
+
 
 @dataclass
 class TrainingRun:
@@ -216,13 +266,28 @@ def child_env(device: str, *, distributed: bool = False, steps: int = 5) -> dict
     for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         env.pop(key, None)
     if distributed:
-        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1",
-                    "LOCAL_RANK": "0"})
+        env.update(
+            {
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(free_port()),
+                "RANK": "0",
+                "WORLD_SIZE": "1",
+                "LOCAL_RANK": "0",
+            }
+        )
     return env
 
 
-def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5, timeout_s: float = 300.0,
-                 python: str | None = None, on_line: Callable[[str], None] | None = None) -> TrainingRun:
+def run_training(
+    workdir: str | Path,
+    name: str,
+    device: str,
+    *,
+    steps: int = 5,
+    timeout_s: float = 300.0,
+    python: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> TrainingRun:
     """Run the migrated sample ``name`` under ``workdir`` on ``device`` ("tpu" or "cpu") for ``steps`` steps.
 
     The child's stdout is read line by line as it is printed; ``on_line`` sees each line (the demo
@@ -236,10 +301,13 @@ def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5,
     else:
         dev_args = s.tpu_args if device == "tpu" else s.cpu_args
         cmd = [python, str(path), "--steps", str(steps), *s.common_args, *dev_args]
-    env = child_env(device, distributed=s.distributed, steps=steps)  # the installed package imports from anywhere
+    env = child_env(
+        device, distributed=s.distributed, steps=steps
+    )  # the installed package imports from anywhere
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(
+        cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+    )
     stderr: list[str] = []
     reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()), daemon=True)
     reader.start()
@@ -263,8 +331,17 @@ def run_training(workdir: str | Path, name: str, device: str, *, steps: int = 5,
         reader.join()
     out = "".join(lines)
     error = f"timed out after {timeout_s:.0f} s" if timed_out.is_set() else ""
-    return TrainingRun(name, device, cmd, None if error else proc.returncode, time.perf_counter() - t0,
-                       parse_losses(out), out, "".join(stderr), error)
+    return TrainingRun(
+        name,
+        device,
+        cmd,
+        None if error else proc.returncode,
+        time.perf_counter() - t0,
+        parse_losses(out),
+        out,
+        "".join(stderr),
+        error,
+    )
 
 
 @dataclass
@@ -300,28 +377,48 @@ class LossCheck:
             return f"step counts differ: cpu {len(self.cpu.losses)}, tpu {len(self.tpu.losses)}"
         for i, (a, b) in enumerate(zip(self.cpu.losses, self.tpu.losses, strict=True)):
             if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > self.atol + self.rtol * abs(a):
-                return (f"step {i}: cpu {a:.6f} vs tpu {b:.6f} (|diff| {abs(a - b):.3g} > "
-                        f"{self.atol:g} + {self.rtol:g}*|cpu|)")
+                return (
+                    f"step {i}: cpu {a:.6f} vs tpu {b:.6f} (|diff| {abs(a - b):.3g} > "
+                    f"{self.atol:g} + {self.rtol:g}*|cpu|)"
+                )
         return ""
 
     def summary(self) -> dict:
-        return {"sample": self.sample, "precision": sample(self.sample).precision_note,
-                "tolerance": f"|diff| <= {self.atol:g} + {self.rtol:g}*|cpu|", "steps": len(self.cpu.losses), "cpu loss (last)": _last(self.cpu.losses),
-                "tpu loss (last)": _last(self.tpu.losses), "max |diff|": self.max_abs_diff,
-                "max rel diff": self.max_rel_diff, "agree": self.ok, "cpu s": round(self.cpu.seconds, 1),
-                "tpu s": round(self.tpu.seconds, 1), "problem": self.problem()}
+        return {
+            "sample": self.sample,
+            "precision": sample(self.sample).precision_note,
+            "tolerance": f"|diff| <= {self.atol:g} + {self.rtol:g}*|cpu|",
+            "steps": len(self.cpu.losses),
+            "cpu loss (last)": _last(self.cpu.losses),
+            "tpu loss (last)": _last(self.tpu.losses),
+            "max |diff|": self.max_abs_diff,
+            "max rel diff": self.max_rel_diff,
+            "agree": self.ok,
+            "cpu s": round(self.cpu.seconds, 1),
+            "tpu s": round(self.tpu.seconds, 1),
+            "problem": self.problem(),
+        }
 
 
 def _last(xs: list[float]) -> float:
     return xs[-1] if xs else math.nan
 
 
-def check_losses(workdir: str | Path, name: str, *, steps: int = 5, rtol: float | None = None, atol: float = ATOL,
-                 timeout_s: float = 300.0, parallel: bool = True,
-                 on_line: Callable[[str, str], None] | None = None) -> LossCheck:
+def check_losses(
+    workdir: str | Path,
+    name: str,
+    *,
+    steps: int = 5,
+    rtol: float | None = None,
+    atol: float = ATOL,
+    timeout_s: float = 300.0,
+    parallel: bool = True,
+    on_line: Callable[[str, str], None] | None = None,
+) -> LossCheck:
     """Run migrated sample ``name`` on cpu and on tpu (two child processes, at the same time unless
     ``parallel=False``) and compare the printed losses (tolerance: the sample's ``rtol`` — RTOL for fp32
     samples — unless given). ``on_line(device, line)`` sees each line a child prints."""
+
     def run(dev: str) -> TrainingRun:
         hook = (lambda line: on_line(dev, line)) if on_line is not None else None
         return run_training(workdir, name, dev, steps=steps, timeout_s=timeout_s, on_line=hook)
@@ -340,27 +437,36 @@ def checks_frame(checks: list[LossCheck]):
 
 def losses_frame(checks: list[LossCheck]):
     """Long table: sample, device, step, loss (for plotting or display)."""
-    rows = [{"sample": c.sample, "device": run.device, "step": i, "loss": x}
-            for c in checks for run in (c.cpu, c.tpu) for i, x in enumerate(run.losses)]
+    rows = [
+        {"sample": c.sample, "device": run.device, "step": i, "loss": x}
+        for c in checks
+        for run in (c.cpu, c.tpu)
+        for i, x in enumerate(run.losses)
+    ]
     return pd.DataFrame(rows, columns=["sample", "device", "step", "loss"])
 
 
 def tpu_platform() -> str:
     """What the "tpu" device really is here, e.g. "tpu via XLA:CPU (JAX 0.10.2, cpu)" (runs a child
     process so the caller need not import torch)."""
-    code = ("from tpu_workbench.bench.devices import describe_device, tpu_present\n"
-            "print(describe_device('tpu').platform if tpu_present() else 'tpu device not present')")
+    code = (
+        "from tpu_workbench.bench.devices import describe_device, tpu_present\n"
+        "print(describe_device('tpu').platform if tpu_present() else 'tpu device not present')"
+    )
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return "unknown (probe timed out)"
     lines = proc.stdout.strip().splitlines()
-    return lines[-1] if proc.returncode == 0 and lines else f"unknown (probe failed: {proc.stderr.strip()[-200:]})"
-
-
+    return (
+        lines[-1]
+        if proc.returncode == 0 and lines
+        else f"unknown (probe failed: {proc.stderr.strip()[-200:]})"
+    )
 
 
 # --------------------------------------------------------------------------------------------- notebook runner
+
 
 def _execute_notebook(path: str) -> int:
     """Execute a notebook with nbclient and print its stream output (used as a child process)."""
@@ -368,7 +474,9 @@ def _execute_notebook(path: str) -> int:
     from nbclient import NotebookClient  # lazy: subprocess
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}})
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}}
+    )
     try:
         client.execute()
     finally:

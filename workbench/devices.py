@@ -10,6 +10,7 @@ import platform
 from dataclasses import dataclass
 
 import torch
+
 from tpu_workbench.bench.errors import WorkbenchError
 
 KNOWN_DEVICES = ("cpu", "cuda", "tpu")
@@ -65,7 +66,9 @@ def check_device(device: str) -> str:
     present = present_devices()
     if kind not in present:
         hint = "" if kind in KNOWN_DEVICES else f" (known device types: {', '.join(KNOWN_DEVICES)})"
-        raise WorkbenchError(f"device {device!r} is not present on this host; present: {', '.join(present)}{hint}")
+        raise WorkbenchError(
+            f"device {device!r} is not present on this host; present: {', '.join(present)}{hint}"
+        )
     return kind
 
 
@@ -101,8 +104,9 @@ def describe_device(device: str, catalog=None) -> DeviceInfo:
     """Name, platform and catalog chip of ``device``; matching the chip needs a catalog."""
     kind = device.split(":")[0]
     if kind == "cpu":
-        return DeviceInfo("cpu", cpu_name(), f"host CPU ({platform.machine()}, torch {torch.__version__})",
-                          None, False)
+        return DeviceInfo(
+            "cpu", cpu_name(), f"host CPU ({platform.machine()}, torch {torch.__version__})", None, False
+        )
     if kind == "cuda":
         name = torch.cuda.get_device_name()
         chip = catalog.match_device_name(name) if catalog is not None else None

@@ -40,14 +40,28 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (self.embedding + self.lm_head + self.attention + self.dense_ffn + self.router
-                + self.routed_experts + self.shared_experts + self.norms)
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.dense_ffn
+            + self.router
+            + self.routed_experts
+            + self.shared_experts
+            + self.norms
+        )
 
     @property
     def active_matmul(self) -> int:
         """Matmul weights one token multiplies through (the N of 2·N FLOPs per token)."""
-        return (self.head_matmul + self.attention + self.dense_ffn + self.router + self.routed_active
-                + self.shared_experts)
+        return (
+            self.head_matmul
+            + self.attention
+            + self.dense_ffn
+            + self.router
+            + self.routed_active
+            + self.shared_experts
+        )
 
     @property
     def active(self) -> int:
@@ -71,9 +85,17 @@ def param_counts(cfg: DecoderConfig) -> ParamCounts:
         dense_ffn, router, routed, routed_active, shared = L * swiglu * cfg.ffn_dim, 0, 0, 0, 0
     head = cfg.vocab * d
     return ParamCounts(
-        embedding=cfg.vocab * d, lm_head=0 if cfg.tie_embeddings else head, head_matmul=head, attention=attn,
-        dense_ffn=dense_ffn, router=router, routed_experts=routed, routed_active=routed_active,
-        shared_experts=shared, norms=(2 * L + 1) * d)
+        embedding=cfg.vocab * d,
+        lm_head=0 if cfg.tie_embeddings else head,
+        head_matmul=head,
+        attention=attn,
+        dense_ffn=dense_ffn,
+        router=router,
+        routed_experts=routed,
+        routed_active=routed_active,
+        shared_experts=shared,
+        norms=(2 * L + 1) * d,
+    )
 
 
 def _check(phase: str, convention: str) -> None:
@@ -104,7 +126,9 @@ def flops_per_token(cfg: DecoderConfig, phase: str, seq: int, *, convention: str
     return 3.0 * fwd if phase == "train" else fwd
 
 
-def flops_per_step(cfg: DecoderConfig, phase: str, *, batch: int, seq: int, convention: str = "palm") -> float:
+def flops_per_step(
+    cfg: DecoderConfig, phase: str, *, batch: int, seq: int, convention: str = "palm"
+) -> float:
     """FLOPs of one step as built by :func:`tpu_workbench.bench.workloads.steps.decoder_step`."""
     tokens = batch if phase == "decode" else batch * seq
     return flops_per_token(cfg, phase, seq, convention=convention) * tokens

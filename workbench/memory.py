@@ -62,13 +62,17 @@ def _rss_peak(peak: MemoryPeak) -> Iterator[None]:
     hwm = _status_kib("VmHWM")
     if reset and hwm is not None:
         peak.bytes = hwm * 1024
-        peak.basis = ("process peak resident set during the run (Linux VmHWM, reset before the first call); "
-                      "includes the interpreter and libraries")
+        peak.basis = (
+            "process peak resident set during the run (Linux VmHWM, reset before the first call); "
+            "includes the interpreter and libraries"
+        )
         peak.extra["rss_at_start_bytes"] = before * 1024 if before is not None else None
         return
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     peak.bytes = float(maxrss if sys.platform == "darwin" else maxrss * 1024)
-    peak.basis = "process peak resident set since the process started (ru_maxrss); includes everything before the run"
+    peak.basis = (
+        "process peak resident set since the process started (ru_maxrss); includes everything before the run"
+    )
 
 
 def _cuda_peak(peak: MemoryPeak) -> Iterator[None]:

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import torch
 from torch.utils import benchmark
+
 from tpu_workbench.bench.workloads.steps import dtype_of
 
 
@@ -42,9 +43,13 @@ def measure_cpu_matmul_peak(precision: str = "fp32", n: int = 1024, budget_s: fl
     m = t.blocked_autorange(min_run_time=budget_s)
     flops = 2.0 * n**3
     samples = [flops / s for s in m.times]
-    return MeasuredPeak(max(samples), "FLOP/s",
-                        f"measured host-CPU matmul peak: torch {precision} {n}x{n}, "
-                        f"{torch.get_num_threads()} threads, best of {len(samples)} blocks", samples)
+    return MeasuredPeak(
+        max(samples),
+        "FLOP/s",
+        f"measured host-CPU matmul peak: torch {precision} {n}x{n}, "
+        f"{torch.get_num_threads()} threads, best of {len(samples)} blocks",
+        samples,
+    )
 
 
 @lru_cache(maxsize=2)
@@ -56,8 +61,12 @@ def measure_cpu_memory_bandwidth(mbytes: int = 64, budget_s: float = 0.5) -> Mea
     m = t.blocked_autorange(min_run_time=budget_s)
     moved = 2.0 * src.numel() * 4
     samples = [moved / s for s in m.times]
-    return MeasuredPeak(max(samples), "B/s", f"measured host copy bandwidth: {mbytes} MiB fp32 copy_, best "
-                        f"of {len(samples)} blocks", samples)
+    return MeasuredPeak(
+        max(samples),
+        "B/s",
+        f"measured host copy bandwidth: {mbytes} MiB fp32 copy_, best of {len(samples)} blocks",
+        samples,
+    )
 
 
 def tokens_per_second(tokens_per_call: int, seconds_per_call: float) -> float:

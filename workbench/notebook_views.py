@@ -19,12 +19,32 @@ import ipywidgets as w
 import pandas as pd
 from IPython.display import Image, Markdown, display
 from matplotlib.figure import Figure
+
 from tpu_workbench.bench import analysis, tables
 from tpu_workbench.bench.plots import plot_scaling, plot_tco, plot_throughput_bars
 from tpu_workbench.bench.projection import Assumptions
 
-TARGETS = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0,
-           500.0, 1000.0)
+TARGETS = (
+    1.0,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    25.0,
+    30.0,
+    40.0,
+    50.0,
+    75.0,
+    100.0,
+    150.0,
+    200.0,
+    300.0,
+    500.0,
+    1000.0,
+)
 """Interactivity targets offered by the TCO explorer [output tokens/s per user]."""
 SCALEOUT_GBYTES_PER_S = (1.0, 2.0, 5.0, 10.0, 12.5, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0)
 """Scale-out bandwidths per chip offered by the scaling explorer [GB/s]."""
@@ -66,17 +86,24 @@ CATALOG = "catalog"
 """Slider stop meaning "use the catalog's figure" (the model's None)."""
 
 
-def selection_slider(description: str, values: Sequence[float], default: float | None, *,
-                     catalog_stop: bool = False) -> w.SelectionSlider:
+def selection_slider(
+    description: str, values: Sequence[float], default: float | None, *, catalog_stop: bool = False
+) -> w.SelectionSlider:
     """A slider over fixed values, each labelled exactly as the figure prints it; ``catalog_stop`` adds a
     first stop, "catalog", that means the catalog's own figure (the default when ``default`` is None)."""
-    options: list[tuple[str, float | str]] = [(_label(v), v) for v in
-                                              (choices(values, default) if default is not None else sorted(values))]
+    options: list[tuple[str, float | str]] = [
+        (_label(v), v) for v in (choices(values, default) if default is not None else sorted(values))
+    ]
     if catalog_stop:
         options.insert(0, (CATALOG, CATALOG))
-    return w.SelectionSlider(options=options, value=CATALOG if default is None else float(default),
-                             description=description, style=WIDE, continuous_update=False,
-                             layout=w.Layout(width="460px"))
+    return w.SelectionSlider(
+        options=options,
+        value=CATALOG if default is None else float(default),
+        description=description,
+        style=WIDE,
+        continuous_update=False,
+        layout=w.Layout(width="460px"),
+    )
 
 
 def _or_catalog(value: float | str) -> float | None:
@@ -87,9 +114,13 @@ class LiveView:
     """Controls, one table and one figure; ``draw(values)`` returns (table or None, figure or None) or a
     message, and is called once at construction and again on every change of a control's value."""
 
-    def __init__(self, controls: dict[str, w.ValueWidget],
-                 draw: Callable[[dict], tuple[pd.DataFrame | None, Figure | None] | str], *,
-                 layout: Callable[[dict[str, w.ValueWidget]], w.Widget] | None = None):
+    def __init__(
+        self,
+        controls: dict[str, w.ValueWidget],
+        draw: Callable[[dict], tuple[pd.DataFrame | None, Figure | None] | str],
+        *,
+        layout: Callable[[dict[str, w.ValueWidget]], w.Widget] | None = None,
+    ):
         self.controls = controls
         self._draw = draw
         self.message = w.HTML()
@@ -121,19 +152,41 @@ class LiveView:
         display(self.box)
 
 
-def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float,
-                 price_kind: str = analysis.DEFAULT_PRICE_KIND, price: float = 0.0,
-                 published: pd.DataFrame | None = None) -> LiveView:
+def tco_explorer(
+    records,
+    *,
+    chips: Sequence[str],
+    workload: str,
+    target: float,
+    price_kind: str = analysis.DEFAULT_PRICE_KIND,
+    price: float = 0.0,
+    published: pd.DataFrame | None = None,
+) -> LiveView:
     """Chips to show, the kind of price (or one tier), a $/chip-hour for every chip (0 = the catalog's), the
     interactivity target; redraws the table of the best batch at the target and the Pareto/cost figure."""
     all_chips = list(dict.fromkeys(r.chip for r in records))
     controls = {
-        "chips": w.SelectMultiple(options=all_chips, value=tuple(c for c in chips if c in all_chips),
-                                  description="chips", rows=min(len(all_chips), 6), style=WIDE),
-        "price_kind": w.Dropdown(options=analysis.price_choices(all_chips), value=price_kind, style=WIDE,
-                                 description="price (kind or tier)"),
-        "price": w.BoundedFloatText(value=price or 0.0, min=0.0, max=1000.0, step=0.1, style=WIDE,
-                                    description="$/chip-hr (0 = catalog)"),
+        "chips": w.SelectMultiple(
+            options=all_chips,
+            value=tuple(c for c in chips if c in all_chips),
+            description="chips",
+            rows=min(len(all_chips), 6),
+            style=WIDE,
+        ),
+        "price_kind": w.Dropdown(
+            options=analysis.price_choices(all_chips),
+            value=price_kind,
+            style=WIDE,
+            description="price (kind or tier)",
+        ),
+        "price": w.BoundedFloatText(
+            value=price or 0.0,
+            min=0.0,
+            max=1000.0,
+            step=0.1,
+            style=WIDE,
+            description="$/chip-hr (0 = catalog)",
+        ),
         "target": selection_slider("target [tok/s/user]", TARGETS, target),
     }
 
@@ -143,49 +196,81 @@ def tco_explorer(records, *, chips: Sequence[str], workload: str, target: float,
             return "select at least one chip"
         frame = analysis.frontier_frame(chosen, v["price_kind"], v["price"] or None)
         pub = published[published["chip"].isin(v["chips"])] if published is not None else None
-        return (analysis.at_target(frame, v["target"]),
-                plot_tco(frame, target=v["target"], workload=workload, published=pub))
+        return (
+            analysis.at_target(frame, v["target"]),
+            plot_tco(frame, target=v["target"], workload=workload, published=pub),
+        )
 
-    return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox([c["price_kind"], c["price"],
-                                                                                  c["target"]])]))
+    return LiveView(
+        controls,
+        draw,
+        layout=lambda c: w.HBox([c["chips"], w.VBox([c["price_kind"], c["price"], c["target"]])]),
+    )
 
 
-def scaling_explorer(chips: Sequence[str], specs: Sequence[tuple[str, Sequence[str]]], counts: Sequence[int], *,
-                     shown: Sequence[str] | None = None) -> LiveView:
+def scaling_explorer(
+    chips: Sequence[str],
+    specs: Sequence[tuple[str, Sequence[str]]],
+    counts: Sequence[int],
+    *,
+    shown: Sequence[str] | None = None,
+) -> LiveView:
     """Chips to show, compute efficiency, overlap and scale-out bandwidth; redraws the published
     comparison table and the scaling curves."""
     defaults = Assumptions()
     controls = {
-        "chips": w.SelectMultiple(options=list(chips), value=tuple(shown or chips), description="chips",
-                                  rows=min(len(chips), 6), style=WIDE),
+        "chips": w.SelectMultiple(
+            options=list(chips),
+            value=tuple(shown or chips),
+            description="chips",
+            rows=min(len(chips), 6),
+            style=WIDE,
+        ),
         "gemm_efficiency": selection_slider("GEMM efficiency", FRACTIONS[2:], defaults.gemm_efficiency),
         "overlap": selection_slider("overlap of async collectives", FRACTIONS, defaults.overlap),
-        "scaleout": selection_slider("scale-out [GB/s per chip]", SCALEOUT_GBYTES_PER_S,
-                                     defaults.scaleout_gbytes_per_s_per_chip, catalog_stop=True),
+        "scaleout": selection_slider(
+            "scale-out [GB/s per chip]",
+            SCALEOUT_GBYTES_PER_S,
+            defaults.scaleout_gbytes_per_s_per_chip,
+            catalog_stop=True,
+        ),
     }
 
     def draw(v: dict):
         if not v["chips"]:
             return "select at least one chip"
-        a = Assumptions(gemm_efficiency=v["gemm_efficiency"], overlap=v["overlap"],
-                        scaleout_gbytes_per_s_per_chip=_or_catalog(v["scaleout"]))
+        a = Assumptions(
+            gemm_efficiency=v["gemm_efficiency"],
+            overlap=v["overlap"],
+            scaleout_gbytes_per_s_per_chip=_or_catalog(v["scaleout"]),
+        )
         frames = [analysis.scaling_frame(v["chips"], wl, lays, counts, assumptions=a) for wl, lays in specs]
         pub = analysis.published_scaling(a)
-        scaleout = "the catalog's figure" if v["scaleout"] == CATALOG else f"{_label(v['scaleout'])} GB/s per chip"
-        used = (f"Projected with GEMM efficiency {_label(v['gemm_efficiency'])}, overlap of async collectives "
-                f"{_label(v['overlap'])}, scale-out {scaleout}")
+        scaleout = (
+            "the catalog's figure" if v["scaleout"] == CATALOG else f"{_label(v['scaleout'])} GB/s per chip"
+        )
+        used = (
+            f"Projected with GEMM efficiency {_label(v['gemm_efficiency'])}, overlap of async collectives "
+            f"{_label(v['overlap'])}, scale-out {scaleout}"
+        )
         return pub.drop(columns=["source"]), plot_scaling(frames, pub, subtitle=used)
 
-    return LiveView(controls, draw, layout=lambda c: w.HBox([c["chips"], w.VBox(
-        [c["gemm_efficiency"], c["overlap"], c["scaleout"]])]))
+    return LiveView(
+        controls,
+        draw,
+        layout=lambda c: w.HBox([c["chips"], w.VBox([c["gemm_efficiency"], c["overlap"], c["scaleout"]])]),
+    )
 
 
 def throughput_explorer(df: pd.DataFrame) -> LiveView:
     """Which result files (sources) the throughput bars show."""
     names = df["file"].map(lambda f: Path(str(f)).name)
     files = list(dict.fromkeys(names))
-    controls = {"sources": w.SelectMultiple(options=files, value=tuple(files), description="sources",
-                                            rows=min(len(files), 6), style=WIDE)}
+    controls = {
+        "sources": w.SelectMultiple(
+            options=files, value=tuple(files), description="sources", rows=min(len(files), 6), style=WIDE
+        )
+    }
 
     def draw(v: dict):
         chosen = df[names.isin(v["sources"])]

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
 from tpu_workbench.bench import analysis
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.projection import decode_sweep, project
@@ -44,9 +45,19 @@ STYLE = {
     "projected": {"hatch": "//", "alpha": 0.55, "marker": "s", "linestyle": "--"},
     "published": {"hatch": "", "alpha": 1.0, "marker": "*", "linestyle": ":"},
 }
-RC = {"figure.figsize": (9, 5), "figure.dpi": 110, "axes.grid": True, "grid.linestyle": ":", "grid.alpha": 0.6,
-      "axes.spines.top": False, "axes.spines.right": False, "font.size": 9, "axes.titlesize": 10,
-      "legend.fontsize": 7.5, "axes.prop_cycle": cycler(color=matplotlib.colormaps["tab10"].colors)}
+RC = {
+    "figure.figsize": (9, 5),
+    "figure.dpi": 110,
+    "axes.grid": True,
+    "grid.linestyle": ":",
+    "grid.alpha": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "legend.fontsize": 7.5,
+    "axes.prop_cycle": cycler(color=matplotlib.colormaps["tab10"].colors),
+}
 COLORS = RC["axes.prop_cycle"].by_key()["color"]
 NOFIT = "does not fit in HBM"
 CONVENTION_TITLES = {
@@ -61,7 +72,13 @@ TOKEN_PANELS = {
     "images": ("images/s per device", "vision models"),
 }
 ROOFLINE_MARKERS = ("s", "^", "D", "v", "P", "X", "o")
-LABELLED_BATCHES = {1, 4, 16, 64, 256}  # batch labels on a Pareto front: every other point, so they stay legible
+LABELLED_BATCHES = {
+    1,
+    4,
+    16,
+    64,
+    256,
+}  # batch labels on a Pareto front: every other point, so they stay legible
 
 
 def _frame(data) -> pd.DataFrame:
@@ -114,7 +131,7 @@ def _spread(row: dict) -> tuple[float, float] | None:
 def _variant(row: dict) -> str:
     if row.get("provenance") == "measured":
         label = variant_label(row)
-        suffix = label[len(str(row["device"])):]  # "+compiled", "+fused"
+        suffix = label[len(str(row["device"])) :]  # "+compiled", "+fused"
         platform = str(row.get("platform") or "")
         if " via " in platform:  # "tpu via XLA:CPU (JAX ...)": say what really ran
             return platform.split(" (")[0].replace(" via ", suffix + " via ", 1)
@@ -126,7 +143,9 @@ def _variant(row: dict) -> str:
 
 def _group(row: dict) -> str:
     seq = "" if row.get("seq") is None or row.get("seq") != row.get("seq") else f" s{int(row['seq'])}"
-    batch = "" if row.get("batch") is None or row.get("batch") != row.get("batch") else f" b{int(row['batch'])}"
+    batch = (
+        "" if row.get("batch") is None or row.get("batch") != row.get("batch") else f" b{int(row['batch'])}"
+    )
     return f"{row['workload']} {row['phase']}\n{batch.strip()}{seq}"
 
 
@@ -134,21 +153,47 @@ def _provenance_handles(kinds) -> list:
     handles = []
     for kind in sorted(set(kinds)):
         if kind == "published":
-            handles.append(Line2D([], [], marker="*", color="k", linestyle="", markersize=11, label="published"))
+            handles.append(
+                Line2D([], [], marker="*", color="k", linestyle="", markersize=11, label="published")
+            )
         else:
-            handles.append(Patch(facecolor="0.6", hatch=STYLE[kind]["hatch"], alpha=STYLE[kind]["alpha"],
-                                 edgecolor="k", label=kind))
+            handles.append(
+                Patch(
+                    facecolor="0.6",
+                    hatch=STYLE[kind]["hatch"],
+                    alpha=STYLE[kind]["alpha"],
+                    edgecolor="k",
+                    label=kind,
+                )
+            )
     return handles
 
 
-def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], panel_of: Callable[[dict], str],
-                title_of: Callable[[str, pd.DataFrame], str], ylabel_of: Callable[[str], str], suptitle: str,
-                suffix: str = "") -> Figure:
+def _bar_panels(
+    df: pd.DataFrame,
+    *,
+    value: Callable[[dict], float | None],
+    panel_of: Callable[[dict], str],
+    title_of: Callable[[str, pd.DataFrame], str],
+    ylabel_of: Callable[[str], str],
+    suptitle: str,
+    suffix: str = "",
+) -> Figure:
     """Grouped bars, one panel per kind of quantity; measured bars get IQR error bars, non-fitting
     projected configurations an empty cross-hatched bar marked "does not fit"."""
     rows = df.to_dict("records")
-    rows = [{**r, "_value": value(r), "_panel": panel_of(r), "_variant": _variant(r), "_group": _group(r),
-             "_fits": _fits(r), "_spread": _spread(r)} for r in rows]
+    rows = [
+        {
+            **r,
+            "_value": value(r),
+            "_panel": panel_of(r),
+            "_variant": _variant(r),
+            "_group": _group(r),
+            "_fits": _fits(r),
+            "_spread": _spread(r),
+        }
+        for r in rows
+    ]
     rows = [r for r in rows if r["_value"] is not None and r["_value"] == r["_value"]]
     if not rows:
         raise ValueError(f"no records with a value for {suptitle}")
@@ -158,7 +203,9 @@ def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], pane
     variants = list(dict.fromkeys(r["_variant"] for r in rows))
     colors = {v: COLORS[i % 10] for i, v in enumerate(variants)}
     panels = list(dict.fromkeys(r["_panel"] for r in rows))
-    widest = max(len({k[1] for k in cells if k[0] == p}) * len({k[2] for k in cells if k[0] == p}) for p in panels)
+    widest = max(
+        len({k[1] for k in cells if k[0] == p}) * len({k[2] for k in cells if k[0] == p}) for p in panels
+    )
     any_nofit = any_spread = False
     with matplotlib.rc_context(RC):
         fig = _figure(max(8.0, 1.0 + 0.75 * widest), 0.9 + 3.5 * len(panels))
@@ -177,20 +224,43 @@ def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], pane
                 color = colors[variant]
                 if prov == "published":
                     ax.plot(x, v, marker="*", markersize=14, color=color, markeredgecolor="k", linestyle="")
-                    ax.annotate(fmt(v) + suffix, (x, v), ha="center", va="bottom", fontsize=7, xytext=(0, 6),
-                                textcoords="offset points")
+                    ax.annotate(
+                        fmt(v) + suffix,
+                        (x, v),
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        xytext=(0, 6),
+                        textcoords="offset points",
+                    )
                     top = max(top, v)
                     continue
                 if not all(m["_fits"] for m in members):
                     any_nofit = True
                     ax.bar(x, v, width * 0.95, facecolor="none", edgecolor=color, hatch="xx", linewidth=0.8)
-                    ax.annotate(f"{NOFIT}\n({fmt(v)}{suffix} if it did)", (x, v), ha="center", va="bottom",
-                                fontsize=6.5, color="firebrick", xytext=(0, 2), textcoords="offset points")
+                    ax.annotate(
+                        f"{NOFIT}\n({fmt(v)}{suffix} if it did)",
+                        (x, v),
+                        ha="center",
+                        va="bottom",
+                        fontsize=6.5,
+                        color="firebrick",
+                        xytext=(0, 2),
+                        textcoords="offset points",
+                    )
                     top = max(top, v)
                     continue
                 st = STYLE[prov]
-                ax.bar(x, v, width * 0.95, color=color, hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
-                       linewidth=0.5)
+                ax.bar(
+                    x,
+                    v,
+                    width * 0.95,
+                    color=color,
+                    hatch=st["hatch"],
+                    alpha=st["alpha"],
+                    edgecolor="k",
+                    linewidth=0.5,
+                )
                 label_at = v
                 spreads = [m["_spread"] for m in members if m["_spread"]]
                 if spreads:
@@ -199,8 +269,15 @@ def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], pane
                     high = v * float(np.median([s[1] for s in spreads]))
                     ax.errorbar(x, v, yerr=[[v - low], [high - v]], color="k", capsize=3, linewidth=0.9)
                     label_at = high
-                ax.annotate(fmt(v) + suffix, (x, label_at), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
-                            textcoords="offset points")
+                ax.annotate(
+                    fmt(v) + suffix,
+                    (x, label_at),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                )
                 top = max(top, label_at)
             ax.set_xticks(range(len(groups)), groups)
             ax.set_ylim(0, top * 1.22 if top > 0 else 1)
@@ -210,8 +287,17 @@ def _bar_panels(df: pd.DataFrame, *, value: Callable[[dict], float | None], pane
         handles = [Patch(color=colors[v], label=v) for v in variants]
         handles += _provenance_handles({r["provenance"] for r in rows})
         if any_spread:
-            handles.append(Line2D([], [], color="k", marker="|", markersize=10, linestyle="-",
-                                  label="error bar: interquartile range of the timed steps"))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color="k",
+                    marker="|",
+                    markersize=10,
+                    linestyle="-",
+                    label="error bar: interquartile range of the timed steps",
+                )
+            )
         if any_nofit:
             handles.append(Patch(facecolor="none", edgecolor="k", hatch="xx", label=NOFIT + " (projected)"))
         fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)))
@@ -235,9 +321,14 @@ def plot_throughput_bars(records, *, path: str | Path | None = None) -> Figure:
         label, what = TOKEN_PANELS.get(panel, (f"{panel} tokens/s per device", ""))
         return f"{label} ({what})" if what else label
 
-    fig = _bar_panels(df, value=value, panel_of=_token_panel, title_of=title,
-                      ylabel_of=lambda p: TOKEN_PANELS.get(p, (f"{p} tokens/s per device",))[0],
-                      suptitle="Throughput per device (median of timed steps)")
+    fig = _bar_panels(
+        df,
+        value=value,
+        panel_of=_token_panel,
+        title_of=title,
+        ylabel_of=lambda p: TOKEN_PANELS.get(p, (f"{p} tokens/s per device",))[0],
+        suptitle="Throughput per device (median of timed steps)",
+    )
     return _finish(fig, path)
 
 
@@ -250,10 +341,15 @@ def plot_mfu_bars(records, *, path: str | Path | None = None) -> Figure:
         bases = sorted({str(b).split(":")[0] for b in members["peak_basis"].dropna()})
         return _wrap(f"{CONVENTION_TITLES.get(panel, panel)}. Peak: {'; '.join(bases)}")
 
-    fig = _bar_panels(df, value=lambda r: 100 * r["mfu"] if pd.notna(r.get("mfu")) else None,
-                      panel_of=lambda r: str(r.get("flop_convention") or "unstated"), title_of=title,
-                      ylabel_of=lambda _: "MFU [% of peak]", suffix="%",
-                      suptitle="Model FLOP utilisation = FLOPs per token x tokens/s / peak FLOP/s")
+    fig = _bar_panels(
+        df,
+        value=lambda r: 100 * r["mfu"] if pd.notna(r.get("mfu")) else None,
+        panel_of=lambda r: str(r.get("flop_convention") or "unstated"),
+        title_of=title,
+        ylabel_of=lambda _: "MFU [% of peak]",
+        suffix="%",
+        suptitle="Model FLOP utilisation = FLOPs per token x tokens/s / peak FLOP/s",
+    )
     return _finish(fig, path)
 
 
@@ -266,8 +362,10 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
     rows = df.to_dict("records")
     chips = [str(r.get("chip")) for r in rows]
     if len(set(chips)) < len(chips):  # one chip in several settings: say which bar is which
-        chips = [f"{c}\n{r['workload']} {r['phase']} b{r.get('batch')} x{fmt(r.get('n_chips'))}"
-                 for c, r in zip(chips, rows, strict=True)]
+        chips = [
+            f"{c}\n{r['workload']} {r['phase']} b{r.get('batch')} x{fmt(r.get('n_chips'))}"
+            for c, r in zip(chips, rows, strict=True)
+        ]
     for r, label in zip(rows, chips, strict=True):
         r["_label"] = label
     labels = list(dict.fromkeys(chips))
@@ -291,23 +389,53 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
                 st = STYLE[r["provenance"]]
                 stale = str(c.get("stale") or "")
                 any_stale = any_stale or bool(stale)
-                ax.bar(x, c["usd_per_mtok"], width * 0.95, color=COLORS[tiers.index(c["tier"]) % 10],
-                       hatch=st["hatch"], alpha=st["alpha"], edgecolor="firebrick" if stale else "k",
-                       linewidth=1.4 if stale else 0.5, linestyle="--" if stale else "-")
-                ax.annotate(f"${fmt(c['usd_per_mtok'])}  {c.get('price_date', '?')}" + ("  STALE" if stale else ""),
-                            (x, c["usd_per_mtok"]), rotation=90, ha="center", va="bottom", fontsize=6.5,
-                            xytext=(0, 2), textcoords="offset points", color="firebrick" if stale else "k")
+                ax.bar(
+                    x,
+                    c["usd_per_mtok"],
+                    width * 0.95,
+                    color=COLORS[tiers.index(c["tier"]) % 10],
+                    hatch=st["hatch"],
+                    alpha=st["alpha"],
+                    edgecolor="firebrick" if stale else "k",
+                    linewidth=1.4 if stale else 0.5,
+                    linestyle="--" if stale else "-",
+                )
+                ax.annotate(
+                    f"${fmt(c['usd_per_mtok'])}  {c.get('price_date', '?')}" + ("  STALE" if stale else ""),
+                    (x, c["usd_per_mtok"]),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=6.5,
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    color="firebrick" if stale else "k",
+                )
         first = rows[0]
         ax.set_xticks(range(len(labels)), labels)
         ax.set_ylim(0, top * 1.45)
         ax.set_ylabel(f"$ per million {first.get('tokens_kind', '')} tokens")
-        ax.set_title(_wrap(f"Cost per million {first.get('tokens_kind', '')} tokens by price tier{title_suffix}; "
-                           "$/chip-hr / tokens/s per chip; each bar: cost, price date"), loc="left")
-        handles = [Patch(color=COLORS[i % 10], label=f"{t} ({kinds_of.get(t, t)})") for i, t in enumerate(tiers)]
+        ax.set_title(
+            _wrap(
+                f"Cost per million {first.get('tokens_kind', '')} tokens by price tier{title_suffix}; "
+                "$/chip-hr / tokens/s per chip; each bar: cost, price date"
+            ),
+            loc="left",
+        )
+        handles = [
+            Patch(color=COLORS[i % 10], label=f"{t} ({kinds_of.get(t, t)})") for i, t in enumerate(tiers)
+        ]
         handles += _provenance_handles(df["provenance"])
         if any_stale:
-            handles.append(Patch(facecolor="none", edgecolor="firebrick", linestyle="--", linewidth=1.4,
-                                 label="STALE price: older than a year, dated by year only, or superseded"))
+            handles.append(
+                Patch(
+                    facecolor="none",
+                    edgecolor="firebrick",
+                    linestyle="--",
+                    linewidth=1.4,
+                    label="STALE price: older than a year, dated by year only, or superseded",
+                )
+            )
         fig.legend(handles=handles, loc="outside lower center", ncol=3)
         return _finish(fig, path)
 
@@ -328,22 +456,45 @@ def plot_mfu_conventions(table: pd.DataFrame, *, path: str | Path | None = None)
             for j, conv in enumerate(("palm", "causal")):
                 vals = t[f"MFU % ({conv})"]
                 pos = [y + (j - 0.5) * 0.4 for y in ys]
-                ax.barh(pos, vals, 0.38, color=COLORS[j], hatch=st["hatch"], alpha=st["alpha"], edgecolor="k",
-                        linewidth=0.5, label=f"{conv} convention ({kind})")
+                ax.barh(
+                    pos,
+                    vals,
+                    0.38,
+                    color=COLORS[j],
+                    hatch=st["hatch"],
+                    alpha=st["alpha"],
+                    edgecolor="k",
+                    linewidth=0.5,
+                    label=f"{conv} convention ({kind})",
+                )
                 for y, v in zip(pos, vals, strict=False):
-                    ax.annotate(f"{fmt(float(v))}%", (v, y), va="center", fontsize=6.5, xytext=(2, 0),
-                                textcoords="offset points")
+                    ax.annotate(
+                        f"{fmt(float(v))}%",
+                        (v, y),
+                        va="center",
+                        fontsize=6.5,
+                        xytext=(2, 0),
+                        textcoords="offset points",
+                    )
             src = t["source"] if "source" in t else [""] * len(t)
-            ax.set_yticks(list(ys), [f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']} · "
-                                     f"{r['label'].split(' (')[0]}{(' · ' + s_) if s_ else ''}"
-                                     for r, s_ in zip(t.to_dict("records"), src, strict=False)], fontsize=7)
+            ax.set_yticks(
+                list(ys),
+                [
+                    f"{r['workload']} {r['phase']} b{r['batch']} s{r['seq']} · "
+                    f"{r['label'].split(' (')[0]}{(' · ' + s_) if s_ else ''}"
+                    for r, s_ in zip(t.to_dict("records"), src, strict=False)
+                ],
+                fontsize=7,
+            )
             ax.invert_yaxis()
             ax.set_xlim(0, float(t[["MFU % (palm)", "MFU % (causal)"]].max().max()) * 1.15)
             ax.set_xlabel("MFU [% of peak]")
             ax.set_title(_wrap(f"{kind}: peak {'; '.join(sorted(set(t['peak basis'])))}", 110), loc="left")
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        fig.suptitle("MFU under both FLOP conventions: palm = full attention (PaLM/nanoGPT/torchtitan), "
-                     "causal = halved (MaxText/Megatron)")
+        fig.suptitle(
+            "MFU under both FLOP conventions: palm = full attention (PaLM/nanoGPT/torchtitan), "
+            "causal = halved (MaxText/Megatron)"
+        )
         return _finish(fig, path)
 
 
@@ -356,16 +507,39 @@ def plot_decode_bandwidth(table: pd.DataFrame, *, path: str | Path | None = None
         for i, r in enumerate(t.to_dict("records")):
             st = STYLE[r["provenance"]]
             for j, col in enumerate(("MBU % (decode)", "MFU % (palm)")):
-                ax.bar(i + (j - 0.5) * 0.4, r[col], 0.38, color=COLORS[2 + j], hatch=st["hatch"],
-                       alpha=st["alpha"], edgecolor="k", linewidth=0.5)
-                ax.annotate(f"{fmt(float(r[col]))}%", (i + (j - 0.5) * 0.4, r[col]), ha="center", va="bottom",
-                            fontsize=6.5)
-        ax.set_xticks(range(len(t)), [f"{r['workload']} b{r['batch']} ctx{r['seq']}\n{r['label'].split(' (')[0]}"
-                                      f"\n{r.get('source') or ''}" for r in t.to_dict("records")], fontsize=6.5)
+                ax.bar(
+                    i + (j - 0.5) * 0.4,
+                    r[col],
+                    0.38,
+                    color=COLORS[2 + j],
+                    hatch=st["hatch"],
+                    alpha=st["alpha"],
+                    edgecolor="k",
+                    linewidth=0.5,
+                )
+                ax.annotate(
+                    f"{fmt(float(r[col]))}%",
+                    (i + (j - 0.5) * 0.4, r[col]),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6.5,
+                )
+        ax.set_xticks(
+            range(len(t)),
+            [
+                f"{r['workload']} b{r['batch']} ctx{r['seq']}\n{r['label'].split(' (')[0]}"
+                f"\n{r.get('source') or ''}"
+                for r in t.to_dict("records")
+            ],
+            fontsize=6.5,
+        )
         ax.set_ylabel("utilisation [% of peak bandwidth / peak FLOP/s]")
         ax.set_title("Decode: memory-bandwidth utilisation (MBU) vs MFU")
-        handles = [Patch(color=COLORS[2], label="MBU (bytes read per step / step time / bandwidth)"),
-                   Patch(color=COLORS[3], label="MFU (palm)"), *_provenance_handles(t["provenance"])]
+        handles = [
+            Patch(color=COLORS[2], label="MBU (bytes read per step / step time / bandwidth)"),
+            Patch(color=COLORS[3], label="MFU (palm)"),
+            *_provenance_handles(t["provenance"]),
+        ]
         fig.legend(handles=handles, loc="outside lower center", ncol=4)
         return _finish(fig, path)
 
@@ -373,12 +547,27 @@ def plot_decode_bandwidth(table: pd.DataFrame, *, path: str | Path | None = None
 def _label_points(ax, points: list[tuple[float, float, str, str]]) -> None:
     """Name published stars without covering each other: labels fan out to the right, one row each."""
     for k, (x, y, text, color) in enumerate(sorted(points, key=lambda p: -p[1])):
-        ax.annotate(text, (x, y), xytext=(28, 16 - 13 * k), textcoords="offset points", fontsize=6.5, va="center",
-                    color="k", arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.7})
+        ax.annotate(
+            text,
+            (x, y),
+            xytext=(28, 16 - 13 * k),
+            textcoords="offset points",
+            fontsize=6.5,
+            va="center",
+            color="k",
+            arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.7},
+        )
 
 
-def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd.DataFrame | None = None,
-             measured: pd.DataFrame | None = None, path: str | Path | None = None) -> Figure:
+def plot_tco(
+    frame: pd.DataFrame,
+    *,
+    target: float,
+    workload: str,
+    published: pd.DataFrame | None = None,
+    measured: pd.DataFrame | None = None,
+    path: str | Path | None = None,
+) -> Figure:
     """Left: Pareto front (tokens/s per chip vs tokens/s per user); right: $ per M output tokens vs tokens/s
     per user at the chosen price. Projected = dashed, published = stars (each named), measured = filled
     circles; one legend below both panels, never over a curve."""
@@ -402,27 +591,47 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
         nofit = frame[~frame["fits in HBM"]]
         if len(nofit):
             ax1.plot(nofit["tok/s/user"], nofit["tok/s/chip"], "x", color="k", markersize=7, linestyle="")
-            handles.append(Line2D([], [], marker="x", color="k", linestyle="", label=f"{NOFIT} (projected; no cost)"))
+            handles.append(
+                Line2D([], [], marker="x", color="k", linestyle="", label=f"{NOFIT} (projected; no cost)")
+            )
         if measured is not None and not measured.empty:
             for r in measured.to_dict("records"):
                 ax1.plot(r["tok/s/user"], r["tok/s/chip"], "o", color="k")
-                handles.append(Line2D([], [], marker="o", color="k", linestyle="", label=f"{r['label']} (measured)"))
+                handles.append(
+                    Line2D([], [], marker="o", color="k", linestyle="", label=f"{r['label']} (measured)")
+                )
         if published is not None and not published.empty:
             left, right = [], []
             for r in published.to_dict("records"):
                 c = col.get(r["chip"], "0.2")
                 if r["tok/s/chip"] and not pd.isna(r["tok/s/chip"]):
-                    ax1.plot(r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=13, markeredgecolor="k")
+                    ax1.plot(
+                        r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=13, markeredgecolor="k"
+                    )
                     left.append((r["tok/s/user"], r["tok/s/chip"], f"{r['chip']} {fmt(r['tok/s/chip'])}", c))
                 if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):
-                    ax2.plot(r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=13, markeredgecolor="k")
-                    right.append((r["tok/s/user"], r["$/M tokens"], f"{r['chip']} ${fmt(r['$/M tokens'])}", c))
+                    ax2.plot(
+                        r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=13, markeredgecolor="k"
+                    )
+                    right.append(
+                        (r["tok/s/user"], r["$/M tokens"], f"{r['chip']} ${fmt(r['$/M tokens'])}", c)
+                    )
             _label_points(ax1, left)
             _label_points(ax2, right)
             rows = sorted({int(r) for r in published["row"]})
-            handles.append(Line2D([], [], marker="*", color="0.5", markeredgecolor="k", markersize=11, linestyle="",
-                                  label=f"published (rows {', '.join(map(str, rows))}): Qwen3.5-397B FP8 serving, "
-                                        "a different model; its cost is $ per million total tokens"))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    marker="*",
+                    color="0.5",
+                    markeredgecolor="k",
+                    markersize=11,
+                    linestyle="",
+                    label=f"published (rows {', '.join(map(str, rows))}): Qwen3.5-397B FP8 serving, "
+                    "a different model; its cost is $ per million total tokens",
+                )
+            )
         for ax in (ax1, ax2):
             ax.axvline(target, color="0.3", linestyle=":", linewidth=1.2)
             ax.set_xscale("log")
@@ -439,8 +648,13 @@ def plot_tco(frame: pd.DataFrame, *, target: float, workload: str, published: pd
         return _finish(fig, path)
 
 
-def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None = None, *,
-                 subtitle: str = "", path: str | Path | None = None) -> Figure:
+def plot_scaling(
+    frames: Sequence[pd.DataFrame],
+    published: pd.DataFrame | None = None,
+    *,
+    subtitle: str = "",
+    path: str | Path | None = None,
+) -> Figure:
     """One column per workload (frames of :func:`tpu_workbench.bench.analysis.scaling_frame`), one line per chip and
     layout. Top: tokens/s per chip, where the published TorchTitan points sit as they were published
     (stars) beside the projection set up the same way (open squares). Bottom: weak-scaling efficiency of
@@ -458,34 +672,72 @@ def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None 
             layouts = list(dict.fromkeys(f["layout"]))
             dashes = ["--", "-.", ":", (0, (5, 1, 1, 1))]
             for (chip, layout), g in f.groupby(["chip", "layout"], sort=False):
-                style = {"color": COLORS[chips.index(chip) % 10], "linestyle": dashes[layouts.index(layout) % 4]}
+                style = {
+                    "color": COLORS[chips.index(chip) % 10],
+                    "linestyle": dashes[layouts.index(layout) % 4],
+                }
                 base = g["baseline chips"].iloc[0]
                 what = f"vs {int(base)} chips" if base == base and base is not None else "never fits"
-                top.plot(g["chips"], g["tok/s/chip"], marker="s", markerfacecolor="none",
-                         label=f"{chip} {layout} (projected)", **style)
-                bottom.plot(g["chips"], g["efficiency"], marker="s", markerfacecolor="none",
-                            label=f"{chip} {layout} (projected, {what})", **style)
+                top.plot(
+                    g["chips"],
+                    g["tok/s/chip"],
+                    marker="s",
+                    markerfacecolor="none",
+                    label=f"{chip} {layout} (projected)",
+                    **style,
+                )
+                bottom.plot(
+                    g["chips"],
+                    g["efficiency"],
+                    marker="s",
+                    markerfacecolor="none",
+                    label=f"{chip} {layout} (projected, {what})",
+                    **style,
+                )
                 nofit = g[~g["fits in HBM"]]
                 top.plot(nofit["chips"], nofit["tok/s/chip"], "x", color="k", markersize=8, linestyle="")
             if (~f["fits in HBM"]).any():
                 top.plot([], [], "x", color="k", label=f"{NOFIT} (projected as if it did; no efficiency)")
             wl = f["workload"].iloc[0]
             if published is not None and not published.empty and wl == "qwen3-235b-a22b":
-                errs = ", ".join(f"{100 * r['rel error']:+.0f}% at {fmt(r['chips'])}"
-                                 for r in published.to_dict("records"))
-                top.plot(published["chips"], published["published tok/s per chip"], "*", markersize=15,
-                         color="gold", markeredgecolor="k", linestyle="",
-                         label="TPU v7 TorchTitan (published, 2 TensorCores per chip)")
-                top.plot(published["chips"], published["projected tok/s per chip"], "s", color="k",
-                         markerfacecolor="none", markersize=8, linestyle="",
-                         label=_wrap(f"TPU v7 as published: FSDP in each 1,024-chip slice, data parallel "
-                                     f"across slices, MaxText recipe's batch and remat assumed (projected; "
-                                     f"error {errs})", 60))
+                errs = ", ".join(
+                    f"{100 * r['rel error']:+.0f}% at {fmt(r['chips'])}" for r in published.to_dict("records")
+                )
+                top.plot(
+                    published["chips"],
+                    published["published tok/s per chip"],
+                    "*",
+                    markersize=15,
+                    color="gold",
+                    markeredgecolor="k",
+                    linestyle="",
+                    label="TPU v7 TorchTitan (published, 2 TensorCores per chip)",
+                )
+                top.plot(
+                    published["chips"],
+                    published["projected tok/s per chip"],
+                    "s",
+                    color="k",
+                    markerfacecolor="none",
+                    markersize=8,
+                    linestyle="",
+                    label=_wrap(
+                        f"TPU v7 as published: FSDP in each 1,024-chip slice, data parallel "
+                        f"across slices, MaxText recipe's batch and remat assumed (projected; "
+                        f"error {errs})",
+                        60,
+                    ),
+                )
             top.set_yscale("log")
             _number_ticks(top)
             top.set_ylabel("training throughput [tokens/s per chip]")
             top.set_title(f"{wl} training: throughput per chip", loc="left")
-            top.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=6.5, ncol=2 if len(frames) > 1 else 1)
+            top.legend(
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.06),
+                fontsize=6.5,
+                ncol=2 if len(frames) > 1 else 1,
+            )
             bottom.set_xscale("log", base=2)
             bottom.set_xlabel("chips")
             bottom.set_ylabel("efficiency [per-chip tokens/s / that at the smallest count that fits]")
@@ -498,7 +750,9 @@ def plot_scaling(frames: Sequence[pd.DataFrame], published: pd.DataFrame | None 
         return _finish(fig, path)
 
 
-def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None, precision: str = "bf16") -> Figure:
+def plot_roofline(
+    chips: Sequence, records=(), *, path: str | Path | None = None, precision: str = "bf16"
+) -> Figure:
     """Log-log attainable FLOP/s vs arithmetic intensity (FLOP per HBM byte) for catalog chips, with
     projected points (intensity = FLOPs per step / HBM bytes per step): colour = chip, marker = phase and
     batch (named in the legend, not beside each point, so nothing overlaps)."""
@@ -510,19 +764,33 @@ def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None
         for i, chip in enumerate(chips):
             peak = chip.peak(precision) / 1e12
             bw = chip.hbm_bw_gbps * 1e9 / 1e12
-            ax.plot(ai, np.minimum(peak, ai * bw), color=COLORS[i % 10],
-                    label=f"{chip.name} roof ({precision} {fmt(peak)} TF/s, {fmt(chip.hbm_bw_gbps)} GB/s, "
-                          f"ridge {fmt(peak / bw)} FLOP/B)")
-        rows = [r for r in _frame(records).to_dict("records") if "hbm_bytes_per_step" in (r.get("extra") or {})] \
-            if len(records) else []
+            ax.plot(
+                ai,
+                np.minimum(peak, ai * bw),
+                color=COLORS[i % 10],
+                label=f"{chip.name} roof ({precision} {fmt(peak)} TF/s, {fmt(chip.hbm_bw_gbps)} GB/s, "
+                f"ridge {fmt(peak / bw)} FLOP/B)",
+            )
+        rows = (
+            [r for r in _frame(records).to_dict("records") if "hbm_bytes_per_step" in (r.get("extra") or {})]
+            if len(records)
+            else []
+        )
         settings = list(dict.fromkeys(f"{r['phase']} b{r['batch']}" for r in rows))
         marker_of = {s: ROOFLINE_MARKERS[i % len(ROOFLINE_MARKERS)] for i, s in enumerate(settings)}
         for r in rows:
             tokens = r["batch"] * (1 if r["phase"] == "decode" else r["seq"])
             x = r["flops_per_token"] * tokens / r["extra"]["hbm_bytes_per_step"]
             color = COLORS[names.index(r["chip"]) % 10] if r["chip"] in names else "k"
-            ax.plot(x, r["achieved_tflops"], marker=marker_of[f"{r['phase']} b{r['batch']}"], color=color,
-                    markerfacecolor="none" if _fits(r) else color, markersize=8, linestyle="")
+            ax.plot(
+                x,
+                r["achieved_tflops"],
+                marker=marker_of[f"{r['phase']} b{r['batch']}"],
+                color=color,
+                markerfacecolor="none" if _fits(r) else color,
+                markersize=8,
+                linestyle="",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         _number_ticks(ax, "x", subs=(1.0,))
@@ -531,8 +799,12 @@ def plot_roofline(chips: Sequence, records=(), *, path: str | Path | None = None
         ax.set_ylabel("attainable [TFLOP/s per chip]")
         ax.set_title("Roofline: catalog roofs (lines) and projected workload points (markers)")
         handles, _ = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], marker=m, color="k", markerfacecolor="none", linestyle="",
-                           label=f"{s} (projected)") for s, m in marker_of.items()]
+        handles += [
+            Line2D(
+                [], [], marker=m, color="k", markerfacecolor="none", linestyle="", label=f"{s} (projected)"
+            )
+            for s, m in marker_of.items()
+        ]
         if any(not _fits(r) for r in rows):
             handles.append(Line2D([], [], marker="s", color="k", linestyle="", label=f"filled: {NOFIT}"))
         fig.legend(handles=handles, loc="outside right upper")
@@ -548,13 +820,17 @@ def plot_losses(checks: list[LossCheck], *, tpu_label: str = "tpu", path: str | 
         axes = fig.subplots(1, n, squeeze=False)
         for ax, c in zip(axes[0], checks, strict=False):
             ax.plot(range(len(c.cpu.losses)), c.cpu.losses, "o-", label="cpu, torch eager (measured)")
-            ax.plot(range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9, label=f"{tpu_label} (measured)")
+            ax.plot(
+                range(len(c.tpu.losses)), c.tpu.losses, "x--", markersize=9, label=f"{tpu_label} (measured)"
+            )
             verdict = "agree" if c.ok else "DIFFER / FAILED"
-            ax.set_title(f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9)
+            ax.set_title(
+                f"{c.sample}: {verdict}\nmax rel diff {c.max_rel_diff:.1e} (tol {c.rtol:g})", fontsize=9
+            )
             ax.set_xlabel("training step")
             ax.set_ylabel("loss printed by the script [nats / MSE]")
             ax.legend(loc="best")
-        fig.suptitle("Migrated samples: loss on cpu vs on the \"tpu\" device (same seeds, measured here)")
+        fig.suptitle('Migrated samples: loss on cpu vs on the "tpu" device (same seeds, measured here)')
         return _finish(fig, path)
 
 
@@ -568,8 +844,14 @@ def _cost_batch(chips: Sequence, workload: str, batches: Sequence[int] = (64, 32
     return batches[-1]
 
 
-def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir: str | Path = "plots",
-               chips: Sequence[str] = ("TPU v7", "H100 SXM", "B200"), workload: str = "llama3-70b") -> list[Path]:
+def make_plots(
+    files: Sequence[str],
+    *,
+    kinds: Sequence[str] = ("all",),
+    outdir: str | Path = "plots",
+    chips: Sequence[str] = ("TPU v7", "H100 SXM", "B200"),
+    workload: str = "llama3-70b",
+) -> list[Path]:
     """Write the requested PNGs: bars from measured files; cost, Pareto, scaling and roofline from
     projections for ``chips`` × ``workload`` (with published points where they describe that setting)."""
     kinds = list(KINDS) if "all" in kinds else list(kinds)
@@ -588,8 +870,11 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
             batch = _cost_batch(chip_objs, workload)
             recs = [project(c, workload, "decode", 8, "tp", batch=batch) for c in chip_objs if c.prices]
             with_cost = measured[measured["cost"].map(bool)] if not measured.empty else []
-            plot_cost_per_tier([*recs, *(_frame(with_cost).to_dict("records") if len(with_cost) else [])],
-                               title_suffix=f" ({workload} decode, b{batch} per chip, 8 chips, TP)", path=path)
+            plot_cost_per_tier(
+                [*recs, *(_frame(with_cost).to_dict("records") if len(with_cost) else [])],
+                title_suffix=f" ({workload} decode, b{batch} per chip, 8 chips, TP)",
+                path=path,
+            )
         elif kind == "pareto":
             frame = analysis.frontier_frame([r for c in chip_objs for r in decode_sweep(c, workload)])
             plot_tco(frame, target=20, workload=workload, published=analysis.published_serving(), path=path)
@@ -599,8 +884,11 @@ def make_plots(files: Sequence[str], *, kinds: Sequence[str] = ("all",), outdir:
             frames = [analysis.scaling_frame([c.name for c in chip_objs], workload, layouts, counts)]
             plot_scaling(frames, analysis.published_scaling(), path=path)
         elif kind == "roofline":
-            recs = [project(c, workload, ph, 8, "tp", batch=b) for c in chip_objs
-                    for ph, b in (("train", 4), ("prefill", 1), ("decode", 1), ("decode", 64))]
+            recs = [
+                project(c, workload, ph, 8, "tp", batch=b)
+                for c in chip_objs
+                for ph, b in (("train", 4), ("prefill", 1), ("decode", 1), ("decode", 64))
+            ]
             plot_roofline(chip_objs, recs, path=path)
         written.append(path)
     return written

@@ -18,10 +18,16 @@ def git_revision() -> str:
     """HEAD of the repository holding this package, with ``-dirty`` when the tree has changes."""
     root = Path(__file__).resolve().parent.parent
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (rev + ("-dirty" if dirty else "")) if rev else "unknown"
@@ -45,5 +51,9 @@ def versions() -> dict[str, str]:
 
 def host_info() -> dict[str, object]:
     """Hostname, OS, CPU count and torch thread count (the latter bounds CPU throughput)."""
-    return {"hostname": socket.gethostname(), "os": platform.platform(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads()}
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }

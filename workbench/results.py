@@ -108,7 +108,9 @@ class Record:
             raise SchemaError("every record needs its provenance details in `source`")
         for name in POSITIVE_FIELDS:
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            if value is not None and not (
+                isinstance(value, int | float) and math.isfinite(value) and value > 0
+            ):
                 raise SchemaError(f"{name} must be a positive finite number, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,7 +187,9 @@ def read_records(path: str | Path) -> list[Record]:
                 except (SchemaError, TypeError) as exc:
                     problem = f"not a valid record: {str(exc).splitlines()[0]}"
         if problem:
-            skipped.append(f"line {i} of {len(lines)}" + (" (last line)" if i == len(lines) else "") + f": {problem}")
+            skipped.append(
+                f"line {i} of {len(lines)}" + (" (last line)" if i == len(lines) else "") + f": {problem}"
+            )
     if skipped and not out:
         more = f" (and {len(skipped) - 1} more line(s))" if len(skipped) > 1 else ""
         raise ResultsFileError(f"{path}: no result record; {skipped[0]}{more}")
@@ -196,7 +200,8 @@ def read_records(path: str | Path) -> list[Record]:
 
 def _json_kind(value: object) -> str:
     return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), "null" if value is None else type(value).__name__)
+        type(value), "null" if value is None else type(value).__name__
+    )
 
 
 def load_results(*paths: str | Path):
@@ -217,7 +222,6 @@ def load_results(*paths: str | Path):
             rows += [{**r.to_dict(), "file": str(fpath)} for r in read_records(fpath)]
     columns = [f.name for f in fields(Record)] + ["file"]
     return pd.DataFrame(rows, columns=columns)
-
 
 
 def variant_label(row: Any) -> str:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+from tqdm.auto import tqdm
+
 from tpu_workbench.bench import cost as costmod
 from tpu_workbench.bench import flops as flopsmod
 from tpu_workbench.bench.catalog import Catalog, Chip, load_catalog
@@ -35,7 +37,6 @@ from tpu_workbench.bench.workloads import (
     vision_step,
     workload_names,
 )
-from tqdm.auto import tqdm
 
 DEFAULT_BUDGET_S = 2.0
 
@@ -53,21 +54,34 @@ def _resolve_chip(info: DeviceInfo, chip: str | None, catalog: Catalog) -> Chip 
     """Catalog chip for the device: None for a host CPU or an emulated TPU (their peak is measured)."""
     if info.device == "cpu" or info.is_emulated:
         if chip:
-            raise WorkbenchError(f"device {info.device!r} here is {info.name!r}, not a catalog chip; its MFU is "
-                                 "taken against a measured host-CPU matmul peak, so --chip does not apply")
+            raise WorkbenchError(
+                f"device {info.device!r} here is {info.name!r}, not a catalog chip; its MFU is "
+                "taken against a measured host-CPU matmul peak, so --chip does not apply"
+            )
         return None
     if chip:
         return catalog.chip(chip)
     if info.chip:
         return catalog.chip(info.chip)
-    raise WorkbenchError(f"device {info.name!r} matches no catalog chip; pass chip=... (one of: "
-                         f"{', '.join(catalog.names())}) or add it with a catalog file")
+    raise WorkbenchError(
+        f"device {info.name!r} matches no catalog chip; pass chip=... (one of: "
+        f"{', '.join(catalog.names())}) or add it with a catalog file"
+    )
 
 
 def _measured_source(info: DeviceInfo, extra: dict | None = None) -> dict:
-    return {"kind": "measured", "host": host_info(), "versions": versions(), "git_revision": git_revision(),
-            "date": now_utc(), "device": info.device, "device_name": info.name, "platform": info.platform,
-            "emulated": info.is_emulated, **(extra or {})}
+    return {
+        "kind": "measured",
+        "host": host_info(),
+        "versions": versions(),
+        "git_revision": git_revision(),
+        "date": now_utc(),
+        "device": info.device,
+        "device_name": info.name,
+        "platform": info.platform,
+        "emulated": info.is_emulated,
+        **(extra or {}),
+    }
 
 
 def _count_flops(fn: Callable[[], object]) -> float:
@@ -84,9 +98,21 @@ class _Work:
     config: dict
 
 
-def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *, workload: str, phase: str,
-            precision: str, batch: int | None, seq: int | None, compiled: bool, tokens_kind: str,
-            memory: MemoryPeak) -> Record:
+def _record(
+    work: _Work,
+    timing: Timing,
+    info: DeviceInfo,
+    chip: Chip | None,
+    *,
+    workload: str,
+    phase: str,
+    precision: str,
+    batch: int | None,
+    seq: int | None,
+    compiled: bool,
+    tokens_kind: str,
+    memory: MemoryPeak,
+) -> Record:
     step = work.step
     tps = step.tokens / timing.median_s
     devices_per_chip = chip.devices_per_chip if chip else 1
@@ -115,27 +141,69 @@ def _record(work: _Work, timing: Timing, info: DeviceInfo, chip: Chip | None, *,
         extra["bytes_per_step"] = bytes_per_step
     per_chip = tps * devices_per_chip
     return Record(
-        provenance="measured", workload=workload, phase=phase, device=info.device, platform=info.platform,
-        device_name=info.name, chip=chip.name if chip else None, precision=precision, batch=batch, seq=seq,
-        compiled=compiled, n_chips=1 / devices_per_chip, n_devices=1, tokens_kind=tokens_kind, unit=step.unit,
-        tokens_per_s=tps, tokens_per_s_per_device=tps, tokens_per_s_per_chip=per_chip if chip else None,
+        provenance="measured",
+        workload=workload,
+        phase=phase,
+        device=info.device,
+        platform=info.platform,
+        device_name=info.name,
+        chip=chip.name if chip else None,
+        precision=precision,
+        batch=batch,
+        seq=seq,
+        compiled=compiled,
+        n_chips=1 / devices_per_chip,
+        n_devices=1,
+        tokens_kind=tokens_kind,
+        unit=step.unit,
+        tokens_per_s=tps,
+        tokens_per_s_per_device=tps,
+        tokens_per_s_per_chip=per_chip if chip else None,
         output_tokens_per_s=step.output_tokens / timing.median_s,
         tokens_per_s_per_user=(1.0 / timing.median_s) if phase == "decode" else None,
-        step_median_s=timing.median_s, step_iqr_s=timing.iqr_s, step_mean_s=timing.mean_s,
-        step_samples_s=timing.samples_s, number_per_run=timing.number_per_run, first_call_s=timing.first_call_s,
-        compile_s=timing.compile_s, timing_method=timing.method, flops_per_token=work.flops_per_token,
-        flop_convention=work.convention, achieved_tflops=achieved / 1e12, mfu=mfu(work.flops_per_token, tps, peak_flops),
-        peak_tflops=peak_flops / 1e12, peak_basis=peak_basis, mbu=rec_mbu, bandwidth_basis=bw_basis,
-        peak_memory_bytes=memory.bytes, peak_memory_basis=memory.basis or None,
+        step_median_s=timing.median_s,
+        step_iqr_s=timing.iqr_s,
+        step_mean_s=timing.mean_s,
+        step_samples_s=timing.samples_s,
+        number_per_run=timing.number_per_run,
+        first_call_s=timing.first_call_s,
+        compile_s=timing.compile_s,
+        timing_method=timing.method,
+        flops_per_token=work.flops_per_token,
+        flop_convention=work.convention,
+        achieved_tflops=achieved / 1e12,
+        mfu=mfu(work.flops_per_token, tps, peak_flops),
+        peak_tflops=peak_flops / 1e12,
+        peak_basis=peak_basis,
+        mbu=rec_mbu,
+        bandwidth_basis=bw_basis,
+        peak_memory_bytes=memory.bytes,
+        peak_memory_basis=memory.basis or None,
         cost=[c.to_dict() for c in costmod.cost_lines(chip.prices, per_chip)] if chip else [],
-        energy=costmod.energy(chip, per_chip) if chip else {}, config=work.config,
-        source=_measured_source(info), extra=extra, created=now_utc())
+        energy=costmod.energy(chip, per_chip) if chip else {},
+        config=work.config,
+        source=_measured_source(info),
+        extra=extra,
+        created=now_utc(),
+    )
 
 
-def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = False, batch: int = 4,
-                  seq: int = 128, precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S,
-                  convention: str = "palm", chip: str | None = None, compile_backend: str | None = None,
-                  catalog: Catalog | None = None, eager: str | None = None) -> Record:
+def run_benchmark(
+    workload: str,
+    phase: str,
+    device: str,
+    *,
+    compiled: bool = False,
+    batch: int = 4,
+    seq: int = 128,
+    precision: str = "fp32",
+    budget_s: float = DEFAULT_BUDGET_S,
+    convention: str = "palm",
+    chip: str | None = None,
+    compile_backend: str | None = None,
+    catalog: Catalog | None = None,
+    eager: str | None = None,
+) -> Record:
     """Build ``workload`` for ``phase`` on ``device``, time it, and return a measured Record.
 
     ``eager`` ("strict" or "fused"; uncompiled "tpu" runs only, default strict) is the device's eager mode:
@@ -157,9 +225,21 @@ def run_benchmark(workload: str, phase: str, device: str, *, compiled: bool = Fa
     info = describe_device(kind, catalog)
     the_chip = _resolve_chip(info, chip, catalog)
     with _eager_mode(eager):
-        rec = _measure(workload, phase, device, compiled=compiled, batch=batch, seq=seq, precision=precision,
-                       budget_s=budget_s, convention=convention, compile_backend=compile_backend, info=info,
-                       the_chip=the_chip, fused=eager == "fused")
+        rec = _measure(
+            workload,
+            phase,
+            device,
+            compiled=compiled,
+            batch=batch,
+            seq=seq,
+            precision=precision,
+            budget_s=budget_s,
+            convention=convention,
+            compile_backend=compile_backend,
+            info=info,
+            the_chip=the_chip,
+            fused=eager == "fused",
+        )
     rec.eager_mode = eager
     if eager == "fused":
         rec.extra["fused_eager"] = FUSED_NOTE
@@ -170,8 +250,10 @@ EAGER_MODES = ("strict", "fused")
 # fused eager runs a step's graph op by op the first two times it sees it and compiles it the third, so the
 # timed calls start after that (otherwise a short budget times compilations)
 FUSED_WARMUP_CALLS = 4
-FUSED_NOTE = ("each step ends at torch.accelerator.synchronize(), its materialisation point (a training script's "
-              "loss.item()); without one, consecutive steps fuse into ever new graphs")
+FUSED_NOTE = (
+    "each step ends at torch.accelerator.synchronize(), its materialisation point (a training script's "
+    "loss.item()); without one, consecutive steps fuse into ever new graphs"
+)
 _EAGER_NAMES = {"strict": "DEFER_NEVER", "fused": "DEFER_AND_FUSE"}
 
 
@@ -181,8 +263,10 @@ def _check_eager(eager: str | None, device: str, compiled: bool) -> str | None:
         raise WorkbenchError(unknown("eager mode", eager, EAGER_MODES))
     applies = device.split(":")[0] == "tpu" and not compiled
     if eager is not None and eager != "strict" and not applies:
-        raise WorkbenchError(f"eager mode {eager!r} applies to uncompiled runs on 'tpu' only "
-                             f"(this run: device {device!r}, compiled={compiled})")
+        raise WorkbenchError(
+            f"eager mode {eager!r} applies to uncompiled runs on 'tpu' only "
+            f"(this run: device {device!r}, compiled={compiled})"
+        )
     return (eager or "strict") if applies else None
 
 
@@ -193,42 +277,101 @@ def _eager_mode(eager: str | None):
     return torch.tpu.set_eager_mode(_EAGER_NAMES[eager])
 
 
-def _measure(workload: str, phase: str, device: str, *, compiled: bool, batch: int, seq: int, precision: str,
-             budget_s: float, convention: str, compile_backend: str | None, info: DeviceInfo,
-             the_chip: Chip | None, fused: bool = False) -> Record:
+def _measure(
+    workload: str,
+    phase: str,
+    device: str,
+    *,
+    compiled: bool,
+    batch: int,
+    seq: int,
+    precision: str,
+    budget_s: float,
+    convention: str,
+    compile_backend: str | None,
+    info: DeviceInfo,
+    the_chip: Chip | None,
+    fused: bool = False,
+) -> Record:
     if workload in VISION_WORKLOADS:
         vcfg = VISION_WORKLOADS[workload]
-        step = vision_step(vcfg, phase, device, batch=batch, precision=precision, compiled=compiled,
-                           compile_backend=compile_backend)
+        step = vision_step(
+            vcfg,
+            phase,
+            device,
+            batch=batch,
+            precision=precision,
+            compiled=compiled,
+            compile_backend=compile_backend,
+        )
         per_token = _count_flops(vision_step(vcfg, phase, "cpu", batch=batch).fn) / batch
         work = _Work(step, per_token, "flop_counter", vcfg.to_dict())
         seq_out = None
     else:
         cfg = PRESETS[workload]
-        step = decoder_step(cfg, phase, device, batch=batch, seq=seq, precision=precision, compiled=compiled,
-                            compile_backend=compile_backend)
-        work = _Work(step, flopsmod.flops_per_token(cfg, phase, seq, convention=convention), convention,
-                     cfg.to_dict())
+        step = decoder_step(
+            cfg,
+            phase,
+            device,
+            batch=batch,
+            seq=seq,
+            precision=precision,
+            compiled=compiled,
+            compile_backend=compile_backend,
+        )
+        work = _Work(
+            step, flopsmod.flops_per_token(cfg, phase, seq, convention=convention), convention, cfg.to_dict()
+        )
         seq_out = seq
     with peak_memory(device) as memory:
         fn = step.fn
         if fused:
+
             def fn() -> None:
                 step.fn()
                 torch.accelerator.synchronize()
-        timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled,
-                               warmup_calls=FUSED_WARMUP_CALLS if fused else 1)
+
+        timing = time_callable(
+            fn,
+            device=device,
+            budget_s=budget_s,
+            compiled=compiled,
+            warmup_calls=FUSED_WARMUP_CALLS if fused else 1,
+        )
     kind_of_tokens = "images" if step.unit == "images" else ("output" if phase == "decode" else "total")
-    return _record(work, timing, info, the_chip, workload=workload, phase=phase, precision=precision,
-                   batch=batch, seq=seq_out, compiled=compiled, tokens_kind=kind_of_tokens, memory=memory)
+    return _record(
+        work,
+        timing,
+        info,
+        the_chip,
+        workload=workload,
+        phase=phase,
+        precision=precision,
+        batch=batch,
+        seq=seq_out,
+        compiled=compiled,
+        tokens_kind=kind_of_tokens,
+        memory=memory,
+    )
 
 
-def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device: str = "cpu",
-                       name: str = "custom", phase: str = "custom", flops_per_call: float | None = None,
-                       output_tokens_per_call: int = 0, precision: str = "fp32",
-                       budget_s: float = DEFAULT_BUDGET_S, compiled: bool = False, chip: str | None = None,
-                       unit: str = "tokens", config: dict | None = None,
-                       catalog: Catalog | None = None) -> Record:
+def benchmark_callable(
+    fn: Callable[[], object],
+    *,
+    tokens_per_call: int,
+    device: str = "cpu",
+    name: str = "custom",
+    phase: str = "custom",
+    flops_per_call: float | None = None,
+    output_tokens_per_call: int = 0,
+    precision: str = "fp32",
+    budget_s: float = DEFAULT_BUDGET_S,
+    compiled: bool = False,
+    chip: str | None = None,
+    unit: str = "tokens",
+    config: dict | None = None,
+    catalog: Catalog | None = None,
+) -> Record:
     """Benchmark the user's own step function (a zero-argument callable doing one step on ``device``).
 
     FLOPs per call default to ``torch.utils.flop_counter`` over one extra call (convention
@@ -250,8 +393,20 @@ def benchmark_callable(fn: Callable[[], object], *, tokens_per_call: int, device
     with peak_memory(device) as memory:
         timing = time_callable(fn, device=device, budget_s=budget_s, compiled=compiled)
     kind_of_tokens = "images" if unit == "images" else "total"
-    return _record(work, timing, info, the_chip, workload=name, phase=phase, precision=precision, batch=None,
-                   seq=None, compiled=compiled, tokens_kind=kind_of_tokens, memory=memory)
+    return _record(
+        work,
+        timing,
+        info,
+        the_chip,
+        workload=name,
+        phase=phase,
+        precision=precision,
+        batch=None,
+        seq=None,
+        compiled=compiled,
+        tokens_kind=kind_of_tokens,
+        memory=memory,
+    )
 
 
 @dataclass
@@ -264,11 +419,21 @@ class MatrixResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterable[str], *,
-               batches: Iterable[int] = (4,), seqs: Iterable[int] = (128,), compiled: Iterable[bool] = (False,),
-               precision: str = "fp32", budget_s: float = DEFAULT_BUDGET_S, out: str | None = None,
-               progress: bool = True, convention: str = "palm",
-               eager_modes: Iterable[str] = ("strict",)) -> MatrixResult:
+def run_matrix(
+    workloads: Iterable[str],
+    phases: Iterable[str],
+    devices: Iterable[str],
+    *,
+    batches: Iterable[int] = (4,),
+    seqs: Iterable[int] = (128,),
+    compiled: Iterable[bool] = (False,),
+    precision: str = "fp32",
+    budget_s: float = DEFAULT_BUDGET_S,
+    out: str | None = None,
+    progress: bool = True,
+    convention: str = "palm",
+    eager_modes: Iterable[str] = ("strict",),
+) -> MatrixResult:
     """Every combination of workload × phase × device × batch × seq × compiled (× eager mode for uncompiled
     "tpu" runs), with a tqdm bar.
 
@@ -304,21 +469,46 @@ def run_matrix(workloads: Iterable[str], phases: Iterable[str], devices: Iterabl
     result = MatrixResult([], [])
     bar = tqdm(combos, desc="tpu-bench run", unit="run", disable=not progress)
     for w, p, d, b, s, c, e in bar:
-        bar.set_postfix_str(f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}{'/fused' if e == 'fused' else ''}")
+        bar.set_postfix_str(
+            f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}{'/fused' if e == 'fused' else ''}"
+        )
         valid = VISION_PHASES if w in VISION_WORKLOADS else PHASES
         if p not in valid:
             result.skipped.append(f"{w}/{p}: phase does not apply (valid: {', '.join(valid)})")
             continue
         try:
-            rec = run_benchmark(w, p, d, compiled=c, batch=b, seq=s, precision=precision, budget_s=budget_s,
-                                convention=convention, catalog=catalog, eager=e)
+            rec = run_benchmark(
+                w,
+                p,
+                d,
+                compiled=c,
+                batch=b,
+                seq=s,
+                precision=precision,
+                budget_s=budget_s,
+                convention=convention,
+                catalog=catalog,
+                eager=e,
+            )
         except WorkbenchError:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken combination must not lose the others
             msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} eager={e} failed: {msg}", stacklevel=2)
-            result.failures.append(({"workload": w, "phase": p, "device": d, "batch": b, "seq": s,
-                                     "compiled": c, "eager_mode": e}, msg))
+            result.failures.append(
+                (
+                    {
+                        "workload": w,
+                        "phase": p,
+                        "device": d,
+                        "batch": b,
+                        "seq": s,
+                        "compiled": c,
+                        "eager_mode": e,
+                    },
+                    msg,
+                )
+            )
             continue
         result.records.append(rec)
         if out:

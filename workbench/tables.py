@@ -37,8 +37,12 @@ def _cells(df: pd.DataFrame, digits: int, formats: Mapping[str, Formatter] | Non
     formats = formats or {}
     rows = []
     for row in df.itertuples(index=False):
-        rows.append([formats[c](v) if c in formats else fmt(_plain(v), digits)
-                     for c, v in zip(df.columns, row, strict=True)])
+        rows.append(
+            [
+                formats[c](v) if c in formats else fmt(_plain(v), digits)
+                for c, v in zip(df.columns, row, strict=True)
+            ]
+        )
     return rows
 
 
@@ -66,12 +70,15 @@ def text(df: pd.DataFrame, digits: int = 3, formats: Mapping[str, Formatter] | N
     if len(df) == 0:
         return "(none)"
     cells = _cells(df, digits, formats)
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    numeric = [
+        pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns
+    ]
     widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(df.columns)]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
 
     return "\n".join([line([str(c) for c in df.columns]), *(line(r) for r in cells)])
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from torch.utils import benchmark
+
 from tpu_workbench.bench.devices import synchronize
 
 
@@ -49,8 +50,15 @@ def _quantiles(samples: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def time_callable(fn: Callable[[], object], *, device: str = "cpu", budget_s: float = 2.0,
-                  warmup_calls: int = 1, threshold: float = 0.1, compiled: bool = False) -> Timing:
+def time_callable(
+    fn: Callable[[], object],
+    *,
+    device: str = "cpu",
+    budget_s: float = 2.0,
+    warmup_calls: int = 1,
+    threshold: float = 0.1,
+    compiled: bool = False,
+) -> Timing:
     """Measure ``fn`` on ``device``.
 
     The first call is timed on its own (it carries compilation and allocation); ``warmup_calls - 1``
@@ -68,14 +76,20 @@ def time_callable(fn: Callable[[], object], *, device: str = "cpu", budget_s: fl
     synchronize(device)
     kwargs = {"timer": timeit.default_timer} if device.split(":")[0] == "cpu" else {}
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, **kwargs)
-    m = timer.adaptive_autorange(threshold=threshold, min_run_time=min(0.1, budget_s / 4),
-                                 max_run_time=budget_s)
+    m = timer.adaptive_autorange(
+        threshold=threshold, min_run_time=min(0.1, budget_s / 4), max_run_time=budget_s
+    )
     samples = [float(t) for t in m.times]
     q1, q3 = _quantiles(samples)
     median = statistics.median(samples)
     return Timing(
-        median_s=median, iqr_s=q3 - q1, mean_s=statistics.fmean(samples), samples_s=samples,
-        number_per_run=int(m.number_per_run), first_call_s=first,
-        compile_s=max(first - median, 0.0) if compiled else None, warmup_calls=max(warmup_calls, 1),
+        median_s=median,
+        iqr_s=q3 - q1,
+        mean_s=statistics.fmean(samples),
+        samples_s=samples,
+        number_per_run=int(m.number_per_run),
+        first_call_s=first,
+        compile_s=max(first - median, 0.0) if compiled else None,
+        warmup_calls=max(warmup_calls, 1),
         method=f"torch.utils.benchmark.Timer.adaptive_autorange(threshold={threshold}, max_run_time={budget_s})",
     )

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend._jax import j2t_dtype, jax_module, t2j_dtype
 
 jax_module()  # x64 on before any array is made

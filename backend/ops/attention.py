@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend import lazy, state
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.linalg import precision
@@ -42,26 +43,40 @@ def _broadcasts(mask_shape: tuple, target: tuple) -> bool:
 
 
 @lower(aten._fused_sdp_choice.default, raw=True)
-def _fused_sdp_choice(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                      is_causal: bool = False, *, scale: float | None = None, enable_gqa: bool = False) -> int:
+def _fused_sdp_choice(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> int:
     """The fused op where it is exactly the math path's computation (module docstring), else the math path.
     Raw: it reads only sizes and dtypes, so in fused eager nothing is materialised to answer it.
 
     PyTorch's own ``scaled_dot_product_attention`` asks a C++ dispatch stub, not this op, so the eager entry
     is the AutogradPrivateUse1 kernel in backend/composite.py, which asks :func:`fused_attention_applies`."""
-    return _OVERRIDEABLE if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal,
-                                                    enable_gqa) else _MATH
+    return (
+        _OVERRIDEABLE
+        if fused_attention_applies(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+        else _MATH
+    )
 
 
-def fused_attention_applies(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, is_causal: bool,
-                            enable_gqa: bool) -> bool:
+def fused_attention_applies(
+    query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, is_causal: bool, enable_gqa: bool
+) -> bool:
     """Torch-level: real "tpu" tensors (not a compile trace's fake tensors) for which the fused op computes
     what the math path computes (module docstring)."""
     return _choice(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) == _OVERRIDEABLE
 
 
-def _choice(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, is_causal: bool,
-            enable_gqa: bool) -> int:
+def _choice(
+    query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, is_causal: bool, enable_gqa: bool
+) -> int:
     if dropout_p != 0.0 or not all(type(t) is TpuTensor and t.dim() == 4 for t in (query, key, value)):
         return _MATH
     dt = query.dtype
@@ -115,10 +130,13 @@ def _forward(q: Any, k: Any, v: Any, bias: Any, *, causal: bool, scale: float, p
 
 
 @functools.partial(jax.jit, static_argnames=("causal", "scale", "prec", "want_bias"))
-def _backward(g: Any, q: Any, k: Any, v: Any, bias: Any, *, causal: bool, scale: float, prec: Any,
-              want_bias: bool) -> tuple[Any, Any, Any, Any]:
+def _backward(
+    g: Any, q: Any, k: Any, v: Any, bias: Any, *, causal: bool, scale: float, prec: Any, want_bias: bool
+) -> tuple[Any, Any, Any, Any]:
     if bias is not None and want_bias and bias.dtype != jnp.bool_:
-        out, vjp = jax.vjp(lambda q_, k_, v_, b_: _attention(q_, k_, v_, b_, causal, scale, prec)[0], q, k, v, bias)
+        out, vjp = jax.vjp(
+            lambda q_, k_, v_, b_: _attention(q_, k_, v_, b_, causal, scale, prec)[0], q, k, v, bias
+        )
         return vjp(g)
     out, vjp = jax.vjp(lambda q_, k_, v_: _attention(q_, k_, v_, bias, causal, scale, prec)[0], q, k, v)
     dq, dk, dv = vjp(g)
@@ -134,20 +152,42 @@ def _opt(t: Any) -> Any:
 
 
 @lower(aten._scaled_dot_product_fused_attention_overrideable.default, raw=True)
-def sdpa_overrideable(query: Any, key: Any, value: Any, attn_bias: Any = None, dropout_p: float = 0.0,
-                      is_causal: bool = False, return_debug_mask: bool = False, *, scale: float | None = None
-                      ) -> tuple:
+def sdpa_overrideable(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_bias: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_debug_mask: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple:
     """(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug_attn_mask),
     the unused ones empty, as the schema asks. Raw, because max_q/max_k are Python ints: the arrays go through
     ``lazy.call`` (recorded in fused eager, one executable in strict eager)."""
     if dropout_p != 0.0 or return_debug_mask:
-        raise NotImplementedError("operator '_scaled_dot_product_fused_attention_overrideable' on TPU: dropout "
-                                  "and the debug mask take the math path")
-    out, lse = lazy.call(_forward, (payload(query), payload(key), payload(value), _opt(attn_bias)),
-                         {"causal": bool(is_causal), "scale": _scale(query, scale), "prec": precision()})
+        raise NotImplementedError(
+            "operator '_scaled_dot_product_fused_attention_overrideable' on TPU: dropout "
+            "and the debug mask take the math path"
+        )
+    out, lse = lazy.call(
+        _forward,
+        (payload(query), payload(key), payload(value), _opt(attn_bias)),
+        {"causal": bool(is_causal), "scale": _scale(query, scale), "prec": precision()},
+    )
     zero = _zero_int64 if not state.in_jax_trace() else _zero_int64.__wrapped__  # (no cached tracer)
-    return (TpuTensor(out), TpuTensor(lse), None, None, query.shape[2], key.shape[2], TpuTensor(zero()),
-            TpuTensor(zero()), None)
+    return (
+        TpuTensor(out),
+        TpuTensor(lse),
+        None,
+        None,
+        query.shape[2],
+        key.shape[2],
+        TpuTensor(zero()),
+        TpuTensor(zero()),
+        None,
+    )
 
 
 @functools.cache
@@ -158,14 +198,37 @@ def _zero_int64() -> Any:
 
 
 @lower(aten._scaled_dot_product_fused_attention_overrideable_backward.default, raw=True)
-def sdpa_overrideable_backward(grad_out: Any, query: Any, key: Any, value: Any, attn_bias: Any,
-                               grad_input_mask: list, out: Any, logsumexp: Any, cum_seq_q: Any, cum_seq_k: Any,
-                               max_q: int, max_k: int, dropout_p: float, is_causal: bool, philox_seed: Any,
-                               philox_offset: Any, *, scale: float | None = None) -> tuple:
+def sdpa_overrideable_backward(
+    grad_out: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_bias: Any,
+    grad_input_mask: list,
+    out: Any,
+    logsumexp: Any,
+    cum_seq_q: Any,
+    cum_seq_k: Any,
+    max_q: int,
+    max_k: int,
+    dropout_p: float,
+    is_causal: bool,
+    philox_seed: Any,
+    philox_offset: Any,
+    *,
+    scale: float | None = None,
+) -> tuple:
     """(grad_query, grad_key, grad_value, grad_attn_bias): the VJP of the recomputed forward; a float mask's
     gradient (when it requires grad) comes back summed to the mask's broadcast shape."""
     want_bias = bool(grad_input_mask[3]) and attn_bias is not None and attn_bias.dtype != torch.bool
     dq, dk, dv, db = lazy.call(
-        _backward, (payload(grad_out), payload(query), payload(key), payload(value), _opt(attn_bias)),
-        {"causal": bool(is_causal), "scale": _scale(query, scale), "prec": precision(), "want_bias": want_bias})
+        _backward,
+        (payload(grad_out), payload(query), payload(key), payload(value), _opt(attn_bias)),
+        {
+            "causal": bool(is_causal),
+            "scale": _scale(query, scale),
+            "prec": precision(),
+            "want_bias": want_bias,
+        },
+    )
     return TpuTensor(dq), TpuTensor(dk), TpuTensor(dv), TpuTensor(db) if want_bias else None

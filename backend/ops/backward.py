@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+
 from tpu_workbench.backend import state
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.losses import _multi_margin, _multilabel_margin
@@ -30,7 +31,9 @@ def _vjp_torch(fwd: Any, primal: Any, g: Any, *args: Any) -> Any:
 
     out, pull = jax.vjp(f, primal)
     if out.shape != g.shape:
-        raise RuntimeError(f"grad_output shape {tuple(g.shape)} does not match the forward output {tuple(out.shape)}")
+        raise RuntimeError(
+            f"grad_output shape {tuple(g.shape)} does not match the forward output {tuple(out.shape)}"
+        )
     return pull(g.astype(out.dtype))[0]
 
 
@@ -76,10 +79,22 @@ for _fwd, _bwd in [
 
 
 @lower(aten.avg_pool3d_backward.default)
-def avg_pool3d_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
-                        count_include_pad: bool, divisor_override: Any) -> Any:
-    _, vjp = jax.vjp(lambda t: _avg_pool(t, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                         divisor_override, 3), x)
+def avg_pool3d_backward(
+    g: Any,
+    x: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+) -> Any:
+    _, vjp = jax.vjp(
+        lambda t: _avg_pool(
+            t, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3
+        ),
+        x,
+    )
     return vjp(g.astype(x.dtype))[0]
 
 
@@ -136,8 +151,9 @@ def _pdist_backward(g: Any, x: Any, p: float, pdist: Any) -> Any:
 
 # ----------------------------------------------------------------------------- margin losses
 @lower(aten.multi_margin_loss_backward.default, jit=True)
-def multi_margin_loss_backward(g: Any, x: Any, target: Any, p: int, margin: float, weight: Any = None,
-                               reduction: int = 1) -> Any:
+def multi_margin_loss_backward(
+    g: Any, x: Any, target: Any, p: int, margin: float, weight: Any = None, reduction: int = 1
+) -> Any:
     _, pull = jax.vjp(lambda t: _multi_margin(t, target, p, margin, weight, reduction), x)
     return pull(jnp.broadcast_to(g, _.shape).astype(x.dtype))[0]
 
@@ -150,9 +166,18 @@ def multilabel_margin_loss_backward(g: Any, x: Any, target: Any, reduction: int,
 
 # ----------------------------------------------------------------------------- embedding_bag
 @lower(aten._embedding_bag_dense_backward.default)
-def _embedding_bag_dense_backward(g: Any, indices: Any, offset2bag: Any, bag_size: Any, maximum_indices: Any,
-                                  num_weights: int, scale_grad_by_freq: bool, mode: int, per_sample_weights: Any,
-                                  padding_idx: int = -1) -> Any:
+def _embedding_bag_dense_backward(
+    g: Any,
+    indices: Any,
+    offset2bag: Any,
+    bag_size: Any,
+    maximum_indices: Any,
+    num_weights: int,
+    scale_grad_by_freq: bool,
+    mode: int,
+    per_sample_weights: Any,
+    padding_idx: int = -1,
+) -> Any:
     """torch's dense CPU backward: sum/mean scatter each bag's gradient to its rows (scaled by the per-sample
     weight, 1/bag_size for mean, a frequency for scale_grad_by_freq; padding_idx rows get none); max sends
     it to the arg-max row of each non-empty bag."""
@@ -172,7 +197,9 @@ def _embedding_bag_dense_backward(g: Any, indices: Any, offset2bag: Any, bag_siz
         # index (counts[indices_sorted[g]], EmbeddingBag.cpp), not by its own count; reproduced exactly.
         counts = jnp.zeros((num_weights,), g.dtype).at[idx].add(1)
         srt = jnp.sort(idx)
-        first = jnp.concatenate([jnp.ones((1,), bool), srt[1:] != srt[:-1]]) if idx.size else jnp.ones((0,), bool)
+        first = (
+            jnp.concatenate([jnp.ones((1,), bool), srt[1:] != srt[:-1]]) if idx.size else jnp.ones((0,), bool)
+        )
         rank = jnp.zeros((num_weights,), jnp.int64).at[srt].set(jnp.cumsum(first) - 1)
         scale = scale / counts[srt[rank[idx]]]
     bag = offset2bag.astype(jnp.int64)
@@ -185,18 +212,42 @@ def _embedding_bag_dense_backward(g: Any, indices: Any, offset2bag: Any, bag_siz
 
 
 @lower(aten._embedding_bag_backward.default)
-def _embedding_bag_backward(g: Any, indices: Any, offsets: Any, offset2bag: Any, bag_size: Any,
-                            maximum_indices: Any, num_weights: int, scale_grad_by_freq: bool, mode: int,
-                            sparse: bool, per_sample_weights: Any, padding_idx: int = -1) -> Any:
+def _embedding_bag_backward(
+    g: Any,
+    indices: Any,
+    offsets: Any,
+    offset2bag: Any,
+    bag_size: Any,
+    maximum_indices: Any,
+    num_weights: int,
+    scale_grad_by_freq: bool,
+    mode: int,
+    sparse: bool,
+    per_sample_weights: Any,
+    padding_idx: int = -1,
+) -> Any:
     if sparse:
-        raise NotImplementedError("_embedding_bag_backward: sparse=True (sparse gradients) is not supported on TPU")
-    return _embedding_bag_dense_backward(g, indices, offset2bag, bag_size, maximum_indices, num_weights,
-                                         scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+        raise NotImplementedError(
+            "_embedding_bag_backward: sparse=True (sparse gradients) is not supported on TPU"
+        )
+    return _embedding_bag_dense_backward(
+        g,
+        indices,
+        offset2bag,
+        bag_size,
+        maximum_indices,
+        num_weights,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        padding_idx,
+    )
 
 
 @lower(aten._embedding_bag_per_sample_weights_backward.default)
-def _embedding_bag_per_sample_weights_backward(g: Any, weight: Any, indices: Any, offsets: Any, offset2bag: Any,
-                                               mode: int, padding_idx: int = -1) -> Any:
+def _embedding_bag_per_sample_weights_backward(
+    g: Any, weight: Any, indices: Any, offsets: Any, offset2bag: Any, mode: int, padding_idx: int = -1
+) -> Any:
     if mode != 0:
         raise NotImplementedError("embedding_bag: per_sample_weights are only supported for mode='sum'")
     idx = indices.reshape(-1).astype(jnp.int64)

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
@@ -21,21 +22,42 @@ def _check_device(device: Any) -> None:
 
 
 @lower(aten.empty.memory_format)
-def empty(size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-          memory_format: Any = None) -> Any:
+def empty(
+    size: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     """Uninitialised memory does not exist in JAX: zeros."""
     return jnp.zeros(tuple(size), jdt(dtype))
 
 
 @lower(aten.empty_strided.default)
-def empty_strided(size: Any, stride: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-                  pin_memory: Any = None) -> Any:
+def empty_strided(
+    size: Any,
+    stride: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.zeros(tuple(size), jdt(dtype))
 
 
 @lower(aten.full.default)
-def full(size: Any, fill_value: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-         pin_memory: Any = None) -> Any:
+def full(
+    size: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     if dtype is None:
         dtype = result_dtype(fill_value)
         return jnp.full(tuple(size), fill_value, dtype)
@@ -43,14 +65,23 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, layout: Any = None, d
 
 
 @lower(aten.scalar_tensor.default)
-def scalar_tensor(s: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-                  pin_memory: Any = None) -> Any:
+def scalar_tensor(
+    s: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.asarray(s, jdt(dtype))
 
 
 @lower(aten.arange.start_step)
-def arange(start: Any, end: Any, step: Any = 1, *, dtype: Any = None, layout: Any = None, device: Any = None,
-           pin_memory: Any = None) -> Any:
+def arange(
+    start: Any,
+    end: Any,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if dtype is None:
@@ -61,26 +92,39 @@ def arange(start: Any, end: Any, step: Any = 1, *, dtype: Any = None, layout: An
     if n < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     if jnp.issubdtype(dt, jnp.integer):
-        return (jnp.arange(n, dtype=jnp.int64) * int(step) + int(start)).astype(dt) if float(step).is_integer() \
-            and float(start).is_integer() else (start + jnp.arange(n, dtype=jnp.float64) * step).astype(dt)
+        return (
+            (jnp.arange(n, dtype=jnp.int64) * int(step) + int(start)).astype(dt)
+            if float(step).is_integer() and float(start).is_integer()
+            else (start + jnp.arange(n, dtype=jnp.float64) * step).astype(dt)
+        )
     return (start + jnp.arange(n, dtype=jnp.float64) * step).astype(dt)
 
 
 @lower(aten.arange.default)
-def arange_end(end: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-               pin_memory: Any = None) -> Any:
+def arange_end(
+    end: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return arange(0, end, 1, dtype=dtype)
 
 
 @lower(aten.arange.start)
-def arange_start(start: Any, end: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-                 pin_memory: Any = None) -> Any:
+def arange_start(
+    start: Any, end: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return arange(start, end, 1, dtype=dtype)
 
 
 @lower(aten.linspace.default)
-def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, layout: Any = None, device: Any = None,
-             pin_memory: Any = None) -> Any:
+def linspace(
+    start: Any,
+    end: Any,
+    steps: int,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     dt = jdt(dtype)
     if steps == 1:
         return jnp.full((1,), start, dt)
@@ -96,7 +140,9 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, layout: Any
 @lower(aten.fill.Scalar, aten.fill.Tensor)
 def fill(x: Any, v: Any) -> Any:
     if not isinstance(v, (int, float, bool, complex)) and v.ndim != 0:
-        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {v.ndim} dimensions.")
+        raise RuntimeError(
+            f"fill_ only supports 0-dimension value tensor but got tensor with {v.ndim} dimensions."
+        )
     return jnp.full(x.shape, v, x.dtype)
 
 
@@ -186,63 +232,114 @@ def _check_like_device(device: Any) -> None:
 
 
 @lower(aten.full_like.default)
-def full_like(x: Any, fill_value: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-              pin_memory: Any = None, memory_format: Any = None) -> Any:
+def full_like(
+    x: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     _check_like_device(device)
     return jnp.full(x.shape, fill_value, _like_dt(x, dtype))
 
 
 @lower(aten.empty_like.default, aten.zeros_like.default)
-def zeros_like(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-               memory_format: Any = None) -> Any:
+def zeros_like(
+    x: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     _check_like_device(device)
     return jnp.zeros(x.shape, _like_dt(x, dtype))
 
 
 @lower(aten.ones_like.default)
-def ones_like(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-              memory_format: Any = None) -> Any:
+def ones_like(
+    x: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     _check_like_device(device)
     return jnp.ones(x.shape, _like_dt(x, dtype))
 
 
 @lower(aten.new_empty.default, aten.new_zeros.default)
-def new_zeros(x: Any, size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-              pin_memory: Any = None) -> Any:
+def new_zeros(
+    x: Any, size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.zeros(tuple(size), _like_dt(x, dtype))
 
 
 @lower(aten.new_ones.default)
-def new_ones(x: Any, size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-             pin_memory: Any = None) -> Any:
+def new_ones(
+    x: Any, size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.ones(tuple(size), _like_dt(x, dtype))
 
 
 @lower(aten.new_full.default)
-def new_full(x: Any, size: Any, fill_value: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-             pin_memory: Any = None) -> Any:
+def new_full(
+    x: Any,
+    size: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.full(tuple(size), fill_value, _like_dt(x, dtype))
 
 
 @lower(aten.new_empty_strided.default)
-def new_empty_strided(x: Any, size: Any, stride: Any, *, dtype: Any = None, layout: Any = None,
-                      device: Any = None, pin_memory: Any = None) -> Any:
+def new_empty_strided(
+    x: Any,
+    size: Any,
+    stride: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.zeros(tuple(size), _like_dt(x, dtype))
 
 
 @lower(aten.empty_permuted.default)
-def empty_permuted(size: Any, physical_layout: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-                   pin_memory: Any = None) -> Any:
+def empty_permuted(
+    size: Any,
+    physical_layout: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.zeros(tuple(size), jdt(dtype))
 
 
 @lower(aten.zeros.default)
-def zeros(size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Any:
+def zeros(
+    size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.zeros(tuple(size), jdt(dtype))
 
 
 @lower(aten.ones.default)
-def ones(size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Any:
+def ones(
+    size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.ones(tuple(size), jdt(dtype))
 
 
@@ -252,27 +349,53 @@ def eye(n: int, *, dtype: Any = None, layout: Any = None, device: Any = None, pi
 
 
 @lower(aten.eye.m)
-def eye_m(n: int, m: int, *, dtype: Any = None, layout: Any = None, device: Any = None,
-          pin_memory: Any = None) -> Any:
+def eye_m(
+    n: int, m: int, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     return jnp.eye(n, m, dtype=jdt(dtype))
 
 
 @lower(aten.logspace.default)
-def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any = None, layout: Any = None,
-             device: Any = None, pin_memory: Any = None) -> Any:
+def logspace(
+    start: Any,
+    end: Any,
+    steps: int,
+    base: float = 10.0,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     dt = jdt(dtype)
     return jnp.power(base, linspace(start, end, steps, dtype=torch.float64)).astype(dt)
 
 
 @lower(aten.tril_indices.default)
-def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None,
-                 device: Any = None, pin_memory: Any = None) -> Any:
+def tril_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.stack(jnp.tril_indices(row, offset, col)).astype(jdt(dtype, jnp.int64))
 
 
 @lower(aten.triu_indices.default)
-def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None,
-                 device: Any = None, pin_memory: Any = None) -> Any:
+def triu_indices(
+    row: int,
+    col: int,
+    offset: int = 0,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jnp.stack(jnp.triu_indices(row, offset, col)).astype(jdt(dtype, jnp.int64))
 
 

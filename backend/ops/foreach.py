@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import t2j_dtype
@@ -25,7 +26,7 @@ _WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kerne
 def _make(op: Any) -> Any:
     packet = op.overloadpacket.__name__  # e.g. _foreach_add_
     inplace = packet.endswith("_")
-    base = packet[len("_foreach_"):].rstrip("_")
+    base = packet[len("_foreach_") :].rstrip("_")
     if base in _WITH_SCALAR and private.overload_name(op) in ("Scalar", "ScalarList"):
         base = _WITH_SCALAR[base]
     target_name = _SPECIAL.get(base, base) + ("_" if inplace and base not in _SPECIAL else "")
@@ -34,11 +35,17 @@ def _make(op: Any) -> Any:
     if copy_back:
         target = getattr(torch.ops.aten, _SPECIAL.get(base, base))
     args_schema = private.schema(op).arguments
-    list_pos = [i for i, a in enumerate(args_schema) if str(a.type) in ("List[Tensor]", "Tensor[]", "List[number]",
-                                                                        "Scalar[]", "List[Scalar]")]
-    kw_pos = {i: ("value" if a.name == "scalars" else a.name) for i, a in enumerate(args_schema)
-              if not a.kwarg_only and (a.name in ("value", "alpha") or (a.name == "scalars" and base in (
-                  "addcmul", "addcdiv")))}
+    list_pos = [
+        i
+        for i, a in enumerate(args_schema)
+        if str(a.type) in ("List[Tensor]", "Tensor[]", "List[number]", "Scalar[]", "List[Scalar]")
+    ]
+    kw_pos = {
+        i: ("value" if a.name == "scalars" else a.name)
+        for i, a in enumerate(args_schema)
+        if not a.kwarg_only
+        and (a.name in ("value", "alpha") or (a.name == "scalars" and base in ("addcmul", "addcdiv")))
+    }
     scalars_tensor = [i for i, a in enumerate(args_schema) if a.name == "scalars" and str(a.type) == "Tensor"]
 
     def per_tensor_calls(args: tuple, kwargs: dict) -> list[tuple[list, dict]]:
@@ -123,8 +130,11 @@ def _overload_for(packet: Any, kinds: tuple, kw_names: tuple) -> Any:
             continue
         if any(a.alias_info is not None and a.alias_info.is_write and a.kwarg_only for a in args):
             continue  # an .out overload
-        missing = [a for a in positional[len(kinds):] + [a for a in args if a.kwarg_only]
-                   if a.name not in kw_names and not a.has_default_value()]
+        missing = [
+            a
+            for a in positional[len(kinds) :] + [a for a in args if a.kwarg_only]
+            if a.name not in kw_names and not a.has_default_value()
+        ]
         if not missing and all(_accepts(a, k) for a, k in zip(positional, kinds, strict=False)):
             found.append(op)
     return found[0] if len(found) == 1 else None
@@ -142,11 +152,18 @@ def _per_tensor_lowering(packet: Any, a: list, kw: dict) -> tuple[Any, bool] | N
     if target is not None:
         low = lookup(target)
         if low is None and inplace:
-            functional = getattr(getattr(torch.ops.aten, packet.__name__[:-1], None), private.overload_name(target),
-                                 None)
+            functional = getattr(
+                getattr(torch.ops.aten, packet.__name__[:-1], None), private.overload_name(target), None
+            )
             low = lookup(functional) if functional is not None else None
-    ok = (low is not None and not low.raw and not low.jit and low.check is None and not reads_host_values(low.fn)
-          and not low.fn.__module__.startswith("tpu_workbench.backend.ops.random"))
+    ok = (
+        low is not None
+        and not low.raw
+        and not low.jit
+        and low.check is None
+        and not reads_host_values(low.fn)
+        and not low.fn.__module__.startswith("tpu_workbench.backend.ops.random")
+    )
     hit = _PER_TENSOR[key] = (low.fn, inplace) if ok else None
     return hit
 
@@ -215,7 +232,9 @@ def _slot(v: Any, leaves: list, reads: list, i: int, strict: bool) -> Any:
     if c is TpuTensor:
         reads.append((_root_id(v), i))
         root = v._root
-        leaves.append(view_operand(v, not strict) if root is not None and root._gen != v._seen else payload(v))
+        leaves.append(
+            view_operand(v, not strict) if root is not None and root._gen != v._seen else payload(v)
+        )
         return _LEAF
     if c is float:
         leaves.append(v)
@@ -241,8 +260,12 @@ def _run_batched(target: Any, calls: list[tuple[list, dict]]) -> list | None:
     strict = not lazy.active()
     try:
         for i, (a, kw) in enumerate(calls):
-            template.append((tuple(_slot(v, leaves, reads, i, strict) for v in a),
-                             tuple((k, _slot(v, leaves, reads, i, strict)) for k, v in kw.items())))
+            template.append(
+                (
+                    tuple(_slot(v, leaves, reads, i, strict) for v in a),
+                    tuple((k, _slot(v, leaves, reads, i, strict)) for k, v in kw.items()),
+                )
+            )
     except _Unbatchable:
         return None
     if inplace:
@@ -279,7 +302,10 @@ def _register_all() -> None:
             continue
         for ov in packet.overloads():
             op = getattr(packet, ov)
-            if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in private.schema(op).arguments):
+            if any(
+                a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+                for a in private.schema(op).arguments
+            ):
                 continue  # .out overloads: the dispatcher derives them
             try:
                 lower(op, raw=True)(_make(op))

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend.ops._util import as_dtype, aten, wrapdim
 from tpu_workbench.backend.ops.registry import lower
 
@@ -101,14 +102,21 @@ def _check_gather_scatter_index(x: Any, d: int, index: Any) -> None:
         n = x.shape[d]
         lo, hi = int(index.min()), int(index.max())
         if lo < 0 or hi >= n:
-            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
+            raise RuntimeError(
+                f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}"
+            )
 
 
 def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
     if x.ndim == 0:
         x2 = x.reshape(1)
-        return _scatter(x2, 0, index.reshape(-1), jnp.reshape(src, (-1,)) if hasattr(src, "shape") and src.ndim
-                        else src, mode).reshape(())
+        return _scatter(
+            x2,
+            0,
+            index.reshape(-1),
+            jnp.reshape(src, (-1,)) if hasattr(src, "shape") and src.ndim else src,
+            mode,
+        ).reshape(())
     if index.size == 0:
         return x  # nothing to write (torch accepts an empty index of any rank)
     d = wrapdim(d, x.ndim)
@@ -118,8 +126,16 @@ def _scatter(x: Any, d: int, index: Any, src: Any, mode: str) -> Any:
         src = src[tuple(slice(0, s) for s in index.shape)]
     src = as_dtype(src, x.dtype)
     at = x.at[idx]
-    return {"set": at.set, "add": at.add, "multiply": at.multiply, "mul": at.multiply, "sum": at.add,
-            "prod": at.multiply, "amax": at.max, "amin": at.min}[mode](src)
+    return {
+        "set": at.set,
+        "add": at.add,
+        "multiply": at.multiply,
+        "mul": at.multiply,
+        "sum": at.add,
+        "prod": at.multiply,
+        "amax": at.max,
+        "amin": at.min,
+    }[mode](src)
 
 
 @lower(aten.scatter.src, aten.scatter.value)
@@ -150,9 +166,12 @@ def scatter_reduce(x: Any, d: int, index: Any, src: Any, reduce: str, *, include
         out = s / jnp.maximum(cnt, 1) if jnp.issubdtype(x.dtype, jnp.floating) else s // jnp.maximum(cnt, 1)
         return jnp.where(cnt == 0, x, out).astype(x.dtype)
     if not include_self:
-        ident = {"sum": 0, "prod": 1,
-                 "amax": -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min,
-                 "amin": jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).max}[reduce]
+        ident = {
+            "sum": 0,
+            "prod": 1,
+            "amax": -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min,
+            "amin": jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).max,
+        }[reduce]
         base = _scatter(x, d, index, jnp.asarray(ident, x.dtype), "set")
         touched = _scatter(jnp.zeros(x.shape, jnp.bool_), d, index, jnp.asarray(True), "set")
         out = _scatter(base, d, index, src, reduce)
@@ -229,12 +248,15 @@ def take(x: Any, index: Any) -> Any:
 
 @lower(aten.repeat_interleave.Tensor)
 def repeat_interleave(repeats: Any, *, output_size: int | None = None) -> Any:
-    return jnp.repeat(jnp.arange(repeats.shape[0]), repeats, total_repeat_length=output_size).astype(jnp.int64)
+    return jnp.repeat(jnp.arange(repeats.shape[0]), repeats, total_repeat_length=output_size).astype(
+        jnp.int64
+    )
 
 
 @lower(aten.embedding.default)
-def embedding(weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_freq: bool = False,
-              sparse: bool = False) -> Any:
+def embedding(
+    weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_freq: bool = False, sparse: bool = False
+) -> Any:
     return jnp.take(weight, indices, axis=0)
 
 
@@ -252,8 +274,9 @@ def embedding_renorm_(weight: Any, indices: Any, max_norm: float, norm_type: flo
 
 
 @lower(aten.embedding_dense_backward.default)
-def embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_idx: int,
-                             scale_grad_by_freq: bool) -> Any:
+def embedding_dense_backward(
+    grad: Any, indices: Any, num_weights: int, padding_idx: int, scale_grad_by_freq: bool
+) -> Any:
     g = grad.reshape(-1, grad.shape[-1])
     idx = indices.reshape(-1)
     if scale_grad_by_freq:
@@ -262,7 +285,6 @@ def embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_
     if padding_idx >= 0:
         g = jnp.where((idx == padding_idx)[:, None], 0, g)
     return jnp.zeros((num_weights, g.shape[-1]), g.dtype).at[idx].add(g)
-
 
 
 @lower(aten.masked_scatter_backward.default)
@@ -304,8 +326,10 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
 @lower(aten.put.default)
 def put(x: Any, index: Any, source: Any, accumulate: bool = False) -> Any:
     if index.size != source.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
-                           f"source.numel() = {source.size}, index.numel() = {index.size}")
+        raise RuntimeError(
+            f"put_(): Expected source and index to have the same number of elements, but got "
+            f"source.numel() = {source.size}, index.numel() = {index.size}"
+        )
     if index.size == 0:
         return x
     n = x.size
@@ -337,10 +361,13 @@ def index_reduce(x: Any, d: int, index: Any, source: Any, reduce: str, *, includ
     """torch's index_reduce: like index_add along ``d`` but with prod/mean/amax/amin; ``mean`` divides by the
     number of contributions (plus one for ``self`` when included), flooring for integers."""
     if reduce not in ("prod", "mean", "amax", "amin"):
-        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+        raise RuntimeError(
+            f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
+        )
     if x.ndim == 0:
-        return index_reduce(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce,
-                            include_self=include_self).reshape(())
+        return index_reduce(
+            x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce, include_self=include_self
+        ).reshape(())
     d = wrapdim(d, x.ndim)
     index = index.reshape(-1)
     _check_bounds(x, (slice(None),) * d + (index,))
@@ -433,8 +460,9 @@ def _lex_order(rows: np.ndarray) -> np.ndarray:
 
 
 @lower(aten.unique_dim.default)
-def unique_dim(x: Any, dim: int, sorted: bool = True, return_inverse: bool = False,
-               return_counts: bool = False) -> Any:
+def unique_dim(
+    x: Any, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False
+) -> Any:
     """Unique slices along ``dim``, in lexicographic order (torch sorts them on every device)."""
     _concrete("aten::unique_dim", x)
     d = wrapdim(dim, x.ndim)
@@ -462,8 +490,9 @@ def _consecutive(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @lower(aten.unique_consecutive.default)
-def unique_consecutive(x: Any, return_inverse: bool = False, return_counts: bool = False,
-                       dim: int | None = None) -> Any:
+def unique_consecutive(
+    x: Any, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+) -> Any:
     """Collapse runs of equal values (or equal slices along ``dim``); NaNs never compare equal."""
     _concrete("aten::unique_consecutive", x)
     if dim is not None:
@@ -476,7 +505,9 @@ def unique_consecutive(x: Any, return_inverse: bool = False, return_counts: bool
 
 
 @lower(aten.unique_dim_consecutive.default)
-def unique_dim_consecutive(x: Any, dim: int, return_inverse: bool = False, return_counts: bool = False) -> Any:
+def unique_dim_consecutive(
+    x: Any, dim: int, return_inverse: bool = False, return_counts: bool = False
+) -> Any:
     _concrete("aten::unique_dim_consecutive", x)
     d = wrapdim(dim, x.ndim)
     rows = _rows_along(x, d)

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from tpu_workbench.backend import state
 from tpu_workbench.backend.ops._util import as_dtype, aten, jdt, result_dtype
 from tpu_workbench.backend.ops.registry import lower
@@ -21,9 +22,20 @@ def precision() -> Any:
 
 
 # the C++ type names torch's dtype-mismatch messages print
-_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-              "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+_CPP_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
 
 
 def _check_same(a: Any, b: Any, name: str) -> None:
@@ -55,8 +67,10 @@ def bmm(a: Any, b: Any) -> Any:
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a.shape[0]}, {a.shape[2]}]"
-                           f" but got: [{b.shape[0]}, {b.shape[1]}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{a.shape[0]}, {a.shape[2]}]"
+            f" but got: [{b.shape[0]}, {b.shape[1]}]."
+        )
     _check_same(a, b, "bmm")
     return _mm(a, b)
 
@@ -87,9 +101,11 @@ def _check_expands(x: Any, target: tuple) -> None:
     for i, s in enumerate(x.shape):
         t = target[lead + i] if lead + i >= 0 else None
         if t is None or (s != 1 and s != t):
-            raise RuntimeError(f"The expanded size of the tensor ({t}) must match the existing size ({s}) at "
-                               f"non-singleton dimension {lead + i}.  Target sizes: {list(target)}.  Tensor sizes: "
-                               f"{list(x.shape)}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({t}) must match the existing size ({s}) at "
+                f"non-singleton dimension {lead + i}.  Target sizes: {list(target)}.  Tensor sizes: "
+                f"{list(x.shape)}"
+            )
 
 
 @lower(aten.addmm.default, jit=True)
@@ -133,18 +149,24 @@ def linalg_cross(a: Any, b: Any, *, dim: int = -1) -> Any:
     """torch's cross kernel: a1*b2 - a2*b1 per component in the tensor dtype (bfloat16/float16 round each
     product and the difference, as the scalar_t arithmetic does)."""
     if a.ndim != b.ndim:
-        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions. Got {a.ndim} and {b.ndim}")
+        raise RuntimeError(
+            f"linalg.cross: inputs must have the same number of dimensions. Got {a.ndim} and {b.ndim}"
+        )
     if a.dtype != b.dtype:
-        raise RuntimeError(f"linalg.cross: expected input and other to have the same dtype, got {a.dtype} and "
-                           f"{b.dtype}")
+        raise RuntimeError(
+            f"linalg.cross: expected input and other to have the same dtype, got {a.dtype} and {b.dtype}"
+        )
     shape = jnp.broadcast_shapes(a.shape, b.shape)
     a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
     d = dim % a.ndim if -a.ndim <= dim < a.ndim else None
     if d is None:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-a.ndim}, {a.ndim - 1}], but got {dim})")
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-a.ndim}, {a.ndim - 1}], but got {dim})"
+        )
     if shape[d] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[d]} and "
-                           f"{b.shape[d]}")
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[d]} and {b.shape[d]}"
+        )
     dt = a.dtype
     low = dt in _LOW
     if low:
@@ -225,7 +247,9 @@ def _check_grouped(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> None
     if (a.ndim == 3 or b.ndim == 3) and a.shape[-1] != b.shape[-2]:
         raise RuntimeError("contraction dimension of mat_a and mat_b must match")
     if (offs is not None) != (a.ndim == 2 or b.ndim == 2):
-        raise RuntimeError("Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d")
+        raise RuntimeError(
+            "Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d"
+        )
     if offs is not None and (offs.ndim != 1 or offs.dtype != jnp.int32):
         raise RuntimeError("Offsets have to be int32" if offs.ndim == 1 else "offs has to be 1D")
     if bias is not None:
@@ -260,7 +284,9 @@ def _grouped_mm(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtype: A
     elif a.ndim == 3:
         if offs.shape[0] != a.shape[0]:
             raise RuntimeError("matrix batch sizes have to match")
-        out = jax.lax.ragged_dot(b.T, jnp.swapaxes(a, 1, 2), sizes, precision=prec, preferred_element_type=acc).T
+        out = jax.lax.ragged_dot(
+            b.T, jnp.swapaxes(a, 1, 2), sizes, precision=prec, preferred_element_type=acc
+        ).T
     else:
         if a.shape[1] != b.shape[0]:
             raise RuntimeError("contraction dimension of mat_a and mat_b must match")

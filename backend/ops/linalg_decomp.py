@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src.lax.linalg import geqrf as _geqrf  # private: LAPACK geqrf is not re-exported by jax.lax.linalg
+
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.linalg import _LOW, _P
 from tpu_workbench.backend.ops.linalg_solve import (
@@ -47,13 +48,17 @@ def _check_matrix(a: Any, name: str, what: str = "A") -> None:
 
 
 @lower(aten._linalg_svd.default)
-def _linalg_svd(a: Any, full_matrices: bool = False, compute_uv: bool = True, *, driver: str | None = None) -> Any:
+def _linalg_svd(
+    a: Any, full_matrices: bool = False, compute_uv: bool = True, *, driver: str | None = None
+) -> Any:
     """gesdd through jax.lax.linalg.svd (also gesdd on CPU); ``driver=`` is a cuSOLVER-only option in torch."""
     _check_matrix(a, "linalg.svd")
     _check_float(a, "linalg.svd")
     if driver is not None:
-        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
-                           "cuSOLVER backend.")
+        raise RuntimeError(
+            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+            "cuSOLVER backend."
+        )
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     k = min(m, n)
     rdt = _real_dtype(a.dtype)
@@ -77,8 +82,10 @@ def linalg_qr(a: Any, mode: str = "reduced") -> Any:
     _check_matrix(a, "linalg.qr")
     _check_float(a, "linalg.qr")
     if mode not in ("reduced", "complete", "r"):
-        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
-                           "or 'complete'")
+        raise RuntimeError(
+            f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+            "or 'complete'"
+        )
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     k = min(m, n)
     if k == 0:
@@ -123,8 +130,10 @@ def _householder_check(a: Any, tau: Any, name: str) -> None:
     if a.ndim < 2:
         raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
     if tau.ndim != a.ndim - 1 or tau.shape[:-1] != a.shape[:-2]:
-        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
-                           f"{list(tau.shape[:-1])}")
+        raise RuntimeError(
+            f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+            f"{list(tau.shape[:-1])}"
+        )
     if a.dtype != tau.dtype:
         raise RuntimeError(f"{name}: tau dtype {tau.dtype} does not match input dtype {a.dtype}")
 
@@ -160,19 +169,23 @@ def ormqr(a: Any, tau: Any, other: Any, left: bool = True, transpose: bool = Fal
     if other.ndim < 2:
         raise RuntimeError(f"{name}: other must have at least 2 dimensions.")
     if a.dtype != other.dtype:
-        raise RuntimeError(f"{name}: Expected input and other to have the same dtype, but got {a.dtype} and "
-                           f"{other.dtype}")
+        raise RuntimeError(
+            f"{name}: Expected input and other to have the same dtype, but got {a.dtype} and {other.dtype}"
+        )
     mn = other.shape[-2] if left else other.shape[-1]
     if a.shape[-2] != mn:
         raise RuntimeError(f"{name}: input.shape[-2] must be equal to other.shape[{-2 if left else -1}]")
     if a.shape[-1] > mn:
-        raise RuntimeError(f"{name}: input.shape[-1] must be less than or equal to other.shape"
-                           f"[{-2 if left else -1}]")
+        raise RuntimeError(
+            f"{name}: input.shape[-1] must be less than or equal to other.shape[{-2 if left else -1}]"
+        )
     if tau.shape[-1] > a.shape[-1]:
         raise RuntimeError(f"{name}: tau.shape[-1] must be less than or equal to input.shape[-1]")
     if a.shape[:-2] != other.shape[:-2]:
-        raise RuntimeError(f"{name}: Expected batch dimensions of other to be equal to input.shape[:-2], but got "
-                           f"{list(other.shape[:-2])}")
+        raise RuntimeError(
+            f"{name}: Expected batch dimensions of other to be equal to input.shape[:-2], but got "
+            f"{list(other.shape[:-2])}"
+        )
     pad = [(0, 0)] * (a.ndim - 1) + [(0, mn - a.shape[-1])]
     q = _householder(jnp.pad(a, pad), tau)
     if transpose:
@@ -187,23 +200,54 @@ def _mm_any(a: Any, b: Any) -> Any:
 # torch's matrix exponential (Bader, Blanes, Casas 2019: optimized Taylor polynomials of degree 1, 2, 4, 8, 12,
 # 18 with scaling and squaring), replicated step by step so that rounding agrees with torch's CPU kernel.
 _MEXP_THETAS = {
-    4: (1.192092800768788e-07, 5.978858893805233e-04, 5.116619363445086e-02, 5.800524627688768e-01,
-        1.461661507209034e00, 3.010066362817634e00),
-    8: (2.220446049250313e-16, 2.580956802971767e-08, 3.397168839976962e-04, 4.991228871115323e-02,
-        2.996158913811580e-01, 1.090863719290036e00),
+    4: (
+        1.192092800768788e-07,
+        5.978858893805233e-04,
+        5.116619363445086e-02,
+        5.800524627688768e-01,
+        1.461661507209034e00,
+        3.010066362817634e00,
+    ),
+    8: (
+        2.220446049250313e-16,
+        2.580956802971767e-08,
+        3.397168839976962e-04,
+        4.991228871115323e-02,
+        2.996158913811580e-01,
+        1.090863719290036e00,
+    ),
 }
-_T12_B = ((9.0198e-16, 0.46932117595418237389, -0.20099424927047284052, -0.04623946134063071740),
-          (5.31597895759871264183, 1.19926790417132231573, 0.01179296240992997031, 0.01108844528519167989),
-          (0.18188869982170434744, 0.05502798439925399070, 0.09351590770535414968, 0.00610700528898058230),
-          (-2.0861320e-13, -0.13181061013830184015, -0.02027855540589259079, -0.00675951846863086359))
-_T18_B = ((0., -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.),
-          (0., 3.97849749499645077844e-01, 1.36783778460411720168e00, 4.98289622525382669416e-01,
-           -6.37898194594723280150e-04),
-          (-1.09676396052962061844e01, 1.68015813878906206114e00, 5.71779846478865511061e-02,
-           -6.98210122488052056106e-03, 3.34975017086070470649e-05),
-          (-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
-           2.95552570429315521194e-02, -1.39180257516060693404e-05),
-          (0., 0., -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05))
+_T12_B = (
+    (9.0198e-16, 0.46932117595418237389, -0.20099424927047284052, -0.04623946134063071740),
+    (5.31597895759871264183, 1.19926790417132231573, 0.01179296240992997031, 0.01108844528519167989),
+    (0.18188869982170434744, 0.05502798439925399070, 0.09351590770535414968, 0.00610700528898058230),
+    (-2.0861320e-13, -0.13181061013830184015, -0.02027855540589259079, -0.00675951846863086359),
+)
+_T18_B = (
+    (0.0, -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.0),
+    (
+        0.0,
+        3.97849749499645077844e-01,
+        1.36783778460411720168e00,
+        4.98289622525382669416e-01,
+        -6.37898194594723280150e-04,
+    ),
+    (
+        -1.09676396052962061844e01,
+        1.68015813878906206114e00,
+        5.71779846478865511061e-02,
+        -6.98210122488052056106e-03,
+        3.34975017086070470649e-05,
+    ),
+    (
+        -9.04316832390810593223e-02,
+        -6.76404519071381882256e-02,
+        6.75961301770459654925e-02,
+        2.95552570429315521194e-02,
+        -1.39180257516060693404e-05,
+    ),
+    (0.0, 0.0, -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05),
+)
 
 
 def _mm_seq(a: Any, b: Any) -> Any:
@@ -296,8 +340,10 @@ def linalg_matrix_exp(a: Any) -> Any:
     if a.dtype in _LOW:
         # torch's CPU kernel is broken here (matrix_exp(0.1 * eye) in bfloat16 is inf, its OpInfo samples all NaN),
         # so there is no reference to match; refuse instead of returning an answer that cannot be checked
-        raise NotImplementedError(f"linalg.matrix_exp on TPU does not support {a.dtype} (torch's CPU kernel returns "
-                                  "inf/NaN for it); use float32")
+        raise NotImplementedError(
+            f"linalg.matrix_exp on TPU does not support {a.dtype} (torch's CPU kernel returns "
+            "inf/NaN for it); use float32"
+        )
     return _matrix_exp(a, _MEXP_THETAS[jnp.dtype(_real_dtype(a.dtype)).itemsize])
 
 
@@ -388,8 +434,10 @@ def linalg_lstsq(a: Any, b: Any, rcond: float | None = None, *, driver: str | No
         raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
     _check_float(a, name)
     if a.dtype != b.dtype:
-        raise RuntimeError(f"{name}: Expected input and other to have the same dtype, but got input's dtype "
-                           f"{a.dtype} and other's dtype {b.dtype}")
+        raise RuntimeError(
+            f"{name}: Expected input and other to have the same dtype, but got input's dtype "
+            f"{a.dtype} and other's dtype {b.dtype}"
+        )
     driver = "gelsy" if driver is None else driver
     if driver not in _LSTSQ_DRIVERS:
         raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
@@ -433,8 +481,10 @@ def linalg_lstsq(a: Any, b: Any, rcond: float | None = None, *, driver: str | No
             sv = s.astype(rdt)
             if m > n:
                 if not _concrete(rank):
-                    raise NotImplementedError(f"{name}(driver={driver!r}) under tracing: residuals depend on the "
-                                              "rank (data-dependent shape); not implemented for TPU")
+                    raise NotImplementedError(
+                        f"{name}(driver={driver!r}) under tracing: residuals depend on the "
+                        "rank (data-dependent shape); not implemented for TPU"
+                    )
                 if bool(jnp.all(rank == n)):
                     residuals = jnp.sum(jnp.abs(c[..., n:, :]) ** 2, axis=-2).astype(rdt)
     return (x[..., 0] if vector else x), residuals, rank, sv
@@ -459,7 +509,7 @@ def _sytf2_lower(a: Any) -> tuple[Any, Any, int]:
         kstep = 1
         absakk = abs(a[k, k])
         if k < n - 1:
-            imax = k + 1 + int(np.argmax(np.abs(a[k + 1:, k])))
+            imax = k + 1 + int(np.argmax(np.abs(a[k + 1 :, k])))
             colmax = abs(a[imax, k])
         else:
             imax, colmax = k, dt(0)
@@ -474,7 +524,7 @@ def _sytf2_lower(a: Any) -> tuple[Any, Any, int]:
                 jmax = k + int(np.argmax(np.abs(a[imax, k:imax])))
                 rowmax = abs(a[imax, jmax])
                 if imax < n - 1:
-                    jmax = imax + 1 + int(np.argmax(np.abs(a[imax + 1:, imax])))
+                    jmax = imax + 1 + int(np.argmax(np.abs(a[imax + 1 :, imax])))
                     rowmax = max(rowmax, abs(a[jmax, imax]))
                 if absakk >= alpha * colmax * (colmax / rowmax):
                     kp = k
@@ -485,20 +535,20 @@ def _sytf2_lower(a: Any) -> tuple[Any, Any, int]:
             kk = k + kstep - 1
             if kp != kk:
                 if kp < n - 1:
-                    a[kp + 1:, kk], a[kp + 1:, kp] = a[kp + 1:, kp].copy(), a[kp + 1:, kk].copy()
-                seg = a[kk + 1:kp, kk].copy()
-                a[kk + 1:kp, kk] = a[kp, kk + 1:kp]
-                a[kp, kk + 1:kp] = seg
+                    a[kp + 1 :, kk], a[kp + 1 :, kp] = a[kp + 1 :, kp].copy(), a[kp + 1 :, kk].copy()
+                seg = a[kk + 1 : kp, kk].copy()
+                a[kk + 1 : kp, kk] = a[kp, kk + 1 : kp]
+                a[kp, kk + 1 : kp] = seg
                 a[kk, kk], a[kp, kp] = a[kp, kp], a[kk, kk]
                 if kstep == 2:
                     a[k + 1, k], a[kp, k] = a[kp, k], a[k + 1, k]
             if kstep == 1:
                 if k < n - 1:
                     d11 = dt(1) / a[k, k]
-                    x = a[k + 1:, k].copy()
+                    x = a[k + 1 :, k].copy()
                     for j in range(k + 1, n):  # dsyr on the lower triangle: A(i,j) += x(i) * (-d11 * x(j))
-                        a[j:, j] += x[j - k - 1:] * (-d11 * x[j - k - 1])
-                    a[k + 1:, k] *= d11
+                        a[j:, j] += x[j - k - 1 :] * (-d11 * x[j - k - 1])
+                    a[k + 1 :, k] *= d11
             elif k < n - 2:
                 d21 = a[k + 1, k]
                 d11 = a[k + 1, k + 1] / d21
@@ -522,7 +572,9 @@ def _sytf2_lower(a: Any) -> tuple[Any, Any, int]:
 def _host_ldl(name: str, *xs: Any) -> None:
     for x in xs:
         if not _concrete(x):
-            raise NotImplementedError(f"{name} under tracing (data-dependent pivoting) is not implemented for TPU")
+            raise NotImplementedError(
+                f"{name} under tracing (data-dependent pivoting) is not implemented for TPU"
+            )
         if jnp.iscomplexobj(x):
             raise NotImplementedError(f"{name} of a complex matrix is not implemented for TPU")
 
@@ -546,10 +598,15 @@ def linalg_ldl_factor_ex(a: Any, *, hermitian: bool = False, check_errors: bool 
     piv = np.stack(pivs) if pivs else np.zeros((0, n), np.int32)
     info = np.asarray(infos, np.int32)
     if check_errors and info.size and int(info.max()) > 0:
-        raise RuntimeError(f"{name}: The factorization could not be completed because the input is not invertible "
-                           f"(info = {int(info.max())}).")
-    return (jnp.asarray(ld.reshape(a.shape)), jnp.asarray(piv.reshape((*batch, n))),
-            jnp.asarray(info.reshape(batch)))
+        raise RuntimeError(
+            f"{name}: The factorization could not be completed because the input is not invertible "
+            f"(info = {int(info.max())})."
+        )
+    return (
+        jnp.asarray(ld.reshape(a.shape)),
+        jnp.asarray(piv.reshape((*batch, n))),
+        jnp.asarray(info.reshape(batch)),
+    )
 
 
 def _sytrs_lower(ld: Any, ipiv: Any, b: Any) -> Any:
@@ -565,7 +622,7 @@ def _sytrs_lower(ld: Any, ipiv: Any, b: Any) -> Any:
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             if k < n - 1:
-                b[k + 1:] -= np.outer(ld[k + 1:, k], b[k])
+                b[k + 1 :] -= np.outer(ld[k + 1 :, k], b[k])
             b[k] /= ld[k, k]
             k += 1
         else:
@@ -573,8 +630,8 @@ def _sytrs_lower(ld: Any, ipiv: Any, b: Any) -> Any:
             if kp != k + 1:
                 b[[k + 1, kp]] = b[[kp, k + 1]]
             if k < n - 2:
-                b[k + 2:] -= np.outer(ld[k + 2:, k], b[k])
-                b[k + 2:] -= np.outer(ld[k + 2:, k + 1], b[k + 1])
+                b[k + 2 :] -= np.outer(ld[k + 2 :, k], b[k])
+                b[k + 2 :] -= np.outer(ld[k + 2 :, k + 1], b[k + 1])
             akm1k = ld[k + 1, k]
             akm1 = ld[k, k] / akm1k
             ak = ld[k + 1, k + 1] / akm1k
@@ -588,15 +645,15 @@ def _sytrs_lower(ld: Any, ipiv: Any, b: Any) -> Any:
     while k >= 0:  # L^T X = B
         if ipiv[k] > 0:
             if k < n - 1:
-                b[k] -= ld[k + 1:, k] @ b[k + 1:]
+                b[k] -= ld[k + 1 :, k] @ b[k + 1 :]
             kp = ipiv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             k -= 1
         else:
             if k < n - 1:
-                b[k] -= ld[k + 1:, k] @ b[k + 1:]
-                b[k - 1] -= ld[k + 1:, k - 1] @ b[k + 1:]
+                b[k] -= ld[k + 1 :, k] @ b[k + 1 :]
+                b[k - 1] -= ld[k + 1 :, k - 1] @ b[k + 1 :]
             kp = -ipiv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
@@ -612,16 +669,20 @@ def linalg_ldl_solve(ld: Any, pivots: Any, b: Any, *, hermitian: bool = False) -
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     if pivots.ndim != ld.ndim - 1 or pivots.shape[-1] != ld.shape[-1]:
-        raise RuntimeError(f"{name}: Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with "
-                           f"shape {list(pivots.shape)} instead")
+        raise RuntimeError(
+            f"{name}: Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with "
+            f"shape {list(pivots.shape)} instead"
+        )
     if not jnp.issubdtype(pivots.dtype, jnp.integer) or pivots.dtype != jnp.int32:
         raise RuntimeError(f"{name}: Expected pivots to be integers. Got {pivots.dtype}")
     if ld.dtype != b.dtype:
         raise RuntimeError(f"{name}: LD dtype {ld.dtype} does not match b dtype {b.dtype}")
     n = ld.shape[-1]
     if b.shape[-2] != n:
-        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation AX = B ({n}x{n} and "
-                           f"{b.shape[-2]}x{b.shape[-1]})")
+        raise RuntimeError(
+            f"{name}: Incompatible shapes of A and B for the equation AX = B ({n}x{n} and "
+            f"{b.shape[-2]}x{b.shape[-1]})"
+        )
     _host_ldl(name, ld, pivots, b)
     batch = jnp.broadcast_shapes(ld.shape[:-2], b.shape[:-2])
     nb = int(np.prod(batch, dtype=np.int64))

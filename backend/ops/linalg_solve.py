@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.registry import lower
 from tpu_workbench.backend.tensor import value
@@ -37,23 +38,29 @@ def _check_square(a: Any, name: str) -> None:
     if a.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     if a.shape[-1] != a.shape[-2]:
-        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
-                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+        raise RuntimeError(
+            f"{name}: A must be batches of square matrices, but they are "
+            f"{a.shape[-2]} by {a.shape[-1]} matrices"
+        )
 
 
 @lower(aten.linalg_lu_factor_ex.default)
 def linalg_lu_factor_ex(a: Any, *, pivot: bool = True, check_errors: bool = False) -> Any:
     _check_float(a, "torch.linalg.lu_factor_ex")
     if a.ndim < 2:
-        raise RuntimeError("torch.linalg.lu_factor_ex: Expected tensor with 2 or more dimensions. Got size: "
-                           f"{list(a.shape)} instead")
+        raise RuntimeError(
+            "torch.linalg.lu_factor_ex: Expected tensor with 2 or more dimensions. Got size: "
+            f"{list(a.shape)} instead"
+        )
     if not pivot:
         raise NotImplementedError("linalg.lu_factor_ex(pivot=False) is not implemented for TPU")
     lu, piv, _ = jax.lax.linalg.lu(a)
     info = _zero_diag_info(lu)
     if check_errors and _concrete(info) and bool(jnp.any(info > 0)):
-        raise RuntimeError(f"torch.linalg.lu_factor_ex: U[{int(jnp.max(info))},{int(jnp.max(info))}] is zero and "
-                           "using it on lu_solve would result in a division by zero.")
+        raise RuntimeError(
+            f"torch.linalg.lu_factor_ex: U[{int(jnp.max(info))},{int(jnp.max(info))}] is zero and "
+            "using it on lu_solve would result in a division by zero."
+        )
     return lu, (piv + 1).astype(jnp.int32), info
 
 
@@ -94,12 +101,16 @@ def linalg_lu_solve(lu: Any, piv: Any, b: Any, *, left: bool = True, adjoint: bo
     if b.ndim < 2:
         raise RuntimeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.")
     if lu.dtype != b.dtype:
-        raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
-                           f"{lu.dtype} and B of type {b.dtype} instead")
+        raise RuntimeError(
+            f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
+            f"{lu.dtype} and B of type {b.dtype} instead"
+        )
     n = lu.shape[-1]
     if (b.shape[-2] if left else b.shape[-1]) != n:
-        raise RuntimeError("linalg.lu_solve: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x{b.shape[-1]})")
+        raise RuntimeError(
+            "linalg.lu_solve: Incompatible shapes of A and B for the equation "
+            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x{b.shape[-1]})"
+        )
     return _lu_solve(lu, piv, b, left, adjoint)
 
 
@@ -109,8 +120,10 @@ def linalg_inv_ex(a: Any, *, check_errors: bool = False) -> Any:
     _check_float(a, "linalg.inv")
     lu, piv, info = linalg_lu_factor_ex(a)
     if check_errors and _concrete(info) and bool(jnp.any(info > 0)):
-        raise RuntimeError(f"linalg.inv: The diagonal element {int(jnp.max(info))} is zero, the inversion could not "
-                           "be completed because the input matrix is singular.")
+        raise RuntimeError(
+            f"linalg.inv: The diagonal element {int(jnp.max(info))} is zero, the inversion could not "
+            "be completed because the input matrix is singular."
+        )
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return _lu_solve_left(lu, piv, eye, False), info
 
@@ -123,17 +136,23 @@ def _solve_is_vector_rhs(a: Any, b: Any) -> bool:
 def _linalg_solve_ex(a: Any, b: Any, *, left: bool = True, check_errors: bool = False) -> Any:
     _check_square(a, "linalg.solve")
     if a.dtype != b.dtype:
-        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type {a.dtype} "
-                           f"and B of type {b.dtype} instead")
+        raise RuntimeError(
+            f"linalg.solve: Expected A and B to have the same dtype, but found A of type {a.dtype} "
+            f"and B of type {b.dtype} instead"
+        )
     vector = _solve_is_vector_rhs(a, b)
     if vector and not left:
-        raise RuntimeError("linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. "
-                           "In this case linalg.solve is equivalent to B / A.squeeze(-1)")
+        raise RuntimeError(
+            "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. "
+            "In this case linalg.solve is equivalent to B / A.squeeze(-1)"
+        )
     bm = b[..., None] if vector else b
     n = a.shape[-1]
     if (bm.shape[-2] if left else bm.shape[-1]) != n:
-        raise RuntimeError("linalg.solve: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {bm.shape[-2]}x{bm.shape[-1]})")
+        raise RuntimeError(
+            "linalg.solve: Incompatible shapes of A and B for the equation "
+            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {bm.shape[-2]}x{bm.shape[-1]})"
+        )
     lu, piv, info = linalg_lu_factor_ex(a)
     if check_errors and _concrete(info) and bool(jnp.any(info > 0)):
         raise RuntimeError("torch.linalg.solve: The solver failed because the input matrix is singular.")
@@ -142,21 +161,29 @@ def _linalg_solve_ex(a: Any, b: Any, *, left: bool = True, check_errors: bool = 
 
 
 @lower(aten.linalg_solve_triangular.default)
-def linalg_solve_triangular(a: Any, b: Any, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Any:
+def linalg_solve_triangular(
+    a: Any, b: Any, *, upper: bool, left: bool = True, unitriangular: bool = False
+) -> Any:
     if a.ndim < 2 or b.ndim < 2:
         raise RuntimeError("linalg.solve_triangular: The input tensor must have at least 2 dimensions.")
     if a.dtype != b.dtype:
-        raise RuntimeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, but found A of type "
-                           f"{a.dtype} and B of type {b.dtype} instead")
+        raise RuntimeError(
+            f"linalg.solve_triangular: Expected A and B to have the same dtype, but found A of type "
+            f"{a.dtype} and B of type {b.dtype} instead"
+        )
     _check_float(a, "linalg.solve_triangular")
     _check_square(a, "linalg.solve_triangular")
     n = a.shape[-1]
     if (b.shape[-2] if left else b.shape[-1]) != n:
-        raise RuntimeError("linalg.solve_triangular: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x{b.shape[-1]})")
+        raise RuntimeError(
+            "linalg.solve_triangular: Incompatible shapes of A and B for the equation "
+            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {b.shape[-2]}x{b.shape[-1]})"
+        )
     a_, b_ = _bcast_batch(a, b)
     tri = jnp.triu(a_) if upper else jnp.tril(a_)
-    return jax.lax.linalg.triangular_solve(tri, b_, left_side=left, lower=not upper, unit_diagonal=unitriangular)
+    return jax.lax.linalg.triangular_solve(
+        tri, b_, left_side=left, lower=not upper, unit_diagonal=unitriangular
+    )
 
 
 @lower(aten.linalg_cholesky_ex.default)
@@ -172,10 +199,14 @@ def linalg_cholesky_ex(a: Any, *, upper: bool = False, check_errors: bool = Fals
     bad = jnp.any(jnp.isnan(l_), axis=(-1, -2)) if a.shape[-1] else jnp.zeros(a.shape[:-2], bool)
     if _concrete(bad) and bool(jnp.any(bad)):
         if check_errors:
-            raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
-                               "positive-definite.")
-        raise NotImplementedError("linalg.cholesky_ex on a non positive-definite input (LAPACK's partial factor and "
-                                  "info) is not implemented for TPU")
+            raise RuntimeError(
+                "linalg.cholesky: The factorization could not be completed because the input is not "
+                "positive-definite."
+            )
+        raise NotImplementedError(
+            "linalg.cholesky_ex on a non positive-definite input (LAPACK's partial factor and "
+            "info) is not implemented for TPU"
+        )
     info = jnp.zeros(a.shape[:-2], jnp.int32)
     return (jnp.conj(jnp.swapaxes(l_, -1, -2)) if upper else l_), info
 
@@ -187,10 +218,14 @@ def _linalg_check_errors(info: Any, api_name: str, *, is_matrix: bool) -> None:
         return None
     k = int(v[v != 0].reshape(-1)[0])
     if k < 0:
-        raise RuntimeError(f"{api_name}: Argument {-k} has illegal value. Most certainly there is a bug in the "
-                           "implementation calling the backend library.")
-    raise RuntimeError(f"{api_name}: The factorization or inversion could not be completed (info = {k}): the input "
-                       "matrix is singular or not positive-definite.")
+        raise RuntimeError(
+            f"{api_name}: Argument {-k} has illegal value. Most certainly there is a bug in the "
+            "implementation calling the backend library."
+        )
+    raise RuntimeError(
+        f"{api_name}: The factorization or inversion could not be completed (info = {k}): the input "
+        "matrix is singular or not positive-definite."
+    )
 
 
 @lower(aten.cholesky.default)
@@ -201,8 +236,9 @@ def cholesky(a: Any, upper: bool = False) -> Any:
 @lower(aten.lu_unpack.default)
 def lu_unpack(lu: Any, piv: Any, unpack_data: bool = True, unpack_pivots: bool = True) -> Any:
     if lu.ndim < 2:
-        raise RuntimeError("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
-                           f"{list(lu.shape)} instead")
+        raise RuntimeError(
+            f"torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: {list(lu.shape)} instead"
+        )
     m, n = lu.shape[-2], lu.shape[-1]
     k = min(m, n)
     lower_ = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=lu.dtype)
@@ -210,7 +246,11 @@ def lu_unpack(lu: Any, piv: Any, unpack_data: bool = True, unpack_pivots: bool =
     perm = jax.lax.linalg.lu_pivots_to_permutation(piv.astype(jnp.int32) - 1, m)  # A[perm] = L U
     p = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=lu.dtype), -1, -2)
     empty = jnp.zeros((0,), lu.dtype)  # torch returns empty tensors for the parts not unpacked
-    return (p if unpack_pivots else empty), (lower_ if unpack_data else empty), (upper_ if unpack_data else empty)
+    return (
+        (p if unpack_pivots else empty),
+        (lower_ if unpack_data else empty),
+        (upper_ if unpack_data else empty),
+    )
 
 
 @lower(aten.linalg_lu.default)
@@ -234,17 +274,23 @@ def _check_solve_args(b: Any, a: Any, name: str, square_name: str, ndim_message:
     if b.ndim < 2 or a.ndim < 2:
         raise RuntimeError(ndim_message)
     if b.dtype != a.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {b.dtype} and A of type "
-                           f"{a.dtype} instead.")
+        raise RuntimeError(
+            f"Expected b and A to have the same dtype, but found b of type {b.dtype} and A of type "
+            f"{a.dtype} instead."
+        )
     _check_square(a, square_name)
     if b.shape[-2] != a.shape[-1]:
-        raise RuntimeError(f"Incompatible matrix sizes for {name}: each A matrix is {a.shape[-1]} by "
-                           f"{a.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+        raise RuntimeError(
+            f"Incompatible matrix sizes for {name}: each A matrix is {a.shape[-1]} by "
+            f"{a.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}"
+        )
 
 
 @lower(aten.cholesky_solve.default)
 def cholesky_solve(b: Any, l_: Any, upper: bool = False) -> Any:
-    _check_solve_args(b, l_, "cholesky_solve", "cholesky_solve", "b should have at least 2 dimensions, but has fewer")
+    _check_solve_args(
+        b, l_, "cholesky_solve", "cholesky_solve", "b should have at least 2 dimensions, but has fewer"
+    )
     tri = jnp.triu(l_) if upper else jnp.tril(l_)
     return _chol_solve(b, tri, upper)
 
@@ -288,11 +334,19 @@ def _linalg_slogdet(a: Any) -> Any:
 
 
 @lower(aten.triangular_solve.default)
-def triangular_solve(b: Any, a: Any, upper: bool = True, transpose: bool = False, unitriangular: bool = False) -> Any:
-    _check_solve_args(b, a, "triangular_solve", "torch.triangular_solve",
-                      "torch.triangular_solve: The input tensor must have at least 2 dimensions.")
+def triangular_solve(
+    b: Any, a: Any, upper: bool = True, transpose: bool = False, unitriangular: bool = False
+) -> Any:
+    _check_solve_args(
+        b,
+        a,
+        "triangular_solve",
+        "torch.triangular_solve",
+        "torch.triangular_solve: The input tensor must have at least 2 dimensions.",
+    )
     a_, b_ = _bcast_batch(a, b)
     tri = jnp.triu(a_) if upper else jnp.tril(a_)
-    x = jax.lax.linalg.triangular_solve(tri, b_, left_side=True, lower=not upper, transpose_a=transpose,
-                                        unit_diagonal=unitriangular)
+    x = jax.lax.linalg.triangular_solve(
+        tri, b_, left_side=True, lower=not upper, transpose_a=transpose, unit_diagonal=unitriangular
+    )
     return x, a_

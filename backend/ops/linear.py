@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.linalg import addmm, mm
 from tpu_workbench.backend.ops.reduction import sum_
@@ -29,14 +30,17 @@ def _as_operand(x: Any) -> Any:
 
 def _check(x: Any, w: Any, b: Any) -> None:
     if w.ndim != 2 or x.ndim < 1:
-        raise RuntimeError(f"linear: expected a 2-D weight and an input of at least 1 dimension, got "
-                           f"{w.ndim}-D and {x.ndim}-D")
+        raise RuntimeError(
+            f"linear: expected a 2-D weight and an input of at least 1 dimension, got "
+            f"{w.ndim}-D and {x.ndim}-D"
+        )
     if x.shape[-1] != w.shape[1]:
         m = 1
         for s in x.shape[:-1]:
             m *= s
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({m}x{x.shape[-1]} and "
-                           f"{w.shape[1]}x{w.shape[0]})")
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({m}x{x.shape[-1]} and {w.shape[1]}x{w.shape[0]})"
+        )
     if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
         raise RuntimeError(f"linear: bias of shape {tuple(b.shape)} for {w.shape[0]} outputs")
 

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend.jit import jitted
 from tpu_workbench.backend.lazy import Lazy
 from tpu_workbench.backend.op_jit import op_jit
@@ -48,8 +49,9 @@ def _multi_margin(x: Any, target: Any, p: int, margin: float, weight: Any, reduc
 
 
 @lower(aten.multi_margin_loss.default, jit=True)
-def multi_margin_loss(x: Any, target: Any, p: int = 1, margin: float = 1, weight: Any = None,
-                      reduction: int = 1) -> Any:
+def multi_margin_loss(
+    x: Any, target: Any, p: int = 1, margin: float = 1, weight: Any = None, reduction: int = 1
+) -> Any:
     return _multi_margin(x, target, p, margin, weight, reduction)
 
 
@@ -94,8 +96,11 @@ def _ctc_setup(log_probs: Any, targets: Any, input_lengths: Any, target_lengths:
     if targets.ndim == 1:  # concatenated targets
         offs = np.concatenate([[0], np.cumsum(tl_list)[:-1]]).astype(np.int64)
         pos = offs[:, None] + np.arange(max_tl)[None, :]
-        tg = targets[jnp.asarray(np.minimum(pos, max(targets.shape[0] - 1, 0)))] if targets.shape[0] else \
-            jnp.zeros((b, max_tl), jnp.int64)
+        tg = (
+            targets[jnp.asarray(np.minimum(pos, max(targets.shape[0] - 1, 0)))]
+            if targets.shape[0]
+            else jnp.zeros((b, max_tl), jnp.int64)
+        )
     else:
         tg = targets[:, :max_tl]
     s = 2 * max_tl + 1
@@ -157,8 +162,14 @@ def _jit_of(fn: Any) -> Any:
 
 
 @lower(aten._ctc_loss.default, jit=True)
-def _ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int = 0,
-              zero_infinity: bool = False) -> Any:
+def _ctc_loss(
+    log_probs: Any,
+    targets: Any,
+    input_lengths: Any,
+    target_lengths: Any,
+    blank: int = 0,
+    zero_infinity: bool = False,
+) -> Any:
     """(neg_log_likelihood (B,), log_alpha (B, T, 2 * max_target_length + 1)); zero_infinity acts in the
     backward and in ctc_loss itself, as on CPU."""
     if log_probs.ndim != 3:
@@ -169,23 +180,57 @@ def _ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: 
 
 
 @lower(aten._ctc_loss.Tensor)
-def _ctc_loss_t(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int = 0,
-                zero_infinity: bool = False) -> Any:
+def _ctc_loss_t(
+    log_probs: Any,
+    targets: Any,
+    input_lengths: Any,
+    target_lengths: Any,
+    blank: int = 0,
+    zero_infinity: bool = False,
+) -> Any:
     """Tensor lengths: read them (the padded label length is a shape), then the list overload's jitted path."""
-    return _jit_of(_ctc_loss)(log_probs, targets, _lengths(input_lengths), _lengths(target_lengths), blank,
-                              zero_infinity)
+    return _jit_of(_ctc_loss)(
+        log_probs, targets, _lengths(input_lengths), _lengths(target_lengths), blank, zero_infinity
+    )
 
 
 @lower(aten._ctc_loss_backward.Tensor)
-def _ctc_loss_backward_t(g: Any, log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
-                         neg_log_likelihood: Any, log_alpha: Any, blank: int, zero_infinity: bool = False) -> Any:
-    return _jit_of(_ctc_loss_backward)(g, log_probs, targets, _lengths(input_lengths), _lengths(target_lengths),
-                                       neg_log_likelihood, log_alpha, blank, zero_infinity)
+def _ctc_loss_backward_t(
+    g: Any,
+    log_probs: Any,
+    targets: Any,
+    input_lengths: Any,
+    target_lengths: Any,
+    neg_log_likelihood: Any,
+    log_alpha: Any,
+    blank: int,
+    zero_infinity: bool = False,
+) -> Any:
+    return _jit_of(_ctc_loss_backward)(
+        g,
+        log_probs,
+        targets,
+        _lengths(input_lengths),
+        _lengths(target_lengths),
+        neg_log_likelihood,
+        log_alpha,
+        blank,
+        zero_infinity,
+    )
 
 
 @lower(aten._ctc_loss_backward.default, jit=True)
-def _ctc_loss_backward(g: Any, log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
-                       neg_log_likelihood: Any, log_alpha: Any, blank: int, zero_infinity: bool = False) -> Any:
+def _ctc_loss_backward(
+    g: Any,
+    log_probs: Any,
+    targets: Any,
+    input_lengths: Any,
+    target_lengths: Any,
+    neg_log_likelihood: Any,
+    log_alpha: Any,
+    blank: int,
+    zero_infinity: bool = False,
+) -> Any:
     """torch's CPU formula (LossCTC.cpp): grad = (exp(lp) - exp(log(sum_{s: l'(s)=c} alpha*beta) + nll - lp)) * g,
     i.e. the gradient with respect to the logits under log_softmax, zero past each input length (and for
     infinite losses when zero_infinity)."""
@@ -196,7 +241,9 @@ def _ctc_loss_backward(g: Any, log_probs: Any, targets: Any, input_lengths: Any,
     neg = jnp.asarray(-jnp.inf, log_probs.dtype)
     sidx = jnp.arange(s)[None, :]
     in_range = sidx <= 2 * tl[:, None]
-    skip_fwd = jnp.concatenate([ext[:, :-2] != ext[:, 2:], jnp.zeros((b, 2), bool)], axis=1)  # s -> s+2 allowed
+    skip_fwd = jnp.concatenate(
+        [ext[:, :-2] != ext[:, 2:], jnp.zeros((b, 2), bool)], axis=1
+    )  # s -> s+2 allowed
     tlast = il - 1
     init_mask = ((sidx == 2 * tl[:, None]) | ((sidx == 2 * tl[:, None] - 1) & (tl[:, None] > 0))) & in_range
 
@@ -217,7 +264,9 @@ def _ctc_loss_backward(g: Any, log_probs: Any, targets: Any, input_lengths: Any,
     m0 = jnp.where(jnp.isneginf(m), 0, m)
     lcab = jnp.log(jnp.sum(jnp.exp(cand - m0[:, :, None, :]), axis=2)) + m0  # (B, T, C)
     lp = jnp.moveaxis(log_probs, 0, 1)
-    gb = g.reshape(-1).astype(log_probs.dtype) if g.ndim else jnp.broadcast_to(g, (b,)).astype(log_probs.dtype)
+    gb = (
+        g.reshape(-1).astype(log_probs.dtype) if g.ndim else jnp.broadcast_to(g, (b,)).astype(log_probs.dtype)
+    )
     res = (jnp.exp(lp) - jnp.exp(lcab + nll[:, None, None] - lp)) * gb[:, None, None]
     res = jnp.where((jnp.arange(t_len)[None, :] < il[:, None])[:, :, None], res, jnp.zeros((), res.dtype))
     if zero_infinity:
@@ -243,13 +292,16 @@ def _lce_check(x: Any, acc_dtype: Any, label_smoothing: float = 0.0) -> None:
     if label_smoothing > 0.0:
         raise NotImplementedError("linear_cross_entropy does not support label smoothing")
     if jdt(acc_dtype) != x.dtype:
-        raise NotImplementedError("linear_cross_entropy (chunked) on TPU: acc_dtype must equal the input dtype")
+        raise NotImplementedError(
+            "linear_cross_entropy (chunked) on TPU: acc_dtype must equal the input dtype"
+        )
 
 
 def _lce_lower() -> None:
     """Register the chunked custom ops of ``torch.nn.modules.linear_cross_entropy`` (newer torch only)."""
     try:
         import torch.nn.modules.linear_cross_entropy  # noqa: F401  # lazy: optional (newer torch only)
+
         ops = torch.ops.torch_nn
         chunked = ops._linear_cross_entropy_batch_chunked.default
         no_red = ops._linear_cross_entropy_batch_chunked_no_reduction.default
@@ -257,10 +309,23 @@ def _lce_lower() -> None:
         return
 
     @lower(chunked)
-    def lce_chunked(x: Any, lw: Any, target: Any, lb: Any, weight: Any, reduction: str, ignore_index: int,
-                    label_smoothing: float, batch_chunk_size: int, acc_policy: str, acc_dtype: Any,
-                    allow_retain_graph: bool, compute_input_grad: bool, compute_linear_weight_grad: bool,
-                    compute_linear_bias_grad: bool) -> Any:
+    def lce_chunked(
+        x: Any,
+        lw: Any,
+        target: Any,
+        lb: Any,
+        weight: Any,
+        reduction: str,
+        ignore_index: int,
+        label_smoothing: float,
+        batch_chunk_size: int,
+        acc_policy: str,
+        acc_dtype: Any,
+        allow_retain_graph: bool,
+        compute_input_grad: bool,
+        compute_linear_weight_grad: bool,
+        compute_linear_bias_grad: bool,
+    ) -> Any:
         """(loss, grad_input, grad_linear_weight, grad_linear_bias): the op precomputes the gradients of the
         scalar loss in forward (its autograd scales them); unrequested ones are empty, as on CPU."""
         _lce_check(x, acc_dtype, label_smoothing)
@@ -283,8 +348,17 @@ def _lce_lower() -> None:
         return loss.astype(x.dtype), gi, gw, gb
 
     @lower(no_red)
-    def lce_chunked_no_reduction(x: Any, lw: Any, target: Any, lb: Any, weight: Any, ignore_index: int,
-                                 batch_chunk_size: int, acc_policy: str, acc_dtype: Any) -> Any:
+    def lce_chunked_no_reduction(
+        x: Any,
+        lw: Any,
+        target: Any,
+        lb: Any,
+        weight: Any,
+        ignore_index: int,
+        batch_chunk_size: int,
+        acc_policy: str,
+        acc_dtype: Any,
+    ) -> Any:
         _lce_check(x, acc_dtype)
         return _lce_rows(x, lw, target, lb, weight, ignore_index)[0].astype(x.dtype)
 
@@ -327,13 +401,17 @@ def nll_loss_forward(x: Any, target: Any, weight: Any, reduction: int, ignore_in
     if not 0 < x.ndim <= 2:
         raise AssertionError(f"input tensor should be 1D or 2D, got {x.ndim}D")
     if target.ndim > 1:
-        raise AssertionError(f"0D or 1D target tensor expected, multi-target not supported, got {target.ndim}D")
+        raise AssertionError(
+            f"0D or 1D target tensor expected, multi-target not supported, got {target.ndim}D"
+        )
     if not (x.ndim == 1 and target.ndim == 0) and x.shape[0] != target.shape[0]:
         raise RuntimeError(f"size mismatch (got input: {list(x.shape)}, target: {list(target.shape)})")
     n = x.shape[-1]
     if weight is not None and not (weight.ndim == 1 and weight.size == n):
-        raise AssertionError(f"weight tensor should be defined either for all {n} classes or no classes but got "
-                             f"weight tensor of shape: {list(weight.shape)}")
+        raise AssertionError(
+            f"weight tensor should be defined either for all {n} classes or no classes but got "
+            f"weight tensor of shape: {list(weight.shape)}"
+        )
     cd = 1 if x.ndim >= 2 else 0
     w = None
     if weight is not None:
@@ -358,8 +436,9 @@ def nll_loss_forward(x: Any, target: Any, weight: Any, reduction: int, ignore_in
 
 
 @lower(aten.nll_loss_backward.default)
-def nll_loss_backward(grad_output: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int,
-                      total_weight: Any) -> Any:
+def nll_loss_backward(
+    grad_output: Any, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int, total_weight: Any
+) -> Any:
     cd = 0 if x.ndim < 2 else 1
     if reduction == 1:
         grad_output = grad_output / total_weight

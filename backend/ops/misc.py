@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend.ops._util import aten, jdt, wrapdim
 from tpu_workbench.backend.ops.reduction import _sort
 from tpu_workbench.backend.ops.registry import lower
@@ -61,7 +62,9 @@ def _fft_r2c(x: Any, dim: Any, normalization: int, onesided: bool) -> Any:
     if onesided:
         last = dims[-1]
         out = jnp.take(out, jnp.arange(x.shape[last] // 2 + 1), axis=last)
-    return out.astype(jnp.complex64 if x.dtype in (jnp.float32, jnp.float16, jnp.bfloat16) else jnp.complex128)
+    return out.astype(
+        jnp.complex64 if x.dtype in (jnp.float32, jnp.float16, jnp.bfloat16) else jnp.complex128
+    )
 
 
 @lower(aten._fft_c2c.default)
@@ -84,8 +87,13 @@ def _fft_c2r(x: Any, dim: Any, normalization: int, last_dim_size: int) -> Any:
     shape = [x.shape[d] for d in dims]
     shape[-1] = last_dim_size
     out = jnp.fft.irfftn(x, s=shape, axes=dims) * _count_shape(shape)
-    out = out / (jnp.sqrt(_count_shape(shape)) if normalization == 1 else _count_shape(shape) if normalization == 2
-                 else 1)
+    out = out / (
+        jnp.sqrt(_count_shape(shape))
+        if normalization == 1
+        else _count_shape(shape)
+        if normalization == 2
+        else 1
+    )
     return out.astype(jnp.float32 if x.dtype == jnp.complex64 else jnp.float64)
 
 
@@ -97,22 +105,32 @@ def _count_shape(shape: Any) -> int:
 
 
 @lower(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
-def _embedding_bag(weight: Any, indices: Any, offsets: Any, scale_grad_by_freq: bool = False, mode: int = 0,
-                   sparse: bool = False, per_sample_weights: Any = None, include_last_offset: bool = False,
-                   padding_idx: int = -1) -> Any:
+def _embedding_bag(
+    weight: Any,
+    indices: Any,
+    offsets: Any,
+    scale_grad_by_freq: bool = False,
+    mode: int = 0,
+    sparse: bool = False,
+    per_sample_weights: Any = None,
+    include_last_offset: bool = False,
+    padding_idx: int = -1,
+) -> Any:
     """mode 0 sum, 1 mean, 2 max; returns (output, offset2bag, bag_size, max_indices)."""
     n = indices.shape[0]
     nb = offsets.shape[0] - (1 if include_last_offset else 0)
     pos = jnp.arange(n)
-    bag = jnp.searchsorted(offsets[: nb] if not include_last_offset else offsets[:nb], pos, side="right") - 1
+    bag = jnp.searchsorted(offsets[:nb] if not include_last_offset else offsets[:nb], pos, side="right") - 1
     bag = jnp.clip(bag, 0, max(nb - 1, 0))
     keep = indices != padding_idx if padding_idx >= 0 else jnp.ones((n,), bool)
     if include_last_offset and offsets.shape[0]:
         # Indices past the last offset: torch's CPU kernel reads undefined memory for them, so there is
         # no answer to match; refuse rather than guess (and refuse under tracing, where we cannot look).
         if isinstance(offsets, jax.core.Tracer) or int(offsets[-1]) != n:
-            raise NotImplementedError("operator 'aten::_embedding_bag' with include_last_offset=True is only "
-                                      "implemented for TPU when offsets[-1] == len(indices)")
+            raise NotImplementedError(
+                "operator 'aten::_embedding_bag' with include_last_offset=True is only "
+                "implemented for TPU when offsets[-1] == len(indices)"
+            )
     rows = weight[indices]
     if mode != 2 and weight.dtype in (jnp.bfloat16, jnp.float16):
         rows = rows.astype(jnp.float32)  # torch CPU sums low-precision bags in float32, rounding once
@@ -197,25 +215,45 @@ def isclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: b
 
 
 @lower(aten.searchsorted.Tensor)
-def searchsorted(sorted_seq: Any, x: Any, *, out_int32: bool = False, right: bool = False, side: str | None = None,
-                 sorter: Any = None) -> Any:
+def searchsorted(
+    sorted_seq: Any,
+    x: Any,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Any = None,
+) -> Any:
     side = side or ("right" if right else "left")
     if sorter is not None:
         sorted_seq = jnp.take_along_axis(sorted_seq, sorter, -1)
     if sorted_seq.ndim == 1:
         out = jnp.searchsorted(sorted_seq, x, side=side)
     else:
-
         out = jax.vmap(lambda s, v: jnp.searchsorted(s, v, side=side))(
-            sorted_seq.reshape(-1, sorted_seq.shape[-1]), x.reshape(-1, x.shape[-1])).reshape(x.shape)
+            sorted_seq.reshape(-1, sorted_seq.shape[-1]), x.reshape(-1, x.shape[-1])
+        ).reshape(x.shape)
     return out.astype(jnp.int32 if out_int32 else jnp.int64)
 
 
 @lower(aten.searchsorted.Scalar)
-def searchsorted_scalar(sorted_seq: Any, x: Any, *, out_int32: bool = False, right: bool = False,
-                        side: str | None = None, sorter: Any = None) -> Any:
-    return searchsorted(sorted_seq, jnp.asarray(x, sorted_seq.dtype), out_int32=out_int32, right=right, side=side,
-                        sorter=sorter).reshape(())
+def searchsorted_scalar(
+    sorted_seq: Any,
+    x: Any,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Any = None,
+) -> Any:
+    return searchsorted(
+        sorted_seq,
+        jnp.asarray(x, sorted_seq.dtype),
+        out_int32=out_int32,
+        right=right,
+        side=side,
+        sorter=sorter,
+    ).reshape(())
 
 
 @lower(aten.kthvalue.default)
@@ -242,9 +280,14 @@ def _special(fn: Any) -> Any:
 
 
 _prims = __import__("torch").ops.prims
-for _name, _fn in [("erfcx", jax.scipy.special.erfcx), ("ndtri", jax.scipy.special.ndtri),
-                   ("bessel_i0e", jax.scipy.special.i0e), ("bessel_i1", jax.scipy.special.i1),
-                   ("bessel_i1e", jax.scipy.special.i1e), ("bessel_i0", jax.scipy.special.i0)]:
+for _name, _fn in [
+    ("erfcx", jax.scipy.special.erfcx),
+    ("ndtri", jax.scipy.special.ndtri),
+    ("bessel_i0e", jax.scipy.special.i0e),
+    ("bessel_i1", jax.scipy.special.i1),
+    ("bessel_i1e", jax.scipy.special.i1e),
+    ("bessel_i0", jax.scipy.special.i0),
+]:
     if hasattr(_prims, _name):
         lower(getattr(_prims, _name).default)(_special(_fn))
 
@@ -317,8 +360,10 @@ def _outer_edges(x2: Any, rng: Any) -> list[tuple[float, float]]:
     n = x2.shape[1]
     if rng is not None:
         if len(rng) != 2 * n:
-            raise RuntimeError(f"torch.histogramdd: for a {n}-dimensional histogram range should have {2 * n} "
-                               f"elements, but got {len(rng)}")
+            raise RuntimeError(
+                f"torch.histogramdd: for a {n}-dimensional histogram range should have {2 * n} "
+                f"elements, but got {len(rng)}"
+            )
         out = [(float(rng[2 * d]), float(rng[2 * d + 1])) for d in range(n)]
     elif x2.size:
         lo, hi = np.asarray(jnp.min(x2, axis=0)), np.asarray(jnp.max(x2, axis=0))
@@ -330,8 +375,10 @@ def _outer_edges(x2: Any, rng: Any) -> list[tuple[float, float]]:
         if not (np.isfinite(lo_d) and np.isfinite(hi_d)):
             raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{lo_d}, {hi_d}] is not finite")
         if lo_d > hi_d:
-            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo_d} max {hi_d} for "
-                               f"dimension {d}")
+            raise RuntimeError(
+                f"torch.histogramdd: min should not exceed max, but got min {lo_d} max {hi_d} for "
+                f"dimension {d}"
+            )
         res.append((lo_d - 0.5, hi_d + 0.5) if lo_d == hi_d else (lo_d, hi_d))
     return res
 
@@ -365,11 +412,15 @@ def _hist_from_edges(x2: Any, edges: list, weight: Any, density: bool) -> Any:
 def _check_weight(x2: Any, weight: Any) -> None:
     if weight is not None:
         if weight.dtype != x2.dtype:
-            raise RuntimeError("torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
-                               "should have the same dtype")
+            raise RuntimeError(
+                "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
+                "should have the same dtype"
+            )
         if weight.size != x2.shape[0]:
-            raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as "
-                               "the input tensor excluding its innermost dimension")
+            raise RuntimeError(
+                "torch.histogramdd: if weight tensor is provided it should have the same shape as "
+                "the input tensor excluding its innermost dimension"
+            )
 
 
 def _histc_int(x: Any, bins: int, lo_arg: Any, hi_arg: Any) -> Any:
@@ -418,20 +469,21 @@ def histc(x: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Any:
     left, right = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
     flat = x.reshape(-1)
     valid = (flat >= left) & (flat <= right)
-    pos = ((flat - left) * jnp.asarray(bins, x.dtype) / (right - left))
+    pos = (flat - left) * jnp.asarray(bins, x.dtype) / (right - left)
     pos = jnp.clip(jnp.where(valid, pos, 0).astype(jnp.int64), 0, bins - 1)
     return jnp.zeros((bins,), x.dtype).at[pos].add(valid.astype(x.dtype))
 
 
 @lower(aten.histogram.bin_ct)
-def histogram_bin_ct(x: Any, bins: int = 100, *, range: Any = None, weight: Any = None,
-                     density: bool = False) -> Any:
+def histogram_bin_ct(
+    x: Any, bins: int = 100, *, range: Any = None, weight: Any = None, density: bool = False
+) -> Any:
     _check_hist_dtype(x, "histogram_cpu")
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
     x2 = x.reshape(-1, 1)
     _check_weight(x2, weight)
-    (lo, hi), = _outer_edges(x2, range)
+    ((lo, hi),) = _outer_edges(x2, range)
     edges = _torch_linspace(lo, hi, bins + 1, x.dtype)
     return _hist_from_edges(x2, [edges], weight, density), edges
 
@@ -440,8 +492,9 @@ def histogram_bin_ct(x: Any, bins: int = 100, *, range: Any = None, weight: Any 
 def histogram_bins_tensor(x: Any, bins: Any, *, weight: Any = None, density: bool = False) -> Any:
     _check_hist_dtype(x, "histogram_cpu")
     if bins.ndim != 1 or bins.size == 0 or bins.dtype != x.dtype:
-        raise RuntimeError("torch.histogram: bins tensor should have one dimension, at least 1 element and the "
-                           "input's dtype")
+        raise RuntimeError(
+            "torch.histogram: bins tensor should have one dimension, at least 1 element and the input's dtype"
+        )
     x2 = x.reshape(-1, 1)
     _check_weight(x2, weight)
     return _hist_from_edges(x2, [bins], weight, density), bins
@@ -450,30 +503,38 @@ def histogram_bins_tensor(x: Any, bins: Any, *, weight: Any = None, density: boo
 def _dd_input(x: Any) -> Any:
     _check_hist_dtype(x, "histogramdd")
     if x.ndim < 2:
-        raise RuntimeError(f"torch.histogramdd: input tensor should have at least 2 dimensions, but got {x.ndim}")
+        raise RuntimeError(
+            f"torch.histogramdd: input tensor should have at least 2 dimensions, but got {x.ndim}"
+        )
     return x.reshape(-1, x.shape[-1])
 
 
 def _dd_edges(x2: Any, bins: Any, rng: Any) -> list:
     if len(bins) != x2.shape[1]:
-        raise RuntimeError(f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
-                           f"{x2.shape[1]}-dimensional histogram but got {len(bins)}")
+        raise RuntimeError(
+            f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
+            f"{x2.shape[1]}-dimensional histogram but got {len(bins)}"
+        )
     for d, b in enumerate(bins):
         if b <= 0:
             raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {b} for dimension {d}")
-    return [_torch_linspace(lo, hi, b + 1, x2.dtype) for (lo, hi), b in zip(_outer_edges(x2, rng), bins,
-                                                                             strict=True)]
+    return [
+        _torch_linspace(lo, hi, b + 1, x2.dtype)
+        for (lo, hi), b in zip(_outer_edges(x2, rng), bins, strict=True)
+    ]
 
 
 @lower(aten._histogramdd_bin_edges.default)
-def histogramdd_bin_edges(x: Any, bins: Any, *, range: Any = None, weight: Any = None,
-                          density: bool = False) -> Any:
+def histogramdd_bin_edges(
+    x: Any, bins: Any, *, range: Any = None, weight: Any = None, density: bool = False
+) -> Any:
     return _dd_edges(_dd_input(x), bins, range)
 
 
 @lower(aten._histogramdd_from_bin_cts.default)
-def histogramdd_from_bin_cts(x: Any, bins: Any, *, range: Any = None, weight: Any = None,
-                             density: bool = False) -> Any:
+def histogramdd_from_bin_cts(
+    x: Any, bins: Any, *, range: Any = None, weight: Any = None, density: bool = False
+) -> Any:
     x2 = _dd_input(x)
     _check_weight(x2, weight)
     return _hist_from_edges(x2, _dd_edges(x2, bins, range), weight, density)
@@ -483,19 +544,24 @@ def histogramdd_from_bin_cts(x: Any, bins: Any, *, range: Any = None, weight: An
 def histogramdd_from_bin_tensors(x: Any, bins: Any, *, weight: Any = None, density: bool = False) -> Any:
     x2 = _dd_input(x)
     if len(bins) != x2.shape[1]:
-        raise RuntimeError(f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
-                           f"{x2.shape[1]}-dimensional histogram but got {len(bins)}")
+        raise RuntimeError(
+            f"torch.histogramdd: expected {x2.shape[1]} sequences of bin edges for a "
+            f"{x2.shape[1]}-dimensional histogram but got {len(bins)}"
+        )
     for b in bins:
         if b.ndim != 1 or b.size == 0 or b.dtype != x2.dtype:
-            raise RuntimeError("torch.histogramdd: bins tensor should have one dimension, at least 1 element and "
-                               "the input's dtype")
+            raise RuntimeError(
+                "torch.histogramdd: bins tensor should have one dimension, at least 1 element and "
+                "the input's dtype"
+            )
     _check_weight(x2, weight)
     return _hist_from_edges(x2, list(bins), weight, density)
 
 
 @lower(aten._efficientzerotensor.default)
-def efficientzerotensor(size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
-                        pin_memory: Any = None) -> Any:
+def efficientzerotensor(
+    size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> Any:
     """Autograd's zero gradient (e.g. sgn's backward for real inputs): a plain zero array here; the CPU version
     is a ZeroTensor, which cannot be copied to the device."""
 

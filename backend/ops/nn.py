@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend.ops._util import aten, jdt, wrapdim
 from tpu_workbench.backend.ops.linalg import precision
@@ -67,8 +68,9 @@ def native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps
 
 
 # ----------------------------------------------------------------------------- convolution
-def _conv_transpose_cols(x: Any, w: Any, stride: tuple, padding: tuple, dilation: tuple, output_padding: tuple,
-                         groups: int) -> Any:
+def _conv_transpose_cols(
+    x: Any, w: Any, stride: tuple, padding: tuple, dilation: tuple, output_padding: tuple, groups: int
+) -> Any:
     """Low-precision transposed convolution as torch CPU's slow (im2col) kernel computes it: per kernel offset a
     float32-accumulated GEMM rounded to the input dtype, scattered into the output with a rounding add in kernel
     order (col2im). torch takes that path when an output padding is >= its stride (oneDNN refuses it)."""
@@ -76,8 +78,10 @@ def _conv_transpose_cols(x: Any, w: Any, stride: tuple, padding: tuple, dilation
     n, cin = x.shape[:2]
     sp, ks = x.shape[2:], w.shape[2:]
     cog = w.shape[1]
-    outs = [(sp[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
-            for i in range(nd)]
+    outs = [
+        (sp[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ks[i] - 1) + output_padding[i] + 1
+        for i in range(nd)
+    ]
     xg = x.reshape((n, groups, cin // groups) + sp)
     wg = w.reshape((groups, cin // groups, cog) + ks)
     out = jnp.zeros((n, groups * cog, *outs), jnp.float32)
@@ -92,8 +96,18 @@ def _conv_transpose_cols(x: Any, w: Any, stride: tuple, padding: tuple, dilation
     return out
 
 
-def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
-          output_padding: Any, groups: int, cpu_slow_path: bool = True) -> Any:
+def _conv(
+    x: Any,
+    w: Any,
+    bias: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+    cpu_slow_path: bool = True,
+) -> Any:
     nd = w.ndim - 2
     unbatched = x.ndim == nd + 1
     if unbatched:
@@ -107,13 +121,28 @@ def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, t
     pet = acc if acc != x.dtype else None
     if not transposed:
         out = jax.lax.conv_general_dilated(
-            x, w, window_strides=stride, padding=[(p, p) for p in padding], rhs_dilation=dilation,
-            dimension_numbers=dn, feature_group_count=groups, precision=prec,
+            x,
+            w,
+            window_strides=stride,
+            padding=[(p, p) for p in padding],
+            rhs_dilation=dilation,
+            dimension_numbers=dn,
+            feature_group_count=groups,
+            precision=prec,
             preferred_element_type=pet,
         )
-    elif (cpu_slow_path and pet is not None and x.size and w.size
-          and any(op >= st for op, st in zip(tuple(output_padding) * (nd if len(output_padding) == 1 else 1), stride,
-                                             strict=True))):
+    elif (
+        cpu_slow_path
+        and pet is not None
+        and x.size
+        and w.size
+        and any(
+            op >= st
+            for op, st in zip(
+                tuple(output_padding) * (nd if len(output_padding) == 1 else 1), stride, strict=True
+            )
+        )
+    ):
         output_padding = tuple(output_padding) * (nd if len(output_padding) == 1 else 1)
         out = _conv_transpose_cols(x, w, stride, padding, dilation, output_padding, groups)
     else:
@@ -124,12 +153,24 @@ def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, t
         wg = jnp.swapaxes(wg, 1, 2)  # (g, out/g, in/g, k...)
         wt = wg.reshape((groups * w.shape[1], cin // groups) + w.shape[2:])
         wt = jnp.flip(wt, axis=tuple(range(2, wt.ndim)))
-        pads = [(d * (k - 1) - p, d * (k - 1) - p + op)
-                for k, p, d, op in zip(w.shape[2:], padding, dilation, output_padding, strict=True)]
-        dn = jax.lax.conv_dimension_numbers(x.shape, wt.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+        pads = [
+            (d * (k - 1) - p, d * (k - 1) - p + op)
+            for k, p, d, op in zip(w.shape[2:], padding, dilation, output_padding, strict=True)
+        ]
+        dn = jax.lax.conv_dimension_numbers(
+            x.shape, wt.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial)
+        )
         out = jax.lax.conv_general_dilated(
-            x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
-            dimension_numbers=dn, feature_group_count=groups, precision=prec, preferred_element_type=pet,
+            x,
+            wt,
+            window_strides=(1,) * nd,
+            padding=pads,
+            lhs_dilation=stride,
+            rhs_dilation=dilation,
+            dimension_numbers=dn,
+            feature_group_count=groups,
+            precision=prec,
+            preferred_element_type=pet,
         )
     if bias is not None:
         out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * nd)
@@ -138,22 +179,45 @@ def _conv(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, t
 
 
 @lower(aten.convolution.default, jit=True)
-def convolution(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
-                output_padding: Any, groups: int) -> Any:
+def convolution(
+    x: Any,
+    w: Any,
+    bias: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+) -> Any:
     return _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
 @lower(aten.convolution_backward.default, jit=True)
-def convolution_backward(g: Any, x: Any, w: Any, bias_sizes: Any, stride: Any, padding: Any, dilation: Any,
-                         transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
+def convolution_backward(
+    g: Any,
+    x: Any,
+    w: Any,
+    bias_sizes: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+    output_mask: Any,
+) -> Any:
     def f(x_: Any, w_: Any) -> Any:
         return _conv(x_, w_, None, stride, padding, dilation, transposed, output_padding, groups, False)
 
     _, vjp = jax.vjp(f, x, w)
     gx, gw = vjp(g.astype(x.dtype))
     nd = w.ndim - 2
-    gb = jnp.sum(g, axis=(0,) + tuple(range(2, 2 + nd))) if g.ndim == nd + 2 else jnp.sum(
-        g, axis=tuple(range(1, 1 + nd)))
+    gb = (
+        jnp.sum(g, axis=(0,) + tuple(range(2, 2 + nd)))
+        if g.ndim == nd + 2
+        else jnp.sum(g, axis=tuple(range(1, 1 + nd)))
+    )
     return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb if output_mask[2] else None)
 
 
@@ -168,8 +232,10 @@ def _out_len(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
 
 def _windows(shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, ceil: bool) -> Any:
     """Static flat indices (out..., K) of each window into the spatial plane, and a validity mask."""
-    outs = [_out_len(n, k, s, p, d, ceil) for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation,
-                                                                    strict=True)]
+    outs = [
+        _out_len(n, k, s, p, d, ceil)
+        for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation, strict=True)
+    ]
     grids = []
     for _n, o, k, s, p, d in zip(shape, outs, kernel, stride, padding, dilation, strict=True):
         pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d  # (o, k)
@@ -189,7 +255,12 @@ def _windows(shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilatio
         inpad = inpad & (posb < shape[i] + padding[i])
         mult *= shape[i]
     K = int(np.prod(kernel))
-    return idx.reshape(tuple(outs) + (K,)), valid.reshape(tuple(outs) + (K,)), inpad.reshape(tuple(outs) + (K,)), outs
+    return (
+        idx.reshape(tuple(outs) + (K,)),
+        valid.reshape(tuple(outs) + (K,)),
+        inpad.reshape(tuple(outs) + (K,)),
+        outs,
+    )
 
 
 def _tuple(v: Any, nd: int) -> tuple:
@@ -222,14 +293,16 @@ def _max_pool(x: Any, kernel: Any, stride: Any, padding: Any, dilation: Any, cei
 
 
 @lower(aten.max_pool2d_with_indices.default, jit=True)
-def max_pool2d_with_indices(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
-                            ceil_mode: bool = False) -> Any:
+def max_pool2d_with_indices(
+    x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False
+) -> Any:
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 2)
 
 
 @lower(aten.max_pool3d_with_indices.default)
-def max_pool3d_with_indices(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
-                            ceil_mode: bool = False) -> Any:
+def max_pool3d_with_indices(
+    x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False
+) -> Any:
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 3)
 
 
@@ -239,26 +312,40 @@ def _max_pool_backward(g: Any, x: Any, indices: Any, nd: int) -> Any:
     gl = g.reshape(lead + (-1,))
     il = indices.reshape(lead + (-1,))
     z = jnp.zeros(lead + (n,), g.dtype)
-    out = jax.vmap(lambda zz, ii, gg: zz.at[ii].add(gg))(
-        z.reshape(-1, n), il.reshape(-1, il.shape[-1]), gl.reshape(-1, gl.shape[-1])
-    ) if lead else z.at[il].add(gl)
+    out = (
+        jax.vmap(lambda zz, ii, gg: zz.at[ii].add(gg))(
+            z.reshape(-1, n), il.reshape(-1, il.shape[-1]), gl.reshape(-1, gl.shape[-1])
+        )
+        if lead
+        else z.at[il].add(gl)
+    )
     return out.reshape(x.shape)
 
 
 @lower(aten.max_pool2d_with_indices_backward.default, jit=True)
-def max_pool2d_with_indices_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-                                     ceil_mode: bool, indices: Any) -> Any:
+def max_pool2d_with_indices_backward(
+    g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, indices: Any
+) -> Any:
     return _max_pool_backward(g, x, indices, 2)
 
 
 @lower(aten.max_pool3d_with_indices_backward.default)
-def max_pool3d_with_indices_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-                                     ceil_mode: bool, indices: Any) -> Any:
+def max_pool3d_with_indices_backward(
+    g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, indices: Any
+) -> Any:
     return _max_pool_backward(g, x, indices, 3)
 
 
-def _avg_pool(x: Any, kernel: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
-              divisor_override: Any, nd: int) -> Any:
+def _avg_pool(
+    x: Any,
+    kernel: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+    nd: int,
+) -> Any:
     kernel = _tuple(kernel, nd)
     stride = _tuple(stride, nd) if stride else kernel
     padding = _tuple(padding, nd)
@@ -277,22 +364,48 @@ def _avg_pool(x: Any, kernel: Any, stride: Any, padding: Any, ceil_mode: bool, c
 
 
 @lower(aten.avg_pool2d.default, jit=True)
-def avg_pool2d(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
+def avg_pool2d(
+    x: Any,
+    kernel_size: Any,
+    stride: Any = (),
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: Any = None,
+) -> Any:
     return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
 
 
 @lower(aten.avg_pool2d_backward.default, jit=True)
-def avg_pool2d_backward(g: Any, x: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
-                        count_include_pad: bool, divisor_override: Any) -> Any:
-    _, vjp = jax.vjp(lambda t: _avg_pool(t, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                         divisor_override, 2), x)
+def avg_pool2d_backward(
+    g: Any,
+    x: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+) -> Any:
+    _, vjp = jax.vjp(
+        lambda t: _avg_pool(
+            t, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2
+        ),
+        x,
+    )
     return vjp(g)[0]
 
 
 @lower(aten.avg_pool3d.default)
-def avg_pool3d(x: Any, kernel_size: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: Any = None) -> Any:
+def avg_pool3d(
+    x: Any,
+    kernel_size: Any,
+    stride: Any = (),
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: Any = None,
+) -> Any:
     return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
 
 
@@ -309,7 +422,9 @@ def _adaptive_avg(x: Any, output_size: Any, nd: int) -> Any:
     for i, o in enumerate(_tuple(output_size, nd)):
         ax = x.ndim - nd + i
         m = jnp.asarray(_adaptive_matrix(x.shape[ax], o), out.dtype)
-        out = jnp.moveaxis(jnp.tensordot(out, m, axes=([ax], [1]), precision=jax.lax.Precision.HIGHEST), -1, ax)
+        out = jnp.moveaxis(
+            jnp.tensordot(out, m, axes=([ax], [1]), precision=jax.lax.Precision.HIGHEST), -1, ax
+        )
     return out.astype(x.dtype)
 
 
@@ -348,7 +463,11 @@ def _bn(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: floa
         invstd = jax.lax.rsqrt(var + eps)
         n = x.size // max(x.shape[1], 1)
         new_rm = None if rm is None else ((1 - momentum) * rm + momentum * mean).astype(rm.dtype)
-        new_rv = None if rv is None else ((1 - momentum) * rv + momentum * var * (n / max(n - 1, 1))).astype(rv.dtype)
+        new_rv = (
+            None
+            if rv is None
+            else ((1 - momentum) * rv + momentum * var * (n / max(n - 1, 1))).astype(rv.dtype)
+        )
         save_mean, save_invstd = mean.astype(x.dtype), invstd.astype(x.dtype)
         if acc != x.dtype:
             # torch CPU normalises low-precision inputs with the saved (rounded) statistics, in float32, as
@@ -384,8 +503,9 @@ def _bn_raw(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: 
 
 
 @lower(aten.native_batch_norm.default, aten._native_batch_norm_legit.default, raw=True)
-def native_batch_norm(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float,
-                      eps: float) -> Any:
+def native_batch_norm(
+    x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float, eps: float
+) -> Any:
     return _bn_raw(x, w, b, rm, rv, training, momentum, eps)
 
 
@@ -395,13 +515,16 @@ def native_batch_norm_no_stats(x: Any, w: Any, b: Any, training: bool, momentum:
 
 
 @lower(aten._native_batch_norm_legit_no_training.default)
-def native_batch_norm_no_training(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float) -> Any:
+def native_batch_norm_no_training(
+    x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float
+) -> Any:
     return _bn(x, w, b, rm, rv, False, momentum, eps)[:3]
 
 
 @lower(aten._native_batch_norm_legit_functional.default)
-def native_batch_norm_functional(x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float,
-                                 eps: float) -> Any:
+def native_batch_norm_functional(
+    x: Any, w: Any, b: Any, rm: Any, rv: Any, training: bool, momentum: float, eps: float
+) -> Any:
     return _bn(x, w, b, rm, rv, training, momentum, eps)
 
 
@@ -414,8 +537,9 @@ def _batch_norm_with_update(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: 
 
 
 @lower(aten._batch_norm_with_update_functional.default)
-def _batch_norm_with_update_functional(x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float,
-                                       eps: float) -> Any:
+def _batch_norm_with_update_functional(
+    x: Any, w: Any, b: Any, rm: Any, rv: Any, momentum: float, eps: float
+) -> Any:
     out, sm, si, nrm, nrv = _bn(x, w, b, rm, rv, True, momentum, eps)
     return out, sm, si, jnp.zeros((0,), jnp.uint8), nrm, nrv
 
@@ -514,19 +638,21 @@ def native_group_norm(x: Any, w: Any, b: Any, n: int, c: int, hxw: int, group: i
 
 
 @lower(aten.native_group_norm_backward.default, jit=True)
-def native_group_norm_backward(g: Any, x: Any, mean: Any, rstd: Any, w: Any, n: int, c: int, hxw: int, group: int,
-                               output_mask: Any) -> Any:
+def native_group_norm_backward(
+    g: Any, x: Any, mean: Any, rstd: Any, w: Any, n: int, c: int, hxw: int, group: int, output_mask: Any
+) -> Any:
     """Closed form with the saved statistics: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))."""
     acc = _wide(x.dtype)
     gf = g.astype(acc).reshape(n, c, -1)
-    xhat = ((x.astype(acc).reshape(n, group, -1) - mean.astype(acc)[..., None]) * rstd.astype(acc)[..., None])
+    xhat = (x.astype(acc).reshape(n, group, -1) - mean.astype(acc)[..., None]) * rstd.astype(acc)[..., None]
     xhat_c = xhat.reshape(n, c, -1)
     gx = gw = gb = None
     if output_mask[0]:
         dxhat = gf * w.astype(acc)[None, :, None] if w is not None else gf
         dxhat = dxhat.reshape(n, group, -1)
-        gx = rstd.astype(acc)[..., None] * (dxhat - jnp.mean(dxhat, -1, keepdims=True)
-                                            - xhat * jnp.mean(dxhat * xhat, -1, keepdims=True))
+        gx = rstd.astype(acc)[..., None] * (
+            dxhat - jnp.mean(dxhat, -1, keepdims=True) - xhat * jnp.mean(dxhat * xhat, -1, keepdims=True)
+        )
         gx = gx.reshape(x.shape).astype(x.dtype)
     if output_mask[1]:
         gw = jnp.sum(gf * xhat_c, axis=(0, 2)).astype(x.dtype)
@@ -538,8 +664,10 @@ def native_group_norm_backward(g: Any, x: Any, mean: Any, rstd: Any, w: Any, n: 
 # ----------------------------------------------------------------------------- weight norm
 def _weight_norm_axes(v: Any, dim: int) -> tuple[int, ...]:
     if v.ndim and not (dim == 0 or dim == v.ndim - 1):
-        raise RuntimeError("_weight_norm_interface: fused kernels can only be applied for first or last dim "
-                           f"(got dim={dim} for a {v.ndim}-D weight)")
+        raise RuntimeError(
+            "_weight_norm_interface: fused kernels can only be applied for first or last dim "
+            f"(got dim={dim} for a {v.ndim}-D weight)"
+        )
     return tuple(i for i in range(v.ndim) if i != dim)
 
 
@@ -556,7 +684,9 @@ def _weight_norm_interface(v: Any, g: Any, dim: int = 0) -> tuple:
 
 
 @lower(aten._weight_norm_interface_backward.default, jit=True)
-def _weight_norm_interface_backward(grad_w: Any, saved_v: Any, saved_g: Any, saved_norms: Any, dim: int) -> tuple:
+def _weight_norm_interface_backward(
+    grad_w: Any, saved_v: Any, saved_g: Any, saved_norms: Any, dim: int
+) -> tuple:
     """(grad_v, grad_g): with s = sum(grad_w * v) over the non-``dim`` axes, grad_g = s / ||v|| and
     grad_v = (g / ||v||) grad_w - (g s / ||v||^3) v (torch's CPU and CUDA kernels)."""
     axes = _weight_norm_axes(saved_v, dim)
@@ -587,7 +717,9 @@ def _rrelu(x: Any, lower_: float, upper: float, training: bool, generator: Any) 
     return jnp.where(neg, x * r, x), jnp.where(neg, r, jnp.ones((), x.dtype))
 
 
-def _rrelu_writing_noise(x: Any, noise: Any, lower: float, upper: float, training: bool, generator: Any) -> Any:
+def _rrelu_writing_noise(
+    x: Any, noise: Any, lower: float, upper: float, training: bool, generator: Any
+) -> Any:
     """The result's jax value; ``noise`` is written in place (the backward reads it)."""
 
     out, nz = _rrelu(value(x), float(lower), float(upper), training, generator)
@@ -597,20 +729,38 @@ def _rrelu_writing_noise(x: Any, noise: Any, lower: float, upper: float, trainin
 
 
 @lower(aten.rrelu_with_noise.default, raw=True)
-def rrelu_with_noise(x: Any, noise: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-                     generator: Any = None) -> Any:
+def rrelu_with_noise(
+    x: Any,
+    noise: Any,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    generator: Any = None,
+) -> Any:
     return TpuTensor(_rrelu_writing_noise(x, noise, lower, upper, training, generator))
 
 
 @lower(aten.rrelu_with_noise_.default, raw=True)
-def rrelu_with_noise_(x: Any, noise: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-                      generator: Any = None) -> Any:
+def rrelu_with_noise_(
+    x: Any,
+    noise: Any,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    generator: Any = None,
+) -> Any:
     set_value(x, _rrelu_writing_noise(x, noise, lower, upper, training, generator))
     return x
 
 
 @lower(aten.rrelu_with_noise_functional.default)
-def rrelu_with_noise_functional(x: Any, noise: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-                                training: bool = False, generator: Any = None) -> Any:
+def rrelu_with_noise_functional(
+    x: Any,
+    noise: Any,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    generator: Any = None,
+) -> Any:
     out, nz = _rrelu(x, float(lower), float(upper), training, generator)
     return out, (noise if nz is None else nz.astype(noise.dtype))

@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.registry import lower

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
 from tpu_workbench.backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
@@ -51,8 +52,13 @@ def _same_numeric(a: Any, b: Any) -> bool:
     """Two arrays of one non-bool dtype and one shape: no promotion or broadcasting to work out, so a
     jitted lax primitive can be called directly: its C++ dispatch path skips the jnp operator's Python
     checks, which cost more than the op itself on a small tensor (5 vs 8 µs; an un-jitted lax call is 15)."""
-    return (isinstance(a, _Array) and isinstance(b, _Array) and a.dtype == b.dtype and a.shape == b.shape
-            and a.dtype not in _NO_FAST)
+    return (
+        isinstance(a, _Array)
+        and isinstance(b, _Array)
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.dtype not in _NO_FAST
+    )
 
 
 @lower(aten.add.Tensor, aten.add.Scalar)
@@ -119,7 +125,9 @@ def div_mode(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
         if jnp.issubdtype(dt, jnp.floating):
             return _div_floor_floating(a, b)
         return jnp.floor(a / b)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+    raise ValueError(
+        f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+    )
 
 
 _LOW = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
@@ -220,10 +228,22 @@ _binary(jnp.fmin, aten.fmin.default)
 _binary(jnp.bitwise_and, aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)
 _binary(jnp.bitwise_or, aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)
 _binary(jnp.bitwise_xor, aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)
-_binary(jnp.left_shift, aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
-        aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Scalar, aten.__lshift__.Tensor)
-_binary(jnp.right_shift, aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
-        aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Scalar, aten.__rshift__.Tensor)
+_binary(
+    jnp.left_shift,
+    aten.bitwise_left_shift.Tensor,
+    aten.bitwise_left_shift.Tensor_Scalar,
+    aten.bitwise_left_shift.Scalar_Tensor,
+    aten.__lshift__.Scalar,
+    aten.__lshift__.Tensor,
+)
+_binary(
+    jnp.right_shift,
+    aten.bitwise_right_shift.Tensor,
+    aten.bitwise_right_shift.Tensor_Scalar,
+    aten.bitwise_right_shift.Scalar_Tensor,
+    aten.__rshift__.Scalar,
+    aten.__rshift__.Tensor,
+)
 _unary(lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x), aten.bitwise_not.default)
 
 for _n, _f in [("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
@@ -298,7 +318,9 @@ _unary(lambda x: jnp.isfinite(x) if is_float(x) else jnp.ones(x.shape, jnp.bool_
 
 
 @lower(aten.nan_to_num.default)
-def nan_to_num(x: Any, nan: float | None = 0.0, posinf: float | None = None, neginf: float | None = None) -> Any:
+def nan_to_num(
+    x: Any, nan: float | None = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Any:
     if not is_float(x):
         return x
     return jnp.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
@@ -457,8 +479,16 @@ def heaviside(x: Any, v: Any) -> Any:
 
 
 @lower(aten._to_copy.default, raw=True)
-def _to_copy(x: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
-             pin_memory: bool | None = None, non_blocking: bool = False, memory_format: Any = None) -> torch.Tensor:
+def _to_copy(
+    x: torch.Tensor,
+    *,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    non_blocking: bool = False,
+    memory_format: Any = None,
+) -> torch.Tensor:
     """Device transfers and dtype casts (raw: sees CPU tensors)."""
 
     target = torch.device(device) if device is not None else x.device
@@ -526,7 +556,9 @@ def _igamma_edges(a: Any, x: Any, body: Any, complement: bool) -> Any:
     """torch's (cephes) special cases for igamma/igammac, applied in its order."""
     nan = jnp.full((), jnp.nan, a.dtype)
     # igamma: a == 0 -> 1, x == 0 -> 0, a == inf -> 0, x == inf -> 1; igammac: the complements
-    at_a0, at_x0, at_ainf, at_xinf = (jnp.asarray(v, a.dtype) for v in ((0, 1, 1, 0) if complement else (1, 0, 0, 1)))
+    at_a0, at_x0, at_ainf, at_xinf = (
+        jnp.asarray(v, a.dtype) for v in ((0, 1, 1, 0) if complement else (1, 0, 0, 1))
+    )
     r = jnp.where(jnp.isinf(x), at_xinf, body)
     r = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), nan, at_ainf), r)
     r = jnp.where(x == 0, at_x0, r)

@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend.ops._util import jdt
 from tpu_workbench.backend.ops.registry import lower
 

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import torch
+
 from tpu_workbench.backend import random as _rng
 from tpu_workbench.backend.ops._util import aten, float_of, jdt
 from tpu_workbench.backend.ops.registry import lower
@@ -47,8 +48,17 @@ def normal(mean: Any, std: Any = 1.0, *, generator: Any = None) -> Any:
 
 
 @lower(aten.normal.float_float)
-def normal_ff(mean: float, std: float, size: Any, *, generator: Any = None, dtype: Any = None, layout: Any = None,
-              device: Any = None, pin_memory: Any = None) -> Any:
+def normal_ff(
+    mean: float,
+    std: float,
+    size: Any,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return (jax.random.normal(_key(generator), tuple(size), jnp.float32) * std + mean).astype(jdt(dtype))
 
 
@@ -59,7 +69,9 @@ def bernoulli_f(x: Any, p: float = 0.5, *, generator: Any = None) -> Any:
 
 @lower(aten.bernoulli_.Tensor)
 def bernoulli_t(x: Any, p: Any, *, generator: Any = None) -> Any:
-    return jax.random.bernoulli(_key(generator), jnp.broadcast_to(p, x.shape).astype(jnp.float32)).astype(x.dtype)
+    return jax.random.bernoulli(_key(generator), jnp.broadcast_to(p, x.shape).astype(jnp.float32)).astype(
+        x.dtype
+    )
 
 
 @lower(aten.bernoulli.default)
@@ -96,8 +108,13 @@ def cauchy_(x: Any, median: float = 0.0, sigma: float = 1.0, *, generator: Any =
 @lower(getattr(aten.random_, "from"))
 def random_from(x: Any, from_: int, to: int | None, *, generator: Any = None) -> Any:
     if to is None:
-        to = 2**63 - 1 if x.dtype == jnp.int64 else int(jnp.iinfo(x.dtype).max) + 1 if jnp.issubdtype(
-            x.dtype, jnp.integer) else 2 ** jnp.finfo(x.dtype).nmant + 1
+        to = (
+            2**63 - 1
+            if x.dtype == jnp.int64
+            else int(jnp.iinfo(x.dtype).max) + 1
+            if jnp.issubdtype(x.dtype, jnp.integer)
+            else 2 ** jnp.finfo(x.dtype).nmant + 1
+        )
     return jax.random.randint(_key(generator), x.shape, from_, to, jnp.int64).astype(x.dtype)
 
 
@@ -110,14 +127,24 @@ def random_to(x: Any, to: int, *, generator: Any = None) -> Any:
 def random_default(x: Any, *, generator: Any = None) -> Any:
     if x.dtype == jnp.bool_:
         return random_from(x, 0, 2, generator=generator)
-    hi = int(jnp.iinfo(x.dtype).max) + 1 if jnp.issubdtype(x.dtype, jnp.integer) else 2 ** (
-        jnp.finfo(x.dtype).nmant + 1) + 1
+    hi = (
+        int(jnp.iinfo(x.dtype).max) + 1
+        if jnp.issubdtype(x.dtype, jnp.integer)
+        else 2 ** (jnp.finfo(x.dtype).nmant + 1) + 1
+    )
     return random_from(x, 0, min(hi, 2**63 - 1), generator=generator)
 
 
 @lower(aten.randperm.default, aten.randperm.generator)
-def randperm(n: int, *, generator: Any = None, dtype: Any = None, layout: Any = None, device: Any = None,
-             pin_memory: Any = None) -> Any:
+def randperm(
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return jax.random.permutation(_key(generator), n).astype(jdt(dtype, jnp.int64))
 
 
@@ -134,54 +161,108 @@ def multinomial(p: Any, num_samples: int, replacement: bool = False, *, generato
 
 
 @lower(aten.rand.default, aten.rand.generator)
-def rand(size: Any, *, generator: Any = None, dtype: Any = None, layout: Any = None, device: Any = None,
-         pin_memory: Any = None) -> Any:
+def rand(
+    size: Any,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     dt = jdt(dtype)
     wide = jnp.float32 if dt in (jnp.bfloat16, jnp.float16) else dt
     return jax.random.uniform(_key(generator), tuple(size), wide).astype(dt)
 
 
 @lower(aten.randn.default, aten.randn.generator)
-def randn(size: Any, *, generator: Any = None, dtype: Any = None, layout: Any = None, device: Any = None,
-          pin_memory: Any = None) -> Any:
+def randn(
+    size: Any,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     dt = jdt(dtype)
     wide = jnp.float32 if dt in (jnp.bfloat16, jnp.float16) else dt
     return jax.random.normal(_key(generator), tuple(size), wide).astype(dt)
 
 
 @lower(aten.randint.low, aten.randint.low_generator)
-def randint_low(low: int, high: int, size: Any, *, generator: Any = None, dtype: Any = None, layout: Any = None,
-                device: Any = None, pin_memory: Any = None) -> Any:
+def randint_low(
+    low: int,
+    high: int,
+    size: Any,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    return jax.random.randint(_key(generator), tuple(size), low, high, jnp.int64).astype(jdt(dtype, jnp.int64))
+    return jax.random.randint(_key(generator), tuple(size), low, high, jnp.int64).astype(
+        jdt(dtype, jnp.int64)
+    )
 
 
 @lower(aten.randint.default, aten.randint.generator)
-def randint(high: int, size: Any, *, generator: Any = None, dtype: Any = None, layout: Any = None,
-            device: Any = None, pin_memory: Any = None) -> Any:
+def randint(
+    high: int,
+    size: Any,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+) -> Any:
     return randint_low(0, high, size, generator=generator, dtype=dtype)
 
 
 @lower(aten.rand_like.default)
-def rand_like(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-              memory_format: Any = None) -> Any:
+def rand_like(
+    x: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     dt = x.dtype if dtype is None else jdt(dtype)
     wide = jnp.float32 if dt in (jnp.bfloat16, jnp.float16) else dt
     return jax.random.uniform(_rng.next_key(), x.shape, wide).astype(dt)
 
 
 @lower(aten.randn_like.default)
-def randn_like(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-               memory_format: Any = None) -> Any:
+def randn_like(
+    x: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     dt = x.dtype if dtype is None else jdt(dtype)
     wide = jnp.float32 if dt in (jnp.bfloat16, jnp.float16) else dt
     return jax.random.normal(_rng.next_key(), x.shape, wide).astype(dt)
 
 
 @lower(aten.randint_like.default, aten.randint_like.low_dtype)
-def randint_like(x: Any, *args: Any, dtype: Any = None, layout: Any = None, device: Any = None,
-                 pin_memory: Any = None, memory_format: Any = None) -> Any:
+def randint_like(
+    x: Any,
+    *args: Any,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: Any = None,
+    memory_format: Any = None,
+) -> Any:
     low, high = (0, args[0]) if len(args) == 1 else args
     dt = x.dtype if dtype is None else jdt(dtype)
     return jax.random.randint(_rng.next_key(), x.shape, low, high, jnp.int64).astype(dt)

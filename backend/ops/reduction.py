@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend.ops._util import aten, dims, jdt, wrapdim
 from tpu_workbench.backend.ops.registry import lower
 
@@ -78,16 +79,20 @@ def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
 @lower(aten.max.default)
 def max_all(x: Any) -> Any:
     if x.size == 0:
-        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                           "reduction dim with the 'dim' argument.")
+        raise RuntimeError(
+            "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument."
+        )
     return jnp.max(x)
 
 
 @lower(aten.min.default)
 def min_all(x: Any) -> Any:
     if x.size == 0:
-        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                           "reduction dim with the 'dim' argument.")
+        raise RuntimeError(
+            "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument."
+        )
     return jnp.min(x)
 
 
@@ -239,12 +244,13 @@ def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
     return jnp.sum(a**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
 
 
-
 @lower(aten.linalg__powsum.default)
 def powsum(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
     """sum(|x| ** ord): vector_norm without the root (``_foreach_powsum`` is a loop over it)."""
     if not (jnp.issubdtype(x.dtype, jnp.inexact)):
-        raise RuntimeError(f"linalg._powsum: Expected a floating point or complex tensor as input. Got {x.dtype}")
+        raise RuntimeError(
+            f"linalg._powsum: Expected a floating point or complex tensor as input. Got {x.dtype}"
+        )
     if dtype is not None:
         x = x.astype(jdt(dtype))
     ax = dims(dim, x.ndim) if x.ndim else None
@@ -254,6 +260,7 @@ def powsum(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtyp
     if ord == 1:
         return jnp.sum(a, axis=ax, keepdims=keepdim)
     return jnp.sum(a ** jnp.asarray(ord, a.dtype), axis=ax, keepdims=keepdim)
+
 
 def _sort(x: Any, dim: int, descending: bool) -> Any:
     if x.ndim == 0:
@@ -308,8 +315,11 @@ def _median_along(x: Any, d: int, ignore_nan: bool) -> tuple[Any, Any]:
     n = x.shape[d]
     if jnp.issubdtype(x.dtype, jnp.floating):
         nan = jnp.isnan(x)
-        cnt = n - jnp.sum(nan, axis=d, keepdims=True) if ignore_nan else jnp.full_like(
-            jnp.sum(nan, axis=d, keepdims=True), n)
+        cnt = (
+            n - jnp.sum(nan, axis=d, keepdims=True)
+            if ignore_nan
+            else jnp.full_like(jnp.sum(nan, axis=d, keepdims=True), n)
+        )
         pos = jnp.maximum((cnt - 1) // 2, 0)
         v = jnp.take_along_axis(s, pos, d)
         idx = jnp.take_along_axis(i, pos, d)
@@ -408,9 +418,15 @@ def mode(x: Any, dim: int = -1, keepdim: bool = False) -> Any:
     d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
-    if jnp.issubdtype(x.dtype, jnp.inexact) and not isinstance(x, jax.core.Tracer) and bool(jnp.any(jnp.isnan(x))):
-        raise NotImplementedError("aten::mode on TPU: inputs containing NaN are not supported (torch's CPU answer "
-                                  "depends on its unstable sort's handling of NaN)")
+    if (
+        jnp.issubdtype(x.dtype, jnp.inexact)
+        and not isinstance(x, jax.core.Tracer)
+        and bool(jnp.any(jnp.isnan(x)))
+    ):
+        raise NotImplementedError(
+            "aten::mode on TPU: inputs containing NaN are not supported (torch's CPU answer "
+            "depends on its unstable sort's handling of NaN)"
+        )
     v, i = _mode_last(jnp.moveaxis(x, d, -1))
     if keepdim:
         v, i = jnp.expand_dims(v, d), jnp.expand_dims(i, d)
@@ -444,8 +460,10 @@ def _check_lengths(n: int, lengths: Any, unsafe: bool) -> None:
         if bool(jnp.any(lengths < 0)):
             raise RuntimeError("lengths contains negative value!")
         if bool(jnp.any(jnp.sum(lengths, axis=-1) != n)):
-            raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
-                               "data.size(lengths.dim()-1) when !unsafe.")
+            raise RuntimeError(
+                "segment_reduce(): Expected all rows of lengths along axis to sum to "
+                "data.size(lengths.dim()-1) when !unsafe."
+            )
 
 
 def _segments(shape: tuple, lengths: Any, offsets: Any) -> tuple:
@@ -462,7 +480,7 @@ def _segments(shape: tuple, lengths: Any, offsets: Any) -> tuple:
         raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
     outer = int(np.prod(shape[:ax], dtype=np.int64))
     n = shape[ax]
-    inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+    inner = int(np.prod(shape[ax + 1 :], dtype=np.int64))
     s = starts.shape[-1]
     starts, ends = starts.reshape(outer, s).astype(jnp.int64), ends.reshape(outer, s).astype(jnp.int64)
     seglen = ends - starts
@@ -475,8 +493,17 @@ def _segments(shape: tuple, lengths: Any, offsets: Any) -> tuple:
 
 
 @lower(aten.segment_reduce.default)
-def segment_reduce(data: Any, reduce: str, *, lengths: Any = None, indices: Any = None, offsets: Any = None,
-                   axis: int = 0, unsafe: bool = False, initial: Any = None) -> Any:
+def segment_reduce(
+    data: Any,
+    reduce: str,
+    *,
+    lengths: Any = None,
+    indices: Any = None,
+    offsets: Any = None,
+    axis: int = 0,
+    unsafe: bool = False,
+    initial: Any = None,
+) -> Any:
     """torch's segment_reduce over contiguous segments: NaN propagates through max/min, an empty segment is
     ``initial`` (or the reduction's identity; NaN for mean)."""
     if indices is not None:
@@ -494,7 +521,7 @@ def segment_reduce(data: Any, reduce: str, *, lengths: Any = None, indices: Any 
 def _segment_reduce_core(data: Any, lengths: Any, offsets: Any, reduce: str, initial: Any) -> Any:
     """One compiled program (eagerly this is dozens of small ops)."""
     ax, outer, n, inner, s, seg, seglen = _segments(data.shape, lengths, offsets)
-    out_shape = data.shape[:ax] + (s,) + data.shape[ax + 1:]
+    out_shape = data.shape[:ax] + (s,) + data.shape[ax + 1 :]
     if s == 0:
         return jnp.zeros(out_shape, data.dtype)
     gid = (jnp.arange(outer)[:, None] * s + seg).reshape(-1)
@@ -532,8 +559,17 @@ def _segmented_cumprod(v: Any, first: Any, reverse: bool) -> Any:
 
 
 @lower(aten._segment_reduce_backward.default, jit=True)
-def segment_reduce_backward(grad: Any, output: Any, data: Any, reduce: str, *, lengths: Any = None,
-                            offsets: Any = None, axis: int = 0, initial: Any = None) -> Any:
+def segment_reduce_backward(
+    grad: Any,
+    output: Any,
+    data: Any,
+    reduce: str,
+    *,
+    lengths: Any = None,
+    offsets: Any = None,
+    axis: int = 0,
+    initial: Any = None,
+) -> Any:
     """Mirror of torch's CPU backward, including its quirks: max/min share the gradient among tied (or NaN)
     elements only where it is positive; prod recomputes the exclusive product for zero/NaN elements."""
     ax, outer, n, inner, s, seg, seglen = _segments(data.shape, lengths, offsets)
@@ -553,8 +589,11 @@ def segment_reduce_backward(grad: Any, output: Any, data: Any, reduce: str, *, l
         gi = g_e / len_e.astype(data.dtype)
     elif reduce in ("max", "min"):
         hit = (jnp.isnan(d3) | (d3 == o_e)) & used
-        cnt = jnp.zeros((outer, s + 1, inner), jnp.int64).at[
-            jnp.arange(outer)[:, None], seg].add(hit.astype(jnp.int64))[:, :s]
+        cnt = (
+            jnp.zeros((outer, s + 1, inner), jnp.int64)
+            .at[jnp.arange(outer)[:, None], seg]
+            .add(hit.astype(jnp.int64))[:, :s]
+        )
         cnt_e = jnp.take_along_axis(cnt, segc[:, :, None], axis=1)
         gi = jnp.where(hit, g_e, 0)
         gi = jnp.where((cnt_e >= 2) & (gi > 0), gi / cnt_e.astype(data.dtype), gi)

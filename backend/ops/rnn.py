@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend.ops._util import aten
 from tpu_workbench.backend.ops.registry import lower

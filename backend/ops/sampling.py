@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from tpu_workbench.backend.decompositions import decomposition_for
 from tpu_workbench.backend.ops._util import aten, wrapdim
 from tpu_workbench.backend.ops.nn import _wide
@@ -38,7 +39,9 @@ def _gs_pad(coord: Any, size: int, padding_mode: int, align_corners: bool) -> An
     if padding_mode == 1:
         return jnp.clip(coord, 0, size - 1)
     if padding_mode == 2:
-        coord = _gs_reflect(coord, 0, 2 * (size - 1)) if align_corners else _gs_reflect(coord, -1, 2 * size - 1)
+        coord = (
+            _gs_reflect(coord, 0, 2 * (size - 1)) if align_corners else _gs_reflect(coord, -1, 2 * size - 1)
+        )
         return jnp.clip(coord, 0, size - 1)
     return coord
 
@@ -64,7 +67,7 @@ def _grid_sample(x: Any, grid: Any, mode: int, padding_mode: int, align_corners:
     out_sp = grid.shape[1:-1]
     flat = x.reshape(n, c, -1)
     g = grid.reshape(n, -1, nd).astype(x.dtype)
-    strides = [int(np.prod(in_sp[a + 1:])) for a in range(nd)]
+    strides = [int(np.prod(in_sp[a + 1 :])) for a in range(nd)]
 
     def gather(pos: list) -> Any:
         valid = jnp.ones(pos[0].shape, bool)
@@ -112,19 +115,30 @@ def grid_sampler(x: Any, grid: Any, interpolation_mode: int, padding_mode: int, 
 
 
 @lower(aten.grid_sampler_2d_backward.default, aten.grid_sampler_3d_backward.default, jit=True)
-def grid_sampler_backward(g: Any, x: Any, grid: Any, interpolation_mode: int, padding_mode: int,
-                          align_corners: bool, output_mask: Any) -> Any:
-    _, pull = jax.vjp(lambda a, b: _grid_sample(a, b, interpolation_mode, padding_mode, align_corners), x, grid)
+def grid_sampler_backward(
+    g: Any,
+    x: Any,
+    grid: Any,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: Any,
+) -> Any:
+    _, pull = jax.vjp(
+        lambda a, b: _grid_sample(a, b, interpolation_mode, padding_mode, align_corners), x, grid
+    )
     gx, gg = pull(g.astype(x.dtype))
     return (gx if output_mask[0] else None), gg
 
 
 # ----------------------------------------------------------------------------- bilinear (_trilinear)
 @lower(aten._trilinear.default, jit=True)
-def _trilinear(i1: Any, i2: Any, i3: Any, expand1: Any, expand2: Any, expand3: Any, sumdim: Any,
-               unroll_dim: int = 1) -> Any:
+def _trilinear(
+    i1: Any, i2: Any, i3: Any, expand1: Any, expand2: Any, expand3: Any, sumdim: Any, unroll_dim: int = 1
+) -> Any:
     """Each input gets size-1 dims inserted at its ``expand`` positions (ascending); the broadcast product is
     summed over ``sumdim`` (those dims dropped)."""
+
     def ex(t: Any, e: Any) -> Any:
         for d in sorted(e):
             t = jnp.expand_dims(t, d)
@@ -148,7 +162,9 @@ def _trilinear(i1: Any, i2: Any, i3: Any, expand1: Any, expand2: Any, expand3: A
         # accumulated GEMM rounded to the input dtype
         s3 = set(subs[2])
         mid = "".join(ch for ch in letters if (ch in subs[0] or ch in subs[1]) and (ch in keep or ch in s3))
-        t = jnp.einsum(f"{subs[0]},{subs[1]}->{mid}", ops[0], ops[1], preferred_element_type=acc).astype(a.dtype)
+        t = jnp.einsum(f"{subs[0]},{subs[1]}->{mid}", ops[0], ops[1], preferred_element_type=acc).astype(
+            a.dtype
+        )
         out = jnp.einsum(f"{mid},{subs[2]}->{keep}", t, ops[2], preferred_element_type=acc)
     else:
         out = jnp.einsum(f"{subs[0]},{subs[1]},{subs[2]}->{keep}", *ops, precision=jax.lax.Precision.HIGHEST)
@@ -177,19 +193,30 @@ def _linear_matrix_lowp(n: int, o: int, align_corners: bool, scale: float | None
 
 
 @lower(aten.upsample_trilinear3d.default, raw=True)
-def upsample_trilinear3d(x: Any, output_size: Any, align_corners: bool, scales_d: Any = None, scales_h: Any = None,
-                         scales_w: Any = None) -> Any:
+def upsample_trilinear3d(
+    x: Any,
+    output_size: Any,
+    align_corners: bool,
+    scales_d: Any = None,
+    scales_h: Any = None,
+    scales_w: Any = None,
+) -> Any:
     """Low-precision inputs: float32 math with torch CPU's rounded weights, rounded once; otherwise torch's
     decomposition."""
 
     v = value(x)
     if v.dtype not in (jnp.bfloat16, jnp.float16) or v.size == 0:
-        return decomposition_for(aten.upsample_trilinear3d.default)(x, output_size, align_corners, scales_d,
-                                                                    scales_h, scales_w)
+        return decomposition_for(aten.upsample_trilinear3d.default)(
+            x, output_size, align_corners, scales_d, scales_h, scales_w
+        )
     dt = jnp.dtype(v.dtype)
-    mats = [jnp.asarray(_linear_matrix_lowp(v.shape[2 + k], int(output_size[k]), align_corners, sc, dt))
-            for k, sc in enumerate((scales_d, scales_h, scales_w))]
-    out = jnp.einsum("ncdhw,Dd,Hh,Ww->ncDHW", v.astype(jnp.float32), *mats, precision=jax.lax.Precision.HIGHEST)
+    mats = [
+        jnp.asarray(_linear_matrix_lowp(v.shape[2 + k], int(output_size[k]), align_corners, sc, dt))
+        for k, sc in enumerate((scales_d, scales_h, scales_w))
+    ]
+    out = jnp.einsum(
+        "ncdhw,Dd,Hh,Ww->ncDHW", v.astype(jnp.float32), *mats, precision=jax.lax.Precision.HIGHEST
+    )
     return TpuTensor(out.astype(v.dtype))
 
 
@@ -212,7 +239,7 @@ def _aa_matrix(n: int, o: int, align_corners: bool, scale: float | None) -> np.n
         tot = w.sum()
         if tot != 0:
             w = w / tot
-        m[i, xmin:xmin + len(j)] = w
+        m[i, xmin : xmin + len(j)] = w
     return m
 
 
@@ -221,19 +248,23 @@ def _upsample_aa(x: Any, output_size: Any, align_corners: bool, scales: Any) -> 
     for i, (o, sc) in enumerate(zip(output_size, scales, strict=True)):
         ax = x.ndim - 2 + i
         m = jnp.asarray(_aa_matrix(x.shape[ax], o, align_corners, sc), out.dtype)
-        out = jnp.moveaxis(jnp.tensordot(out, m, axes=([ax], [1]), precision=jax.lax.Precision.HIGHEST), -1, ax)
+        out = jnp.moveaxis(
+            jnp.tensordot(out, m, axes=([ax], [1]), precision=jax.lax.Precision.HIGHEST), -1, ax
+        )
     return out.astype(x.dtype)
 
 
 @lower(aten._upsample_bilinear2d_aa.default, jit=True)
-def _upsample_bilinear2d_aa(x: Any, output_size: Any, align_corners: bool, scales_h: Any = None,
-                            scales_w: Any = None) -> Any:
+def _upsample_bilinear2d_aa(
+    x: Any, output_size: Any, align_corners: bool, scales_h: Any = None, scales_w: Any = None
+) -> Any:
     return _upsample_aa(x, tuple(output_size), align_corners, (scales_h, scales_w))
 
 
 @lower(aten._upsample_bilinear2d_aa_backward.default, jit=True)
-def _upsample_bilinear2d_aa_backward(g: Any, output_size: Any, input_size: Any, align_corners: bool,
-                                     scales_h: Any = None, scales_w: Any = None) -> Any:
+def _upsample_bilinear2d_aa_backward(
+    g: Any, output_size: Any, input_size: Any, align_corners: bool, scales_h: Any = None, scales_w: Any = None
+) -> Any:
     x = jnp.zeros(tuple(input_size), g.dtype)
     _, pull = jax.vjp(lambda t: _upsample_aa(t, tuple(output_size), align_corners, (scales_h, scales_w)), x)
     return pull(g)[0]

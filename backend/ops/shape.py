@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+
 from tpu_workbench.backend.ops._util import as_dtype, aten, dims, jdt, result_dtype, wrapdim
 from tpu_workbench.backend.ops.registry import lower
 
@@ -127,7 +128,9 @@ def select(x: Any, d: int, index: int) -> Any:
     d = wrapdim(d, x.ndim)
     n = x.shape[d]
     if not -n <= index < n:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}")
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}"
+        )
     return jnp.take(x, index % n, axis=d)
 
 
@@ -184,7 +187,7 @@ def unfold(x: Any, d: int, size: int, step: int) -> Any:
     starts = np.arange(n) * step
     idx = starts[:, None] + np.arange(size)[None, :]
     out = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=d)
-    out = out.reshape(x.shape[:d] + (n, size) + x.shape[d + 1:])
+    out = out.reshape(x.shape[:d] + (n, size) + x.shape[d + 1 :])
     return jnp.moveaxis(out, d + 1, -1)
 
 
@@ -250,7 +253,9 @@ def roll(x: Any, shifts: Any, d: Any = ()) -> Any:
 def repeat(x: Any, repeats: Any) -> Any:
     repeats = tuple(repeats)
     if len(repeats) < x.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor"
+        )
     x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
     return jnp.tile(x, repeats)
 
@@ -277,13 +282,16 @@ def triu(x: Any, diagonal: int = 0) -> Any:
 # ----------------------------------------------------------------------------- *_scatter (functional view writes)
 def _check_src_shape(name: str, src: Any, shape: tuple) -> None:
     if tuple(src.shape) != tuple(shape):
-        raise RuntimeError(f"{name}: expected src to have a size equal to the slice of self. src size = "
-                           f"{list(src.shape)}, slice size = {list(shape)}")
+        raise RuntimeError(
+            f"{name}: expected src to have a size equal to the slice of self. src size = "
+            f"{list(src.shape)}, slice size = {list(shape)}"
+        )
 
 
 @lower(aten.slice_scatter.default)
-def slice_scatter(x: Any, src: Any, dim: int = 0, start: int | None = None, end: int | None = None,
-                  step: int = 1) -> Any:
+def slice_scatter(
+    x: Any, src: Any, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Any:
     """One update-slice (the stock decomposition builds index tensors and a masked gather, op by op)."""
     idx = _slice_index(x.shape, dim, start, end, step)
     _check_src_shape("slice_scatter", src, np.empty(x.shape, np.bool_)[idx].shape)
@@ -300,8 +308,10 @@ def select_scatter(x: Any, src: Any, dim: int, index: int) -> Any:
     d = wrapdim(dim, x.ndim)
     n = x.shape[d]
     if not -n <= index < n:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}")
-    _check_src_shape("select_scatter", src, x.shape[:d] + x.shape[d + 1:])
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}"
+        )
+    _check_src_shape("select_scatter", src, x.shape[:d] + x.shape[d + 1 :])
     return x.at[(slice(None),) * d + (index % n,)].set(as_dtype(src, x.dtype))
 
 
@@ -319,8 +329,12 @@ def diagonal_backward(g: Any, input_sizes: Any, offset: int, dim1: int, dim2: in
 def diagonal_scatter(x: Any, src: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     """A direct scatter: the stock decomposition goes through as_strided, which a view (e.g. an expanded
     gradient) cannot take here."""
-    pos = np.diagonal(np.arange(x.size, dtype=np.int64).reshape(x.shape), offset, wrapdim(dim1, x.ndim),
-                      wrapdim(dim2, x.ndim))
+    pos = np.diagonal(
+        np.arange(x.size, dtype=np.int64).reshape(x.shape),
+        offset,
+        wrapdim(dim1, x.ndim),
+        wrapdim(dim2, x.ndim),
+    )
     _check_src_shape("diagonal_scatter", src, pos.shape)
     flat = x.reshape(-1)
     if pos.size:
@@ -345,7 +359,9 @@ def as_strided_scatter(x: Any, src: Any, size: Any, stride: Any, storage_offset:
     pos = _strided_positions(x.size, size, stride, storage_offset)
     _check_src_shape("as_strided_scatter", src, pos.shape)
     if pos.size and np.unique(pos).size != pos.size:
-        raise NotImplementedError("aten::as_strided_scatter with overlapping positions is not supported on TPU")
+        raise NotImplementedError(
+            "aten::as_strided_scatter with overlapping positions is not supported on TPU"
+        )
     flat = x.reshape(-1)
     if pos.size:
         flat = flat.at[jnp.asarray(pos.reshape(-1))].set(as_dtype(src, x.dtype).reshape(-1))

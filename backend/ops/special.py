@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+
 from tpu_workbench.backend.ops._util import aten, float_of, jdt, result_dtype
 from tpu_workbench.backend.ops.registry import lower
 
@@ -42,9 +43,20 @@ def _where(c: Any, a: Any, b: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- zeta / polygamma / digamma
-_EM_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
-         -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
-         1.8152105401943546773e17, -7.1661652561756670113e18)  # (2k)!/B_2k, Euler-Maclaurin denominators
+_EM_A = (
+    12.0,
+    -720.0,
+    30240.0,
+    -1209600.0,
+    47900160.0,
+    -1.8924375803183791606e9,
+    7.47242496e10,
+    -2.950130727918164224e12,
+    1.1646782814350067249e14,
+    -4.5979787224074726105e15,
+    1.8152105401943546773e17,
+    -7.1661652561756670113e18,
+)  # (2k)!/B_2k, Euler-Maclaurin denominators
 _MACHEP = 1.11022302462515654042e-16
 
 
@@ -71,7 +83,13 @@ def _zeta64(x: Any, q: Any, wdt: Any = F64) -> Any:
         b2 = jnp.power(a2, -xs)
         s2 = s + b2
         conv = act & (-_MACHEP * s2 < b2) & (b2 < _MACHEP * s2)
-        return (_where(act, i + 1, i), _where(act, a2, a), _where(act, b2, b), _where(act, s2, s), done | conv)
+        return (
+            _where(act, i + 1, i),
+            _where(act, a2, a),
+            _where(act, b2, b),
+            _where(act, s2, s),
+            done | conv,
+        )
 
     s0 = jnp.power(qs, -xs)
     st = (jnp.zeros(xs.shape, jnp.int32), qs, jnp.zeros_like(xs), s0, jnp.zeros(xs.shape, bool))
@@ -148,7 +166,11 @@ def polygamma(n: int, x: Any) -> Any:
     if _low(x):
         # torch: zeta<scalar_t> accumulates in float32 and returns scalar_t; the float32 factor
         # exp(lgamma(n + 1)) times that rounded zeta is computed in float32 and rounded again
-        z = _zeta64(jnp.asarray(float(n + 1), jnp.float32), x, jnp.float32).astype(x.dtype).astype(jnp.float32)
+        z = (
+            _zeta64(jnp.asarray(float(n + 1), jnp.float32), x, jnp.float32)
+            .astype(x.dtype)
+            .astype(jnp.float32)
+        )
         return (jnp.asarray(_fact32(n), jnp.float32) * z).astype(x.dtype)
     z = _zeta64(jnp.asarray(float(n + 1), F64), x).astype(x.dtype)
     return jnp.asarray((1.0 if n % 2 else -1.0) * math.factorial(n), x.dtype) * z
@@ -162,8 +184,13 @@ def _fact32(n: int) -> float:
 lower(aten.digamma.default, prims.digamma.default, jit=True)(_digamma)
 
 
-@lower(aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar, prims.zeta.default,
-       jit=True)
+@lower(
+    aten.special_zeta.default,
+    aten.special_zeta.self_scalar,
+    aten.special_zeta.other_scalar,
+    prims.zeta.default,
+    jit=True,
+)
 def special_zeta(x: Any, q: Any) -> Any:
     dt = result_dtype(x, q)
     if not jnp.issubdtype(dt, jnp.inexact):
@@ -366,7 +393,9 @@ def _airy_neg_asym(x: Any) -> Any:
     p = jnp.zeros_like(x)
     q = jnp.zeros_like(x)
     for k in range(24):
-        uk = math.exp(math.lgamma(3 * k + 0.5) - k * math.log(54.0) - math.lgamma(k + 1) - math.lgamma(k + 0.5))
+        uk = math.exp(
+            math.lgamma(3 * k + 0.5) - k * math.log(54.0) - math.lgamma(k + 1) - math.lgamma(k + 0.5)
+        )
         term = uk / zeta**k
         sign = -1.0 if (k // 2) % 2 else 1.0
         if k % 2 == 0:
@@ -475,23 +504,36 @@ def _cheb_cases(kind: str) -> Any:
         nh = _i(n, dt) + jnp.asarray(0.5, dt)
         out: list[tuple[Any, Any]] = [(n < 0, 0 * one)]
         if kind == "t":
-            out += [(ax == 1, _where((x > 0) | _even(n), one, -one)),
-                    ((n > 6) & (ax < 1), jnp.cos(_i(n, dt) * a)), (n == 0, one), (n == 1, x)]
+            out += [
+                (ax == 1, _where((x > 0) | _even(n), one, -one)),
+                ((n > 6) & (ax < 1), jnp.cos(_i(n, dt) * a)),
+                (n == 0, one),
+                (n == 1, x),
+            ]
         elif kind == "u":
             sa = jnp.sin(a)
-            out += [(ax == 1, _where((x > 0) | _even(n), n1, -n1)),
-                    ((n > 8) & (ax < 1), _where(sa != 0, jnp.sin(n1 * a) / sa, n1 * jnp.cos(n1 * a) / x)),
-                    (n == 0, one), (n == 1, x + x)]
+            out += [
+                (ax == 1, _where((x > 0) | _even(n), n1, -n1)),
+                ((n > 8) & (ax < 1), _where(sa != 0, jnp.sin(n1 * a) / sa, n1 * jnp.cos(n1 * a) / x)),
+                (n == 0, one),
+                (n == 1, x + x),
+            ]
         elif kind == "v":
             pm = _where(_even(n), n21, -n21)
-            out += [(ax == 1, _where(x > 0, one, pm)),
-                    ((n > 8) & (ax < 1), _where(jnp.sin(a / 2) != 1, jnp.cos(nh * a) / jnp.cos(a / 2), pm)),
-                    (n == 0, one), (n == 1, x + x - 1)]
+            out += [
+                (ax == 1, _where(x > 0, one, pm)),
+                ((n > 8) & (ax < 1), _where(jnp.sin(a / 2) != 1, jnp.cos(nh * a) / jnp.cos(a / 2), pm)),
+                (n == 0, one),
+                (n == 1, x + x - 1),
+            ]
         else:
             edge = _where(x > 0, n21, _where(_even(n), one, -one))
-            out += [(ax == 1, edge),
-                    ((n > 8) & (ax < 1), _where(jnp.cos(a / 2) != 1, jnp.sin(nh * a) / jnp.sin(a / 2), edge)),
-                    (n == 0, one), (n == 1, x + x + 1)]
+            out += [
+                (ax == 1, edge),
+                ((n > 8) & (ax < 1), _where(jnp.cos(a / 2) != 1, jnp.sin(nh * a) / jnp.sin(a / 2), edge)),
+                (n == 0, one),
+                (n == 1, x + x + 1),
+            ]
         return out
 
     return cases
@@ -508,21 +550,38 @@ def _shifted_cases(kind: str) -> Any:
         sgn = _where(_even(n), one, -one)
         out: list[tuple[Any, Any]] = [(n < 0, 0 * one)]
         if kind == "t":
-            out += [(x == 1, one), (x == 0, sgn), ((n > 6) & inside, jnp.cos(_i(n, dt) * a)),
-                    (n == 0, one), (n == 1, y)]
+            out += [
+                (x == 1, one),
+                (x == 0, sgn),
+                ((n > 6) & inside, jnp.cos(_i(n, dt) * a)),
+                (n == 0, one),
+                (n == 1, y),
+            ]
         elif kind == "u":
             sa = jnp.sin(a)
-            out += [(x == 1, n1), (x == 0, sgn * n1),
-                    ((n > 6) & inside, _where(sa != 0, jnp.sin(n1 * a) / sa, n1 * jnp.cos(n1 * a) / y)),
-                    (n == 0, one), (n == 1, y + y)]
+            out += [
+                (x == 1, n1),
+                (x == 0, sgn * n1),
+                ((n > 6) & inside, _where(sa != 0, jnp.sin(n1 * a) / sa, n1 * jnp.cos(n1 * a) / y)),
+                (n == 0, one),
+                (n == 1, y + y),
+            ]
         elif kind == "v":
-            out += [(x == 1, one), (x == 0, sgn * n21),
-                    ((n > 6) & inside, _where(jnp.sin(a / 2) != 1, jnp.cos(nh * a) / jnp.cos(a / 2), sgn * n21)),
-                    (n == 0, one), (n == 1, y + y - 1)]
+            out += [
+                (x == 1, one),
+                (x == 0, sgn * n21),
+                ((n > 6) & inside, _where(jnp.sin(a / 2) != 1, jnp.cos(nh * a) / jnp.cos(a / 2), sgn * n21)),
+                (n == 0, one),
+                (n == 1, y + y - 1),
+            ]
         else:
-            out += [(x == 1, n21), (x == 0, sgn),
-                    ((n > 4) & inside, _where(jnp.cos(a / 2) != 1, jnp.sin(nh * a) / jnp.sin(a / 2), sgn)),
-                    (n == 0, one), (n == 1, y + y + 1)]
+            out += [
+                (x == 1, n21),
+                (x == 0, sgn),
+                ((n > 4) & inside, _where(jnp.cos(a / 2) != 1, jnp.sin(nh * a) / jnp.sin(a / 2), sgn)),
+                (n == 0, one),
+                (n == 1, y + y + 1),
+            ]
         return out
 
     return cases
@@ -537,8 +596,12 @@ def _shifted_step(j: Any, x: Any, p: Any, q: Any, dt: Any) -> Any:
 
 
 _CHEB_Q0 = {"t": lambda x: x, "u": lambda x: x + x, "v": lambda x: x + x - 1, "w": lambda x: x + x + 1}
-_SHIFTED_Q0 = {"t": lambda x: x + x - 1, "u": lambda x: x + x - 1 + (x + x - 1),
-               "v": lambda x: x + x - 1 + (x + x - 1) - 1, "w": lambda x: x + x - 1 + (x + x - 1) + 1}
+_SHIFTED_Q0 = {
+    "t": lambda x: x + x - 1,
+    "u": lambda x: x + x - 1 + (x + x - 1),
+    "v": lambda x: x + x - 1 + (x + x - 1) - 1,
+    "w": lambda x: x + x - 1 + (x + x - 1) + 1,
+}
 
 
 def _hermite_limit(dt: Any) -> int:
@@ -562,7 +625,12 @@ def _laguerre_cases(x: Any, n: Any, dt: Any) -> list[tuple[Any, Any]]:
 
 def _legendre_cases(x: Any, n: Any, dt: Any) -> list[tuple[Any, Any]]:
     one = jnp.ones_like(x)
-    return [(n < 0, 0 * one), (jnp.abs(x) == 1, _where((x > 0) | _even(n), one, -one)), (n == 0, one), (n == 1, x)]
+    return [
+        (n < 0, 0 * one),
+        (jnp.abs(x) == 1, _where((x > 0) | _even(n), one, -one)),
+        (n == 0, one),
+        (n == 1, x),
+    ]
 
 
 def _hermite_h_step(j: Any, x: Any, p: Any, q: Any, dt: Any) -> Any:

@@ -45,8 +45,12 @@ def params(signature: str) -> Params:
     fn = ast.parse(f"def f({signature}): pass").body[0]
     assert isinstance(fn, ast.FunctionDef)
     a = fn.args
-    return Params(tuple(p.arg for p in a.posonlyargs), tuple(p.arg for p in a.args),
-                  tuple(p.arg for p in a.kwonlyargs), a.kwarg is not None)
+    return Params(
+        tuple(p.arg for p in a.posonlyargs),
+        tuple(p.arg for p in a.args),
+        tuple(p.arg for p in a.kwonlyargs),
+        a.kwarg is not None,
+    )
 
 
 def bind(call: cst.Call, signature: str) -> dict[str, cst.Arg] | None:
@@ -68,8 +72,14 @@ def bind(call: cst.Call, signature: str) -> dict[str, cst.Arg] | None:
     return bound
 
 
-def rebind(call: cst.Call, old: str, new: str, rename: dict[str, str] | None = None,
-           drop: frozenset[str] = frozenset(), first: list[cst.Arg] | None = None) -> list[cst.Arg] | None:
+def rebind(
+    call: cst.Call,
+    old: str,
+    new: str,
+    rename: dict[str, str] | None = None,
+    drop: frozenset[str] = frozenset(),
+    first: list[cst.Arg] | None = None,
+) -> list[cst.Arg] | None:
     """Arguments for the new signature, or None when the call cannot be mapped exactly.
 
     ``rename`` maps old parameter names to new ones; parameters in ``drop`` are left out (the rule says so
@@ -92,7 +102,7 @@ def rebind(call: cst.Call, old: str, new: str, rename: dict[str, str] | None = N
     old_order = params(old).ordered
     # Positionally while the new signature's order allows it and the parameter keeps its place (positional-only
     # ones must be), then by keyword in the call's own order.
-    for j, name in enumerate(q.ordered[len(out):], start=len(out)):
+    for j, name in enumerate(q.ordered[len(out) :], start=len(out)):
         same_place = j < len(old_order) and rename.get(old_order[j], old_order[j]) == name
         if name not in values or not (name in q.positional_only or (values[name][1] and same_place)):
             break
@@ -106,8 +116,10 @@ def rebind(call: cst.Call, old: str, new: str, rename: dict[str, str] | None = N
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    return [a.with_changes(comma=sep if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT)
-            for i, a in enumerate(args)]
+    return [
+        a.with_changes(comma=sep if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT)
+        for i, a in enumerate(args)
+    ]
 
 
 def same_args(call: cst.Call, args: list[cst.Arg]) -> bool:
@@ -115,5 +127,9 @@ def same_args(call: cst.Call, args: list[cst.Arg]) -> bool:
     old = call.args
     if len(old) != len(args):
         return False
-    return all(a.value is b.value and (a.keyword is None) == (b.keyword is None) and
-               (a.keyword is None or a.keyword.value == b.keyword.value) for a, b in zip(old, args, strict=True))
+    return all(
+        a.value is b.value
+        and (a.keyword is None) == (b.keyword is None)
+        and (a.keyword is None or a.keyword.value == b.keyword.value)
+        for a, b in zip(old, args, strict=True)
+    )

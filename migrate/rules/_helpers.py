@@ -26,12 +26,16 @@ class Helper:
 _REGISTRY: dict[str, Helper] = {}
 
 
-def _helper(name: str, source: str, imports: tuple[str, ...] = ("torch",), requires: tuple[str, ...] = ()) -> str:
+def _helper(
+    name: str, source: str, imports: tuple[str, ...] = ("torch",), requires: tuple[str, ...] = ()
+) -> str:
     _REGISTRY[name] = Helper(name, source, imports, requires)
     return name
 
 
-DISTRIBUTED = _helper("_tpu_distributed", '''def _tpu_distributed():
+DISTRIBUTED = _helper(
+    "_tpu_distributed",
+    '''def _tpu_distributed():
     """Added by tpu-migrate: whether collectives have peers to talk to.
 
     torch_xla's runtime always knew its replicas; with torchrun the default process group is created
@@ -43,25 +47,37 @@ DISTRIBUTED = _helper("_tpu_distributed", '''def _tpu_distributed():
         torch.distributed.init_process_group("tpu_dist")
         return True
     return False
-''', ("os", "torch"))
+''',
+    ("os", "torch"),
+)
 
-RANK = _helper("_tpu_rank", '''def _tpu_rank():
+RANK = _helper(
+    "_tpu_rank",
+    '''def _tpu_rank():
     """Added by tpu-migrate: the global rank, as xr.global_ordinal() (torchrun's RANK before a process
     group exists)."""
     if torch.distributed.is_initialized():
         return torch.distributed.get_rank()
     return int(os.environ.get("RANK", 0))
-''', ("os", "torch"))
+''',
+    ("os", "torch"),
+)
 
-WORLD_SIZE = _helper("_tpu_world_size", '''def _tpu_world_size():
+WORLD_SIZE = _helper(
+    "_tpu_world_size",
+    '''def _tpu_world_size():
     """Added by tpu-migrate: the number of processes, as xr.world_size() (torchrun's WORLD_SIZE before a
     process group exists)."""
     if torch.distributed.is_initialized():
         return torch.distributed.get_world_size()
     return int(os.environ.get("WORLD_SIZE", 1))
-''', ("os", "torch"))
+''',
+    ("os", "torch"),
+)
 
-ALL_REDUCE_GRADIENTS = _helper("_tpu_all_reduce_gradients", '''def _tpu_all_reduce_gradients(optimizer):
+ALL_REDUCE_GRADIENTS = _helper(
+    "_tpu_all_reduce_gradients",
+    '''def _tpu_all_reduce_gradients(optimizer):
     """Added by tpu-migrate: average the gradients over the processes, as xm.reduce_gradients did
     (xm.optimizer_step = this + optimizer.step())."""
     if not _tpu_distributed():
@@ -72,14 +88,22 @@ ALL_REDUCE_GRADIENTS = _helper("_tpu_all_reduce_gradients", '''def _tpu_all_redu
             if p.grad is not None:
                 torch.distributed.all_reduce(p.grad)
                 p.grad.div_(world)
-''', requires=(DISTRIBUTED,))
+''',
+    requires=(DISTRIBUTED,),
+)
 
-FETCH_GRADIENTS = _helper("_tpu_fetch_gradients", '''def _tpu_fetch_gradients(optimizer):
+FETCH_GRADIENTS = _helper(
+    "_tpu_fetch_gradients",
+    '''def _tpu_fetch_gradients(optimizer):
     """Added by tpu-migrate: the gradients the optimizer will apply, as xm._fetch_gradients listed them."""
     return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-''', ())
+''',
+    (),
+)
 
-ALL_REDUCE = _helper("_tpu_all_reduce", '''def _tpu_all_reduce(reduce_type, inputs, scale=1.0):
+ALL_REDUCE = _helper(
+    "_tpu_all_reduce",
+    '''def _tpu_all_reduce(reduce_type, inputs, scale=1.0):
     """Added by tpu-migrate: xm.all_reduce. A tensor gives a reduced copy; a list of tensors is reduced
     in place and returned. `scale` multiplies the result; a single process returns the input as is."""
     op = {"sum": torch.distributed.ReduceOp.SUM, "mul": torch.distributed.ReduceOp.PRODUCT,
@@ -93,11 +117,15 @@ ALL_REDUCE = _helper("_tpu_all_reduce", '''def _tpu_all_reduce(reduce_type, inpu
             if scale != 1.0:
                 t.mul_(scale)
     return tensors[0] if single else inputs
-''', requires=(DISTRIBUTED,))
+''',
+    requires=(DISTRIBUTED,),
+)
 
 _TO_CPU = "torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, data)"
 
-MESH_REDUCE = _helper("_tpu_mesh_reduce", f'''def _tpu_mesh_reduce(tag, data, reduce_fn):
+MESH_REDUCE = _helper(
+    "_tpu_mesh_reduce",
+    f'''def _tpu_mesh_reduce(tag, data, reduce_fn):
     """Added by tpu-migrate: xm.mesh_reduce: `reduce_fn` over every process's copy of `data` (on the CPU)."""
     data = {_TO_CPU}
     if not _tpu_distributed():
@@ -105,27 +133,39 @@ MESH_REDUCE = _helper("_tpu_mesh_reduce", f'''def _tpu_mesh_reduce(tag, data, re
     gathered = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(gathered, data)
     return reduce_fn(gathered)
-''', requires=(DISTRIBUTED,))
+''',
+    requires=(DISTRIBUTED,),
+)
 
-RENDEZVOUS = _helper("_tpu_rendezvous", '''def _tpu_rendezvous(tag, payload=b""):
+RENDEZVOUS = _helper(
+    "_tpu_rendezvous",
+    '''def _tpu_rendezvous(tag, payload=b""):
     """Added by tpu-migrate: xm.rendezvous: wait for every process; returns each process's payload."""
     if not _tpu_distributed():
         return [payload]
     gathered = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(gathered, payload)
     return gathered
-''', requires=(DISTRIBUTED,))
+''',
+    requires=(DISTRIBUTED,),
+)
 
-BROADCAST_MASTER_PARAM = _helper("_tpu_broadcast_master_param", '''def _tpu_broadcast_master_param(model):
+BROADCAST_MASTER_PARAM = _helper(
+    "_tpu_broadcast_master_param",
+    '''def _tpu_broadcast_master_param(model):
     """Added by tpu-migrate: copy rank 0's parameters and buffers to every process, as
     xm.broadcast_master_param did."""
     if _tpu_distributed():
         with torch.no_grad():
             for t in [*model.parameters(), *model.buffers()]:
                 torch.distributed.broadcast(t, src=0)
-''', requires=(DISTRIBUTED,))
+''',
+    requires=(DISTRIBUTED,),
+)
 
-RATE_TRACKER = _helper("_TpuRateTracker", '''class _TpuRateTracker:
+RATE_TRACKER = _helper(
+    "_TpuRateTracker",
+    '''class _TpuRateTracker:
     """Added by tpu-migrate: xm.RateTracker: samples per second, smoothed between calls to rate()."""
 
     def __init__(self, smooth_factor=None):
@@ -156,9 +196,13 @@ RATE_TRACKER = _helper("_TpuRateTracker", '''class _TpuRateTracker:
     def global_rate(self):
         delta = time.time() - self._start_time
         return (self._partial_count + self._count) / delta if delta > 0 else 0.0
-''', ("time",))
+''',
+    ("time",),
+)
 
-SAMPLE_GENERATOR = _helper("_TpuSampleGenerator", '''class _TpuSampleGenerator:
+SAMPLE_GENERATOR = _helper(
+    "_TpuSampleGenerator",
+    '''class _TpuSampleGenerator:
     """Added by tpu-migrate: xu.SampleGenerator: yields the same `data` `sample_count` times (fake data)."""
 
     def __init__(self, data, sample_count):
@@ -171,16 +215,24 @@ SAMPLE_GENERATOR = _helper("_TpuSampleGenerator", '''class _TpuSampleGenerator:
     def __iter__(self):
         for _ in range(self.sample_count):
             yield self.data
-''', ())
+''',
+    (),
+)
 
-NOW = _helper("_tpu_now", '''def _tpu_now(format="%H:%M:%S"):
+NOW = _helper(
+    "_tpu_now",
+    '''def _tpu_now(format="%H:%M:%S"):
     """Added by tpu-migrate: the wall-clock time as text, as torch_xla's test_utils.now()."""
     return time.strftime(format)
-''', ("time",))
+''',
+    ("time",),
+)
 
 _DEVICE_SPEC = '"Device={}/{}".format(device, _tpu_rank())'
 
-PRINT_TRAINING_UPDATE = _helper("_tpu_print_training_update", f'''def _tpu_print_training_update(device, step, loss, rate, global_rate, epoch=None, summary_writer=None):
+PRINT_TRAINING_UPDATE = _helper(
+    "_tpu_print_training_update",
+    f'''def _tpu_print_training_update(device, step, loss, rate, global_rate, epoch=None, summary_writer=None):
     """Added by tpu-migrate: the progress line of torch_xla's test_utils.print_training_update."""
     items = ["Training", {_DEVICE_SPEC}, None if epoch is None else "Epoch={{}}".format(epoch),
              "Step={{}}".format(step), "Loss={{:.5f}}".format(loss), "Rate={{:.2f}}".format(rate),
@@ -188,25 +240,39 @@ PRINT_TRAINING_UPDATE = _helper("_tpu_print_training_update", f'''def _tpu_print
     print("|", " ".join(i for i in items if i), flush=True)
     if summary_writer is not None:
         _tpu_write_to_summary(summary_writer, None, {{"examples/sec": rate, "average_examples/sec": global_rate}})
-''', (), (RANK, NOW, "_tpu_write_to_summary"))
+''',
+    (),
+    (RANK, NOW, "_tpu_write_to_summary"),
+)
 
-PRINT_TEST_UPDATE = _helper("_tpu_print_test_update", f'''def _tpu_print_test_update(device, accuracy, epoch=None, step=None):
+PRINT_TEST_UPDATE = _helper(
+    "_tpu_print_test_update",
+    f'''def _tpu_print_test_update(device, accuracy, epoch=None, step=None):
     """Added by tpu-migrate: the test line of torch_xla's test_utils.print_test_update."""
     items = ["Test", {_DEVICE_SPEC}, None if step is None else "Step={{}}".format(step),
              None if epoch is None else "Epoch={{}}".format(epoch),
              None if accuracy is None else "Accuracy={{:.2f}}".format(accuracy), "Time={{}}".format(_tpu_now())]
     print("|", " ".join(i for i in items if i), flush=True)
-''', (), (RANK, NOW))
+''',
+    (),
+    (RANK, NOW),
+)
 
-WRITE_TO_SUMMARY = _helper("_tpu_write_to_summary", '''def _tpu_write_to_summary(summary_writer, global_step=None, dict_to_write=None, write_xla_metrics=False):
+WRITE_TO_SUMMARY = _helper(
+    "_tpu_write_to_summary",
+    '''def _tpu_write_to_summary(summary_writer, global_step=None, dict_to_write=None, write_xla_metrics=False):
     """Added by tpu-migrate: scalars to a TensorBoard writer (None: nothing); there are no XLA metrics."""
     if summary_writer is None:
         return
     for k, v in (dict_to_write or {}).items():
         summary_writer.add_scalar(k, v, global_step)
-''', ())
+''',
+    (),
+)
 
-GET_SUMMARY_WRITER = _helper("_tpu_get_summary_writer", '''def _tpu_get_summary_writer(logdir):
+GET_SUMMARY_WRITER = _helper(
+    "_tpu_get_summary_writer",
+    '''def _tpu_get_summary_writer(logdir):
     """Added by tpu-migrate: a TensorBoard writer for `logdir`, or None without one."""
     if not logdir:
         return None
@@ -215,16 +281,25 @@ GET_SUMMARY_WRITER = _helper("_tpu_get_summary_writer", '''def _tpu_get_summary_
     writer = SummaryWriter(log_dir=logdir)
     _tpu_write_to_summary(writer, 0, {"TensorboardStartTimestamp": time.time()})
     return writer
-''', ("time",), (WRITE_TO_SUMMARY,))
+''',
+    ("time",),
+    (WRITE_TO_SUMMARY,),
+)
 
-CLOSE_SUMMARY_WRITER = _helper("_tpu_close_summary_writer", '''def _tpu_close_summary_writer(summary_writer):
+CLOSE_SUMMARY_WRITER = _helper(
+    "_tpu_close_summary_writer",
+    '''def _tpu_close_summary_writer(summary_writer):
     """Added by tpu-migrate: flush and close a TensorBoard writer (None: nothing)."""
     if summary_writer is not None:
         summary_writer.flush()
         summary_writer.close()
-''', ())
+''',
+    (),
+)
 
-DEVICE_LOADER = _helper("_TpuDeviceLoader", '''class _TpuDeviceLoader:
+DEVICE_LOADER = _helper(
+    "_TpuDeviceLoader",
+    '''class _TpuDeviceLoader:
     """Added by tpu-migrate: moves each batch to `device`, as pl.MpDeviceLoader did."""
 
     def __init__(self, loader, device):
@@ -239,7 +314,8 @@ DEVICE_LOADER = _helper("_TpuDeviceLoader", '''class _TpuDeviceLoader:
             yield torch.utils._pytree.tree_map(
                 lambda t: t.to(self.device, non_blocking=True) if isinstance(t, torch.Tensor) else t, batch
             )
-''')
+''',
+)
 
 
 def helper(name: str) -> Helper:

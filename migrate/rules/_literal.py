@@ -25,8 +25,9 @@ DICT_KEY_CODE = "TPU104"
 
 #: Device/backend names of other accelerators: a function that names one of them dispatches on the device
 #: type (framework internals, multi-device ladders), and its 'cuda'/'nccl' names the CUDA path.
-OTHER_DEVICES = frozenset({"xla", "tpu", "npu", "hpu", "xpu", "mlu", "musa", "sdaa", "neuron", "hccl", "ccl", "xccl",
-                           "tpu_dist"})
+OTHER_DEVICES = frozenset(
+    {"xla", "tpu", "npu", "hpu", "xpu", "mlu", "musa", "sdaa", "neuron", "hccl", "ccl", "xccl", "tpu_dist"}
+)
 _WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True))
 _QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
 
@@ -61,13 +62,16 @@ def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
     """
     if ctx.scratch.get("literal-others") is None:
         ctx.scratch["literal-others"] = bool(_QUOTED.search(ctx.source_text)) and any(
-            w in ctx.source_text for w in OTHER_DEVICES)
+            w in ctx.source_text for w in OTHER_DEVICES
+        )
     scopes = ctx.enclosing_definitions()
     if any(_is_accelerator_class(s) for s in scopes):
         return f"'{body}' is a device name inside an accelerator class (a registry key)"
     if any(_is_enum_class(s) for s in scopes):
-        return (f"'{body}' is the value of an Enum member (a key: renamed, two members such as CUDA and XLA "
-                "would share one value and become aliases)")
+        return (
+            f"'{body}' is the value of an Enum member (a key: renamed, two members such as CUDA and XLA "
+            "would share one value and become aliases)"
+        )
     if not ctx.scratch["literal-others"]:
         return None
     fn = next((s for s in reversed(scopes) if isinstance(s, cst.FunctionDef)), None)
@@ -75,16 +79,51 @@ def kept_reason(ctx: Context, body: str, others: frozenset[str]) -> str | None:
         return None
     seen = sorted(_names_in(ctx, fn) & others)
     if seen:
-        return (f"'{body}' is one branch of code that dispatches on the device type (it also names "
-                f"{', '.join(repr(w) for w in seen)})")
+        return (
+            f"'{body}' is one branch of code that dispatches on the device type (it also names "
+            f"{', '.join(repr(w) for w in seen)})"
+        )
     return None
 
 
 #: Words that name a device type or a process-group backend (anything else in a display is a name list).
-DEVICE_WORDS = frozenset({"cpu", "cuda", "mps", "meta", "xla", "tpu", "xpu", "npu", "hpu", "mlu", "musa", "sdaa",
-                          "neuron", "ipu", "mtia", "gpu", "auto", "lazy", "vulkan", "privateuseone", "nccl", "gloo",
-                          "mpi", "ucc", "hccl", "ccl", "xccl", "tpu_dist", "openxla", "inductor", "eager",
-                          "aot_eager", "cudagraphs"})
+DEVICE_WORDS = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "mps",
+        "meta",
+        "xla",
+        "tpu",
+        "xpu",
+        "npu",
+        "hpu",
+        "mlu",
+        "musa",
+        "sdaa",
+        "neuron",
+        "ipu",
+        "mtia",
+        "gpu",
+        "auto",
+        "lazy",
+        "vulkan",
+        "privateuseone",
+        "nccl",
+        "gloo",
+        "mpi",
+        "ucc",
+        "hccl",
+        "ccl",
+        "xccl",
+        "tpu_dist",
+        "openxla",
+        "inductor",
+        "eager",
+        "aot_eager",
+        "cudagraphs",
+    }
+)
 _ATTRIBUTE_BUILTINS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 _ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"})
 
@@ -92,8 +131,10 @@ _ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"}
 def _name_list(display: cst.List | cst.Tuple | cst.Set) -> bool:
     """``{"contiguous", "cuda", "half", "to"}``: a display holding an identifier that is no device or backend lists
     method or attribute names; its 'cuda' is a name too."""
-    return any(b is not None and b.isidentifier() and b not in DEVICE_WORDS
-               for b in (string_body(e.value) for e in display.elements))
+    return any(
+        b is not None and b.isidentifier() and b not in DEVICE_WORDS
+        for b in (string_body(e.value) for e in display.elements)
+    )
 
 
 _ERROR_NAMES = frozenset({"e", "err", "error", "exc", "exception", "ex"})
@@ -101,12 +142,20 @@ _ERROR_NAMES = frozenset({"e", "err", "error", "exc", "exception", "ex"})
 
 def _error_text(node: cst.CSTNode) -> bool:
     """``str(e)``, ``str(err).lower()``, ``repr(exc)``: the text of an exception (a CUDA error says 'cuda')."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
-            "lower", "upper", "strip"):
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("lower", "upper", "strip")
+    ):
         node = node.func.value
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("str", "repr") \
-        and len(node.args) == 1 and isinstance(node.args[0].value, cst.Name) and \
-        node.args[0].value.value.lower() in _ERROR_NAMES
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value in ("str", "repr")
+        and len(node.args) == 1
+        and isinstance(node.args[0].value, cst.Name)
+        and node.args[0].value.value.lower() in _ERROR_NAMES
+    )
 
 
 def _external(ctx: Context, node: cst.CSTNode) -> bool:
@@ -117,8 +166,11 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Subscript):
         if ctx.qname(node.value) == "os.environ":
             return True
-        return len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and \
-            string_body(node.slice[0].slice.value) is not None
+        return (
+            len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+            and string_body(node.slice[0].slice.value) is not None
+        )
     return False
 
 
@@ -143,8 +195,18 @@ class LiteralRule(Rule):
     keep_in_choices: ClassVar[bool] = True
     #: Flag, never rewrite, the literal in comparisons (a backend test gates code for that backend only).
     flag_compared: ClassVar[bool] = False
-    node_types = (cst.SimpleString, cst.FormattedString, cst.Comparison, cst.Call, cst.DictElement, cst.List,
-                  cst.Tuple, cst.Set, cst.Subscript, cst.BinaryOperation)
+    node_types = (
+        cst.SimpleString,
+        cst.FormattedString,
+        cst.Comparison,
+        cst.Call,
+        cst.DictElement,
+        cst.List,
+        cst.Tuple,
+        cst.Set,
+        cst.Subscript,
+        cst.BinaryOperation,
+    )
 
     def new_body(self, body: str | None) -> str | None:
         if body is None:
@@ -162,21 +224,36 @@ class LiteralRule(Rule):
             parts = [node.left, *(c.comparator for c in node.comparisons)]
             external = any(_external(ctx, p) for p in parts)
             for part in parts:
-                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and (self.others & {
-                        string_body(e.value) for e in part.elements} or _name_list(part)):
+                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and (
+                    self.others & {string_body(e.value) for e in part.elements} or _name_list(part)
+                ):
                     continue  # `d in ("cuda", "xla")`, `name in {"cuda", "half"}`: the display decides (below)
                 for s in _walk_strings(part):
-                    if self.flag_compared and s is part and self.new_body(string_body(s)) is not None and all(
-                            isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
-                        ctx.claim_string(s, COMPARISON_CODE, "flagged",
-                                         f"{self.what} '{string_body(s)}' in a comparison gates "
-                                         f"{string_body(s).upper()}-specific code (device_ids, streams): kept; give "
-                                         f"'{self.replacement}' its own branch if it needs one", value=None)
+                    if (
+                        self.flag_compared
+                        and s is part
+                        and self.new_body(string_body(s)) is not None
+                        and all(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons)
+                    ):
+                        ctx.claim_string(
+                            s,
+                            COMPARISON_CODE,
+                            "flagged",
+                            f"{self.what} '{string_body(s)}' in a comparison gates "
+                            f"{string_body(s).upper()}-specific code (device_ids, streams): kept; give "
+                            f"'{self.replacement}' its own branch if it needs one",
+                            value=None,
+                        )
                     elif external and self.new_body(string_body(s)) is not None:
-                        ctx.claim_string(s, COMPARISON_CODE, "flagged",
-                                         f"{self.what} '{string_body(s)}' is compared with a value from outside the "
-                                         "file (environment, config mapping, an error message): kept; migrate "
-                                         "that value and this test together", value=None)
+                        ctx.claim_string(
+                            s,
+                            COMPARISON_CODE,
+                            "flagged",
+                            f"{self.what} '{string_body(s)}' is compared with a value from outside the "
+                            "file (environment, config mapping, an error message): kept; migrate "
+                            "that value and this test together",
+                            value=None,
+                        )
                     else:
                         self._claim(ctx, s, COMPARISON_CODE, "compared")
         elif t is cst.Call and (knobs := framework_knob_strings(ctx, node)):
@@ -191,9 +268,13 @@ class LiteralRule(Rule):
             if type(node.func) is not cst.Attribute:
                 return
             method = node.func.attr.value
-            if method == "device" and len(node.args) == 2 and isinstance(node.args[0].value, cst.SimpleString) \
-                    and self.pattern.fullmatch(string_body(node.args[0].value) or "-") and \
-                    ctx.qname(node.func) == "torch.device":
+            if (
+                method == "device"
+                and len(node.args) == 2
+                and isinstance(node.args[0].value, cst.SimpleString)
+                and self.pattern.fullmatch(string_body(node.args[0].value) or "-")
+                and ctx.qname(node.func) == "torch.device"
+            ):
                 self._device_with_index(ctx, node)
                 return
             if method in _COMPARE_METHODS and node.args and ctx.enabled(COMPARISON_CODE):
@@ -205,8 +286,11 @@ class LiteralRule(Rule):
                         for s in _walk_strings(a.value):  # old values stay valid; TPU103 adds the new one
                             if self.new_body(string_body(s)) is not None:
                                 ctx.claim_string(s, "", "rewritten", "", value=None)
-                    elif a.keyword is not None and a.keyword.value in ("default", "choices", "const") or (
-                            method == "set_defaults" and a.keyword is not None):
+                    elif (
+                        a.keyword is not None
+                        and a.keyword.value in ("default", "choices", "const")
+                        or (method == "set_defaults" and a.keyword is not None)
+                    ):
                         for s in _walk_strings(a.value):
                             self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
         elif t is cst.List or t is cst.Tuple or t is cst.Set:
@@ -224,18 +308,29 @@ class LiteralRule(Rule):
             seen = sorted(b for b in bodies & self.others if b)
             if seen:
                 for e in node.elements:
-                    if isinstance(e.value, cst.SimpleString) and self.new_body(string_body(e.value)) is not None:
-                        ctx.claim_string(e.value, self.code, "flagged",
-                                         f"{self.what} '{string_body(e.value)}' is listed beside "
-                                         f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
-                                         f"'{self.replacement}' entry)", value=None)
+                    if (
+                        isinstance(e.value, cst.SimpleString)
+                        and self.new_body(string_body(e.value)) is not None
+                    ):
+                        ctx.claim_string(
+                            e.value,
+                            self.code,
+                            "flagged",
+                            f"{self.what} '{string_body(e.value)}' is listed beside "
+                            f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
+                            f"'{self.replacement}' entry)",
+                            value=None,
+                        )
         elif t is cst.Subscript:
             # cfg["xla"], results["cuda"]: a key into data, not a device (the data still says "xla")
             for el in node.slice:
                 if isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString):
                     ctx.claim_string(el.slice.value, "", "rewritten", "", value=None)
-        elif t is cst.DictElement and self.new_body(string_body(node.key)) is not None and \
-                "cuda" not in (string_body(node.key) or ""):
+        elif (
+            t is cst.DictElement
+            and self.new_body(string_body(node.key)) is not None
+            and "cuda" not in (string_body(node.key) or "")
+        ):
             ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]  # a key: data
         elif t is cst.DictElement:
             if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
@@ -249,11 +344,15 @@ class LiteralRule(Rule):
         if new is None:
             return
         if claim_code == ARGPARSE_CODE:
-            msg = (f"{self.what} '{string_body(s)}' -> '{new}' in a command-line option; flag names are kept, "
-                   "but launch scripts and configs may still pass the old value")
+            msg = (
+                f"{self.what} '{string_body(s)}' -> '{new}' in a command-line option; flag names are kept, "
+                "but launch scripts and configs may still pass the old value"
+            )
         else:
-            msg = (f"{self.what} '{string_body(s)}' -> '{new}' {how}; make sure the value it is compared "
-                   "with is migrated too (config files, CLI)")
+            msg = (
+                f"{self.what} '{string_body(s)}' -> '{new}' {how}; make sure the value it is compared "
+                "with is migrated too (config files, CLI)"
+            )
         ctx.claim_string(s, claim_code, "warned", msg)
 
     def _device_with_index(self, ctx: Context, node: cst.Call) -> None:
@@ -262,10 +361,15 @@ class LiteralRule(Rule):
         index = node.args[1].value
         if isinstance(index, cst.Integer):
             if int(index.value, 0) > 0:
-                ctx.claim_string(node.args[0].value, self.code, "flagged",  # type: ignore[arg-type]
-                                 f"torch.device('{string_body(node.args[0].value)}', {index.value}) names another "
-                                 "device of this process; TorchTPU binds one device per process: place the work by "
-                                 "hand (one process per device, or DTensor)", value=None)
+                ctx.claim_string(
+                    node.args[0].value,
+                    self.code,
+                    "flagged",  # type: ignore[arg-type]
+                    f"torch.device('{string_body(node.args[0].value)}', {index.value}) names another "
+                    "device of this process; TorchTPU binds one device per process: place the work by "
+                    "hand (one process per device, or DTensor)",
+                    value=None,
+                )
             return
         ctx.scratch.setdefault("device-index", set()).add(id(node))  # type: ignore[union-attr]
 
@@ -273,11 +377,20 @@ class LiteralRule(Rule):
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
         process on TorchTPU; another ordinal does not exist there)."""
         if isinstance(orig, cst.Call) and id(orig) in ctx.scratch.get("device-index", ()):  # type: ignore[operator]
-            ctx.report(orig, f"torch.device(..., <run-time index>) -> torch.device('{self.replacement}') (one device "
-                       "per process: the index chose this process's GPU)", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                f"torch.device(..., <run-time index>) -> torch.device('{self.replacement}') (one device "
+                "per process: the index chose this process's GPU)",
+                code=self.code,
+                outcome="warned",
+            )
             assert isinstance(node, cst.Call)
             return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
-        if isinstance(orig, cst.Call) and isinstance(orig.func, cst.Attribute) and orig.func.attr.value == "format":
+        if (
+            isinstance(orig, cst.Call)
+            and isinstance(orig.func, cst.Attribute)
+            and orig.func.attr.value == "format"
+        ):
             template = orig.func.value
         elif isinstance(orig, cst.BinaryOperation) and isinstance(orig.operator, cst.Modulo):
             template = orig.left
@@ -287,8 +400,13 @@ class LiteralRule(Rule):
         m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
         if m is None or self.new_body(m.group(1)) is None or id(template) in ctx.string_claims:
             return None
-        ctx.report(orig, f"{self.what} '{body}' with a run-time ordinal -> '{self.replacement}' (one device per "
-                   "process: the ordinal chose this process's GPU)", code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"{self.what} '{body}' with a run-time ordinal -> '{self.replacement}' (one device per "
+            "process: the ordinal chose this process's GPU)",
+            code=self.code,
+            outcome="warned",
+        )
         quote = template.value[-1]  # type: ignore[attr-defined]
         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
 
@@ -301,9 +419,12 @@ class LiteralRule(Rule):
                 return None
             ordinal = re.fullmatch(r"\w+:(\d+)", string_body(node) or "")
             if ordinal and int(ordinal.group(1)) > 0 and id(orig) not in ctx.string_claims:
-                ctx.flag(orig, f"{self.what} '{string_body(node)}' names another device of this process; TorchTPU "
-                         "binds one device per process: place the work by hand (one process per device, or DTensor)",
-                         code=self.code)
+                ctx.flag(
+                    orig,
+                    f"{self.what} '{string_body(node)}' names another device of this process; TorchTPU "
+                    "binds one device per process: place the work by hand (one process per device, or DTensor)",
+                    code=self.code,
+                )
                 return None
             claim = ctx.string_claims.get(id(orig))
             if claim is not None:
@@ -313,7 +434,7 @@ class LiteralRule(Rule):
                 if not claim_code:  # kept on purpose (dict keys)
                     return None
             if claim is not None and claim[1] == "flagged":  # (first: the dispatch test below would see, on a
-                ctx.flag(orig, claim[2], code=claim[0])      # second run, the 'tpu' names the first one wrote)
+                ctx.flag(orig, claim[2], code=claim[0])  # second run, the 'tpu' names the first one wrote)
                 ctx.keep_branch()
                 return None
             body = string_body(node) or ""
@@ -335,14 +456,19 @@ class LiteralRule(Rule):
                     if len(node.parts) == 2 and isinstance(node.parts[1], cst.FormattedStringExpression):
                         # f"cuda:{local_rank}": the ordinal picked this process's GPU; TorchTPU binds one device
                         # per process (its own is "tpu", another ordinal does not exist there)
-                        ctx.report(orig, f"{self.what} f'{first.value}{{...}}' -> '{self.replacement}' (one device "
-                                   "per process: the ordinal chose this process's GPU)", code=self.code,
-                                   outcome="warned")
+                        ctx.report(
+                            orig,
+                            f"{self.what} f'{first.value}{{...}}' -> '{self.replacement}' (one device "
+                            "per process: the ordinal chose this process's GPU)",
+                            code=self.code,
+                            outcome="warned",
+                        )
                         quote = node.start.lstrip("fFrR")
                         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
-                    ctx.report(orig, f"{self.what} f'{first.value}...' -> f'{self.replacement}:...'", code=self.code)
-                    return node.with_changes(parts=[first.with_changes(value=f"{self.replacement}:"),
-                                                    *node.parts[1:]])
+                    ctx.report(
+                        orig, f"{self.what} f'{first.value}...' -> f'{self.replacement}:...'", code=self.code
+                    )
+                    return node.with_changes(
+                        parts=[first.with_changes(value=f"{self.replacement}:"), *node.parts[1:]]
+                    )
         return None
-
-

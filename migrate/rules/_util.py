@@ -76,8 +76,13 @@ def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
         if a.keyword is not None and a.keyword.value == name:
             args[i] = a.with_changes(value=value)
             return call.with_changes(args=args)
-    new = cst.Arg(value=value, keyword=cst.Name(name), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    new = cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
     if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return call.with_changes(args=[*args, new])
@@ -128,8 +133,10 @@ def full_name(node: cst.CSTNode) -> str:
 
 
 #: Calls a condition may make and still be dropped with its emptied ``if``: availability checks and the like.
-_PURE_CALL = re.compile(r"^(?:(?:torch|os|sys)\.[\w.]+|(?:\w+\.)*is_\w+|_tpu_\w+|len|isinstance|hasattr|getattr|"
-                        r"callable|bool|int|str|float)$")
+_PURE_CALL = re.compile(
+    r"^(?:(?:torch|os|sys)\.[\w.]+|(?:\w+\.)*is_\w+|_tpu_\w+|len|isinstance|hasattr|getattr|"
+    r"callable|bool|int|str|float)$"
+)
 _IMPURE = (cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)
 
 

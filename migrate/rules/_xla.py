@@ -14,7 +14,11 @@ XR = "torch_xla.runtime"
 RANK = f"{_RANK_HELPER}()"
 WORLD = f"{_WORLD_HELPER}()"
 LOCAL_RANK = 'int(os.environ.get("LOCAL_RANK", 0))'
-DIST_EMITS = ("torch.distributed.get_rank", "torch.distributed.get_world_size", "torch.distributed.is_initialized")
+DIST_EMITS = (
+    "torch.distributed.get_rank",
+    "torch.distributed.get_world_size",
+    "torch.distributed.is_initialized",
+)
 
 _HELPER_NAMES = re.compile(r"\b(" + "|".join(re.escape(h.name) for h in all_helpers()) + r")\b")
 

@@ -27,9 +27,11 @@ class Autocast(Rule):
     family = "amp"
     outcome = "warned"
     summary = 'Rewrite torch.cuda.amp.autocast / torch_xla.amp.autocast to torch.autocast("tpu", dtype=torch.bfloat16).'
-    rationale = ("torch.cuda.amp.autocast defaulted to float16; TPU autocast computes in bfloat16, so an fp16 "
-                 "request becomes bf16 and a warning says so. A device-type *variable* is left alone: its "
-                 "source literal is migrated once (TPU101).")
+    rationale = (
+        "torch.cuda.amp.autocast defaulted to float16; TPU autocast computes in bfloat16, so an fp16 "
+        "request becomes bf16 and a warning says so. A device-type *variable* is left alone: its "
+        "source literal is migrated once (TPU101)."
+    )
     before = "import torch\n\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
     after = 'import torch\n\nwith torch.autocast("tpu", dtype=torch.bfloat16):\n    y = model(x)\n'
     calls = _CUDA_AMP | _XLA_AMP | _GENERIC
@@ -40,19 +42,32 @@ class Autocast(Rule):
             return None
         if qname in _CUDA_AMP or qname in _XLA_AMP:
             old = _CUDA_SIGNATURE if qname in _CUDA_AMP else _XLA_SIGNATURE
-            args = rebind(node, old, _TORCH_SIGNATURE, drop=frozenset({"device"}),
-                          first=[cst.Arg(cst.SimpleString('"tpu"'))])
+            args = rebind(
+                node,
+                old,
+                _TORCH_SIGNATURE,
+                drop=frozenset({"device"}),
+                first=[cst.Arg(cst.SimpleString('"tpu"'))],
+            )
             if args is None:
-                ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto torch.autocast; port by hand",
-                         code=self.code)
+                ctx.flag(
+                    orig,
+                    f"`{qname}(...)`: its arguments do not map onto torch.autocast; port by hand",
+                    code=self.code,
+                )
                 return None
             new = node.with_changes(func=expr("torch.autocast"), args=args)
             dtype = bind(orig, old)["dtype"].value if "dtype" in (bind(orig, old) or {}) else None
             # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU)
             if (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype)):
                 new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
-                ctx.report(orig, f'`{qname}` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`: the '
-                           "compute dtype changes from fp16 to bf16", code=self.code, outcome="warned")
+                ctx.report(
+                    orig,
+                    f'`{qname}` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`: the '
+                    "compute dtype changes from fp16 to bf16",
+                    code=self.code,
+                    outcome="warned",
+                )
             else:
                 ctx.report(orig, f'`{qname}` -> `torch.autocast("tpu")`', code=self.code, outcome="rewritten")
             ctx.need_import("torch")
@@ -69,13 +84,21 @@ class Autocast(Rule):
             return None
         dt = arg(node, 1, "dtype")
         if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
-            why = "on TPU" if literal == "tpu" else "(the device is chosen at run time, and the file's GradScaler is " \
-                "disabled for bf16)"
-            ctx.report(orig, f"autocast dtype float16 -> bfloat16 {why}: numerics change; GradScaler is no longer "
-                       "needed", code=self.code, outcome="warned")
+            why = (
+                "on TPU"
+                if literal == "tpu"
+                else "(the device is chosen at run time, and the file's GradScaler is disabled for bf16)"
+            )
+            ctx.report(
+                orig,
+                f"autocast dtype float16 -> bfloat16 {why}: numerics change; GradScaler is no longer needed",
+                code=self.code,
+                outcome="warned",
+            )
             if dt.keyword is None:
-                return node.with_changes(args=[a.with_changes(value=expr("torch.bfloat16")) if a is dt else a
-                                               for a in node.args])
+                return node.with_changes(
+                    args=[a.with_changes(value=expr("torch.bfloat16")) if a is dt else a for a in node.args]
+                )
             return set_kwarg(node, "dtype", expr("torch.bfloat16"))
         return None
 
@@ -90,9 +113,16 @@ def _orig_value(orig: cst.Call, name: str, index: int) -> cst.BaseExpression | N
     return a.value if a is not None else None
 
 
-_SCALERS = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.amp.GradScaler",
-                      "torch.amp.grad_scaler.GradScaler", "torch_xla.amp.GradScaler",
-                      "torch_xla.amp.grad_scaler.GradScaler"})
+_SCALERS = frozenset(
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch_xla.amp.GradScaler",
+        "torch_xla.amp.grad_scaler.GradScaler",
+    }
+)
 
 
 @register
@@ -101,10 +131,14 @@ class GradScalerRule(Rule):
     name = "grad-scaler-disabled"
     family = "amp"
     outcome = "warned"
-    summary = 'Rewrite GradScaler(...) to torch.amp.GradScaler("tpu", enabled=False) (kept as a no-op under bf16).'
-    rationale = ("bf16 has fp32's exponent range, so loss scaling is pointless; a disabled scaler keeps "
-                 "scaler.scale/step/update calls working unchanged. An explicit enabled= expression is kept "
-                 "(with a warning: it must be False unless you really train in fp16).")
+    summary = (
+        'Rewrite GradScaler(...) to torch.amp.GradScaler("tpu", enabled=False) (kept as a no-op under bf16).'
+    )
+    rationale = (
+        "bf16 has fp32's exponent range, so loss scaling is pointless; a disabled scaler keeps "
+        "scaler.scale/step/update calls working unchanged. An explicit enabled= expression is kept "
+        "(with a warning: it must be False unless you really train in fp16)."
+    )
     before = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
     after = 'import torch\n\nscaler = torch.amp.GradScaler("tpu", enabled=False)\n'
     calls = _SCALERS
@@ -115,24 +149,43 @@ class GradScalerRule(Rule):
             return None
         takes_device = qname.startswith("torch.amp.")
         positional = [a for a in node.args if a.keyword is None]
-        dev = positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
+        dev = (
+            positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
+        )
         if takes_device and dev is not None and string_body(dev.value) == "tpu" and kwarg(node, "enabled"):
             return None  # already migrated
         extra_positional = positional[1:] if takes_device else positional
         if extra_positional:
-            ctx.flag(orig, "GradScaler with positional arguments: rewrite as "
-                     'torch.amp.GradScaler("tpu", enabled=False)', code=self.code)
+            ctx.flag(
+                orig,
+                'GradScaler with positional arguments: rewrite as torch.amp.GradScaler("tpu", enabled=False)',
+                code=self.code,
+            )
             return None
-        kws = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in node.args
-               if a.keyword is not None and a.keyword.value != "device"]
-        new = node.with_changes(func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws])
+        kws = [
+            a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            for a in node.args
+            if a.keyword is not None and a.keyword.value != "device"
+        ]
+        new = node.with_changes(
+            func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws]
+        )
         if kwarg(new, "enabled") is None:
             new = set_kwarg(new, "enabled", expr("False"))
-            ctx.report(orig, 'GradScaler -> torch.amp.GradScaler("tpu", enabled=False): bf16 needs no loss scaling',
-                       code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                'GradScaler -> torch.amp.GradScaler("tpu", enabled=False): bf16 needs no loss scaling',
+                code=self.code,
+                outcome="warned",
+            )
         else:
-            ctx.report(orig, f'GradScaler -> torch.amp.GradScaler("tpu", enabled={code(kwarg(new, "enabled").value)})'
-                       ": under bf16 the scaler should be disabled", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                f'GradScaler -> torch.amp.GradScaler("tpu", enabled={code(kwarg(new, "enabled").value)})'
+                ": under bf16 the scaler should be disabled",
+                code=self.code,
+                outcome="warned",
+            )
         ctx.need_import("torch")
         return new
 
@@ -144,7 +197,9 @@ class SyncfreeOptimizers(Rule):
     family = "amp"
     outcome = "warned"
     summary = "Rewrite torch_xla.amp.syncfree.SGD/Adam/AdamW to torch.optim.SGD/Adam/AdamW."
-    rationale = "The sync-free variants exist to avoid XLA graph breaks with a GradScaler; eager TPU needs neither."
+    rationale = (
+        "The sync-free variants exist to avoid XLA graph breaks with a GradScaler; eager TPU needs neither."
+    )
     before = "from torch_xla.amp import syncfree\n\nopt = syncfree.AdamW(params, lr=1e-3)\n"
     after = "import torch\n\nopt = torch.optim.AdamW(params, lr=1e-3)\n"
     refs = frozenset(f"torch_xla.amp.syncfree.{o}" for o in ("SGD", "Adam", "AdamW"))
@@ -168,17 +223,26 @@ class Fp16Default(Rule):
     family = "amp"
     outcome = "warned"
     summary = "Rewrite an fp16 default of a dtype/precision command-line option ('float16', 'fp16') to bf16."
-    rationale = ("Scripts pick the AMP dtype from an option that defaults to float16 on GPUs; TPUs compute in "
-                 "bfloat16 and fp16 would need a GradScaler. The choices stay as they are.")
-    before = ('import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
-              'default="float16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n')
-    after = ('import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
-             'default="bfloat16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n')
+    rationale = (
+        "Scripts pick the AMP dtype from an option that defaults to float16 on GPUs; TPUs compute in "
+        "bfloat16 and fp16 would need a GradScaler. The choices stay as they are."
+    )
+    before = (
+        'import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
+        'default="float16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n'
+    )
+    after = (
+        'import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
+        'default="bfloat16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n'
+    )
     node_types = (cst.Call, cst.SimpleString)
 
     def visit_node(self, ctx, node):
-        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or \
-                node.func.attr.value != "add_argument":
+        if (
+            not isinstance(node, cst.Call)
+            or not isinstance(node.func, cst.Attribute)
+            or node.func.attr.value != "add_argument"
+        ):
             return
         names = [string_body(a.value) or "" for a in node.args if a.keyword is None]
         if not any(w in n.lower() for n in names for w in ("dtype", "precision", "amp", "half", "fp16")):
@@ -186,16 +250,22 @@ class Fp16Default(Rule):
         d = kwarg(node, "default")
         body = string_body(d.value) if d is not None else None
         if body in _FP16_NAMES:
-            ctx.claim_string(d.value, self.code, "warned",
-                             f"option default '{body}' -> '{_FP16_NAMES[body]}' (TPU computes in bfloat16; "
-                             "the command line can still ask for fp16)", value=_FP16_NAMES[body])
+            ctx.claim_string(
+                d.value,
+                self.code,
+                "warned",
+                f"option default '{body}' -> '{_FP16_NAMES[body]}' (TPU computes in bfloat16; "
+                "the command line can still ask for fp16)",
+                value=_FP16_NAMES[body],
+            )
             h = kwarg(node, "help")
             text = string_body(h.value) if h is not None else None
             said = _DEFAULT_IN_HELP.search(text) if text else None
             if said and said.group(2) == body:  # the help text names the old default: it follows the new one
-                new = text[:said.start(2)] + _FP16_NAMES[body] + text[said.end(2):]
-                ctx.claim_string(h.value, self.code, "warned", "the option's help text follows its new default",
-                                 value=new)
+                new = text[: said.start(2)] + _FP16_NAMES[body] + text[said.end(2) :]
+                ctx.claim_string(
+                    h.value, self.code, "warned", "the option's help text follows its new default", value=new
+                )
 
     def leave_node(self, ctx, orig, node):
         if not isinstance(node, cst.SimpleString):

@@ -80,12 +80,19 @@ class Context(Protocol):
     def need_helper(self, name: str) -> None:
         """The rewritten file needs the local replacement ``name`` (see :mod:`._helpers`)."""
 
-    def claim_statement(self, stmt: cst.SimpleStatementLine, rule: Rule, qname: str = "",
-                        call: cst.Call | None = None, target: cst.BaseExpression | None = None) -> None:
+    def claim_statement(
+        self,
+        stmt: cst.SimpleStatementLine,
+        rule: Rule,
+        qname: str = "",
+        call: cst.Call | None = None,
+        target: cst.BaseExpression | None = None,
+    ) -> None:
         """``rule.statement`` rewrites ``stmt`` as a whole; nothing inside is rewritten on its own."""
 
-    def claim_string(self, node: cst.SimpleString, code: str, outcome: Outcome, message: str,
-                     value: str | None = None) -> None:
+    def claim_string(
+        self, node: cst.SimpleString, code: str, outcome: Outcome, message: str, value: str | None = None
+    ) -> None:
         """A contextual rule decides how a literal is reported (and, with ``value``, rewritten)."""
 
     def previous_statement(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
@@ -132,13 +139,19 @@ class Rule:
         return None
 
     def statement(
-        self, ctx: Context, orig: cst.SimpleStatementLine, node: cst.SimpleStatementLine, qname: str,
-        call: cst.Call | None, target: cst.BaseAssignTargetExpression | None,
+        self,
+        ctx: Context,
+        orig: cst.SimpleStatementLine,
+        node: cst.SimpleStatementLine,
+        qname: str,
+        call: cst.Call | None,
+        target: cst.BaseAssignTargetExpression | None,
     ) -> Sequence[cst.BaseStatement] | cst.RemovalSentinel | None:
         return None
 
-    def ref(self, ctx: Context, orig: cst.BaseExpression, node: cst.BaseExpression, qname: str
-            ) -> cst.BaseExpression | None:
+    def ref(
+        self, ctx: Context, orig: cst.BaseExpression, node: cst.BaseExpression, qname: str
+    ) -> cst.BaseExpression | None:
         return None
 
     def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
@@ -183,7 +196,9 @@ def _matches(code: str, patterns: Iterable[str]) -> bool:
     return any(p == "ALL" or code.startswith(p.upper()) for p in patterns)
 
 
-def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
+def select_rules(
+    select: Iterable[str] | None = None, ignore: Iterable[str] | None = None
+) -> list[type[Rule]]:
     """Rules enabled by ``--select`` / ``--ignore`` (codes or prefixes such as ``TPU5``)."""
     rules = all_rules()
     if select:

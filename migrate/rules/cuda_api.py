@@ -27,9 +27,19 @@ _ACCELERATOR: dict[str, tuple[str, str, str, dict[str, str]]] = {
 
 _GUARDS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: torch.cuda APIs the rules migrate; any other torch.cuda call stays CUDA-only (it is flagged).
-_MIGRATED = frozenset({*(f"torch.cuda.{k}" for k in _ACCELERATOR), "torch.cuda.set_device", "torch.cuda.empty_cache",
-                       "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.is_bf16_supported",
-                       "torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.get_device_name"})
+_MIGRATED = frozenset(
+    {
+        *(f"torch.cuda.{k}" for k in _ACCELERATOR),
+        "torch.cuda.set_device",
+        "torch.cuda.empty_cache",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "torch.cuda.is_bf16_supported",
+        "torch.cuda.Event",
+        "torch.cuda.Stream",
+        "torch.cuda.get_device_name",
+    }
+)
 _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
 
 
@@ -44,8 +54,14 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
         small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
         for s in small:
             call = s.exc if isinstance(s, cst.Raise) else s.value if isinstance(s, cst.Expr) else None
-            if isinstance(call, cst.Call) and (isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")):
-                if any((b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in call.args for lit in literals(a.value)):
+            if isinstance(call, cst.Call) and (
+                isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")
+            ):
+                if any(
+                    (b := string_body(lit)) and _NEEDS_CUDA.search(b)
+                    for a in call.args
+                    for lit in literals(a.value)
+                ):
                     return True
     return False
 
@@ -64,11 +80,17 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     if not isinstance(node, cst.Call):
         return bool(_GATE_NAME.search(last))
     if last in ("RunIf", "run_if"):
-        return any(a.keyword is not None and _GATE_KEYWORD.search(a.keyword.value) and
-                   not (isinstance(a.value, cst.Integer) and int(a.value.value, 0) == 0) for a in node.args)
+        return any(
+            a.keyword is not None
+            and _GATE_KEYWORD.search(a.keyword.value)
+            and not (isinstance(a.value, cst.Integer) and int(a.value.value, 0) == 0)
+            for a in node.args
+        )
     if last not in _SKIPS or not node.args:
         return bool(_GATE_NAME.search(last))
-    reason = any((b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value))
+    reason = any(
+        (b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value)
+    )
     test = node.args[0].value
     if last in ("skipUnless", "skip_unless"):
         return reason and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
@@ -79,8 +101,11 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
 _CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
 #: A warning that says a feature is CUDA's only ("only works on CUDA devices", "requires a GPU"), as opposed to
 #: one that merely names CUDA ("CUDA not available, falling back to CPU").
-_CUDA_ONLY_TEXT = re.compile(r"\b(?:only|requires?|required|needs?)\b[^.;]{0,40}\b(?:cuda|gpus?|nvidia)\b|"
-                             r"\b(?:cuda|gpu)[- ]only\b", re.I)
+_CUDA_ONLY_TEXT = re.compile(
+    r"\b(?:only|requires?|required|needs?)\b[^.;]{0,40}\b(?:cuda|gpus?|nvidia)\b|"
+    r"\b(?:cuda|gpu)[- ]only\b",
+    re.I,
+)
 _WARNS = ("warn", "warning", "error", "critical")
 
 
@@ -92,9 +117,15 @@ def _says_cuda_only(body: cst.BaseSuite) -> bool:
     for stmt in getattr(body, "body", ()):
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
             call = small.value if isinstance(small, cst.Expr) else None
-            if isinstance(call, cst.Call) and full_name(call.func).endswith(_WARNS) and any(
+            if (
+                isinstance(call, cst.Call)
+                and full_name(call.func).endswith(_WARNS)
+                and any(
                     isinstance(a.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
-                    and _CUDA_ONLY_TEXT.search(code(a.value)) for a in call.args):
+                    and _CUDA_ONLY_TEXT.search(code(a.value))
+                    for a in call.args
+                )
+            ):
                 return True
     return False
 
@@ -108,8 +139,7 @@ def _installs_nvidia(body: cst.BaseSuite) -> bool:
     todo: list[cst.CSTNode] = [body]
     while todo:
         n = todo.pop()
-        if isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and _NVIDIA_PACKAGE.search(
-                n.value):
+        if isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and _NVIDIA_PACKAGE.search(n.value):
             return True
         if not isinstance(n, _OWN_SCOPE):
             todo.extend(n.children)
@@ -136,7 +166,15 @@ def _marks(call: cst.Call) -> list[cst.BaseExpression]:
     return [value] if value is not None else []
 
 
-_OWN_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_OWN_SCOPE = (
+    cst.FunctionDef,
+    cst.ClassDef,
+    cst.Lambda,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+)
 
 
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
@@ -157,8 +195,11 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
     q = ctx.qname(call.func)
     if q is not None and q.startswith("torch."):
-        return q if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp") \
+        return (
+            q
+            if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp")
             else None
+        )
     name = full_name(call.func)
     return name if name and _CUDA_WORD.search(name) else None
 
@@ -168,15 +209,21 @@ class CudaToAccelerator(Rule):
     code = "TPU201"
     name = "cuda-to-accelerator"
     family = "cuda_api"
-    summary = ("Rewrite torch.cuda.is_available/device_count/synchronize/current_device/current_stream/... to "
-               "torch.accelerator (arguments re-bound to its signature); delete torch.cuda.set_device(i).")
-    rationale = ("torch.accelerator is the device-agnostic API (PyTorch >= 2.6) that pytorch/examples moved to; "
-                 "TorchTPU's torch.tpu versions of these raise on torch >= 2.11. Its signatures differ "
-                 "(synchronize(device_index=...), current_stream(device, /)), so arguments are re-bound, never "
-                 "copied. is_available() is true for any accelerator. TorchTPU binds one device per process and "
-                 "set_device_index raises for another ordinal, so `torch.cuda.set_device(local_rank)` is deleted.")
-    before = ("import torch\n\ntorch.cuda.set_device(local_rank)\nif torch.cuda.is_available():\n"
-              "    torch.cuda.synchronize(device=d)\n")
+    summary = (
+        "Rewrite torch.cuda.is_available/device_count/synchronize/current_device/current_stream/... to "
+        "torch.accelerator (arguments re-bound to its signature); delete torch.cuda.set_device(i)."
+    )
+    rationale = (
+        "torch.accelerator is the device-agnostic API (PyTorch >= 2.6) that pytorch/examples moved to; "
+        "TorchTPU's torch.tpu versions of these raise on torch >= 2.11. Its signatures differ "
+        "(synchronize(device_index=...), current_stream(device, /)), so arguments are re-bound, never "
+        "copied. is_available() is true for any accelerator. TorchTPU binds one device per process and "
+        "set_device_index raises for another ordinal, so `torch.cuda.set_device(local_rank)` is deleted."
+    )
+    before = (
+        "import torch\n\ntorch.cuda.set_device(local_rank)\nif torch.cuda.is_available():\n"
+        "    torch.cuda.synchronize(device=d)\n"
+    )
     after = "import torch\n\nif torch.accelerator.is_available():\n    torch.accelerator.synchronize(device_index=d)\n"
     refs = frozenset(f"torch.cuda.{k}" for k in _ACCELERATOR)
     calls = refs
@@ -192,8 +239,12 @@ class CudaToAccelerator(Rule):
         if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
             gate = next((d for d in node.decorators if cuda_test_gate(ctx, d.decorator)), None)
             if gate is not None:  # a test that runs only with CUDA stays CUDA's test, whole
-                ctx.flag(node, f"`@{code(gate.decorator)}` runs this test only where CUDA is: kept as CUDA code; "
-                         "add a TPU variant by hand", code=self.code)
+                ctx.flag(
+                    node,
+                    f"`@{code(gate.decorator)}` runs this test only where CUDA is: kept as CUDA code; "
+                    "add a TPU variant by hand",
+                    code=self.code,
+                )
                 for part in (*node.decorators, node.body):  # (its parametrize values are CUDA's too)
                     ctx.skip_inside(part)
             return
@@ -201,14 +252,25 @@ class CudaToAccelerator(Rule):
             f = node.func
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
             if last == "param" and (gate := next((m for m in _marks(node) if cuda_test_gate(ctx, m)), None)):
-                ctx.flag(node, f"this test case is marked `{code(gate)}` (it runs only where CUDA is): kept as "
-                         "CUDA's case; add a TPU one by hand", code=self.code)
+                ctx.flag(
+                    node,
+                    f"this test case is marked `{code(gate)}` (it runs only where CUDA is): kept as "
+                    "CUDA's case; add a TPU one by hand",
+                    code=self.code,
+                )
                 ctx.skip_inside(node)
                 return
             if last in _SKIPS:
                 guards = [c for a in node.args for c in _calls_in(a.value) if ctx.qname(c.func) in _GUARDS]
-                reason = next((b for a in node.args for lit in literals(a.value)
-                               if (b := string_body(lit)) and _NEEDS_CUDA.search(b)), None)
+                reason = next(
+                    (
+                        b
+                        for a in node.args
+                        for lit in literals(a.value)
+                        if (b := string_body(lit)) and _NEEDS_CUDA.search(b)
+                    ),
+                    None,
+                )
                 if guards and reason:
                     self._keep(ctx, guards, f"a skip whose reason needs CUDA: {reason!r}")
             return
@@ -221,19 +283,34 @@ class CudaToAccelerator(Rule):
         assert isinstance(node, cst.If)
         orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
         lits = _cuda_literals(node.test)
-        if lits and (_says_cuda_only(node.body) or _installs_nvidia(node.body) or
-                     (orelse is not None and _says_cuda_only(orelse))):
+        if lits and (
+            _says_cuda_only(node.body)
+            or _installs_nvidia(node.body)
+            or (orelse is not None and _says_cuda_only(orelse))
+        ):
             # `if model_device.type not in ('cuda', 'meta'): warn('... only works on CUDA ...')`: the test keeps
             # a CUDA-only feature off other devices; renamed, it would switch that feature on for 'tpu'
             for lit in lits:
-                ctx.claim_string(lit, self.code, "flagged", f"'{string_body(lit)}' is tested by code that works only on "
-                                 "CUDA (a branch says so, or installs NVIDIA packages): kept, so that code never runs on TPU; "
-                                 "give the TPU path its own branch", value=None)
+                ctx.claim_string(
+                    lit,
+                    self.code,
+                    "flagged",
+                    f"'{string_body(lit)}' is tested by code that works only on "
+                    "CUDA (a branch says so, or installs NVIDIA packages): kept, so that code never runs on TPU; "
+                    "give the TPU path its own branch",
+                    value=None,
+                )
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:
             return
-        cuda_only = next((name for c in [*_calls_in(node.test), *_calls_in(node.body)]
-                          if (name := _cuda_only_call(ctx, c))), None)
+        cuda_only = next(
+            (
+                name
+                for c in [*_calls_in(node.test), *_calls_in(node.body)]
+                if (name := _cuda_only_call(ctx, c))
+            ),
+            None,
+        )
         cuda_only = f"`{cuda_only}`" if cuda_only else None
         if cuda_only is None and _raises_for_cuda(node.body):
             cuda_only = "a skip or error that says CUDA is needed"
@@ -251,40 +328,61 @@ class CudaToAccelerator(Rule):
         if ctx.is_called(orig):
             return None  # the call hook re-binds the arguments too
         new = f"torch.accelerator.{_ACCELERATOR[qname.rsplit('.', 1)[1]][1]}"
-        ctx.report(orig, f"`{qname}` -> `{new}` (as a value: check how it is called)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`{qname}` -> `{new}` (as a value: check how it is called)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         return expr(new)
 
     def call(self, ctx: Context, orig, node, qname: str):
         last = qname.rsplit(".", 1)[1]
         if last == "set_device":
-            ctx.flag(orig, "`torch.cuda.set_device(...)` in an expression: TorchTPU binds one device per process; "
-                     "remove it", code=self.code)
+            ctx.flag(
+                orig,
+                "`torch.cuda.set_device(...)` in an expression: TorchTPU binds one device per process; "
+                "remove it",
+                code=self.code,
+            )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
         if guarded is not None:
-            ctx.flag(orig, f"`{qname}()` guards CUDA-only code ({guarded}): kept, so that code never runs on "
-                     "TPU; give the TPU path its own branch", code=self.code)
+            ctx.flag(
+                orig,
+                f"`{qname}()` guards CUDA-only code ({guarded}): kept, so that code never runs on "
+                "TPU; give the TPU path its own branch",
+                code=self.code,
+            )
             return None
         old, name, new_sig, rename = _ACCELERATOR[last]
         args = rebind(node, old, new_sig, rename)
         new = f"torch.accelerator.{name}"
         if args is None:
-            ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto `{new}({new_sig})`; port by hand",
-                     code=self.code)
+            ctx.flag(
+                orig,
+                f"`{qname}(...)`: its arguments do not map onto `{new}({new_sig})`; port by hand",
+                code=self.code,
+            )
             return None
         ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
         ctx.need_import("torch")
         func = expr(new)
-        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        return (
+            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        )
 
     def statement(self, ctx: Context, orig, node, qname, call, target):
         if call is None or target is not None:
             return None
-        ctx.report(orig, "removed `torch.cuda.set_device(...)`: TorchTPU binds one device per process (the "
-                   "launcher picks it; set_device_index raises for another ordinal)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            "removed `torch.cuda.set_device(...)`: TorchTPU binds one device per process (the "
+            "launcher picks it; set_device_index raises for another ordinal)",
+            code=self.code,
+            outcome="warned",
+        )
         return cst.RemovalSentinel.REMOVE
 
 
@@ -306,7 +404,9 @@ class EmptyCache(Rule):
         return cst.RemovalSentinel.REMOVE
 
     def call(self, ctx, orig, node, qname):
-        ctx.report(orig, "`torch.cuda.empty_cache()` -> `None` (no TPU cache API)", code=self.code, outcome="warned")
+        ctx.report(
+            orig, "`torch.cuda.empty_cache()` -> `None` (no TPU cache API)", code=self.code, outcome="warned"
+        )
         return expr("None")
 
 
@@ -324,16 +424,33 @@ class CudaManualSeed(Rule):
     emits = ("torch.manual_seed",)
 
     def call(self, ctx, orig, node, qname):
-        ctx.report(orig, f"`{qname}` -> `torch.manual_seed` (seeds every device, the CPU included)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"`{qname}` -> `torch.manual_seed` (seeds every device, the CPU included)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         return node.with_changes(func=expr("torch.manual_seed"))
 
 
-_MEMORY = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-           "reset_peak_memory_stats", "reset_max_memory_allocated", "mem_get_info", "memory_summary",
-           "memory_stats", "memory_cached", "max_memory_cached", "reset_accumulated_memory_stats",
-           "memory_snapshot", "caching_allocator_alloc", "set_per_process_memory_fraction")
+_MEMORY = (
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_max_memory_allocated",
+    "mem_get_info",
+    "memory_summary",
+    "memory_stats",
+    "memory_cached",
+    "max_memory_cached",
+    "reset_accumulated_memory_stats",
+    "memory_snapshot",
+    "caching_allocator_alloc",
+    "set_per_process_memory_fraction",
+)
 
 
 @register
@@ -343,17 +460,25 @@ class CudaMemoryStats(Rule):
     family = "cuda_api"
     outcome = "flagged"
     summary = "Flag torch.cuda memory statistics (memory_allocated, mem_get_info, ...)."
-    rationale = ("TorchTPU 0.2.0 implements none of them (only get_device_properties().total_memory); "
-                 "torch.accelerator.memory is upstream but not backed by TorchTPU.")
+    rationale = (
+        "TorchTPU 0.2.0 implements none of them (only get_device_properties().total_memory); "
+        "torch.accelerator.memory is upstream but not backed by TorchTPU."
+    )
     before = "import torch\n\nprint(torch.cuda.max_memory_allocated())\n"
-    after = ("import torch\n\n# TODO(tpu-migrate TPU204): `torch.cuda.max_memory_allocated` has no TorchTPU "
-             "equivalent (no memory statistics); remove it or guard it by device type\n"
-             "print(torch.cuda.max_memory_allocated())\n")
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU204): `torch.cuda.max_memory_allocated` has no TorchTPU "
+        "equivalent (no memory statistics); remove it or guard it by device type\n"
+        "print(torch.cuda.max_memory_allocated())\n"
+    )
     refs = frozenset(f"torch.cuda.{n}" for n in _MEMORY)
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`{qname}` has no TorchTPU equivalent (no memory statistics); remove it or guard it "
-                 "by device type", code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname}` has no TorchTPU equivalent (no memory statistics); remove it or guard it "
+            "by device type",
+            code=self.code,
+        )
         return None
 
 
@@ -368,18 +493,33 @@ class CudaDeviceInfo(Rule):
     name = "cuda-device-info"
     family = "cuda_api"
     outcome = "warned"
-    summary = ("Rewrite torch.cuda.get_device_name/get_device_properties to torch.tpu; flag capability checks "
-               "(.major, .minor, .multi_processor_count ..., get_device_capability, torch.version.cuda).")
-    rationale = ("torch.tpu.get_device_name/get_device_properties exist in TorchTPU 0.2.0, but the properties "
-                 "carry name and total_memory only: a compute-capability gate such as `.major >= 8` for bf16/tf32 "
-                 "has no TPU meaning and would raise AttributeError, so it is flagged and left as it is.")
-    before = ("import torch\n\nname = torch.cuda.get_device_name(0)\n"
-              "sm = torch.cuda.get_device_properties(0).major\n")
-    after = ("import torch\n\nname = torch.tpu.get_device_name(0)\n# TODO(tpu-migrate TPU205): "
-             "`torch.cuda.get_device_properties(...).major` is a CUDA capability check (TPU properties have "
-             "name and total_memory); decide what the TPU path needs\nsm = torch.cuda.get_device_properties(0).major\n")
-    refs = frozenset({"torch.cuda.get_device_name", _PROPS, "torch.cuda.get_device_capability", "torch.version.cuda",
-                      "torch.cuda.get_arch_list"})
+    summary = (
+        "Rewrite torch.cuda.get_device_name/get_device_properties to torch.tpu; flag capability checks "
+        "(.major, .minor, .multi_processor_count ..., get_device_capability, torch.version.cuda)."
+    )
+    rationale = (
+        "torch.tpu.get_device_name/get_device_properties exist in TorchTPU 0.2.0, but the properties "
+        "carry name and total_memory only: a compute-capability gate such as `.major >= 8` for bf16/tf32 "
+        "has no TPU meaning and would raise AttributeError, so it is flagged and left as it is."
+    )
+    before = (
+        "import torch\n\nname = torch.cuda.get_device_name(0)\n"
+        "sm = torch.cuda.get_device_properties(0).major\n"
+    )
+    after = (
+        "import torch\n\nname = torch.tpu.get_device_name(0)\n# TODO(tpu-migrate TPU205): "
+        "`torch.cuda.get_device_properties(...).major` is a CUDA capability check (TPU properties have "
+        "name and total_memory); decide what the TPU path needs\nsm = torch.cuda.get_device_properties(0).major\n"
+    )
+    refs = frozenset(
+        {
+            "torch.cuda.get_device_name",
+            _PROPS,
+            "torch.cuda.get_device_capability",
+            "torch.version.cuda",
+            "torch.cuda.get_arch_list",
+        }
+    )
     emits = ("torch.tpu.get_device_name", "torch.tpu.get_device_properties")
     node_types = (cst.Attribute, cst.Assign)
 
@@ -388,7 +528,9 @@ class CudaDeviceInfo(Rule):
         call, attrs = None, []
         value = node.value
         func = value.func if type(value) is cst.Call else None
-        last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        last = (
+            func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        )
         if last != "get_device_properties":
             return  # (cheap test first: this runs for every attribute)
         if isinstance(node, cst.Attribute):
@@ -409,16 +551,27 @@ class CudaDeviceInfo(Rule):
         last = qname.rsplit(".", 1)[1]
         unknown = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
         if unknown:
-            ctx.flag(orig, f"`{qname}(...).{unknown[0]}` is a CUDA capability check (TPU properties have name and "
-                     "total_memory); decide what the TPU path needs", code=self.code)
+            ctx.flag(
+                orig,
+                f"`{qname}(...).{unknown[0]}` is a CUDA capability check (TPU properties have name and "
+                "total_memory); decide what the TPU path needs",
+                code=self.code,
+            )
             return None
         if last in ("get_device_name", "get_device_properties"):
-            ctx.report(orig, f"`{qname}` -> `torch.tpu.{last}` (raises where no TPU is present)",
-                       code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                f"`{qname}` -> `torch.tpu.{last}` (raises where no TPU is present)",
+                code=self.code,
+                outcome="warned",
+            )
             ctx.need_import("torch")
             return expr(f"torch.tpu.{last}")
-        ctx.flag(orig, f"`{qname}` is a CUDA capability/version check; decide what the TPU path needs",
-                 code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname}` is a CUDA capability/version check; decide what the TPU path needs",
+            code=self.code,
+        )
         return None
 
 
@@ -439,8 +592,12 @@ class Bf16Supported(Rule):
         return expr("True")
 
     def _was_check(self, ctx, orig: cst.BaseExpression, node: cst.BaseExpression) -> bool:
-        return isinstance(node, cst.Name) and node.value == "True" and isinstance(orig, cst.Call) and \
-            ctx.qname(orig.func) in self.calls
+        return (
+            isinstance(node, cst.Name)
+            and node.value == "True"
+            and isinstance(orig, cst.Call)
+            and ctx.qname(orig.func) in self.calls
+        )
 
     def leave_node(self, ctx, orig, node):
         """``x and True`` -> ``x``; ``a if True else b`` -> ``a`` (what the check became, folded)."""
@@ -461,28 +618,42 @@ class CudaEventStream(Rule):
     family = "cuda_api"
     outcome = "warned"
     summary = "Rewrite torch.cuda.Event/Stream to torch.Event/torch.Stream; flag torch.cuda.stream(...)."
-    rationale = ("The generic classes follow the current accelerator; TorchTPU's streams and events are "
-                 "placeholders, so timings measured with them must be checked.")
+    rationale = (
+        "The generic classes follow the current accelerator; TorchTPU's streams and events are "
+        "placeholders, so timings measured with them must be checked."
+    )
     before = "import torch\n\nstart = torch.cuda.Event(enable_timing=True)\n"
     after = "import torch\n\nstart = torch.Event(enable_timing=True)\n"
     refs = frozenset({"torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.stream"})
     calls = frozenset({"torch.cuda.Event", "torch.cuda.Stream"})
     emits = ("torch.Event", "torch.Stream")
     #: name -> (torch.cuda signature, torch signature)
-    _SIGNATURES = {"Event": ("enable_timing=False, blocking=False, interprocess=False, external=False",
-                             "device=None, *, enable_timing=False, blocking=False, interprocess=False"),
-                   "Stream": ("device=None, priority=0, **kwargs", "device=None, *, priority=0")}
+    _SIGNATURES = {
+        "Event": (
+            "enable_timing=False, blocking=False, interprocess=False, external=False",
+            "device=None, *, enable_timing=False, blocking=False, interprocess=False",
+        ),
+        "Stream": ("device=None, priority=0, **kwargs", "device=None, *, priority=0"),
+    }
 
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
         if last == "stream":
-            ctx.flag(orig, "`torch.cuda.stream(...)`: TorchTPU streams are placeholders; drop the context or "
-                     "use torch.Stream", code=self.code)
+            ctx.flag(
+                orig,
+                "`torch.cuda.stream(...)`: TorchTPU streams are placeholders; drop the context or "
+                "use torch.Stream",
+                code=self.code,
+            )
             return None
         if ctx.is_called(orig):
             return None  # the call hook re-binds the arguments too
-        ctx.report(orig, f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         return expr(f"torch.{last}")
 
@@ -491,18 +662,37 @@ class CudaEventStream(Rule):
         old, new = self._SIGNATURES[last]
         args = rebind(node, old, new)
         if args is None:
-            ctx.flag(orig, f"`{qname}(...)`: its arguments do not map onto `torch.{last}({new})`; port by hand",
-                     code=self.code)
+            ctx.flag(
+                orig,
+                f"`{qname}(...)`: its arguments do not map onto `torch.{last}({new})`; port by hand",
+                code=self.code,
+            )
             return None
-        ctx.report(orig, f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"`{qname}` -> `torch.{last}` (placeholder on TorchTPU: check timings)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         func = expr(f"torch.{last}")
-        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        return (
+            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        )
 
 
-_TENSOR_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
-                 "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+_TENSOR_TYPES = (
+    "FloatTensor",
+    "DoubleTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "ShortTensor",
+    "CharTensor",
+    "ByteTensor",
+    "BoolTensor",
+)
 
 
 @register
@@ -512,8 +702,10 @@ class CudaTensorType(Rule):
     family = "cuda_api"
     outcome = "warned"
     summary = "Rewrite set_default_tensor_type('torch.cuda.FloatTensor') to torch.set_default_device('tpu'); flag torch.cuda.*Tensor."
-    rationale = ("set_default_tensor_type is deprecated; the default device and dtype are set separately. "
-                 "Typed CUDA tensor constructors have no TPU counterpart.")
+    rationale = (
+        "set_default_tensor_type is deprecated; the default device and dtype are set separately. "
+        "Typed CUDA tensor constructors have no TPU counterpart."
+    )
     before = "import torch\n\ntorch.set_default_tensor_type('torch.cuda.FloatTensor')\n"
     after = "import torch\n\ntorch.set_default_device('tpu')\n"
     calls = frozenset({"torch.set_default_tensor_type"})
@@ -534,22 +726,37 @@ class CudaTensorType(Rule):
         if not text.startswith("torch.cuda."):
             return None
         if text != "torch.cuda.FloatTensor":
-            ctx.flag(orig, f"default tensor type `{text}`: use torch.set_default_device('tpu') and "
-                     "torch.set_default_dtype(...)", code=self.code)
+            ctx.flag(
+                orig,
+                f"default tensor type `{text}`: use torch.set_default_device('tpu') and "
+                "torch.set_default_dtype(...)",
+                code=self.code,
+            )
             return None
-        ctx.report(orig, "set_default_tensor_type(torch.cuda.FloatTensor) -> set_default_device('tpu')",
-                   code=self.code, outcome="warned")
-        return node.with_changes(func=expr("torch.set_default_device"), args=[cst.Arg(cst.SimpleString("'tpu'"))])
+        ctx.report(
+            orig,
+            "set_default_tensor_type(torch.cuda.FloatTensor) -> set_default_device('tpu')",
+            code=self.code,
+            outcome="warned",
+        )
+        return node.with_changes(
+            func=expr("torch.set_default_device"), args=[cst.Arg(cst.SimpleString("'tpu'"))]
+        )
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code)
+        ctx.flag(
+            orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
+        )
         return None
 
 
-_ENV = {"CUDA_VISIBLE_DEVICES": "TPU chips are selected with TPU_VISIBLE_CHIPS",
-        "CUDA_LAUNCH_BLOCKING": "use TorchTPU's Debug Eager mode (TORCH_TPU_LAUNCH_BLOCKING=1)",
-        "CUDA_DEVICE_ORDER": "no TPU equivalent",
-        "NCCL_DEBUG": "no TPU equivalent", "NCCL_SOCKET_IFNAME": "no TPU equivalent"}
+_ENV = {
+    "CUDA_VISIBLE_DEVICES": "TPU chips are selected with TPU_VISIBLE_CHIPS",
+    "CUDA_LAUNCH_BLOCKING": "use TorchTPU's Debug Eager mode (TORCH_TPU_LAUNCH_BLOCKING=1)",
+    "CUDA_DEVICE_ORDER": "no TPU equivalent",
+    "NCCL_DEBUG": "no TPU equivalent",
+    "NCCL_SOCKET_IFNAME": "no TPU equivalent",
+}
 
 
 @register
@@ -559,10 +766,14 @@ class CudaEnvVar(Rule):
     family = "cuda_api"
     outcome = "flagged"
     summary = "Flag CUDA/NCCL environment variables (CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, NCCL_*)."
-    rationale = "TorchTPU reads other variables (TPU_VISIBLE_CHIPS, TORCH_TPU_LAUNCH_BLOCKING); these do nothing."
+    rationale = (
+        "TorchTPU reads other variables (TPU_VISIBLE_CHIPS, TORCH_TPU_LAUNCH_BLOCKING); these do nothing."
+    )
     before = 'import os\n\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
-    after = ('import os\n\n# TODO(tpu-migrate TPU209): CUDA_VISIBLE_DEVICES has no effect on TPU: TPU chips are '
-             'selected with TPU_VISIBLE_CHIPS\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')
+    after = (
+        "import os\n\n# TODO(tpu-migrate TPU209): CUDA_VISIBLE_DEVICES has no effect on TPU: TPU chips are "
+        'selected with TPU_VISIBLE_CHIPS\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
+    )
     node_types = (cst.SimpleString,)
 
     def leave_node(self, ctx, orig, node):
@@ -579,25 +790,60 @@ class CudaGraphsNvtx(Rule):
     family = "cuda_api"
     outcome = "flagged"
     summary = "Flag CUDA graphs, NVTX ranges and ProfilerActivity.CUDA."
-    rationale = "Use torch.profiler with the TPU Kineto backend; XLA already compiles graphs, there is no CUDA graph."
+    rationale = (
+        "Use torch.profiler with the TPU Kineto backend; XLA already compiles graphs, there is no CUDA graph."
+    )
     before = "import torch\n\ng = torch.cuda.CUDAGraph()\n"
-    after = ("import torch\n\n# TODO(tpu-migrate TPU210): `torch.cuda.CUDAGraph` is CUDA-only; use torch.profiler "
-             "(TPU Kineto backend) or torch.compile instead\ng = torch.cuda.CUDAGraph()\n")
-    refs = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables",
-                      "torch.profiler.ProfilerActivity.CUDA", "torch.autograd.profiler.emit_nvtx"})
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU210): `torch.cuda.CUDAGraph` is CUDA-only; use torch.profiler "
+        "(TPU Kineto backend) or torch.compile instead\ng = torch.cuda.CUDAGraph()\n"
+    )
+    refs = frozenset(
+        {
+            "torch.cuda.CUDAGraph",
+            "torch.cuda.graph",
+            "torch.cuda.make_graphed_callables",
+            "torch.profiler.ProfilerActivity.CUDA",
+            "torch.autograd.profiler.emit_nvtx",
+        }
+    )
     ref_prefixes = ("torch.cuda.nvtx", "torch.cuda.graphs")
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`{qname}` is CUDA-only; use torch.profiler (TPU Kineto backend) or torch.compile instead",
-                 code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname}` is CUDA-only; use torch.profiler (TPU Kineto backend) or torch.compile instead",
+            code=self.code,
+        )
         return None
 
 
 #: Python packages that only run on NVIDIA GPUs (kernels, compilers, bindings, monitoring).
-KERNEL_MODULES = ("triton", "apex", "bitsandbytes", "flash_attn", "flash_attn_interface", "xformers", "cupy",
-                  "pycuda", "numba.cuda", "transformer_engine", "tensorrt", "torch_tensorrt", "cuda", "cuda.bindings",
-                  "deep_ep", "pynvml", "nvidia", "cutlass", "flashinfer", "mamba_ssm", "causal_conv1d",
-                  "liger_kernel", "cudnn")
+KERNEL_MODULES = (
+    "triton",
+    "apex",
+    "bitsandbytes",
+    "flash_attn",
+    "flash_attn_interface",
+    "xformers",
+    "cupy",
+    "pycuda",
+    "numba.cuda",
+    "transformer_engine",
+    "tensorrt",
+    "torch_tensorrt",
+    "cuda",
+    "cuda.bindings",
+    "deep_ep",
+    "pynvml",
+    "nvidia",
+    "cutlass",
+    "flashinfer",
+    "mamba_ssm",
+    "causal_conv1d",
+    "liger_kernel",
+    "cudnn",
+)
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -611,29 +857,43 @@ class CustomKernels(Rule):
     name = "custom-cuda-kernels"
     family = "cuda_api"
     outcome = "flagged"
-    summary = ("Flag CUDA-only stacks: CUDAExtension, triton, apex, bitsandbytes, flash_attn, xformers, TensorRT, "
-               "cuda-python, DeepEP, pynvml, `nvidia-smi` calls, attn_implementation='flash_attention_2' ...")
-    rationale = ("These run CUDA code; on TPU write the kernel in JAX/Pallas (torch.tpu.pallas.jax_op) or use torch "
-                 "ops. A file that imports one of them at its top level cannot even be imported without CUDA: "
-                 "nothing else in it is rewritten (a half-migrated kernel file is worse than an untouched one).")
+    summary = (
+        "Flag CUDA-only stacks: CUDAExtension, triton, apex, bitsandbytes, flash_attn, xformers, TensorRT, "
+        "cuda-python, DeepEP, pynvml, `nvidia-smi` calls, attn_implementation='flash_attention_2' ..."
+    )
+    rationale = (
+        "These run CUDA code; on TPU write the kernel in JAX/Pallas (torch.tpu.pallas.jax_op) or use torch "
+        "ops. A file that imports one of them at its top level cannot even be imported without CUDA: "
+        "nothing else in it is rewritten (a half-migrated kernel file is worse than an untouched one)."
+    )
     before = "import triton\n"
-    after = ("# TODO(tpu-migrate TPU211): `triton` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a "
-             "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n")
+    after = (
+        "# TODO(tpu-migrate TPU211): `triton` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a "
+        "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n"
+    )
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
         if cuda_only_module(mod):
-            ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "
-                     "(torch.tpu.pallas.jax_op), or drop it", code=self.code)
+            ctx.flag(
+                node,
+                f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "
+                "(torch.tpu.pallas.jax_op), or drop it",
+                code=self.code,
+            )
 
     def visit_node(self, ctx, node):
         if type(node) is cst.Call:
             a = kwarg(node, "attn_implementation")
             if a is not None and string_body(a.value) in _FLASH_ATTENTION:
                 ctx.claim_string(a.value, "", "rewritten", "", value=None)  # type: ignore[arg-type]
-                ctx.flag(node, f"attn_implementation='{string_body(a.value)}' is a CUDA kernel; use 'sdpa' (or "
-                         "torch.tpu.ops.splash_sdpa)", code=self.code)
+                ctx.flag(
+                    node,
+                    f"attn_implementation='{string_body(a.value)}' is a CUDA kernel; use 'sdpa' (or "
+                    "torch.tpu.ops.splash_sdpa)",
+                    code=self.code,
+                )
 
     def leave_node(self, ctx, orig, node):
         if isinstance(orig, cst.Import):
@@ -642,17 +902,29 @@ class CustomKernels(Rule):
         elif isinstance(orig, cst.ImportFrom) and orig.module is not None and not orig.relative:
             self._flag(ctx, orig, cst.helpers.get_full_name_for_node(orig.module) or "")
         elif type(orig) is cst.SimpleString and "nvidia-smi" in orig.value:
-            ctx.flag(orig, "`nvidia-smi` queries NVIDIA GPUs; there is no TPU equivalent here (use "
-                     "torch.tpu.get_device_properties or tpu-info)", code=self.code)
+            ctx.flag(
+                orig,
+                "`nvidia-smi` queries NVIDIA GPUs; there is no TPU equivalent here (use "
+                "torch.tpu.get_device_properties or tpu-info)",
+                code=self.code,
+            )
         return None
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, "`CUDAExtension` builds CUDA kernels; port to torch ops or a Pallas kernel", code=self.code)
+        ctx.flag(
+            orig, "`CUDAExtension` builds CUDA kernels; port to torch ops or a Pallas kernel", code=self.code
+        )
         return None
 
 
-_KERNEL_REGISTRATIONS = frozenset({"torch.library.custom_op", "torch._library.custom_ops.custom_op",
-                                   "torch.library.register_kernel", "torch.library.impl"})
+_KERNEL_REGISTRATIONS = frozenset(
+    {
+        "torch.library.custom_op",
+        "torch._library.custom_ops.custom_op",
+        "torch.library.register_kernel",
+        "torch.library.impl",
+    }
+)
 _CUDA_KEYS = frozenset({"cuda", "CUDA", "AutogradCUDA", "SparseCUDA", "QuantizedCUDA"})
 
 
@@ -662,17 +934,25 @@ class CudaKernelRegistration(Rule):
     name = "cuda-kernel-registration"
     family = "cuda_api"
     outcome = "flagged"
-    summary = ("Flag custom-op kernels registered for CUDA (torch.library.custom_op(device_types='cuda'), "
-               "register_kernel('cuda'), impl(..., 'CUDA')); their device names are kept.")
-    rationale = ("The registered function is CUDA code (Triton, a CUDA extension): registering it for 'tpu' would "
-                 "route TPU tensors into a CUDA kernel. Register a TPU implementation (torch ops or a Pallas kernel) "
-                 "beside it instead.")
-    before = ('import torch\n\n@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
-              "def fused(x):\n    return kernel(x)\n")
-    after = ('import torch\n\n# TODO(tpu-migrate TPU216): a kernel registered for CUDA (\'cuda\') is CUDA code; '
-             "register a separate 'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it\n"
-             '@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
-             "def fused(x):\n    return kernel(x)\n")
+    summary = (
+        "Flag custom-op kernels registered for CUDA (torch.library.custom_op(device_types='cuda'), "
+        "register_kernel('cuda'), impl(..., 'CUDA')); their device names are kept."
+    )
+    rationale = (
+        "The registered function is CUDA code (Triton, a CUDA extension): registering it for 'tpu' would "
+        "route TPU tensors into a CUDA kernel. Register a TPU implementation (torch ops or a Pallas kernel) "
+        "beside it instead."
+    )
+    before = (
+        'import torch\n\n@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
+        "def fused(x):\n    return kernel(x)\n"
+    )
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU216): a kernel registered for CUDA ('cuda') is CUDA code; "
+        "register a separate 'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it\n"
+        '@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")\n'
+        "def fused(x):\n    return kernel(x)\n"
+    )
     node_types = (cst.Call,)
 
     def visit_node(self, ctx, node):
@@ -680,17 +960,27 @@ class CudaKernelRegistration(Rule):
         last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
         if last not in ("custom_op", "register_kernel", "impl"):
             return
-        if ctx.qname(f) not in _KERNEL_REGISTRATIONS and not (isinstance(f, cst.Attribute) and ctx.qname(f) is None):
+        if ctx.qname(f) not in _KERNEL_REGISTRATIONS and not (
+            isinstance(f, cst.Attribute) and ctx.qname(f) is None
+        ):
             return
-        keys = [s for a in node.args if a.keyword is None or a.keyword.value in ("device_types", "dispatch_key",
-                                                                                   "types")
-                for s in literals(a.value) if string_body(s) in _CUDA_KEYS]
+        keys = [
+            s
+            for a in node.args
+            if a.keyword is None or a.keyword.value in ("device_types", "dispatch_key", "types")
+            for s in literals(a.value)
+            if string_body(s) in _CUDA_KEYS
+        ]
         if not keys:
             return
         for s in keys:
             ctx.claim_string(s, "", "rewritten", "", value=None)
-        ctx.flag(node, f"a kernel registered for CUDA ('{string_body(keys[0])}') is CUDA code; register a separate "
-                 "'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it", code=self.code)
+        ctx.flag(
+            node,
+            f"a kernel registered for CUDA ('{string_body(keys[0])}') is CUDA code; register a separate "
+            "'tpu' implementation (torch ops or a Pallas kernel) instead of renaming it",
+            code=self.code,
+        )
 
 
 @register
@@ -700,21 +990,34 @@ class FusedOptimizer(Rule):
     family = "cuda_api"
     outcome = "flagged"
     summary = "Flag `fused=`/`foreach=` on torch.optim optimizers (often gated on device_type == 'cuda')."
-    rationale = ("TorchTPU ships fused Adam/AdamW kernels but other backends may not implement the fused "
-                 "path; check that the option is supported on the target device.")
-    before = ('import torch\n\nuse_fused = device_type == "cuda"\n'
-              "opt = torch.optim.AdamW(params, lr=1e-3, fused=use_fused)\n")
-    after = ('import torch\n\nuse_fused = device_type == "cuda"\n'
-             "# TODO(tpu-migrate TPU212): check that `fused=` is supported for 'tpu' (the condition "
-             "was probably written for CUDA)\nopt = torch.optim.AdamW(params, lr=1e-3, fused=use_fused)\n")
-    calls = frozenset(f"torch.optim.{o}" for o in ("Adam", "AdamW", "SGD", "Adagrad", "Adamax", "NAdam",
-                                                   "RAdam", "RMSprop", "Rprop", "ASGD"))
+    rationale = (
+        "TorchTPU ships fused Adam/AdamW kernels but other backends may not implement the fused "
+        "path; check that the option is supported on the target device."
+    )
+    before = (
+        'import torch\n\nuse_fused = device_type == "cuda"\n'
+        "opt = torch.optim.AdamW(params, lr=1e-3, fused=use_fused)\n"
+    )
+    after = (
+        'import torch\n\nuse_fused = device_type == "cuda"\n'
+        "# TODO(tpu-migrate TPU212): check that `fused=` is supported for 'tpu' (the condition "
+        "was probably written for CUDA)\nopt = torch.optim.AdamW(params, lr=1e-3, fused=use_fused)\n"
+    )
+    calls = frozenset(
+        f"torch.optim.{o}"
+        for o in ("Adam", "AdamW", "SGD", "Adagrad", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD")
+    )
 
     def call(self, ctx, orig, node, qname):
         fused = kwarg(orig, "fused")
-        if fused is not None and not (isinstance(fused.value, cst.Name) and fused.value.value in ("False", "None")):
-            ctx.flag(orig, "check that `fused=` is supported for 'tpu' (the condition was probably written for "
-                     "CUDA)", code=self.code)
+        if fused is not None and not (
+            isinstance(fused.value, cst.Name) and fused.value.value in ("False", "None")
+        ):
+            ctx.flag(
+                orig,
+                "check that `fused=` is supported for 'tpu' (the condition was probably written for CUDA)",
+                code=self.code,
+            )
         return None
 
 
@@ -724,8 +1027,10 @@ class CudnnFlags(Rule):
     name = "cudnn-flags"
     family = "cuda_api"
     summary = "Delete assignments to torch.backends.cudnn.benchmark/deterministic/enabled."
-    rationale = ("They are no-ops off CUDA. For determinism use torch.use_deterministic_algorithms, which "
-                 "is device-agnostic (a warning says so when `deterministic` is removed).")
+    rationale = (
+        "They are no-ops off CUDA. For determinism use torch.use_deterministic_algorithms, which "
+        "is device-agnostic (a warning says so when `deterministic` is removed)."
+    )
     before = "import torch\n\ntorch.backends.cudnn.benchmark = True\nx = 1\n"
     after = "import torch\n\nx = 1\n"
     statements = frozenset(f"torch.backends.cudnn.{n}" for n in ("benchmark", "deterministic", "enabled"))
@@ -735,12 +1040,21 @@ class CudnnFlags(Rule):
             return None
         small = orig.body[0]
         if isinstance(small, cst.Assign) and not pure(small.value):
-            ctx.flag(orig, f"`{qname} = <a call>` is a no-op on TPU, but its value has a call in it: remove the "
-                     "line by hand if the call is not needed", code=self.code)
+            ctx.flag(
+                orig,
+                f"`{qname} = <a call>` is a no-op on TPU, but its value has a call in it: remove the "
+                "line by hand if the call is not needed",
+                code=self.code,
+            )
             return None
         if qname.endswith("deterministic"):
-            ctx.report(orig, "removed `torch.backends.cudnn.deterministic` (no-op on TPU); consider "
-                       "torch.use_deterministic_algorithms", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                "removed `torch.backends.cudnn.deterministic` (no-op on TPU); consider "
+                "torch.use_deterministic_algorithms",
+                code=self.code,
+                outcome="warned",
+            )
         else:
             ctx.report(orig, f"removed `{qname}` assignment (no-op on TPU)", code=self.code)
         return cst.RemovalSentinel.REMOVE
@@ -757,10 +1071,14 @@ class Tf32Flags(Rule):
     code = "TPU214"
     name = "tf32-to-matmul-precision"
     family = "cuda_api"
-    summary = ("Rewrite allow_tf32 assignments to torch.set_float32_matmul_precision('high'|'highest'); remove them "
-               "where the file sets the precision itself.")
-    rationale = ("TF32 intent maps to matmul precision; TorchTPU maps set_float32_matmul_precision onto its "
-                 "DEFAULT/HIGH/HIGHEST precision (f32 matmuls default to bf16 passes).")
+    summary = (
+        "Rewrite allow_tf32 assignments to torch.set_float32_matmul_precision('high'|'highest'); remove them "
+        "where the file sets the precision itself."
+    )
+    rationale = (
+        "TF32 intent maps to matmul precision; TorchTPU maps set_float32_matmul_precision onto its "
+        "DEFAULT/HIGH/HIGHEST precision (f32 matmuls default to bf16 passes)."
+    )
     before = "import torch\n\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
     after = 'import torch\n\ntorch.set_float32_matmul_precision("high")\n'
     statements = frozenset({"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"})
@@ -777,16 +1095,25 @@ class Tf32Flags(Rule):
             value = f'"high" if {code(v)} else "highest"'
         if _SETS_PRECISION.search(ctx.source_text):
             # the file chooses the precision itself: a second call would overwrite the caller's choice
-            ctx.report(orig, f"`{qname} = ...` removed: the file sets torch.set_float32_matmul_precision itself "
-                       "(a second call would overwrite it)", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                f"`{qname} = ...` removed: the file sets torch.set_float32_matmul_precision itself "
+                "(a second call would overwrite it)",
+                code=self.code,
+                outcome="warned",
+            )
             return cst.RemovalSentinel.REMOVE
         prev = ctx.previous_statement(orig)
         literal = isinstance(v, cst.Name)  # (a name, not an expression that may have side effects)
         repeated = literal and prev is not None and ctx.scratch.get(self.code) == (id(prev), value)
         ctx.scratch[self.code] = (id(orig), value)
         if repeated:  # matmul and cudnn flags side by side: one precision line says it
-            ctx.report(orig, f"`{qname} = ...` removed: the line above already sets the same "
-                       "torch.set_float32_matmul_precision", code=self.code)
+            ctx.report(
+                orig,
+                f"`{qname} = ...` removed: the line above already sets the same "
+                "torch.set_float32_matmul_precision",
+                code=self.code,
+            )
             return cst.RemovalSentinel.REMOVE
         ctx.report(orig, f"`{qname} = ...` -> torch.set_float32_matmul_precision(...)", code=self.code)
         ctx.need_import("torch")
@@ -805,16 +1132,27 @@ class SdpKernel(Rule):
     summary = "Flag torch.backends.cuda SDPA backend switches (sdp_kernel, enable_flash_sdp, ...)."
     rationale = "They select CUDA attention kernels; on TPU use F.scaled_dot_product_attention or torch.tpu.ops.splash_sdpa."
     before = "import torch\n\ntorch.backends.cuda.enable_flash_sdp(True)\n"
-    after = ("import torch\n\n# TODO(tpu-migrate TPU215): `torch.backends.cuda.enable_flash_sdp` selects CUDA "
-             "attention kernels; remove it (TPU: torch.tpu.ops.splash_sdpa)\n"
-             "torch.backends.cuda.enable_flash_sdp(True)\n")
-    refs = frozenset({"torch.backends.cuda.sdp_kernel", "torch.backends.cuda.enable_flash_sdp",
-                      "torch.backends.cuda.enable_mem_efficient_sdp", "torch.backends.cuda.enable_math_sdp",
-                      "torch.backends.cuda.enable_cudnn_sdp"})
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU215): `torch.backends.cuda.enable_flash_sdp` selects CUDA "
+        "attention kernels; remove it (TPU: torch.tpu.ops.splash_sdpa)\n"
+        "torch.backends.cuda.enable_flash_sdp(True)\n"
+    )
+    refs = frozenset(
+        {
+            "torch.backends.cuda.sdp_kernel",
+            "torch.backends.cuda.enable_flash_sdp",
+            "torch.backends.cuda.enable_mem_efficient_sdp",
+            "torch.backends.cuda.enable_math_sdp",
+            "torch.backends.cuda.enable_cudnn_sdp",
+        }
+    )
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`{qname}` selects CUDA attention kernels; remove it (TPU: torch.tpu.ops.splash_sdpa)",
-                 code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname}` selects CUDA attention kernels; remove it (TPU: torch.tpu.ops.splash_sdpa)",
+            code=self.code,
+        )
         return None
 
 
@@ -825,10 +1163,14 @@ class UnknownCuda(Rule):
     family = "cuda_api"
     outcome = "flagged"
     summary = "Flag any other torch.cuda.* API (never guessed)."
-    rationale = "An API with no known TorchTPU counterpart is left for a human instead of being mapped by analogy."
+    rationale = (
+        "An API with no known TorchTPU counterpart is left for a human instead of being mapped by analogy."
+    )
     before = "import torch\n\ntorch.cuda.ipc_collect()\n"
-    after = ("import torch\n\n# TODO(tpu-migrate TPU299): `torch.cuda.ipc_collect` has no known TorchTPU "
-             "equivalent; port by hand\ntorch.cuda.ipc_collect()\n")
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU299): `torch.cuda.ipc_collect` has no known TorchTPU "
+        "equivalent; port by hand\ntorch.cuda.ipc_collect()\n"
+    )
     ref_prefixes = ("torch.cuda",)
 
     def ref(self, ctx, orig, node, qname):

@@ -21,12 +21,16 @@ class CudaDeviceLiteral(LiteralRule):
     code = "TPU101"
     name = "cuda-device-string"
     family = "cuda_device"
-    summary = ("Rewrite the device strings 'cuda' and 'cuda:0' to 'tpu'/'tpu:0'; a run-time ordinal (f'cuda:{rank}', "
-               "'cuda:{}'.format(i), 'cuda:%d' % i) to 'tpu'; flag 'cuda:1' and higher.")
-    rationale = ("TorchTPU registers the device type 'tpu' and binds one device per process: a run-time ordinal "
-                 "chose this process's GPU, and on TorchTPU the process's own device is 'tpu' (another ordinal does "
-                 "not exist there); a literal 'cuda:1' places work on a second device of the same process, which "
-                 "needs a human (one process per device, or DTensor).")
+    summary = (
+        "Rewrite the device strings 'cuda' and 'cuda:0' to 'tpu'/'tpu:0'; a run-time ordinal (f'cuda:{rank}', "
+        "'cuda:{}'.format(i), 'cuda:%d' % i) to 'tpu'; flag 'cuda:1' and higher."
+    )
+    rationale = (
+        "TorchTPU registers the device type 'tpu' and binds one device per process: a run-time ordinal "
+        "chose this process's GPU, and on TorchTPU the process's own device is 'tpu' (another ordinal does "
+        "not exist there); a literal 'cuda:1' places work on a second device of the same process, which "
+        "needs a human (one process per device, or DTensor)."
+    )
     before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
     after = 'import torch\n\ndevice = torch.device("tpu")\nloc = "tpu"\n'
     pattern = re.compile(r"cuda(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
@@ -39,9 +43,13 @@ class DeviceComparison(Rule):
     name = "device-string-comparison"
     family = "cuda_device"
     outcome = "warned"
-    summary = "Rewrite device and backend strings inside comparisons, `in` tests and .startswith(), with a warning."
-    rationale = ("`'cuda' in device` or `device.type == 'cuda'` chooses autocast, pin_memory or fused-optimizer "
-                 "paths; rewriting only the definition would silently flip these branches.")
+    summary = (
+        "Rewrite device and backend strings inside comparisons, `in` tests and .startswith(), with a warning."
+    )
+    rationale = (
+        "`'cuda' in device` or `device.type == 'cuda'` chooses autocast, pin_memory or fused-optimizer "
+        "paths; rewriting only the definition would silently flip these branches."
+    )
     requires = ("TPU101",)
     before = 'device = "cuda"\nif "cuda" in device:\n    pin = True\n'
     after = 'device = "tpu"\nif "tpu" in device:\n    pin = True\n'
@@ -57,17 +65,25 @@ class ArgparseDefault(Rule):
     name = "argparse-device-default"
     family = "cuda_device"
     outcome = "warned"
-    summary = ("Rewrite device/backend defaults of command-line options; add 'tpu' beside 'cuda' in their choices; "
-               "keep the flag names.")
-    rationale = ("A static tool cannot see values passed on the command line or by a configurator: the default "
-                 "is migrated, the old choices stay valid (the repository's launch scripts and CI still pass "
-                 "them) with the new value added, the flag names stay (renaming --cuda breaks launch scripts), and "
-                 "a warning says so.")
+    summary = (
+        "Rewrite device/backend defaults of command-line options; add 'tpu' beside 'cuda' in their choices; "
+        "keep the flag names."
+    )
+    rationale = (
+        "A static tool cannot see values passed on the command line or by a configurator: the default "
+        "is migrated, the old choices stay valid (the repository's launch scripts and CI still pass "
+        "them) with the new value added, the flag names stay (renaming --cuda breaks launch scripts), and "
+        "a warning says so."
+    )
     requires = ("TPU101",)
-    before = ('import argparse\n\np = argparse.ArgumentParser()\n'
-              'p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])\n')
-    after = ('import argparse\n\np = argparse.ArgumentParser()\n'
-             'p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"])\n')
+    before = (
+        "import argparse\n\np = argparse.ArgumentParser()\n"
+        'p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])\n'
+    )
+    after = (
+        "import argparse\n\np = argparse.ArgumentParser()\n"
+        'p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"])\n'
+    )
     node_types = (cst.Call,)
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -83,8 +99,13 @@ class ArgparseDefault(Rule):
             return None
         template = next(e.value for e in choices.value.elements if string_body(e.value) is not None)
         new_elements = append_elements(choices.value.elements, [with_body(template, v) for v in add])  # type: ignore[arg-type]
-        ctx.report(orig, f"added {', '.join(repr(v) for v in add)} to the choices of a command-line option (the "
-                   "old values stay valid for existing launch scripts)", code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"added {', '.join(repr(v) for v in add)} to the choices of a command-line option (the "
+            "old values stay valid for existing launch scripts)",
+            code=self.code,
+            outcome="warned",
+        )
         return set_kwarg(node, "choices", choices.value.with_changes(elements=new_elements))
 
 
@@ -95,8 +116,10 @@ class DeviceDictKey(Rule):
     family = "cuda_device"
     outcome = "warned"
     summary = "Add a 'tpu' entry next to a 'cuda' key in a device-keyed dict (values: 'nccl' -> 'tpu_dist')."
-    rationale = ("Tables such as timm's {'cuda': 'nccl', 'xpu': 'ccl'} map device types to settings; the right "
-                 "edit is to add a 'tpu' key, not to rename the 'cuda' one.")
+    rationale = (
+        "Tables such as timm's {'cuda': 'nccl', 'xpu': 'ccl'} map device types to settings; the right "
+        "edit is to add a 'tpu' key, not to rename the 'cuda' one."
+    )
     before = 'BACKENDS = {"cuda": "nccl", "cpu": "gloo"}\n'
     after = 'BACKENDS = {"cuda": "nccl", "cpu": "gloo", "tpu": "tpu_dist"}\n'
     node_types = (cst.Dict,)
@@ -116,8 +139,12 @@ class DeviceDictKey(Rule):
         last = elements[-1]
         new = cst.DictElement(key=key, value=value, comma=last.comma)
         elements[-1] = last.with_changes(comma=separator(elements))  # a one-entry-per-line dict stays so
-        ctx.report(orig, "added a 'tpu' entry next to 'cuda' in a device-keyed dict", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            "added a 'tpu' entry next to 'cuda' in a device-keyed dict",
+            code=self.code,
+            outcome="warned",
+        )
         return node.with_changes(elements=[*elements, new])
 
 
@@ -126,9 +153,11 @@ class CudaMethod(Rule):
     code = "TPU105"
     name = "tensor-cuda-method"
     family = "cuda_device"
-    summary = "Rewrite `x.cuda()` / `x.cuda(i)` to `x.to(\"tpu\")`, keeping non_blocking."
-    rationale = ("`.to` works for every device type; TorchTPU binds one device per process, so an explicit "
-                 "index is dropped (with a warning) instead of naming another process's chip.")
+    summary = 'Rewrite `x.cuda()` / `x.cuda(i)` to `x.to("tpu")`, keeping non_blocking.'
+    rationale = (
+        "`.to` works for every device type; TorchTPU binds one device per process, so an explicit "
+        "index is dropped (with a warning) instead of naming another process's chip."
+    )
     before = "x = x.cuda()\nimages = images.cuda(args.gpu, non_blocking=True)\n"
     after = 'x = x.to("tpu")\nimages = images.to("tpu", non_blocking=True)\n'
     methods = frozenset({"cuda"})
@@ -137,14 +166,24 @@ class CudaMethod(Rule):
         assert isinstance(node.func, cst.Attribute)
         if any(a.star for a in node.args):
             return None
-        keep = [a for a in node.args if a.keyword is not None and a.keyword.value in ("non_blocking",
-                                                                                       "memory_format")]
+        keep = [
+            a
+            for a in node.args
+            if a.keyword is not None and a.keyword.value in ("non_blocking", "memory_format")
+        ]
         dropped = [a for a in node.args if a not in keep]
-        args = [cst.Arg(cst.SimpleString('"tpu"')), *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                                                        for a in keep]]
+        args = [
+            cst.Arg(cst.SimpleString('"tpu"')),
+            *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in keep],
+        ]
         if dropped:
-            ctx.report(orig, f"`.cuda({code(dropped[0].value)})` -> `.to(\"tpu\")`: the process's own device is "
-                       "used (one TPU device per process)", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                f'`.cuda({code(dropped[0].value)})` -> `.to("tpu")`: the process\'s own device is '
+                "used (one TPU device per process)",
+                code=self.code,
+                outcome="warned",
+            )
         else:
             ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
@@ -159,8 +198,10 @@ class IsCuda(Rule):
     name = "tensor-is-cuda"
     family = "cuda_device"
     summary = 'Rewrite `t.is_cuda` to `(t.device.type == "tpu")`.'
-    rationale = ("`is_cuda` gates device-specific paths; on TorchTPU the device type is 'tpu'. The comparison "
-                 "works on every build, unlike the generated `is_tpu` property.")
+    rationale = (
+        "`is_cuda` gates device-specific paths; on TorchTPU the device type is 'tpu'. The comparison "
+        "works on every build, unlike the generated `is_tpu` property."
+    )
     before = "if x.is_cuda:\n    pass\n"
     after = 'if (x.device.type == "tpu"):\n    pass\n'
     emits = ("torch.Tensor.device",)
@@ -176,14 +217,32 @@ class IsCuda(Rule):
         return expr(f'({code(node.value)}.device.type == "tpu")')
 
 
-_INT_DEVICE_NAMES = frozenset({"gpu", "gpu_id", "gpu_idx", "gpu_index", "local_rank", "rank", "device_id",
-                               "local_gpu", "cuda_id", "gpu_rank"})
+_INT_DEVICE_NAMES = frozenset(
+    {
+        "gpu",
+        "gpu_id",
+        "gpu_idx",
+        "gpu_index",
+        "local_rank",
+        "rank",
+        "device_id",
+        "local_gpu",
+        "cuda_id",
+        "gpu_rank",
+    }
+)
 
 
 def _int_device(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Integer):
         return True
-    last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else None
+    last = (
+        node.attr.value
+        if isinstance(node, cst.Attribute)
+        else node.value
+        if isinstance(node, cst.Name)
+        else None
+    )
     return last in _INT_DEVICE_NAMES
 
 
@@ -194,8 +253,10 @@ class IntegerDevice(Rule):
     family = "cuda_device"
     outcome = "warned"
     summary = 'Rewrite `.to(<int>)` / `.to(local_rank)` (an integer means CUDA) to `.to("tpu")`.'
-    rationale = ("An integer device is implicitly a CUDA ordinal; it failed on other PrivateUse1 backends. "
-                 "Recognised: integer literals and variables named gpu, gpu_id, local_rank, rank, device_id ...")
+    rationale = (
+        "An integer device is implicitly a CUDA ordinal; it failed on other PrivateUse1 backends. "
+        "Recognised: integer literals and variables named gpu, gpu_id, local_rank, rank, device_id ..."
+    )
     before = "import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to(local_rank)\n"
     after = 'import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to("tpu")\n'
     methods = frozenset({"to"})
@@ -206,8 +267,12 @@ class IntegerDevice(Rule):
         first = node.args[0]
         if not _int_device(first.value):
             return None
-        ctx.report(orig, f"integer device `{code(first.value)}` -> \"tpu\" (the process's own device)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f'integer device `{code(first.value)}` -> "tpu" (the process\'s own device)',
+            code=self.code,
+            outcome="warned",
+        )
         return node.with_changes(args=[first.with_changes(value=cst.SimpleString('"tpu"')), *node.args[1:]])
 
 
@@ -218,16 +283,24 @@ class MapLocationLambda(Rule):
     family = "cuda_device"
     outcome = "flagged"
     summary = "Flag `torch.load(..., map_location=<lambda or function>)`."
-    rationale = ("A callable map_location (`lambda storage, loc: storage.cuda(gpu)`) encodes device logic a "
-                 "static tool cannot verify; string and device map_locations are rewritten by TPU101.")
+    rationale = (
+        "A callable map_location (`lambda storage, loc: storage.cuda(gpu)`) encodes device logic a "
+        "static tool cannot verify; string and device map_locations are rewritten by TPU101."
+    )
     requires = ("TPU105",)
     before = "import torch\n\nckpt = torch.load(path, map_location=lambda s, loc: s.cuda(0))\n"
-    after = ("import torch\n\n# TODO(tpu-migrate TPU108): map_location is a callable; use map_location=\"tpu\" "
-             "or \"cpu\" instead\nckpt = torch.load(path, map_location=lambda s, loc: s.to(\"tpu\"))\n")
+    after = (
+        'import torch\n\n# TODO(tpu-migrate TPU108): map_location is a callable; use map_location="tpu" '
+        'or "cpu" instead\nckpt = torch.load(path, map_location=lambda s, loc: s.to("tpu"))\n'
+    )
     calls = frozenset({"torch.load", "torch.serialization.load"})
 
     def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
         ml = kwarg(orig, "map_location")
         if ml is not None and isinstance(ml.value, cst.Lambda):
-            ctx.flag(ml.value, 'map_location is a callable; use map_location="tpu" or "cpu" instead', code=self.code)
+            ctx.flag(
+                ml.value,
+                'map_location is a callable; use map_location="tpu" or "cpu" instead',
+                code=self.code,
+            )
         return None

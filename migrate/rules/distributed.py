@@ -10,9 +10,12 @@ from ._literal import LiteralRule
 from ._util import drop_kwargs, kwarg, string_body, with_body
 from .base import Rule, register
 
-_INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
-_DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
-                  "torch.nn.parallel.distributed.DistributedDataParallel"})
+_INIT = frozenset(
+    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+)
+_DDP = frozenset(
+    {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
+)
 
 
 @register
@@ -21,9 +24,11 @@ class NcclLiteral(LiteralRule):
     name = "nccl-backend-string"
     family = "distributed"
     summary = "Rewrite the process-group backend string 'nccl' to 'tpu_dist'."
-    rationale = ("TorchTPU registers the backend 'tpu_dist' (alias 'tpu') for the 'tpu' device. A comparison such "
-                 "as `get_backend() == 'nccl'` gates NCCL-specific code (barrier device_ids, CUDA streams): it is "
-                 "flagged and kept (TPU102), never made true on TPU.")
+    rationale = (
+        "TorchTPU registers the backend 'tpu_dist' (alias 'tpu') for the 'tpu' device. A comparison such "
+        "as `get_backend() == 'nccl'` gates NCCL-specific code (barrier device_ids, CUDA streams): it is "
+        "flagged and kept (TPU102), never made true on TPU."
+    )
     before = 'import torch.distributed as dist\n\ndist.init_process_group(backend="nccl")\n'
     after = 'import torch.distributed as dist\n\ndist.init_process_group(backend="tpu_dist")\n'
     pattern = re.compile(r"nccl(?P<suffix>)")
@@ -39,9 +44,13 @@ class DdpDeviceIds(Rule):
     family = "distributed"
     outcome = "warned"
     summary = "Drop device_ids / output_device from DistributedDataParallel(...)."
-    rationale = "TorchTPU builds DDP without device_ids (one device per process); integer ids are CUDA ordinals."
-    before = ("from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
-              "model = DDP(model.cuda(), device_ids=[local_rank], output_device=local_rank)\n")
+    rationale = (
+        "TorchTPU builds DDP without device_ids (one device per process); integer ids are CUDA ordinals."
+    )
+    before = (
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+        "model = DDP(model.cuda(), device_ids=[local_rank], output_device=local_rank)\n"
+    )
     after = "from torch.nn.parallel import DistributedDataParallel as DDP\n\nmodel = DDP(model.cuda())\n"
     calls = _DDP
 
@@ -50,11 +59,19 @@ class DdpDeviceIds(Rule):
         if not any(a.keyword is not None and a.keyword.value in names for a in node.args):
             positional = [a for a in node.args if a.keyword is None and not a.star]
             if len(positional) > 1:
-                ctx.flag(orig, "DDP with positional device_ids: pass only the module (TorchTPU builds DDP "
-                         "without device_ids)", code=self.code)
+                ctx.flag(
+                    orig,
+                    "DDP with positional device_ids: pass only the module (TorchTPU builds DDP "
+                    "without device_ids)",
+                    code=self.code,
+                )
             return None
-        ctx.report(orig, "dropped DDP device_ids/output_device (TorchTPU: one device per process)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            "dropped DDP device_ids/output_device (TorchTPU: one device per process)",
+            code=self.code,
+            outcome="warned",
+        )
         return drop_kwargs(node, names)
 
 
@@ -64,12 +81,12 @@ class InitProcessGroupXla(Rule):
     name = "xla-process-group"
     family = "distributed"
     summary = "Rewrite init_process_group('xla', init_method='xla://' or 'pjrt://') to ('tpu_dist', init_method='env://')."
-    rationale = ("TorchTPU's backend is 'tpu_dist'; rendezvous uses the standard env:// variables set by torchrun "
-                 "(MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).")
-    before = ('import torch.distributed as dist\n\n'
-              'dist.init_process_group("xla", init_method="xla://")\n')
-    after = ('import torch.distributed as dist\n\n'
-             'dist.init_process_group("tpu_dist", init_method="env://")\n')
+    rationale = (
+        "TorchTPU's backend is 'tpu_dist'; rendezvous uses the standard env:// variables set by torchrun "
+        "(MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)."
+    )
+    before = 'import torch.distributed as dist\n\ndist.init_process_group("xla", init_method="xla://")\n'
+    after = 'import torch.distributed as dist\n\ndist.init_process_group("tpu_dist", init_method="env://")\n'
     node_types = (cst.Call, cst.SimpleString)
 
     def visit_node(self, ctx, node):
@@ -79,12 +96,22 @@ class InitProcessGroupXla(Rule):
             positional = [a for a in node.args if a.keyword is None]
             backend = positional[0] if positional else kwarg(node, "backend")
             if backend is not None and string_body(backend.value) == "xla":
-                ctx.claim_string(backend.value, self.code, "rewritten", "process-group backend 'xla' -> 'tpu_dist'",
-                                 value="tpu_dist")
+                ctx.claim_string(
+                    backend.value,
+                    self.code,
+                    "rewritten",
+                    "process-group backend 'xla' -> 'tpu_dist'",
+                    value="tpu_dist",
+                )
             im = kwarg(node, "init_method")
             if im is not None and string_body(im.value) in ("xla://", "pjrt://"):
-                ctx.claim_string(im.value, self.code, "rewritten",
-                                 f"init_method '{string_body(im.value)}' -> 'env://'", value="env://")
+                ctx.claim_string(
+                    im.value,
+                    self.code,
+                    "rewritten",
+                    f"init_method '{string_body(im.value)}' -> 'env://'",
+                    value="env://",
+                )
 
     def leave_node(self, ctx, orig, node):
         if not isinstance(node, cst.SimpleString):
@@ -112,7 +139,11 @@ class XlaBackendImport(Rule):
 
     def leave_node(self, ctx, orig, node):
         assert isinstance(node, cst.Import)
-        keep = [a for a in node.names if (cst.helpers.get_full_name_for_node(a.name) or "") not in _XLA_BACKEND_MODULES]
+        keep = [
+            a
+            for a in node.names
+            if (cst.helpers.get_full_name_for_node(a.name) or "") not in _XLA_BACKEND_MODULES
+        ]
         if len(keep) == len(node.names):
             return None
         ctx.report(orig, "removed the torch_xla process-group backend import", code=self.code)

@@ -22,31 +22,63 @@ def _qualified(roots: tuple[str, ...], paths: tuple[str, ...]) -> frozenset[str]
 
 _LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
 _FABRIC = ("lightning.fabric", "lightning_fabric")
-LIGHTNING_ENTRIES = (_qualified(_LIGHTNING, ("Trainer", "trainer.Trainer", "trainer.trainer.Trainer"))
-                     | _qualified(_FABRIC, ("Fabric", "fabric.Fabric")) | {"lightning.Trainer", "lightning.Fabric"})
-COMPOSER_ENTRIES = frozenset({"composer.Trainer", "composer.trainer.Trainer", "composer.trainer.trainer.Trainer"})
-HF_ENTRIES = _qualified(("transformers",), ("TrainingArguments", "training_args.TrainingArguments",
-                                            "Seq2SeqTrainingArguments",
-                                            "training_args_seq2seq.Seq2SeqTrainingArguments"))
+LIGHTNING_ENTRIES = (
+    _qualified(_LIGHTNING, ("Trainer", "trainer.Trainer", "trainer.trainer.Trainer"))
+    | _qualified(_FABRIC, ("Fabric", "fabric.Fabric"))
+    | {"lightning.Trainer", "lightning.Fabric"}
+)
+COMPOSER_ENTRIES = frozenset(
+    {"composer.Trainer", "composer.trainer.Trainer", "composer.trainer.trainer.Trainer"}
+)
+HF_ENTRIES = _qualified(
+    ("transformers",),
+    (
+        "TrainingArguments",
+        "training_args.TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "training_args_seq2seq.Seq2SeqTrainingArguments",
+    ),
+)
 #: The last name of every entry point: a cheap text test before a qualified-name look-up.
 _ENTRY_NAMES = frozenset(q.rsplit(".", 1)[1] for q in LIGHTNING_ENTRIES | COMPOSER_ENTRIES | HF_ENTRIES)
 
 #: Keyword -> literal values that pick torch_xla or CUDA (None: any value).
 _LIGHTNING_KNOBS: dict[str, frozenset[str] | None] = {
     "accelerator": frozenset({"tpu", "xla", "gpu", "cuda"}),
-    "strategy": frozenset({"xla", "xla_debug", "xla_fsdp", "single_xla", "tpu_spawn", "tpu_spawn_debug",
-                           "single_tpu"}),
-    "tpu_cores": None, "gpus": None,
+    "strategy": frozenset(
+        {"xla", "xla_debug", "xla_fsdp", "single_xla", "tpu_spawn", "tpu_spawn_debug", "single_tpu"}
+    ),
+    "tpu_cores": None,
+    "gpus": None,
 }
 _COMPOSER_KNOBS: dict[str, frozenset[str] | None] = {"device": frozenset({"tpu", "gpu"})}
-_HF_KNOBS: dict[str, frozenset[str] | None] = {"tpu_num_cores": None, "tpu_metrics_debug": None,
-                                               "debug": frozenset({"tpu_metrics_debug"})}
-_LIGHTNING_XLA_CLASSES = frozenset({
-    "XLAStrategy", "XLAFSDPStrategy", "SingleDeviceXLAStrategy", "XLAAccelerator", "XLAPrecision",
-    "XLAPrecisionPlugin", "XLABf16PrecisionPlugin", "XLACheckpointIO", "XLAProfiler", "XLAEnvironment",
-    "TPUAccelerator", "TPUSpawnStrategy", "SingleTPUStrategy", "TPUSpawnPlugin", "SingleTPUPlugin",
-    "TPUPrecisionPlugin", "TPUBf16PrecisionPlugin", "TPUHalfPrecisionPlugin",
-})
+_HF_KNOBS: dict[str, frozenset[str] | None] = {
+    "tpu_num_cores": None,
+    "tpu_metrics_debug": None,
+    "debug": frozenset({"tpu_metrics_debug"}),
+}
+_LIGHTNING_XLA_CLASSES = frozenset(
+    {
+        "XLAStrategy",
+        "XLAFSDPStrategy",
+        "SingleDeviceXLAStrategy",
+        "XLAAccelerator",
+        "XLAPrecision",
+        "XLAPrecisionPlugin",
+        "XLABf16PrecisionPlugin",
+        "XLACheckpointIO",
+        "XLAProfiler",
+        "XLAEnvironment",
+        "TPUAccelerator",
+        "TPUSpawnStrategy",
+        "SingleTPUStrategy",
+        "TPUSpawnPlugin",
+        "SingleTPUPlugin",
+        "TPUPrecisionPlugin",
+        "TPUBf16PrecisionPlugin",
+        "TPUHalfPrecisionPlugin",
+    }
+)
 
 
 def _entry(ctx, call: cst.Call) -> str | None:
@@ -81,7 +113,13 @@ def framework_knob_strings(ctx, call: cst.Call) -> list[cst.SimpleString]:
     q = _entry(ctx, call)
     if q is None:
         return []
-    knobs = _LIGHTNING_KNOBS if q in LIGHTNING_ENTRIES else _COMPOSER_KNOBS if q in COMPOSER_ENTRIES else _HF_KNOBS
+    knobs = (
+        _LIGHTNING_KNOBS
+        if q in LIGHTNING_ENTRIES
+        else _COMPOSER_KNOBS
+        if q in COMPOSER_ENTRIES
+        else _HF_KNOBS
+    )
     return [s for _text, a in _knobs(call, knobs) for s in literals(a.value)]
 
 
@@ -118,28 +156,40 @@ class LightningKnobs(_KnobRule):
     name = "lightning-device-knobs"
     family = "frameworks"
     outcome = "flagged"
-    summary = ("Flag Lightning's device knobs: Trainer/Fabric(accelerator='tpu'/'xla'/'gpu'/'cuda', "
-               "strategy='xla'…, tpu_cores=, gpus=) and its XLA/TPU strategy, accelerator and precision classes.")
-    rationale = ("These pick Lightning's torch_xla integration (or CUDA). How Lightning drives the native "
-                 "TorchTPU device is Lightning's decision; rewriting accelerator='cuda' to 'tpu' would "
-                 "silently select its torch_xla path.")
+    summary = (
+        "Flag Lightning's device knobs: Trainer/Fabric(accelerator='tpu'/'xla'/'gpu'/'cuda', "
+        "strategy='xla'…, tpu_cores=, gpus=) and its XLA/TPU strategy, accelerator and precision classes."
+    )
+    rationale = (
+        "These pick Lightning's torch_xla integration (or CUDA). How Lightning drives the native "
+        "TorchTPU device is Lightning's decision; rewriting accelerator='cuda' to 'tpu' would "
+        "silently select its torch_xla path."
+    )
     before = 'import lightning as L\n\ntrainer = L.Trainer(accelerator="tpu", devices=8)\n'
-    after = ('import lightning as L\n\n# TODO(tpu-migrate TPU911): `Trainer(accelerator="tpu")` selects Lightning\'s '
-             "torch_xla integration; TorchTPU support depends on Lightning: choose the device by hand\n"
-             'trainer = L.Trainer(accelerator="tpu", devices=8)\n')
+    after = (
+        'import lightning as L\n\n# TODO(tpu-migrate TPU911): `Trainer(accelerator="tpu")` selects Lightning\'s '
+        "torch_xla integration; TorchTPU support depends on Lightning: choose the device by hand\n"
+        'trainer = L.Trainer(accelerator="tpu", devices=8)\n'
+    )
     entries = LIGHTNING_ENTRIES
     knobs = _LIGHTNING_KNOBS
     ref_prefixes = ("lightning", "pytorch_lightning", "lightning_fabric")
 
     def message(self, short, found):
-        return (f"`{short}({found})` selects Lightning's {self.backend(found)} integration; TorchTPU support "
-                "depends on Lightning: choose the device by hand")
+        return (
+            f"`{short}({found})` selects Lightning's {self.backend(found)} integration; TorchTPU support "
+            "depends on Lightning: choose the device by hand"
+        )
 
     def ref(self, ctx, orig, node, qname):
         name = next((p for p in qname.split(".") if p in _LIGHTNING_XLA_CLASSES), None)
         if name is not None:
-            ctx.flag(orig, f"`{name}` is Lightning's torch_xla integration; TorchTPU support depends on "
-                     "Lightning: port by hand", code=self.code)
+            ctx.flag(
+                orig,
+                f"`{name}` is Lightning's torch_xla integration; TorchTPU support depends on "
+                "Lightning: port by hand",
+                code=self.code,
+            )
         return None
 
 
@@ -149,22 +199,32 @@ class HfTrainerKnobs(_KnobRule):
     name = "hf-trainer-tpu-knobs"
     family = "frameworks"
     outcome = "flagged"
-    summary = ("Flag Hugging Face TrainingArguments(tpu_num_cores=, debug='tpu_metrics_debug') and the "
-               "--tpu_num_cores / tpu_metrics_debug command-line strings.")
-    rationale = ("The Trainer drives TPUs through torch_xla (xmp.spawn, metrics reports); with TorchTPU it runs "
-                 "under torchrun like any accelerator, so these options go, and the launch changes.")
-    before = 'from transformers import TrainingArguments\n\nargs = TrainingArguments("out", tpu_num_cores=8)\n'
-    after = ('from transformers import TrainingArguments\n\n# TODO(tpu-migrate TPU912): `TrainingArguments('
-             "tpu_num_cores=...)` configures the Trainer's torch_xla path; with TorchTPU launch with torchrun "
-             'and drop it\nargs = TrainingArguments("out", tpu_num_cores=8)\n')
+    summary = (
+        "Flag Hugging Face TrainingArguments(tpu_num_cores=, debug='tpu_metrics_debug') and the "
+        "--tpu_num_cores / tpu_metrics_debug command-line strings."
+    )
+    rationale = (
+        "The Trainer drives TPUs through torch_xla (xmp.spawn, metrics reports); with TorchTPU it runs "
+        "under torchrun like any accelerator, so these options go, and the launch changes."
+    )
+    before = (
+        'from transformers import TrainingArguments\n\nargs = TrainingArguments("out", tpu_num_cores=8)\n'
+    )
+    after = (
+        "from transformers import TrainingArguments\n\n# TODO(tpu-migrate TPU912): `TrainingArguments("
+        "tpu_num_cores=...)` configures the Trainer's torch_xla path; with TorchTPU launch with torchrun "
+        'and drop it\nargs = TrainingArguments("out", tpu_num_cores=8)\n'
+    )
     entries = HF_ENTRIES
     knobs = _HF_KNOBS
     node_types = (cst.Call, cst.SimpleString)
     _TOKENS = frozenset({"--tpu_num_cores", "tpu_metrics_debug"})
 
     def message(self, short, found):
-        return (f"`{short}({found})` configures the Trainer's torch_xla path; with TorchTPU launch with "
-                "torchrun and drop it")
+        return (
+            f"`{short}({found})` configures the Trainer's torch_xla path; with TorchTPU launch with "
+            "torchrun and drop it"
+        )
 
     def visit_node(self, ctx, node):
         if type(node) is not cst.SimpleString:
@@ -174,8 +234,12 @@ class HfTrainerKnobs(_KnobRule):
             return None
         option = _command_option(string_body(node), self._TOKENS)
         if option:
-            ctx.flag(node, f"`{option}` is a Hugging Face Trainer option for torch_xla TPUs; with TorchTPU "
-                     "launch with torchrun and drop it", code=self.code)
+            ctx.flag(
+                node,
+                f"`{option}` is a Hugging Face Trainer option for torch_xla TPUs; with TorchTPU "
+                "launch with torchrun and drop it",
+                code=self.code,
+            )
         return None
 
 
@@ -201,25 +265,41 @@ class ComposerDevice(_KnobRule):
     family = "frameworks"
     outcome = "flagged"
     summary = "Flag composer Trainer(device='tpu'/'gpu') and its DeviceTPU/DeviceGPU classes."
-    rationale = ("composer's 'tpu' device is its torch_xla integration and 'gpu' is CUDA; TorchTPU support "
-                 "depends on composer.")
+    rationale = (
+        "composer's 'tpu' device is its torch_xla integration and 'gpu' is CUDA; TorchTPU support "
+        "depends on composer."
+    )
     before = 'from composer import Trainer\n\ntrainer = Trainer(model=m, device="tpu")\n'
-    after = ('from composer import Trainer\n\n# TODO(tpu-migrate TPU913): `Trainer(device="tpu")` selects '
-             "composer's torch_xla device; TorchTPU support depends on composer: choose the device by hand\n"
-             'trainer = Trainer(model=m, device="tpu")\n')
+    after = (
+        'from composer import Trainer\n\n# TODO(tpu-migrate TPU913): `Trainer(device="tpu")` selects '
+        "composer's torch_xla device; TorchTPU support depends on composer: choose the device by hand\n"
+        'trainer = Trainer(model=m, device="tpu")\n'
+    )
     entries = COMPOSER_ENTRIES
     knobs = _COMPOSER_KNOBS
-    refs = frozenset({"composer.devices.DeviceTPU", "composer.devices.device_tpu.DeviceTPU",
-                      "composer.devices.DeviceGPU", "composer.devices.device_gpu.DeviceGPU"})
+    refs = frozenset(
+        {
+            "composer.devices.DeviceTPU",
+            "composer.devices.device_tpu.DeviceTPU",
+            "composer.devices.DeviceGPU",
+            "composer.devices.device_gpu.DeviceGPU",
+        }
+    )
 
     def message(self, short, found):
-        return (f"`{short}({found})` selects composer's {self.backend(found)} device; TorchTPU support depends "
-                "on composer: choose the device by hand")
+        return (
+            f"`{short}({found})` selects composer's {self.backend(found)} device; TorchTPU support depends "
+            "on composer: choose the device by hand"
+        )
 
     def ref(self, ctx, orig, node, qname):
         name = qname.rsplit(".", 1)[1]
-        ctx.flag(orig, f"`{name}` is composer's {'torch_xla' if name == 'DeviceTPU' else 'CUDA'} device; "
-                 "TorchTPU support depends on composer: port by hand", code=self.code)
+        ctx.flag(
+            orig,
+            f"`{name}` is composer's {'torch_xla' if name == 'DeviceTPU' else 'CUDA'} device; "
+            "TorchTPU support depends on composer: port by hand",
+            code=self.code,
+        )
         return None
 
 
@@ -230,12 +310,16 @@ class AccelerateLaunchTpu(Rule):
     family = "frameworks"
     outcome = "flagged"
     summary = "Flag `accelerate launch --tpu …` command lines (one string, or a list of arguments)."
-    rationale = ("accelerate's --tpu options launch through torch_xla (xmp.spawn, TPU pods); with TorchTPU a "
-                 "plain multi-process launch (torchrun) replaces them.")
+    rationale = (
+        "accelerate's --tpu options launch through torch_xla (xmp.spawn, TPU pods); with TorchTPU a "
+        "plain multi-process launch (torchrun) replaces them."
+    )
     before = 'import subprocess\n\nsubprocess.run(["accelerate", "launch", "--tpu", "train.py"])\n'
-    after = ('import subprocess\n\n# TODO(tpu-migrate TPU914): `accelerate launch --tpu` starts torch_xla '
-             "workers; with TorchTPU launch with torchrun (or accelerate launch without --tpu)\n"
-             'subprocess.run(["accelerate", "launch", "--tpu", "train.py"])\n')
+    after = (
+        "import subprocess\n\n# TODO(tpu-migrate TPU914): `accelerate launch --tpu` starts torch_xla "
+        "workers; with TorchTPU launch with torchrun (or accelerate launch without --tpu)\n"
+        'subprocess.run(["accelerate", "launch", "--tpu", "train.py"])\n'
+    )
     node_types = (cst.SimpleString, cst.List, cst.Tuple)
 
     def visit_node(self, ctx, node):
@@ -249,5 +333,9 @@ class AccelerateLaunchTpu(Rule):
             words = [b for b in (string_body(e.value) for e in node.elements) if b is not None]
             hit = ("accelerate" in words or "launch" in words) and any(w.startswith("--tpu") for w in words)
         if hit:
-            ctx.flag(node, "`accelerate launch --tpu` starts torch_xla workers; with TorchTPU launch with torchrun "
-                     "(or accelerate launch without --tpu)", code=self.code)
+            ctx.flag(
+                node,
+                "`accelerate launch --tpu` starts torch_xla workers; with TorchTPU launch with torchrun "
+                "(or accelerate launch without --tpu)",
+                code=self.code,
+            )

@@ -6,9 +6,14 @@ import libcst as cst
 
 from .base import Rule, register
 
-SPMD_MODULES = _SPMD = ("torch_xla.distributed.spmd", "torch_xla.experimental.xla_sharding", "torch_xla.experimental.spmd",
-         "torch_xla.experimental.xla_sharded_tensor", "torch_xla.distributed.fsdp.spmd_fully_sharded_data_parallel",
-         "torch_xla.experimental.spmd_fully_sharded_data_parallel")
+SPMD_MODULES = _SPMD = (
+    "torch_xla.distributed.spmd",
+    "torch_xla.experimental.xla_sharding",
+    "torch_xla.experimental.spmd",
+    "torch_xla.experimental.xla_sharded_tensor",
+    "torch_xla.distributed.fsdp.spmd_fully_sharded_data_parallel",
+    "torch_xla.experimental.spmd_fully_sharded_data_parallel",
+)
 _METRICS = "torch_xla.debug.metrics"
 _REPORTS = frozenset({f"{_METRICS}.metrics_report", f"{_METRICS}.short_metrics_report"})
 
@@ -19,20 +24,30 @@ class Spmd(Rule):
     name = "spmd"
     family = "xla_flag_only"
     outcome = "flagged"
-    summary = "Flag SPMD: xr.use_spmd, xs.Mesh, mark_sharding, get_1d_mesh, HybridMesh, set_global_mesh, FSDPv2."
-    rationale = ("TorchTPU has no GSPMD. The equivalent is DTensor: init_device_mesh('tpu', ...) with "
-                 "distribute_tensor / parallelize_module, or FSDP2 fully_shard; the port is a design decision.")
+    summary = (
+        "Flag SPMD: xr.use_spmd, xs.Mesh, mark_sharding, get_1d_mesh, HybridMesh, set_global_mesh, FSDPv2."
+    )
+    rationale = (
+        "TorchTPU has no GSPMD. The equivalent is DTensor: init_device_mesh('tpu', ...) with "
+        "distribute_tensor / parallelize_module, or FSDP2 fully_shard; the port is a design decision."
+    )
     before = "import torch_xla.runtime as xr\n\nxr.use_spmd()\n"
-    after = ("import torch_xla.runtime as xr\n\n# TODO(tpu-migrate TPU901): `xr.use_spmd`: SPMD is not supported "
-             "by TorchTPU; use DTensor (init_device_mesh(\"tpu\", ...), distribute_tensor, parallelize_module) or "
-             "FSDP2 fully_shard\nxr.use_spmd()\n")
+    after = (
+        "import torch_xla.runtime as xr\n\n# TODO(tpu-migrate TPU901): `xr.use_spmd`: SPMD is not supported "
+        'by TorchTPU; use DTensor (init_device_mesh("tpu", ...), distribute_tensor, parallelize_module) or '
+        "FSDP2 fully_shard\nxr.use_spmd()\n"
+    )
     refs = frozenset({"torch_xla.runtime.use_spmd", "torch_xla.runtime.is_spmd"})
     ref_prefixes = _SPMD
 
     def ref(self, ctx, orig, node, qname):
         short = qname.replace("torch_xla.runtime.", "xr.").replace("torch_xla.distributed.spmd.", "xs.")
-        ctx.flag(orig, f"`{short}`: SPMD is not supported by TorchTPU; use DTensor (init_device_mesh(\"tpu\", ...), "
-                 "distribute_tensor, parallelize_module) or FSDP2 fully_shard", code=self.code)
+        ctx.flag(
+            orig,
+            f'`{short}`: SPMD is not supported by TorchTPU; use DTensor (init_device_mesh("tpu", ...), '
+            "distribute_tensor, parallelize_module) or FSDP2 fully_shard",
+            code=self.code,
+        )
         return None
 
 
@@ -42,18 +57,29 @@ class XlaFsdp(Rule):
     name = "xla-fsdp"
     family = "xla_flag_only"
     outcome = "flagged"
-    summary = "Flag XlaFullyShardedDataParallel, consolidate_sharded_model_checkpoints and XLA FSDP wrap policies."
-    rationale = "The native equivalent is FSDP2 (torch.distributed.fsdp.fully_shard); checkpoints are saved with DCP."
-    before = ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
-              "model = FSDP(model)\n")
-    after = ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
-             "# TODO(tpu-migrate TPU902): `XlaFullyShardedDataParallel`: use FSDP2 "
-             "(torch.distributed.fsdp.fully_shard) and DCP checkpoints\nmodel = FSDP(model)\n")
+    summary = (
+        "Flag XlaFullyShardedDataParallel, consolidate_sharded_model_checkpoints and XLA FSDP wrap policies."
+    )
+    rationale = (
+        "The native equivalent is FSDP2 (torch.distributed.fsdp.fully_shard); checkpoints are saved with DCP."
+    )
+    before = (
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\nmodel = FSDP(model)\n"
+    )
+    after = (
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
+        "# TODO(tpu-migrate TPU902): `XlaFullyShardedDataParallel`: use FSDP2 "
+        "(torch.distributed.fsdp.fully_shard) and DCP checkpoints\nmodel = FSDP(model)\n"
+    )
     ref_prefixes = ("torch_xla.distributed.fsdp",)
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`{qname.rsplit('.', 1)[1]}`: use FSDP2 (torch.distributed.fsdp.fully_shard) and DCP "
-                 "checkpoints", code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname.rsplit('.', 1)[1]}`: use FSDP2 (torch.distributed.fsdp.fully_shard) and DCP "
+            "checkpoints",
+            code=self.code,
+        )
         return None
 
 
@@ -68,13 +94,19 @@ class Metrics(Rule):
     family = "xla_flag_only"
     outcome = "flagged"
     summary = "Delete print-only metrics reports (print(met.metrics_report())); flag every other torch_xla metrics use."
-    rationale = ("There is no TorchTPU equivalent (torch.tpu._get_cache_stats is private). Printing a report is "
-                 "diagnostics and can go; assertions on counters test XLA internals and need a human.")
-    before = ("import torch_xla.debug.metrics as met\n\nprint(met.metrics_report())\n"
-              'n = met.counter_value("CachedCompile")\n')
-    after = ("import torch_xla.debug.metrics as met\n\n# TODO(tpu-migrate TPU903): `met.counter_value`: torch_xla "
-             "metrics have no TorchTPU equivalent (TORCH_LOGS, XLA_FLAGS dumps); remove or replace this check\n"
-             'n = met.counter_value("CachedCompile")\n')
+    rationale = (
+        "There is no TorchTPU equivalent (torch.tpu._get_cache_stats is private). Printing a report is "
+        "diagnostics and can go; assertions on counters test XLA internals and need a human."
+    )
+    before = (
+        "import torch_xla.debug.metrics as met\n\nprint(met.metrics_report())\n"
+        'n = met.counter_value("CachedCompile")\n'
+    )
+    after = (
+        "import torch_xla.debug.metrics as met\n\n# TODO(tpu-migrate TPU903): `met.counter_value`: torch_xla "
+        "metrics have no TorchTPU equivalent (TORCH_LOGS, XLA_FLAGS dumps); remove or replace this check\n"
+        'n = met.counter_value("CachedCompile")\n'
+    )
     ref_prefixes = (_METRICS,)
     node_types = (cst.SimpleStatementLine,)
 
@@ -83,10 +115,15 @@ class Metrics(Rule):
             return
         v = node.body[0].value
         positional = [a for a in v.args if a.keyword is None] if isinstance(v, cst.Call) else []
-        if _report_call(ctx, v) or (len(positional) == 1 and not positional[0].star and
-                                    _report_call(ctx, positional[0].value) and
-                                    (ctx.qname(v.func) == "torch_xla.core.xla_model.master_print" or
-                                     (isinstance(v.func, cst.Name) and v.func.value == "print"))):
+        if _report_call(ctx, v) or (
+            len(positional) == 1
+            and not positional[0].star
+            and _report_call(ctx, positional[0].value)
+            and (
+                ctx.qname(v.func) == "torch_xla.core.xla_model.master_print"
+                or (isinstance(v.func, cst.Name) and v.func.value == "print")
+            )
+        ):
             ctx.claim_statement(node, self)
             ctx.suppress_current_statement()
 
@@ -95,8 +132,12 @@ class Metrics(Rule):
         return cst.RemovalSentinel.REMOVE
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(orig, f"`met.{qname.rsplit('.', 1)[1]}`: torch_xla metrics have no TorchTPU equivalent "
-                 "(TORCH_LOGS, XLA_FLAGS dumps); remove or replace this check", code=self.code)
+        ctx.flag(
+            orig,
+            f"`met.{qname.rsplit('.', 1)[1]}`: torch_xla metrics have no TorchTPU equivalent "
+            "(TORCH_LOGS, XLA_FLAGS dumps); remove or replace this check",
+            code=self.code,
+        )
         return None
 
 
@@ -109,8 +150,10 @@ class PrivateXla(Rule):
     summary = "Flag private torch_xla API: torch_xla._XLAC.*, xm._fetch_gradients and other _names."
     rationale = "Internal APIs have no contract and no TorchTPU counterpart."
     before = "import torch_xla\n\nh = torch_xla._XLAC._get_xla_tensors_hlo([t])\n"
-    after = ("import torch_xla\n\n# TODO(tpu-migrate TPU904): `torch_xla._XLAC._get_xla_tensors_hlo` is private "
-             "torch_xla API; no TorchTPU equivalent\nh = torch_xla._XLAC._get_xla_tensors_hlo([t])\n")
+    after = (
+        "import torch_xla\n\n# TODO(tpu-migrate TPU904): `torch_xla._XLAC._get_xla_tensors_hlo` is private "
+        "torch_xla API; no TorchTPU equivalent\nh = torch_xla._XLAC._get_xla_tensors_hlo([t])\n"
+    )
     ref_prefixes = ("torch_xla._XLAC",)
 
     def ref(self, ctx, orig, node, qname):
@@ -134,10 +177,19 @@ class SpmdProgram(Spmd):
         short = short.replace("torch_xla.core.xla_model.", "xm.")
         if qname.startswith(_SPMD) or qname in Spmd.refs:
             return super().ref(ctx, orig, node, qname)
-        ctx.flag(orig, f"`{short}` in an SPMD program: port it together with the sharding design "
-                 "(DTensor on TorchTPU); not rewritten", code=self.code)
+        ctx.flag(
+            orig,
+            f"`{short}` in an SPMD program: port it together with the sharding design "
+            "(DTensor on TorchTPU); not rewritten",
+            code=self.code,
+        )
         return None
 
 
-SPMD_MARKERS = ("use_spmd", "torch_xla.distributed.spmd", "xla_sharding", "SpmdFullyShardedDataParallel",
-                "torch_xla.experimental.spmd")
+SPMD_MARKERS = (
+    "use_spmd",
+    "torch_xla.distributed.spmd",
+    "xla_sharding",
+    "SpmdFullyShardedDataParallel",
+    "torch_xla.experimental.spmd",
+)

@@ -24,12 +24,17 @@ class MpDeviceLoader(Rule):
     name = "mp-device-loader"
     family = "xla_loader"
     outcome = "warned"
-    summary = "Rewrite pl.MpDeviceLoader(loader, dev) to a small re-iterable wrapper that moves each batch to dev."
-    rationale = ("MpDeviceLoader moved batches to the device (and synced every few batches); it never sharded "
-                 "data. The added `_TpuDeviceLoader` keeps len() and re-iteration across epochs; use a "
-                 "DistributedSampler for sharding.")
-    before = ("import torch_xla.distributed.parallel_loader as pl\n\n"
-              "train = pl.MpDeviceLoader(loader, device)\n")
+    summary = (
+        "Rewrite pl.MpDeviceLoader(loader, dev) to a small re-iterable wrapper that moves each batch to dev."
+    )
+    rationale = (
+        "MpDeviceLoader moved batches to the device (and synced every few batches); it never sharded "
+        "data. The added `_TpuDeviceLoader` keeps len() and re-iteration across epochs; use a "
+        "DistributedSampler for sharding."
+    )
+    before = (
+        "import torch_xla.distributed.parallel_loader as pl\n\ntrain = pl.MpDeviceLoader(loader, device)\n"
+    )
     after = "import torch\n\n\n" + HELPER_SOURCE + "\n\ntrain = _TpuDeviceLoader(loader, device)\n"
     calls = frozenset({f"{PL}.MpDeviceLoader"})
     emits = ("torch.utils._pytree.tree_map", "torch.Tensor", "torch.Tensor.to")
@@ -38,10 +43,16 @@ class MpDeviceLoader(Rule):
         loader, dev = arg(node, 0, "loader"), arg(node, 1, "device")
         if loader is None or dev is None:
             return None
-        extra = [a for a in node.args if a.keyword is not None and a.keyword.value not in ("loader", "device")]
-        ctx.report(orig, "`pl.MpDeviceLoader` -> `_TpuDeviceLoader` (moves batches to the device; "
-                   f"{'options dropped: ' + ', '.join(a.keyword.value for a in extra) if extra else 'no sharding'})",
-                   code=self.code, outcome="warned")
+        extra = [
+            a for a in node.args if a.keyword is not None and a.keyword.value not in ("loader", "device")
+        ]
+        ctx.report(
+            orig,
+            "`pl.MpDeviceLoader` -> `_TpuDeviceLoader` (moves batches to the device; "
+            f"{'options dropped: ' + ', '.join(a.keyword.value for a in extra) if extra else 'no sharding'})",
+            code=self.code,
+            outcome="warned",
+        )
         return _wrap(ctx, loader.value, dev.value)
 
 
@@ -51,11 +62,17 @@ class ParallelLoader(Rule):
     name = "parallel-loader"
     family = "xla_loader"
     outcome = "warned"
-    summary = "Rewrite pl.ParallelLoader(loader, [dev]).per_device_loader(dev) to _TpuDeviceLoader(loader, dev)."
+    summary = (
+        "Rewrite pl.ParallelLoader(loader, [dev]).per_device_loader(dev) to _TpuDeviceLoader(loader, dev)."
+    )
     rationale = "Same as TPU701 for the older two-step form; other uses of ParallelLoader are flagged."
-    before = ("import torch_xla.distributed.parallel_loader as pl\n\n"
-              "for x, y in pl.ParallelLoader(loader, [device]).per_device_loader(device):\n    pass\n")
-    after = ("import torch\n\n\n" + HELPER_SOURCE + "\n\nfor x, y in _TpuDeviceLoader(loader, device):\n    pass\n")
+    before = (
+        "import torch_xla.distributed.parallel_loader as pl\n\n"
+        "for x, y in pl.ParallelLoader(loader, [device]).per_device_loader(device):\n    pass\n"
+    )
+    after = (
+        "import torch\n\n\n" + HELPER_SOURCE + "\n\nfor x, y in _TpuDeviceLoader(loader, device):\n    pass\n"
+    )
     calls = frozenset({f"{PL}.ParallelLoader"})
     methods = frozenset({"per_device_loader"})
     node_types = (cst.Call,)
@@ -63,15 +80,23 @@ class ParallelLoader(Rule):
 
     def visit_node(self, ctx, node):
         f = node.func
-        if isinstance(f, cst.Attribute) and f.attr.value == "per_device_loader" and isinstance(f.value, cst.Call) \
-                and ctx.qname(f.value.func) == f"{PL}.ParallelLoader":
+        if (
+            isinstance(f, cst.Attribute)
+            and f.attr.value == "per_device_loader"
+            and isinstance(f.value, cst.Call)
+            and ctx.qname(f.value.func) == f"{PL}.ParallelLoader"
+        ):
             ctx.scratch.setdefault(self.code, set()).add(id(f.value))  # type: ignore[union-attr]
 
     def call(self, ctx, orig, node, qname):
         if id(orig) in ctx.scratch.get(self.code, set()):  # type: ignore[operator]
             return None
-        ctx.flag(orig, "pl.ParallelLoader without .per_device_loader(dev): iterate the DataLoader and move "
-                 "batches with .to(device)", code=self.code)
+        ctx.flag(
+            orig,
+            "pl.ParallelLoader without .per_device_loader(dev): iterate the DataLoader and move "
+            "batches with .to(device)",
+            code=self.code,
+        )
         return None
 
     def method(self, ctx, orig, node):
@@ -84,6 +109,10 @@ class ParallelLoader(Rule):
         loader, dev = arg(inner, 0, "loader"), arg(node, 0, "device")
         if loader is None or dev is None:
             return None
-        ctx.report(orig, "`pl.ParallelLoader(...).per_device_loader(dev)` -> `_TpuDeviceLoader(loader, dev)`",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            "`pl.ParallelLoader(...).per_device_loader(dev)` -> `_TpuDeviceLoader(loader, dev)`",
+            code=self.code,
+            outcome="warned",
+        )
         return _wrap(ctx, loader.value, dev.value)

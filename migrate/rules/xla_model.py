@@ -32,10 +32,15 @@ class XlaDevice(Rule):
     def call(self, ctx, orig, node, qname):
         n = arg(node, 0, "n") if qname.endswith("xla_device") else arg(node, 0, "index")
         if kwarg(node, "devkind") is not None or any(a.star for a in node.args):
-            ctx.flag(orig, "xla_device(devkind=...) selects a device kind; use torch.device(\"tpu\")", code=self.code)
+            ctx.flag(
+                orig, 'xla_device(devkind=...) selects a device kind; use torch.device("tpu")', code=self.code
+            )
             return None
-        new = f'torch.device("tpu", {code(n.value)})' if n is not None and _src(n.value) != "None" else \
-            'torch.device("tpu")'
+        new = (
+            f'torch.device("tpu", {code(n.value)})'
+            if n is not None and _src(n.value) != "None"
+            else 'torch.device("tpu")'
+        )
         ctx.report(orig, f"`{qname}()` -> `{new}`", code=self.code)
         ctx.need_import("torch")
         return expr(new)
@@ -45,11 +50,18 @@ class XlaDevice(Rule):
     def leave_node(self, ctx, orig, node):
         """``torch.device(xm.xla_device())`` -> ``torch.device("tpu")``, not ``torch.device(torch.device("tpu"))``."""
         f = orig.func
-        if not (type(f) is cst.Attribute and f.attr.value == "device") or len(node.args) != 1 or node.args[0].keyword:
+        if (
+            not (type(f) is cst.Attribute and f.attr.value == "device")
+            or len(node.args) != 1
+            or node.args[0].keyword
+        ):
             return None
         inner, inner_orig = node.args[0].value, orig.args[0].value
-        if not (isinstance(inner_orig, cst.Call) and ctx.qname(inner_orig.func) in self.calls) or not (
-                isinstance(inner, cst.Call) and code(inner.func) == "torch.device") or ctx.qname(f) != "torch.device":
+        if (
+            not (isinstance(inner_orig, cst.Call) and ctx.qname(inner_orig.func) in self.calls)
+            or not (isinstance(inner, cst.Call) and code(inner.func) == "torch.device")
+            or ctx.qname(f) != "torch.device"
+        ):
             return None
         return inner
 
@@ -60,7 +72,9 @@ class XlaDeviceLiteral(LiteralRule):
     name = "xla-device-string"
     family = "xla_model"
     summary = "Rewrite the device strings 'xla' and 'xla:N' (and f'xla:{i}') to 'tpu'."
-    rationale = "torch.device('xla'), device='xla' and `t.device.type == 'xla'` become the native 'tpu' device."
+    rationale = (
+        "torch.device('xla'), device='xla' and `t.device.type == 'xla'` become the native 'tpu' device."
+    )
     before = 'import torch\n\nt = torch.zeros(2, device="xla")\n'
     after = 'import torch\n\nt = torch.zeros(2, device="tpu")\n'
     pattern = re.compile(r"xla(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
@@ -95,8 +109,10 @@ class XlaDeviceHw(Rule):
     family = "xla_model"
     outcome = "warned"
     summary = "Rewrite xm.xla_device_hw(dev) to torch.device(dev).type.upper(), xr.device_type() to 'TPU'."
-    rationale = ("They returned 'TPU'/'GPU'/'CPU' for the XLA device; the native device type gives 'TPU' on TPU "
-                 "and 'CPU' on a CPU run, and a migrated script runs on 'tpu'. Branches on 'GPU' become dead code.")
+    rationale = (
+        "They returned 'TPU'/'GPU'/'CPU' for the XLA device; the native device type gives 'TPU' on TPU "
+        "and 'CPU' on a CPU run, and a migrated script runs on 'tpu'. Branches on 'GPU' become dead code."
+    )
     before = "import torch_xla.core.xla_model as xm\n\nhw = xm.xla_device_hw(device)\n"
     after = "import torch\n\nhw = torch.device(device).type.upper()\n"
     calls = xm("xla_device_hw") | frozenset({"torch_xla.runtime.device_type"})
@@ -106,17 +122,28 @@ class XlaDeviceHw(Rule):
         if qname == "torch_xla.runtime.device_type":
             if node.args:
                 return None
-            ctx.report(orig, "`xr.device_type()` -> `\"TPU\"` (the migrated script runs on 'tpu'; 'GPU'/'CPU' "
-                       "branches become dead)", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                "`xr.device_type()` -> `\"TPU\"` (the migrated script runs on 'tpu'; 'GPU'/'CPU' "
+                "branches become dead)",
+                code=self.code,
+                outcome="warned",
+            )
             return cst.SimpleString('"TPU"')
         d = arg(node, 0, "device")
         if d is None:
             return None
-        ctx.report(orig, "`xm.xla_device_hw(dev)` -> `torch.device(dev).type.upper()` ('GPU' branches become dead)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            "`xm.xla_device_hw(dev)` -> `torch.device(dev).type.upper()` ('GPU' branches become dead)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         inner = code(d.value)
-        already = isinstance(d.value, cst.Call) and inner.startswith("torch.device(")  # (torch_xla.device() was)
+        already = isinstance(d.value, cst.Call) and inner.startswith(
+            "torch.device("
+        )  # (torch_xla.device() was)
         return expr(f"{inner if already else f'torch.device({inner})'}.type.upper()")
 
 
@@ -134,8 +161,12 @@ class SupportedDevices(Rule):
     emits = ("torch.accelerator.device_count",)
 
     def call(self, ctx, orig, node, qname):
-        ctx.report(orig, "`xm.get_xla_supported_devices()` -> list of local 'tpu:i' devices", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            "`xm.get_xla_supported_devices()` -> list of local 'tpu:i' devices",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         return expr('[f"tpu:{i}" for i in range(torch.accelerator.device_count())]')
 
@@ -150,8 +181,10 @@ class MarkStep(Rule):
     family = "xla_model"
     outcome = "warned"
     summary = "Delete xm.mark_step() / torch_xla.sync() and unwrap `with torch_xla.step():` (wait=True -> synchronize)."
-    rationale = ("TorchTPU is eager: nothing has to cut the lazy graph. `.item()`/`.cpu()` materialise; "
-                 "torch.accelerator.synchronize() waits. Timing code that relied on the sync is warned about.")
+    rationale = (
+        "TorchTPU is eager: nothing has to cut the lazy graph. `.item()`/`.cpu()` materialise; "
+        "torch.accelerator.synchronize() waits. Timing code that relied on the sync is warned about."
+    )
     before = "import torch_xla.core.xla_model as xm\n\nfor b in data:\n    step(b)\n    xm.mark_step()\n"
     after = "for b in data:\n    step(b)\n"
     statements = _SYNC
@@ -163,22 +196,38 @@ class MarkStep(Rule):
             return None
         wait = kwarg(call, "wait")
         if wait is not None and _src(wait.value) != "False":
-            ctx.report(orig, f"`{qname}(wait=...)` -> `torch.accelerator.synchronize()`", code=self.code,
-                       outcome="warned")
+            ctx.report(
+                orig,
+                f"`{qname}(wait=...)` -> `torch.accelerator.synchronize()`",
+                code=self.code,
+                outcome="warned",
+            )
             ctx.need_import("torch")
             return stmts("torch.accelerator.synchronize()\n")
-        ctx.report(orig, f"removed `{qname}()` (TorchTPU is eager; use torch.accelerator.synchronize() to wait)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"removed `{qname}()` (TorchTPU is eager; use torch.accelerator.synchronize() to wait)",
+            code=self.code,
+            outcome="warned",
+        )
         return cst.RemovalSentinel.REMOVE
 
     def leave_node(self, ctx, orig, node):
         assert isinstance(node, cst.With) and isinstance(orig, cst.With)
-        keep = [it for it, o in zip(node.items, orig.items, strict=True)
-                if not (isinstance(o.item, cst.Call) and ctx.qname(o.item.func) in
-                        ("torch_xla.step", "torch_xla.torch_xla.step") and o.asname is None)]
+        keep = [
+            it
+            for it, o in zip(node.items, orig.items, strict=True)
+            if not (
+                isinstance(o.item, cst.Call)
+                and ctx.qname(o.item.func) in ("torch_xla.step", "torch_xla.torch_xla.step")
+                and o.asname is None
+            )
+        ]
         if len(keep) == len(node.items):
             return None
-        ctx.report(orig, "unwrapped `with torch_xla.step():` (TorchTPU is eager)", code=self.code, outcome="warned")
+        ctx.report(
+            orig, "unwrapped `with torch_xla.step():` (TorchTPU is eager)", code=self.code, outcome="warned"
+        )
         if keep:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             return node.with_changes(items=keep)
@@ -212,8 +261,10 @@ def _simple(node: cst.BaseExpression) -> bool:
     """A name, attribute chain or plain subscript: safe to write twice (no side effects)."""
     while isinstance(node, (cst.Attribute, cst.Subscript)):
         if isinstance(node, cst.Subscript) and not all(
-                isinstance(s.slice, cst.Index) and isinstance(s.slice.value, (cst.Name, cst.Integer, cst.SimpleString))
-                for s in node.slice):
+            isinstance(s.slice, cst.Index)
+            and isinstance(s.slice.value, (cst.Name, cst.Integer, cst.SimpleString))
+            for s in node.slice
+        ):
             return False
         node = node.value
     return isinstance(node, cst.Name)
@@ -228,14 +279,23 @@ class OptimizerStep(Rule):
     name = "optimizer-step"
     family = "xla_model"
     outcome = "warned"
-    summary = ("Rewrite xm.optimizer_step(opt) to a gradient all-reduce + opt.step(); xm.reduce_gradients and "
-               "xm._fetch_gradients to local replacements.")
-    rationale = ("optimizer_step = reduce_gradients (all-reduce SUM x 1/world when world > 1) + opt.step(), with "
-                 "or without DDP; the all-reduce is written as a small local function so that no branch loses it. "
-                 "Under DDP the gradients are already averaged, and calling opt.step() alone is enough.")
+    summary = (
+        "Rewrite xm.optimizer_step(opt) to a gradient all-reduce + opt.step(); xm.reduce_gradients and "
+        "xm._fetch_gradients to local replacements."
+    )
+    rationale = (
+        "optimizer_step = reduce_gradients (all-reduce SUM x 1/world when world > 1) + opt.step(), with "
+        "or without DDP; the all-reduce is written as a small local function so that no branch loses it. "
+        "Under DDP the gradients are already averaged, and calling opt.step() alone is enough."
+    )
     before = "import torch_xla.core.xla_model as xm\n\nxm.optimizer_step(opt)\n"
-    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
-             + _helpers.helper(_GRADS).source + f"\n\n{_GRADS}(opt)\nopt.step()\n")
+    after = (
+        "import os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.DISTRIBUTED).source
+        + "\n\n"
+        + _helpers.helper(_GRADS).source
+        + f"\n\n{_GRADS}(opt)\nopt.step()\n"
+    )
     statements = xm("optimizer_step")
     calls = xm("reduce_gradients", "_fetch_gradients")
     emits = ("torch.distributed.all_reduce", "torch.distributed.init_process_group") + DIST_EMITS
@@ -245,17 +305,29 @@ class OptimizerStep(Rule):
             return None
         opt = arg(call, 0, "optimizer")
         groups = arg(call, 3, "groups")
-        if opt is None or any(a.star for a in call.args) or not _simple(opt.value) or (
-                groups is not None and _src(groups.value) != "None"):
-            ctx.flag(orig, "xm.optimizer_step: write the gradient all-reduce and opt.step() by hand (replica "
-                     "groups, or an optimizer expression)", code=self.code)
+        if (
+            opt is None
+            or any(a.star for a in call.args)
+            or not _simple(opt.value)
+            or (groups is not None and _src(groups.value) != "None")
+        ):
+            ctx.flag(
+                orig,
+                "xm.optimizer_step: write the gradient all-reduce and opt.step() by hand (replica "
+                "groups, or an optimizer expression)",
+                code=self.code,
+            )
             return None
         oa = arg(call, 2, "optimizer_args")
         step = f"{code(opt.value)}.step({'**' + code(oa.value) if oa is not None else ''})"
         line = f"{code(target)} = {step}\n" if target is not None else f"{step}\n"
-        ctx.report(orig, f"`xm.optimizer_step(opt)` -> `{_GRADS}(opt)` + `opt.step()` (xm.optimizer_step "
-                   "all-reduced the gradients; under DDP opt.step() alone is enough)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`xm.optimizer_step(opt)` -> `{_GRADS}(opt)` + `opt.step()` (xm.optimizer_step "
+            "all-reduced the gradients; under DDP opt.step() alone is enough)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_helper(_GRADS)
         return stmts(f"{_GRADS}({code(opt.value)})\n{line}")
 
@@ -263,14 +335,26 @@ class OptimizerStep(Rule):
         last = qname.rsplit(".", 1)[1]
         opt = arg(node, 0, "optimizer")
         groups = arg(node, 1, "groups")
-        if last == "optimizer_step" or opt is None or any(a.star for a in node.args) or (
-                groups is not None and _src(groups.value) != "None"):
-            ctx.flag(orig, f"xm.{last} in this form (an expression, or replica groups): write the gradient "
-                     "all-reduce by hand", code=self.code)
+        if (
+            last == "optimizer_step"
+            or opt is None
+            or any(a.star for a in node.args)
+            or (groups is not None and _src(groups.value) != "None")
+        ):
+            ctx.flag(
+                orig,
+                f"xm.{last} in this form (an expression, or replica groups): write the gradient "
+                "all-reduce by hand",
+                code=self.code,
+            )
             return None
         helper = _GRADS if last == "reduce_gradients" else _helpers.FETCH_GRADIENTS
-        ctx.report(orig, f"`xm.{last}(opt)` -> `{helper}(opt)` (a local replacement)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`xm.{last}(opt)` -> `{helper}(opt)` (a local replacement)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_helper(helper)
         return expr(f"{helper}({code(opt.value)})")
 
@@ -280,13 +364,22 @@ class WorldAndRank(Rule):
     code = "TPU509"
     name = "world-size-and-ordinal"
     family = "xla_model"
-    summary = ("Rewrite xrt_world_size/world_size, get_ordinal/global_ordinal to local functions reading the "
-               "process group (torchrun's WORLD_SIZE/RANK before it exists); local ordinals to LOCAL_RANK.")
-    rationale = ("torch_xla knew the world before any process group: under torchrun, WORLD_SIZE and RANK say the "
-                 "same until init_process_group, and the process group after it (a plain run: 1 and 0).")
+    summary = (
+        "Rewrite xrt_world_size/world_size, get_ordinal/global_ordinal to local functions reading the "
+        "process group (torchrun's WORLD_SIZE/RANK before it exists); local ordinals to LOCAL_RANK."
+    )
+    rationale = (
+        "torch_xla knew the world before any process group: under torchrun, WORLD_SIZE and RANK say the "
+        "same until init_process_group, and the process group after it (a plain run: 1 and 0)."
+    )
     before = "import torch_xla.runtime as xr\n\nn = xr.world_size()\n"
-    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.WORLD_SIZE).source + "\n\nn = "
-             + WORLD + "\n")
+    after = (
+        "import os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.WORLD_SIZE).source
+        + "\n\nn = "
+        + WORLD
+        + "\n"
+    )
     _W = xm("xrt_world_size") | frozenset({"torch_xla.runtime.world_size"})
     _R = xm("get_ordinal") | frozenset({"torch_xla.runtime.global_ordinal"})
     _L = xm("get_local_ordinal") | frozenset({"torch_xla.runtime.local_ordinal"})
@@ -322,9 +415,13 @@ class IsMasterOrdinal(Rule):
     def call(self, ctx, orig, node, qname):
         local = arg(node, 0, "local")
         if local is not None and _src(local.value) not in ("True", "False"):
-            ctx.flag(orig, "is_master_ordinal(local=<expr>): choose LOCAL_RANK or the global rank", code=self.code)
+            ctx.flag(
+                orig, "is_master_ordinal(local=<expr>): choose LOCAL_RANK or the global rank", code=self.code
+            )
             return None
-        new = f"({RANK} == 0)" if local is not None and _src(local.value) == "False" else f"({LOCAL_RANK} == 0)"
+        new = (
+            f"({RANK} == 0)" if local is not None and _src(local.value) == "False" else f"({LOCAL_RANK} == 0)"
+        )
         if ctx.is_condition(orig):
             new = new[1:-1]
         ctx.report(orig, f"`xm.is_master_ordinal()` -> `{new}`", code=self.code)
@@ -338,11 +435,16 @@ class MasterPrint(Rule):
     name = "master-print"
     family = "xla_model"
     summary = "Rewrite xm.master_print(*args) to `if rank == 0: print(*args)` (local=True: LOCAL_RANK; fd, flush kept)."
-    rationale = ("torch_xla printed on the global master only (default local=False); fd= becomes file= and "
-                 "flush= is kept. Keep TPU tensors out of the rank-0-only branch.")
+    rationale = (
+        "torch_xla printed on the global master only (default local=False); fd= becomes file= and "
+        "flush= is kept. Keep TPU tensors out of the rank-0-only branch."
+    )
     before = 'import torch_xla.core.xla_model as xm\n\nxm.master_print("done", flush=True)\n'
-    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.RANK).source +
-             f'\n\nif {RANK} == 0:\n    print("done", flush=True)\n')
+    after = (
+        "import os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.RANK).source
+        + f'\n\nif {RANK} == 0:\n    print("done", flush=True)\n'
+    )
     statements = xm("master_print")
     emits = DIST_EMITS
 
@@ -352,8 +454,11 @@ class MasterPrint(Rule):
         positional = [a for a in call.args if a.keyword is None]
         kws = {a.keyword.value: a for a in call.args if a.keyword is not None}
         local = kws.get("local")
-        if not positional or set(kws) - {"fd", "local", "flush"} or (
-                local is not None and _src(local.value) not in ("True", "False")):
+        if (
+            not positional
+            or set(kws) - {"fd", "local", "flush"}
+            or (local is not None and _src(local.value) not in ("True", "False"))
+        ):
             return None
         cond = f"{LOCAL_RANK} == 0" if local is not None and _src(local.value) == "True" else f"{RANK} == 0"
         printed = [("*" if a.star else "") + code(a.value) for a in positional]
@@ -380,11 +485,18 @@ class XmSave(Rule):
     family = "xla_model"
     outcome = "warned"
     summary = "Rewrite xm.save(obj, path) to `if LOCAL_RANK == 0: torch.save(<obj moved to CPU>, path)`."
-    rationale = ("xm.save moved tensors to the CPU and, by default, only the local master wrote. On multi-host "
-                 "runs with a shared file system check that one writer per host is what you want.")
+    rationale = (
+        "xm.save moved tensors to the CPU and, by default, only the local master wrote. On multi-host "
+        "runs with a shared file system check that one writer per host is what you want."
+    )
     before = 'import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), "m.pt")\n'
-    after = ("import os\nimport torch\n\nif " + LOCAL_RANK + " == 0:\n    torch.save(" +
-             _TO_CPU.format(obj="model.state_dict()") + ', "m.pt")\n')
+    after = (
+        "import os\nimport torch\n\nif "
+        + LOCAL_RANK
+        + " == 0:\n    torch.save("
+        + _TO_CPU.format(obj="model.state_dict()")
+        + ', "m.pt")\n'
+    )
     statements = xm("save")
     emits = ("torch.save", "torch.utils._pytree.tree_map", "torch.Tensor")
 
@@ -399,11 +511,18 @@ class XmSave(Rule):
         if master_only is not None and _src(master_only.value) == "False":
             text = save
         else:
-            cond = f"{RANK} == 0" if global_master is not None and _src(global_master.value) == "True" else \
-                f"{LOCAL_RANK} == 0"
+            cond = (
+                f"{RANK} == 0"
+                if global_master is not None and _src(global_master.value) == "True"
+                else f"{LOCAL_RANK} == 0"
+            )
             text = f"if {cond}:\n    {save}"
-        ctx.report(orig, "`xm.save` -> `torch.save` of CPU tensors on the local master (check multi-host)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            "`xm.save` -> `torch.save` of CPU tensors on the local master (check multi-host)",
+            code=self.code,
+            outcome="warned",
+        )
         needs(ctx, text)
         return stmts(text)
 
@@ -416,25 +535,43 @@ class Rendezvous(Rule):
     code = "TPU513"
     name = "rendezvous"
     family = "xla_model"
-    summary = "Rewrite xm.rendezvous(tag[, payload]) to a local replacement: a barrier that gathers every payload."
-    rationale = ("xm.rendezvous waited for every replica and returned their payloads; all_gather_object does "
-                 "both. The replacement creates torchrun's process group on first use, as torch_xla needed none.")
+    summary = (
+        "Rewrite xm.rendezvous(tag[, payload]) to a local replacement: a barrier that gathers every payload."
+    )
+    rationale = (
+        "xm.rendezvous waited for every replica and returned their payloads; all_gather_object does "
+        "both. The replacement creates torchrun's process group on first use, as torch_xla needed none."
+    )
     before = 'import torch_xla.core.xla_model as xm\n\nxm.rendezvous("ckpt")\n'
-    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
-             + _helpers.helper(_RENDEZVOUS).source + f'\n\n{_RENDEZVOUS}("ckpt")\n')
+    after = (
+        "import os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.DISTRIBUTED).source
+        + "\n\n"
+        + _helpers.helper(_RENDEZVOUS).source
+        + f'\n\n{_RENDEZVOUS}("ckpt")\n'
+    )
     calls = xm("rendezvous")
     emits = ("torch.distributed.all_gather_object", "torch.distributed.init_process_group") + DIST_EMITS
 
     def call(self, ctx, orig, node, qname):
         tag, payload, replicas = arg(node, 0, "tag"), arg(node, 1, "payload"), arg(node, 2, "replicas")
-        if tag is None or any(a.star for a in node.args) or (
-                replicas is not None and _src(replicas.value) not in ("[]", "None")):
-            ctx.flag(orig, "xm.rendezvous with replicas: use torch.distributed.new_group + barrier by hand",
-                     code=self.code)
+        if (
+            tag is None
+            or any(a.star for a in node.args)
+            or (replicas is not None and _src(replicas.value) not in ("[]", "None"))
+        ):
+            ctx.flag(
+                orig,
+                "xm.rendezvous with replicas: use torch.distributed.new_group + barrier by hand",
+                code=self.code,
+            )
             return None
         extra = f", {code(payload.value)}" if payload is not None else ""
-        ctx.report(orig, f"`xm.rendezvous(...)` -> `{_RENDEZVOUS}(...)` (all_gather_object of the payloads)",
-                   code=self.code)
+        ctx.report(
+            orig,
+            f"`xm.rendezvous(...)` -> `{_RENDEZVOUS}(...)` (all_gather_object of the payloads)",
+            code=self.code,
+        )
         ctx.need_helper(_RENDEZVOUS)
         return expr(f"{_RENDEZVOUS}({code(tag.value)}{extra})")
 
@@ -449,26 +586,47 @@ class MeshReduce(Rule):
     family = "xla_model"
     outcome = "warned"
     summary = "Rewrite xm.mesh_reduce(tag, data, fn) to a local replacement: all_gather_object + fn(list)."
-    rationale = "mesh_reduce gathers one Python value per process and reduces them with fn; data is copied to CPU."
+    rationale = (
+        "mesh_reduce gathers one Python value per process and reduces them with fn; data is copied to CPU."
+    )
     before = 'import numpy as np\nimport torch_xla.core.xla_model as xm\n\nacc = xm.mesh_reduce("acc", acc, np.mean)\n'
-    after = ("import numpy as np\nimport os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source
-             + "\n\n" + _helpers.helper(_MESH).source + f'\n\nacc = {_MESH}("acc", acc, np.mean)\n')
+    after = (
+        "import numpy as np\nimport os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.DISTRIBUTED).source
+        + "\n\n"
+        + _helpers.helper(_MESH).source
+        + f'\n\nacc = {_MESH}("acc", acc, np.mean)\n'
+    )
     calls = xm("mesh_reduce")
-    emits = ("torch.distributed.all_gather_object", "torch.distributed.init_process_group",
-             "torch.utils._pytree.tree_map", "torch.Tensor") + DIST_EMITS
+    emits = (
+        "torch.distributed.all_gather_object",
+        "torch.distributed.init_process_group",
+        "torch.utils._pytree.tree_map",
+        "torch.Tensor",
+    ) + DIST_EMITS
 
     def call(self, ctx, orig, node, qname):
         tag, data, fn = arg(node, 0, "tag"), arg(node, 1, "data"), arg(node, 2, "reduce_fn")
         if tag is None or data is None or fn is None or any(a.star for a in node.args):
             return None
-        ctx.report(orig, f"`xm.mesh_reduce` -> `{_MESH}` (all_gather_object + reduce)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`xm.mesh_reduce` -> `{_MESH}` (all_gather_object + reduce)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_helper(_MESH)
         return expr(f"{_MESH}({code(tag.value)}, {code(data.value)}, {code(fn.value)})")
 
 
-_REDUCE_NAMES = {"REDUCE_SUM": "sum", "REDUCE_MUL": "mul", "REDUCE_AND": "and", "REDUCE_OR": "or",
-                 "REDUCE_MIN": "min", "REDUCE_MAX": "max"}
+_REDUCE_NAMES = {
+    "REDUCE_SUM": "sum",
+    "REDUCE_MUL": "mul",
+    "REDUCE_AND": "and",
+    "REDUCE_OR": "or",
+    "REDUCE_MIN": "min",
+    "REDUCE_MAX": "max",
+}
 _ALL_REDUCE = _helpers.ALL_REDUCE
 
 
@@ -478,36 +636,64 @@ class AllReduce(Rule):
     name = "xm-all-reduce"
     family = "xla_model"
     outcome = "warned"
-    summary = ("Rewrite xm.all_reduce(op, t or [t...], scale) to a local replacement (a reduced copy of a tensor, "
-               "a list reduced in place); xm.REDUCE_* to their strings.")
-    rationale = ("xm.all_reduce returns a reduced clone for a tensor but works in place on a list, applies "
-                 "`scale` after the reduction and does nothing in a single process: the replacement keeps all "
-                 "three. Replica groups are flagged.")
+    summary = (
+        "Rewrite xm.all_reduce(op, t or [t...], scale) to a local replacement (a reduced copy of a tensor, "
+        "a list reduced in place); xm.REDUCE_* to their strings."
+    )
+    rationale = (
+        "xm.all_reduce returns a reduced clone for a tensor but works in place on a list, applies "
+        "`scale` after the reduction and does nothing in a single process: the replacement keeps all "
+        "three. Replica groups are flagged."
+    )
     before = "import torch_xla.core.xla_model as xm\n\nloss = xm.all_reduce(xm.REDUCE_SUM, loss, scale=0.5)\n"
-    after = ("import os\nimport torch\n\n\n" + _helpers.helper(_helpers.DISTRIBUTED).source + "\n\n"
-             + _helpers.helper(_ALL_REDUCE).source + f'\n\nloss = {_ALL_REDUCE}("sum", loss, scale=0.5)\n')
+    after = (
+        "import os\nimport torch\n\n\n"
+        + _helpers.helper(_helpers.DISTRIBUTED).source
+        + "\n\n"
+        + _helpers.helper(_ALL_REDUCE).source
+        + f'\n\nloss = {_ALL_REDUCE}("sum", loss, scale=0.5)\n'
+    )
     calls = xm("all_reduce")
     refs = xm(*_REDUCE_NAMES)
-    emits = ("torch.distributed.all_reduce", "torch.distributed.ReduceOp", "torch.distributed.init_process_group",
-             "torch.Tensor", "torch.Tensor.clone", "torch.Tensor.mul_") + DIST_EMITS
+    emits = (
+        "torch.distributed.all_reduce",
+        "torch.distributed.ReduceOp",
+        "torch.distributed.init_process_group",
+        "torch.Tensor",
+        "torch.Tensor.clone",
+        "torch.Tensor.mul_",
+    ) + DIST_EMITS
 
     def call(self, ctx, orig, node, qname):
         op, inputs = arg(node, 0, "reduce_type"), arg(node, 1, "inputs")
         scale, groups = arg(node, 2, "scale"), arg(node, 3, "groups")
-        if op is None or inputs is None or any(a.star for a in node.args) or (
-                groups is not None and _src(groups.value) not in ("None", "[]")):
-            ctx.flag(orig, "xm.all_reduce with replica groups: use torch.distributed.new_group + all_reduce by "
-                     "hand", code=self.code)
+        if (
+            op is None
+            or inputs is None
+            or any(a.star for a in node.args)
+            or (groups is not None and _src(groups.value) not in ("None", "[]"))
+        ):
+            ctx.flag(
+                orig,
+                "xm.all_reduce with replica groups: use torch.distributed.new_group + all_reduce by hand",
+                code=self.code,
+            )
             return None
         extra = f", scale={code(scale.value)}" if scale is not None else ""
-        ctx.report(orig, f"`xm.all_reduce` -> `{_ALL_REDUCE}` (a tensor: reduced copy; a list: in place)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"`xm.all_reduce` -> `{_ALL_REDUCE}` (a tensor: reduced copy; a list: in place)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_helper(_ALL_REDUCE)
         return expr(f"{_ALL_REDUCE}({code(op.value)}, {code(inputs.value)}{extra})")
 
     def ref(self, ctx, orig, node, qname):
         value = _REDUCE_NAMES[qname.rsplit(".", 1)[1]]
-        ctx.report(orig, f"`xm.{qname.rsplit('.', 1)[1]}` -> `\"{value}\"` (the constant's value)", code=self.code)
+        ctx.report(
+            orig, f'`xm.{qname.rsplit(".", 1)[1]}` -> `"{value}"` (the constant\'s value)', code=self.code
+        )
         return cst.SimpleString(f'"{value}"')
 
 
@@ -517,22 +703,37 @@ class XmCollectives(Rule):
     name = "xm-collectives"
     family = "xla_model"
     outcome = "flagged"
-    summary = "Flag xm.all_gather, reduce_scatter, all_to_all, collective_permute, send/recv, collective_broadcast."
-    rationale = ("Their torch.distributed counterparts (all_gather_into_tensor, reduce_scatter_tensor, "
-                 "all_to_all_single, broadcast) differ in shapes and in-place semantics.")
+    summary = (
+        "Flag xm.all_gather, reduce_scatter, all_to_all, collective_permute, send/recv, collective_broadcast."
+    )
+    rationale = (
+        "Their torch.distributed counterparts (all_gather_into_tensor, reduce_scatter_tensor, "
+        "all_to_all_single, broadcast) differ in shapes and in-place semantics."
+    )
     before = "import torch_xla.core.xla_model as xm\n\ny = xm.all_gather(x)\n"
-    after = ("import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU516): `xm.all_gather` -> use "
-             "torch.distributed.all_gather_into_tensor (check shapes and in-place semantics)\ny = xm.all_gather(x)\n")
-    _MAP = {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor",
-            "all_to_all": "all_to_all_single", "collective_permute": "send/recv or all_to_all_single",
-            "send": "send", "recv": "recv", "collective_broadcast": "broadcast",
-            "all_gather_bucketized": "all_gather_into_tensor"}
+    after = (
+        "import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU516): `xm.all_gather` -> use "
+        "torch.distributed.all_gather_into_tensor (check shapes and in-place semantics)\ny = xm.all_gather(x)\n"
+    )
+    _MAP = {
+        "all_gather": "all_gather_into_tensor",
+        "reduce_scatter": "reduce_scatter_tensor",
+        "all_to_all": "all_to_all_single",
+        "collective_permute": "send/recv or all_to_all_single",
+        "send": "send",
+        "recv": "recv",
+        "collective_broadcast": "broadcast",
+        "all_gather_bucketized": "all_gather_into_tensor",
+    }
     refs = xm(*_MAP)
 
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
-        ctx.flag(orig, f"`xm.{last}` -> use torch.distributed.{self._MAP[last]} (check shapes and in-place "
-                 "semantics)", code=self.code)
+        ctx.flag(
+            orig,
+            f"`xm.{last}` -> use torch.distributed.{self._MAP[last]} (check shapes and in-place semantics)",
+            code=self.code,
+        )
         return None
 
 
@@ -571,18 +772,24 @@ class RngState(Rule):
     rationale = "torch.manual_seed seeds every device (the CPU generator too)."
     before = "import torch_xla.core.xla_model as xm\n\nxm.set_rng_state(42)\n"
     after = "import torch\n\ntorch.manual_seed(42)\n"
-    calls = xm("set_rng_state", "get_rng_state") | frozenset({"torch_xla.manual_seed", "torch_xla.torch_xla.manual_seed"})
+    calls = xm("set_rng_state", "get_rng_state") | frozenset(
+        {"torch_xla.manual_seed", "torch_xla.torch_xla.manual_seed"}
+    )
     emits = ("torch.manual_seed", "torch.initial_seed")
 
     def call(self, ctx, orig, node, qname):
         ctx.need_import("torch")
         if qname.endswith("get_rng_state"):
-            ctx.report(orig, "`xm.get_rng_state()` -> `torch.initial_seed()`", code=self.code, outcome="warned")
+            ctx.report(
+                orig, "`xm.get_rng_state()` -> `torch.initial_seed()`", code=self.code, outcome="warned"
+            )
             return expr("torch.initial_seed()")
         seed = arg(node, 0, "seed")
         if seed is None:
             return None
-        ctx.report(orig, f"`{qname}` -> `torch.manual_seed` (seeds every device)", code=self.code, outcome="warned")
+        ctx.report(
+            orig, f"`{qname}` -> `torch.manual_seed` (seeds every device)", code=self.code, outcome="warned"
+        )
         return expr(f"torch.manual_seed({code(seed.value)})")
 
 
@@ -592,16 +799,25 @@ class XmMisc(Rule):
     name = "xm-no-equivalent"
     family = "xla_model"
     outcome = "flagged"
-    summary = ("Flag xm APIs with no TorchTPU counterpart: get_memory_info, set_replication, "
-               "send_cpu_data_to_device, get_stablehlo, other test utilities.")
-    rationale = "Memory statistics do not exist on TorchTPU; the others need .to(dev), torch.export or nothing."
+    summary = (
+        "Flag xm APIs with no TorchTPU counterpart: get_memory_info, set_replication, "
+        "send_cpu_data_to_device, get_stablehlo, other test utilities."
+    )
+    rationale = (
+        "Memory statistics do not exist on TorchTPU; the others need .to(dev), torch.export or nothing."
+    )
     before = "import torch_xla.core.xla_model as xm\n\ninfo = xm.get_memory_info(device)\n"
-    after = ("import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU519): `xm.get_memory_info`: "
-             "TorchTPU has no memory statistics\ninfo = xm.get_memory_info(device)\n")
-    _WHY = {"get_memory_info": "TorchTPU has no memory statistics",
-            "set_replication": "not needed with torch.distributed",
-            "send_cpu_data_to_device": "use .to(device) (torch.utils._pytree.tree_map for nested data)",
-            "get_stablehlo": "use torch.export", "get_stablehlo_bytecode": "use torch.export"}
+    after = (
+        "import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU519): `xm.get_memory_info`: "
+        "TorchTPU has no memory statistics\ninfo = xm.get_memory_info(device)\n"
+    )
+    _WHY = {
+        "get_memory_info": "TorchTPU has no memory statistics",
+        "set_replication": "not needed with torch.distributed",
+        "send_cpu_data_to_device": "use .to(device) (torch.utils._pytree.tree_map for nested data)",
+        "get_stablehlo": "use torch.export",
+        "get_stablehlo_bytecode": "use torch.export",
+    }
     refs = xm(*_WHY)
     ref_prefixes = ("torch_xla.test.test_utils", "torch_xla.utils.utils")
 
@@ -632,29 +848,46 @@ class XlaUtilities(Rule):
     name = "xla-utilities"
     family = "xla_model"
     outcome = "warned"
-    summary = ("Rewrite xm.RateTracker, xm.broadcast_master_param, xu.SampleGenerator and the "
-               "torch_xla.test.test_utils printers and summary writers to small local replacements.")
-    rationale = ("The torch_xla training templates (MNIST, ImageNet) use them on every step; each is a few "
-                 "lines of plain torch, written once into the migrated file, so it no longer imports torch_xla. "
-                 "write_to_summary drops the XLA metrics (there are none).")
+    summary = (
+        "Rewrite xm.RateTracker, xm.broadcast_master_param, xu.SampleGenerator and the "
+        "torch_xla.test.test_utils printers and summary writers to small local replacements."
+    )
+    rationale = (
+        "The torch_xla training templates (MNIST, ImageNet) use them on every step; each is a few "
+        "lines of plain torch, written once into the migrated file, so it no longer imports torch_xla. "
+        "write_to_summary drops the XLA metrics (there are none)."
+    )
     before = "import torch_xla.core.xla_model as xm\n\ntracker = xm.RateTracker()\n"
-    after = ("import time\n\n\n" + _helpers.helper(_helpers.RATE_TRACKER).source
-             + f"\n\ntracker = {_helpers.RATE_TRACKER}()\n")
+    after = (
+        "import time\n\n\n"
+        + _helpers.helper(_helpers.RATE_TRACKER).source
+        + f"\n\ntracker = {_helpers.RATE_TRACKER}()\n"
+    )
     refs = frozenset(_LOCAL)
-    emits = ("torch.distributed.broadcast", "torch.distributed.init_process_group", "torch.no_grad",
-             ) + DIST_EMITS
+    emits = (
+        "torch.distributed.broadcast",
+        "torch.distributed.init_process_group",
+        "torch.no_grad",
+    ) + DIST_EMITS
 
     def ref(self, ctx, orig, node, qname):
         local = _LOCAL[qname]
-        ctx.report(orig, f"`{_short_name(qname)}` -> `{local}` (a local replacement)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`{_short_name(qname)}` -> `{local}` (a local replacement)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_helper(local)
         return cst.Name(local)
 
 
 def _short_name(qname: str) -> str:
-    return qname.replace(XM + ".", "xm.").replace(_TEST_UTILS + ".", "test_utils.").replace(
-        "torch_xla.utils.utils.", "xu.")
+    return (
+        qname.replace(XM + ".", "xm.")
+        .replace(_TEST_UTILS + ".", "test_utils.")
+        .replace("torch_xla.utils.utils.", "xu.")
+    )
 
 
 @register
@@ -664,10 +897,14 @@ class UnusedXlaImport(Rule):
     family = "xla_model"
     summary = "Remove torch_xla / torch.cuda imports that are unused after the migration."
     requires = ("TPU501",)
-    rationale = ("An import left behind would fail on a machine without torch_xla; only unused ones are removed, and "
-                 "torch_xla imports only when none is still used (one still used means the file still needs "
-                 "torch_xla, and its other imports may be there for their side effects).")
-    before = "import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
+    rationale = (
+        "An import left behind would fail on a machine without torch_xla; only unused ones are removed, and "
+        "torch_xla imports only when none is still used (one still used means the file still needs "
+        "torch_xla, and its other imports may be there for their side effects)."
+    )
+    before = (
+        "import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
+    )
     after = 'import torch\n\ndevice = torch.device("tpu")\n'
     # Implemented in migrate.source (a whole-module step after the rule pass).
 
@@ -681,8 +918,10 @@ class UnknownXla(Rule):
     summary = "Flag any other torch_xla API, including hallucinated ones such as xm.xla_device_world_size() (never guessed)."
     rationale = "Mapping an unknown API by analogy produces code that looks right and is wrong."
     before = "import torch_xla.core.xla_model as xm\n\nn = xm.xla_device_world_size()\n"
-    after = ("import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU599): `xm.xla_device_world_size` is "
-             "not a known torch_xla API with a TorchTPU equivalent; port by hand\nn = xm.xla_device_world_size()\n")
+    after = (
+        "import torch_xla.core.xla_model as xm\n\n# TODO(tpu-migrate TPU599): `xm.xla_device_world_size` is "
+        "not a known torch_xla API with a TorchTPU equivalent; port by hand\nn = xm.xla_device_world_size()\n"
+    )
     ref_prefixes = ("torch_xla",)
 
     def ref(self, ctx, orig, node, qname):
@@ -697,6 +936,9 @@ class UnknownXla(Rule):
         if ctx.is_known(qname, True):
             ctx.flag(orig, f"`{short}` used as a value; rewrite its uses by hand", code=self.code)
         else:
-            ctx.flag(orig, f"`{short}` is not a known torch_xla API with a TorchTPU equivalent; port by hand",
-                     code=self.code)
+            ctx.flag(
+                orig,
+                f"`{short}` is not a known torch_xla API with a TorchTPU equivalent; port by hand",
+                code=self.code,
+            )
         return None

@@ -20,21 +20,32 @@ class RuntimeDeviceCounts(Rule):
     family = "xla_runtime"
     outcome = "warned"
     summary = "Rewrite xr.global_runtime_device_count/process_count to the world size, addressable_device_count to torch.accelerator.device_count(), process_index to the rank."
-    rationale = ("With one TPU device per process these coincide; under SPMD (one process, many devices) the "
-                 "meaning differs, hence the warning.")
+    rationale = (
+        "With one TPU device per process these coincide; under SPMD (one process, many devices) the "
+        "meaning differs, hence the warning."
+    )
     before = "import torch_xla.runtime as xr\n\nn = xr.global_runtime_device_count()\n"
-    after = ("import os\nimport torch\n\n\n" + helper(WORLD_SIZE).source + "\n\nn = " + WORLD + "\n")
-    _MAP = {"global_runtime_device_count": WORLD, "global_device_count": WORLD, "process_count": WORLD,
-            "addressable_device_count": "torch.accelerator.device_count()",
-            "addressable_runtime_device_count": "torch.accelerator.device_count()",
-            "local_device_count": "torch.accelerator.device_count()", "process_index": RANK}
+    after = "import os\nimport torch\n\n\n" + helper(WORLD_SIZE).source + "\n\nn = " + WORLD + "\n"
+    _MAP = {
+        "global_runtime_device_count": WORLD,
+        "global_device_count": WORLD,
+        "process_count": WORLD,
+        "addressable_device_count": "torch.accelerator.device_count()",
+        "addressable_runtime_device_count": "torch.accelerator.device_count()",
+        "local_device_count": "torch.accelerator.device_count()",
+        "process_index": RANK,
+    }
     calls = frozenset(f"torch_xla.runtime.{k}" for k in _MAP)
     emits = DIST_EMITS + ("torch.accelerator.device_count",)
 
     def call(self, ctx, orig, node, qname):
         new = self._MAP[qname.rsplit(".", 1)[1]]
-        ctx.report(orig, f"`{qname}()` -> `{new}` (one device per process; SPMD meaning differs)", code=self.code,
-                   outcome="warned")
+        ctx.report(
+            orig,
+            f"`{qname}()` -> `{new}` (one device per process; SPMD meaning differs)",
+            code=self.code,
+            outcome="warned",
+        )
         needs(ctx, new)
         return expr(new)
 
@@ -53,9 +64,13 @@ def _environ_key(ctx, node: cst.SimpleStatementLine) -> tuple[str | None, cst.Si
                 return string_body(idx.value), idx.value
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         c = small.value
-        if isinstance(c.func, cst.Attribute) and ctx.qname(c.func.value) == "os.environ" and \
-                c.func.attr.value in ("setdefault", "update", "pop") and c.args and \
-                isinstance(c.args[0].value, cst.SimpleString):
+        if (
+            isinstance(c.func, cst.Attribute)
+            and ctx.qname(c.func.value) == "os.environ"
+            and c.func.attr.value in ("setdefault", "update", "pop")
+            and c.args
+            and isinstance(c.args[0].value, cst.SimpleString)
+        ):
             return string_body(c.args[0].value), c.args[0].value
     return None, None
 
@@ -86,12 +101,18 @@ _XLA_ENV = {
     "XLA_USE_BF16": "use model.to(torch.bfloat16) or torch.autocast('tpu')",
     "XLA_DOWNCAST_BF16": "use model.to(torch.bfloat16) or torch.autocast('tpu')",
     "XLA_FLAGS": "XLA_FLAGS dumps still work on TorchTPU; other flags may not apply",
-    "XLA_IR_DEBUG": "no TorchTPU equivalent", "XLA_HLO_DEBUG": "no TorchTPU equivalent",
-    "PT_XLA_DEBUG": "no TorchTPU equivalent", "PT_XLA_DEBUG_LEVEL": "no TorchTPU equivalent",
-    "XLA_USE_SPMD": "TorchTPU has no SPMD mode; use DTensor", "XRT_TPU_CONFIG": "XRT is gone; nothing to set",
-    "TPU_NUM_DEVICES": "one device per process on TorchTPU", "TPU_PROCESS_ADDRESSES": "set by the launcher",
-    "XLA_USE_32BIT_LONG": "no TorchTPU equivalent", "XLA_SAVE_TENSORS_FILE": "no TorchTPU equivalent",
-    "XLA_METRICS_FILE": "no TorchTPU equivalent", "PJRT_DEVICE": "TorchTPU finds chips by PCI scan; delete it",
+    "XLA_IR_DEBUG": "no TorchTPU equivalent",
+    "XLA_HLO_DEBUG": "no TorchTPU equivalent",
+    "PT_XLA_DEBUG": "no TorchTPU equivalent",
+    "PT_XLA_DEBUG_LEVEL": "no TorchTPU equivalent",
+    "XLA_USE_SPMD": "TorchTPU has no SPMD mode; use DTensor",
+    "XRT_TPU_CONFIG": "XRT is gone; nothing to set",
+    "TPU_NUM_DEVICES": "one device per process on TorchTPU",
+    "TPU_PROCESS_ADDRESSES": "set by the launcher",
+    "XLA_USE_32BIT_LONG": "no TorchTPU equivalent",
+    "XLA_SAVE_TENSORS_FILE": "no TorchTPU equivalent",
+    "XLA_METRICS_FILE": "no TorchTPU equivalent",
+    "PJRT_DEVICE": "TorchTPU finds chips by PCI scan; delete it",
 }
 
 
@@ -101,16 +122,22 @@ class XlaEnvVar(Rule):
     name = "xla-env-var"
     family = "xla_runtime"
     outcome = "flagged"
-    summary = "Flag XLA/XRT debug and precision environment variables (XLA_USE_BF16, XLA_FLAGS, PT_XLA_DEBUG ...)."
+    summary = (
+        "Flag XLA/XRT debug and precision environment variables (XLA_USE_BF16, XLA_FLAGS, PT_XLA_DEBUG ...)."
+    )
     rationale = "TorchTPU reads its own TORCH_TPU_* variables; precision knobs become explicit dtypes."
     before = 'import os\n\nos.environ["XLA_USE_BF16"] = "1"\n'
-    after = ('import os\n\n# TODO(tpu-migrate TPU603): XLA_USE_BF16: use model.to(torch.bfloat16) or '
-             'torch.autocast(\'tpu\')\nos.environ["XLA_USE_BF16"] = "1"\n')
+    after = (
+        "import os\n\n# TODO(tpu-migrate TPU603): XLA_USE_BF16: use model.to(torch.bfloat16) or "
+        'torch.autocast(\'tpu\')\nos.environ["XLA_USE_BF16"] = "1"\n'
+    )
     node_types = (cst.SimpleString,)
 
     def leave_node(self, ctx, orig, node):
         body = string_body(orig)
-        if body in _XLA_ENV and not (body == "PJRT_DEVICE" and ctx.enabled("TPU602") and ctx.in_claimed_statement()):
+        if body in _XLA_ENV and not (
+            body == "PJRT_DEVICE" and ctx.enabled("TPU602") and ctx.in_claimed_statement()
+        ):
             ctx.flag(orig, f"{body}: {_XLA_ENV[body]}", code=self.code)
         return None
 
@@ -140,38 +167,57 @@ class XlaCompile(Rule):
     family = "xla_runtime"
     outcome = "warned"
     summary = "Rewrite torch_xla.compile(fn) to torch.compile(fn)."
-    rationale = ("torch_xla.compile traced a lazy region and synced; torch.compile picks the 'tpu' backend for "
-                 "TPU inputs. Semantics differ (graph breaks, recompiles), hence the warning.")
+    rationale = (
+        "torch_xla.compile traced a lazy region and synced; torch.compile picks the 'tpu' backend for "
+        "TPU inputs. Semantics differ (graph breaks, recompiles), hence the warning."
+    )
     before = "import torch_xla\n\nstep = torch_xla.compile(step)\n"
     after = "import torch\n\nstep = torch.compile(step)\n"
     calls = frozenset({"torch_xla.compile", "torch_xla.torch_xla.compile"})
     refs = calls
     emits = ("torch.compile",)
-    _OLD = ("f=None, full_graph=False, name=None, max_different_graphs=None, custom_compile_options=None, "
-            "num_different_graphs_allowed=None")
-    _NEW = ("model=None, *, fullgraph=False, dynamic=None, backend='inductor', mode=None, options=None, name=None, "
-            "disable=False, recompile_limit=None")
+    _OLD = (
+        "f=None, full_graph=False, name=None, max_different_graphs=None, custom_compile_options=None, "
+        "num_different_graphs_allowed=None"
+    )
+    _NEW = (
+        "model=None, *, fullgraph=False, dynamic=None, backend='inductor', mode=None, options=None, name=None, "
+        "disable=False, recompile_limit=None"
+    )
     _DROP = frozenset({"max_different_graphs", "custom_compile_options", "num_different_graphs_allowed"})
 
     def call(self, ctx, orig, node, qname):
         args = rebind(node, self._OLD, self._NEW, {"f": "model", "full_graph": "fullgraph"}, drop=self._DROP)
         if args is None:
-            ctx.flag(orig, "`torch_xla.compile(...)`: its arguments do not map onto torch.compile; port by hand",
-                     code=self.code)
+            ctx.flag(
+                orig,
+                "`torch_xla.compile(...)`: its arguments do not map onto torch.compile; port by hand",
+                code=self.code,
+            )
             return None
         dropped = sorted(n for n in (bind(node, self._OLD) or {}) if n in self._DROP)
         note = f"; dropped {', '.join(dropped)} (no torch.compile equivalent)" if dropped else ""
-        ctx.report(orig, f"`torch_xla.compile(fn)` -> `torch.compile(fn)` (semantics differ: check graph breaks{note})",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            f"`torch_xla.compile(fn)` -> `torch.compile(fn)` (semantics differ: check graph breaks{note})",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         func = expr("torch.compile")
-        return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        return (
+            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        )
 
     def ref(self, ctx, orig, node, qname):
         if ctx.is_called(orig):
             return None
-        ctx.report(orig, "`torch_xla.compile` -> `torch.compile` (semantics differ: check graph breaks)",
-                   code=self.code, outcome="warned")
+        ctx.report(
+            orig,
+            "`torch_xla.compile` -> `torch.compile` (semantics differ: check graph breaks)",
+            code=self.code,
+            outcome="warned",
+        )
         ctx.need_import("torch")
         return expr("torch.compile")
 
@@ -191,10 +237,17 @@ class OpenXlaBackend(Rule):
         if isinstance(node, cst.Call):
             if ctx.qname(node.func) in ("torch.compile", "torch._dynamo.optimize"):
                 for a in node.args:
-                    if (a.keyword is None or a.keyword.value == "backend") and \
-                            string_body(a.value) in ("openxla", "openxla_eval"):
-                        ctx.claim_string(a.value, self.code, "rewritten",
-                                         f"compile backend '{string_body(a.value)}' -> 'tpu'", value="tpu")
+                    if (a.keyword is None or a.keyword.value == "backend") and string_body(a.value) in (
+                        "openxla",
+                        "openxla_eval",
+                    ):
+                        ctx.claim_string(
+                            a.value,
+                            self.code,
+                            "rewritten",
+                            f"compile backend '{string_body(a.value)}' -> 'tpu'",
+                            value="tpu",
+                        )
 
     def leave_node(self, ctx, orig, node):
         if not isinstance(node, cst.SimpleString):
@@ -212,22 +265,36 @@ class XlaProfiler(Rule):
     name = "xla-profiler"
     family = "xla_runtime"
     outcome = "warned"
-    summary = ("Rewrite xp.Trace(name)/xp.StepTrace(name) to torch.profiler.record_function(name), "
-               "xp.start_server(port) to None; flag xp.trace and the rest.")
-    rationale = ("TorchTPU registers a Kineto backend: torch.profiler records TPU activity (TpuProfilerConfig for "
-                 "XPlane). There is no profiler server to start (a capture is a torch.profiler.profile block), so "
-                 "the server handle becomes None and a warning says how to capture.")
+    summary = (
+        "Rewrite xp.Trace(name)/xp.StepTrace(name) to torch.profiler.record_function(name), "
+        "xp.start_server(port) to None; flag xp.trace and the rest."
+    )
+    rationale = (
+        "TorchTPU registers a Kineto backend: torch.profiler records TPU activity (TpuProfilerConfig for "
+        "XPlane). There is no profiler server to start (a capture is a torch.profiler.profile block), so "
+        "the server handle becomes None and a warning says how to capture."
+    )
     before = 'import torch_xla.debug.profiler as xp\n\nwith xp.Trace("fwd"):\n    y = model(x)\n'
     after = 'import torch\n\nwith torch.profiler.record_function("fwd"):\n    y = model(x)\n'
-    calls = frozenset({"torch_xla.debug.profiler.Trace", "torch_xla.debug.profiler.StepTrace",
-                       "torch_xla.debug.profiler.start_server"})
+    calls = frozenset(
+        {
+            "torch_xla.debug.profiler.Trace",
+            "torch_xla.debug.profiler.StepTrace",
+            "torch_xla.debug.profiler.start_server",
+        }
+    )
     ref_prefixes = ("torch_xla.debug.profiler",)
     emits = ("torch.profiler.record_function",)
 
     def call(self, ctx, orig, node, qname):
         if qname.endswith("start_server"):
-            ctx.report(orig, "`xp.start_server(port)` -> `None`: TorchTPU has no profiler server; capture with "
-                       "torch.profiler.profile(...) around the steps", code=self.code, outcome="warned")
+            ctx.report(
+                orig,
+                "`xp.start_server(port)` -> `None`: TorchTPU has no profiler server; capture with "
+                "torch.profiler.profile(...) around the steps",
+                code=self.code,
+                outcome="warned",
+            )
             return cst.Name("None")
         name = arg(node, 0, "name")
         if name is None:
@@ -239,6 +306,9 @@ class XlaProfiler(Rule):
     def ref(self, ctx, orig, node, qname):
         if qname in self.calls and ctx.is_called(orig):
             return None
-        ctx.flag(orig, f"`{qname}`: use torch.profiler.profile (TPU Kineto backend, TpuProfilerConfig)",
-                 code=self.code)
+        ctx.flag(
+            orig,
+            f"`{qname}`: use torch.profiler.profile (TPU Kineto backend, TpuProfilerConfig)",
+            code=self.code,
+        )
         return None

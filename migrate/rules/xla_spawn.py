@@ -19,8 +19,12 @@ def _launch(ctx, orig, node, qname: str, rule: Rule) -> cst.BaseExpression | Non
     if api is not None and api.startswith(("torch_xla.", "torch.")):
         # launch(xm.xla_device): the launched function is an API some rule rewrites; calling it here would
         # need a second pass, so it is left for a human
-        ctx.flag(orig, f"`{qname.rsplit('.', 1)[1]}({api.replace('torch_xla.core.xla_model.', 'xm.')})` launches "
-                 "a torch_xla API: launch your own function with torchrun", code=rule.code)
+        ctx.flag(
+            orig,
+            f"`{qname.rsplit('.', 1)[1]}({api.replace('torch_xla.core.xla_model.', 'xm.')})` launches "
+            "a torch_xla API: launch your own function with torchrun",
+            code=rule.code,
+        )
         return None
     if args is None:
         rest = ""
@@ -29,10 +33,16 @@ def _launch(ctx, orig, node, qname: str, rule: Rule) -> cst.BaseExpression | Non
     else:
         rest = f", *{code(args.value)}"
     nprocs = arg(node, 2, "nprocs")
-    note = f" (nprocs={code(nprocs.value)}: pass it to torchrun --nproc_per_node)" if nprocs is not None else ""
-    ctx.report(orig, f"`{qname.rsplit('.', 1)[1]}(fn, args)` -> `fn(LOCAL_RANK, *args)`: launch with "
-               f"`torchrun --nproc_per_node=N` after `python -m torch.tpu.distributed`{note}",
-               code=rule.code, outcome="warned")
+    note = (
+        f" (nprocs={code(nprocs.value)}: pass it to torchrun --nproc_per_node)" if nprocs is not None else ""
+    )
+    ctx.report(
+        orig,
+        f"`{qname.rsplit('.', 1)[1]}(fn, args)` -> `fn(LOCAL_RANK, *args)`: launch with "
+        f"`torchrun --nproc_per_node=N` after `python -m torch.tpu.distributed`{note}",
+        code=rule.code,
+        outcome="warned",
+    )
     ctx.need_import("os")
     return expr(f"{code(fn.value)}({LOCAL_RANK}{rest})")
 
@@ -43,11 +53,17 @@ class XmpSpawn(Rule):
     name = "xmp-spawn"
     family = "xla_spawn"
     outcome = "warned"
-    summary = "Rewrite xmp.spawn(fn, args=(...)) to fn(int(os.environ.get('LOCAL_RANK', 0)), ...) for torchrun."
-    rationale = ("TorchTPU runs one process per device under torchrun (after `python -m torch.tpu.distributed` "
-                 "exports its launch environment); launched plainly the script runs as a single process.")
-    before = ("import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
-              "xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n")
+    summary = (
+        "Rewrite xmp.spawn(fn, args=(...)) to fn(int(os.environ.get('LOCAL_RANK', 0)), ...) for torchrun."
+    )
+    rationale = (
+        "TorchTPU runs one process per device under torchrun (after `python -m torch.tpu.distributed` "
+        "exports its launch environment); launched plainly the script runs as a single process."
+    )
+    before = (
+        "import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
+        "xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n"
+    )
     after = f"import os\n\n_mp_fn({LOCAL_RANK}, flags)\n"
     calls = frozenset({f"{XMP}.spawn"})
 
@@ -78,8 +94,12 @@ class MpModelWrapper(Rule):
     family = "xla_spawn"
     outcome = "warned"
     summary = "Rewrite xmp.MpModelWrapper(model) to model."
-    rationale = "It shared CPU weights between forked processes; with torchrun each process builds its own model."
-    before = "import torch_xla.distributed.xla_multiprocessing as xmp\n\nWRAPPED = xmp.MpModelWrapper(model)\n"
+    rationale = (
+        "It shared CPU weights between forked processes; with torchrun each process builds its own model."
+    )
+    before = (
+        "import torch_xla.distributed.xla_multiprocessing as xmp\n\nWRAPPED = xmp.MpModelWrapper(model)\n"
+    )
     after = "WRAPPED = model\n"
     calls = frozenset({f"{XMP}.MpModelWrapper"})
 

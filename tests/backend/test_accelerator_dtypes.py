@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+
 from tpu_workbench.backend.conformance import entry_name, op_db
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "accelerator_dtypes.py"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from tpu_workbench.backend import dispatch, lazy
-from tpu_workbench.backend import tensor as tensor_module
 
 from tpu_workbench import backend  # noqa: F401 - registers the device
+from tpu_workbench.backend import dispatch, lazy
+from tpu_workbench.backend import tensor as tensor_module
 
 B, H, L, S, D = 2, 4, 5, 7, 8
 FUSED_FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
@@ -36,12 +36,23 @@ class _Ops:
 
 def _inputs(hk: int = H) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(0)
-    return (torch.randn(B, H, L, D, generator=g), torch.randn(B, hk, S, D, generator=g),
-            torch.randn(B, hk, S, D, generator=g), torch.randn(B, H, L, D, generator=g))
+    return (
+        torch.randn(B, H, L, D, generator=g),
+        torch.randn(B, hk, S, D, generator=g),
+        torch.randn(B, hk, S, D, generator=g),
+        torch.randn(B, H, L, D, generator=g),
+    )
 
 
-def _run(dev: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad: torch.Tensor, mask: torch.Tensor | None,
-         **kw: object) -> list[torch.Tensor]:
+def _run(
+    dev: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    grad: torch.Tensor,
+    mask: torch.Tensor | None,
+    **kw: object,
+) -> list[torch.Tensor]:
     q, k, v = (t.detach().to(dev).requires_grad_() for t in (q, k, v))
     m = None if mask is None else mask.detach().to(dev).requires_grad_(mask.requires_grad)
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
@@ -121,7 +132,9 @@ def test_no_grad_inference_mode_and_compile_agree_with_the_cpu() -> None:
         torch.testing.assert_close(F.scaled_dot_product_attention(qt, kt, vt, is_causal=True).cpu(), want)
     with torch.inference_mode():
         torch.testing.assert_close(F.scaled_dot_product_attention(qt, kt, vt, is_causal=True).cpu(), want)
-    compiled = torch.compile(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), backend="tpu")
+    compiled = torch.compile(
+        lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), backend="tpu"
+    )
     torch.testing.assert_close(compiled(qt, kt, vt).cpu(), want, rtol=1e-5, atol=1e-5)
 
 

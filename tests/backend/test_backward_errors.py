@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-_CASES = r'''
+_CASES = r"""
 import json, torch, backend
 from torch.utils.checkpoint import checkpoint
 
@@ -99,12 +99,17 @@ x = torch.randn(3).to("tpu").requires_grad_()
 (x * x).sum().backward()
 out["after"] = torch.allclose(x.grad.cpu(), 2 * x.detach().cpu())
 print(json.dumps(out))
-'''
+"""
 
 
 def _run_cases(**env: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CASES], env=dict(os.environ, **env), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CASES],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"the child process died (rc={proc.returncode}): {proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -31,8 +31,10 @@ def test_conv_transpose2d_big_output_padding() -> None:
 def test_conv_transpose2d_plain() -> None:
     torch.manual_seed(0)
     x, w, b = torch.randn(1, 3, 4, 4, dtype=bf), torch.randn(3, 3, 3, 3, dtype=bf), torch.randn(3, dtype=bf)
-    _close(F.conv_transpose2d(x, w, b, stride=2, padding=2, output_padding=1),
-           F.conv_transpose2d(*_t(x, w, b), stride=2, padding=2, output_padding=1))
+    _close(
+        F.conv_transpose2d(x, w, b, stride=2, padding=2, output_padding=1),
+        F.conv_transpose2d(*_t(x, w, b), stride=2, padding=2, output_padding=1),
+    )
 
 
 def test_batch_norm_with_update_dtypes() -> None:
@@ -50,14 +52,20 @@ def test_batch_norm_with_update_dtypes() -> None:
 def test_instance_norm(eps: float) -> None:
     torch.manual_seed(0)
     x, w, b = torch.randn(3, 2, 3, 4, dtype=bf) * 3, torch.randn(2, dtype=bf), torch.randn(2, dtype=bf)
-    _close(F.instance_norm(x, weight=w, bias=b, eps=eps), F.instance_norm(*_t(x), weight=_t(w)[0], bias=_t(b)[0],
-                                                                          eps=eps))
+    _close(
+        F.instance_norm(x, weight=w, bias=b, eps=eps),
+        F.instance_norm(*_t(x), weight=_t(w)[0], bias=_t(b)[0], eps=eps),
+    )
 
 
 def test_bilinear() -> None:
     torch.manual_seed(0)
-    a, c, w, b = (torch.randn(8, 8, dtype=bf), torch.randn(8, 8, dtype=bf), torch.randn(8, 8, 8, dtype=bf),
-                  torch.randn(8, dtype=bf))
+    a, c, w, b = (
+        torch.randn(8, 8, dtype=bf),
+        torch.randn(8, 8, dtype=bf),
+        torch.randn(8, 8, 8, dtype=bf),
+        torch.randn(8, dtype=bf),
+    )
     assert torch.equal(F.bilinear(*_t(a, c, w, b)).cpu(), F.bilinear(a, c, w, b))
 
 
@@ -71,8 +79,12 @@ def test_trilinear_upsample() -> None:
 
 def test_embedding_bag_sum() -> None:
     torch.manual_seed(0)
-    w, idx, off, psw = torch.randn(10, 5, dtype=bf), torch.tensor([1, 2, 4, 5, 4]), torch.tensor([0, 2]), torch.randn(
-        5, dtype=bf)
+    w, idx, off, psw = (
+        torch.randn(10, 5, dtype=bf),
+        torch.tensor([1, 2, 4, 5, 4]),
+        torch.tensor([0, 2]),
+        torch.randn(5, dtype=bf),
+    )
     ref = F.embedding_bag(idx, w, off, mode="sum", per_sample_weights=psw)
     got = F.embedding_bag(*_t(idx, w, off), mode="sum", per_sample_weights=psw.to("tpu"))
     assert torch.equal(got.cpu(), ref)

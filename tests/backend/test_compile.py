@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import tpu_workbench.backend.compile as bc
 
+import tpu_workbench.backend.compile as bc
 from tests.backend.models import MLP
 from tests.backend.models import FlatCNN as CNN
 from tests.backend.models import LossGPT as GPT

@@ -14,11 +14,36 @@ LEGACY = {
     "current_stream": (), "initial_seed": (), "get_rng_state": (),
 }  # fmt: skip
 
-PUBLIC = ["EagerMode", "Event", "Precision", "Stream", "current_device", "current_stream", "default_generators",
-          "default_stream", "device", "device_count", "device_of", "eager_mode", "get_amp_supported_dtype",
-          "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_available",
-          "is_initialized", "manual_seed", "manual_seed_all", "precision", "set_device", "set_eager_mode",
-          "set_rng_state", "set_stream", "stream", "synchronize"]
+PUBLIC = [
+    "EagerMode",
+    "Event",
+    "Precision",
+    "Stream",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "eager_mode",
+    "get_amp_supported_dtype",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "precision",
+    "set_device",
+    "set_eager_mode",
+    "set_rng_state",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
 
 
 def test_public_names() -> None:
@@ -87,7 +112,11 @@ def test_matmul_precision_mapping() -> None:
 
     prev = torch.get_float32_matmul_precision()
     try:
-        for name, p in [("medium", Precision.DEFAULT), ("high", Precision.HIGH), ("highest", Precision.HIGHEST)]:
+        for name, p in [
+            ("medium", Precision.DEFAULT),
+            ("high", Precision.HIGH),
+            ("highest", Precision.HIGHEST),
+        ]:
             torch.set_float32_matmul_precision(name)
             assert current_precision() is p
         with torch.tpu.precision(torch.tpu.Precision.DEFAULT):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+
 from tpu_workbench.backend import coverage, dispatch
 from tpu_workbench.backend.ops.registry import REGISTRY
 
@@ -36,8 +37,12 @@ def test_coverage_reads_the_registry() -> None:
 
 @pytest.mark.slow
 def test_cli_json() -> None:
-    out = subprocess.run([sys.executable, "-m", "tpu_workbench.backend.coverage", "--json"], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "tpu_workbench.backend.coverage", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert set(data["counts"]) == {"direct", "decomposed", "missing"}

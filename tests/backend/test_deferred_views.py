@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from tpu_workbench.backend import op_jit as op_jit_mod
 from tpu_workbench.backend import tensor as tensor_mod
 
@@ -98,8 +99,15 @@ def test_a_view_taken_in_inference_mode_of_an_ordinary_tensor_is_ordinary() -> N
     assert torch.equal(v.cpu(), x.cpu().t())
 
 
-@pytest.mark.parametrize("chain", [lambda x: x.t(), lambda x: x.view(2, 12).t(), lambda x: x.permute(1, 0).unsqueeze(0),
-                                   lambda x: x.unsqueeze(1).transpose(0, 2)])
+@pytest.mark.parametrize(
+    "chain",
+    [
+        lambda x: x.t(),
+        lambda x: x.view(2, 12).t(),
+        lambda x: x.permute(1, 0).unsqueeze(0),
+        lambda x: x.unsqueeze(1).transpose(0, 2),
+    ],
+)
 def test_the_inverse_write_equals_the_scatter_it_replaces(chain) -> None:
     import jax.numpy as jnp
 

@@ -47,7 +47,9 @@ def test_cpu_checkpoint_loads_onto_the_device(tmp_path: Path, spelling: str, wei
 
 
 @pytest.mark.parametrize("weights_only", [True, False])
-def test_device_checkpoint_round_trips_and_map_location_cpu_brings_it_home(tmp_path: Path, weights_only: bool) -> None:
+def test_device_checkpoint_round_trips_and_map_location_cpu_brings_it_home(
+    tmp_path: Path, weights_only: bool
+) -> None:
     m = _model().to("tpu")
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
     m(torch.randn(5, 4, device="tpu")).sum().backward()
@@ -87,8 +89,10 @@ def test_mmap_load_onto_the_device(tmp_path: Path) -> None:
 
 
 def test_storage_on_the_device_is_refused_not_a_crash() -> None:
-    for make in (lambda: torch.UntypedStorage(8, device="tpu"),
-                 lambda: torch.ones(2).untyped_storage().to(device="tpu")):
+    for make in (
+        lambda: torch.UntypedStorage(8, device="tpu"),
+        lambda: torch.ones(2).untyped_storage().to(device="tpu"),
+    ):
         with pytest.raises(RuntimeError, match=r"storage on 'tpu(:0)?' cannot be created"):
             make()
 
@@ -119,8 +123,13 @@ def test_pin_memory_then_non_blocking_copy() -> None:
 
 def test_dataloader_pin_memory_with_workers() -> None:
     data = torch.utils.data.TensorDataset(torch.arange(16.0).reshape(8, 2), torch.arange(8))
-    loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=1, pin_memory=True,
-                                         multiprocessing_context="spawn" if sys.platform == "darwin" else None)
+    loader = torch.utils.data.DataLoader(
+        data,
+        batch_size=4,
+        num_workers=1,
+        pin_memory=True,
+        multiprocessing_context="spawn" if sys.platform == "darwin" else None,
+    )
     seen = 0
     for xb, yb in loader:
         assert xb.is_pinned() and yb.is_pinned()
@@ -146,9 +155,13 @@ def test_seeded_tpu_generator_repeats() -> None:
 
 
 def test_only_this_process_ordinal_exists() -> None:
-    for bad in (lambda: torch.randn(3, device="tpu:1"), lambda: torch.zeros(2).to("tpu:1"),
-                lambda: torch.ones(2, device="tpu").to("tpu:2"), lambda: torch.accelerator.set_device_index(1),
-                lambda: torch.Generator("tpu:1")):
+    for bad in (
+        lambda: torch.randn(3, device="tpu:1"),
+        lambda: torch.zeros(2).to("tpu:1"),
+        lambda: torch.ones(2, device="tpu").to("tpu:2"),
+        lambda: torch.accelerator.set_device_index(1),
+        lambda: torch.Generator("tpu:1"),
+    ):
         with pytest.raises(RuntimeError, match="invalid device ordinal"):
             bad()
     assert torch.randn(2, device="tpu:0").device == TPU
@@ -158,11 +171,19 @@ def test_only_this_process_ordinal_exists() -> None:
 
 @pytest.mark.slow
 def test_local_rank_names_the_same_device() -> None:
-    code = ("import torch; x = torch.ones(2, device='tpu:1'); torch.accelerator.set_device_index(1);"
-            "print(x.device, torch.accelerator.device_count())\n"
-            "try:\n    torch.ones(1, device='tpu:2')\nexcept RuntimeError as e:\n    print('refused', 'tpu:2' in str(e))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**os.environ, "LOCAL_RANK": "1"})
+    code = (
+        "import torch; x = torch.ones(2, device='tpu:1'); torch.accelerator.set_device_index(1);"
+        "print(x.device, torch.accelerator.device_count())\n"
+        "try:\n    torch.ones(1, device='tpu:2')\nexcept RuntimeError as e:\n    print('refused', 'tpu:2' in str(e))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "LOCAL_RANK": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["tpu:0", "1", "refused", "True"]
 
@@ -189,14 +210,18 @@ def test_memory_queries_answer_or_name_the_limit() -> None:
 def test_numpy_is_refused_like_cuda() -> None:
     t = torch.ones(3, device="tpu")
     for conv in (t.numpy, lambda: __import__("numpy").asarray(t)):
-        with pytest.raises(TypeError, match=r"can't convert tpu:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"):
+        with pytest.raises(
+            TypeError, match=r"can't convert tpu:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"
+        ):
             conv()
     assert t.cpu().numpy().tolist() == [1.0, 1.0, 1.0] and t.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_zero_dim_tensor_formats_as_its_number() -> None:
     t = torch.tensor(2.5, device="tpu")
-    assert f"{t}" == "2.5" and f"{t:.3f}" == "2.500" and "{:>5}".format(torch.tensor(3, device="tpu")) == "    3"
+    assert (
+        f"{t}" == "2.5" and f"{t:.3f}" == "2.500" and "{:>5}".format(torch.tensor(3, device="tpu")) == "    3"
+    )
     assert f"{torch.ones(2, device='tpu')}".startswith("tensor([1., 1.], device='tpu:0'")
 
 
@@ -223,11 +248,13 @@ def test_device_checkpoint_with_a_callable_map_location(tmp_path: Path, weights_
 
 @pytest.mark.slow
 def test_a_forked_worker_touching_the_device_raises_like_cuda() -> None:
-    code = ("import torch\ntorch.ones(1, device='tpu').sum().item()\n"
-            "class D(torch.utils.data.Dataset):\n    def __len__(self): return 2\n"
-            "    def __getitem__(self, i): return torch.ones(2, device='tpu').cpu()\n"
-            "try:\n    list(torch.utils.data.DataLoader(D(), num_workers=1, multiprocessing_context='fork', timeout=60))\n"
-            "except RuntimeError as e:\n    print('forked' in str(e) and 'spawn' in str(e))\n")
+    code = (
+        "import torch\ntorch.ones(1, device='tpu').sum().item()\n"
+        "class D(torch.utils.data.Dataset):\n    def __len__(self): return 2\n"
+        "    def __getitem__(self, i): return torch.ones(2, device='tpu').cpu()\n"
+        "try:\n    list(torch.utils.data.DataLoader(D(), num_workers=1, multiprocessing_context='fork', timeout=60))\n"
+        "except RuntimeError as e:\n    print('forked' in str(e) and 'spawn' in str(e))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.stdout.strip().endswith("True"), (out.stdout, out.stderr[-2000:])
 

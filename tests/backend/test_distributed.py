@@ -16,7 +16,6 @@ import torch.distributed as dist
 SCRIPTS = Path(__file__).parent / "dist_scripts"
 
 
-
 def _free_port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,6 +11,7 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tpu_workbench.backend import traced as traced_mod
 from tpu_workbench.backend.ops import foreach as foreach_mod
 
@@ -45,9 +46,11 @@ def test_a_new_thread_is_adopted_when_it_moves_data_too() -> None:
 
 @pytest.mark.slow
 def test_the_switch_keeps_pytorchs_device_thread() -> None:
-    code = ("import threading, torch\nx = torch.randn(2).to('tpu').requires_grad_()\nseen = []\n"
-            "x.register_hook(lambda g: seen.append(threading.get_ident()))\n(x * 3).sum().backward()\n"
-            "print(seen[0] != threading.get_ident(), torch.autograd.is_multithreading_enabled(), x.grad.cpu().tolist())")
+    code = (
+        "import threading, torch\nx = torch.randn(2).to('tpu').requires_grad_()\nseen = []\n"
+        "x.register_hook(lambda g: seen.append(threading.get_ident()))\n(x * 3).sum().backward()\n"
+        "print(seen[0] != threading.get_ident(), torch.autograd.is_multithreading_enabled(), x.grad.cpu().tolist())"
+    )
     env = dict(os.environ, TORCH_TPU_AUTOGRAD_DEVICE_THREAD="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -90,7 +93,9 @@ def test_fused_eager_records_a_built_decomposition_as_one_node_with_strict_value
             for g, w in zip(got, want, strict=True):
                 torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
         lazy.reset_stats()
-        x, w, b = (torch.randn(*s, dtype=torch.float64).to("tpu").requires_grad_() for s in ((8, 16), (16,), (16,)))
+        x, w, b = (
+            torch.randn(*s, dtype=torch.float64).to("tpu").requires_grad_() for s in ((8, 16), (16,), (16,))
+        )
         out = F.layer_norm(x, (16,), w, b)
         lazy.flush()
         before = lazy.stats()["ops_recorded"]
@@ -149,12 +154,26 @@ def test_tracing_is_off_outside_a_trace() -> None:
 
 
 # ----------------------------------------------------------------------------- nll_loss
-@pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 2},
-                                    {"label_smoothing": 0.1}, {"weight": "w"}, {"weight": "w", "reduction": "none"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"reduction": "sum"},
+        {"reduction": "none"},
+        {"ignore_index": 2},
+        {"label_smoothing": 0.1},
+        {"weight": "w"},
+        {"weight": "w", "reduction": "none"},
+    ],
+)
 def test_cross_entropy_forward_and_backward_match_the_cpu(kwargs: dict) -> None:
     torch.manual_seed(0)
     x = torch.randn(6, 5, dtype=torch.float64)
-    t = torch.tensor([1, 4, 2, -100, 0, 3]) if "ignore_index" not in kwargs else torch.tensor([1, 4, 2, 2, 0, 3])
+    t = (
+        torch.tensor([1, 4, 2, -100, 0, 3])
+        if "ignore_index" not in kwargs
+        else torch.tensor([1, 4, 2, 2, 0, 3])
+    )
     w = torch.rand(5, dtype=torch.float64)
     res = []
     for dev in ("cpu", "tpu"):
@@ -182,8 +201,10 @@ def test_low_precision_cross_entropy_accumulates_as_torch_does(dtype: torch.dtyp
     torch.manual_seed(0)
     x, t = torch.randn(64, 50).to(dtype), torch.randint(0, 50, (64,))
     for red in ("mean", "sum"):
-        torch.testing.assert_close(F.cross_entropy(x.to("tpu"), t.to("tpu"), reduction=red).cpu(),
-                                   F.cross_entropy(x, t, reduction=red))
+        torch.testing.assert_close(
+            F.cross_entropy(x.to("tpu"), t.to("tpu"), reduction=red).cpu(),
+            F.cross_entropy(x, t, reduction=red),
+        )
 
 
 @pytest.mark.parametrize("bad", [7, -3])
@@ -203,7 +224,9 @@ def _lists(dev: str) -> tuple[list, list]:
     return a, b
 
 
-@pytest.mark.parametrize("name", ["add_", "mul_", "addcmul_", "lerp_", "div_", "sqrt_", "norm", "add", "sqrt"])
+@pytest.mark.parametrize(
+    "name", ["add_", "mul_", "addcmul_", "lerp_", "div_", "sqrt_", "norm", "add", "sqrt"]
+)
 def test_foreach_ops_match_the_cpu_on_every_call(name: str) -> None:
     def run(dev: str) -> list:
         a, b = _lists(dev)

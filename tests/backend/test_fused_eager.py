@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tpu_workbench.backend import lazy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,7 @@ def test_materialisation_points_see_the_pending_values() -> None:
 
 def test_views_and_in_place_writes_through_views() -> None:
     lazy.reset_stats()
+
     def run() -> list:
         x = torch.zeros(3, 4, device="tpu")
         x[1].add_(5)
@@ -121,7 +123,10 @@ def _cpu_only_twice(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_an_op_without_lowering_raises_as_in_strict_after_the_pending_work() -> None:
-    with torch.tpu.set_eager_mode(STRICT), pytest.raises(NotImplementedError, match="cpu_only_twice") as strict:
+    with (
+        torch.tpu.set_eager_mode(STRICT),
+        pytest.raises(NotImplementedError, match="cpu_only_twice") as strict,
+    ):
         _cpu_only_twice(torch.ones(3, device="tpu"))
     with torch.tpu.set_eager_mode(FUSED):
         x = torch.ones(3, device="tpu")
@@ -192,9 +197,17 @@ def test_leaving_the_mode_runs_recorded_work() -> None:
 
 @pytest.mark.slow
 def test_environment_switch() -> None:
-    code = "import torch; x = torch.ones(2, device='tpu') + 1; print(torch.tpu.eager_mode.name, x.sum().item())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**os.environ, "TORCH_TPU_DEFER_AND_FUSE": "1"})
+    code = (
+        "import torch; x = torch.ones(2, device='tpu') + 1; print(torch.tpu.eager_mode.name, x.sum().item())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "TORCH_TPU_DEFER_AND_FUSE": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["DEFER_AND_FUSE", "4.0"]
 
@@ -202,8 +215,14 @@ def test_environment_switch() -> None:
 def test_cnn_with_batchnorm_matches_strict() -> None:
     def train(mode: torch.tpu.EagerMode) -> tuple[list[float], list[float]]:
         torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-                                  torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 2)).to("tpu")
+        net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3),
+            torch.nn.BatchNorm2d(4),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(4, 2),
+        ).to("tpu")
         opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
         g = torch.Generator().manual_seed(3)
         losses = []

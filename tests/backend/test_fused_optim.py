@@ -11,6 +11,7 @@ import copy
 
 import pytest
 import torch
+
 from tpu_workbench.backend import dispatch
 
 STEPS = 4

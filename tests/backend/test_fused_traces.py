@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tpu_workbench.backend import state
 
 FUSED = torch.tpu.EagerMode.DEFER_AND_FUSE
@@ -30,7 +31,9 @@ def _on_both(fn, steps: int = 4) -> None:
             got = fn("tpu", torch.float32)
             for g, c, e in zip(got, cpu32, exact, strict=True):
                 atol = 1e-5 * e.abs().max().item()
-                torch.testing.assert_close(c.double(), e, rtol=0, atol=atol, msg="the CPU misses its own bound")
+                torch.testing.assert_close(
+                    c.double(), e, rtol=0, atol=atol, msg="the CPU misses its own bound"
+                )
                 torch.testing.assert_close(g.double(), e, rtol=0, atol=atol)
 
 
@@ -79,6 +82,7 @@ def test_upsampling_backward_between_pending_values() -> None:
 
 def test_an_empty_host_tensor_moved_under_a_trace_is_not_cached_as_a_tracer() -> None:
     import jax
+
     from tpu_workbench.backend._jax import cpu_to_jax
 
     def traced(x):

@@ -57,7 +57,9 @@ def test_resume_matrix(matrix: dict, case: str) -> None:
         for a, b in zip(got["losses"], matrix["cpu_reference"], strict=True):
             assert abs(a - b) <= 1e-5 * max(1.0, abs(b))
     elif case in resume.CONTINUE:
-        assert got["losses"] == matrix["reference"], "a resumed run continues exactly as the uninterrupted one"
+        assert got["losses"] == matrix["reference"], (
+            "a resumed run continues exactly as the uninterrupted one"
+        )
 
 
 # ------------------------------------------------------------------------------------------- in-process
@@ -167,7 +169,9 @@ def test_tpu_checkpoint_loads_on_a_machine_without_the_device(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("map_location", [None, "tpu", "cpu"])
-def test_views_saved_with_their_base_load_sharing_one_storage(tmp_path: Path, map_location: str | None) -> None:
+def test_views_saved_with_their_base_load_sharing_one_storage(
+    tmp_path: Path, map_location: str | None
+) -> None:
     """torch.save writes a view as its base's storage plus offset and strides, as for a CUDA tensor: loaded
     back, the view still aliases its base (a write to one shows in the other) and reports the same layout."""
     base = torch.arange(12.0).view(3, 4).to("tpu")
@@ -178,7 +182,9 @@ def test_views_saved_with_their_base_load_sharing_one_storage(tmp_path: Path, ma
     for k in saved:
         assert got[k].device.type == ("cpu" if map_location == "cpu" else "tpu")
         assert torch.equal(got[k].cpu(), want[k]), k
-        assert got[k].stride() == saved[k].stride() and got[k].storage_offset() == saved[k].storage_offset(), k
+        assert (
+            got[k].stride() == saved[k].stride() and got[k].storage_offset() == saved[k].storage_offset()
+        ), k
     got["base"].add_(100)
     assert torch.equal(got["col"].cpu(), want["col"] + 100)
     assert torch.equal(got["t"].cpu(), want["t"] + 100)

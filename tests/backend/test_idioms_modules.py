@@ -191,8 +191,12 @@ def test_a_module_converted_after_it_moved_computes_in_the_new_dtype(convert: st
     cpu = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     dev = copy.deepcopy(cpu).to("tpu")
     params_before = list(dev.parameters())
-    apply = {"half": lambda m: m.half(), "bfloat16": lambda m: m.bfloat16(), "double": lambda m: m.double(),
-             "to(float16)": lambda m: m.to(torch.float16)}[convert]
+    apply = {
+        "half": lambda m: m.half(),
+        "bfloat16": lambda m: m.bfloat16(),
+        "double": lambda m: m.double(),
+        "to(float16)": lambda m: m.to(torch.float16),
+    }[convert]
     apply(cpu)
     apply(dev)
     assert all(a is b for a, b in zip(params_before, dev.parameters(), strict=True))
@@ -200,7 +204,9 @@ def test_a_module_converted_after_it_moved_computes_in_the_new_dtype(convert: st
     x = torch.randn(3, 4).to(dtype)
     for p in dev.parameters():
         assert p.dtype == dtype and p.detach().cpu().dtype == dtype
-    tol = {} if dtype == torch.float64 else {"atol": 1e-2, "rtol": 1e-2}  # (16-bit: rounding differs per kernel)
+    tol = (
+        {} if dtype == torch.float64 else {"atol": 1e-2, "rtol": 1e-2}
+    )  # (16-bit: rounding differs per kernel)
     torch.testing.assert_close(dev(x.to("tpu")).detach().cpu(), cpu(x).detach(), **tol)
     opt = torch.optim.SGD(dev.parameters(), lr=0.1)
     dev(x.to("tpu")).float().sum().backward()

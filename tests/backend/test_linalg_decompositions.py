@@ -33,7 +33,9 @@ def test_qr_reconstructs(mode: str) -> None:
     q, r = torch.linalg.qr(a.to("tpu"), mode=mode)
     qc, rc = torch.linalg.qr(a, mode=mode)
     assert q.shape == qc.shape and r.shape == rc.shape
-    torch.testing.assert_close(r.cpu(), rc, atol=1e-5, rtol=1e-5)  # same LAPACK convention: diag(R) signs agree
+    torch.testing.assert_close(
+        r.cpu(), rc, atol=1e-5, rtol=1e-5
+    )  # same LAPACK convention: diag(R) signs agree
     if mode != "r":
         torch.testing.assert_close((q @ r).cpu(), a, atol=1e-5, rtol=1e-5)
 
@@ -57,7 +59,9 @@ def test_householder_ormqr_geqrf() -> None:
     c = _rand(6, 3, seed=1)
     for left, tr in [(True, False), (True, True)]:
         got = torch.ormqr(h, tau, c.to("tpu"), left=left, transpose=tr).cpu()
-        torch.testing.assert_close(got, torch.ormqr(hc, tauc, c, left=left, transpose=tr), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            got, torch.ormqr(hc, tauc, c, left=left, transpose=tr), atol=1e-5, rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
@@ -72,11 +76,17 @@ def test_lstsq_matches_cpu(driver: str) -> None:
 
 def test_pinv_and_rank() -> None:
     a = _rand(5, 3) @ _rand(3, 6, seed=1)  # rank 3
-    torch.testing.assert_close(torch.linalg.pinv(a.to("tpu")).cpu(), torch.linalg.pinv(a), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        torch.linalg.pinv(a.to("tpu")).cpu(), torch.linalg.pinv(a), atol=1e-4, rtol=1e-4
+    )
     assert int(torch.linalg.matrix_rank(a.to("tpu"))) == 3
     s = a @ a.mT
-    torch.testing.assert_close(torch.linalg.pinv(s.to("tpu"), hermitian=True).cpu(),
-                               torch.linalg.pinv(s, hermitian=True), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(
+        torch.linalg.pinv(s.to("tpu"), hermitian=True).cpu(),
+        torch.linalg.pinv(s, hermitian=True),
+        atol=1e-3,
+        rtol=1e-3,
+    )
 
 
 def test_matrix_exp_bitwise_small() -> None:

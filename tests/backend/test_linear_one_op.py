@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from tpu_workbench.backend import dispatch as dispatch_mod
 
 SHAPES = [(5, 8), (2, 3, 8), (8,), (2, 2, 2, 8), (0, 8)]

@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+
 from tpu_workbench.backend import dispatch
 from tpu_workbench.backend.ops import prims as prims_family
 

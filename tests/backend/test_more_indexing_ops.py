@@ -28,7 +28,9 @@ def test_index_reduce() -> None:
     idx = torch.tensor([0, 2, 2, 3, 0])
     for reduce, include_self in (("prod", True), ("mean", False), ("amax", True), ("amin", False)):
 
-        def f(a: torch.Tensor, s: torch.Tensor, reduce: str = reduce, inc: bool = include_self) -> torch.Tensor:
+        def f(
+            a: torch.Tensor, s: torch.Tensor, reduce: str = reduce, inc: bool = include_self
+        ) -> torch.Tensor:
             return a.index_reduce(0, idx.to(a.device), s, reduce, include_self=inc)
 
         c, t = _both(f, x, src)
@@ -43,10 +45,16 @@ def test_index_reduce() -> None:
 
 def test_unique_family() -> None:
     x = torch.tensor([[3, 1, 2], [3, 1, 5], [3, 1, 2]])
-    for kw in ({}, {"return_inverse": True, "return_counts": True}, {"dim": 0, "return_inverse": True},
-               {"dim": 1, "return_counts": True}):
+    for kw in (
+        {},
+        {"return_inverse": True, "return_counts": True},
+        {"dim": 0, "return_inverse": True},
+        {"dim": 1, "return_counts": True},
+    ):
         c, t = _both(lambda a, kw=kw: torch.unique(a, **kw), x)
-        for a, b in zip(c if isinstance(c, tuple) else (c,), t if isinstance(t, tuple) else (t,), strict=True):
+        for a, b in zip(
+            c if isinstance(c, tuple) else (c,), t if isinstance(t, tuple) else (t,), strict=True
+        ):
             assert torch.equal(to_cpu(b), a)
     c, t = _both(lambda a: torch.unique_consecutive(a, return_inverse=True, return_counts=True), x.flatten())
     for a, b in zip(c, t, strict=True):
@@ -87,8 +95,9 @@ def test_histograms() -> None:
     torch.testing.assert_close(to_cpu(t), c)
     for bins in (4, torch.tensor([-2.0, -0.5, 0.0, 0.3, 2.0])):  # linspace edges, given edges
         c = torch.histogram(x, bins, weight=w, density=True)
-        t = torch.histogram(x.to("tpu"), bins if isinstance(bins, int) else bins.to("tpu"), weight=w.to("tpu"),
-                            density=True)
+        t = torch.histogram(
+            x.to("tpu"), bins if isinstance(bins, int) else bins.to("tpu"), weight=w.to("tpu"), density=True
+        )
         torch.testing.assert_close(to_cpu(t.hist), c.hist)
         torch.testing.assert_close(to_cpu(t.bin_edges), c.bin_edges, rtol=0, atol=0)
 

@@ -23,8 +23,10 @@ def _tpu(x: Any) -> Any:
 
 def _check(fn: Callable[..., Any], *args: Any, grad: bool = True, **kwargs: Any) -> None:
     """fn on CPU and on "tpu": same outputs, and the same gradients of sum(outputs) for float inputs."""
-    cargs = [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() and grad else a
-             for a in args]
+    cargs = [
+        a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() and grad else a
+        for a in args
+    ]
     targs = [_tpu(a) for a in cargs]
     c, t = fn(*cargs, **kwargs), fn(*targs, **{k: _tpu(v) for k, v in kwargs.items()})
     cs, ts = (c if isinstance(c, tuple) else (c,)), (t if isinstance(t, tuple) else (t,))
@@ -43,8 +45,10 @@ def _check(fn: Callable[..., Any], *args: Any, grad: bool = True, **kwargs: Any)
             torch.testing.assert_close(b.cpu(), a, equal_nan=True, **TOL)
 
 
-@pytest.mark.parametrize(("mode", "padding_mode", "align_corners"), [
-    ("bilinear", "reflection", True), ("nearest", "border", True), ("bicubic", "zeros", False)])
+@pytest.mark.parametrize(
+    ("mode", "padding_mode", "align_corners"),
+    [("bilinear", "reflection", True), ("nearest", "border", True), ("bicubic", "zeros", False)],
+)
 def test_grid_sample_2d(mode: str, padding_mode: str, align_corners: bool) -> None:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 6, generator=g)
@@ -161,8 +165,14 @@ def test_ctc_loss() -> None:
     tg = torch.randint(1, 5, (3, 4), generator=g)
     tg[2, :3] = 1  # "1 1 1" needs 5 frames: an infinite loss
     _check(F.ctc_loss, lp, tg, il, tl, reduction="mean", zero_infinity=True)
-    _check(F.ctc_loss, lp[:, :2], torch.cat([tg[0, :4], tg[1, :2]]), il[:2].tolist(), tl[:2].tolist(),
-           reduction="sum")
+    _check(
+        F.ctc_loss,
+        lp[:, :2],
+        torch.cat([tg[0, :4], tg[1, :2]]),
+        il[:2].tolist(),
+        tl[:2].tolist(),
+        reduction="sum",
+    )
 
 
 def test_upsample_bilinear_aa() -> None:
@@ -177,8 +187,12 @@ def test_embedding_bag_indices_past_last_offset_raise() -> None:
     w = torch.randn(10, 3)
     idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
     with pytest.raises(NotImplementedError, match="include_last_offset"):
-        F.embedding_bag(idx.to("tpu"), w.to("tpu"), torch.tensor([0, 2, 4]).to("tpu"), include_last_offset=True)
+        F.embedding_bag(
+            idx.to("tpu"), w.to("tpu"), torch.tensor([0, 2, 4]).to("tpu"), include_last_offset=True
+        )
     off = torch.tensor([0, 2, 4, 8])
     for mode in ("sum", "mean", "max"):
         got = F.embedding_bag(idx.to("tpu"), w.to("tpu"), off.to("tpu"), mode=mode, include_last_offset=True)
-        torch.testing.assert_close(got.cpu(), F.embedding_bag(idx, w, off, mode=mode, include_last_offset=True))
+        torch.testing.assert_close(
+            got.cpu(), F.embedding_bag(idx, w, off, mode=mode, include_last_offset=True)
+        )

@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 import torch
+
+from tpu_workbench import backend  # noqa: F401 - registers the device
 from tpu_workbench.backend import dispatch, op_jit
 from tpu_workbench.backend import random as rng
 from tpu_workbench.backend._jax import jax_module
 from tpu_workbench.backend.ops.registry import lookup
-
-from tpu_workbench import backend  # noqa: F401 - registers the device
 
 jax = jax_module()
 jnp = jax.numpy
@@ -119,8 +119,10 @@ def test_writes_through_a_view_match_the_cpu_once_compiled() -> None:
 
 
 def test_xla_cpu_runs_calls_inline_unless_jax_is_told_otherwise() -> None:
-    code = ("import torch, backend; torch.ones(1, device='tpu'); import jax; "
-            "print(jax.config._read('jax_cpu_enable_async_dispatch'))")
+    code = (
+        "import torch, backend; torch.ones(1, device='tpu'); import jax; "
+        "print(jax.config._read('jax_cpu_enable_async_dispatch'))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "JAX_CPU_ENABLE_ASYNC_DISPATCH"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "False", out.stderr

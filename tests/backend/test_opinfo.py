@@ -11,6 +11,7 @@ import functools
 
 import pytest
 import torch
+
 from tpu_workbench.backend.conformance import entry_name, load_known_unsupported, op_db, run_entry
 
 SLICE = [
@@ -27,12 +28,38 @@ SLICE = [
     "arange", "full", "zeros", "ones_like", "linspace",
 ]  # fmt: skip
 DTYPES = [torch.float32, torch.int64]
-BF16_SLICE = ["add", "mul", "matmul", "softmax", "sum", "mean", "nn.functional.layer_norm", "nn.functional.conv2d",
-              "nn.functional.gelu", "nn.functional.linear"]
+BF16_SLICE = [
+    "add",
+    "mul",
+    "matmul",
+    "softmax",
+    "sum",
+    "mean",
+    "nn.functional.layer_norm",
+    "nn.functional.conv2d",
+    "nn.functional.gelu",
+    "nn.functional.linear",
+]
 
-QUICK = {(name, torch.float32) for name in (
-    "add", "div", "sum", "matmul", "softmax", "cat", "view", "where", "sort", "index_put", "nn.functional.conv2d",
-    "nn.functional.layer_norm", "nn.functional.cross_entropy", "nn.functional.scaled_dot_product_attention")}
+QUICK = {
+    (name, torch.float32)
+    for name in (
+        "add",
+        "div",
+        "sum",
+        "matmul",
+        "softmax",
+        "cat",
+        "view",
+        "where",
+        "sort",
+        "index_put",
+        "nn.functional.conv2d",
+        "nn.functional.layer_norm",
+        "nn.functional.cross_entropy",
+        "nn.functional.scaled_dot_product_attention",
+    )
+}
 
 
 @functools.cache
@@ -75,7 +102,9 @@ def test_slice_covers_the_list() -> None:
 
 def test_known_unsupported_sample_still_fails() -> None:
     known = load_known_unsupported()
-    by_key = {f"{entry_name(op)}|{dt}": (op, getattr(torch, dt)) for op in op_db() for dt in ("float32", "int64")}
+    by_key = {
+        f"{entry_name(op)}|{dt}": (op, getattr(torch, dt)) for op in op_db() for dt in ("float32", "int64")
+    }
     sample = [k for k in sorted(known) if k in by_key][:: max(1, len(known) // 6)][:6]
     for key in sample:
         op, dt = by_key[key]

@@ -4,6 +4,7 @@ invisible to callers that do not pin (compiled graphs included)."""
 from __future__ import annotations
 
 import torch
+
 from tpu_workbench.backend import pinned_factories
 
 

@@ -16,8 +16,9 @@ from tpu_workbench import backend
 def _run(code: str, **env: str) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     e.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e, timeout=120
+    )
 
 
 def test_register_is_idempotent() -> None:
@@ -42,17 +43,21 @@ def test_autoload_fresh_interpreter_without_jax_until_use() -> None:
 
 @pytest.mark.slow
 def test_autoload_off() -> None:
-    r = _run("""
+    r = _run(
+        """
         import torch
         print(torch._C._get_privateuse1_backend_name(), hasattr(torch, "tpu"))
-    """, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    """,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "privateuseone False"
 
 
 @pytest.mark.slow
 def test_stands_aside_when_privateuse1_is_owned() -> None:
-    r = _run("""
+    r = _run(
+        """
         import torch
         torch.utils.rename_privateuse1_backend("other")
         from tpu_workbench import backend
@@ -60,7 +65,9 @@ def test_stands_aside_when_privateuse1_is_owned() -> None:
         assert backend.register() is False
         assert backend.stood_aside()
         print("owner", torch._C._get_privateuse1_backend_name())
-    """, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    """,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
     assert r.returncode == 0, r.stderr
     assert "owner other" in r.stdout
     assert r.stderr.count("stands aside") == 1, r.stderr

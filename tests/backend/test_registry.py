@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from tpu_workbench.backend import ops
 from tpu_workbench.backend.ops import registry
 from tpu_workbench.backend.ops.registry import REGISTRY, DuplicateLoweringError, lower

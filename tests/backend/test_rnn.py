@@ -12,6 +12,7 @@ import copy
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
 from tpu_workbench.backend import dispatch
 
 TOL = {"atol": 2e-5, "rtol": 2e-5}

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-_OVERFLOWS = r'''
+_OVERFLOWS = r"""
 import json, torch, backend
 calls = {
     "empty": lambda d: torch.empty((1 << 62,), device=d),
@@ -33,7 +33,7 @@ for name, call in calls.items():
     except Exception as e:
         out[name] = [type(e).__name__, str(e).split(chr(10))[0]]
 print(json.dumps(out))
-'''
+"""
 
 
 def test_outputs_that_overflow_a_byte_count_raise_instead_of_aborting() -> None:
@@ -54,12 +54,16 @@ def test_ordinary_sizes_pass_the_check() -> None:
     assert torch.linspace(0, 1, 5, device="tpu").shape == (5,)
 
 
-@pytest.mark.parametrize("call", [
-    lambda x, i: torch.gather(x, 0, i),
-    lambda x, i: x.clone().scatter_(0, i, 1.0),
-    lambda x, i: x.clone().scatter_add_(0, i, torch.ones(1, device=x.device)),
-    lambda x, i: x.clone().scatter_reduce_(0, i, torch.ones(1, device=x.device), "amax"),
-], ids=["gather", "scatter_value", "scatter_add", "scatter_reduce"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, i: torch.gather(x, 0, i),
+        lambda x, i: x.clone().scatter_(0, i, 1.0),
+        lambda x, i: x.clone().scatter_add_(0, i, torch.ones(1, device=x.device)),
+        lambda x, i: x.clone().scatter_reduce_(0, i, torch.ones(1, device=x.device), "amax"),
+    ],
+    ids=["gather", "scatter_value", "scatter_add", "scatter_reduce"],
+)
 @pytest.mark.parametrize("bad", [-1, 10])
 def test_gather_and_scatter_refuse_indices_outside_the_dimension_as_cpu_does(call, bad) -> None:
     messages = []

@@ -9,8 +9,18 @@ import pytest
 import torch
 import torch.nn as nn
 
-DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.int16,
-          torch.int8, torch.uint8, torch.bool]
+DTYPES = [
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.float64,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -38,10 +48,15 @@ def test_type_promotion_like_torch() -> None:
     i = torch.arange(3, device="tpu")
     assert (i * 2.5).dtype == torch.float32
     assert (i / 2).dtype == torch.float32
-    assert (torch.ones(2, dtype=torch.int32, device="tpu") + torch.tensor(1, device="tpu")).dtype == torch.int32
-    assert (torch.ones(2, dtype=torch.bfloat16, device="tpu") * torch.tensor(2.0, device="tpu")).dtype == torch.bfloat16
-    assert (torch.ones(2, dtype=torch.float16, device="tpu") + torch.ones(2, dtype=torch.bfloat16,
-                                                                          device="tpu")).dtype == torch.float32
+    assert (
+        torch.ones(2, dtype=torch.int32, device="tpu") + torch.tensor(1, device="tpu")
+    ).dtype == torch.int32
+    assert (
+        torch.ones(2, dtype=torch.bfloat16, device="tpu") * torch.tensor(2.0, device="tpu")
+    ).dtype == torch.bfloat16
+    assert (
+        torch.ones(2, dtype=torch.float16, device="tpu") + torch.ones(2, dtype=torch.bfloat16, device="tpu")
+    ).dtype == torch.float32
 
 
 def test_write_through_views() -> None:
@@ -106,9 +121,12 @@ def test_as_strided_of_a_view_reads_the_storage_as_torch_does() -> None:
     cpu = torch.arange(20.0)
     base = cpu.to("tpu")
     assert base[5:15].as_strided((2, 2), (1, 2)).cpu().tolist() == [[5.0, 7.0], [6.0, 8.0]]  # from its offset
-    assert torch.equal(base[5:15].as_strided((2, 2), (1, 2), 0).cpu(), cpu[5:15].as_strided((2, 2), (1, 2), 0))
-    assert torch.equal(base.view(4, 5).t().as_strided((2, 2), (1, 2)).cpu(),
-                       cpu.view(4, 5).t().as_strided((2, 2), (1, 2)))
+    assert torch.equal(
+        base[5:15].as_strided((2, 2), (1, 2), 0).cpu(), cpu[5:15].as_strided((2, 2), (1, 2), 0)
+    )
+    assert torch.equal(
+        base.view(4, 5).t().as_strided((2, 2), (1, 2)).cpu(), cpu.view(4, 5).t().as_strided((2, 2), (1, 2))
+    )
 
 
 def test_out_variants() -> None:

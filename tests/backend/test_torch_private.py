@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from tpu_workbench.backend import _torch_private as private
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,15 +65,24 @@ def test_the_scanner_sees_a_private_access() -> None:
 
 
 def test_patches_are_listed_applied_and_documented() -> None:
-    from tpu_workbench.backend import patches
-
     from tpu_workbench import backend
+    from tpu_workbench.backend import patches
 
     assert backend.register()
     rows = {r["name"]: r for r in patches.table()}
-    for name in ("accelerator-synchronize", "pin-memory", "module-to-swaps-params", "storage-on-tpu", "load-to-tpu",
-                 "accelerator-device-index", "accelerator-memory", "generator-tpu",
-                 "optimizer-foreach-types", "compile-defaults", "backward-errors"):
+    for name in (
+        "accelerator-synchronize",
+        "pin-memory",
+        "module-to-swaps-params",
+        "storage-on-tpu",
+        "load-to-tpu",
+        "accelerator-device-index",
+        "accelerator-memory",
+        "generator-tpu",
+        "optimizer-foreach-types",
+        "compile-defaults",
+        "backward-errors",
+    ):
         assert rows[name]["applied"], name
     doc = (ROOT / "docs" / "backend.md").read_text()
     for name in rows:
@@ -80,22 +90,33 @@ def test_patches_are_listed_applied_and_documented() -> None:
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.slow
 def test_an_optional_patch_can_be_switched_off() -> None:
-    out = _run("import torch; print(getattr(torch.compile, '_tpu_patched', False))",
-               TORCH_TPU_DISABLE_PATCHES="compile-defaults")
+    out = _run(
+        "import torch; print(getattr(torch.compile, '_tpu_patched', False))",
+        TORCH_TPU_DISABLE_PATCHES="compile-defaults",
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.slow
 def test_a_required_patch_cannot_be_switched_off() -> None:
-    out = _run("import backend, torch; backend.register()", TORCH_TPU_WORKBENCH_AUTOLOAD="0",
-               TORCH_TPU_DISABLE_PATCHES="module-to-swaps-params")
+    out = _run(
+        "import backend, torch; backend.register()",
+        TORCH_TPU_WORKBENCH_AUTOLOAD="0",
+        TORCH_TPU_DISABLE_PATCHES="module-to-swaps-params",
+    )
     assert out.returncode != 0
     assert "module-to-swaps-params" in out.stderr and "required" in out.stderr
 

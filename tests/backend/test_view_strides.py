@@ -127,7 +127,6 @@ def test_as_strided_in_place_on_a_view_and_on_a_root(mode: str) -> None:
     assert torch.equal(v_dev.cpu(), v_cpu)
 
 
-
 _RESTRIDES = {
     "t_": lambda x: x.t_(),
     "transpose_": lambda x: x.transpose_(0, 1),
@@ -138,7 +137,9 @@ _RESTRIDES = {
 
 
 @pytest.mark.parametrize("name", list(_RESTRIDES))
-def test_a_root_restrided_in_place_reports_cudas_strides_and_copies_as_cuda_does(name: str, mode: str) -> None:
+def test_a_root_restrided_in_place_reports_cudas_strides_and_copies_as_cuda_does(
+    name: str, mode: str
+) -> None:
     cpu = torch.arange(6.0).view(2, 3)
     dev = cpu.clone().to("tpu")
     ptr = dev.data_ptr() - dev.storage_offset() * dev.element_size()

@@ -32,8 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SHOTS = ROOT / "reports" / "browser"
 CHROMIUM = Path(os.environ.get("TPU_WORKBENCH_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PANEL_CALL = re.compile(r"\bnbv\.\w+_explorer\(")
 RUN_TIMEOUT_S = 150  # one notebook's "run all cells"
 OVERRIDES = {  # appended to a copy's parameters cell, as papermill injects parameters: smaller runs, same code
@@ -42,7 +49,9 @@ OVERRIDES = {  # appended to a copy's parameters cell, as papermill injects para
 }
 REDRAW_TIMEOUT_S = 60  # one control change
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+)
 if not CHROMIUM.exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
@@ -93,18 +102,39 @@ def lab(tmp_path_factory):
         nbformat.write(nb, work / path.name)
     settings = work / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps(
-        {"fetchNews": "false", "checkForUpdates": False}))
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(work / ".settings"),
-           "JUPYTER_RUNTIME_DIR": str(work / ".runtime"), "JUPYTER_DATA_DIR": str(work / ".data"),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(work / ".settings"),
+        "JUPYTER_RUNTIME_DIR": str(work / ".runtime"),
+        "JUPYTER_DATA_DIR": str(work / ".data"),
+        "PYTHONUNBUFFERED": "1",
+    }
     log = (work / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--expose-app-in-browser",
-         "--LabApp.news_url=None", "--ServerApp.open_browser=False", "--allow-root"],
-        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={work}",
+            "--expose-app-in-browser",
+            "--LabApp.news_url=None",
+            "--ServerApp.open_browser=False",
+            "--allow-root",
+        ],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     try:
@@ -115,8 +145,9 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterLab did not start:\n"
-                                       + (work / "server.log").read_text()[-3000:]) from None
+                    raise RuntimeError(
+                        "JupyterLab did not start:\n" + (work / "server.log").read_text()[-3000:]
+                    ) from None
                 time.sleep(0.5)
         print(f"\nJupyterLab answered after {time.monotonic() - t0:.0f} s")
         yield base, token
@@ -136,13 +167,21 @@ def browser():
 
 def _start_run(page) -> None:
     """Wait for the notebook's kernel, then run all cells (returns once the run has started)."""
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                           "&& window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status "
-                           "=== 'idle'", timeout=90_000)
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+        "&& window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel",
+        timeout=90_000,
+    )
+    page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
+        timeout=90_000,
+    )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
-                           ".some(p => /\\*|\\d/.test(p.textContent))", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
+        ".some(p => /\\*|\\d/.test(p.textContent))",
+        timeout=30_000,
+    )
 
 
 def _wait_run(page) -> None:
@@ -152,8 +191,12 @@ def _wait_run(page) -> None:
             const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
             const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
             return !prompts.some(t => t.includes('*')) && kernel.status === 'idle';
-        }""", timeout=RUN_TIMEOUT_S * 1000)
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").all_text_contents()
+        }""",
+        timeout=RUN_TIMEOUT_S * 1000,
+    )
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
+    ).all_text_contents()
     assert not errors, "a cell failed:\n" + "\n".join(e[-1500:] for e in errors)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()  # off-screen cells too
     assert all(re.search(r"\[\d+\]", t) for t in prompts), f"cells not run: {prompts}"
@@ -168,7 +211,10 @@ def pages(lab, browser):
     opened = {}
     for name in notebooks_with_controls():
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{base}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={token}", wait_until="domcontentloaded")
+        page.goto(
+            f"{base}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={token}",
+            wait_until="domcontentloaded",
+        )
         opened[name] = page
     print(f"\npages opened in {time.monotonic() - t0:.0f} s")
     for name, page in opened.items():
@@ -200,6 +246,7 @@ def _view(panel) -> tuple[list[str], list[str]]:
 def _controls(panel):
     """(name, how to move it) for each control of the panel, in the order shown."""
     moves = []
+
     def slide(handle) -> None:  # to the far end (the near end if it is there already): a change that shows
         at_end = float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax"))
         handle.focus()
@@ -210,9 +257,11 @@ def _controls(panel):
     for i, select in enumerate(panel.locator(".widget-dropdown select").all()):
         moves.append((f"dropdown{i}", lambda s=select: s.select_option(index=1)))
     for i, select in enumerate(panel.locator(".widget-select-multiple select").all()):
+
         def pick(s=select):
             values = s.locator("option").evaluate_all("els => els.map(e => e.value)")
-            s.select_option(values[:max(len(values) - 1, 1)])
+            s.select_option(values[: max(len(values) - 1, 1)])
+
         moves.append((f"select{i}", pick))
     for i, box in enumerate(panel.locator(".widget-text input[type='number']").all()):
         moves.append((f"number{i}", lambda b=box: (b.fill("2.5"), b.press("Enter"))))
@@ -236,7 +285,9 @@ def _check_panel(name: str, page, started: float) -> None:
         page.wait_for_function(
             "([el, old]) => { const imgs = el.querySelectorAll('img');"
             " return imgs.length === 1 && imgs[0].src !== old; }",
-            arg=[panel.element_handle(), images[0]], timeout=REDRAW_TIMEOUT_S * 1000)
+            arg=[panel.element_handle(), images[0]],
+            timeout=REDRAW_TIMEOUT_S * 1000,
+        )
         print(f"{name}: {control} redrawn ({time.monotonic() - started:.0f} s)")
         new_images, new_tables = _view(panel)
         page.screenshot(path=SHOTS / f"{name}-{step}-{control}.png", full_page=False)

@@ -18,4 +18,3 @@ def run(src: str, **kw):
 
 def codes(res) -> list[str]:
     return [d.code for d in res.diagnostics]
-

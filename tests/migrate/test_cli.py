@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tpu_workbench.migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, EXIT_USAGE, main
 
 XLA = "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
@@ -27,7 +28,7 @@ def tree(tmp_path):
 def test_default_prints_diff_and_changes_nothing(tree, capsys):
     assert main([str(tree)]) == EXIT_OK
     out = capsys.readouterr().out
-    assert "+device = torch.device(\"tpu\")" in out and "TPU501 [*]" in out
+    assert '+device = torch.device("tpu")' in out and "TPU501 [*]" in out
     assert (tree / "a.py").read_text() == XLA
 
 
@@ -106,7 +107,7 @@ def test_report_markdown(tree, tmp_path):
 def test_stdin_diff_and_write(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO(XLA))
     assert main(["-"]) == EXIT_OK
-    assert "+device = torch.device(\"tpu\")" in capsys.readouterr().out
+    assert '+device = torch.device("tpu")' in capsys.readouterr().out
     monkeypatch.setattr(sys, "stdin", io.StringIO(XLA))
     assert main(["--write", "-"]) == EXIT_OK
     captured = capsys.readouterr()
@@ -123,7 +124,7 @@ def test_pyproject_config(tmp_path, capsys, monkeypatch):
     main(["."])
     out = capsys.readouterr().out
     assert "TPU101" in out and "TPU501" not in out and "b.py" not in out
-    (tmp_path / "pyproject.toml").write_text('[tool.tpu-migrate]\nbogus = 1\n')
+    (tmp_path / "pyproject.toml").write_text("[tool.tpu-migrate]\nbogus = 1\n")
     assert main(["."]) == EXIT_USAGE
 
 
@@ -154,6 +155,10 @@ def test_every_help_example_is_a_valid_command_line_and_the_exit_codes_are_the_r
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "tpu_workbench.migrate.cli", "--help"], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "100"})
+    out = subprocess.run(
+        [sys.executable, "-m", "tpu_workbench.migrate.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
     assert out.returncode == 0 and "exit codes:" in out.stdout

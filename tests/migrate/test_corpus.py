@@ -13,6 +13,7 @@ import sysconfig
 
 import libcst as cst
 import pytest
+
 from tpu_workbench.migrate import migrate_source
 from tpu_workbench.migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, main
 from tpu_workbench.migrate.engine import run_files
@@ -74,7 +75,10 @@ def test_check_on_a_copy_of_the_sample(sample, tmp_path):
     for i, f in enumerate(parsed[:10]):
         shutil.copy(f, tmp_path / f"f{i}_{os.path.basename(f)}")
     assert main(["--check", "-q", "--output-format", "json", "--jobs", "2", str(tmp_path)]) in (
-        EXIT_OK, EXIT_FINDINGS, EXIT_UNPARSABLE)
+        EXIT_OK,
+        EXIT_FINDINGS,
+        EXIT_UNPARSABLE,
+    )
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     assert main(["--write", "-q", "--output-format", "json", str(tmp_path)]) in (EXIT_OK, EXIT_UNPARSABLE)
     assert main(["--write", "-q", "--output-format", "json", str(tmp_path)]) in (EXIT_OK, EXIT_UNPARSABLE)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tpu_workbench.migrate import migrate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,9 @@ def test_spmd_example_is_flagged_not_rewritten():
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(TORCH_DEVICE_BACKEND_AUTOLOAD="0", TPU_WORKBENCH_DEVICE="cpu", STEPS="2", PYTHONWARNINGS="ignore")
+    env.update(
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0", TPU_WORKBENCH_DEVICE="cpu", STEPS="2", PYTHONWARNINGS="ignore"
+    )
     return env
 
 
@@ -94,12 +97,22 @@ def runs(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("runs")
     script = tmp / "nb.py"
     script.write_text(_notebook_script(GOLDEN / "notebook" / "train.ipynb"))
-    jobs = [[name, str(GOLDEN / name / "train.py"), ["--device", "cpu", "--steps", "2"]]
-            for name in ("cuda_ddp", "xla_legacy", "xla_modern")]
-    jobs += [["notebook", str(script), []],
-             ["cuda_ddp_unmigrated", str(EXAMPLES / "cuda_ddp" / "train.py"), ["--no-cuda", "--steps", "2"]]]
-    out = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(jobs)], capture_output=True, text=True,
-                         env=_env(), timeout=300, cwd=tmp)
+    jobs = [
+        [name, str(GOLDEN / name / "train.py"), ["--device", "cpu", "--steps", "2"]]
+        for name in ("cuda_ddp", "xla_legacy", "xla_modern")
+    ]
+    jobs += [
+        ["notebook", str(script), []],
+        ["cuda_ddp_unmigrated", str(EXAMPLES / "cuda_ddp" / "train.py"), ["--no-cuda", "--steps", "2"]],
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+        cwd=tmp,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -113,4 +126,8 @@ def test_example_runs_on_cpu_and_prints_steps(runs, name):
 
 def test_examples_have_no_stored_notebook_outputs():
     nb = json.loads((EXAMPLES / "notebook" / "train.ipynb").read_text())
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code")
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    )

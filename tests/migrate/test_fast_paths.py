@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from libcst.metadata import MetadataWrapper, PositionProvider
 from migrate_helpers import codes, run
+
 from tpu_workbench.migrate import _walk, migrate_source
 from tpu_workbench.migrate._spans import SourceMap
 from tpu_workbench.migrate.names import TRIVIA_TYPES, import_table, node_types
@@ -72,7 +73,11 @@ class Mangle(cst.CSTTransformer):
         return updated
 
     def leave_Decorator(self, original, updated):
-        if self.remove and isinstance(original.decorator, cst.Name) and original.decorator.value == "drop_deco":
+        if (
+            self.remove
+            and isinstance(original.decorator, cst.Name)
+            and original.decorator.value == "drop_deco"
+        ):
             return cst.RemovalSentinel.REMOVE
         return updated
 
@@ -89,11 +94,16 @@ class Mangle(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original, updated):
         first = original.body[0]
-        if self.flatten and isinstance(first, cst.Expr) and isinstance(first.value, cst.Name) \
-                and first.value.value == "dup":
+        if (
+            self.flatten
+            and isinstance(first, cst.Expr)
+            and isinstance(first.value, cst.Name)
+            and first.value.value == "dup"
+        ):
             # an empty line in a FlattenSentinel is dropped by the body rule; the other two kept
-            return cst.FlattenSentinel([cst.SimpleStatementLine(body=[]), updated,
-                                        cst.parse_statement("inserted = 1\n")])
+            return cst.FlattenSentinel(
+                [cst.SimpleStatementLine(body=[]), updated, cst.parse_statement("inserted = 1\n")]
+            )
         return updated
 
 
@@ -126,17 +136,33 @@ def _outcome(m, transformer):
 def test_every_snippet_parses_and_plans_are_read_for_common_types():
     for m in MODULES:
         assert m.code  # parsed
-    for t in (cst.Module, cst.FunctionDef, cst.ClassDef, cst.Call, cst.Name, cst.Match, cst.Lambda,
-              cst.SimpleStatementLine, cst.Try, cst.ListComp, cst.Attribute, cst.Param, cst.FormattedString):
+    for t in (
+        cst.Module,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Call,
+        cst.Name,
+        cst.Match,
+        cst.Lambda,
+        cst.SimpleStatementLine,
+        cst.Try,
+        cst.ListComp,
+        cst.Attribute,
+        cst.Param,
+        cst.FormattedString,
+    ):
         assert _walk._plan(t) is not None, t  # else the walk silently falls back to libcst for it
 
 
 @pytest.mark.parametrize("i", range(len(SNIPPETS)))
-@pytest.mark.parametrize("kw", [
-    {"rename": frozenset({"a", "x", "self"})},
-    {"rename": frozenset(), "remove": True, "flatten": True},
-    {"rename": frozenset({"b"}), "drop_commas": True},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"rename": frozenset({"a", "x", "self"})},
+        {"rename": frozenset(), "remove": True, "flatten": True},
+        {"rename": frozenset({"b"}), "drop_commas": True},
+    ],
+)
 def test_transform_matches_libcst(i, kw):
     m = MODULES[i]
     expected = _outcome(m, ("libcst", Mangle(**kw)))
@@ -146,8 +172,13 @@ def test_transform_matches_libcst(i, kw):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(i=st.integers(0, len(SNIPPETS) - 1), rename=st.frozensets(st.sampled_from(NAME_POOL)),
-       remove=st.booleans(), flatten=st.booleans(), drop_commas=st.booleans())
+@given(
+    i=st.integers(0, len(SNIPPETS) - 1),
+    rename=st.frozensets(st.sampled_from(NAME_POOL)),
+    remove=st.booleans(),
+    flatten=st.booleans(),
+    drop_commas=st.booleans(),
+)
 def test_transform_matches_libcst_property(i, rename, remove, flatten, drop_commas):
     m = MODULES[i]
     kw = dict(rename=rename, remove=remove, flatten=flatten, drop_commas=drop_commas)
@@ -167,13 +198,22 @@ def test_noop_transformer_returns_the_same_objects(m):
     assert m.visit(cst.CSTTransformer()) is not m  # (what the fast walk saves)
 
 
-_REBUILT_BY_LIBCST = pytest.mark.xfail(strict=True, reason="PERF: ImportFrom and TypeParam are handed to libcst, "
-                                       "which rebuilds them (the rule pass never enters an import)")
+_REBUILT_BY_LIBCST = pytest.mark.xfail(
+    strict=True,
+    reason="PERF: ImportFrom and TypeParam are handed to libcst, "
+    "which rebuilds them (the rule pass never enters an import)",
+)
 
 
-@pytest.mark.parametrize("src", ["s = f'{a}'\n", "s = f'{a:>{w}}'\n",
-                                 pytest.param("from m import x\n", marks=_REBUILT_BY_LIBCST),
-                                 pytest.param("def f[T](a: T): pass\n", marks=_REBUILT_BY_LIBCST)])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "s = f'{a}'\n",
+        "s = f'{a:>{w}}'\n",
+        pytest.param("from m import x\n", marks=_REBUILT_BY_LIBCST),
+        pytest.param("def f[T](a: T): pass\n", marks=_REBUILT_BY_LIBCST),
+    ],
+)
 def test_noop_identity_with_fallback_types(src):
     m = cst.parse_module(src)
     assert _walk.visit(m, cst.CSTTransformer()) is m
@@ -279,7 +319,9 @@ def test_optional_child_removed_like_libcst():
             return cst.RemovalSentinel.REMOVE
 
     m = cst.parse_module("def f(a: int) -> str:\n    return a\n")  # optional: removed
-    assert _walk.visit(m, DropAnnotation()).code == m.visit(DropAnnotation()).code == "def f(a):\n    return a\n"
+    assert (
+        _walk.visit(m, DropAnnotation()).code == m.visit(DropAnnotation()).code == "def f(a):\n    return a\n"
+    )
     m = cst.parse_module("x: int = 1\n")  # AnnAssign.annotation is required: both refuse
     with pytest.raises(TypeError):
         m.visit(DropAnnotation())
@@ -304,9 +346,9 @@ def test_non_node_result_is_rejected():
 # ================================================================================================
 
 SPAN_SOURCES = {
-    "header": "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n\"\"\"Doc.\"\"\"\nimport os\n\n\n"
-              "@dec  # c1\n# between decorators\n@dec2(a,\n      b)\n\n# after decorators\ndef f():\n"
-              "    pass\na = 1; b = 2\nx = 3  # trailing\n\n# footer comment\n\n",
+    "header": '#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n"""Doc."""\nimport os\n\n\n'
+    "@dec  # c1\n# between decorators\n@dec2(a,\n      b)\n\n# after decorators\ndef f():\n"
+    "    pass\na = 1; b = 2\nx = 3  # trailing\n\n# footer comment\n\n",
     "attached_comment": "# attached to the import\nimport os\nx = 1\n",
     "semicolons": "a = 1; b = 2;\nif a: c = 3; d = 4\ne = 5\n",
     "blank_ws_lines": "a = 1\n   \n\t\nb = 2\n    # indented comment\nc = (1,\n     2)\n",
@@ -335,8 +377,13 @@ class AtTop(cst.CSTTransformer):
             return cst.FlattenSentinel([updated, cst.parse_statement("inserted = 1\n")])
         if self.mode == "insert_before":
             return cst.FlattenSentinel([cst.parse_statement("inserted = 1\n"), updated])
-        return updated.visit(Mangle(rename=frozenset(NAME_POOL) | {"os", "dec", "dec2", "s", "t", "K"},
-                                    remove=False, flatten=False)).visit(Renumber())
+        return updated.visit(
+            Mangle(
+                rename=frozenset(NAME_POOL) | {"os", "dec", "dec2", "s", "t", "K"},
+                remove=False,
+                flatten=False,
+            )
+        ).visit(Renumber())
 
 
 class Renumber(cst.CSTTransformer):
@@ -448,7 +495,9 @@ def test_changed_header_footer_or_order_is_refused_or_correct():
     smap = SourceMap(src, m)
     new_header = m.with_changes(header=[*m.header, cst.EmptyLine(comment=cst.Comment("# new"))])
     assert smap.splice(new_header) is None
-    same_header_copy = m.with_changes(header=tuple(m.header), body=[*m.body[:-1], cst.parse_statement("z = 0\n")])
+    same_header_copy = m.with_changes(
+        header=tuple(m.header), body=[*m.body[:-1], cst.parse_statement("z = 0\n")]
+    )
     out = smap.splice(same_header_copy)
     assert out is None or out == same_header_copy.code
     new_footer = m.with_changes(footer=[])
@@ -469,13 +518,16 @@ def test_splice_insert_before_first_statement_keeps_header():
     assert SourceMap(src, m).splice(new) == new.code
 
 
-@pytest.mark.parametrize(("src", "i", "mode"), [
-    ("a = 1\n\\\n\nb = 2\n", 1, "change"),  # libcst: `\\\n\n` is ONE EmptyLine of b; ast: two lines
-    ("a = 1\n\\\n\nb = 2\n", 1, "remove"),
-    ("a = 1\n\\\n\nb = 2\n", 0, "change"),
-    ("x = 1\n\\\ny = 2\n", 0, "change"),  # libcst drops the `\\\n` line altogether
-    ("x = 1\n\\\ny = 2\n", 1, "remove"),  # (a kept `x = 1` copied with that line would end in `\\`)
-])
+@pytest.mark.parametrize(
+    ("src", "i", "mode"),
+    [
+        ("a = 1\n\\\n\nb = 2\n", 1, "change"),  # libcst: `\\\n\n` is ONE EmptyLine of b; ast: two lines
+        ("a = 1\n\\\n\nb = 2\n", 1, "remove"),
+        ("a = 1\n\\\n\nb = 2\n", 0, "change"),
+        ("x = 1\n\\\ny = 2\n", 0, "change"),  # libcst drops the `\\\n` line altogether
+        ("x = 1\n\\\ny = 2\n", 1, "remove"),  # (a kept `x = 1` copied with that line would end in `\\`)
+    ],
+)
 def test_splice_verifies_regenerated_statements(src, i, mode):
     """A statement whose span does not match libcst's code must make splice answer None, never guess."""
     m = cst.parse_module(src)
@@ -538,21 +590,29 @@ def test_local_assignment_shadowing_the_alias():
 
 
 def test_class_body_names_are_invisible_from_methods():
-    src = ("import torch\nclass A:\n    torch = None\n    ok = torch.cuda.is_available()\n"
-           "    def m(self):\n        return torch.cuda.is_available()\n")
+    src = (
+        "import torch\nclass A:\n    torch = None\n    ok = torch.cuda.is_available()\n"
+        "    def m(self):\n        return torch.cuda.is_available()\n"
+    )
     res = run(src)
     assert "    ok = torch.cuda.is_available()\n" in res.new_source  # the class attribute, not the module
     assert "        return torch.accelerator.is_available()\n" in res.new_source
     assert codes(res) == ["TPU201"]
 
-    src = XM + "class B:\n    xm = None\n    y = xm.xla_device()\n    def m(self):\n        return xm.xla_device()\n"
+    src = (
+        XM
+        + "class B:\n    xm = None\n    y = xm.xla_device()\n    def m(self):\n        return xm.xla_device()\n"
+    )
     res = run(src)
     assert "    y = xm.xla_device()\n" in res.new_source
     assert '        return torch.device("tpu")\n' in res.new_source
 
 
 def test_class_attribute_named_device_vs_module_device():
-    src = XM + "device = xm.xla_device()\nclass A:\n    device = 'cpu'\n    def m(self):\n        return device\n"
+    src = (
+        XM
+        + "device = xm.xla_device()\nclass A:\n    device = 'cpu'\n    def m(self):\n        return device\n"
+    )
     res = run(src)
     assert 'device = torch.device("tpu")' in res.new_source and "    device = 'cpu'\n" in res.new_source
     assert "        return device\n" in res.new_source
@@ -570,8 +630,10 @@ def test_guarded_import_with_fallback_resolves_to_the_import():
 
 
 def test_fallback_assignment_target_is_not_rewritten():
-    src = ("try:\n    from torch.cuda import is_available\nexcept ImportError:\n    is_available = None\n"
-           "ok = is_available()\n")
+    src = (
+        "try:\n    from torch.cuda import is_available\nexcept ImportError:\n    is_available = None\n"
+        "ok = is_available()\n"
+    )
     out = migrate_source(src).new_source
     assert "ok = torch.accelerator.is_available()" in out
     assert "    is_available = None\n" in out
@@ -608,17 +670,20 @@ def test_comprehension_first_iterable_is_evaluated_outside():
     assert "[xm for xm in " in out
 
 
-@pytest.mark.parametrize(("src", "expected"), [
-    ("import numpy as np\nf = lambda np: np.zeros(1)\n", False),  # not a package the rules look at
-    ("import numpy as np\ndef f():\n    global np\n", False),
-    ("import torch\ndef f():\n    global torch\n", True),
-    ("import os\ndef f():\n    def g():\n        nonlocal os\n", True),
-    ("import torch\nys = [torch for torch in x]\n", False),
-    ("import torch\nf = lambda torch: torch\n", False),
-    ("import torch\nys = {k: v for k, v in x}\n", False),
-    ("import torch\ndef f(torch):\n    return torch\n", False),  # a parameter is exact without scopes
-    ("import torch\nclass C:\n    torch = 1\n", False),
-])
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [
+        ("import numpy as np\nf = lambda np: np.zeros(1)\n", False),  # not a package the rules look at
+        ("import numpy as np\ndef f():\n    global np\n", False),
+        ("import torch\ndef f():\n    global torch\n", True),
+        ("import os\ndef f():\n    def g():\n        nonlocal os\n", True),
+        ("import torch\nys = [torch for torch in x]\n", False),
+        ("import torch\nf = lambda torch: torch\n", False),
+        ("import torch\nys = {k: v for k, v in x}\n", False),
+        ("import torch\ndef f(torch):\n    return torch\n", False),  # a parameter is exact without scopes
+        ("import torch\nclass C:\n    torch = 1\n", False),
+    ],
+)
 def test_needs_scopes(src, expected):
     assert import_table(cst.parse_module(src)).needs_scopes() is expected
 
@@ -717,14 +782,20 @@ def test_parameters_agree_with_libcst_scopes(body):
 
 
 _SHADOW_NAMES = ("xm", "torch", "d", "t")
-_SHADOW_USES = ("xm.xla_device()", "torch.cuda.is_available()", "torch.device('cuda')", "xm.get_ordinal()", "d")
+_SHADOW_USES = (
+    "xm.xla_device()",
+    "torch.cuda.is_available()",
+    "torch.device('cuda')",
+    "xm.get_ordinal()",
+    "d",
+)
 
 
 @st.composite
 def _shadow_expr(draw, depth=0):
     """Nested lambdas and comprehensions whose variables shadow the imports, used in every position."""
-    sub = (lambda: draw(_shadow_expr(depth + 1)))  # noqa: E731
-    name = (lambda: draw(st.sampled_from(_SHADOW_NAMES)))  # noqa: E731
+    sub = lambda: draw(_shadow_expr(depth + 1))  # noqa: E731
+    name = lambda: draw(st.sampled_from(_SHADOW_NAMES))  # noqa: E731
     kind = draw(st.integers(0, 6 if depth < 3 else 0))
     if kind == 0:
         return draw(st.sampled_from(_SHADOW_USES))
@@ -744,9 +815,18 @@ def _shadow_program(draw):
     parts = []
     for _ in range(3):
         e, n = draw(_shadow_expr()), draw(st.sampled_from(_SHADOW_NAMES))
-        parts.append(draw(st.sampled_from([
-            f"y = {e}\n", f"class C:\n    {n} = 1\n    z = {e}\n", f"def g({n}):\n    return {e}\n",
-            f"if {e}:\n    {n} = 2\n"])))
+        parts.append(
+            draw(
+                st.sampled_from(
+                    [
+                        f"y = {e}\n",
+                        f"class C:\n    {n} = 1\n    z = {e}\n",
+                        f"def g({n}):\n    return {e}\n",
+                        f"if {e}:\n    {n} = 2\n",
+                    ]
+                )
+            )
+        )
     return HEAD + "".join(parts)
 
 

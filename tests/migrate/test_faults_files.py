@@ -8,6 +8,7 @@ import stat
 import subprocess
 
 import pytest
+
 from tpu_workbench.migrate import migrate_paths
 from tpu_workbench.migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
 from tpu_workbench.migrate.one_file import apply, compute_file
@@ -29,7 +30,11 @@ def test_read_only_file_is_reported_and_left_byte_for_byte(tmp_path, capsys):
     assert "1 not writable" in err_out.err
     after = os.stat(f)
     assert f.read_text() == OLD
-    assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (before.st_ino, before.st_mode, before.st_mtime_ns)
+    assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_mode,
+        before.st_mtime_ns,
+    )
     assert main([str(f)]) == EXIT_OK  # without --write a read-only file is just shown
 
 

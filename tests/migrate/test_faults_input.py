@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tpu_workbench.migrate import UnparsableError, migrate_paths, migrate_source
 from tpu_workbench.migrate import selection as selection_module
 from tpu_workbench.migrate.cli import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, main
@@ -16,12 +17,15 @@ from tpu_workbench.migrate.selection import RuleSet, resolve
 BAD_LINE_2 = "import torch\ndef f(:\n    return torch.zeros(1, device='cuda')\n"
 
 
-@pytest.mark.parametrize(("src", "line", "col", "words"), [
-    (BAD_LINE_2, 2, 7, "invalid syntax"),
-    ("import torch\nx = torch.zeros(1,\n        device='cuda'\ny = 2\n", 2, 16, "never closed"),
-    ("import torch\nd = 'cuda'\n  e = 1\n", 3, 2, "unexpected indent"),
-    ("import torch\nprint 'cuda'\n", 2, 1, "Missing parentheses"),
-])
+@pytest.mark.parametrize(
+    ("src", "line", "col", "words"),
+    [
+        (BAD_LINE_2, 2, 7, "invalid syntax"),
+        ("import torch\nx = torch.zeros(1,\n        device='cuda'\ny = 2\n", 2, 16, "never closed"),
+        ("import torch\nd = 'cuda'\n  e = 1\n", 3, 2, "unexpected indent"),
+        ("import torch\nprint 'cuda'\n", 2, 1, "Missing parentheses"),
+    ],
+)
 def test_syntax_error_is_reported_where_python_stops(src, line, col, words):
     with pytest.raises(UnparsableError) as e:
         migrate_source(src, "f.py")
@@ -47,11 +51,23 @@ def test_syntax_error_position_in_every_output_format(tmp_path, capsys):
 
 
 def test_syntax_error_in_a_notebook_names_the_cell_and_line(tmp_path):
-    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# t"]},
-             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-              "source": ["import torch\n", "d = 'cuda'"]},
-             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-              "source": ["x = 1\n", "def f(:\n", "    pass"]}]
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# t"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": ["import torch\n", "d = 'cuda'"],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": ["x = 1\n", "def f(:\n", "    pass"],
+        },
+    ]
     nb = tmp_path / "nb.ipynb"
     nb.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     res = migrate_paths([str(nb)]).files[0]
@@ -75,7 +91,9 @@ def test_messages_say_one_file_and_nothing_to_convert(tmp_path, capsys):
     assert err.startswith("2 files checked; 1 would be migrated;") and "50.0% converted" in err
 
 
-@pytest.mark.parametrize(("option", "value"), [("--select", "TPU000"), ("--ignore", "TPU1O1"), ("--select", "XYZ")])
+@pytest.mark.parametrize(
+    ("option", "value"), [("--select", "TPU000"), ("--ignore", "TPU1O1"), ("--select", "XYZ")]
+)
 def test_unknown_codes_are_named_with_the_valid_choices(tmp_path, capsys, option, value):
     assert main([option, value, str(tmp_path)]) == EXIT_USAGE
     err = capsys.readouterr().err

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+
 from tpu_workbench.migrate import _pool
 from tpu_workbench.migrate.cli import EXIT_INTERRUPTED, EXIT_NOT_MIGRATED, main
 from tpu_workbench.migrate.engine import run_files
@@ -128,7 +129,7 @@ def test_limits_from_the_command_line_and_the_config(tmp_path, monkeypatch, caps
     assert "1 over the per-file limits" in out.err and (tmp_path / "big.py").read_bytes() == before
     (tmp_path / "pyproject.toml").write_text('[tool.tpu-migrate]\nmax-file-seconds = "1ms"\n')
     assert main(["big.py"]) == 2 and "not a duration" in capsys.readouterr().err
-    (tmp_path / "pyproject.toml").write_text('[tool.tpu-migrate]\nmax-file-seconds = 0.001\n')
+    (tmp_path / "pyproject.toml").write_text("[tool.tpu-migrate]\nmax-file-seconds = 0.001\n")
     assert main(["--write", "big.py"]) == EXIT_NOT_MIGRATED
     assert main(["--write", "--max-file-seconds", "0", "big.py"]) == 0  # the command line wins: no limit
     assert (tmp_path / "big.py").read_text().count('.to("tpu")') == 4000
@@ -188,8 +189,11 @@ def _all_old_or_new(tree) -> None:
 @pytest.mark.skipif(not LINUX, reason="reads /proc; PR_SET_PDEATHSIG")
 def test_kill_9_of_the_command_takes_its_workers_with_it(tmp_path):
     tree = _tree(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while time.monotonic() < deadline and len(workers) < 2:
@@ -214,9 +218,14 @@ def test_ctrl_c_stops_cleanly_and_says_what_was_written(tmp_path):
     tree = _tree(tmp_path, n_small=40, n_big=12)
     # a job started in the background by a non-interactive shell (CI under `cmd &`) inherits SIGINT ignored,
     # and Python then installs no KeyboardInterrupt handler: give the command a terminal's default
-    proc = subprocess.Popen([sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "--jobs", "2", "-q", str(tree)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     workers: list[int] = []
     while time.monotonic() < deadline:  # wait until the first big file is written, so some work is done

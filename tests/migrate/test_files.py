@@ -6,6 +6,7 @@ import os
 import stat
 
 import pytest
+
 from tpu_workbench.migrate import migrate_paths
 from tpu_workbench.migrate.discover import discover
 from tpu_workbench.migrate.fileio import write_atomic
@@ -48,13 +49,20 @@ def test_symlinks_out_of_the_tree_are_not_followed(tmp_path):
     assert (outside / "o.py").read_text() == SRC
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b"\xef\xbb\xbfimport torch\r\nx = torch.zeros(1, device='cuda')\r\n",
-     b"\xef\xbb\xbfimport torch\r\nx = torch.zeros(1, device='tpu')\r\n"),
-    ("# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nd = 'cuda'\n".encode("latin-1"),
-     "# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nd = 'tpu'\n".encode("latin-1")),
-    (b"import torch\nd = 'cuda'", b"import torch\nd = 'tpu'"),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            b"\xef\xbb\xbfimport torch\r\nx = torch.zeros(1, device='cuda')\r\n",
+            b"\xef\xbb\xbfimport torch\r\nx = torch.zeros(1, device='tpu')\r\n",
+        ),
+        (
+            "# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nd = 'cuda'\n".encode("latin-1"),
+            "# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nd = 'tpu'\n".encode("latin-1"),
+        ),
+        (b"import torch\nd = 'cuda'", b"import torch\nd = 'tpu'"),
+    ],
+)
 def test_encoding_bom_line_endings_preserved(tmp_path, data, expected):
     f = tmp_path / "m.py"
     f.write_bytes(data)

@@ -8,23 +8,39 @@ from migrate_helpers import codes, run
 L = "import lightning as L\n"
 
 
-@pytest.mark.parametrize(("src", "code", "kept"), [
-    (L + 't = L.Trainer(accelerator="cuda", devices=2)\n', "TPU911", 'accelerator="cuda"'),
-    (L + 't = L.Trainer(accelerator="gpu")\n', "TPU911", 'accelerator="gpu"'),
-    ("import pytorch_lightning as pl\nt = pl.Trainer(gpus=2)\n", "TPU911", "gpus=2"),
-    ("from pytorch_lightning import Trainer\nt = Trainer(tpu_cores=8)\n", "TPU911", "tpu_cores=8"),
-    ("from lightning.fabric import Fabric\nf = Fabric(accelerator='tpu', strategy='xla_fsdp')\n", "TPU911",
-     "strategy='xla_fsdp'"),
-    ("from lightning.pytorch.accelerators import XLAAccelerator\nok = XLAAccelerator.is_available()\n", "TPU911",
-     "XLAAccelerator.is_available()"),
-    ("import composer\nt = composer.Trainer(model=m, device='gpu')\n", "TPU913", "device='gpu'"),
-    ("from composer.devices import DeviceTPU\nd = DeviceTPU()\n", "TPU913", "DeviceTPU()"),
-    ("import transformers\na = transformers.TrainingArguments('o', tpu_metrics_debug=True)\n", "TPU912",
-     "tpu_metrics_debug=True"),
-    ('argv = ["--tpu_num_cores", "8", "--debug", "tpu_metrics_debug"]\n', "TPU912", '"--tpu_num_cores"'),
-    ('os.system("python run_glue.py --tpu_num_cores=8 --do_train")\n', "TPU912", "--tpu_num_cores=8"),
-    ('subprocess.run(["accelerate", "launch", "--tpu", "--tpu_use_cluster", "t.py"])\n', "TPU914", '"--tpu"'),
-])
+@pytest.mark.parametrize(
+    ("src", "code", "kept"),
+    [
+        (L + 't = L.Trainer(accelerator="cuda", devices=2)\n', "TPU911", 'accelerator="cuda"'),
+        (L + 't = L.Trainer(accelerator="gpu")\n', "TPU911", 'accelerator="gpu"'),
+        ("import pytorch_lightning as pl\nt = pl.Trainer(gpus=2)\n", "TPU911", "gpus=2"),
+        ("from pytorch_lightning import Trainer\nt = Trainer(tpu_cores=8)\n", "TPU911", "tpu_cores=8"),
+        (
+            "from lightning.fabric import Fabric\nf = Fabric(accelerator='tpu', strategy='xla_fsdp')\n",
+            "TPU911",
+            "strategy='xla_fsdp'",
+        ),
+        (
+            "from lightning.pytorch.accelerators import XLAAccelerator\nok = XLAAccelerator.is_available()\n",
+            "TPU911",
+            "XLAAccelerator.is_available()",
+        ),
+        ("import composer\nt = composer.Trainer(model=m, device='gpu')\n", "TPU913", "device='gpu'"),
+        ("from composer.devices import DeviceTPU\nd = DeviceTPU()\n", "TPU913", "DeviceTPU()"),
+        (
+            "import transformers\na = transformers.TrainingArguments('o', tpu_metrics_debug=True)\n",
+            "TPU912",
+            "tpu_metrics_debug=True",
+        ),
+        ('argv = ["--tpu_num_cores", "8", "--debug", "tpu_metrics_debug"]\n', "TPU912", '"--tpu_num_cores"'),
+        ('os.system("python run_glue.py --tpu_num_cores=8 --do_train")\n', "TPU912", "--tpu_num_cores=8"),
+        (
+            'subprocess.run(["accelerate", "launch", "--tpu", "--tpu_use_cluster", "t.py"])\n',
+            "TPU914",
+            '"--tpu"',
+        ),
+    ],
+)
 def test_framework_knob_is_flagged_and_kept(src, code, kept):
     res = run(src)
     assert kept in res.new_source
@@ -40,23 +56,30 @@ def test_cuda_accelerator_is_never_rewritten_to_lightnings_tpu():
         assert 'L.Trainer(accelerator="cuda")' in out and 'device="tpu"' in out
 
 
-@pytest.mark.parametrize("src", [
-    L + 't = L.Trainer(accelerator="auto", devices="auto")\n',
-    L + "t = L.Trainer(accelerator=choice)\n",
-    "class Trainer:\n    pass\nt = Trainer(accelerator='tpu', tpu_cores=8)\n",  # not Lightning's
-    "from transformers import TrainingArguments\na = TrainingArguments('o', debug='underflow_overflow')\n",
-    "from composer import Trainer\nt = Trainer(model=m, device='cpu')\n",
-    "cmd = 'accelerate launch --num_processes 8 train.py'\n",
-    "flags = ['--tpu']\n",  # no accelerate command around it
-    "msg = 'see the docs of --tpu_num_cores for details'  # prose, not an option\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        L + 't = L.Trainer(accelerator="auto", devices="auto")\n',
+        L + "t = L.Trainer(accelerator=choice)\n",
+        "class Trainer:\n    pass\nt = Trainer(accelerator='tpu', tpu_cores=8)\n",  # not Lightning's
+        "from transformers import TrainingArguments\na = TrainingArguments('o', debug='underflow_overflow')\n",
+        "from composer import Trainer\nt = Trainer(model=m, device='cpu')\n",
+        "cmd = 'accelerate launch --num_processes 8 train.py'\n",
+        "flags = ['--tpu']\n",  # no accelerate command around it
+        "msg = 'see the docs of --tpu_num_cores for details'  # prose, not an option\n",
+    ],
+)
 def test_not_a_knob_is_left_alone(src):
     res = run(src)
     assert res.new_source == src and not [c for c in codes(res) if c.startswith("TPU91")]
 
 
 def test_one_todo_per_statement():
-    src = "from lightning.pytorch.strategies import XLAStrategy\n" + L + "t = L.Trainer(accelerator='tpu', strategy=XLAStrategy())\n"
+    src = (
+        "from lightning.pytorch.strategies import XLAStrategy\n"
+        + L
+        + "t = L.Trainer(accelerator='tpu', strategy=XLAStrategy())\n"
+    )
     res = run(src)
     assert res.new_source.count("TODO(tpu-migrate TPU911)") == 1
     assert codes(res).count("TPU911") == 2

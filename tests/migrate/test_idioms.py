@@ -45,7 +45,12 @@ XLA_TABLE = [
     ("xm.rendezvous('x', b'payload')", "TPU513", "rewritten", "_tpu_rendezvous('x', b'payload')"),
     ("xm.rendezvous('x', b'', [0, 1])", "TPU513", "flagged", None),
     ("v = xm.mesh_reduce('a', v, sum)", "TPU514", "warned", "v = _tpu_mesh_reduce('a', v, sum)"),
-    ("y = xm.all_reduce(xm.REDUCE_SUM, x, scale=0.5)", "TPU515", "warned", 'y = _tpu_all_reduce("sum", x, scale=0.5)'),
+    (
+        "y = xm.all_reduce(xm.REDUCE_SUM, x, scale=0.5)",
+        "TPU515",
+        "warned",
+        'y = _tpu_all_reduce("sum", x, scale=0.5)',
+    ),
     ("xm.all_reduce('sum', [a, b])", "TPU515", "warned", "_tpu_all_reduce('sum', [a, b])"),
     ("xm.all_reduce('sum', [a, b], groups=[[0, 1]])", "TPU515", "flagged", None),
     ("y = xm.all_gather(x)", "TPU516", "flagged", None),
@@ -55,37 +60,80 @@ XLA_TABLE = [
     ("xm.send(x, 1)", "TPU516", "flagged", None),
     ("y = xm.collective_broadcast([x])", "TPU516", "flagged", None),
     ("xm.add_step_closure(f, args=(1,))", "TPU517", "rewritten", "f(1)"),
-    ("import torch_xla.distributed.parallel_loader as pl\nl = pl.MpDeviceLoader(loader, d)", "TPU701", "warned",
-     "_TpuDeviceLoader(loader, d)"),
-    ("import torch_xla.distributed.parallel_loader as pl\nl = pl.ParallelLoader(loader, [d]).per_device_loader(d)",
-     "TPU702", "warned", "_TpuDeviceLoader(loader, d)"),
-    ("import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(a,), nprocs=8)", "TPU801",
-     "warned", 'fn(int(os.environ.get("LOCAL_RANK", 0)), a)'),
+    (
+        "import torch_xla.distributed.parallel_loader as pl\nl = pl.MpDeviceLoader(loader, d)",
+        "TPU701",
+        "warned",
+        "_TpuDeviceLoader(loader, d)",
+    ),
+    (
+        "import torch_xla.distributed.parallel_loader as pl\nl = pl.ParallelLoader(loader, [d]).per_device_loader(d)",
+        "TPU702",
+        "warned",
+        "_TpuDeviceLoader(loader, d)",
+    ),
+    (
+        "import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(fn, args=(a,), nprocs=8)",
+        "TPU801",
+        "warned",
+        'fn(int(os.environ.get("LOCAL_RANK", 0)), a)',
+    ),
     ("torch_xla.launch(fn, args=(a,))", "TPU802", "warned", 'fn(int(os.environ.get("LOCAL_RANK", 0)), a)'),
-    ("import torch_xla.distributed.xla_backend\nimport torch.distributed as dist\n"
-     "dist.init_process_group('xla', init_method='xla://')", "TPU403", "rewritten", "'tpu_dist', init_method='env://'"),
-    ("import torch.distributed as dist\ndist.init_process_group('xla', init_method='pjrt://')", "TPU403",
-     "rewritten", "'env://'"),
+    (
+        "import torch_xla.distributed.xla_backend\nimport torch.distributed as dist\n"
+        "dist.init_process_group('xla', init_method='xla://')",
+        "TPU403",
+        "rewritten",
+        "'tpu_dist', init_method='env://'",
+    ),
+    (
+        "import torch.distributed as dist\ndist.init_process_group('xla', init_method='pjrt://')",
+        "TPU403",
+        "rewritten",
+        "'env://'",
+    ),
     ("import torch_xla.distributed.xla_backend", "TPU404", "rewritten", None),
-    ("with torch_xla.amp.autocast(d, dtype=torch.bfloat16):\n    f()", "TPU301", "rewritten",
-     'torch.autocast("tpu", dtype=torch.bfloat16)'),
+    (
+        "with torch_xla.amp.autocast(d, dtype=torch.bfloat16):\n    f()",
+        "TPU301",
+        "rewritten",
+        'torch.autocast("tpu", dtype=torch.bfloat16)',
+    ),
     ("with torch.autocast('xla'):\n    f()", "TPU502", "rewritten", "torch.autocast('tpu')"),
     ("s = torch_xla.amp.GradScaler()", "TPU302", "warned", 'torch.amp.GradScaler("tpu", enabled=False)'),
     ("from torch_xla.amp import syncfree\no = syncfree.AdamW(p)", "TPU303", "warned", "torch.optim.AdamW(p)"),
     ("xr.use_spmd()", "TPU901", "flagged", None),
     ("import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, m, (0, 1))", "TPU901", "flagged", None),
-    ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as F\nm = F(m)", "TPU902", "flagged",
-     None),
+    (
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as F\nm = F(m)",
+        "TPU902",
+        "flagged",
+        None,
+    ),
     ("f = torch_xla.compile(f)", "TPU605", "warned", "torch.compile(f)"),
     ("m = torch.compile(m, backend='openxla')", "TPU606", "rewritten", "backend='tpu'"),
     ("m = torch.compile(m, backend='openxla_eval')", "TPU606", "rewritten", "backend='tpu'"),
     ("torch_xla.experimental.eager_mode(True)", "TPU604", "rewritten", None),
     ("import torch_xla.debug.metrics as met\nprint(met.metrics_report())", "TPU903", "warned", None),
     ("import torch_xla.debug.metrics as met\nassert met.counter_value('x') == 0", "TPU903", "flagged", None),
-    ("import torch_xla.debug.profiler as xp\nwith xp.Trace('f'):\n    f()", "TPU607", "warned",
-     "torch.profiler.record_function('f')"),
-    ("import torch_xla.debug.profiler as xp\nserver = xp.start_server(9012)", "TPU607", "warned", "server = None"),
-    ("import torch_xla.debug.profiler as xp\nxp.trace('localhost:9012', '/tmp/t')", "TPU607", "flagged", None),
+    (
+        "import torch_xla.debug.profiler as xp\nwith xp.Trace('f'):\n    f()",
+        "TPU607",
+        "warned",
+        "torch.profiler.record_function('f')",
+    ),
+    (
+        "import torch_xla.debug.profiler as xp\nserver = xp.start_server(9012)",
+        "TPU607",
+        "warned",
+        "server = None",
+    ),
+    (
+        "import torch_xla.debug.profiler as xp\nxp.trace('localhost:9012', '/tmp/t')",
+        "TPU607",
+        "flagged",
+        None,
+    ),
     ("xm.set_rng_state(1)", "TPU518", "warned", "torch.manual_seed(1)"),
     ("torch_xla.manual_seed(1)", "TPU518", "warned", "torch.manual_seed(1)"),
     ("s = xm.get_rng_state()", "TPU518", "warned", "torch.initial_seed()"),
@@ -93,21 +141,38 @@ XLA_TABLE = [
     ("xm.broadcast_master_param(model)", "TPU520", "warned", "_tpu_broadcast_master_param(model)"),
     ("r = xm.RateTracker()", "TPU520", "warned", "r = _TpuRateTracker()"),
     ("t = xr.device_type()", "TPU504", "warned", 't = "TPU"'),
-    ("import torch_xla.distributed.xla_multiprocessing as xmp\nW = xmp.MpModelWrapper(m)", "TPU803", "warned",
-     "W = m"),
+    (
+        "import torch_xla.distributed.xla_multiprocessing as xmp\nW = xmp.MpModelWrapper(m)",
+        "TPU803",
+        "warned",
+        "W = m",
+    ),
     ("h = torch_xla._XLAC._get_xla_tensors_hlo([t])", "TPU904", "flagged", None),
     ("import os\nos.environ['PJRT_DEVICE'] = 'TPU'", "TPU602", "rewritten", None),
     ("import os\nos.environ['XLA_USE_BF16'] = '1'", "TPU603", "flagged", None),
     ("import os\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp'", "TPU603", "flagged", None),
     ("n = xm.xla_device_world_size()", "TPU599", "flagged", None),
     # framework knobs (the last row of the table)
-    ("import lightning as L\nt = L.Trainer(accelerator='tpu', devices=8)", "TPU911", "flagged", "accelerator='tpu'"),
+    (
+        "import lightning as L\nt = L.Trainer(accelerator='tpu', devices=8)",
+        "TPU911",
+        "flagged",
+        "accelerator='tpu'",
+    ),
     ("import lightning as L\nt = L.Trainer(strategy='xla')", "TPU911", "flagged", None),
     ("from lightning.pytorch.strategies import XLAStrategy\ns = XLAStrategy()", "TPU911", "flagged", None),
-    ("from transformers import TrainingArguments\na = TrainingArguments('o', tpu_num_cores=8)", "TPU912", "flagged",
-     None),
-    ("from transformers import TrainingArguments\na = TrainingArguments('o', debug='tpu_metrics_debug')", "TPU912",
-     "flagged", None),
+    (
+        "from transformers import TrainingArguments\na = TrainingArguments('o', tpu_num_cores=8)",
+        "TPU912",
+        "flagged",
+        None,
+    ),
+    (
+        "from transformers import TrainingArguments\na = TrainingArguments('o', debug='tpu_metrics_debug')",
+        "TPU912",
+        "flagged",
+        None,
+    ),
     ("from composer import Trainer\nt = Trainer(model=m, device='tpu')", "TPU913", "flagged", "device='tpu'"),
     ("cmd = 'accelerate launch --tpu train.py'", "TPU914", "flagged", None),
 ]
@@ -143,37 +208,74 @@ CUDA_TABLE = [
     ("e = torch.cuda.Event(enable_timing=True)", "TPU207", "warned", "torch.Event(enable_timing=True)"),
     ("s = torch.cuda.Stream()", "TPU207", "warned", "torch.Stream()"),
     ("s = torch.cuda.current_stream()", "TPU201", "rewritten", "torch.accelerator.current_stream()"),
-    ("with torch.cuda.amp.autocast():\n    f()", "TPU301", "warned", 'torch.autocast("tpu", dtype=torch.bfloat16)'),
+    (
+        "with torch.cuda.amp.autocast():\n    f()",
+        "TPU301",
+        "warned",
+        'torch.autocast("tpu", dtype=torch.bfloat16)',
+    ),
     ("with torch.autocast('cuda'):\n    f()", "TPU101", "rewritten", "torch.autocast('tpu')"),
-    ("with torch.autocast(device_type='cuda', dtype=torch.float16):\n    f()", "TPU301", "warned",
-     "dtype=torch.bfloat16"),
+    (
+        "with torch.autocast(device_type='cuda', dtype=torch.float16):\n    f()",
+        "TPU301",
+        "warned",
+        "dtype=torch.bfloat16",
+    ),
     ("s = torch.cuda.amp.GradScaler()", "TPU302", "warned", 'torch.amp.GradScaler("tpu", enabled=False)'),
     ("s = torch.amp.GradScaler('cuda')", "TPU302", "warned", 'torch.amp.GradScaler("tpu", enabled=False)'),
     ("torch.backends.cudnn.benchmark = True", "TPU213", "rewritten", None),
     ("torch.backends.cudnn.deterministic = True", "TPU213", "warned", None),
-    ("torch.backends.cuda.matmul.allow_tf32 = True", "TPU214", "rewritten", 'set_float32_matmul_precision("high")'),
+    (
+        "torch.backends.cuda.matmul.allow_tf32 = True",
+        "TPU214",
+        "rewritten",
+        'set_float32_matmul_precision("high")',
+    ),
     ("torch.backends.cudnn.allow_tf32 = False", "TPU214", "rewritten", '"highest"'),
     ("torch.backends.cuda.enable_flash_sdp(False)", "TPU215", "flagged", None),
     ("with torch.backends.cuda.sdp_kernel(enable_flash=True):\n    f()", "TPU215", "flagged", None),
     ("dist.init_process_group(backend='nccl')", "TPU401", "rewritten", "backend='tpu_dist'"),
     ("torch.cuda.set_device(int(os.environ['LOCAL_RANK']))", "TPU201", "warned", None),
-    ("loader = DataLoader(ds, pin_memory=True)\nx = x.to('cuda', non_blocking=True)", "TPU101", "rewritten",
-     "pin_memory=True"),
+    (
+        "loader = DataLoader(ds, pin_memory=True)\nx = x.to('cuda', non_blocking=True)",
+        "TPU101",
+        "rewritten",
+        "pin_memory=True",
+    ),
     ("os.environ['CUDA_VISIBLE_DEVICES'] = '0'", "TPU209", "flagged", None),
     ("os.environ['CUDA_LAUNCH_BLOCKING'] = '1'", "TPU209", "flagged", None),
     ("torch.cuda.nvtx.range_push('x')", "TPU210", "flagged", None),
     ("g = torch.cuda.CUDAGraph()", "TPU210", "flagged", None),
     ("from torch.profiler import ProfilerActivity\na = [ProfilerActivity.CUDA]", "TPU210", "flagged", None),
     ("x = torch.cuda.FloatTensor(3)", "TPU208", "flagged", None),
-    ("torch.set_default_tensor_type('torch.cuda.FloatTensor')", "TPU208", "warned", "set_default_device('tpu')"),
-    ("torch.set_default_tensor_type(torch.cuda.FloatTensor)", "TPU208", "warned", "set_default_device('tpu')"),
-    ("from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('k', ['k.cu'])", "TPU211",
-     "flagged", None),
+    (
+        "torch.set_default_tensor_type('torch.cuda.FloatTensor')",
+        "TPU208",
+        "warned",
+        "set_default_device('tpu')",
+    ),
+    (
+        "torch.set_default_tensor_type(torch.cuda.FloatTensor)",
+        "TPU208",
+        "warned",
+        "set_default_device('tpu')",
+    ),
+    (
+        "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('k', ['k.cu'])",
+        "TPU211",
+        "flagged",
+        None,
+    ),
     ("import triton", "TPU211", "flagged", None),
     ("from flash_attn import flash_attn_func", "TPU211", "flagged", None),
     ("import bitsandbytes as bnb", "TPU211", "flagged", None),
     ("from apex import amp", "TPU211", "flagged", None),
-    ("use_fused = device_type == 'cuda'\no = torch.optim.AdamW(p, fused=use_fused)", "TPU212", "flagged", None),
+    (
+        "use_fused = device_type == 'cuda'\no = torch.optim.AdamW(p, fused=use_fused)",
+        "TPU212",
+        "flagged",
+        None,
+    ),
     ("torch.cuda.ipc_collect()", "TPU299", "flagged", None),
 ]
 
@@ -191,12 +293,16 @@ def _check(prefix: str, snippet: str, code: str, outcome: str, expect: str | Non
         assert res.changed
 
 
-@pytest.mark.parametrize(("snippet", "code", "outcome", "expect"), XLA_TABLE, ids=[r[0][:40] for r in XLA_TABLE])
+@pytest.mark.parametrize(
+    ("snippet", "code", "outcome", "expect"), XLA_TABLE, ids=[r[0][:40] for r in XLA_TABLE]
+)
 def test_torch_xla_idiom(snippet, code, outcome, expect):
     _check(XM, snippet, code, outcome, expect)
 
 
-@pytest.mark.parametrize(("snippet", "code", "outcome", "expect"), CUDA_TABLE, ids=[r[0][:40] for r in CUDA_TABLE])
+@pytest.mark.parametrize(
+    ("snippet", "code", "outcome", "expect"), CUDA_TABLE, ids=[r[0][:40] for r in CUDA_TABLE]
+)
 def test_cuda_idiom(snippet, code, outcome, expect):
     _check(CU, snippet, code, outcome, expect)
 

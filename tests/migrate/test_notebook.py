@@ -15,13 +15,26 @@ def _nb(*cells, outputs=None) -> str:
         if kind == "code":
             c.update(execution_count=3, outputs=outputs or [])
         out.append(c)
-    return json.dumps({"cells": out, "metadata": {"kernelspec": {"name": "python3"}}, "nbformat": 4,
-                       "nbformat_minor": 5}, indent=1) + "\n"
+    return (
+        json.dumps(
+            {
+                "cells": out,
+                "metadata": {"kernelspec": {"name": "python3"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def test_cells_share_imports_and_diagnostics_name_the_cell():
-    text = _nb(("markdown", "Uses `torch.cuda.is_available()`"), ("code", "import torch\n%time x = 1\n!nvidia-smi"),
-               ("code", "y = 2\nok = torch.cuda.is_available()"))
+    text = _nb(
+        ("markdown", "Uses `torch.cuda.is_available()`"),
+        ("code", "import torch\n%time x = 1\n!nvidia-smi"),
+        ("code", "y = 2\nok = torch.cuda.is_available()"),
+    )
     res = migrate_notebook(text, "nb.ipynb")
     nb = json.loads(res.new_source)
     assert nb["cells"][0]["source"] == ["Uses `torch.cuda.is_available()`"]
@@ -94,19 +107,28 @@ def test_unchanged_notebook_with_continued_magics_is_byte_identical():
 
 
 def test_automagic_pip_lines_are_masked_but_python_that_starts_with_pip_is_not():
-    text = _nb(("code", "pip install -q -U langchain faiss-cpu\nconda install -y \\\n  numpy\nimport torch"),
-               ("code", "pip = ['a']\nok = pip in ['x']\nd = torch.zeros(1, device='cuda')"))
+    text = _nb(
+        ("code", "pip install -q -U langchain faiss-cpu\nconda install -y \\\n  numpy\nimport torch"),
+        ("code", "pip = ['a']\nok = pip in ['x']\nd = torch.zeros(1, device='cuda')"),
+    )
     res = migrate_notebook(text, "nb.ipynb")
     nb = json.loads(res.new_source)
-    assert "".join(nb["cells"][0]["source"]) == "pip install -q -U langchain faiss-cpu\nconda install -y \\\n  numpy\nimport torch"
+    assert (
+        "".join(nb["cells"][0]["source"])
+        == "pip install -q -U langchain faiss-cpu\nconda install -y \\\n  numpy\nimport torch"
+    )
     assert nb["cells"][1]["source"][-1] == "d = torch.zeros(1, device='tpu')"
 
 
 def test_magic_alone_in_a_block_keeps_the_block_and_survives_an_emptied_if():
-    cell = ("import torch\nif torch.cuda.is_available():\n    !nvidia-smi\n    torch.cuda.empty_cache()\n"
-            "if IN_COLAB:\n    !pip install -q \\\n        transformers\nelif OTHER:\n    %pip install x\n"
-            "d = torch.zeros(1, device='cuda')")
+    cell = (
+        "import torch\nif torch.cuda.is_available():\n    !nvidia-smi\n    torch.cuda.empty_cache()\n"
+        "if IN_COLAB:\n    !pip install -q \\\n        transformers\nelif OTHER:\n    %pip install x\n"
+        "d = torch.zeros(1, device='cuda')"
+    )
     res = migrate_notebook(_nb(("code", cell)), "nb.ipynb")
     out = "".join(json.loads(res.new_source)["cells"][0]["source"])
-    assert res.changed and out.count("!nvidia-smi") == 1 and "!pip install -q \\\n        transformers\n" in out
+    assert (
+        res.changed and out.count("!nvidia-smi") == 1 and "!pip install -q \\\n        transformers\n" in out
+    )
     assert "%pip install x" in out and "device='tpu'" in out

@@ -2,6 +2,7 @@
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
 from tpu_workbench.migrate._positions import start_positions
 
 SOURCES = [

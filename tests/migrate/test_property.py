@@ -6,26 +6,74 @@ from __future__ import annotations
 import libcst as cst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tpu_workbench.migrate import migrate_source
 from tpu_workbench.migrate.source import TRIGGERS, needs_parse
 
-IMPORTS = ["import torch", "import torch_xla.core.xla_model as xm", "import torch_xla.runtime as xr",
-           "from torch import cuda", "import torch.distributed as dist", "import torch_xla",
-           "import torch_xla.distributed.parallel_loader as pl", "import os"]
-EXPRS = ["xm.xla_device()", "torch.cuda.is_available()", "'cuda'", "'cuda:0'", "'nccl'", "'xla'", "x.cuda()",
-         "xr.world_size()", "xm.get_ordinal()", "cuda.device_count()", "torch.cuda.amp.GradScaler()",
-         "pl.MpDeviceLoader(loader, d)", "xm.is_master_ordinal()", "torch_xla.device()", "t.is_cuda",
-         "torch.cuda.memory_allocated()", "xm.all_gather(t)", "xm.unknown_thing(1)", "f'cuda:{i}'",
-         "{'cuda': 'nccl'}", "x.to(local_rank)", "torch.load(p, map_location=lambda s, l: s)",
-         "xm.all_reduce('sum', [a, b])", "xm.rendezvous('t', b'x')", "torch.cuda.current_stream(device=d)",
-         "'cuda:{}'.format(r)", "xm.RateTracker()", "torch.cuda.is_bf16_supported() and ok", "['cuda', 'xla']",
-         "torch.cuda.get_device_properties(0).major", "torch_xla.launch(xm.xla_device)", "cfg['xla']",
-         "xm.mesh_reduce('a', v, max)"]
-STMTS = ["xm.mark_step()", "torch.cuda.empty_cache()", "xm.master_print(v)", "xm.rendezvous('t')",
-         "torch.backends.cudnn.benchmark = True", "xm.optimizer_step(opt)", "v = xm.mesh_reduce('a', v, sum)",
-         "torch.cuda.synchronize()", "xm.save(sd, 'p')", "dist.init_process_group('xla', init_method='xla://')",
-         "torch.backends.cuda.matmul.allow_tf32 = flag", "pass", "torch.cuda.manual_seed(s)", "torch.manual_seed(s)",
-         "torch.cuda.set_device(r)", "xm.master_print(v, flush=True)", "xm.reduce_gradients(opt)"]
+IMPORTS = [
+    "import torch",
+    "import torch_xla.core.xla_model as xm",
+    "import torch_xla.runtime as xr",
+    "from torch import cuda",
+    "import torch.distributed as dist",
+    "import torch_xla",
+    "import torch_xla.distributed.parallel_loader as pl",
+    "import os",
+]
+EXPRS = [
+    "xm.xla_device()",
+    "torch.cuda.is_available()",
+    "'cuda'",
+    "'cuda:0'",
+    "'nccl'",
+    "'xla'",
+    "x.cuda()",
+    "xr.world_size()",
+    "xm.get_ordinal()",
+    "cuda.device_count()",
+    "torch.cuda.amp.GradScaler()",
+    "pl.MpDeviceLoader(loader, d)",
+    "xm.is_master_ordinal()",
+    "torch_xla.device()",
+    "t.is_cuda",
+    "torch.cuda.memory_allocated()",
+    "xm.all_gather(t)",
+    "xm.unknown_thing(1)",
+    "f'cuda:{i}'",
+    "{'cuda': 'nccl'}",
+    "x.to(local_rank)",
+    "torch.load(p, map_location=lambda s, l: s)",
+    "xm.all_reduce('sum', [a, b])",
+    "xm.rendezvous('t', b'x')",
+    "torch.cuda.current_stream(device=d)",
+    "'cuda:{}'.format(r)",
+    "xm.RateTracker()",
+    "torch.cuda.is_bf16_supported() and ok",
+    "['cuda', 'xla']",
+    "torch.cuda.get_device_properties(0).major",
+    "torch_xla.launch(xm.xla_device)",
+    "cfg['xla']",
+    "xm.mesh_reduce('a', v, max)",
+]
+STMTS = [
+    "xm.mark_step()",
+    "torch.cuda.empty_cache()",
+    "xm.master_print(v)",
+    "xm.rendezvous('t')",
+    "torch.backends.cudnn.benchmark = True",
+    "xm.optimizer_step(opt)",
+    "v = xm.mesh_reduce('a', v, sum)",
+    "torch.cuda.synchronize()",
+    "xm.save(sd, 'p')",
+    "dist.init_process_group('xla', init_method='xla://')",
+    "torch.backends.cuda.matmul.allow_tf32 = flag",
+    "pass",
+    "torch.cuda.manual_seed(s)",
+    "torch.manual_seed(s)",
+    "torch.cuda.set_device(r)",
+    "xm.master_print(v, flush=True)",
+    "xm.reduce_gradients(opt)",
+]
 
 
 @st.composite
@@ -69,9 +117,24 @@ def test_text_without_trigger_words_is_returned_unchanged(text):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["x = 1", "# cuda comment", "", "   ", "s = 'cudaX'", "if a:\n    b = 'xla_ext'",
-                                 "y = f(x)  # xla"]), min_size=1, max_size=8),
-       st.sampled_from(["\n", "\r\n"]))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "x = 1",
+                "# cuda comment",
+                "",
+                "   ",
+                "s = 'cudaX'",
+                "if a:\n    b = 'xla_ext'",
+                "y = f(x)  # xla",
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(["\n", "\r\n"]),
+)
 def test_byte_identical_when_no_rule_fires(lines, newline):
     src = newline.join(lines) + newline
     res = migrate_source(src)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from migrate_helpers import run
+
 from tpu_workbench.migrate.cli import main
 from tpu_workbench.migrate.rules import all_rules
 from tpu_workbench.migrate.rules.base import select_rules

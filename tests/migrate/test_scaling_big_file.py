@@ -8,6 +8,7 @@ import difflib
 from pathlib import Path
 
 import pytest
+
 from tpu_workbench.migrate import migrate_source
 from tpu_workbench.migrate.limits import STAGES, Watch
 from tpu_workbench.migrate.one_file import unified_diff
@@ -34,8 +35,9 @@ def _pairs():
     yield "generated", src, migrate_source(src).new_source
 
 
-@pytest.mark.parametrize(("name", "old", "new"), list(_pairs()), ids=lambda v: v if isinstance(v, str) and
-                         len(v) < 40 else None)
+@pytest.mark.parametrize(
+    ("name", "old", "new"), list(_pairs()), ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None
+)
 def test_diff_is_the_one_difflib_prints(name, old, new):
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
     assert unified_diff(old, new, name) == "".join(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}"))

@@ -18,6 +18,7 @@ from functools import cache, lru_cache
 
 import libcst as cst
 import pytest
+
 from tpu_workbench.migrate import migrate_source
 from tpu_workbench.migrate.names import import_table
 from tpu_workbench.migrate.rules import all_rules
@@ -86,11 +87,34 @@ XLA_IMPORTS = (
     "import torch_xla.distributed.xla_multiprocessing as xmp\nfrom torch_xla.amp import syncfree\n"
 )
 # torch.cuda APIs the rules rewrite: their signatures come from torch itself.
-CUDA_APIS = ["is_available", "device_count", "synchronize", "current_device", "set_device", "current_stream",
-             "set_stream", "manual_seed", "manual_seed_all", "get_device_name", "get_device_properties",
-             "is_bf16_supported", "empty_cache", "Event", "Stream", "amp.autocast", "amp.GradScaler"]
-TORCH_APIS = ["amp.GradScaler", "autocast", "compile", "load", "distributed.init_process_group",
-              "set_default_tensor_type", "optim.AdamW"]
+CUDA_APIS = [
+    "is_available",
+    "device_count",
+    "synchronize",
+    "current_device",
+    "set_device",
+    "current_stream",
+    "set_stream",
+    "manual_seed",
+    "manual_seed_all",
+    "get_device_name",
+    "get_device_properties",
+    "is_bf16_supported",
+    "empty_cache",
+    "Event",
+    "Stream",
+    "amp.autocast",
+    "amp.GradScaler",
+]
+TORCH_APIS = [
+    "amp.GradScaler",
+    "autocast",
+    "compile",
+    "load",
+    "distributed.init_process_group",
+    "set_default_tensor_type",
+    "optim.AdamW",
+]
 
 
 #: Builtins that carry neither a signature nor a docstring in torch 2.13 (from the torch documentation).
@@ -105,8 +129,10 @@ def _doc_signature(obj) -> inspect.Signature | None:
     m = re.match(r"^\w+\((.*)\)", first[0]) if first else None
     if not m:
         return None
-    params = ", ".join(p if "=" in p or p.strip() in ("*", "/") or p.strip().startswith("*") else f"{p}=None"
-                       for p in m.group(1).split(","))  # names and kinds only: every parameter optional
+    params = ", ".join(
+        p if "=" in p or p.strip() in ("*", "/") or p.strip().startswith("*") else f"{p}=None"
+        for p in m.group(1).split(",")
+    )  # names and kinds only: every parameter optional
     return _parse_signature(params)
 
 
@@ -147,8 +173,13 @@ def calls_for(api: str, sig: inspect.Signature) -> list[str]:
     req_kw = [f"{p.name}={p.name}" for p in required if p.kind is p.KEYWORD_ONLY]
     out = [", ".join(req_pos + req_kw)]
     out.append(", ".join([_placeholder(p, True) for p in pos_ok] + req_kw))
-    out.append(", ".join(f"{p.name}={_placeholder(p, True)}" if p.kind is not p.POSITIONAL_ONLY else p.name
-                         for p in ps if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)))
+    out.append(
+        ", ".join(
+            f"{p.name}={_placeholder(p, True)}" if p.kind is not p.POSITIONAL_ONLY else p.name
+            for p in ps
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+    )
     for p in optional:
         if p.kind is not p.POSITIONAL_ONLY:
             out.append(", ".join([*req_pos, *req_kw, f"{p.name}={_placeholder(p, True)}"]))
@@ -223,8 +254,12 @@ def emitted_calls(src: str) -> list[tuple[str, str, cst.Call]]:
 
 def _shape(qname: str, call: cst.Call) -> tuple:
     """What binding depends on: the callee, the number of positional arguments, the keyword names."""
-    return (qname, sum(1 for a in call.args if a.keyword is None and not a.star),
-            tuple(a.keyword.value for a in call.args if a.keyword is not None), any(a.star for a in call.args))
+    return (
+        qname,
+        sum(1 for a in call.args if a.keyword is None and not a.star),
+        tuple(a.keyword.value for a in call.args if a.keyword is not None),
+        any(a.star for a in call.args),
+    )
 
 
 def _bind(sig: inspect.Signature, call: cst.Call) -> str | None:
@@ -284,5 +319,7 @@ def test_helper_requirements_are_complete():
     """Every _tpu/_Tpu name a helper calls is a declared requirement (the file gets all it needs)."""
     names = {h.name for h in all_helpers()}
     for h in all_helpers():
-        used = {n.id for n in ast.walk(ast.parse(h.source)) if isinstance(n, ast.Name) and n.id in names} - {h.name}
+        used = {n.id for n in ast.walk(ast.parse(h.source)) if isinstance(n, ast.Name) and n.id in names} - {
+            h.name
+        }
         assert used <= set(h.requires), (h.name, used - set(h.requires))

@@ -18,10 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tpu_workbench.migrate import migrate_source
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "xla_mnist_template.py"
-TRAIN_LINE = re.compile(r"Training Device=tpu/(\d+) Epoch=1 Step=(\d+) Loss=(\d+\.\d+)")  # (two processes may interleave lines)
+TRAIN_LINE = re.compile(
+    r"Training Device=tpu/(\d+) Epoch=1 Step=(\d+) Loss=(\d+\.\d+)"
+)  # (two processes may interleave lines)
 STAND_IN = '''"""Stand-in for torchvision in the tpu-migrate tests: the fake-data path never uses it."""
 
 
@@ -49,7 +52,9 @@ def test_migrated_template_imports_no_torch_xla(migrated):
     assert not {m for m in _imported_modules(migrated) if m.split(".")[0] == "torch_xla"}
     assert "TODO(tpu-migrate" not in migrated  # nothing left for a human
     assert migrate_source(migrated).new_source == migrated  # the fixed point in one run
-    undefined = {n.id for n in ast.walk(ast.parse(migrated)) if isinstance(n, ast.Name) and n.id.startswith("_tpu")}
+    undefined = {
+        n.id for n in ast.walk(ast.parse(migrated)) if isinstance(n, ast.Name) and n.id.startswith("_tpu")
+    }
     defined = {n.name for n in ast.parse(migrated).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert undefined <= defined
 
@@ -62,11 +67,20 @@ def _run(tmp_path: Path, migrated: str, launcher: list[str]) -> str:
     (stand_in / "__init__.py").write_text('"""Stand-in for torchvision (tpu-migrate tests)."""\n')
     for name in ("datasets", "transforms"):
         (stand_in / f"{name}.py").write_text(STAND_IN)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                            "MASTER_PORT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
     env.update(PYTHONPATH=str(stand_in.parent), PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    out = subprocess.run([*launcher, str(script), "--fake_data", "--num_steps", "3", "--batch_size", "8"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    out = subprocess.run(
+        [*launcher, str(script), "--fake_data", "--num_steps", "3", "--batch_size", "8"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     return out.stdout
 
@@ -87,7 +101,13 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_migrated_template_trains_under_torchrun(tmp_path, migrated):
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}"]
+    launcher = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={_free_port()}",
+    ]
     out = _run(tmp_path, migrated, launcher)
     steps = TRAIN_LINE.findall(out)
     by_rank = {r: [(s, loss) for rr, s, loss in steps if rr == r] for r in ("0", "1")}

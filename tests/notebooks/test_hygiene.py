@@ -50,9 +50,13 @@ def test_valid_and_no_outputs(name):
 def test_first_code_cell_is_tagged_parameters(name):
     nb = _load(name)
     first = next(c for c in nb.cells if c.cell_type == "code")
-    assert "parameters" in first.metadata.get("tags", []), f"{name}: first code cell is not tagged 'parameters'"
-    assert re.search(r"^[A-Z_]+\s*(,\s*[A-Z_]+\s*)*=", first.source, re.MULTILINE), "parameters are assignments"
-    others = [c for c in nb.cells[nb.cells.index(first) + 1:] if "parameters" in c.metadata.get("tags", [])]
+    assert "parameters" in first.metadata.get("tags", []), (
+        f"{name}: first code cell is not tagged 'parameters'"
+    )
+    assert re.search(r"^[A-Z_]+\s*(,\s*[A-Z_]+\s*)*=", first.source, re.MULTILINE), (
+        "parameters are assignments"
+    )
+    others = [c for c in nb.cells[nb.cells.index(first) + 1 :] if "parameters" in c.metadata.get("tags", [])]
     assert not others, f"{name}: more than one parameters cell"
 
 
@@ -61,8 +65,17 @@ def test_no_downloads_and_first_cell_is_a_title(name):
     nb = _load(name)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    for banned in ("urlopen", "requests.", "urllib", "wget", "curl ", "hf_hub_download", "from_pretrained",
-                   "pip install", "load_dataset"):
+    for banned in (
+        "urlopen",
+        "requests.",
+        "urllib",
+        "wget",
+        "curl ",
+        "hf_hub_download",
+        "from_pretrained",
+        "pip install",
+        "load_dataset",
+    ):
         assert banned not in code, f"{name} contains {banned!r}"
     assert not re.search(r"^\s*[!%]", code, re.MULTILINE), f"{name} uses shell escapes or magics"
 
@@ -73,4 +86,6 @@ def test_notebooks_match_generator():
     for name, cells in mod.NOTEBOOKS.items():
         committed = [(c.cell_type, c.source, c.metadata.get("tags", [])) for c in _load(name).cells]
         generated = [(c.cell_type, c.source, c.metadata.get("tags", [])) for c in cells]
-        assert committed == generated, f"{name}.ipynb differs from notebooks/_build.py: run python notebooks/_build.py"
+        assert committed == generated, (
+            f"{name}.ipynb differs from notebooks/_build.py: run python notebooks/_build.py"
+        )

@@ -4,6 +4,7 @@ place on every control change, nothing printed into the cell; slider stops are t
 from __future__ import annotations
 
 import pytest
+
 from tpu_workbench.bench import analysis
 from tpu_workbench.bench import notebook_views as nbv
 
@@ -13,15 +14,21 @@ CHIPS = ["TPU v7", "H100 SXM", "B200"]
 @pytest.fixture(scope="module")
 def tco():
     records = analysis.decode_frontier(CHIPS, "llama3-8b", batches=(1, 16, 128))
-    return nbv.tco_explorer(records, chips=CHIPS, workload="llama3-8b", target=20.0,
-                            published=analysis.published_serving())
+    return nbv.tco_explorer(
+        records, chips=CHIPS, workload="llama3-8b", target=20.0, published=analysis.published_serving()
+    )
 
 
 @pytest.mark.slow
 def test_tco_panel_redraws_its_one_view_for_every_control(tco, capsys):
     assert tco.redraws == 1 and tco.image.value[:4] == b"\x89PNG" and "<table" in tco.table.value
     assert tco.box.children[-2:] == (tco.table, tco.image)  # the view lives inside the panel, once
-    for name, value in (("target", 50.0), ("price_kind", "committed"), ("price", 2.5), ("chips", ("TPU v7",))):
+    for name, value in (
+        ("target", 50.0),
+        ("price_kind", "committed"),
+        ("price", 2.5),
+        ("chips", ("TPU v7",)),
+    ):
         before = (tco.image.value, tco.table.value)
         tco.controls[name].value = value
         assert (tco.image.value, tco.table.value) != before, name
@@ -36,7 +43,9 @@ def test_slider_stops_are_the_numbers_the_figure_prints(tco):
     for label, value in slider.options:
         assert f"{value:g}" == label  # 35.4813 cannot happen: every stop is a round value
     slider.value = 25.0
-    frame = analysis.frontier_frame([r for r in analysis.decode_frontier(["TPU v7"], "llama3-8b", batches=(1,))])
+    frame = analysis.frontier_frame(
+        [r for r in analysis.decode_frontier(["TPU v7"], "llama3-8b", batches=(1,))]
+    )
     fig = nbv.plot_tco(frame, target=slider.value, workload="llama3-8b")
     assert "target 25 tok/s per user" in [t.get_text() for t in fig.legends[0].get_texts()]
     assert nbv.choices([10.0, 20.0], 35.0) == (10.0, 20.0, 35.0)  # a parameter off the list is offered as is

@@ -1,10 +1,25 @@
 import json
 
 import pytest
+
 from tpu_workbench.bench.catalog import CatalogError, UnknownChipError, load_catalog
 
-REQUIRED = ["A100", "H100 SXM", "H200", "B200", "GB200", "MI300X", "MI355X", "TPU v4", "TPU v5e", "TPU v5p",
-            "TPU v6e", "TPU v7", "Trainium2", "Trainium2 UltraServer"]
+REQUIRED = [
+    "A100",
+    "H100 SXM",
+    "H200",
+    "B200",
+    "GB200",
+    "MI300X",
+    "MI355X",
+    "TPU v4",
+    "TPU v5e",
+    "TPU v5p",
+    "TPU v6e",
+    "TPU v7",
+    "Trainium2",
+    "Trainium2 UltraServer",
+]
 GIB = 1.073741824
 
 
@@ -66,7 +81,7 @@ def test_device_name_matching(catalog):
 
 def test_user_file_adds_chip_and_price(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text('''
+    f.write_text("""
 [[chip]]
 name = "MyChip"
 peak_tflops = { bf16 = 100.0 }
@@ -81,7 +96,7 @@ tier = "spot"
 usd_per_chip_hour = 0.9
 source = "my quote"
 date = "2026-11-01"
-''')
+""")
     cat = load_catalog([f])
     assert cat.chip("mychip").peak("bf16") == 100e12
     assert cat.chip("H100 SXM").price("spot").source == "my quote"
@@ -89,8 +104,22 @@ date = "2026-11-01"
 
 def test_malformed_files_are_rejected(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": -1}, "hbm_gb": 1,
-                                         "hbm_bw_gbps": 1, "scaleup_bw_gbps": 1, "scaleup_domain": 1}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "chip": [
+                    {
+                        "name": "X",
+                        "peak_tflops": {"bf16": -1},
+                        "hbm_gb": 1,
+                        "hbm_bw_gbps": 1,
+                        "scaleup_bw_gbps": 1,
+                        "scaleup_domain": 1,
+                    }
+                ]
+            }
+        )
+    )
     with pytest.raises(CatalogError, match="positive"):
         load_catalog([bad])
     bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": 1}}]}))
@@ -156,21 +185,38 @@ def test_catalog_list_shows_the_stale_flag(capsys):
 
 def test_torus_chip_without_axis_bandwidth_is_rejected(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"chip": [{"name": "X", "peak_tflops": {"bf16": 1}, "hbm_gb": 1, "hbm_bw_gbps": 1,
-                                         "scaleup_bw_gbps": 1, "scaleup_domain": 4,
-                                         "scaleup_topology": "torus-2d"}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "chip": [
+                    {
+                        "name": "X",
+                        "peak_tflops": {"bf16": 1},
+                        "hbm_gb": 1,
+                        "hbm_bw_gbps": 1,
+                        "scaleup_bw_gbps": 1,
+                        "scaleup_domain": 4,
+                        "scaleup_topology": "torus-2d",
+                    }
+                ]
+            }
+        )
+    )
     with pytest.raises(CatalogError, match="ici_axis"):
         load_catalog([bad])
 
 
 def test_user_catalog_errors_name_the_file_and_the_entry_line(tmp_path) -> None:
     import pytest
+
     from tpu_workbench.bench.catalog import CatalogError, load_catalog
     from tpu_workbench.bench.errors import WorkbenchError
 
     bad_price = tmp_path / "p.toml"
-    bad_price.write_text('# my prices\n\n[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\n'
-                         'source = "x"\ndate = "2026-01"\n')
+    bad_price.write_text(
+        '# my prices\n\n[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\n'
+        'source = "x"\ndate = "2026-01"\n'
+    )
     with pytest.raises(CatalogError, match=r"p\.toml:3: 'H100 SXM' price must be a positive number"):
         load_catalog([bad_price])
     broken = tmp_path / "b.toml"

@@ -4,6 +4,7 @@ import re
 import shlex
 
 import pytest
+
 from tpu_workbench.bench.cli import build_parser, main
 from tpu_workbench.bench.results import read_records
 
@@ -11,15 +12,39 @@ from tpu_workbench.bench.results import read_records
 @pytest.fixture(scope="module")
 def runfile(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "r.jsonl"
-    assert main(["run", "-w", "tiny", "-p", "train", "-d", "cpu", "-b", "1", "2", "-s", "8", "--budget", "0.05",
-                 "-o", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-w",
+                "tiny",
+                "-p",
+                "train",
+                "-d",
+                "cpu",
+                "-b",
+                "1",
+                "2",
+                "-s",
+                "8",
+                "--budget",
+                "0.05",
+                "-o",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_run_writes_records(runfile):
     recs = read_records(runfile)
-    assert [(r.workload, r.phase, r.device, r.batch, r.seq) for r in recs] == [("tiny", "train", "cpu", 1, 8),
-                                                                             ("tiny", "train", "cpu", 2, 8)]
+    assert [(r.workload, r.phase, r.device, r.batch, r.seq) for r in recs] == [
+        ("tiny", "train", "cpu", 1, 8),
+        ("tiny", "train", "cpu", 2, 8),
+    ]
     for r in recs:
         assert r.provenance == "measured" and r.tokens_kind == "total" and r.step_samples_s
         assert r.tokens_per_s == pytest.approx(r.batch * r.seq / r.step_median_s)
@@ -29,21 +54,27 @@ def test_run_writes_records(runfile):
         assert r.peak_memory_bytes > 10e6 and "resident set" in r.peak_memory_basis
 
 
-@pytest.mark.parametrize("argv, valid", [
-    (["run", "-b", "0"], "-b/--batch: must be an integer >= 1, got 0"),
-    (["run", "-s", "0"], "-s/--seq: must be an integer >= 1, got 0"),
-    (["run", "-s", "x"], "-s/--seq: must be an integer >= 1, got 'x'"),
-    (["run", "--budget", "0"], "--budget: must be a number > 0, got 0"),
-    (["run", "--budget", "nan"], "--budget: must be a number > 0, got nan"),
-    (["project", "--batch", "-4"], "--batch: must be an integer >= 1, got -4"),
-    (["project", "--batch", "0"], "--batch: must be an integer >= 1, got 0"),
-    (["project", "--seq", "0"], "--seq: must be an integer >= 1, got 0"),
-    (["project", "--chips", "8", "0"], "--chips: must be an integer >= 1, got 0"),
-    (["project", "--scaleout-gbps", "0"], "--scaleout-gbps: must be a number > 0, got 0"),
-    (["project", "--scaleup-domain", "0"], "--scaleup-domain: must be an integer >= 1, got 0"),
-    (["project", "--compute-efficiency", "1.5"], "--compute-efficiency: must be a number in (0, 1], got 1.5"),
-    (["project", "--overlap", "-0.1"], "--overlap: must be a number in [0, 1], got -0.1"),
-])
+@pytest.mark.parametrize(
+    "argv, valid",
+    [
+        (["run", "-b", "0"], "-b/--batch: must be an integer >= 1, got 0"),
+        (["run", "-s", "0"], "-s/--seq: must be an integer >= 1, got 0"),
+        (["run", "-s", "x"], "-s/--seq: must be an integer >= 1, got 'x'"),
+        (["run", "--budget", "0"], "--budget: must be a number > 0, got 0"),
+        (["run", "--budget", "nan"], "--budget: must be a number > 0, got nan"),
+        (["project", "--batch", "-4"], "--batch: must be an integer >= 1, got -4"),
+        (["project", "--batch", "0"], "--batch: must be an integer >= 1, got 0"),
+        (["project", "--seq", "0"], "--seq: must be an integer >= 1, got 0"),
+        (["project", "--chips", "8", "0"], "--chips: must be an integer >= 1, got 0"),
+        (["project", "--scaleout-gbps", "0"], "--scaleout-gbps: must be a number > 0, got 0"),
+        (["project", "--scaleup-domain", "0"], "--scaleup-domain: must be an integer >= 1, got 0"),
+        (
+            ["project", "--compute-efficiency", "1.5"],
+            "--compute-efficiency: must be a number in (0, 1], got 1.5",
+        ),
+        (["project", "--overlap", "-0.1"], "--overlap: must be a number in [0, 1], got -0.1"),
+    ],
+)
 def test_numeric_options_are_checked_at_the_command_line(argv, valid, tmp_path, capsys):
     out = tmp_path / "never.jsonl"
     with pytest.raises(SystemExit) as exc:
@@ -64,12 +95,15 @@ def test_library_refuses_sizes_no_run_can_have():
         run_matrix(["tiny"], ["train"], ["cpu"], batches=[1], seqs=[8, 0], progress=False)
 
 
-@pytest.mark.parametrize("text, says", [
-    ('{"foo": 1}\n', "line 1 of 1 (last line): not a valid record: record missing schema_version"),
-    ("[1, 2, 3]\n", "line 1 of 1 (last line): a JSON array, not a record object"),
-    ('"hello"\n', "line 1 of 1 (last line): a JSON string, not a record object"),
-    ('{"provenance": "meas', "line 1 of 1 (last line): torn/corrupt JSON"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"foo": 1}\n', "line 1 of 1 (last line): not a valid record: record missing schema_version"),
+        ("[1, 2, 3]\n", "line 1 of 1 (last line): a JSON array, not a record object"),
+        ('"hello"\n', "line 1 of 1 (last line): a JSON string, not a record object"),
+        ('{"provenance": "meas', "line 1 of 1 (last line): torn/corrupt JSON"),
+    ],
+)
 def test_a_file_without_records_is_one_line_naming_file_and_line(text, says, tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
@@ -109,8 +143,9 @@ def test_bad_catalog_file_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad}: " in err and "line 1" in err and "Traceback" not in err and err.count("\n") == 1
     neg = tmp_path / "neg.toml"
-    neg.write_text('[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\nsource = "x"\n'
-                   'date = "2026-01"\n')
+    neg.write_text(
+        '[[price]]\nchip = "H100"\ntier = "custom"\nusd_per_chip_hour = -1\nsource = "x"\ndate = "2026-01"\n'
+    )
     assert main(["catalog", "list", "--file", str(neg)]) == 2
     err = capsys.readouterr().err
     assert "positive" in err and err.count("\n") == 1
@@ -122,14 +157,17 @@ def test_compare_prints_ratio(runfile, capsys):
     assert "ratio_vs_cpu" in out and "1.000x" in out
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["run", "-w", "nope", "--no-progress"], "tiny"),
-    (["run", "-d", "quantum", "--no-progress"], "present: cpu"),
-    (["catalog", "show", "TPU v9"], "TPU v7"),
-    (["project", "--chip", "H900"], "H100 SXM"),
-    (["project", "--layout", "weird"], "fsdp+tp"),
-    (["compare", "/nonexistent.jsonl"], "not found"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "-w", "nope", "--no-progress"], "tiny"),
+        (["run", "-d", "quantum", "--no-progress"], "present: cpu"),
+        (["catalog", "show", "TPU v9"], "TPU v7"),
+        (["project", "--chip", "H900"], "H100 SXM"),
+        (["project", "--layout", "weird"], "fsdp+tp"),
+        (["compare", "/nonexistent.jsonl"], "not found"),
+    ],
+)
 def test_bad_input_exits_2_naming_choices(argv, needle, capsys):
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
@@ -155,7 +193,9 @@ def test_every_example_in_the_help_parses_and_every_option_is_explained():
     parser = build_parser()
     subs = _subparsers(parser)
     texts = [parser.format_help(), *(p.format_help() for p in subs.values())]
-    examples = [line.strip() for t in texts for line in t.splitlines() if line.strip().startswith("tpu-bench ")]
+    examples = [
+        line.strip() for t in texts for line in t.splitlines() if line.strip().startswith("tpu-bench ")
+    ]
     assert len(examples) >= 15 and {e.split()[1] for e in examples} >= set(subs) - {"validate"}
     for example in examples:
         argv = shlex.split(re.split(r"\s{2,}\(", example)[0])[1:]  # drop a trailing "  (comment)"
@@ -166,7 +206,9 @@ def test_every_example_in_the_help_parses_and_every_option_is_explained():
     for name, sub in subs.items():
         for action in sub._actions:
             if not isinstance(action, argparse._HelpAction):
-                assert action.help, f"tpu-bench {name} {action.option_strings or action.dest} has no help text"
+                assert action.help, (
+                    f"tpu-bench {name} {action.option_strings or action.dest} has no help text"
+                )
     phase_help = next(a.help for a in subs["run"]._actions if a.dest == "phase")
     listed = phase_help.split(": ", 1)[1].split(" (")[0].split(", ")
     assert sorted(listed) == sorted(set(listed)) == ["decode", "infer", "prefill", "train"]

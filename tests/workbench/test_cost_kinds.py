@@ -1,6 +1,7 @@
 import datetime as dt
 
 import pytest
+
 from tpu_workbench.bench import cost
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.errors import WorkbenchError

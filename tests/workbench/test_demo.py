@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tpu_workbench.bench import demo, demo_chain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +28,13 @@ def _tree_hash(folder: Path) -> str:
 def test_quick_demo_end_to_end(tmp_path):
     before = _tree_hash(ROOT / "examples")
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "tpu_workbench.bench.cli", "demo", "--", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_workbench.bench.cli", "demo", "--", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"report: {out / 'README.md'}" in proc.stdout
     for step in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"):
@@ -57,7 +63,9 @@ def test_quick_demo_end_to_end(tmp_path):
 def test_failed_check_gives_exit_status_1(tmp_path, capsys):
     empty = tmp_path / "no-examples"
     empty.mkdir()
-    rc = demo.main(["--out", str(tmp_path / "r"), "--examples", str(empty), "--skip", "benchmark", "projection"])
+    rc = demo.main(
+        ["--out", str(tmp_path / "r"), "--examples", str(empty), "--skip", "benchmark", "projection"]
+    )
     out = capsys.readouterr().out
     assert rc == 1
     assert "FAIL  migrate samples" in out and "FAIL  losses agree" in out
@@ -105,6 +113,7 @@ def test_samples_cover_the_bundled_examples():
 
 def test_one_number_format_for_every_table():
     import pandas as pd
+
     from tpu_workbench.bench import tables
 
     df = pd.DataFrame([{"a": "x|y", "b": 23812.4, "c": float("nan"), "d": 0.5, "e": 1234567.0, "f": 3.5e-7}])

@@ -1,6 +1,7 @@
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.flops import attention_flops_per_token, flops_per_step, flops_per_token, param_counts
 from tpu_workbench.bench.workloads import build_model, decoder_step, get_config
@@ -32,8 +33,9 @@ def test_causal_convention_halves_only_attention():
     palm = flops_per_token(cfg, "train", 8192, convention="palm")
     causal = flops_per_token(cfg, "train", 8192, convention="causal")
     assert palm - causal == pytest.approx(3 * attention_flops_per_token(cfg, 8192, causal_halved=True))
-    assert flops_per_token(cfg, "decode", 100, convention="palm") == flops_per_token(cfg, "decode", 100,
-                                                                                     convention="causal")
+    assert flops_per_token(cfg, "decode", 100, convention="palm") == flops_per_token(
+        cfg, "decode", 100, convention="causal"
+    )
 
 
 def test_large_presets_match_published_sizes():
@@ -42,8 +44,9 @@ def test_large_presets_match_published_sizes():
     assert q.total / 1e9 == pytest.approx(235, abs=1.5)
     assert q.active / 1e9 == pytest.approx(22, abs=1.0)
     # 6N rule of thumb for training with MoE active parameters
-    assert flops_per_token(get_config("qwen3-235b-a22b"), "train", 1, convention="causal") == \
-        pytest.approx(6 * q.active_matmul, rel=0.01)
+    assert flops_per_token(get_config("qwen3-235b-a22b"), "train", 1, convention="causal") == pytest.approx(
+        6 * q.active_matmul, rel=0.01
+    )
 
 
 def test_unknown_convention_and_phase():

@@ -1,6 +1,7 @@
 import time
 
 import pytest
+
 from tpu_workbench.bench import cost
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.metrics import bandwidth_utilisation, measure_cpu_matmul_peak, mfu
@@ -38,8 +39,10 @@ def test_measured_cpu_peak_is_positive_and_labelled():
     assert peak.value > 1e8 and "measured host-CPU matmul peak" in peak.basis and peak.samples
 
 
-@pytest.mark.parametrize("gpu, gpu_tok_s, lead_external, lead_internal", [
-    ("B200", 8903, 0.504, 0.767), ("B300", 8925, 0.96, 1.302)])
+@pytest.mark.parametrize(
+    "gpu, gpu_tok_s, lead_external, lead_internal",
+    [("B200", 8903, 0.504, 0.767), ("B300", 8925, 0.96, 1.302)],
+)
 def test_cost_identities_reproduce_published_tokens_per_dollar(gpu, gpu_tok_s, lead_external, lead_internal):
     """SemiAnalysis "TPU InferenceX full steam" (published rows 12-13): at 20 tok/s/user Ironwood serves
     9,364 tok/s per chip; its tokens-per-$ lead is +50.4% over B200 (+96% over B300) at the external TPU
@@ -47,7 +50,9 @@ def test_cost_identities_reproduce_published_tokens_per_dollar(gpu, gpu_tok_s, l
     $/chip-hr; the identities must then give the published internal lead."""
     tpu_per_usd = cost.tokens_per_usd(1.21, 9364)
     gpu_usd_per_hour = gpu_tok_s * 3600 / (tpu_per_usd / (1 + lead_external))
-    assert cost.tokens_per_usd(gpu_usd_per_hour, gpu_tok_s) == pytest.approx(tpu_per_usd / (1 + lead_external))
+    assert cost.tokens_per_usd(gpu_usd_per_hour, gpu_tok_s) == pytest.approx(
+        tpu_per_usd / (1 + lead_external)
+    )
     lead = cost.tokens_per_usd(1.03, 9364) / cost.tokens_per_usd(gpu_usd_per_hour, gpu_tok_s) - 1
     assert lead == pytest.approx(lead_internal, abs=0.002)  # the published figures are rounded to 0.1%
     # the same price in the other identity: $ per million tokens at each chip's price

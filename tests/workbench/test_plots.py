@@ -11,6 +11,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text  # the label's own box, without its leader line
+
 from tpu_workbench.bench import analysis, plots
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.projection import project
@@ -127,7 +128,10 @@ def test_scaling_keeps_layouts_apart_and_normalises_only_to_points_that_fit():
     frame = analysis.scaling_frame(["TPU v7"], "qwen3-235b-a22b", ("fsdp", "fsdp+ep"), counts)
     for _, g in frame.groupby("layout"):
         base = g["baseline chips"].iloc[0]
-        assert g.loc[g["chips"] == base, "fits in HBM"].all() and (g["chips"] < base).sum() == (~g["fits in HBM"]).sum()
+        assert (
+            g.loc[g["chips"] == base, "fits in HBM"].all()
+            and (g["chips"] < base).sum() == (~g["fits in HBM"]).sum()
+        )
         assert g.loc[~g["fits in HBM"], "efficiency"].isna().all()
     pub = analysis.published_scaling()
     fig = plots.plot_scaling([frame], pub)
@@ -139,7 +143,9 @@ def test_scaling_keeps_layouts_apart_and_normalises_only_to_points_that_fit():
     assert list(stars.get_ydata()) == list(pub["published tok/s per chip"])  # as published, not normalised
     assert not any(line.get_marker() == "*" for line in bottom.get_lines())
     # the open squares are the as-published setting (FSDP per slice, data parallel across), not fsdp+ep
-    square = next(x.get_label() for x in top.get_lines() if x.get_marker() == "s" and x.get_linestyle() == "None")
+    square = next(
+        x.get_label() for x in top.get_lines() if x.get_marker() == "s" and x.get_linestyle() == "None"
+    )
     assert "FSDP in each 1,024-chip slice" in square and "fsdp+ep" not in square
     fig.canvas.draw()  # legends of a one-chip column stay inside the figure
     width = fig.bbox.width
@@ -150,8 +156,11 @@ def test_scaling_keeps_layouts_apart_and_normalises_only_to_points_that_fit():
 
 def test_roofline_names_points_in_the_legend_not_beside_them():
     cat = load_catalog()
-    recs = [project(c, "llama3-8b", ph, 8, "tp", batch=b) for c in ("TPU v7", "H100 SXM")
-            for ph, b in (("train", 4), ("decode", 64), ("decode", 1))]
+    recs = [
+        project(c, "llama3-8b", ph, 8, "tp", batch=b)
+        for c in ("TPU v7", "H100 SXM")
+        for ph, b in (("train", 4), ("decode", 64), ("decode", 1))
+    ]
     fig = plots.plot_roofline([cat.chip("TPU v7"), cat.chip("H100 SXM")], recs)
     assert len(fig.axes[0].texts) == 0
     names = [t.get_text() for t in fig.legends[0].get_texts()]

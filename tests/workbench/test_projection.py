@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from tpu_workbench.bench.catalog import UnknownChipError, load_catalog
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection import Assumptions, project, resolve_layout, scaling_curve

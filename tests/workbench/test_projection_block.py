@@ -2,6 +2,7 @@
 (MaxText's default decoder of 2023, the model of the v5e / v5p tables)."""
 
 import pytest
+
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.flops import flops_per_token, param_counts

@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.projection import CALIBRATED_GEMM_EFFICIENCY, projection_vs_published
 from tpu_workbench.bench.projection.calibration import (

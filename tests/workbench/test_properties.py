@@ -2,6 +2,7 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tpu_workbench.bench import cost
 from tpu_workbench.bench.flops import param_counts
 from tpu_workbench.bench.workloads import DecoderConfig, build_model
@@ -14,11 +15,20 @@ def configs(draw):
     moe = draw(st.booleans())
     experts = draw(st.integers(2, 6)) if moe else 0
     return DecoderConfig(
-        "h", vocab=draw(st.integers(8, 64)), d_model=heads * draw(st.integers(1, 4)) * 2,
-        n_layers=draw(st.integers(1, 3)), n_heads=heads, n_kv_heads=kv, ffn_dim=draw(st.integers(1, 32)),
-        n_experts=experts, top_k=draw(st.integers(1, experts)) if moe else 0,
-        moe_ffn_dim=draw(st.integers(1, 16)) if moe else 0, n_shared_experts=draw(st.integers(0, 2)) if moe else 0,
-        tie_embeddings=draw(st.booleans()), max_seq=16)
+        "h",
+        vocab=draw(st.integers(8, 64)),
+        d_model=heads * draw(st.integers(1, 4)) * 2,
+        n_layers=draw(st.integers(1, 3)),
+        n_heads=heads,
+        n_kv_heads=kv,
+        ffn_dim=draw(st.integers(1, 32)),
+        n_experts=experts,
+        top_k=draw(st.integers(1, experts)) if moe else 0,
+        moe_ffn_dim=draw(st.integers(1, 16)) if moe else 0,
+        n_shared_experts=draw(st.integers(0, 2)) if moe else 0,
+        tie_embeddings=draw(st.booleans()),
+        max_seq=16,
+    )
 
 
 @settings(max_examples=25, deadline=None)

@@ -1,4 +1,5 @@
 import pytest
+
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.flops import param_counts
 from tpu_workbench.bench.projection.block import Block, block_param_counts

@@ -2,6 +2,7 @@ import json
 import warnings
 
 import pytest
+
 from tpu_workbench.bench.published import published_records
 from tpu_workbench.bench.results import (
     SCHEMA_VERSION,
@@ -14,8 +15,15 @@ from tpu_workbench.bench.results import (
 
 
 def _rec(**kw):
-    base = dict(provenance="measured", workload="tiny", phase="train", device="cpu", tokens_per_s=10.0,
-                step_samples_s=[0.1, 0.11], source={"kind": "measured", "git_revision": "x"})
+    base = dict(
+        provenance="measured",
+        workload="tiny",
+        phase="train",
+        device="cpu",
+        tokens_per_s=10.0,
+        step_samples_s=[0.1, 0.11],
+        source={"kind": "measured", "git_revision": "x"},
+    )
     return Record(**{**base, **kw})
 
 
@@ -37,8 +45,16 @@ def test_schema_rejections():
         Record.from_dict({**_rec().to_dict(), "schema_version": SCHEMA_VERSION + 1})
 
 
-@pytest.mark.parametrize("field, value", [("batch", 0), ("seq", -1), ("tokens_per_s", 0.0),
-                                          ("tokens_per_s", float("nan")), ("step_median_s", float("inf"))])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("batch", 0),
+        ("seq", -1),
+        ("tokens_per_s", 0.0),
+        ("tokens_per_s", float("nan")),
+        ("step_median_s", float("inf")),
+    ],
+)
 def test_a_record_of_an_impossible_run_is_refused(field, value):
     with pytest.raises(SchemaError, match=f"{field} must be a positive finite number"):
         _rec(**{field: value})
@@ -76,7 +92,9 @@ def test_published_records_cover_the_numeric_rows():
     rows = {r.source["row"] for r in recs}
     assert rows == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14}
     for r in recs:
-        assert r.provenance == "published" and r.source["setting"] and r.source["figure"] and r.source["title"]
+        assert (
+            r.provenance == "published" and r.source["setting"] and r.source["figure"] and r.source["title"]
+        )
     row4 = next(r for r in recs if r.source["row"] == 4)
     assert (row4.tokens_per_s_per_chip, row4.mfu, row4.chip) == (25700.0, 0.59, "TPU v7")
     row5 = sorted((r for r in recs if r.source["row"] == 5), key=lambda r: r.n_chips)
@@ -99,7 +117,8 @@ def test_a_killed_writer_loses_no_completed_record(tmp_path):
         "while True:\n"
         "    append_records(sys.argv[1], Record(provenance='projected', workload='w', phase='train', device='x',\n"
         "                                       batch=i, source={'kind': 'projected'}, extra={'pad': 'x' * 20000}))\n"
-        "    i += 1\n")
+        "    i += 1\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
     deadline = time.time() + 30
     while time.time() < deadline and (not path.exists() or path.read_text().count("\n") < 5):

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from tpu_workbench.bench.devices import present_devices, tpu_present
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.results import Record
@@ -46,8 +47,16 @@ def test_benchmark_callable_counts_flops_of_user_step():
 
 def test_run_matrix_appends_each_record(tmp_path):
     out = tmp_path / "m.jsonl"
-    res = run_matrix(["tiny", "small-cnn"], ["prefill", "infer"], ["cpu"], batches=[1], seqs=[8],
-                     budget_s=0.05, out=str(out), progress=False)
+    res = run_matrix(
+        ["tiny", "small-cnn"],
+        ["prefill", "infer"],
+        ["cpu"],
+        batches=[1],
+        seqs=[8],
+        budget_s=0.05,
+        out=str(out),
+        progress=False,
+    )
     assert not res.failures
     assert {(r.workload, r.phase) for r in res.records} == {("tiny", "prefill"), ("small-cnn", "infer")}
     assert len(out.read_text().splitlines()) == 2
@@ -74,8 +83,28 @@ def test_cli_tpu_train_eager_and_compiled_writes_records(tmp_path):
     from tpu_workbench.bench.results import read_records
 
     out = tmp_path / "tpu.jsonl"
-    rc = main(["run", "-w", "tiny", "-p", "train", "-d", "tpu", "-b", "1", "-s", "8", "--compiled", "both",
-               "--budget", "0.2", "-o", str(out), "--no-progress"])
+    rc = main(
+        [
+            "run",
+            "-w",
+            "tiny",
+            "-p",
+            "train",
+            "-d",
+            "tpu",
+            "-b",
+            "1",
+            "-s",
+            "8",
+            "--compiled",
+            "both",
+            "--budget",
+            "0.2",
+            "-o",
+            str(out),
+            "--no-progress",
+        ]
+    )
     recs = read_records(out)
     assert rc == 0 and [r.compiled for r in recs] == [False, True]
     assert all("via XLA" in r.platform or "XLA:TPU" in r.platform for r in recs)
@@ -89,8 +118,16 @@ def test_eager_modes_side_by_side_are_labelled_records():
     from tpu_workbench.bench.compare import compare_table
     from tpu_workbench.bench.results import variant_label
 
-    result = run_matrix(["tiny"], ["train"], ["cpu", "tpu"], batches=[2], seqs=[16], budget_s=0.2, progress=False,
-                        eager_modes=("strict", "fused"))
+    result = run_matrix(
+        ["tiny"],
+        ["train"],
+        ["cpu", "tpu"],
+        batches=[2],
+        seqs=[16],
+        budget_s=0.2,
+        progress=False,
+        eager_modes=("strict", "fused"),
+    )
     assert not result.failures
     by_label = {variant_label(r): r for r in result.records}
     assert set(by_label) == {"cpu", "tpu", "tpu+fused"}

@@ -4,6 +4,7 @@ discrete outputs do not."""
 from __future__ import annotations
 
 import torch
+
 from tpu_workbench.bench.validate import compare
 
 
@@ -50,9 +51,12 @@ def test_failure_classes_name_random_draws_and_ill_conditioning() -> None:
     bad = {"ok": False, "mismatches": [{"detail": "vs float64: tpu 1, cpu float32 0.1"}]}
     ill = {"ok": False, "mismatches": [{"detail": "shape (3,) vs (4,); ill-conditioned: the CPU's own ..."}]}
     ok = {"ok": True, "mismatches": []}
-    assert classify.classify(_tier1({"forward": bad, "gradients": ok})) == "numerical mismatch vs CPU (forward)"
+    assert (
+        classify.classify(_tier1({"forward": bad, "gradients": ok})) == "numerical mismatch vs CPU (forward)"
+    )
     assert classify.classify(_tier1({"forward": bad, "gradients": ok}, random_draws={"rand": 1})).startswith(
-        "random draws in the forward (rand)")
+        "random draws in the forward (rand)"
+    )
     assert classify.classify(_tier1({"forward": ill, "gradients": ok})).startswith("ill-conditioned outputs")
 
 

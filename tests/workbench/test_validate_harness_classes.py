@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from tpu_workbench.bench.validate import inputs, runner, shrink
 
 CLASSES = {
@@ -110,7 +111,9 @@ def test_missing_attribute_gets_a_value() -> None:
     reserved: set[int] = set()
     assert shrink.fill_missing_attribute(config, exc, reserved)
     assert 8 <= config.vision_start_token_id < 128 and config.vision_start_token_id in reserved
-    assert not shrink.fill_missing_attribute(config, AttributeError("'Foo' object has no attribute 'x'"), reserved)
+    assert not shrink.fill_missing_attribute(
+        config, AttributeError("'Foo' object has no attribute 'x'"), reserved
+    )
 
 
 def test_masked_image_models_get_their_noise_from_the_harness() -> None:
@@ -249,8 +252,9 @@ def test_fields_derived_when_unset_are_derived_again() -> None:
 
 
 def test_head_that_was_the_sum_of_its_parts() -> None:
-    out, _, _ = shrink.shrink_config_dict({"hidden_size": 1024, "head_dim": 192, "qk_nope_head_dim": 128,
-                                           "qk_rope_head_dim": 64})
+    out, _, _ = shrink.shrink_config_dict(
+        {"hidden_size": 1024, "head_dim": 192, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64}
+    )
     assert out["head_dim"] == out["qk_nope_head_dim"] + out["qk_rope_head_dim"] < 192
     per_layer = {
         "num_hidden_layers": 4,
@@ -367,7 +371,7 @@ def test_last_stage_holds_a_window() -> None:
 def test_doubling_stages_end_at_the_width() -> None:
     d = {"hidden_size": 768, "patch_embeds_hidden_size": 96, "depths": [2, 2, 6, 2]}
     out, _, _ = shrink.shrink_config_dict(d)
-    assert out["patch_embeds_hidden_size"] * 2 ** 3 == out["hidden_size"] < 768
+    assert out["patch_embeds_hidden_size"] * 2**3 == out["hidden_size"] < 768
 
 
 def test_query_former_features_are_encoder_wide() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from tpu_workbench.bench.validate import compare, rounding
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from tpu_workbench.bench.validate import weights
 
 
@@ -27,4 +28,3 @@ def test_filling_is_seeded() -> None:
     weights.fill_zero_matrices(a)
     weights.fill_zero_matrices(b)
     assert torch.equal(a.gate.weight, b.gate.weight)
-

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.workloads import KVCache, build_model, get_config, preset_names, vision_step
 
@@ -13,7 +14,7 @@ def test_kv_cache_decode_matches_full_forward(name):
         full = model(tokens)
         cache = KVCache(cfg, 2, 12, device="cpu", dtype=torch.float32)
         model(tokens[:, :8], cache=cache, start=0)
-        steps = [model(tokens[:, i:i + 1], cache=cache, start=i) for i in range(8, 12)]
+        steps = [model(tokens[:, i : i + 1], cache=cache, start=i) for i in range(8, 12)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 8:], rtol=1e-4, atol=1e-4)
 
 
@@ -37,8 +38,12 @@ def test_unknown_preset_lists_names():
 
 @pytest.mark.slow
 def test_vision_train_step_reduces_loss():
-    step = vision_step(__import__("tpu_workbench.bench.workloads", fromlist=["VisionConfig"]).VisionConfig(), "train", "cpu",
-                       batch=8)
+    step = vision_step(
+        __import__("tpu_workbench.bench.workloads", fromlist=["VisionConfig"]).VisionConfig(),
+        "train",
+        "cpu",
+        batch=8,
+    )
     first = float(step.fn().detach())
     for _ in range(20):
         last = float(step.fn().detach())

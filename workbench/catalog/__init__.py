@@ -94,7 +94,8 @@ class Chip:
         if precision not in self.peak_tflops:
             raise WorkbenchError(
                 f"chip {self.name!r} has no catalog peak for precision {precision!r}; "
-                f"known precisions for it: {', '.join(sorted(self.peak_tflops))}")
+                f"known precisions for it: {', '.join(sorted(self.peak_tflops))}"
+            )
         if per not in ("chip", "device"):
             raise WorkbenchError(unknown("peak basis", per, ("chip", "device")))
         value = self.peak_tflops[precision] * 1e12
@@ -121,8 +122,10 @@ class Chip:
         for p in self.prices:
             if p.tier == tier:
                 return p
-        raise WorkbenchError(f"chip {self.name!r} has no {tier!r} price; its tiers: "
-                             f"{', '.join(p.tier for p in self.prices) or '(none in the catalog)'}")
+        raise WorkbenchError(
+            f"chip {self.name!r} has no {tier!r} price; its tiers: "
+            f"{', '.join(p.tier for p in self.prices) or '(none in the catalog)'}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for records and JSON output."""
@@ -189,7 +192,9 @@ def _positive(entry: dict, key: str, origin: str, *, required: bool = True) -> f
         return None
     value = entry[key]
     if not isinstance(value, int | float) or value <= 0:
-        raise CatalogError(f"{origin}: chip {entry.get('name')!r} field {key!r} must be a positive number, got {value!r}")
+        raise CatalogError(
+            f"{origin}: chip {entry.get('name')!r} field {key!r} must be a positive number, got {value!r}"
+        )
     return float(value)
 
 
@@ -201,8 +206,13 @@ def _parse_price(p: dict, chip: str, origin: str) -> Price:
         raise CatalogError(f"{origin}: {chip!r} price tier {p['tier']!r} not one of {', '.join(PRICE_TIERS)}")
     if not isinstance(p["usd_per_chip_hour"], int | float) or p["usd_per_chip_hour"] <= 0:
         raise CatalogError(f"{origin}: {chip!r} price must be a positive number")
-    return Price(p["tier"], float(p["usd_per_chip_hour"]), str(p["source"]), str(p["date"]),
-                 str(p.get("stale_note", "")))
+    return Price(
+        p["tier"],
+        float(p["usd_per_chip_hour"]),
+        str(p["source"]),
+        str(p["date"]),
+        str(p.get("stale_note", "")),
+    )
 
 
 def _optional_int(entry: dict, key: str, origin: str) -> int | None:
@@ -230,7 +240,9 @@ def parse_chip(entry: dict, origin: str) -> Chip:
         raise CatalogError(f"{origin}: chip {name!r} needs a non-empty peak_tflops table")
     for prec, value in peaks.items():
         if prec not in PRECISIONS:
-            raise CatalogError(f"{origin}: chip {name!r} precision {prec!r} not one of {', '.join(PRECISIONS)}")
+            raise CatalogError(
+                f"{origin}: chip {name!r} precision {prec!r} not one of {', '.join(PRECISIONS)}"
+            )
         if not isinstance(value, int | float) or value <= 0:
             raise CatalogError(f"{origin}: chip {name!r} peak {prec} must be positive")
     if "hbm_gb" in entry:
@@ -241,7 +253,9 @@ def parse_chip(entry: dict, origin: str) -> Chip:
         raise CatalogError(f"{origin}: chip {name!r} needs hbm_gb or hbm_gib")
     direction = entry.get("scaleup_direction", "unspecified")
     if direction not in DIRECTIONS:
-        raise CatalogError(f"{origin}: chip {name!r} scaleup_direction must be one of {', '.join(DIRECTIONS)}")
+        raise CatalogError(
+            f"{origin}: chip {name!r} scaleup_direction must be one of {', '.join(DIRECTIONS)}"
+        )
     devices = entry.get("devices_per_chip", 1)
     if not isinstance(devices, int) or devices < 1:
         raise CatalogError(f"{origin}: chip {name!r} devices_per_chip must be a positive integer")
@@ -249,11 +263,15 @@ def parse_chip(entry: dict, origin: str) -> Chip:
     if topology not in TOPOLOGIES:
         raise CatalogError(f"{origin}: chip {name!r} scaleup_topology must be one of {', '.join(TOPOLOGIES)}")
     if topology.startswith("torus") and "ici_axis_gbytes_per_s" not in entry:
-        raise CatalogError(f"{origin}: torus chip {name!r} needs ici_axis_gbytes_per_s (ring bandwidth of one axis)")
+        raise CatalogError(
+            f"{origin}: torus chip {name!r} needs ici_axis_gbytes_per_s (ring bandwidth of one axis)"
+        )
     return Chip(
-        name=name, vendor=entry.get("vendor", ""),
+        name=name,
+        vendor=entry.get("vendor", ""),
         peak_tflops={k: float(v) for k, v in peaks.items()},
-        devices_per_chip=devices, hbm_gb=hbm,
+        devices_per_chip=devices,
+        hbm_gb=hbm,
         hbm_bw_gbps=_positive(entry, "hbm_bw_gbps", origin),
         scaleup_bw_gbps=_positive(entry, "scaleup_bw_gbps", origin),
         scaleup_direction=direction,
@@ -262,13 +280,17 @@ def parse_chip(entry: dict, origin: str) -> Chip:
         tdp_w=_positive(entry, "tdp_w", origin, required=False),
         allin_kw=_positive(entry, "allin_kw", origin, required=False),
         prices=[_parse_price(p, name, origin) for p in entry.get("prices", [])],
-        aliases=tuple(entry.get("aliases", ())), sources=tuple(entry.get("sources", ())),
-        notes=entry.get("notes", ""), origin=origin,
+        aliases=tuple(entry.get("aliases", ())),
+        sources=tuple(entry.get("sources", ())),
+        notes=entry.get("notes", ""),
+        origin=origin,
         scaleup_topology=topology,
         ici_axis_gbytes_per_s=_positive(entry, "ici_axis_gbytes_per_s", origin, required=False),
         ici_ports=_optional_int(entry, "ici_ports", origin),
         scaleup_peer_gbytes_per_s=_positive(entry, "scaleup_peer_gbytes_per_s", origin, required=False),
-        scaleout_gbits_per_s_per_chip=_positive(entry, "scaleout_gbits_per_s_per_chip", origin, required=False),
+        scaleout_gbits_per_s_per_chip=_positive(
+            entry, "scaleout_gbits_per_s_per_chip", origin, required=False
+        ),
         scaleout_note=entry.get("scaleout_note", ""),
         d2d_gbytes_per_s=_positive(entry, "d2d_gbytes_per_s", origin, required=False),
         mxu_tile=_optional_int(entry, "mxu_tile", origin),
@@ -297,7 +319,11 @@ def _header_lines(path: Path, table: str) -> list[int]:
     """Line numbers of each ``[[table]]`` header in a TOML file (so an entry's error names its line)."""
     if path.suffix != ".toml":
         return []
-    return [i for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip().startswith(f"[[{table}]]")]
+    return [
+        i
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if line.strip().startswith(f"[[{table}]]")
+    ]
 
 
 def _origin(path: Path, lines: list[int], k: int) -> str:
@@ -336,5 +362,17 @@ def _with_prices(chip: Chip, prices: list[Price]) -> Chip:
     return Chip(**d)
 
 
-__all__ = ["Catalog", "CatalogError", "Chip", "KIND_MEANING", "PRICE_KINDS", "PRICE_TIERS", "PRECISIONS", "Price",
-           "TOPOLOGIES", "UnknownChipError", "load_catalog", "price_staleness"]
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "Chip",
+    "KIND_MEANING",
+    "PRICE_KINDS",
+    "PRICE_TIERS",
+    "PRECISIONS",
+    "Price",
+    "TOPOLOGIES",
+    "UnknownChipError",
+    "load_catalog",
+    "price_staleness",
+]

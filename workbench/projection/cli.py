@@ -64,6 +64,7 @@ def _assumptions(args):
 def run(args) -> int:
     """Handler of ``tpu-bench project``; returns the exit status."""
     import pandas as pd  # lazy: startup
+
     from tpu_workbench.bench.catalog import load_catalog  # lazy: startup
     from tpu_workbench.bench.cost import comparable_prices, cost_line, usd_per_run  # lazy: startup
     from tpu_workbench.bench.projection import project, projection_vs_published  # lazy: startup

@@ -34,10 +34,23 @@ def published_records() -> list[Record]:
     for p in _points():
         fields = dict(p["record"])
         fields.setdefault("precision", "unstated")
-        source = {"kind": "published", "row": p["row"], **p["source"], "setting": p["setting"],
-                  "figure": p["figure"], "document": "shared/reference/published-figures.md"}
-        out.append(Record(provenance="published", source=source, created=p["source"].get("date", ""),
-                          record_id=f"published-row{p['row']}-{len(out)}", **fields))
+        source = {
+            "kind": "published",
+            "row": p["row"],
+            **p["source"],
+            "setting": p["setting"],
+            "figure": p["figure"],
+            "document": "shared/reference/published-figures.md",
+        }
+        out.append(
+            Record(
+                provenance="published",
+                source=source,
+                created=p["source"].get("date", ""),
+                record_id=f"published-row{p['row']}-{len(out)}",
+                **fields,
+            )
+        )
     return out
 
 
@@ -73,21 +86,47 @@ def training_records() -> list[Record]:
         st, pub = p["setting"], p["published"]
         chip = catalog.chip(st["chip"]) if st.get("chip") in catalog else None
         dev = chip.devices_per_chip if chip else 1
-        per_dev = pub.get("tokens_per_s_per_device") or (pub["tokens_per_s_per_chip"] / dev
-                                                         if pub.get("tokens_per_s_per_chip") else None)
+        per_dev = pub.get("tokens_per_s_per_device") or (
+            pub["tokens_per_s_per_chip"] / dev if pub.get("tokens_per_s_per_chip") else None
+        )
         mfu, mfu_basis = pub.get("mfu"), "as printed"
         if mfu is None and pub.get("tflops_per_chip") and chip and st.get("precision", "bf16") == "bf16":
-            mfu, mfu_basis = pub["tflops_per_chip"] / chip.peak_tflops["bf16"], "TFLOP/s per chip / catalog bf16 peak"
+            mfu, mfu_basis = (
+                pub["tflops_per_chip"] / chip.peak_tflops["bf16"],
+                "TFLOP/s per chip / catalog bf16 peak",
+            )
         n = st.get("n_chips")
-        out.append(Record(
-            provenance="published", workload=str(st.get("model", "")), phase="train", device=st.get("chip", ""),
-            chip=st.get("chip"), precision=st.get("precision", "unstated"), batch=st.get("per_device_batch"),
-            seq=st.get("seq"), n_chips=n, n_devices=n * dev if n else None, tokens_kind="total",
-            tokens_per_s_per_device=per_dev, tokens_per_s_per_chip=per_dev * dev if per_dev else None,
-            tokens_per_s=per_dev * dev * n if per_dev and n else None,
-            achieved_tflops=pub.get("tflops_per_chip"), mfu=mfu, flop_convention=st.get("mfu_convention"),
-            source={"kind": "published", "id": p["id"], "group": p["group"], **p["source"], "setting": st["text"],
-                    "figure": p["figure"], "document": "workbench/published/training.json"},
-            extra={"mfu_basis": mfu_basis, "unanchored": p.get("unanchored"), "setting": st},
-            created=p["source"]["date"], record_id=f"published-{p['id']}"))
+        out.append(
+            Record(
+                provenance="published",
+                workload=str(st.get("model", "")),
+                phase="train",
+                device=st.get("chip", ""),
+                chip=st.get("chip"),
+                precision=st.get("precision", "unstated"),
+                batch=st.get("per_device_batch"),
+                seq=st.get("seq"),
+                n_chips=n,
+                n_devices=n * dev if n else None,
+                tokens_kind="total",
+                tokens_per_s_per_device=per_dev,
+                tokens_per_s_per_chip=per_dev * dev if per_dev else None,
+                tokens_per_s=per_dev * dev * n if per_dev and n else None,
+                achieved_tflops=pub.get("tflops_per_chip"),
+                mfu=mfu,
+                flop_convention=st.get("mfu_convention"),
+                source={
+                    "kind": "published",
+                    "id": p["id"],
+                    "group": p["group"],
+                    **p["source"],
+                    "setting": st["text"],
+                    "figure": p["figure"],
+                    "document": "workbench/published/training.json",
+                },
+                extra={"mfu_basis": mfu_basis, "unanchored": p.get("unanchored"), "setting": st},
+                created=p["source"]["date"],
+                record_id=f"published-{p['id']}",
+            )
+        )
     return out

@@ -4,6 +4,7 @@ the zoo already walked."""
 
 import transformers.generation.utils  # noqa: F401
 import transformers.modeling_utils  # noqa: F401
+
 from tpu_workbench.bench.validate import runner, zoo  # noqa: F401
 
 zoo.architectures()

@@ -126,7 +126,9 @@ OVERRIDES.update(
             why="the adaptor's intermediate width is the text hidden size / 4",
         ),
         "cohere_compass": Family(
-            config={"text_config.rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+            config={
+                "text_config.rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}
+            },
             why="RoPE parameters are read per layer type, which the default config leaves empty",
         ),
         "cohere_compass_text": Family(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
 from tpu_workbench.bench.validate import shrink
 
 BATCH = 2
@@ -454,7 +455,11 @@ def _input_features(ctx: InputContext) -> torch.Tensor:
         frames = 2 * src if isinstance(src, int) and src <= 64 else AUDIO_FRAMES
     layout = ctx.choose(
         "features_layout",
-        (["channels_first", "time_first"] if hasattr(cfg, "num_mel_bins") else ["time_first", "channels_first"])
+        (
+            ["channels_first", "time_first"]
+            if hasattr(cfg, "num_mel_bins")
+            else ["time_first", "channels_first"]
+        )
         + ["spectrogram_image"],
     )
     ctx.overrides["_frames"] = frames
@@ -738,7 +743,9 @@ def _assemble(ctx: InputContext) -> dict:
     alias = None
     if main in ("input_values", "input_features") and main not in params:
         # audio read under the forward's own name for it (VibeVoice's tokenizers: ``hidden_states``)
-        first = next((n for n, p in params.items() if p.default is inspect.Parameter.empty and n != "self"), None)
+        first = next(
+            (n for n, p in params.items() if p.default is inspect.Parameter.empty and n != "self"), None
+        )
         if first is not None and first not in MODAL_INPUTS:
             alias = first
     built: dict[str, Any] = {}
@@ -758,7 +765,10 @@ def _assemble(ctx: InputContext) -> dict:
         # optional in the signature, read unguarded (Decision Transformer's actions, LXMERT's visual
         # features): every tensor argument the docstring gives a shape for
         wanted += [n for n in _documented_optional(model, params) if n not in wanted]
-    for name in ("bbox", "lang_ids"):  # layout and adapter models: optional in the signature, required in practice
+    for name in (
+        "bbox",
+        "lang_ids",
+    ):  # layout and adapter models: optional in the signature, required in practice
         if name in params and name not in wanted:
             wanted.append(name)
     if main == "pixel_values" and "target_sizes" in params and "target_sizes" not in wanted:
@@ -828,7 +838,11 @@ def _assemble(ctx: InputContext) -> dict:
             built[name] = value
     # recurrent and hybrid models whose default cache refuses a plain forward (a cache of linear-attention
     # layers only): the other layout runs the forward without one
-    if "use_cache" in params and "use_cache" not in built and ctx.choose("~use_cache", ["default", "off"]) == "off":
+    if (
+        "use_cache" in params
+        and "use_cache" not in built
+        and ctx.choose("~use_cache", ["default", "off"]) == "off"
+    ):
         built["use_cache"] = False
     for key, value in ctx.opt("constants", {}).items():
         built[key] = value

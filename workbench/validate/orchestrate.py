@@ -78,7 +78,6 @@ def run_validation(
     """
     options = options or SweepOptions()
     if compile not in COMPILE_MODES:
-
         raise WorkbenchError(unknown("compile mode", compile, COMPILE_MODES))
     user_models = list(user_models or [])
     if include_zoo is None:
@@ -89,7 +88,6 @@ def run_validation(
     records_path = out / "records.jsonl"
     by_name: dict[str, Record] = {}
     if resume and records_path.exists():
-
         kept = [
             r for r in read_records(records_path) if r.phase == report.PHASE and r.extra.get("harness_ok")
         ]

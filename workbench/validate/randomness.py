@@ -39,4 +39,3 @@ def count_random_draws(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, dict[st
     with RandomDraws() as mode:
         out = fn(*args, **kwargs)
     return out, dict(mode.counts)
-

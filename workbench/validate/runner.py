@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from tpu_workbench.bench.validate import compare, families, inputs, randomness, rounding, shrink, weights, zoo
 
 GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}

@@ -448,7 +448,9 @@ def shrink_dict(
             out[key] = {k: shrink_dict(v, tokens, report, f"{where}.{k}.", factor) for k, v in value.items()}
             continue
         if value is None and key in _QUERY_PLACEHOLDERS and _query_former(d):
-            value = _UNSET_IMAGE_TOKEN  # a fixed number of query tokens stand in for the image: they need a place
+            value = (
+                _UNSET_IMAGE_TOKEN  # a fixed number of query tokens stand in for the image: they need a place
+            )
         if TOKEN_ID.fullmatch(key) and (_is_int(value) or _int_list(value)):
             new = tokens.new(value) if _is_int(value) else [tokens.new(v) for v in value]
             report.note(where, value, new)
@@ -555,9 +557,17 @@ def _unshrunk_dimension(key: str, value: int, out: dict) -> bool:
 def _follows_a_width(key: str, value: Any, shrunk: Any, widths: dict[int, int]) -> bool:
     """``key`` is a dimension, left as it was, whose value equalled a width that shrank (not a token id,
     position count, vocabulary size or maximum)."""
-    return (_is_int(value) and value in widths and shrunk == value and key not in KEEP
-            and bool(DIMENSION_NAME.fullmatch(key)) and not TOKEN_ID.fullmatch(key)
-            and "position" not in key and "vocab" not in key and "max_" not in key)
+    return (
+        _is_int(value)
+        and value in widths
+        and shrunk == value
+        and key not in KEEP
+        and bool(DIMENSION_NAME.fullmatch(key))
+        and not TOKEN_ID.fullmatch(key)
+        and "position" not in key
+        and "vocab" not in key
+        and "max_" not in key
+    )
 
 
 def _follow_widths(d: dict, out: dict, widths: dict[int, int], report: ShrinkReport, path: str) -> None:
@@ -895,7 +905,9 @@ def _fix_pixel_window(d: dict, out: dict, depths: dict, report: ShrinkReport, pa
     """A window measured in pixels (Qwen2.5-VL: ``window_size == patch * merge * 4``) stays a whole number
     of merged patches (at most 2, so that the small image holds a window)."""
     patch, merge, window = d.get("patch_size"), d.get("spatial_merge_size") or 1, d.get("window_size")
-    if not (_is_int(patch) and _is_int(merge) and _is_int(window) and patch > 1 and _is_int(out.get("patch_size"))):
+    if not (
+        _is_int(patch) and _is_int(merge) and _is_int(window) and patch > 1 and _is_int(out.get("patch_size"))
+    ):
         return
     unit = patch * merge
     if window < unit or window % unit:
@@ -938,8 +950,10 @@ def _fix_unset(d: dict, out: dict, depths: dict, report: ShrinkReport, path: str
         fills["vocab_size"] = VOCAB
     if out.get("num_key_value_heads", 0) is None and _is_int(out.get("num_attention_heads")):
         fills["num_key_value_heads"] = out["num_attention_heads"]
-    if "sliding_window" in out and out["sliding_window"] is None and "sliding_attention" in (
-        out.get("layer_types") or ()
+    if (
+        "sliding_window" in out
+        and out["sliding_window"] is None
+        and "sliding_attention" in (out.get("layer_types") or ())
     ):
         fills["sliding_window"] = 4
     if _plans_experts(out.get("model_type")):
@@ -1292,8 +1306,10 @@ def _follow_image_grid(d: dict, out: dict, report: ShrinkReport) -> None:
                 old_unit, new_unit = image // patch, small // small_patch
             else:
                 old_unit, new_unit = image, small
+
             def scale(v: int, a: int = old_unit, b: int = new_unit) -> int | None:
                 return v * b // a if (v * b) % a == 0 and v * b >= a else None
+
             rescaled = _rescale_grid(value, scale)
             if rescaled is None or rescaled == value:
                 continue

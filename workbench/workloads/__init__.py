@@ -13,6 +13,21 @@ def workload_names() -> list[str]:
     return [*preset_names(), *VISION_WORKLOADS]
 
 
-__all__ = ["DecoderConfig", "Decoder", "KVCache", "PRESETS", "PHASES", "VISION_PHASES", "Step",
-           "VisionConfig", "VISION_WORKLOADS", "build_model", "build_vision_model",
-           "decoder_step", "get_config", "preset_names", "vision_step", "workload_names"]
+__all__ = [
+    "DecoderConfig",
+    "Decoder",
+    "KVCache",
+    "PRESETS",
+    "PHASES",
+    "VISION_PHASES",
+    "Step",
+    "VisionConfig",
+    "VISION_WORKLOADS",
+    "build_model",
+    "build_vision_model",
+    "decoder_step",
+    "get_config",
+    "preset_names",
+    "vision_step",
+    "workload_names",
+]

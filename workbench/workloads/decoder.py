@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 from tpu_workbench.bench.workloads.config import DecoderConfig
 
 
@@ -73,10 +74,10 @@ class Attention(nn.Module):
         v = self.wv(x).view(b, t, c.n_kv_heads, c.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
-            cache.k[layer][:, :, start:start + t] = k
-            cache.v[layer][:, :, start:start + t] = v
-            k = cache.k[layer][:, :, :start + t]
-            v = cache.v[layer][:, :, :start + t]
+            cache.k[layer][:, :, start : start + t] = k
+            cache.v[layer][:, :, start : start + t] = v
+            k = cache.k[layer][:, :, : start + t]
+            v = cache.v[layer][:, :, : start + t]
         rep = c.n_heads // c.n_kv_heads
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
@@ -114,8 +115,9 @@ class MoE(nn.Module):
         self.top_k = cfg.top_k
         self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
         self.experts = nn.ModuleList(SwiGLU(cfg.d_model, cfg.moe_ffn_dim) for _ in range(cfg.n_experts))
-        self.shared = (SwiGLU(cfg.d_model, cfg.moe_ffn_dim * cfg.n_shared_experts)
-                       if cfg.n_shared_experts else None)
+        self.shared = (
+            SwiGLU(cfg.d_model, cfg.moe_ffn_dim * cfg.n_shared_experts) if cfg.n_shared_experts else None
+        )
 
     def forward(self, x):
         shape = x.shape
@@ -170,8 +172,8 @@ class Decoder(nn.Module):
 
     def forward(self, tokens: torch.Tensor, *, cache: KVCache | None = None, start: int = 0) -> torch.Tensor:
         t = tokens.shape[1]
-        cos = self.rope_cos[start:start + t].to(self.embed.weight.dtype)
-        sin = self.rope_sin[start:start + t].to(self.embed.weight.dtype)
+        cos = self.rope_cos[start : start + t].to(self.embed.weight.dtype)
+        sin = self.rope_sin[start : start + t].to(self.embed.weight.dtype)
         x = self.embed(tokens)
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, cache=cache, layer=i, start=start)

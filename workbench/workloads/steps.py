@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
 from tpu_workbench.bench.errors import WorkbenchError, unknown
 from tpu_workbench.bench.workloads.config import DecoderConfig
 from tpu_workbench.bench.workloads.decoder import KVCache, build_model
@@ -46,9 +47,18 @@ def _maybe_compile(module: torch.nn.Module, compiled: bool, device: str, backend
     return torch.compile(module, backend=backend)
 
 
-def decoder_step(cfg: DecoderConfig, phase: str, device: str, *, batch: int, seq: int,
-                 precision: str = "fp32", compiled: bool = False, compile_backend: str | None = None,
-                 seed: int = 0) -> Step:
+def decoder_step(
+    cfg: DecoderConfig,
+    phase: str,
+    device: str,
+    *,
+    batch: int,
+    seq: int,
+    precision: str = "fp32",
+    compiled: bool = False,
+    compile_backend: str | None = None,
+    seed: int = 0,
+) -> Step:
     """Build the model on ``device`` and return the step for ``phase``.
 
     train: forward + cross-entropy + backward + AdamW (foreach=False, portable) on (batch, seq) tokens.
@@ -92,19 +102,32 @@ def decoder_step(cfg: DecoderConfig, phase: str, device: str, *, batch: int, seq
     cache = KVCache(cfg, batch, seq + 1, device=device, dtype=dtype)
     with torch.no_grad():
         model(tokens[:, :seq], cache=cache, start=0)
-    nxt = tokens[:, seq:seq + 1]
+    nxt = tokens[:, seq : seq + 1]
 
     def decode_step():
         with torch.no_grad():
             return run(nxt, cache=cache, start=seq)
 
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return Step(decode_step, tokens=batch, output_tokens=batch,
-                info={"kv_bytes_per_step": cache.nbytes(seq + 1), "weight_bytes": weight_bytes})
+    return Step(
+        decode_step,
+        tokens=batch,
+        output_tokens=batch,
+        info={"kv_bytes_per_step": cache.nbytes(seq + 1), "weight_bytes": weight_bytes},
+    )
 
 
-def vision_step(cfg: VisionConfig, phase: str, device: str, *, batch: int, precision: str = "fp32",
-                compiled: bool = False, compile_backend: str | None = None, seed: int = 0) -> Step:
+def vision_step(
+    cfg: VisionConfig,
+    phase: str,
+    device: str,
+    *,
+    batch: int,
+    precision: str = "fp32",
+    compiled: bool = False,
+    compile_backend: str | None = None,
+    seed: int = 0,
+) -> Step:
     """train: forward + loss + backward + SGD; infer: forward under no_grad. Unit: images."""
     if phase not in VISION_PHASES:
         raise WorkbenchError(unknown("vision phase", phase, VISION_PHASES))

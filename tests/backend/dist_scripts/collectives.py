@@ -117,7 +117,11 @@ def main() -> None:
     import torch.distributed._functional_collectives as funcol
 
     y = funcol.all_reduce(tpu(torch.full((2,), float(r + 1))), "sum", dist.group.WORLD)
-    check(funcol.wait_tensor(y) if hasattr(funcol, "wait_tensor") else y, torch.full((2,), 3.0), "funcol all_reduce")
+    check(
+        funcol.wait_tensor(y) if hasattr(funcol, "wait_tensor") else y,
+        torch.full((2,), 3.0),
+        "funcol all_reduce",
+    )
 
     print(f"OK {backend} rank={r}", flush=True)
     dist.destroy_process_group()
