@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,7 +248,3 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
     else:
         res.detail = res.detail or "no sample ran on cpu"
     return res
-
-
-def format_traceback() -> str:
-    return traceback.format_exc(limit=3)

@@ -269,12 +269,6 @@ def _write_outs(outs: list[torch.Tensor], res: Any, func: Any) -> None:
         set_value(o, _cast(rv, o))
 
 
-def dispatch_lowering(func: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """Run a plain (non-raw) lowering ``fn`` for ``func`` with the usual view bookkeeping (for raw wrappers
-    that check something first)."""
-    return _direct_plan(func, fn)(func, args, kwargs)
-
-
 def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
     """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays and pending fused
     values are immutable), so neither eager mode runs or records anything for them."""

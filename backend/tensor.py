@@ -508,24 +508,6 @@ def _storage_base(t: TpuTensor) -> int:
     return base
 
 
-def root_positions(t: TpuTensor) -> Any:
-    """Flat indices (in the root) of the view's elements, in the view's order (an int64 jax array)."""
-    jnp = jax_module().numpy
-    root = t._root if t._root is not None else t
-    iota = jnp.arange(root.numel(), dtype=jnp.int64).reshape(tuple(root.shape))
-    return _replay(iota, t._chain) if t._root is not None else iota
-
-
-def is_contiguous_in_root(t: TpuTensor) -> bool:
-    """True for a root, and for a view whose elements sit in the root in order without gaps (``view``,
-    ``reshape``, ``narrow`` of the first dim …): there its own contiguous layout is the storage's."""
-    if t._root is None or not t._chain or t.numel() <= 1:
-        return True
-    jnp = jax_module().numpy
-    pos = root_positions(t).reshape(-1)
-    return bool(jnp.all(pos == pos[0] + jnp.arange(pos.size, dtype=pos.dtype)))
-
-
 def _no_handler(func: Any, types: Any, args: tuple, kwargs: dict | None) -> Any:
     raise RuntimeError("the TPU device is not initialised (backend.dispatch was never imported)")
 
@@ -538,8 +520,3 @@ def set_dispatch_handler(handler: Any) -> None:
     the tensor type stays below the dispatcher in the import graph)."""
     global _dispatch
     _dispatch = handler
-
-
-def from_jax(elem: Any, requires_grad: bool = False) -> TpuTensor:
-    """Wrap a jax.Array as a "tpu" tensor."""
-    return TpuTensor(elem, requires_grad)

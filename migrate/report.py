@@ -274,7 +274,3 @@ def markdown_report(result: RunResult) -> str:
         lines += ["", "## Left untouched", ""]
         lines += [f"- {_where(f)}: {f.status}: {f.error}" for f in untouched]
     return "\n".join(lines) + "\n"
-
-
-def file_result_json(f: FileResult) -> dict:
-    return {"path": f.path, "status": f.status, "diagnostics": [_diag_json(d) for d in f.diagnostics]}

@@ -69,10 +69,6 @@ def measure_cpu_memory_bandwidth(mbytes: int = 64, budget_s: float = 0.5) -> Mea
     )
 
 
-def tokens_per_second(tokens_per_call: int, seconds_per_call: float) -> float:
-    return tokens_per_call / seconds_per_call
-
-
 def mfu(flops_per_token: float, tokens_per_s: float, peak_flops: float) -> float:
     """Model FLOP utilisation as a fraction (0..1 normally; >1 means a wrong peak or FLOP count)."""
     if peak_flops <= 0:

@@ -16,11 +16,6 @@ from tpu_workbench.backend.ops.registry import lower
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_value, value
 
 
-def _check_device(device: Any) -> None:
-    if device is not None and torch.device(device).type == "cpu":
-        raise RuntimeError("internal: a CPU factory reached the TPU kernel")
-
-
 @lower(aten.empty.memory_format)
 def empty(
     size: Any,

@@ -56,10 +56,6 @@ def arg(call: cst.Call, index: int, name: str | None = None) -> cst.Arg | None:
     return kwarg(call, name) if name else None
 
 
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
-
-
 def drop_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
     args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
     if not args or args[-1] is call.args[-1]:
@@ -86,10 +82,6 @@ def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return call.with_changes(args=[*args, new])
-
-
-def is_int_literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Integer)
 
 
 def separator(elements) -> cst.Comma:
