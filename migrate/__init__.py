@@ -8,6 +8,7 @@ A pure source-to-source tool (libcst); it imports neither torch nor jax.
 """
 
 from .engine import migrate_paths
+from .report import markdown_report
 from .results import Diagnostic, FileResult, MigrationResult, RunResult
 from .source import UnparsableError, migrate_source
 
@@ -17,6 +18,7 @@ __all__ = [
     "MigrationResult",
     "RunResult",
     "UnparsableError",
+    "markdown_report",
     "migrate_paths",
     "migrate_source",
 ]

@@ -351,7 +351,7 @@ def _print_results(args: argparse.Namespace, result, stdin_new: str | None) -> N
             print(text, file=out)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as fh:
-            fh.write(result.report_markdown())
+            fh.write(report.markdown_report(result))
     if not args.quiet or result.interrupted:
         sys.stdout.flush()
         print(report.summary_line(result, args.write), file=sys.stderr)

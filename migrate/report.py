@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
 
 from .outcomes import converted_percent, count_outcomes
+from .results import Diagnostic, FileResult, RunResult
 from .rules import all_rules
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .results import Diagnostic, FileResult, RunResult
 
 FORMATS = ("text", "json", "sarif", "github")
 #: Statuses of files that needed attention and were left as they were, with how the text output says it.

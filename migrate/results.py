@@ -1,4 +1,5 @@
-"""Result types shared by the engine, the CLI and the notebook API (plain dataclasses, no torch)."""
+"""Result types shared by the engine, the CLI and the notebook API (plain dataclasses, no torch). They know
+nothing of formatting: ``report`` formats them (``report.markdown_report(run)``), so the import goes one way."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .outcomes import converted_percent
-from .report import markdown_report
 
 Outcome = Literal["rewritten", "warned", "flagged"]
 #: skipped: the prefilter found nothing to migrate; over-limit: a per-file time/memory limit was hit;
@@ -71,6 +71,3 @@ class RunResult:
     @property
     def converted_percent(self) -> float:
         return converted_percent(self.diagnostics)
-
-    def report_markdown(self) -> str:
-        return markdown_report(self)

@@ -57,6 +57,7 @@ from pathlib import Path
 from tpu_workbench.bench import demo_chain as chain
 from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench import plots
+from tpu_workbench.migrate import markdown_report
 
 work = Path(tempfile.mkdtemp(prefix="tpu-migrate-demo-"))
 mig = chain.migrate_examples(work, source=EXAMPLES)
@@ -84,7 +85,7 @@ nbv.show_table(chain.diagnostics_frame(mig.run, work))
 ## tpu-migrate's report (the same markdown `tpu-migrate --report FILE.md` writes)
 """),
     code("""
-nbv.show_md(mig.run.report_markdown())
+nbv.show_md(markdown_report(mig.run))
 """),
     md("""
 ## Run the migrated scripts on "tpu" and on "cpu"

@@ -46,6 +46,7 @@ from tpu_workbench.bench.projection import (
 )
 from tpu_workbench.bench.results import append_records, load_results, variant_label
 from tpu_workbench.bench.run import run_benchmark, run_matrix
+from tpu_workbench.migrate import markdown_report
 
 DEFAULT_OUT = "demo-report"
 PROJECT_CHIPS_FIG = ("TPU v7", "TPU v6e", "H100 SXM", "H200", "B200")
@@ -120,7 +121,7 @@ def step_migrate(rep: Report, *, examples: Path | None, samples: Sequence[str] |
     run = mig.run
     counts = chain.outcome_counts(run, work)
     diags = chain.diagnostics_frame(run, work)
-    (rep.out / "migration-report.md").write_text(run.report_markdown(), encoding="utf-8")
+    (rep.out / "migration-report.md").write_text(markdown_report(run), encoding="utf-8")
     (rep.out / "migration.diff").write_text("".join(f.diff for f in run.files), encoding="utf-8")
     bad = [f.path for f in run.files if f.status == "unparsable"]
     rep.check(

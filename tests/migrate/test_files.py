@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from tpu_workbench.migrate import migrate_paths
+from tpu_workbench.migrate import markdown_report, migrate_paths
 from tpu_workbench.migrate.discover import discover
 from tpu_workbench.migrate.fileio import write_atomic
 
@@ -111,6 +111,6 @@ def test_run_result_api(tmp_path):
     (tmp_path / "f.py").write_text("import torch\nm = torch.cuda.memory_allocated()\n")
     res = migrate_paths([str(tmp_path)])
     assert 0 < res.converted_percent < 100
-    assert "tpu-migrate report" in res.report_markdown()
+    assert "tpu-migrate report" in markdown_report(res)
     a = next(f for f in res.files if f.path.endswith("a.py"))
     assert a.status == "changed" and a.diff.startswith("---")
