@@ -28,7 +28,7 @@ CALLED_BY_NAME = [
     "visit_*", "leave_*", "add_indent_tokens", "add_token", "before_codegen", "after_codegen",
     "record_syntactic_position",
     # Python protocols
-    "__instancecheck__", "__subclasscheck__", "_ipython_display_",
+    "__instancecheck__", "__subclasscheck__", "_ipython_display_", "__getattr__",
     # torch.backends entry point (pyproject.toml)
     "_autoload",
     # PyTorch's device-module protocol (torch.multiprocessing, torch.random.fork_rng, torch.utils.data)

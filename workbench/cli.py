@@ -326,7 +326,7 @@ def _cmd_project(args) -> int:
 
 
 def _add_plot(sub) -> None:
-    from tpu_workbench.bench.plots import KINDS  # lazy: startup
+    from tpu_workbench.bench.plot_kinds import KINDS  # lazy: startup
 
     p = sub.add_parser(
         "plot",
@@ -399,6 +399,10 @@ def _cmd_catalog(args) -> int:
 
 
 def _cmd_demo(args) -> int:
+    from tpu_workbench.bench.demo_options import build_parser as demo_parser  # lazy: startup
+
+    demo_args = args.demo_args[1:] if args.demo_args[:1] == ["--"] else args.demo_args  # `demo -- --quick`
+    demo_parser().parse_args(demo_args)  # --help and bad options answered before the heavy imports
     try:
         import tpu_workbench.bench.demo as demo  # lazy: startup
     except ModuleNotFoundError as exc:

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import time
@@ -36,6 +35,7 @@ from tpu_workbench.bench import analysis, plots, tables
 from tpu_workbench.bench import demo_chain as chain
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.compare import compare_table
+from tpu_workbench.bench.demo_options import build_parser
 from tpu_workbench.bench.devices import present_devices
 from tpu_workbench.bench.paths import examples_dir
 from tpu_workbench.bench.projection import (
@@ -48,12 +48,10 @@ from tpu_workbench.bench.results import append_records, load_results, variant_la
 from tpu_workbench.bench.run import run_benchmark, run_matrix
 from tpu_workbench.migrate import markdown_report
 
-DEFAULT_OUT = "demo-report"
 PROJECT_CHIPS_FIG = ("TPU v7", "TPU v6e", "H100 SXM", "H200", "B200")
 PROJECT_WORKLOAD = "llama3-8b"
 SCALING_COUNTS = (1, 8, 64, 512, 1024, 2048, 4096, 8192)
 BENCH_BATCH, BENCH_SEQ = 4, 64
-STEP_KEYS = ("losses", "benchmark", "projection")
 
 
 @dataclass(frozen=True)
@@ -381,58 +379,6 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- main
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="tpu-bench demo",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description='The end-to-end demo: migrate the sample projects, run them on "tpu" and "cpu" and '
-        "check the losses agree, benchmark a small decoder on the devices present, project to the "
-        "catalog chips, and write a report folder (README.md + PNGs).",
-        epilog="exit status: 0 all checks passed, 1 a check failed, 2 bad arguments",
-    )
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"report folder (default ./{DEFAULT_OUT}/)")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="reduced run for tests: one sample (cuda_ddp), 3 steps, train phase only, 0.3 s budget",
-    )
-    p.add_argument(
-        "--steps", type=_positive_int, default=None, help="training steps per migrated sample (default 5)"
-    )
-    p.add_argument(
-        "--budget",
-        type=_positive_float,
-        default=None,
-        help="timing budget per benchmark cell in s (default 1)",
-    )
-    p.add_argument(
-        "--samples",
-        nargs="+",
-        default=None,
-        choices=[s.name for s in chain.SAMPLES],
-        help="samples to migrate and run (default: all)",
-    )
-    p.add_argument(
-        "--examples", default=None, help="folder with the sample projects (default: the bundled examples/)"
-    )
-    p.add_argument("--skip", nargs="+", default=[], choices=STEP_KEYS, help="leave out steps")
-    return p
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return value
 
 
 def settings_from(argv: Sequence[str]) -> Settings:

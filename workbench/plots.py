@@ -31,6 +31,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from tpu_workbench.bench import analysis
 from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.plot_kinds import KINDS
 from tpu_workbench.bench.projection import decode_sweep, project
 from tpu_workbench.bench.results import Record, load_results, variant_label
 from tpu_workbench.bench.tables import fmt
@@ -39,7 +40,6 @@ from tpu_workbench.bench.workloads.config import get_config
 if TYPE_CHECKING:  # typing only: demo_chain imports the codemod
     from tpu_workbench.bench.demo_chain import LossCheck
 
-KINDS = ("throughput", "mfu", "cost", "pareto", "scaling", "roofline")
 STYLE = {
     "measured": {"hatch": "", "alpha": 0.95, "marker": "o", "linestyle": "-"},
     "projected": {"hatch": "//", "alpha": 0.55, "marker": "s", "linestyle": "--"},

@@ -10,8 +10,6 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-import torch
-
 
 @lru_cache(maxsize=1)
 def git_revision() -> str:
@@ -39,6 +37,8 @@ def now_utc() -> str:
 
 def versions() -> dict[str, str]:
     """torch, jax (if importable), python."""
+    import torch  # lazy: heavy (the projection imports this module; `tpu-bench --help` must not load torch)
+
     out = {"torch": torch.__version__, "python": platform.python_version()}
     try:
         import jax  # lazy: jax
@@ -51,6 +51,8 @@ def versions() -> dict[str, str]:
 
 def host_info() -> dict[str, object]:
     """Hostname, OS, CPU count and torch thread count (the latter bounds CPU throughput)."""
+    import torch  # lazy: heavy
+
     return {
         "hostname": socket.gethostname(),
         "os": platform.platform(),

@@ -1,16 +1,37 @@
-"""Workloads: decoder LM presets (dense and MoE), a small CNN, and phase step builders."""
+"""Workloads: decoder LM presets (dense and MoE), a small CNN, and phase step builders.
 
-from tpu_workbench.bench.workloads.config import PRESETS, DecoderConfig, get_config, preset_names
-from tpu_workbench.bench.workloads.decoder import Decoder, KVCache, build_model
-from tpu_workbench.bench.workloads.steps import PHASES, VISION_PHASES, Step, decoder_step, vision_step
-from tpu_workbench.bench.workloads.vision import VisionConfig, build_vision_model
+Names, presets and configs (``config``) import no torch, so ``tpu-bench --help`` stays light; the models and
+step builders load torch on first use (module ``__getattr__``)."""
 
-VISION_WORKLOADS = {"small-cnn": VisionConfig()}
+from importlib import import_module
+
+from tpu_workbench.bench.workloads.config import (
+    PHASES,
+    PRESETS,
+    VISION_PHASES,
+    VISION_WORKLOADS,
+    DecoderConfig,
+    VisionConfig,
+    get_config,
+    preset_names,
+    workload_names,
+)
+
+_TORCH_NAMES = {
+    "Decoder": "decoder",
+    "KVCache": "decoder",
+    "build_model": "decoder",
+    "Step": "steps",
+    "decoder_step": "steps",
+    "vision_step": "steps",
+    "build_vision_model": "vision",
+}
 
 
-def workload_names() -> list[str]:
-    """Every name ``run_benchmark`` accepts: decoder presets plus vision models."""
-    return [*preset_names(), *VISION_WORKLOADS]
+def __getattr__(name: str):  # PEP 562: the torch-backed names, imported when first asked for
+    if name in _TORCH_NAMES:
+        return getattr(import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

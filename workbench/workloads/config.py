@@ -201,3 +201,26 @@ def get_config(name: str) -> DecoderConfig:
         return PRESETS[name]
     except KeyError:
         raise WorkbenchError(unknown("decoder preset", name, PRESETS)) from None
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """A few conv stages then a linear head; ``image`` is the square input size."""
+
+    name: str = "small-cnn"
+    image: int = 32
+    channels: tuple[int, ...] = (16, 32, 64)
+    classes: int = 10
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PHASES = ("train", "prefill", "decode")
+VISION_PHASES = ("train", "infer")
+VISION_WORKLOADS = {"small-cnn": VisionConfig()}
+
+
+def workload_names() -> list[str]:
+    """Every name ``run_benchmark`` accepts: decoder presets plus vision models."""
+    return [*preset_names(), *VISION_WORKLOADS]

@@ -13,12 +13,10 @@ import torch
 import torch.nn.functional as F
 
 from tpu_workbench.bench.errors import WorkbenchError, unknown
-from tpu_workbench.bench.workloads.config import DecoderConfig
+from tpu_workbench.bench.workloads.config import PHASES, VISION_PHASES, DecoderConfig, VisionConfig
 from tpu_workbench.bench.workloads.decoder import KVCache, build_model
-from tpu_workbench.bench.workloads.vision import VisionConfig, build_vision_model
+from tpu_workbench.bench.workloads.vision import build_vision_model
 
-PHASES = ("train", "prefill", "decode")
-VISION_PHASES = ("train", "infer")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

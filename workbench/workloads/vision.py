@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 from torch import nn
 
-
-@dataclass(frozen=True)
-class VisionConfig:
-    """A few conv stages then a linear head; ``image`` is the square input size."""
-
-    name: str = "small-cnn"
-    image: int = 32
-    channels: tuple[int, ...] = (16, 32, 64)
-    classes: int = 10
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from tpu_workbench.bench.workloads.config import VisionConfig
 
 
 def build_vision_model(cfg: VisionConfig, *, seed: int = 0) -> nn.Module:
