@@ -60,7 +60,7 @@ USER_PROJECT_IMPORTS_TORCH = """
 """
 
 
-@pytest.mark.parametrize("where", ["cwd", "pythonpath"])
+@pytest.mark.parametrize("where", ["cwd", pytest.param("pythonpath", marks=pytest.mark.slow)])
 def test_a_user_project_with_our_folder_names_imports_torch_and_its_own_packages(
     tmp_path: Path, where: str
 ) -> None:
@@ -75,6 +75,7 @@ def test_a_user_project_with_our_folder_names_imports_torch_and_its_own_packages
     assert out.stdout.strip() == "ok"
 
 
+@pytest.mark.slow  # each check is a fresh interpreter importing torch (~5 s); the quick loop keeps two
 def test_the_bare_folder_names_are_not_importable(tmp_path: Path) -> None:
     code = f"""
         import importlib.util
@@ -96,7 +97,10 @@ ORDERS = {
 }
 
 
-@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize(
+    "order",
+    [o if o == "backend submodule first" else pytest.param(o, marks=pytest.mark.slow) for o in ORDERS],
+)
 def test_import_order_is_free(tmp_path: Path, order: str) -> None:
     code = ORDERS[order] + textwrap.dedent("""
         y = torch.ones(3, device="tpu") + 1
@@ -108,6 +112,7 @@ def test_import_order_is_free(tmp_path: Path, order: str) -> None:
     assert run_python(code, cwd=tmp_path).stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_our_modules_first_inside_a_user_project(tmp_path: Path) -> None:
     project = make_user_project(tmp_path / "service")
     code = """
@@ -121,6 +126,7 @@ def test_our_modules_first_inside_a_user_project(tmp_path: Path) -> None:
     assert run_python(code, cwd=project).stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_every_module_has_one_name(tmp_path: Path) -> None:
     """Nothing of ours is imported twice under two names: after using all three parts, every loaded module
     whose file lies in one of our folders is named under ``tpu_workbench``."""

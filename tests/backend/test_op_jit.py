@@ -118,6 +118,7 @@ def test_writes_through_a_view_match_the_cpu_once_compiled() -> None:
         assert torch.equal(view_t.cpu(), view_c)
 
 
+@pytest.mark.slow  # two child interpreters with JAX
 def test_xla_cpu_runs_calls_inline_unless_jax_is_told_otherwise() -> None:
     code = (
         "import torch, backend; torch.ones(1, device='tpu'); import jax; "

@@ -46,6 +46,7 @@ def _slow_for(name: str, seconds: float):
     return compute
 
 
+@pytest.mark.slow  # a 15 s time limit on purpose
 def test_time_limit_skips_the_file_untouched_and_the_run_goes_on(tmp_path, forked, monkeypatch):
     files = []
     for i in range(20):

@@ -342,7 +342,13 @@ CLASSES_4 = {
     # a convolutional patch embedding over flattened patch rows
     "patch_rows_as_images": "kimi_k25_vision",
 }
-SLOW_4 = {"stage_doubling", "video_query_tokens", "query_former_alone", "layer_index_order"}
+SLOW_4 = {
+    "stage_doubling",
+    "video_query_tokens",
+    "query_former_alone",
+    "layer_index_order",
+    "latents_for_first_conv",
+}
 
 
 def test_a_layer_index_keeps_its_place_among_listed_layers() -> None:
