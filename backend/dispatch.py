@@ -20,26 +20,24 @@ import torch
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import device as device_module
 from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import operands as operands_module
 from tpu_workbench.backend import ops as _ops
 from tpu_workbench.backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
 from tpu_workbench.backend.decompositions import decomposition_for
 from tpu_workbench.backend.jit import jitted
-from tpu_workbench.backend.lazy import Lazy
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
+from tpu_workbench.backend.operands import operands, unwrap, unwrap_args, unwrap_kwargs, wrap
 from tpu_workbench.backend.ops.registry import lookup, on_change
 from tpu_workbench.backend.size_check import size_check_for
-from tpu_workbench.backend.strides import NO_META, view_geometry
-from tpu_workbench.backend.tensor import (
-    TpuTensor,
-    ViewStep,
-    make_view,
-    payload,
-    set_dispatch_handler,
-    set_value,
-    value,
-)
+from tpu_workbench.backend.tensor import TpuTensor, payload, set_dispatch_handler, set_value, value
 from tpu_workbench.backend.traced import Untraceable, traced, tracing
-from tpu_workbench.backend.views import deferred_alias, deferred_view, view_mode, view_operand
+from tpu_workbench.backend.views import (
+    alias_plan,
+    deferred_view,
+    metadata_inplace_plan,
+    on_storage,
+    view_plan,
+)
 
 _ops.load()  # fill the registry
 import tpu_workbench.backend.sparse  # noqa: E402, F401 - registers the sparse COO constructor (after the dense families)
@@ -47,11 +45,6 @@ import tpu_workbench.backend.sparse  # noqa: E402, F401 - registers the sparse C
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
-
-_JaxArray: Any = None
-_ArrayImpl: Any = (
-    None  # the concrete jax.Array class: an identity test where isinstance(x, jax.Array) is slow
-)
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -126,78 +119,6 @@ def _blocking_call(plan: Callable, func: Any, args: tuple, kwargs: dict) -> Any:
     return res
 
 
-# ----------------------------------------------------------------------------- unwrap / wrap
-def unwrap(a: Any) -> Any:
-    """A TPU tensor's current jax value (lists/tuples element-wise); CPU 0-dim tensors become arrays, as CUDA
-    accepts CPU scalars; other values pass through."""
-    if type(a) is TpuTensor:
-        e = a._elem
-        return e if a._root is None and e.__class__ is not Lazy else payload(a)
-    if isinstance(a, (list, tuple)):
-        return type(a)([unwrap(x) for x in a])
-    if isinstance(a, torch.Tensor):
-        if isinstance(a, TpuTensor):
-            return payload(a)
-        if a.dim() == 0 and a.device.type == "cpu":
-            return cpu_to_jax(a)  # CPU scalars mix with device tensors, as on CUDA
-        raise RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, tpu:0 and {a.device}!"
-        )
-    return a
-
-
-def unwrap_kwargs(kwargs: dict) -> dict:
-    return {k: unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
-
-
-def unwrap_args(args: tuple) -> list:
-    """``unwrap`` of a call's positional arguments, with the common case (a root TPU tensor holding a concrete
-    array) inline: this runs once per op."""
-    out = []
-    for a in args:
-        if a.__class__ is TpuTensor and a._root is None:
-            e = a._elem
-            if e.__class__ is _ArrayImpl:
-                out.append(e)
-                continue
-        out.append(unwrap(a))
-    return out
-
-
-def operands(args: tuple, pending_root: bool = False) -> list:
-    """``unwrap_args`` for a lowering that runs as a cached executable (``op_jit``) or a recorded node (fused
-    eager, ``pending_root``), where a view whose array is not computed yet travels as its root's array and its
-    chain (``PendingView``), so the view is computed inside the op's own program."""
-    out = []
-    for a in args:
-        c = a.__class__
-        if c is TpuTensor:
-            root = a._root
-            if root is None:
-                e = a._elem
-                if e.__class__ is _ArrayImpl:
-                    out.append(e)
-                    continue
-            elif root._gen != a._seen:
-                out.append(view_operand(a, pending_root))
-                continue
-        elif c is list or c is tuple:
-            out.append(c(operands(a, pending_root)))
-            continue
-        out.append(unwrap(a))
-    return out
-
-
-def wrap(r: Any) -> Any:
-    """jax arrays (also inside lists/tuples) as new TPU tensors."""
-    c = r.__class__
-    if c is _ArrayImpl or c is Lazy or isinstance(r, _JaxArray):
-        return TpuTensor(r)
-    if c is tuple or c is list or isinstance(r, (tuple, list)):
-        return type(r)([wrap(x) for x in r])
-    return r
-
-
 # ----------------------------------------------------------------------------- schema helpers
 def _is_inplace(func: Any) -> bool:
     s = private.schema(func)
@@ -269,68 +190,11 @@ def _write_outs(outs: list[torch.Tensor], res: Any, func: Any) -> None:
         set_value(o, _cast(rv, o))
 
 
-def _alias_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
-    """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays and pending fused
-    values are immutable), so neither eager mode runs or records anything for them."""
-
-    def plan_alias(f, a, k):
-        src = a[0]
-        out = deferred_alias(src)
-        if out is not None:
-            return out
-        value = unwrap_args(a)[0]  # (arrays and pending fused values are immutable: the alias shares it)
-        with view_mode(src):
-            out = TpuTensor(value, False, None if src._root is None else (src.stride(), src.storage_offset()))
-        make_view(out, src, None)
-        return out
-
-    return plan_alias
-
-
 def _direct_plan(
     func: Any, fn: Callable[..., Any], eager: Callable[..., Any] | None = None
 ) -> Callable[[Any, tuple, dict], Any]:
     if func.is_view:
-        fast = _strict_executable(fn)
-
-        process = state._Process
-        fused = state.EagerMode.DEFER_AND_FUSE
-
-        if func in _ALIAS_OPS:
-            return _alias_plan(fn)
-
-        def plan_view(f, a, k):
-            out = deferred_view(f, fn, a, k)
-            if out is not None:
-                return out
-            geometry = view_geometry(
-                f, a, k
-            )  # (raises PyTorch's error for a view these strides cannot express)
-            ua = unwrap_args(a)
-            uk = unwrap_kwargs(k)
-            res = (
-                fast(*ua, **uk)
-                if fast is not None and process.eager_mode is not fused
-                else lazy.call(fn, ua, uk, fast)
-            )
-            rest = tuple(ua[1:])
-            src = a[0]
-            with view_mode(src):
-                if isinstance(res, (list, tuple)):
-                    geos = (
-                        geometry
-                        if geometry is not NO_META and len(geometry) == len(res)
-                        else [None] * len(res)
-                    )
-                    out = [TpuTensor(r, False, g) for r, g in zip(res, geos, strict=True)]
-                    for i, o in enumerate(out):
-                        make_view(o, src, ViewStep(fn, rest, uk, i))
-                    return out
-                out = TpuTensor(res, False, None if geometry is NO_META else geometry[0])
-            make_view(out, src, None if f in _ALIAS_OPS else ViewStep(fn, rest, uk))
-            return out
-
-        return plan_view
+        return alias_plan() if func in _ALIAS_OPS else view_plan(fn, _strict_executable(fn))
 
     if eager is None:
 
@@ -362,10 +226,7 @@ def _direct_plan(
 
 # ----------------------------------------------------------------------------- plans
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
-    global _JaxArray, _ArrayImpl
-    if _JaxArray is None:
-        jax = jax_module()
-        _JaxArray, _ArrayImpl = jax.Array, type(jax.numpy.zeros(()))
+    operands_module.init()
     low = lookup(func)
     plan = _make_lowering_plan(func, low)
     if low is not None and _refuses_trace(low):
@@ -375,7 +236,7 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     if func is torch.ops.aten.lift_fresh.default:
         plan = _lifting_into_traces(plan)
     if func is torch.ops.aten.as_strided.default:
-        plan = _on_storage(plan)
+        plan = on_storage(plan)
     if low is not None and low.check is not None:
         check, inner = low.check, plan
 
@@ -546,89 +407,13 @@ _ALIAS_OPS: set = set()
 _UNSAFE_VIEWS: set = set()  # not views to autograd, but their results share the input's storage
 _CPU_INDICES_OK: set = set()  # ops whose ``indices`` list may hold CPU tensors
 _METADATA_INPLACE: dict = {}  # in-place shape op -> its functional overload
-_AS_STRIDED_ = torch.ops.aten.as_strided_.default
 
 
 def _plan_metadata_inplace(func: Any) -> Callable[[Any, tuple, dict], Any]:
-    """In-place shape ops (``unsqueeze_``, ``squeeze_``, ``transpose_``, ``t_``), as autograd formulas use on
-    temporaries: the new value comes from the functional lowering, and the wrapper's C++ sizes/strides are
-    changed by the stock metadata kernel run with Python dispatch off. A view extends its chain; a root that
-    other tensors view cannot change shape under them, so that raises as before."""
     low = lookup(_METADATA_INPLACE[func])
     if low is None or low.raw:
         return _plan_missing
-
-    def plan(f: Any, a: tuple, k: dict) -> Any:
-        self = a[0]
-        if self._root is None and getattr(self, "_viewed", False):
-            raise RuntimeError(
-                f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
-                "(a Python wrapper's sizes are shared); use the out-of-place op"
-            )
-        rest, uk = unwrap(a[1:]), unwrap_kwargs(k)
-        fn = low.fn
-        root = self._root
-        rebase = f is _AS_STRIDED_ and root is not None  # its strides count in the storage: from the root
-        if rebase:
-            rest = _storage_strided_args(self, rest, uk)
-            uk = {}
-            new = fn(value(root), *rest)
-        else:
-            old = value(self)
-            new = fn(old, *rest, **uk)
-        with private.no_dispatch():
-            f(self, *a[1:], **k)
-        if tuple(self.shape) != tuple(new.shape):
-            raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
-        step = ViewStep(fn, tuple(rest), uk)
-        if rebase:
-            self._chain = (step,)
-        elif root is not None:
-            self._chain = self._chain + (step,)
-        elif not self.is_contiguous() or self.storage_offset() != 0:
-            _reroot(self, old, step)
-        self._elem = new
-        return self
-
-    return plan
-
-
-def _reroot(t: TpuTensor, old: Any, step: ViewStep) -> None:
-    """A root restrided in place (``t_``, ``transpose_``, ``as_strided_``) reports the strides PyTorch gives it
-    over its unchanged storage, as on CUDA: its old array becomes a hidden root (the storage, in order) and the
-    tensor a view of it by ``step``. (A root's own array must be its value in contiguous order.)"""
-    storage = TpuTensor(old)
-    storage._viewed = True
-    address = t.__dict__.pop("_address", None)
-    if address is not None:
-        storage._address = address  # (same storage, same data_ptr)
-    t._root, t._chain, t._seen = storage, (step,), storage._gen
-
-
-def _on_storage(plan: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
-    """``as_strided`` of a view reads its strides and offset in the storage, as PyTorch does: the call goes to the
-    view's root (whose array is the storage in contiguous order), so the result is a view of the root."""
-
-    def plan_on_storage(f: Any, a: tuple, k: dict) -> Any:
-        src = a[0]
-        if src.__class__ is TpuTensor and src._root is not None:
-            return plan(f, (src._root, *_storage_strided_args(src, a[1:], k)), {})
-        return plan(f, a, k)
-
-    return plan_on_storage
-
-
-def _storage_strided_args(src: TpuTensor, rest: Any, kwargs: dict) -> tuple:
-    """``as_strided``'s (size, stride, offset) with the offset made explicit (None: the source's own), for a
-    call on ``src``'s root: its strides and offset count in the storage, which is the root's contiguous layout."""
-    size, stride, *more = list(rest)
-    offset = more[0] if more else kwargs.get("storage_offset")
-    if src.dtype != src._root.dtype or src._root.is_complex():
-        raise NotImplementedError(
-            "as_strided on a view of a TPU tensor whose dtype differs from its storage's "
-            "(view(dtype), view_as_real, real/imag) is not supported; call .clone() first"
-        )
-    return (tuple(size), tuple(stride), src.storage_offset() if offset is None else offset)
+    return metadata_inplace_plan(low.fn)
 
 
 def _plan_missing(func: Any, args: tuple, kwargs: dict) -> Any:

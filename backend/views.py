@@ -21,12 +21,13 @@ from typing import Any
 
 import torch
 
+from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend import lazy, state
 from tpu_workbench.backend._jax import j2t_dtype, jax_module, t2j_dtype
 from tpu_workbench.backend.jit import freeze
-from tpu_workbench.backend.lazy import Lazy
-from tpu_workbench.backend.op_jit import PendingView
+from tpu_workbench.backend.operands import unwrap, unwrap_args, unwrap_kwargs
 from tpu_workbench.backend.strides import NO_META, view_geometry
-from tpu_workbench.backend.tensor import TpuTensor, ViewStep, payload, stale_view, value
+from tpu_workbench.backend.tensor import TpuTensor, ViewStep, make_view, stale_view, value
 
 _MAX_DESCRIPTIONS = 65536
 _DESCRIPTIONS: dict[Any, Any] = {}  # (op, arguments, input shape, strides, offset, dtype) -> _Described
@@ -165,18 +166,137 @@ def deferred_alias(src: TpuTensor) -> TpuTensor | None:
         return stale_view(src, None, tuple(src.shape), src.dtype, (src.stride(), src.storage_offset()))
 
 
-def view_operand(t: TpuTensor, pending_root: bool = False) -> Any:
-    """A stale view as an executable's operand: ``PendingView(root array, chain)``, or its array where the chain
-    is empty (an alias) or cannot be keyed. ``pending_root``: fused eager records the op, so the root may be a
-    pending value (strict eager computes it first)."""
-    chain = t._chain
-    root = t._root
-    if not chain:
-        return payload(t)
-    key = tuple([step.key for step in chain])
-    if None in key:
-        return payload(t)
-    base = payload(root)
-    if base.__class__ is Lazy and not pending_root:
-        base = value(root)
-    return PendingView(base, chain, key)
+# ----------------------------------------------------------------------------- view plans (backend/dispatch.py)
+def alias_plan() -> Callable[[Any, tuple, dict], Any]:
+    """``detach``/``alias``/``lift_fresh``: the result holds the source's own value (JAX arrays and pending fused
+    values are immutable), so neither eager mode runs or records anything for them."""
+
+    def plan_alias(f, a, k):
+        src = a[0]
+        out = deferred_alias(src)
+        if out is not None:
+            return out
+        value = unwrap_args(a)[0]  # (arrays and pending fused values are immutable: the alias shares it)
+        with view_mode(src):
+            out = TpuTensor(value, False, None if src._root is None else (src.stride(), src.storage_offset()))
+        make_view(out, src, None)
+        return out
+
+    return plan_alias
+
+
+def view_plan(fn: Callable[..., Any], fast: Callable[..., Any] | None) -> Callable[[Any, tuple, dict], Any]:
+    """A view op: deferred where its outputs can be described abstractly, else run now (``fast``: its cached
+    executable in strict eager) and tied to its source by a view step."""
+    process = state._Process
+    fused = state.EagerMode.DEFER_AND_FUSE
+
+    def plan_view(f, a, k):
+        out = deferred_view(f, fn, a, k)
+        if out is not None:
+            return out
+        geometry = view_geometry(f, a, k)  # (raises PyTorch's error for a view these strides cannot express)
+        ua = unwrap_args(a)
+        uk = unwrap_kwargs(k)
+        res = (
+            fast(*ua, **uk)
+            if fast is not None and process.eager_mode is not fused
+            else lazy.call(fn, ua, uk, fast)
+        )
+        rest = tuple(ua[1:])
+        src = a[0]
+        with view_mode(src):
+            if isinstance(res, (list, tuple)):
+                geos = (
+                    geometry if geometry is not NO_META and len(geometry) == len(res) else [None] * len(res)
+                )
+                out = [TpuTensor(r, False, g) for r, g in zip(res, geos, strict=True)]
+                for i, o in enumerate(out):
+                    make_view(o, src, ViewStep(fn, rest, uk, i))
+                return out
+            out = TpuTensor(res, False, None if geometry is NO_META else geometry[0])
+        make_view(out, src, ViewStep(fn, rest, uk))
+        return out
+
+    return plan_view
+
+
+_AS_STRIDED_ = torch.ops.aten.as_strided_.default
+
+
+def metadata_inplace_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict], Any]:
+    """In-place shape ops (``unsqueeze_``, ``squeeze_``, ``transpose_``, ``t_``), as autograd formulas use on
+    temporaries: the new value comes from the functional lowering ``fn``, and the wrapper's C++ sizes/strides are
+    changed by the stock metadata kernel run with Python dispatch off. A view extends its chain; a root that
+    other tensors view cannot change shape under them, so that raises as before."""
+
+    def plan(f: Any, a: tuple, k: dict) -> Any:
+        self = a[0]
+        if self._root is None and getattr(self, "_viewed", False):
+            raise RuntimeError(
+                f"{f.name()}: cannot change the shape of a TPU tensor that other tensors view "
+                "(a Python wrapper's sizes are shared); use the out-of-place op"
+            )
+        rest, uk = unwrap(a[1:]), unwrap_kwargs(k)
+        root = self._root
+        rebase = f is _AS_STRIDED_ and root is not None  # its strides count in the storage: from the root
+        if rebase:
+            rest = _storage_strided_args(self, rest, uk)
+            uk = {}
+            new = fn(value(root), *rest)
+        else:
+            old = value(self)
+            new = fn(old, *rest, **uk)
+        with private.no_dispatch():
+            f(self, *a[1:], **k)
+        if tuple(self.shape) != tuple(new.shape):
+            raise RuntimeError(f"{f.name()}: internal shape mismatch {list(self.shape)} vs {list(new.shape)}")
+        step = ViewStep(fn, tuple(rest), uk)
+        if rebase:
+            self._chain = (step,)
+        elif root is not None:
+            self._chain = self._chain + (step,)
+        elif not self.is_contiguous() or self.storage_offset() != 0:
+            _reroot(self, old, step)
+        self._elem = new
+        return self
+
+    return plan
+
+
+def _reroot(t: TpuTensor, old: Any, step: ViewStep) -> None:
+    """A root restrided in place (``t_``, ``transpose_``, ``as_strided_``) reports the strides PyTorch gives it
+    over its unchanged storage, as on CUDA: its old array becomes a hidden root (the storage, in order) and the
+    tensor a view of it by ``step``. (A root's own array must be its value in contiguous order.)"""
+    storage = TpuTensor(old)
+    storage._viewed = True
+    address = t.__dict__.pop("_address", None)
+    if address is not None:
+        storage._address = address  # (same storage, same data_ptr)
+    t._root, t._chain, t._seen = storage, (step,), storage._gen
+
+
+def on_storage(plan: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    """``as_strided`` of a view reads its strides and offset in the storage, as PyTorch does: the call goes to the
+    view's root (whose array is the storage in contiguous order), so the result is a view of the root."""
+
+    def plan_on_storage(f: Any, a: tuple, k: dict) -> Any:
+        src = a[0]
+        if src.__class__ is TpuTensor and src._root is not None:
+            return plan(f, (src._root, *_storage_strided_args(src, a[1:], k)), {})
+        return plan(f, a, k)
+
+    return plan_on_storage
+
+
+def _storage_strided_args(src: TpuTensor, rest: Any, kwargs: dict) -> tuple:
+    """``as_strided``'s (size, stride, offset) with the offset made explicit (None: the source's own), for a
+    call on ``src``'s root: its strides and offset count in the storage, which is the root's contiguous layout."""
+    size, stride, *more = list(rest)
+    offset = more[0] if more else kwargs.get("storage_offset")
+    if src.dtype != src._root.dtype or src._root.is_complex():
+        raise NotImplementedError(
+            "as_strided on a view of a TPU tensor whose dtype differs from its storage's "
+            "(view(dtype), view_as_real, real/imag) is not supported; call .clone() first"
+        )
+    return (tuple(size), tuple(stride), src.storage_offset() if offset is None else offset)

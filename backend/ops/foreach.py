@@ -15,9 +15,9 @@ from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import t2j_dtype
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
+from tpu_workbench.backend.operands import view_operand
 from tpu_workbench.backend.ops.registry import lookup, lower
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_value
-from tpu_workbench.backend.views import view_operand
 
 _SPECIAL = {"norm": "linalg_vector_norm", "powsum": "linalg__powsum"}
 _WITH_SCALAR = {"maximum": "clamp_min", "minimum": "clamp_max"}  # torch's kernels for a Scalar other

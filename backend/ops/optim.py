@@ -10,14 +10,19 @@ unscaled and the unscaled values stored back; a ``found_inf`` of 1 leaves every 
 counters are rolled back by the optimizer itself). The hyper-parameters are traced, not static, so a
 learning-rate schedule does not recompile.
 
-The functional overloads (``_fused_adam`` ...), which functionalization and compile graphs use, are the
-same math returning new lists; the ``.out`` overloads write the new parameters to ``out`` and leave every
-other list as it is, as torch's generated CPU kernels for them do.
+Written once: each optimizer is an ``_Optimizer`` (its state lists, hyper-parameters, length checks and
+per-parameter math); one jitted driver (``_step_kernel``) does what they share (unscaling, maximize, opmath
+casts, the ``found_inf`` skip), and one factory (``_register``) lowers the three overloads of each: in place
+(``_fused_adam_``), functional (``_fused_adam``: new lists, as functionalization and compile graphs use) and
+``.out`` (writes the new parameters to ``out`` and leaves every other list as it is, as torch's generated CPU
+kernels for them do).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -60,104 +65,82 @@ def _scalar(x: Any) -> Any:
     return x.reshape(()) if hasattr(x, "reshape") else x
 
 
-# ----------------------------------------------------------------------------- Adam / AdamW
-@functools.partial(jax.jit, static_argnames=("amsgrad", "maximize", "adamw", "decay"))
-def _adam_kernel(
+# ----------------------------------------------------------------------------- the shared driver
+@dataclasses.dataclass(frozen=True)
+class _Optimizer:
+    """One fused optimizer. ``updated``: the state lists it writes (after params and grads, in schema order);
+    ``read``: those it only reads (step counters); ``hyper``: the traced hyper-parameters (lr first);
+    ``flags(kwargs)``: the static switches; ``active(kwargs)``: which updated lists hold one tensor per
+    parameter (the others are empty, e.g. max_exp_avg_sqs without amsgrad); ``check``: the length checks;
+    ``math(pf, gf, ot, pdt, updated, read, hyper, flags)``: one parameter's (dtype ``pdt``) new value and new states, in opmath
+    (None for an inactive list); ``float_lr_returns``: lists the float-lr functional overload also returns."""
+
+    name: str
+    updated: tuple[str, ...]
+    read: tuple[str, ...]
+    hyper: tuple[str, ...]
+    flags: Callable[[dict], dict]
+    active: Callable[[dict], tuple[bool, ...]]
+    check: Callable[[int, dict, dict], None]
+    math: Callable[..., tuple]
+    float_lr_returns: tuple[str, ...] = ()
+
+
+@functools.partial(jax.jit, static_argnames=("math", "flags"))
+def _step_kernel(
     params: list,
     grads: list,
-    exp_avgs: list,
-    exp_avg_sqs: list,
-    max_sqs: list,
-    steps: list,
-    lr: Any,
-    beta1: Any,
-    beta2: Any,
-    wd: Any,
-    eps: Any,
+    updated: tuple,
+    read: tuple,
+    hyper: dict,
     grad_scale: Any,
     found_inf: Any,
     *,
-    amsgrad: bool,
-    maximize: bool,
-    adamw: bool,
-    decay: bool,
+    math: Callable[..., tuple],
+    flags: tuple,
 ) -> tuple:
-    out_p, out_g, out_m, out_v, out_vmax = [], [], [], [], []
-    lr64 = jnp.asarray(_scalar(lr), jnp.float64)
-    b1, b2 = jnp.asarray(beta1, jnp.float64), jnp.asarray(beta2, jnp.float64)
-    for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps, strict=True)):
+    fl = dict(flags)
+    out_p, out_g = [], []
+    out_u: list[list] = [[] for _ in updated]
+    for i, (p, g) in enumerate(zip(params, grads, strict=True)):
         ot = _opmath(p.dtype)
         gf, g_store = _unscale(g, grad_scale, ot)
-        if maximize:
+        if fl["maximize"]:
             gf = -gf
         pf = p.astype(ot)
-        if decay:
-            if adamw:
-                pf = pf * (1 - lr64 * wd).astype(ot)
-            else:
-                gf = gf + pf * jnp.asarray(wd, ot)
-        mf = m.astype(ot) * b1.astype(ot) + gf * (1 - b1).astype(ot)
-        vf = v.astype(ot) * b2.astype(ot) + gf * gf * (1 - b2).astype(ot)
-        t = step.reshape(()).astype(jnp.float64)
-        step_size = (lr64 / (1 - b1**t)).astype(ot)
-        bc2_sqrt = jnp.sqrt(1 - b2**t).astype(ot)
-        if amsgrad:
-            vmax = jnp.maximum(max_sqs[i].astype(ot), vf)
-            out_vmax.append(vmax.astype(max_sqs[i].dtype))
-            denom = jnp.sqrt(vmax) / bc2_sqrt + jnp.asarray(eps, ot)
-        else:
-            denom = jnp.sqrt(vf) / bc2_sqrt + jnp.asarray(eps, ot)
-        pf = pf - step_size * mf / denom
+        mine = tuple(u[i] if u else None for u in updated)
+        pf, new = math(pf, gf, ot, p.dtype, mine, tuple(r[i] for r in read), hyper, fl)
         out_p.append(pf.astype(p.dtype))
         out_g.append(g_store)
-        out_m.append(mf.astype(m.dtype))
-        out_v.append(vf.astype(v.dtype))
+        for lst, old, n in zip(out_u, mine, new, strict=True):
+            if old is not None:
+                lst.append(n.astype(old.dtype))
     skip = _skip(found_inf)
     return (
         _keep_if(skip, params, out_p),
         _keep_if(skip, grads, out_g),
-        _keep_if(skip, exp_avgs, out_m),
-        _keep_if(skip, exp_avg_sqs, out_v),
-        _keep_if(skip, max_sqs if amsgrad else [], out_vmax),
+        *[_keep_if(skip, list(u), o) for u, o in zip(updated, out_u, strict=True)],
     )
 
 
-def _adam_arrays(
-    adamw: bool,
-    params: list,
-    grads: list,
-    exp_avgs: list,
-    exp_avg_sqs: list,
-    max_sqs: list,
-    steps: list,
-    lr: Any,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    eps: float,
-    amsgrad: bool,
-    maximize: bool,
-    grad_scale: Any,
-    found_inf: Any,
-    defer: bool = False,
-) -> tuple:
-    n = len(params)
-    if not (len(grads) == len(exp_avgs) == len(exp_avg_sqs) == len(steps) == n):
-        raise RuntimeError(
-            "_fused_adam: params, grads, exp_avgs, exp_avg_sqs and state_steps must have one "
-            "tensor each per parameter"
-        )
-    if len(max_sqs) != (n if amsgrad else 0):
-        raise RuntimeError(
-            "_fused_adam: max_exp_avg_sqs must have one tensor per parameter with amsgrad=True "
-            "and be empty otherwise"
-        )
+def _arrays(opt: _Optimizer, lists: dict, kw: dict, defer: bool) -> tuple:
+    """The new (params, grads, *updated) arrays for arrays ``lists`` (by schema name) and keyword args ``kw``."""
+    n = len(lists["self"])
+    opt.check(n, lists, kw)
+    active = opt.active(kw)
     if n == 0:
-        return [], [], [], [], []
-    args = (params, grads, exp_avgs, exp_avg_sqs, max_sqs if amsgrad else [], steps, lr, beta1, beta2, weight_decay,
-            eps, grad_scale, found_inf)  # fmt: skip
-    flags = {"amsgrad": bool(amsgrad), "maximize": bool(maximize), "adamw": adamw, "decay": weight_decay != 0}
-    return _run(defer, _adam_kernel, args, flags)
+        return tuple([] for _ in range(2 + len(opt.updated)))
+    args = (
+        lists["self"],
+        lists["grads"],
+        tuple(lists[u] if on else [] for u, on in zip(opt.updated, active, strict=True)),
+        tuple(lists[r] for r in opt.read),
+        {h: kw[h] for h in opt.hyper},
+        kw.get("grad_scale"),
+        kw.get("found_inf"),
+    )
+    flags = {"math": opt.math, "flags": tuple(sorted(opt.flags(kw).items()))}
+    return lazy.call(_step_kernel, args, flags) if defer else _step_kernel(*args, **flags)
 
 
 def _values(ts: Any) -> list:
@@ -166,12 +149,6 @@ def _values(ts: Any) -> list:
 
 def _opt(t: Any) -> Any:
     return None if t is None else payload(t)
-
-
-def _run(defer: bool, kernel: Any, args: tuple, kwargs: dict) -> Any:
-    """Torch-level (raw) callers defer the kernel in fused eager (``lazy.call``); functional lowerings are
-    already run (or recorded) by the dispatcher and call it directly."""
-    return lazy.call(kernel, args, kwargs) if defer else kernel(*args, **kwargs)
 
 
 def _lr_of(lr: Any) -> Any:
@@ -188,491 +165,198 @@ def _write(ts: Any, new: list) -> None:
         set_value(t, v)
 
 
-def _fused_adam_inplace(adamw: bool) -> Any:
-    def impl(
-        self: list,
-        grads: list,
-        exp_avgs: list,
-        exp_avg_sqs: list,
-        max_exp_avg_sqs: list,
-        state_steps: list,
-        *,
-        lr: Any,
-        beta1: float,
-        beta2: float,
-        weight_decay: float,
-        eps: float,
-        amsgrad: bool,
-        maximize: bool,
-        grad_scale: Any = None,
-        found_inf: Any = None,
-    ) -> None:
-        p, g, m, v, vmax = _adam_arrays(
-            adamw,
-            _values(self),
-            _values(grads),
-            _values(exp_avgs),
-            _values(exp_avg_sqs),
-            _values(max_exp_avg_sqs),
-            _values(state_steps),
-            _lr_of(lr),
-            beta1,
-            beta2,
-            weight_decay,
-            eps,
-            amsgrad,
-            maximize,
-            _opt(grad_scale),
-            _opt(found_inf),
-            defer=True,
+def _named(opt: _Optimizer, args: tuple) -> dict:
+    return dict(zip(("self", "grads", *opt.updated, *opt.read), args, strict=True))
+
+
+def _tensor_call(opt: _Optimizer, args: tuple, kw: dict) -> tuple[dict, tuple]:
+    """A raw (tensor-level) call: its tensor lists by name and its new arrays, run (or recorded) now."""
+    lists = _named(opt, args)
+    kw = dict(
+        kw, lr=_lr_of(kw["lr"]), grad_scale=_opt(kw.get("grad_scale")), found_inf=_opt(kw.get("found_inf"))
+    )
+    return lists, _arrays(opt, {k: _values(v) for k, v in lists.items()}, kw, defer=True)
+
+
+def _register(opt: _Optimizer) -> None:
+    """Lower ``_fused_<name>_`` (in place), ``_fused_<name>`` (functional) and ``_fused_<name>.out``."""
+    inplace = getattr(aten, f"_fused_{opt.name}_")
+    functional = getattr(aten, f"_fused_{opt.name}")
+
+    def fused_inplace(*args: Any, **kw: Any) -> None:
+        lists, new = _tensor_call(opt, args, kw)
+        for name, arrays in zip(("self", "grads", *opt.updated), new, strict=True):
+            _write(lists[name], arrays)
+
+    def fused_functional(*args: Any, **kw: Any) -> tuple:
+        lists = {k: list(v) for k, v in _named(opt, args).items()}
+        new = _arrays(opt, lists, kw, defer=False)
+        active = (True, True, *opt.active(kw))
+        names = ("self", "grads", *opt.updated)
+        res = [list(a) if on else lists[n] for a, on, n in zip(new, active, names, strict=True)]
+        if isinstance(kw["lr"], (int, float)):
+            res += [lists[n] for n in opt.float_lr_returns]
+        return tuple(res)
+
+    def fused_out(*args: Any, out: list, **kw: Any) -> None:
+        _, new = _tensor_call(opt, args, kw)
+        _write(
+            out, new[0]
+        )  # the state lists stay as they are: torch's generated .out kernels write only ``out``
+
+    lower(inplace.default, inplace.tensor_lr, raw=True)(fused_inplace)
+    lower(functional.default, functional.tensor_lr)(fused_functional)
+    lower(functional.out, functional.tensor_lr_out, raw=True)(fused_out)
+
+
+# ----------------------------------------------------------------------------- Adam / AdamW
+def _adam_math(adamw: bool) -> Callable[..., tuple]:
+    def math(pf: Any, gf: Any, ot: Any, pdt: Any, updated: tuple, read: tuple, h: dict, fl: dict) -> tuple:
+        m, v, vmax_old = updated
+        (step,) = read
+        lr64 = jnp.asarray(_scalar(h["lr"]), jnp.float64)
+        b1, b2 = jnp.asarray(h["beta1"], jnp.float64), jnp.asarray(h["beta2"], jnp.float64)
+        if fl["decay"]:
+            if adamw:
+                pf = pf * (1 - lr64 * h["weight_decay"]).astype(ot)
+            else:
+                gf = gf + pf * jnp.asarray(h["weight_decay"], ot)
+        mf = m.astype(ot) * b1.astype(ot) + gf * (1 - b1).astype(ot)
+        vf = v.astype(ot) * b2.astype(ot) + gf * gf * (1 - b2).astype(ot)
+        t = step.reshape(()).astype(jnp.float64)
+        step_size = (lr64 / (1 - b1**t)).astype(ot)
+        bc2_sqrt = jnp.sqrt(1 - b2**t).astype(ot)
+        vmax = None
+        if fl["amsgrad"]:
+            vmax = jnp.maximum(vmax_old.astype(ot), vf)
+            denom = jnp.sqrt(vmax) / bc2_sqrt + jnp.asarray(h["eps"], ot)
+        else:
+            denom = jnp.sqrt(vf) / bc2_sqrt + jnp.asarray(h["eps"], ot)
+        return pf - step_size * mf / denom, (mf, vf, vmax)
+
+    return math
+
+
+def _adam_check(name: str) -> Callable[[int, dict, dict], None]:
+    def check(n: int, lists: dict, kw: dict) -> None:
+        if not (
+            len(lists["grads"])
+            == len(lists["exp_avgs"])
+            == len(lists["exp_avg_sqs"])
+            == len(lists["state_steps"])
+            == n
+        ):
+            raise RuntimeError(
+                f"_fused_{name}: params, grads, exp_avgs, exp_avg_sqs and state_steps must have one "
+                "tensor each per parameter"
+            )
+        if len(lists["max_exp_avg_sqs"]) != (n if kw["amsgrad"] else 0):
+            raise RuntimeError(
+                f"_fused_{name}: max_exp_avg_sqs must have one tensor per parameter with amsgrad=True "
+                "and be empty otherwise"
+            )
+
+    return check
+
+
+for _name, _adamw in (("adam", False), ("adamw", True)):
+    _register(
+        _Optimizer(
+            name=_name,
+            updated=("exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"),
+            read=("state_steps",),
+            hyper=("lr", "beta1", "beta2", "weight_decay", "eps"),
+            flags=lambda kw: {
+                "amsgrad": bool(kw["amsgrad"]),
+                "maximize": bool(kw["maximize"]),
+                "decay": kw["weight_decay"] != 0,
+            },
+            active=lambda kw: (True, True, bool(kw["amsgrad"])),
+            check=_adam_check(_name),
+            math=_adam_math(_adamw),
         )
-        for ts, new in ((self, p), (grads, g), (exp_avgs, m), (exp_avg_sqs, v), (max_exp_avg_sqs, vmax)):
-            _write(ts, new)
-
-    return impl
-
-
-def _fused_adam_functional(adamw: bool) -> Any:
-    def impl(
-        self: list,
-        grads: list,
-        exp_avgs: list,
-        exp_avg_sqs: list,
-        max_exp_avg_sqs: list,
-        state_steps: list,
-        *,
-        lr: Any,
-        beta1: float,
-        beta2: float,
-        weight_decay: float,
-        eps: float,
-        amsgrad: bool,
-        maximize: bool,
-        grad_scale: Any = None,
-        found_inf: Any = None,
-    ) -> tuple:
-        p, g, m, v, vmax = _adam_arrays(
-            adamw,
-            list(self),
-            list(grads),
-            list(exp_avgs),
-            list(exp_avg_sqs),
-            list(max_exp_avg_sqs),
-            list(state_steps),
-            lr,
-            beta1,
-            beta2,
-            weight_decay,
-            eps,
-            amsgrad,
-            maximize,
-            grad_scale,
-            found_inf,
-        )
-        return list(p), list(g), list(m), list(v), list(vmax) if amsgrad else list(max_exp_avg_sqs)
-
-    return impl
-
-
-def _fused_adam_out(adamw: bool) -> Any:
-    def impl(
-        self: list,
-        grads: list,
-        exp_avgs: list,
-        exp_avg_sqs: list,
-        max_exp_avg_sqs: list,
-        state_steps: list,
-        *,
-        lr: Any,
-        beta1: float,
-        beta2: float,
-        weight_decay: float,
-        eps: float,
-        amsgrad: bool,
-        maximize: bool,
-        grad_scale: Any = None,
-        found_inf: Any = None,
-        out: list,
-    ) -> None:
-        p, g, m, v, vmax = _adam_arrays(
-            adamw,
-            _values(self),
-            _values(grads),
-            _values(exp_avgs),
-            _values(exp_avg_sqs),
-            _values(max_exp_avg_sqs),
-            _values(state_steps),
-            _lr_of(lr),
-            beta1,
-            beta2,
-            weight_decay,
-            eps,
-            amsgrad,
-            maximize,
-            _opt(grad_scale),
-            _opt(found_inf),
-            defer=True,
-        )
-        _write(out, p)  # the state lists stay as they are: torch's generated .out kernels write only ``out``
-
-    return impl
-
-
-lower(aten._fused_adam_.default, aten._fused_adam_.tensor_lr, raw=True)(_fused_adam_inplace(False))
-lower(aten._fused_adamw_.default, aten._fused_adamw_.tensor_lr, raw=True)(_fused_adam_inplace(True))
-lower(aten._fused_adam.default, aten._fused_adam.tensor_lr)(_fused_adam_functional(False))
-lower(aten._fused_adamw.default, aten._fused_adamw.tensor_lr)(_fused_adam_functional(True))
-lower(aten._fused_adam.out, aten._fused_adam.tensor_lr_out, raw=True)(_fused_adam_out(False))
-lower(aten._fused_adamw.out, aten._fused_adamw.tensor_lr_out, raw=True)(_fused_adam_out(True))
+    )
 
 
 # ----------------------------------------------------------------------------- SGD
-@functools.partial(jax.jit, static_argnames=("maximize", "nesterov", "first", "decay", "use_momentum"))
-def _sgd_kernel(
-    params: list,
-    grads: list,
-    bufs: list,
-    lr: Any,
-    wd: Any,
-    momentum: Any,
-    dampening: Any,
-    grad_scale: Any,
-    found_inf: Any,
-    *,
-    maximize: bool,
-    nesterov: bool,
-    first: bool,
-    decay: bool,
-    use_momentum: bool,
-) -> tuple:
-    out_p, out_g, out_b = [], [], []
-    for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-        ot = _opmath(p.dtype)
-        gf, g_store = _unscale(g, grad_scale, ot)
-        if maximize:
-            gf = -gf
-        pf = p.astype(ot)
-        if decay:
-            gf = gf + pf * jnp.asarray(wd, p.dtype).astype(ot)
-        if use_momentum:
-            mom = jnp.asarray(momentum, p.dtype).astype(ot)
-            buf = (
-                gf
-                if first
-                else bufs[i].astype(ot) * mom + gf * jnp.asarray(1 - dampening, p.dtype).astype(ot)
-            )
-            out_b.append(buf.astype(bufs[i].dtype))
-            gf = gf + buf * mom if nesterov else buf
-        pf = pf - gf * jnp.asarray(_scalar(lr), ot)
-        out_p.append(pf.astype(p.dtype))
-        out_g.append(g_store)
-    skip = _skip(found_inf)
-    return _keep_if(skip, params, out_p), _keep_if(skip, grads, out_g), _keep_if(skip, bufs, out_b)
+def _sgd_math(pf: Any, gf: Any, ot: Any, pdt: Any, updated: tuple, read: tuple, h: dict, fl: dict) -> tuple:
+    (buf_old,) = updated
+    if fl["decay"]:
+        gf = gf + pf * jnp.asarray(h["weight_decay"], pdt).astype(ot)
+    buf = None
+    if fl["use_momentum"]:
+        mom = jnp.asarray(h["momentum"], pdt).astype(ot)
+        buf = (
+            gf
+            if fl["first"]
+            else buf_old.astype(ot) * mom + gf * jnp.asarray(1 - h["dampening"], pdt).astype(ot)
+        )
+        gf = gf + buf * mom if fl["nesterov"] else buf
+    return pf - gf * jnp.asarray(_scalar(h["lr"]), ot), (buf,)
 
 
-def _sgd_arrays(
-    params: list,
-    grads: list,
-    bufs: list,
-    weight_decay: float,
-    momentum: float,
-    lr: Any,
-    dampening: float,
-    nesterov: bool,
-    maximize: bool,
-    is_first_step: bool,
-    grad_scale: Any,
-    found_inf: Any,
-    defer: bool = False,
-) -> tuple:
-    n = len(params)
-    use_momentum = momentum != 0
-    if len(grads) != n or len(bufs) != (n if use_momentum else 0):
+def _sgd_check(n: int, lists: dict, kw: dict) -> None:
+    if len(lists["grads"]) != n or len(lists["momentum_buffer_list"]) != (n if kw["momentum"] != 0 else 0):
         raise RuntimeError(
             "_fused_sgd: grads must have one tensor per parameter, and momentum_buffer_list one "
             "per parameter when momentum != 0 (empty otherwise)"
         )
-    if n == 0:
-        return [], [], []
-    args = (
-        params,
-        grads,
-        bufs if use_momentum else [],
-        lr,
-        weight_decay,
-        momentum,
-        dampening,
-        grad_scale,
-        found_inf,
+
+
+_register(
+    _Optimizer(
+        name="sgd",
+        updated=("momentum_buffer_list",),
+        read=(),
+        hyper=("lr", "weight_decay", "momentum", "dampening"),
+        flags=lambda kw: {
+            "maximize": bool(kw["maximize"]),
+            "nesterov": bool(kw["nesterov"]),
+            "first": bool(kw["is_first_step"]),
+            "decay": kw["weight_decay"] != 0,
+            "use_momentum": kw["momentum"] != 0,
+        },  # fmt: skip
+        active=lambda kw: (kw["momentum"] != 0,),
+        check=_sgd_check,
+        math=_sgd_math,
     )
-    flags = {"maximize": bool(maximize), "nesterov": bool(nesterov), "first": bool(is_first_step),
-             "decay": weight_decay != 0, "use_momentum": use_momentum}  # fmt: skip
-    return _run(defer, _sgd_kernel, args, flags)
-
-
-@lower(aten._fused_sgd_.default, aten._fused_sgd_.tensor_lr, raw=True)
-def _fused_sgd_(
-    self: list,
-    grads: list,
-    momentum_buffer_list: list,
-    *,
-    weight_decay: float,
-    momentum: float,
-    lr: Any,
-    dampening: float,
-    nesterov: bool,
-    maximize: bool,
-    is_first_step: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-) -> None:
-    p, g, b = _sgd_arrays(
-        _values(self),
-        _values(grads),
-        _values(momentum_buffer_list),
-        weight_decay,
-        momentum,
-        _lr_of(lr),
-        dampening,
-        nesterov,
-        maximize,
-        is_first_step,
-        _opt(grad_scale),
-        _opt(found_inf),
-        defer=True,
-    )
-    for ts, new in ((self, p), (grads, g), (momentum_buffer_list, b)):
-        _write(ts, new)
-
-
-@lower(aten._fused_sgd.default, aten._fused_sgd.tensor_lr)
-def _fused_sgd(
-    self: list,
-    grads: list,
-    momentum_buffer_list: list,
-    *,
-    weight_decay: float,
-    momentum: float,
-    lr: Any,
-    dampening: float,
-    nesterov: bool,
-    maximize: bool,
-    is_first_step: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-) -> tuple:
-    p, g, b = _sgd_arrays(
-        list(self),
-        list(grads),
-        list(momentum_buffer_list),
-        weight_decay,
-        momentum,
-        lr,
-        dampening,
-        nesterov,
-        maximize,
-        is_first_step,
-        grad_scale,
-        found_inf,
-    )
-    return list(p), list(g), list(b) if momentum != 0 else list(momentum_buffer_list)
-
-
-@lower(aten._fused_sgd.out, aten._fused_sgd.tensor_lr_out, raw=True)
-def _fused_sgd_out(
-    self: list,
-    grads: list,
-    momentum_buffer_list: list,
-    *,
-    weight_decay: float,
-    momentum: float,
-    lr: Any,
-    dampening: float,
-    nesterov: bool,
-    maximize: bool,
-    is_first_step: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-    out: list,
-) -> None:
-    p, g, b = _sgd_arrays(
-        _values(self),
-        _values(grads),
-        _values(momentum_buffer_list),
-        weight_decay,
-        momentum,
-        _lr_of(lr),
-        dampening,
-        nesterov,
-        maximize,
-        is_first_step,
-        _opt(grad_scale),
-        _opt(found_inf),
-        defer=True,
-    )
-    _write(out, p)
+)
 
 
 # ----------------------------------------------------------------------------- Adagrad
-@functools.partial(jax.jit, static_argnames=("maximize", "decay"))
-def _adagrad_kernel(
-    params: list,
-    grads: list,
-    sums: list,
-    steps: list,
-    lr: Any,
-    lr_decay: Any,
-    wd: Any,
-    eps: Any,
-    grad_scale: Any,
-    found_inf: Any,
-    *,
-    maximize: bool,
-    decay: bool,
+def _adagrad_math(
+    pf: Any, gf: Any, ot: Any, pdt: Any, updated: tuple, read: tuple, h: dict, fl: dict
 ) -> tuple:
-    out_p, out_g, out_s = [], [], []
-    lr64 = jnp.asarray(_scalar(lr), jnp.float64)
-    for p, g, s, step in zip(params, grads, sums, steps, strict=True):
-        ot = _opmath(p.dtype)
-        gf, g_store = _unscale(g, grad_scale, ot)
-        if maximize:
-            gf = -gf
-        pf = p.astype(ot)
-        if decay:
-            gf = gf + pf * jnp.asarray(wd, ot)
-        clr = (lr64 / (1 + (step.reshape(()).astype(jnp.float64) - 1) * lr_decay)).astype(ot)
-        sf = s.astype(ot) + gf * gf
-        pf = pf - clr * gf / (jnp.sqrt(sf) + jnp.asarray(eps, ot))
-        out_p.append(pf.astype(p.dtype))
-        out_g.append(g_store)
-        out_s.append(sf.astype(s.dtype))
-    skip = _skip(found_inf)
-    return _keep_if(skip, params, out_p), _keep_if(skip, grads, out_g), _keep_if(skip, sums, out_s)
+    (s,) = updated
+    (step,) = read
+    lr64 = jnp.asarray(_scalar(h["lr"]), jnp.float64)
+    if fl["decay"]:
+        gf = gf + pf * jnp.asarray(h["weight_decay"], ot)
+    clr = (lr64 / (1 + (step.reshape(()).astype(jnp.float64) - 1) * h["lr_decay"])).astype(ot)
+    sf = s.astype(ot) + gf * gf
+    return pf - clr * gf / (jnp.sqrt(sf) + jnp.asarray(h["eps"], ot)), (sf,)
 
 
-def _adagrad_arrays(
-    params: list,
-    grads: list,
-    sums: list,
-    steps: list,
-    lr: Any,
-    lr_decay: float,
-    weight_decay: float,
-    eps: float,
-    maximize: bool,
-    grad_scale: Any,
-    found_inf: Any,
-    defer: bool = False,
-) -> tuple:
-    n = len(params)
-    if not (len(grads) == len(sums) == len(steps) == n):
+def _adagrad_check(n: int, lists: dict, kw: dict) -> None:
+    if not (len(lists["grads"]) == len(lists["state_sums"]) == len(lists["state_steps"]) == n):
         raise RuntimeError(
-            "_fused_adagrad: params, grads, state_sums and state_steps must have one tensor each "
-            "per parameter"
+            "_fused_adagrad: params, grads, state_sums and state_steps must have one tensor each per parameter"
         )
-    if n == 0:
-        return [], [], []
-    args = (params, grads, sums, steps, lr, lr_decay, weight_decay, eps, grad_scale, found_inf)
-    return _run(defer, _adagrad_kernel, args, {"maximize": bool(maximize), "decay": weight_decay != 0})
 
 
-@lower(aten._fused_adagrad_.default, aten._fused_adagrad_.tensor_lr, raw=True)
-def _fused_adagrad_(
-    self: list,
-    grads: list,
-    state_sums: list,
-    state_steps: list,
-    *,
-    lr: Any,
-    lr_decay: float,
-    weight_decay: float,
-    eps: float,
-    maximize: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-) -> None:
-    p, g, s = _adagrad_arrays(
-        _values(self),
-        _values(grads),
-        _values(state_sums),
-        _values(state_steps),
-        _lr_of(lr),
-        lr_decay,
-        weight_decay,
-        eps,
-        maximize,
-        _opt(grad_scale),
-        _opt(found_inf),
-        defer=True,
+_register(
+    _Optimizer(
+        name="adagrad",
+        updated=("state_sums",),
+        read=("state_steps",),
+        hyper=("lr", "lr_decay", "weight_decay", "eps"),
+        flags=lambda kw: {"maximize": bool(kw["maximize"]), "decay": kw["weight_decay"] != 0},
+        active=lambda kw: (True,),
+        check=_adagrad_check,
+        math=_adagrad_math,
+        float_lr_returns=("state_steps",),  # the float-lr functional overload also returns the step counters
     )
-    for ts, new in ((self, p), (grads, g), (state_sums, s)):
-        _write(ts, new)
-
-
-@lower(aten._fused_adagrad.default, aten._fused_adagrad.tensor_lr)
-def _fused_adagrad(
-    self: list,
-    grads: list,
-    state_sums: list,
-    state_steps: list,
-    *,
-    lr: Any,
-    lr_decay: float,
-    weight_decay: float,
-    eps: float,
-    maximize: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-) -> tuple:
-    p, g, s = _adagrad_arrays(
-        list(self),
-        list(grads),
-        list(state_sums),
-        list(state_steps),
-        lr,
-        lr_decay,
-        weight_decay,
-        eps,
-        maximize,
-        grad_scale,
-        found_inf,
-    )
-    if isinstance(lr, (int, float)):  # the float-lr overload also returns the (unchanged) step counters
-        return list(p), list(g), list(s), list(state_steps)
-    return list(p), list(g), list(s)
-
-
-@lower(aten._fused_adagrad.out, aten._fused_adagrad.tensor_lr_out, raw=True)
-def _fused_adagrad_out(
-    self: list,
-    grads: list,
-    state_sums: list,
-    state_steps: list,
-    *,
-    lr: Any,
-    lr_decay: float,
-    weight_decay: float,
-    eps: float,
-    maximize: bool,
-    grad_scale: Any = None,
-    found_inf: Any = None,
-    out: list,
-) -> None:
-    p, g, s = _adagrad_arrays(
-        _values(self),
-        _values(grads),
-        _values(state_sums),
-        _values(state_steps),
-        _lr_of(lr),
-        lr_decay,
-        weight_decay,
-        eps,
-        maximize,
-        _opt(grad_scale),
-        _opt(found_inf),
-        defer=True,
-    )
-    _write(out, p)
+)
 
 
 # ----------------------------------------------------------------------------- GradScaler
