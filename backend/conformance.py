@@ -1,6 +1,6 @@
 """OpInfo conformance: run PyTorch's own ``op_db`` sample inputs on cpu and on tpu and compare.
 
-Used by the fast slice in ``tests/backend/test_opinfo.py`` and by ``benchmarks/opinfo_full.py``.
+The comparison itself is backend/comparison.py's (shared with ``tpu-bench validate``). Used by the fast slice in ``tests/backend/test_opinfo.py`` and by ``benchmarks/opinfo_full.py``.
 Outcomes per (op, variant, dtype):
 - ``pass``: every sample agreed with the CPU (values, shapes, dtypes; gradients too when checked);
 - ``unsupported``: the tpu raised (NotImplementedError or another error) where the CPU did not. Honest:
@@ -12,7 +12,6 @@ Outcomes per (op, variant, dtype):
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,8 @@ from typing import Any
 import torch
 
 from tpu_workbench.backend import _torch_private as private
-from tpu_workbench.backend import dispatch as _d
 from tpu_workbench.backend import random as _rng
+from tpu_workbench.backend.comparison import compare_outputs, counter_diff, fallback_counters, to_tpu
 
 tree_flatten, tree_map = private.tree_flatten, private.tree_map
 
@@ -73,29 +72,6 @@ def load_known_unsupported() -> dict[str, str]:
     return {}
 
 
-def _to_tpu(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        if x._base is not None:
-            # keep the sample's storage relationship: move the base, re-take the same view on the device
-            base = x._base.detach().to("tpu")
-            if x.requires_grad and base.is_floating_point():
-                base.requires_grad_()
-            return base.as_strided(x.size(), x.stride(), x.storage_offset())
-        t = x.detach().to("tpu")
-        return t.requires_grad_(x.requires_grad) if x.requires_grad and t.is_floating_point() else t
-    return x
-
-
-def _tol(dtype: torch.dtype) -> dict:
-    if dtype in (torch.bfloat16,):
-        return {"atol": 2e-2, "rtol": 2e-2}
-    if dtype in (torch.float16,):
-        return {"atol": 1e-2, "rtol": 1e-2}
-    if dtype == torch.float32:
-        return {"atol": 1e-4, "rtol": 1.3e-5 * 10}
-    return {}
-
-
 # (values, indices) ops whose index choice among equal values is unspecified: the indices are checked by
 # shape and dtype, the values exactly.
 _TIE_OPS = (
@@ -122,41 +98,6 @@ _TIE_OPS = (
 # ``output_process_fn_grad`` (e.g. |V|, U @ Vh), and gradients are taken of that processed output (as gradcheck
 # does); the raw outputs are still checked for shape and dtype.
 _GAUGE_OPS = ("linalg.eigh", "svd", "linalg.svd")
-
-
-def _compare(cpu_out: Any, tpu_out: Any, dtype: torch.dtype, meta_only: bool, ties: bool = False) -> None:
-    c_leaves, c_spec = tree_flatten(cpu_out)
-    t_leaves, t_spec = tree_flatten(tpu_out)
-    if ties and len(c_leaves) == 2:
-        _compare(c_leaves[0], t_leaves[0], dtype, meta_only)
-        _compare(c_leaves[1], t_leaves[1], dtype, True)
-        return
-    if len(c_leaves) != len(t_leaves):
-        raise AssertionError(f"output structure differs: {c_spec} vs {t_spec}")
-    for c, t in zip(c_leaves, t_leaves, strict=True):
-        if isinstance(c, torch.Tensor):
-            if not isinstance(t, torch.Tensor):
-                raise AssertionError(f"expected a tensor, got {type(t)}")
-            if t.device.type != "tpu" and c.device.type == "cpu" and t.numel() > 0:
-                raise AssertionError(f"output on {t.device}, expected tpu")
-            tc = t.detach().cpu()
-            if tc.shape != c.shape or tc.dtype != c.dtype:
-                raise AssertionError(
-                    f"shape/dtype {tuple(tc.shape)}/{tc.dtype} != {tuple(c.shape)}/{c.dtype}"
-                )
-            if not meta_only:
-                torch.testing.assert_close(
-                    tc,
-                    c.detach(),
-                    equal_nan=True,
-                    check_device=False,
-                    **_tol(c.dtype if c.is_floating_point() else dtype),
-                )
-        elif isinstance(c, float) and isinstance(t, float):
-            if not (math.isclose(c, t, rel_tol=1e-4, abs_tol=1e-5) or (math.isnan(c) and math.isnan(t))):
-                raise AssertionError(f"{t} != {c}")
-        elif not meta_only and isinstance(c, (int, bool)) and c != t:
-            raise AssertionError(f"{t} != {c}")
 
 
 def _grads(out: Any, inputs: list[torch.Tensor]) -> list[Any]:
@@ -200,12 +141,12 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
             "tpu"
             if (isinstance(a, str) and a == "cpu") or (isinstance(a, torch.device) and a.type == "cpu")
             else a
-            for a in tree_map(_to_tpu, args)
+            for a in tree_map(to_tpu, args)
         )
-        tkwargs = tree_map(_to_tpu, kwargs)
+        tkwargs = tree_map(to_tpu, kwargs)
         if isinstance(tkwargs.get("device"), (str, torch.device)):
             tkwargs["device"] = "tpu"
-        rescued = dict(_d.BACKWARD_RESCUES)
+        before = fallback_counters()
         draws = _rng.draws
         try:
             torch.manual_seed(0)
@@ -220,7 +161,7 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
             res.status = "unsupported"
             res.detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             return res
-        new = sorted(k for k, v in _d.BACKWARD_RESCUES.items() if rescued.get(k, 0) != v)
+        new = sorted(counter_diff(before)["rescues"])
         if new:
             res.status = "unsupported"
             res.detail = "backward needed the CPU: " + ", ".join(new)[:250]
@@ -232,11 +173,11 @@ def run_entry(op: Any, dtype: torch.dtype, max_samples: int = 8, check_grad: boo
             cpu_out, tpu_out = torch.gather(args[0], dim, cpu_out), torch.gather(targs[0], dim, tpu_out)
         try:
             rnd = meta_only or _rng.draws != draws  # random ops ran: compare shapes and dtypes only
-            _compare(cpu_out, tpu_out, dtype, rnd or gauge, name in _TIE_OPS)
+            compare_outputs(cpu_out, tpu_out, dtype, rnd or gauge, name in _TIE_OPS)
             if gauge:
-                _compare(proc(cpu_out), proc(tpu_out), dtype, rnd)
+                compare_outputs(proc(cpu_out), proc(tpu_out), dtype, rnd)
             if grad:
-                _compare(list(cpu_g), list(tpu_g), dtype, rnd)
+                compare_outputs(list(cpu_g), list(tpu_g), dtype, rnd)
         except Exception as exc:  # noqa: BLE001
             res.status = "mismatch"
             res.detail = f"sample {done}: {exc}".replace("\n", " ")[:400]

@@ -10,9 +10,10 @@ import torch
 
 pytest.importorskip("transformers", reason="tpu-bench validate needs the validate extra (transformers)")
 
+from tpu_workbench.backend import comparison as compare
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.results import read_records
-from tpu_workbench.bench.validate import classify, compare, inputs, report, runner, shrink, zoo
+from tpu_workbench.bench.validate import classify, inputs, report, runner, shrink, zoo
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +155,14 @@ def test_failure_classes():
 
 def test_a_backward_rescue_is_a_tier1_failure(monkeypatch):
     """An op re-run on the CPU during the device stages makes tier 1 fail even though the run completed."""
-    real = runner._counter_diff
+    real = compare.counter_diff
 
     def with_rescue(before):
         diff = real(before)
         diff["rescues"] = {"aten::fake_backward": 1}
         return diff
 
-    monkeypatch.setattr(runner, "_counter_diff", with_rescue)
+    monkeypatch.setattr(compare, "counter_diff", with_rescue)
     res = runner.validate("gpt2", device="cpu", check_generate=False)
     assert res["tier1"] is False and res["tier2"] is False and res["status"] == "fail"
     assert classify.classify(res).startswith("backward op re-run on the CPU")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from tpu_workbench.bench.validate import compare
+from tpu_workbench.backend import comparison as compare
 
 
 def _noise_gradient() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

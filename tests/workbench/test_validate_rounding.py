@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tpu_workbench.bench.validate import compare, rounding
+from tpu_workbench.backend import comparison as compare
+from tpu_workbench.bench.validate import rounding
 
 
 class _Kinked(torch.nn.Module):

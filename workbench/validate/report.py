@@ -12,9 +12,10 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from tpu_workbench.backend import comparison as compare
 from tpu_workbench.bench.provenance import git_revision, host_info, now_utc, versions
 from tpu_workbench.bench.results import Record
-from tpu_workbench.bench.validate import classify, compare, inputs, rounding
+from tpu_workbench.bench.validate import classify, inputs, rounding
 
 PHASE, SUMMARY_PHASE = "validate", "validate-summary"
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from tpu_workbench.bench.validate import compare, families, inputs, randomness, rounding, shrink, weights, zoo
+from tpu_workbench.backend import comparison as compare
+from tpu_workbench.bench.validate import families, inputs, randomness, rounding, shrink, weights, zoo
 
 GENERATE_FAMILIES = {"causal-lm", "vision-language", "seq2seq-lm", "speech-seq2seq"}
 NEW_TOKENS = 3
@@ -64,22 +65,6 @@ def _call(model: Any, args: Any) -> Any:
     if isinstance(args, (list, tuple)):
         return model(*args)
     return model(args)
-
-
-def _snapshot_counters() -> dict[str, dict[str, int]]:
-    try:
-        from tpu_workbench.backend import dispatch  # lazy: heavy
-    except Exception:  # noqa: BLE001 - no backend: nothing can be rescued
-        return {"rescues": {}, "fallbacks": {}}
-    return {"rescues": dict(dispatch.BACKWARD_RESCUES), "fallbacks": dict(dispatch.FALLBACK_COUNTS)}
-
-
-def _counter_diff(before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    after = _snapshot_counters()
-    return {
-        kind: {k: v - before[kind].get(k, 0) for k, v in after[kind].items() if v != before[kind].get(k, 0)}
-        for kind in after
-    }
 
 
 # --------------------------------------------------------------------------------------------- building
@@ -382,7 +367,7 @@ def validate(
             return res
         tpu_model = run.stage("tpu_move", lambda: tpu_model.to(device))
         tpu_args = _to(args, device)
-        before = _snapshot_counters()
+        before = compare.fallback_counters()
 
         def tpu_forward():
             out = _call(tpu_model, tpu_args)
@@ -399,7 +384,7 @@ def validate(
                 torch.accelerator.synchronize()
 
         run.stage("tpu_backward", tpu_backward)
-        counters = _counter_diff(before)
+        counters = compare.counter_diff(before)
         res["cpu_rescued"] = counters
         res["tier1"] = not counters["rescues"] and not counters["fallbacks"]
         got_out = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
@@ -448,7 +433,7 @@ def validate(
         if res["status"] == "fail":
             res["tier1"] = False
             res["tier2"] = False
-            res["cpu_rescued"] = _counter_diff(before) if "before" in locals() else {}
+            res["cpu_rescued"] = compare.counter_diff(before) if "before" in locals() else {}
     return res
 
 
@@ -553,7 +538,7 @@ def _run_generate(run: Run, cpu_model: Any, tpu_model: Any, args: dict, device: 
         ref = _generate(cpu_model, args, "cpu")
     except Exception as exc:  # noqa: BLE001
         return {"status": "harness", "error": f"{type(exc).__name__}: {exc}"[:1000]}
-    before = _snapshot_counters()
+    before = compare.fallback_counters()
     try:
         got = run.stage("generate", lambda: _generate(tpu_model, args, device))
     except StageError as exc:
@@ -563,7 +548,7 @@ def _run_generate(run: Run, cpu_model: Any, tpu_model: Any, args: dict, device: 
             "error_type": type(exc.exc).__name__,
             "traceback": exc.tb[-3000:],
         }
-    counters = _counter_diff(before)
+    counters = compare.counter_diff(before)
     ok = got == ref and not counters["fallbacks"] and not counters["rescues"]
     return {
         "status": "pass" if ok else "fail",
@@ -576,7 +561,7 @@ def _run_generate(run: Run, cpu_model: Any, tpu_model: Any, args: dict, device: 
 
 
 def _run_compile(run: Run, tpu_model: Any, tpu_args: Any, ref_out: dict) -> dict:
-    before = _snapshot_counters()
+    before = compare.fallback_counters()
     try:
         compiled = torch.compile(tpu_model, backend="tpu")
 
@@ -594,6 +579,6 @@ def _run_compile(run: Run, tpu_model: Any, tpu_args: Any, ref_out: dict) -> dict
         }
     got = {name: t.detach().to("cpu") for name, t in compare.tensor_leaves(out)}
     agree = compare.compare_all(got, ref_out, compare.FORWARD_RTOL, compare.FORWARD_ATOL)
-    counters = _counter_diff(before)
+    counters = compare.counter_diff(before)
     ok = agree["ok"] and not counters["fallbacks"]
     return {"status": "pass" if ok else "fail", "agreement": agree, "cpu_rescued": counters}

@@ -1,4 +1,11 @@
-"""Tier-2 agreement: the "tpu" run against the CPU run of the same seed, float32.
+"""Compare an op or a model on "tpu" against the CPU: the one owner of that judgement.
+
+Two users: ``backend/conformance.py`` (PyTorch's OpInfo samples, one op at a time: ``compare_outputs`` with
+per-dtype tolerances, ``to_tpu`` to move a sample keeping its views) and ``tpu-bench validate``
+(workbench/validate/runner.py: a whole model, float32, the tolerances below, float64 and rounding-noise
+arbitration); both read the CPU rescues a run needed with ``fallback_counters``/``counter_diff``.
+
+Model agreement (tier 2): the "tpu" run against the CPU run of the same seed, float32.
 
 Tolerances are per tensor and relative to the tensor's own scale, because errors of a stack of layers grow
 with the magnitude of what flows through them (an elementwise relative test fails on values that are
@@ -11,7 +18,7 @@ Integer and boolean outputs must be equal; NaN/inf must sit at the same places. 
 tolerance is then judged against a float64 CPU run (see ``compare_all_fp64``): it passes only if the
 device is no further from float64 than twice the CPU's own float32 error. One still over it passes only if
 the device is within twice the CPU reference's own rounding noise, measured by Monte Carlo arithmetic
-(see :mod:`tpu_workbench.bench.validate.rounding`): a near-tie that a different valid rounding flips.
+(the workbench's ``validate/rounding.py``): a near-tie that a different valid rounding flips.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from tpu_workbench.backend import _torch_private as private
 
 FORWARD_RTOL, FORWARD_ATOL = 1e-4, 1e-5
 GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-5
@@ -204,4 +213,89 @@ def compare_all_fp64(
         "n_mismatches": len(mismatches),
         "passed_vs_float64": rescued,
         **({"passed_vs_rounding_noise": within_noise} if noise is not None else {}),
+    }
+
+
+# --------------------------------------------------------------------------- one op (OpInfo samples)
+def op_tolerance(dtype: torch.dtype) -> dict:
+    """assert_close tolerances for one op's output of ``dtype`` (exact for integers and booleans)."""
+    if dtype in (torch.bfloat16,):
+        return {"atol": 2e-2, "rtol": 2e-2}
+    if dtype in (torch.float16,):
+        return {"atol": 1e-2, "rtol": 1e-2}
+    if dtype == torch.float32:
+        return {"atol": 1e-4, "rtol": 1.3e-5 * 10}
+    return {}
+
+
+def compare_outputs(
+    cpu_out: Any, tpu_out: Any, dtype: torch.dtype, meta_only: bool, ties: bool = False
+) -> None:
+    """Raise AssertionError where one op's "tpu" outputs (any pytree) differ from the CPU's: structure, device,
+    shape, dtype, then values (unless ``meta_only``: random or uninitialised outputs). ``ties``: a (values,
+    indices) pair whose index choice among equal values is unspecified: indices checked by shape and dtype."""
+    c_leaves, c_spec = private.tree_flatten(cpu_out)
+    t_leaves, t_spec = private.tree_flatten(tpu_out)
+    if ties and len(c_leaves) == 2:
+        compare_outputs(c_leaves[0], t_leaves[0], dtype, meta_only)
+        compare_outputs(c_leaves[1], t_leaves[1], dtype, True)
+        return
+    if len(c_leaves) != len(t_leaves):
+        raise AssertionError(f"output structure differs: {c_spec} vs {t_spec}")
+    for c, t in zip(c_leaves, t_leaves, strict=True):
+        if isinstance(c, torch.Tensor):
+            if not isinstance(t, torch.Tensor):
+                raise AssertionError(f"expected a tensor, got {type(t)}")
+            if t.device.type != "tpu" and c.device.type == "cpu" and t.numel() > 0:
+                raise AssertionError(f"output on {t.device}, expected tpu")
+            tc = t.detach().cpu()
+            if tc.shape != c.shape or tc.dtype != c.dtype:
+                raise AssertionError(
+                    f"shape/dtype {tuple(tc.shape)}/{tc.dtype} != {tuple(c.shape)}/{c.dtype}"
+                )
+            if not meta_only:
+                torch.testing.assert_close(
+                    tc,
+                    c.detach(),
+                    equal_nan=True,
+                    check_device=False,
+                    **op_tolerance(c.dtype if c.is_floating_point() else dtype),
+                )
+        elif isinstance(c, float) and isinstance(t, float):
+            if not (math.isclose(c, t, rel_tol=1e-4, abs_tol=1e-5) or (math.isnan(c) and math.isnan(t))):
+                raise AssertionError(f"{t} != {c}")
+        elif not meta_only and isinstance(c, (int, bool)) and c != t:
+            raise AssertionError(f"{t} != {c}")
+
+
+def to_tpu(x: Any) -> Any:
+    """A CPU tensor on "tpu" with its requires_grad; a view stays a view of its moved base (same strides and
+    offset), so ops that care about storage see what they saw on the CPU. Other values pass through."""
+    if isinstance(x, torch.Tensor):
+        if x._base is not None:
+            base = x._base.detach().to("tpu")
+            if x.requires_grad and base.is_floating_point():
+                base.requires_grad_()
+            return base.as_strided(x.size(), x.stride(), x.storage_offset())
+        t = x.detach().to("tpu")
+        return t.requires_grad_(x.requires_grad) if x.requires_grad and t.is_floating_point() else t
+    return x
+
+
+# --------------------------------------------------------------------------- CPU rescues during a run
+def fallback_counters() -> dict[str, dict[str, int]]:
+    """The dispatcher's counts of ops rescued on the CPU (inside backward) and run by the CPU fallback."""
+    try:
+        from tpu_workbench.backend import dispatch  # lazy: jax
+    except Exception:  # noqa: BLE001 - no JAX: nothing can be rescued
+        return {"rescues": {}, "fallbacks": {}}
+    return {"rescues": dict(dispatch.BACKWARD_RESCUES), "fallbacks": dict(dispatch.FALLBACK_COUNTS)}
+
+
+def counter_diff(before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """What ``fallback_counters`` gained since ``before``: {kind: {op: calls}}, empty kinds kept."""
+    after = fallback_counters()
+    return {
+        kind: {k: v - before[kind].get(k, 0) for k, v in after[kind].items() if v != before[kind].get(k, 0)}
+        for kind in after
     }
