@@ -200,6 +200,8 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
             if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp")
             else None
         )
+    if type(call.func) is cst.Attribute and call.func.attr.value == "cuda":
+        return None  # the tensor/module method `.cuda()` (TPU105 migrates it)
     name = full_name(call.func)
     return name if name and _CUDA_WORD.search(name) else None
 
@@ -351,7 +353,7 @@ class CudaToAccelerator(Rule):
         if guarded is not None:
             ctx.flag(
                 orig,
-                f"`{qname}()` guards CUDA-only code ({guarded}): kept, so that code never runs on "
+                f"`{qname}()` kept as CUDA's check ({guarded}), so the code it controls never runs on "
                 "TPU; give the TPU path its own branch",
                 code=self.code,
             )

@@ -213,6 +213,14 @@ class IsCuda(Rule):
             return None
         if "is_cuda" in ctx.source_text and code(node.value) in set(_OWN_IS_CUDA.findall(ctx.source_text)):
             return None  # `self.is_cuda = ...`: the program's own attribute (its value is migrated where it is set)
+        kept = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        if kept is not None:  # (see migrate.flow: what the test selects may be CUDA-only)
+            ctx.flag(
+                orig,
+                f"`.is_cuda` kept: {kept}; test `.device.type` by hand if it means any accelerator",
+                code=self.code,
+            )
+            return None
         ctx.report(orig, '`.is_cuda` -> `.device.type == "tpu"`', code=self.code)
         return expr(f'({code(node.value)}.device.type == "tpu")')
 
