@@ -36,7 +36,9 @@ _WORTH = re.compile(r"\bis_available\b|\bdevice_count\b|\bis_cuda\b")
 #: A device literal that still names CUDA after the pass.
 _CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
 #: Consumers that only show a value (printing or logging it has no effect on the device).
-_SHOWS = frozenset({"print", "info", "debug", "warning", "warn", "log", "format", "str", "repr", "bool"})
+_SHOWS = frozenset(
+    {"print", "master_print", "info", "debug", "warning", "warn", "log", "format", "str", "repr", "bool"}
+)
 #: Test decorators whose argument only decides whether a test runs (TPU201 keeps those that need CUDA).
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
 _MAX_HOPS = 3
@@ -175,7 +177,7 @@ class Flow:
         if t is cst.Arg:
             call = self.parents.get(parent)
             name = self._qname(call.func) if type(call) is cst.Call else None
-            if name and name.split(".")[0] == "torch":
+            if name and name.split(".")[0] in ("torch", "torch_xla"):
                 return []  # a torch argument (pin_memory=, enabled=): torch handles every device alike
             last = _last_name(call.func) if type(call) is cst.Call else None
             if last in _SHOWS or last in _SKIPS:

@@ -57,6 +57,8 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("tpu-migrate", "tpu-migrate"),
     # framework knobs (rules/frameworks.py)
     ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
+    ("accelerator", r"\baccelerator=[A-Za-z_]"),  # accelerator=args.accelerator (a run-time choice)
+    ("init_process_group", r"init_process_group\((?:backend=)?[A-Za-z_]"),  # a backend read from data
     ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
     ("tpu_", r"\btpu_(?:num_)?cores\b"),
     ("tpu_", "tpu_metrics_debug"),
