@@ -73,6 +73,10 @@ class _Used(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        # `xm = None` in `except ImportError:` rebinds the name; it does not use the import
+        return type(node.target) is not cst.Name
+
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value == "cuda" and isinstance(node.value, cst.Name) and node.value.value == "torch":
             self.names.add("torch.cuda")  # (what keeps a plain `import torch.cuda.amp` needed)

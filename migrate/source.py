@@ -10,7 +10,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import _walk as walk
-from . import imports
+from . import flow, imports
 from ._spans import SourceMap
 from ._syntax import describe as describe_syntax_error
 from .limits import Watch
@@ -57,6 +57,8 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("tpu-migrate", "tpu-migrate"),
     # framework knobs (rules/frameworks.py)
     ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
+    ("accelerator", r"\baccelerator=[A-Za-z_]"),  # accelerator=args.accelerator (a run-time choice)
+    ("init_process_group", r"init_process_group\((?:backend=)?[A-Za-z_]"),  # a backend read from data
     ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
     ("tpu_", r"\btpu_(?:num_)?cores\b"),
     ("tpu_", "tpu_metrics_debug"),
@@ -216,12 +218,19 @@ def migrate_source(
         mode = "normal"
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
-    if table.needs_scopes():
-        transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
-        new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
-    else:
-        transformer = MigrationTransformer(index, path, source.splitlines(), table)
-        new = walk.visit(module, transformer, watch.tick)
+    transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
+    if flow.worth_analysing(source) and _rewrote_a_check(transformer):
+        watch.stage("following device checks")
+        facts = flow.Flow(module)
+        kept: dict[int, str] = {}
+        for _ in range(_MAX_FLOW_PASSES):
+            more = flow.checks_to_keep(facts, *_outcomes(transformer), kept)
+            if not more:
+                break
+            kept.update(more)
+            frozen = {id(r) for c in facts.checks if id(c.node) in kept for r in c.regions}
+            watch.stage("rewriting (device checks kept)")
+            transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
     watch.stage("locating findings")
     smap = SourceMap(source, module)
     transformer.finalize(module, smap)
@@ -241,6 +250,44 @@ def migrate_source(
         if new_code is None:
             return _whole_module(source, module, rewritten, transformer, path)
     return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
+
+
+#: Passes after the first one that may keep more device checks (each keeps at least one more).
+_MAX_FLOW_PASSES = 4
+_CHECK_CODES = frozenset({"TPU201", "TPU106"})
+
+
+def _rewrite(
+    module: cst.Module,
+    index: _Index,
+    path: str,
+    source: str,
+    table: ImportTable,
+    watch: Watch,
+    kept: dict[int, str],
+    frozen: set[int],
+) -> tuple[MigrationTransformer, cst.Module]:
+    """One rule pass; ``kept`` device checks stay as written (flagged) and ``frozen`` nodes untouched."""
+    if table.needs_scopes():
+        transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
+        transformer.scratch["cuda-guards"] = dict(kept)
+        transformer.frozen = frozen
+        return transformer, MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
+    transformer = MigrationTransformer(index, path, source.splitlines(), table)
+    transformer.scratch["cuda-guards"] = dict(kept)
+    transformer.frozen = frozen
+    return transformer, walk.visit(module, transformer, watch.tick)
+
+
+def _rewrote_a_check(tr: MigrationTransformer) -> bool:
+    return any(fixed and code in _CHECK_CODES for _n, _f, code, _m, fixed, _o in tr._reports)
+
+
+def _outcomes(tr: MigrationTransformer) -> tuple[set[int], set[int]]:
+    """ids of the original nodes a pass rewrote, and of those it flagged."""
+    rewritten = {id(n) for n, _f, _c, _m, fixed, _o in tr._reports if fixed}
+    flagged = {id(n) for n, _f, _c, _m, fixed, _o in tr._reports if not fixed}
+    return rewritten, flagged
 
 
 def _finish(

@@ -114,6 +114,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self._claimed_calls: set[int] = set()
         self._skip: set[int] = set()
         self._skip_depth = 0
+        #: Nodes left exactly as written, themselves included (the code a kept device check controls).
+        self.frozen: set[int] = set()
         self._targets: set[int] = set()
         #: Per-file scratch space for rules (rule instances are shared between files).
         self.scratch: dict[str, object] = {}
@@ -329,6 +331,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self._targets.add(id(node.target))  # type: ignore[attr-defined]
         elif t in _NAMED_BINDERS:  # a parameter's, function's or class's own name binds; it refers to nothing
             self._targets.add(id(node.name))  # type: ignore[attr-defined]
+        if id(node) in self.frozen:
+            self._skip_depth += 1
         if not self._skip_depth:
             for rule in self.index.by_visit.get(t, ()):
                 rule.visit_node(self, node)
@@ -388,6 +392,8 @@ class MigrationTransformer(cst.CSTTransformer):
                     if r is not None:
                         result = r
                         break
+        if id(original) in self.frozen:
+            self._skip_depth -= 1
         if type(result) in _INDENTED and not result.body:  # type: ignore[attr-defined]
             result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         if t in _SIMPLE_LINE and id(original) in self._stmt_claims:

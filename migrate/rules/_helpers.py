@@ -200,6 +200,46 @@ RATE_TRACKER = _helper(
     ("time",),
 )
 
+TIMING_EVENT = _helper(
+    "_TpuTimingEvent",
+    '''class _TpuTimingEvent:
+    """Added by tpu-migrate: a timing event (torch.cuda.Event(enable_timing=True)): record() waits for the
+    device and reads the clock, so elapsed_time(end) gives milliseconds as on CUDA."""
+
+    def __init__(self, *args, **kwargs):
+        self._time = None
+
+    def record(self, stream=None):
+        torch.accelerator.synchronize()
+        self._time = time.perf_counter()
+
+    def synchronize(self):
+        torch.accelerator.synchronize()
+
+    def wait(self, stream=None):
+        return None
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end_event):
+        return (end_event._time - self._time) * 1000.0
+''',
+    ("time", "torch"),
+)
+
+BACKEND = _helper(
+    "_tpu_backend",
+    '''def _tpu_backend(backend):
+    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): the GPU
+    backend's name becomes "tpu_dist"; gloo, mpi, ucc and fake are kept."""
+    if backend is None or str(backend).lower() in ("gloo", "mpi", "ucc", "fake", "tpu", "tpu_dist"):
+        return backend
+    return "tpu_dist"
+''',
+    (),
+)
+
 SAMPLE_GENERATOR = _helper(
     "_TpuSampleGenerator",
     '''class _TpuSampleGenerator:

@@ -183,6 +183,10 @@ def _walk_strings(node: cst.CSTNode):
             yield from _walk_strings(el.value)
 
 
+#: Words of code that walks a TorchScript graph (device constants are matched there as text).
+_GRAPH_WORDS = re.compile(r"findAllNodes|findNode\(|inlined_graph|prim::|\.graph\.nodes\(")
+
+
 class LiteralRule(Rule):
     """Shared machinery: a regex on string bodies, a replacement, and the contextual claims."""
 
@@ -206,7 +210,25 @@ class LiteralRule(Rule):
         cst.Set,
         cst.Subscript,
         cst.BinaryOperation,
+        cst.FunctionDef,
     )
+
+    def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
+        renaming 'cuda' there changes which nodes it patches, not the device. Kept and flagged."""
+        todo: list[cst.CSTNode] = [fn.body]
+        while todo:
+            n = todo.pop()
+            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                ctx.claim_string(
+                    n,
+                    self.code,
+                    "flagged",
+                    f"'{string_body(n)}' is matched against a TorchScript graph (findAllNodes, prim:: constants): "
+                    "kept; patch the graph for the TPU device by hand, or script/trace on 'tpu'",
+                    value=None,
+                )
+            todo.extend(n.children)
 
     def new_body(self, body: str | None) -> str | None:
         if body is None:
@@ -218,6 +240,10 @@ class LiteralRule(Rule):
         t = type(node)
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
+        if t is cst.FunctionDef:
+            if _GRAPH_WORDS.search(ctx.source_text) and _GRAPH_WORDS.search(code(node)):
+                self._keep_graph_strings(ctx, node)
+            return
         if t is cst.Comparison:
             if not ctx.enabled(COMPARISON_CODE):
                 return
@@ -281,6 +307,12 @@ class LiteralRule(Rule):
                 for s in _walk_strings(node.args[0].value):
                     self._claim(ctx, s, COMPARISON_CODE, f"tested with .{method}()")
             elif method in _ARGPARSE_METHODS and ctx.enabled(ARGPARSE_CODE):
+                flags = [string_body(a.value) or "" for a in node.args if a.keyword is None]
+                if any("accelerator" in f for f in flags):  # Lightning/Fabric's knob: its 'tpu' is torch_xla
+                    for a in node.args:
+                        for s in _walk_strings(a.value) if a.keyword is not None else ():
+                            ctx.claim_string(s, "", "rewritten", "", value=None)
+                    return
                 for a in node.args:
                     if a.keyword is not None and a.keyword.value == "choices" and self.keep_in_choices:
                         for s in _walk_strings(a.value):  # old values stay valid; TPU103 adds the new one
@@ -371,21 +403,19 @@ class LiteralRule(Rule):
                     value=None,
                 )
             return
-        ctx.scratch.setdefault("device-index", set()).add(id(node))  # type: ignore[union-attr]
+        ctx.claim_string(  # the index is kept: code reads device.index later (set_device, device_ids, logs)
+            node.args[0].value,  # type: ignore[arg-type]
+            self.code,
+            "warned",
+            f"torch.device('{string_body(node.args[0].value)}', {code(index)}) -> torch.device("  # type: ignore[arg-type]
+            f"'{self.replacement}', {code(index)}): the index is kept and must be this process's "
+            "LOCAL_RANK (one device per process)",
+            value=None,
+        )
 
     def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
         process on TorchTPU; another ordinal does not exist there)."""
-        if isinstance(orig, cst.Call) and id(orig) in ctx.scratch.get("device-index", ()):  # type: ignore[operator]
-            ctx.report(
-                orig,
-                f"torch.device(..., <run-time index>) -> torch.device('{self.replacement}') (one device "
-                "per process: the index chose this process's GPU)",
-                code=self.code,
-                outcome="warned",
-            )
-            assert isinstance(node, cst.Call)
-            return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
         if (
             isinstance(orig, cst.Call)
             and isinstance(orig.func, cst.Attribute)

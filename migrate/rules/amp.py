@@ -275,3 +275,71 @@ class Fp16Default(Rule):
             return None
         ctx.report(orig, claim[2], code=self.code, outcome="warned")
         return with_body(node, claim[3])
+
+
+_CUSTOM = frozenset({f"torch.cuda.amp.{n}" for n in ("custom_fwd", "custom_bwd")}) | frozenset(
+    {f"torch.cuda.amp.autocast_mode.{n}" for n in ("custom_fwd", "custom_bwd")}
+)
+_QUERIES = {
+    "torch.is_autocast_enabled": 'torch.is_autocast_enabled("tpu")',
+    "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("tpu")',
+}
+
+
+@register
+class AutocastQueries(Rule):
+    code = "TPU305"
+    name = "autocast-queries"
+    family = "amp"
+    summary = (
+        'Rewrite torch.cuda.amp.custom_fwd/custom_bwd to torch.amp.custom_fwd/custom_bwd(device_type="tpu"), '
+        'torch.is_autocast_enabled() and torch.get_autocast_gpu_dtype() to their "tpu" forms.'
+    )
+    rationale = (
+        "Without a device these read CUDA's autocast state, which is never on under TPU autocast: a custom "
+        "autograd Function would not cast its inputs and a model would take its fp32 path."
+    )
+    before = (
+        "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n    @torch.cuda.amp.custom_fwd\n"
+        "    def forward(ctx, x):\n        return x\n\non = torch.is_autocast_enabled()\n"
+    )
+    after = (
+        "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+        '    @torch.amp.custom_fwd(device_type="tpu")\n    def forward(ctx, x):\n        return x\n\n'
+        'on = torch.is_autocast_enabled("tpu")\n'
+    )
+    refs = _CUSTOM
+    calls = _CUSTOM | frozenset(_QUERIES)
+    emits = (
+        "torch.amp.custom_fwd",
+        "torch.amp.custom_bwd",
+        "torch.is_autocast_enabled",
+        "torch.get_autocast_dtype",
+    )
+
+    def ref(self, ctx, orig, node, qname):
+        if ctx.is_called(orig):
+            return None
+        last = qname.rsplit(".", 1)[1]
+        ctx.report(orig, f'`{qname}` -> `torch.amp.{last}(device_type="tpu")`', code=self.code)
+        ctx.need_import("torch")
+        return expr(f'torch.amp.{last}(device_type="tpu")')
+
+    def call(self, ctx, orig, node, qname):
+        if qname in _QUERIES:
+            if node.args:  # (is_autocast_enabled(device_type) already names its device)
+                return None
+            ctx.report(orig, f"`{qname}()` -> `{_QUERIES[qname]}`", code=self.code)
+            return expr(_QUERIES[qname])
+        if any(a.star or a.keyword is None for a in node.args):
+            ctx.flag(orig, f"`{qname}(...)` with positional arguments: port by hand", code=self.code)
+            return None
+        last = qname.rsplit(".", 1)[1]
+        ctx.report(orig, f'`{qname}(...)` -> `torch.amp.{last}(device_type="tpu", ...)`', code=self.code)
+        ctx.need_import("torch")
+        first = cst.Arg(
+            cst.SimpleString('"tpu"'),
+            keyword=cst.Name("device_type"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        return node.with_changes(func=expr(f"torch.amp.{last}"), args=[first, *node.args])

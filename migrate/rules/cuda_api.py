@@ -10,6 +10,7 @@ import re
 
 import libcst as cst
 
+from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
 from .base import Context, Rule, register
@@ -200,6 +201,8 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
             if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp")
             else None
         )
+    if type(call.func) is cst.Attribute and call.func.attr.value == "cuda":
+        return None  # the tensor/module method `.cuda()` (TPU105 migrates it)
     name = full_name(call.func)
     return name if name and _CUDA_WORD.search(name) else None
 
@@ -351,7 +354,7 @@ class CudaToAccelerator(Rule):
         if guarded is not None:
             ctx.flag(
                 orig,
-                f"`{qname}()` guards CUDA-only code ({guarded}): kept, so that code never runs on "
+                f"`{qname}()` kept as CUDA's check ({guarded}), so the code it controls never runs on "
                 "TPU; give the TPU path its own branch",
                 code=self.code,
             )
@@ -617,13 +620,16 @@ class CudaEventStream(Rule):
     name = "cuda-event-stream"
     family = "cuda_api"
     outcome = "warned"
-    summary = "Rewrite torch.cuda.Event/Stream to torch.Event/torch.Stream; flag torch.cuda.stream(...)."
+    summary = (
+        "Rewrite torch.cuda.Event/Stream to torch.Event/torch.Stream (a timing Event to a local _TpuTimingEvent "
+        "whose elapsed_time works); flag torch.cuda.stream(...)."
+    )
     rationale = (
         "The generic classes follow the current accelerator; TorchTPU's streams and events are "
         "placeholders, so timings measured with them must be checked."
     )
-    before = "import torch\n\nstart = torch.cuda.Event(enable_timing=True)\n"
-    after = "import torch\n\nstart = torch.Event(enable_timing=True)\n"
+    before = "import torch\n\nstream = torch.cuda.Stream()\ndone = torch.cuda.Event()\n"
+    after = "import torch\n\nstream = torch.Stream()\ndone = torch.Event()\n"
     refs = frozenset({"torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.stream"})
     calls = frozenset({"torch.cuda.Event", "torch.cuda.Stream"})
     emits = ("torch.Event", "torch.Stream")
@@ -659,6 +665,18 @@ class CudaEventStream(Rule):
 
     def call(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
+        timing = kwarg(orig, "enable_timing")
+        if last == "Event" and timing is not None and code(timing.value) != "False":
+            # torch.Event's elapsed_time raises on TPU: a local event that reads the clock after synchronize
+            ctx.report(
+                orig,
+                f"`{qname}(enable_timing=...)` -> `{_helpers.TIMING_EVENT}()` (synchronizes and reads the clock; "
+                "elapsed_time in milliseconds)",
+                code=self.code,
+                outcome="warned",
+            )
+            ctx.need_helper(_helpers.TIMING_EVENT)
+            return expr(f"{_helpers.TIMING_EVENT}()")
         old, new = self._SIGNATURES[last]
         args = rebind(node, old, new)
         if args is None:

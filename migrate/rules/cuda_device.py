@@ -91,6 +91,9 @@ class ArgparseDefault(Rule):
         if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
             return None
         choices = kwarg(node, "choices")
+        flags = [string_body(a.value) or "" for a in node.args if a.keyword is None]
+        if any("accelerator" in f for f in flags):
+            return None  # Lightning/Fabric's knob: its 'tpu' is torch_xla (TPU911 flags the Trainer)
         if choices is None or not isinstance(choices.value, (cst.List, cst.Tuple)):
             return None
         bodies = [string_body(e.value) for e in choices.value.elements]
@@ -213,6 +216,14 @@ class IsCuda(Rule):
             return None
         if "is_cuda" in ctx.source_text and code(node.value) in set(_OWN_IS_CUDA.findall(ctx.source_text)):
             return None  # `self.is_cuda = ...`: the program's own attribute (its value is migrated where it is set)
+        kept = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        if kept is not None:  # (see migrate.flow: what the test selects may be CUDA-only)
+            ctx.flag(
+                orig,
+                f"`.is_cuda` kept: {kept}; test `.device.type` by hand if it means any accelerator",
+                code=self.code,
+            )
+            return None
         ctx.report(orig, '`.is_cuda` -> `.device.type == "tpu"`', code=self.code)
         return expr(f'({code(node.value)}.device.type == "tpu")')
 
@@ -282,7 +293,10 @@ class MapLocationLambda(Rule):
     name = "map-location-callable"
     family = "cuda_device"
     outcome = "flagged"
-    summary = "Flag `torch.load(..., map_location=<lambda or function>)`."
+    summary = (
+        'Flag `torch.load(..., map_location=<lambda or function>)`; add map_location="cpu" to a torch.load '
+        "that has none."
+    )
     rationale = (
         "A callable map_location (`lambda storage, loc: storage.cuda(gpu)`) encodes device logic a "
         "static tool cannot verify; string and device map_locations are rewritten by TPU101."
@@ -297,6 +311,23 @@ class MapLocationLambda(Rule):
 
     def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
         ml = kwarg(orig, "map_location")
+        positional = [a for a in orig.args if a.keyword is None]
+        if ml is None and len(positional) == 1 and not any(a.star for a in orig.args):
+            # a checkpoint saved on CUDA does not load where there is no CUDA: its tensors come to the CPU
+            # (load_state_dict copies them onto the model's device)
+            ctx.report(
+                orig,
+                'torch.load without map_location -> map_location="cpu" (a CUDA-saved checkpoint does not load '
+                "without CUDA; move what it holds to the device if it is not a state dict)",
+                code=self.code,
+                outcome="warned",
+            )
+            arg = cst.Arg(
+                cst.SimpleString('"cpu"'),
+                keyword=cst.Name("map_location"),
+                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            )
+            return node.with_changes(args=[*node.args[:1], arg, *node.args[1:]])
         if ml is not None and isinstance(ml.value, cst.Lambda):
             ctx.flag(
                 ml.value,

@@ -6,8 +6,9 @@ import re
 
 import libcst as cst
 
+from . import _helpers
 from ._literal import LiteralRule
-from ._util import drop_kwargs, kwarg, string_body, with_body
+from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
 from .base import Rule, register
 
 _INIT = frozenset(
@@ -151,3 +152,57 @@ class XlaBackendImport(Rule):
             return cst.RemovalSentinel.REMOVE
         keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return node.with_changes(names=keep)
+
+
+_NEW_GROUP = frozenset({"torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"})
+_NCCL_QUERIES = frozenset(
+    {"torch.distributed.is_nccl_available", "torch.distributed.distributed_c10d.is_nccl_available"}
+)
+
+
+@register
+class BackendFromData(Rule):
+    code = "TPU405"
+    name = "backend-from-data"
+    family = "distributed"
+    outcome = "warned"
+    summary = (
+        "Wrap a process-group backend that comes from data (init_process_group(backend=args.backend)) in a "
+        "local _tpu_backend(...); rewrite dist.is_nccl_available() to is_backend_available('tpu_dist')."
+    )
+    rationale = (
+        "The literal 'nccl' may live in an option default, a dict, a YAML or JSON config the script reads, or "
+        "be passed on the command line: renaming one place leaves the others. Translating at the one place "
+        "where the value reaches the process group covers every source."
+    )
+    before = "import torch.distributed as dist\n\ndist.init_process_group(backend=cfg['backend'])\n"
+    after = (
+        "import torch.distributed as dist\n\n\n" + _helpers.helper(_helpers.BACKEND).source + "\n\n"
+        "dist.init_process_group(backend=_tpu_backend(cfg['backend']))\n"
+    )
+    calls = _INIT | _NEW_GROUP | _NCCL_QUERIES
+
+    def call(self, ctx, orig, node, qname):
+        if qname in _NCCL_QUERIES:
+            ctx.report(orig, "`is_nccl_available()` -> `is_backend_available('tpu_dist')`", code=self.code)
+            ctx.need_import("torch")
+            return expr("torch.distributed.is_backend_available('tpu_dist')")
+        positional = [a for a in node.args if a.keyword is None]
+        backend = kwarg(node, "backend") or (positional[0] if positional and qname in _INIT else None)
+        if backend is None or backend.star or list(literals(backend.value)) or _is_wrapped(backend.value):
+            return None
+        if type(backend.value) is cst.Name and backend.value.value == "None":
+            return None
+        ctx.report(
+            orig,
+            f"backend `{code(backend.value)}` comes from data: -> `_tpu_backend(...)` ('nccl' -> 'tpu_dist')",
+            code=self.code,
+            outcome="warned",
+        )
+        ctx.need_helper(_helpers.BACKEND)
+        wrapped = backend.with_changes(value=expr(f"{_helpers.BACKEND}({code(backend.value)})"))
+        return node.with_changes(args=[wrapped if a is backend else a for a in node.args])
+
+
+def _is_wrapped(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == _helpers.BACKEND

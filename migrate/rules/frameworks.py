@@ -44,13 +44,15 @@ _ENTRY_NAMES = frozenset(q.rsplit(".", 1)[1] for q in LIGHTNING_ENTRIES | COMPOS
 
 #: Keyword -> literal values that pick torch_xla or CUDA (None: any value).
 _LIGHTNING_KNOBS: dict[str, frozenset[str] | None] = {
-    "accelerator": frozenset({"tpu", "xla", "gpu", "cuda"}),
+    "accelerator": frozenset({"tpu", "xla", "gpu", "cuda", "auto"}),
     "strategy": frozenset(
         {"xla", "xla_debug", "xla_fsdp", "single_xla", "tpu_spawn", "tpu_spawn_debug", "single_tpu"}
     ),
     "tpu_cores": None,
     "gpus": None,
 }
+#: Knobs flagged also when their value is computed (a variable, an option).
+_RUNTIME_KNOBS = frozenset({"accelerator"})
 _COMPOSER_KNOBS: dict[str, frozenset[str] | None] = {"device": frozenset({"tpu", "gpu"})}
 _HF_KNOBS: dict[str, frozenset[str] | None] = {
     "tpu_num_cores": None,
@@ -102,6 +104,9 @@ def _knobs(call: cst.Call, knobs: dict[str, frozenset[str] | None]) -> list[tupl
         if values is None:
             body = string_body(a.value)
             found.append((a.keyword.value + "=" + (repr(body) if body is not None else "..."), a))
+        elif not bodies and a.keyword.value in _RUNTIME_KNOBS:
+            # accelerator=args.accelerator: chosen at run time, where "tpu" would mean torch_xla
+            found.append((f"{a.keyword.value}={cst.Module([]).code_for_node(a.value)}", a))
         elif any(v in values for b in bodies for v in b.lower().split(",")):
             shown = f'"{bodies[0]}"' if isinstance(a.value, cst.SimpleString) else "..."
             found.append((f"{a.keyword.value}={shown}", a))
@@ -176,10 +181,18 @@ class LightningKnobs(_KnobRule):
     ref_prefixes = ("lightning", "pytorch_lightning", "lightning_fabric")
 
     def message(self, short, found):
-        return (
-            f"`{short}({found})` selects Lightning's {self.backend(found)} integration; TorchTPU support "
-            "depends on Lightning: choose the device by hand"
-        )
+        if "tpu" in found or "xla" in found or not ('"' in found or "'" in found or "=..." in found):
+            what = f"selects Lightning's {self.backend(found)} integration"
+            if '"' not in found and "'" not in found and "tpu" not in found and "xla" not in found:
+                what = (
+                    "picks Lightning's accelerator at run time (its 'tpu' is torch_xla; 'gpu'/'auto' pick CUDA "
+                    "or the CPU); never give it 'tpu' for the native device"
+                )
+        elif "auto" in found:
+            what = "picks CUDA where there is one and the CPU otherwise (Lightning's 'tpu' is torch_xla)"
+        else:
+            what = f"selects Lightning's {self.backend(found)} integration"
+        return f"`{short}({found})` {what}; TorchTPU support depends on Lightning: choose the device by hand"
 
     def ref(self, ctx, orig, node, qname):
         name = next((p for p in qname.split(".") if p in _LIGHTNING_XLA_CLASSES), None)

@@ -507,6 +507,15 @@ class XmSave(Rule):
         master_only, global_master = arg(call, 2, "master_only"), arg(call, 3, "global_master")
         if obj is None or path is None:
             return None
+        if master_only is not None and _src(master_only.value) not in ("True", "False"):
+            ctx.flag(  # FSDP: every rank saves its own shard when the flag says so
+                call,
+                f"`xm.save(..., master_only={code(master_only.value)})`: who saves is decided at run time (in "
+                "sharded code every rank saves its shard); write `torch.save` of CPU tensors under that "
+                "condition by hand",
+                code=self.code,
+            )
+            return None
         save = f"torch.save({_TO_CPU.format(obj=code(obj.value))}, {code(path.value)})\n"
         if master_only is not None and _src(master_only.value) == "False":
             text = save

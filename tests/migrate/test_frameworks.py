@@ -59,8 +59,6 @@ def test_cuda_accelerator_is_never_rewritten_to_lightnings_tpu():
 @pytest.mark.parametrize(
     "src",
     [
-        L + 't = L.Trainer(accelerator="auto", devices="auto")\n',
-        L + "t = L.Trainer(accelerator=choice)\n",
         "class Trainer:\n    pass\nt = Trainer(accelerator='tpu', tpu_cores=8)\n",  # not Lightning's
         "from transformers import TrainingArguments\na = TrainingArguments('o', debug='underflow_overflow')\n",
         "from composer import Trainer\nt = Trainer(model=m, device='cpu')\n",
@@ -91,3 +89,32 @@ def test_prefilter_lets_framework_files_through_but_not_migrated_code():
     assert needs_parse("from composer import Trainer\nt = Trainer(model=m, device='gpu')\n")
     assert needs_parse("t = L.Trainer(accelerator='tpu')\n")
     assert not needs_parse('x = torch.ones(1, device="tpu")\nok = torch.accelerator.is_available()\n')
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        L + 't = L.Trainer(accelerator="auto", devices="auto")\n',
+        L + "t = L.Trainer(accelerator=choice)\n",
+        L + "t = L.Trainer(accelerator=args.accelerator, devices=1)\n",
+        L + "f = L.Fabric(accelerator=cfg['accelerator'])\n",
+        "import pytorch_lightning as pl\nt = pl.Trainer(accelerator=os.environ.get('ACC', 'gpu'))\n",
+    ],
+)
+def test_a_run_time_or_auto_accelerator_is_flagged_never_given_tpu(src):
+    res = run(src)
+    code_lines = "\n".join(line for line in res.new_source.splitlines() if not line.lstrip().startswith("#"))
+    assert codes(res) == ["TPU911"] and "tpu" not in code_lines
+
+
+@pytest.mark.parametrize("default", ["gpu", "cuda", "auto"])
+def test_an_accelerator_option_default_is_never_renamed(default):
+    src = (
+        "import argparse\nimport lightning as L\np = argparse.ArgumentParser()\n"
+        f"p.add_argument('--accelerator', default='{default}', choices=['cpu', 'gpu', 'cuda', 'auto'])\n"
+        "args = p.parse_args()\nt = L.Trainer(accelerator=args.accelerator)\n"
+    )
+    res = run(src)
+    code_lines = "\n".join(line for line in res.new_source.splitlines() if not line.lstrip().startswith("#"))
+    assert f"default='{default}'" in code_lines and "tpu" not in code_lines
+    assert "TPU911" in codes(res)

@@ -205,7 +205,8 @@ CUDA_TABLE = [
     ("ok = torch.cuda.get_device_capability() >= (8, 0)", "TPU205", "flagged", None),
     ("v = torch.version.cuda", "TPU205", "flagged", None),
     ("ok = torch.cuda.is_bf16_supported()", "TPU206", "rewritten", "ok = True"),
-    ("e = torch.cuda.Event(enable_timing=True)", "TPU207", "warned", "torch.Event(enable_timing=True)"),
+    ("e = torch.cuda.Event(enable_timing=True)", "TPU207", "warned", "_TpuTimingEvent()"),
+    ("e = torch.cuda.Event()", "TPU207", "warned", "torch.Event()"),
     ("s = torch.cuda.Stream()", "TPU207", "warned", "torch.Stream()"),
     ("s = torch.cuda.current_stream()", "TPU201", "rewritten", "torch.accelerator.current_stream()"),
     (

@@ -303,7 +303,7 @@ def test_device_with_an_index():
         "import torch\na = torch.device('cuda', fabric.local_rank)\nb = torch.device('cuda', 1)\n"
         "c = torch.device('cuda', 0)\n"
     ).new_source
-    assert "a = torch.device('tpu')" in out and "b = torch.device('cuda', 1)" in out
+    assert "a = torch.device('tpu', fabric.local_rank)" in out and "b = torch.device('cuda', 1)" in out
     assert "c = torch.device('tpu', 0)" in out
 
 
@@ -344,10 +344,11 @@ def test_a_programs_own_is_cuda_attribute_is_not_a_tensor_property():
     src = (
         "import torch\nclass Prefetcher:\n    def __init__(self, device):\n"
         "        self.is_cuda = torch.cuda.is_available() and device.type == 'cuda'\n"
-        "    def step(self, x):\n        return self.is_cuda, x.is_cuda\n"
+        "    def step(self, x):\n        if self.is_cuda:\n            x = x.cuda()\n"
+        "        return x.cpu() if x.is_cuda else x\n"
     )
     out = run(src).new_source
-    assert 'return self.is_cuda, (x.device.type == "tpu")' in out
+    assert "if self.is_cuda:" in out and 'return x.cpu() if (x.device.type == "tpu") else x' in out
 
 
 def test_an_assertion_that_cuda_is_there_keeps_its_guard():

@@ -118,7 +118,12 @@ TORCH_APIS = [
 
 
 #: Builtins that carry neither a signature nor a docstring in torch 2.13 (from the torch documentation).
-BUILTIN_SIGNATURES = {"device": "type=None, index=None"}
+BUILTIN_SIGNATURES = {
+    "device": "type=None, index=None",
+    # (no docstring in torch 2.13; the device-type overload of torch/csrc/autograd/init.cpp)
+    "is_autocast_enabled": "device_type=None, /",
+    "get_autocast_dtype": "device_type, /",
+}
 
 
 def _doc_signature(obj) -> inspect.Signature | None:

@@ -18,6 +18,14 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+def _tpu_backend(backend):
+    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): the GPU
+    backend's name becomes "tpu_dist"; gloo, mpi, ucc and fake are kept."""
+    if backend is None or str(backend).lower() in ("gloo", "mpi", "ucc", "fake", "tpu", "tpu_dist"):
+        return backend
+    return "tpu_dist"
+
+
 def get_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"], help="device to train on")
@@ -58,7 +66,7 @@ def main():
     if ddp:
         backend = args.dist_backend if use_cuda else "gloo"
         assert backend in ["gloo", "tpu_dist"], backend
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend=_tpu_backend(backend))
         rank = dist.get_rank()
         local_rank = int(os.environ["LOCAL_RANK"])
         device = "tpu" if use_cuda else "cpu"

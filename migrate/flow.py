@@ -1,0 +1,362 @@
+"""Where a device check's effect lives: the code a rewrite of the check would switch on.
+
+Rewriting ``torch.cuda.is_available()`` to ``torch.accelerator.is_available()`` (or ``t.is_cuda`` to a
+device-type test) makes the check true on TPU, so everything it controls starts to run there: the if-body,
+the ``else`` of a negated test, the rest of a block after ``if not cuda: return ...``, every branch that
+reads a flag stored from it (``self.use_cuda = torch.cuda.is_available()`` read in other methods, a module
+or local name). A call-site rule cannot see that code; this module finds it with libcst's metadata
+(scopes, qualified names, parents, load/store context) so that :mod:`tpu_workbench.migrate.source` can check,
+after a first pass, that the switched-on code was fully migrated, and keep (flag) the check when not.
+
+A check whose value leaves what can be followed (returned, passed to a function that is not torch's, stored
+in a container) is never rewritten: its effect is out of sight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import (
+    ExpressionContext,
+    ExpressionContextProvider,
+    MetadataWrapper,
+    ParentNodeProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    ScopeProvider,
+)
+
+#: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
+CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+#: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
+_WORTH = re.compile(r"\bis_available\b|\bdevice_count\b|\bis_cuda\b")
+#: A device literal that still names CUDA after the pass.
+_CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
+#: Consumers that only show a value (printing or logging it has no effect on the device).
+_SHOWS = frozenset(
+    {"print", "master_print", "info", "debug", "warning", "warn", "log", "format", "str", "repr", "bool"}
+)
+#: Test decorators whose argument only decides whether a test runs (TPU201 keeps those that need CUDA).
+_SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
+_MAX_HOPS = 3
+
+
+def worth_analysing(source: str) -> bool:
+    """Whether ``source`` can hold a device check at all (a cheap text test)."""
+    return _WORTH.search(source) is not None
+
+
+@dataclass
+class Check:
+    """One device check: the node, what it tests, and the code it switches on when made true on TPU."""
+
+    node: cst.CSTNode
+    predicate: str
+    line_hint: str
+    #: Nodes that run on TPU once the check is rewritten (if-bodies, else-branches, rest of a block).
+    regions: list[cst.CSTNode] = field(default_factory=list)
+    #: Why the effect cannot be followed (the check must not be rewritten), or None.
+    unseen: str | None = None
+
+
+class Flow:
+    """The device checks of one module, with their uses and the branches they control."""
+
+    def __init__(self, module: cst.Module):
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.module = module
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.scopes = wrapper.resolve(ScopeProvider)
+        self.qnames = wrapper.resolve(QualifiedNameProvider)
+        self.contexts = wrapper.resolve(ExpressionContextProvider)
+        self.checks: list[Check] = []
+        own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
+            _code(n.value)
+            for n in self.parents
+            if type(n) is cst.Attribute
+            and n.attr.value == "is_cuda"
+            and self.contexts.get(n) is ExpressionContext.STORE
+        }
+        for node in self.parents:
+            if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
+                self.checks.append(self._check(node, self._qname(node.func) or ""))
+            elif (
+                type(node) is cst.Attribute
+                and node.attr.value == "is_cuda"
+                and self.contexts.get(node) is not ExpressionContext.STORE
+                and not self._qname(node)
+                and _code(node.value) not in own
+            ):
+                self.checks.append(self._check(node, "is_cuda"))
+
+    # ------------------------------------------------------------------ questions rules ask
+    def twins(self, check: Check) -> list[Check]:
+        """Other checks of the same predicate in the module (they must be migrated alike)."""
+        return [c for c in self.checks if c is not check and c.predicate == check.predicate]
+
+    def uses(self, target: cst.BaseExpression) -> list[cst.CSTNode]:
+        """Where the value bound to ``target`` is read: a local or module name (through its scope), an
+        attribute ``self.x`` (in its class) or ``obj.x`` (in the module). None when not a name or attribute."""
+        if type(target) is cst.Name:
+            scope = self.scopes.get(target)
+            if scope is None:
+                return []
+            found: list[cst.CSTNode] = []
+            binder = self.parents.get(target)  # (a def's or class's assignment is the whole statement)
+            for assignment in scope.assignments[target.value]:
+                bound = getattr(assignment, "node", None)
+                if bound is target or bound is binder:
+                    found.extend(a.node for a in assignment.references)
+            return found
+        if type(target) is cst.Attribute and type(target.value) is cst.Name:
+            base, attr = target.value.value, target.attr.value
+            where: cst.CSTNode = self.module
+            if base in ("self", "cls"):
+                where = self._enclosing(target, cst.ClassDef) or self.module
+            return [
+                n
+                for n in _walk(where)
+                if type(n) is cst.Attribute
+                and n is not target
+                and n.attr.value == attr
+                and type(n.value) is cst.Name
+                and n.value.value == base
+                and self.contexts.get(n) is not ExpressionContext.STORE
+            ]
+        return []
+
+    # ------------------------------------------------------------------ internals
+    def _check(self, node: cst.CSTNode, predicate: str) -> Check:
+        check = Check(node, predicate, _code(node))
+        found = self._follow(node, True, 0)
+        if isinstance(found, str):
+            check.unseen = found
+        else:
+            check.regions = found
+        return check
+
+    def _follow(self, node: cst.CSTNode, positive: bool, hops: int) -> list[cst.CSTNode] | str:
+        child, parent = node, self.parents.get(node)
+        while True:
+            t = type(parent)
+            if t is cst.UnaryOperation and type(parent.operator) is cst.Not:
+                positive = not positive
+            elif t is cst.BooleanOperation or (
+                t is cst.Comparison and child is parent.left and _counts(parent)
+            ):
+                pass
+            elif t is cst.Comparison and all(
+                type(c.operator) in (cst.Is, cst.Equal) for c in parent.comparisons
+            ):
+                return "its value is compared with another value"
+            else:
+                break
+            child, parent = parent, self.parents.get(parent)
+        t = type(parent)
+        if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
+            return self._branches(parent, positive)
+        if t is cst.Assert and parent.test is child:
+            return self._rest_of_block(parent)
+        if t is cst.Assign and parent.value is child and hops < _MAX_HOPS:
+            regions: list[cst.CSTNode] = []
+            for target in parent.targets:
+                uses = self.uses(target.target)
+                if type(target.target) not in (cst.Name, cst.Attribute) or (
+                    type(target.target) is cst.Attribute and type(target.target.value) is not cst.Name
+                ):
+                    return f"it is stored in `{_code(target.target)}`"
+                for use in uses:
+                    found = self._follow(use, positive, hops + 1)
+                    if isinstance(found, str):
+                        return f"`{_code(target.target)}` {found}"
+                    regions.extend(found)
+            return regions
+        if t is cst.Arg:
+            call = self.parents.get(parent)
+            name = self._qname(call.func) if type(call) is cst.Call else None
+            if name and name.split(".")[0] in ("torch", "torch_xla"):
+                return []  # a torch argument (pin_memory=, enabled=): torch handles every device alike
+            last = _last_name(call.func) if type(call) is cst.Call else None
+            if last in _SHOWS or last in _SKIPS:
+                return []
+            return f"it is passed to `{_code(call.func) if type(call) is cst.Call else '?'}`"
+        if t in (cst.FormattedStringExpression,):
+            return []
+        if t is cst.Return and hops < _MAX_HOPS:
+            return self._callers(parent, positive, hops)
+        if t is cst.Expr:
+            return []
+        return f"it is used as `{_code(parent)[:40]}`"
+
+    def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
+        """A check returned by a function: what its calls in this module control."""
+        fn = self._enclosing(ret, cst.FunctionDef)
+        if fn is None or type(self.parents.get(self.parents.get(fn))) is cst.ClassDef:
+            return "it is returned to callers"
+        calls = self.uses(fn.name) if fn.name.value else []
+        if not calls:
+            return f"it is returned by `{fn.name.value}()` to callers outside this file"
+        regions: list[cst.CSTNode] = []
+        for use in calls:
+            call = self.parents.get(use)
+            if type(call) is not cst.Call or call.func is not use:
+                return f"`{fn.name.value}` is used as a value"
+            found = self._follow(call, positive, hops + 1)
+            if isinstance(found, str):
+                return f"`{fn.name.value}()` {found}"
+            regions.extend(found)
+        return regions
+
+    def _branches(self, stmt: cst.CSTNode, positive: bool) -> list[cst.CSTNode]:
+        if positive:
+            return [stmt.body]
+        regions: list[cst.CSTNode] = []
+        orelse = stmt.orelse
+        if orelse is not None:
+            regions.append(orelse.body if type(orelse) is cst.Else else orelse)
+        if type(stmt) is cst.If and _ends(stmt.body):
+            regions.extend(self._rest_of_block(stmt))
+        return regions
+
+    def _rest_of_block(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        block = self.parents.get(stmt)
+        if type(block) is cst.If:  # an elif: its own block is the outer if's
+            return []
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            return []
+        for i, s in enumerate(body):
+            if s is stmt:
+                return list(body[i + 1 :])
+        return []
+
+    def _enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+        p = self.parents.get(node)
+        while p is not None and type(p) is not kind:
+            p = self.parents.get(p)
+        return p
+
+    def _names(self, node: cst.CSTNode) -> set:
+        names = self.qnames.get(node)
+        if names is not None and not isinstance(names, (set, frozenset)):
+            names = names()  # (libcst computes qualified names lazily)
+        return names or set()
+
+    def _qname(self, node: cst.CSTNode) -> str | None:
+        """The imported name ``node`` stands for (``torch.cuda.is_available``), else None."""
+        found = sorted(q.name for q in self._names(node) if q.source is QualifiedNameSource.IMPORT)
+        return found[0] if found else None
+
+    def foreign_call(self, region: cst.CSTNode) -> str | None:
+        """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
+        fused paths and local helpers that an `is_cuda` test may be selecting."""
+        for n in _walk(region):
+            if type(n) is not cst.Call:
+                continue
+            f = n.func
+            names = self._names(f)
+            if any(q.source is QualifiedNameSource.BUILTIN for q in names):
+                continue
+            imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
+            if imported:
+                if not all(q.split(".")[0] == "torch" for q in imported):
+                    return _code(f)
+            elif type(f) is cst.Name:
+                return _code(f)  # a function or class of this program
+            elif type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value in ("self", "cls"):
+                return _code(f)  # a method of this program
+            elif type(f) is cst.Attribute and (
+                f.attr.value == "apply" or (type(f.value) is cst.Name and f.value.value[:1].isupper())
+            ):
+                return _code(f)  # an autograd Function or another class of the program
+        return None
+
+
+def _counts(cmp: cst.Comparison) -> bool:
+    """``device_count() > 0`` / ``>= 1`` / ``> 1``: still a truth test of "CUDA is here"."""
+    return all(type(c.operator) in (cst.GreaterThan, cst.GreaterThanEqual) for c in cmp.comparisons)
+
+
+def _ends(block: cst.BaseSuite) -> bool:
+    """Whether a block always leaves (return, raise, continue, break, sys.exit) at its end."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if type(last) is cst.SimpleStatementLine:
+        small = last.body[-1]
+        if type(small) in (cst.Return, cst.Raise, cst.Continue, cst.Break):
+            return True
+        if type(small) is cst.Expr and type(small.value) is cst.Call:
+            return _last_name(small.value.func) in ("exit", "_exit")
+    return False
+
+
+def _last_name(f: cst.BaseExpression) -> str | None:
+    return f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else None
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(n.children)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def walk_regions(regions: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """Every node inside the given regions."""
+    for r in regions:
+        yield from _walk(r)
+
+
+def is_cuda_literal(node: cst.CSTNode) -> bool:
+    """A string literal that names CUDA as a device (``"cuda"``, ``'cuda:0'``)."""
+    return type(node) is cst.SimpleString and _CUDA_LITERAL.match(node.value) is not None
+
+
+def checks_to_keep(
+    flow: Flow, rewritten: set[int], flagged: set[int], kept: dict[int, str]
+) -> dict[int, str]:
+    """Checks rewritten by a pass that must be kept (and flagged) instead: id(check) -> why.
+
+    A check is kept when its effect is out of sight, when the code it switches on still holds a finding
+    or a CUDA device literal the pass left alone (a dict key, an attribute: data the rest of the program
+    reads), or, for ``is_cuda``, when that code calls something that is not torch's. A check kept for data
+    keeps its twins (same predicate, same module) too, so that both sides of the data agree.
+    """
+    checks = {id(c.node) for c in flow.checks}
+    new: dict[int, str] = {}
+    for c in flow.checks:
+        if id(c.node) in kept or id(c.node) not in rewritten:
+            continue
+        why = None
+        if c.unseen is not None:
+            why = f"its effect is out of sight: {c.unseen}"
+        elif c.predicate == "is_cuda" and (f := _first(flow.foreign_call(r) for r in c.regions)):
+            why = f"it selects `{f}`, which may be CUDA-only"
+        else:
+            for n in walk_regions(c.regions):
+                if id(n) in flagged and id(n) not in checks:
+                    why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
+                    break
+                if is_cuda_literal(n) and id(n) not in rewritten and id(n) not in kept:
+                    why = f"it switches on code that keeps {n.value} as data"
+                    for twin in flow.twins(c):
+                        if id(twin.node) not in kept:
+                            new.setdefault(id(twin.node), f"a twin check of the same predicate ({why})")
+                    break
+        if why is not None:
+            new[id(c.node)] = why
+    return {k: v for k, v in new.items() if k not in kept}
+
+
+def _first(items: Iterator[str | None]) -> str | None:
+    return next((i for i in items if i), None)

@@ -1,0 +1,231 @@
+"""The wrong-rewrite and missed-idiom classes of issue 31 beyond device checks (tests/migrate/test_flow.py):
+each class with several shapes, each asserting the rewrite it must not make."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from migrate_helpers import codes, run
+
+from tpu_workbench.migrate.rules import _helpers
+
+
+def _code_lines(src: str) -> str:
+    return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("#"))
+
+
+# --- torch.device("cuda", index): the index is kept ----------------------------------------------------------
+@pytest.mark.parametrize("index", ["rank", "args.local_rank", "self.gpu", "int(os.environ['LOCAL_RANK'])"])
+@pytest.mark.parametrize("quote", ["'", '"'])
+def test_device_with_a_run_time_index_keeps_it(index, quote):
+    out = run(f"import os\nimport torch\nd = torch.device({quote}cuda{quote}, {index})\n").new_source
+    assert f"torch.device({quote}tpu{quote}, {index})" in out
+
+
+# --- device ladders: every branch of the ladder agrees after the migration ----------------------------------
+LADDERS = [
+    "if torch.cuda.is_available():\n    dev = 'cuda'\nelif torch.backends.mps.is_available():\n    dev = 'mps'\n"
+    "else:\n    dev = 'cpu'\n",
+    "def pick():\n    if torch.cuda.is_available():\n        return torch.device('cuda', rank)\n"
+    "    if torch.backends.mps.is_available():\n        return torch.device('mps')\n    return torch.device('cpu')\n"
+    "dev = pick()\n",
+    "dev = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'\n",
+]
+
+
+@pytest.mark.parametrize("ladder", LADDERS, ids=["if-elif", "returns", "ternary"])
+@pytest.mark.parametrize(
+    "use",
+    [
+        "if dev == 'cuda':\n    torch.cuda.manual_seed(0)\n",
+        "amp = torch.float16 if str(dev).startswith('cuda') else torch.float32\n",
+        "x = torch.zeros(2, device=dev)\n",
+    ],
+)
+def test_a_device_ladder_is_migrated_whole(ladder, use):
+    out = _code_lines(run("import torch\nrank = 0\n" + ladder + use).new_source)
+    assert "cuda" not in out and "'mps'" in out and "'cpu'" in out
+    assert "torch.accelerator.is_available()" in out and "torch.backends.mps.is_available()" in out
+
+
+# --- torch.load without map_location ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        ("torch.load(path)", 'torch.load(path, map_location="cpu")'),
+        ("torch.load(path, weights_only=True)", 'torch.load(path, map_location="cpu", weights_only=True)'),
+        ("torch.load(open(p, 'rb'))", "torch.load(open(p, 'rb'), map_location=\"cpu\")"),
+        ("torch.load(path, map_location='cpu')", "torch.load(path, map_location='cpu')"),
+        ("torch.load(path, 'cpu')", "torch.load(path, 'cpu')"),
+        ("torch.load(*a, **k)", "torch.load(*a, **k)"),
+    ],
+)
+def test_torch_load_without_map_location_gets_one(call, expected):
+    out = run(f"import torch\nmodel.cuda()\nck = {call}\n").new_source
+    assert f"ck = {expected}" in out
+
+
+def test_an_early_return_guard_with_a_bare_torch_load_is_migrated_consistently():
+    src = (
+        "import torch\ndef load(p):\n    if not torch.cuda.is_available():\n"
+        "        return torch.load(p, map_location='cpu')\n    return torch.load(p)\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator.is_available()" in out and 'return torch.load(p, map_location="cpu")' in out
+
+
+# --- torch_xla imports inside functions and try blocks ------------------------------------------------------
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ndef dev():\n    import torch_xla.core.xla_model as xm\n    return xm.xla_device()\n",
+        "import torch\ntry:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n"
+        "d = xm.xla_device()\n",
+        "import torch\ndef dev():\n    try:\n        import torch_xla\n        import torch_xla.core.xla_model as xm\n"
+        "        return xm.xla_device()\n    except ImportError:\n        return torch.device('cpu')\n",
+        "import torch\nclass T:\n    def setup(self):\n        import torch_xla.core.xla_model as xm\n"
+        "        self.device = xm.xla_device()\n        xm.mark_step()\n",
+    ],
+    ids=["function", "try-module", "try-function", "method"],
+)
+def test_torch_xla_imports_in_functions_and_try_blocks_do_not_stay_behind(src):
+    out = run(src).new_source
+    assert "torch_xla" not in _code_lines(out), out
+
+
+# --- TorchScript graph patching: its strings are left alone, flagged ----------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "for node in graph.findAllNodes('prim::Constant'):\n    if 'cuda' in node.output().type().str():\n"
+        "        node.s_('value', 'cpu')\n",
+        "for n in traced.graph.nodes():\n    if n.kind() == 'prim::Constant' and str(n).startswith('cuda'):\n"
+        "        patch(n)\n",
+        "devs = [n for n in m.inlined_graph.findAllNodes('prim::device') if n.output().toIValue() == 'cuda']\n",
+    ],
+)
+def test_torchscript_graph_strings_are_not_touched(body):
+    src = "import torch\ndef patch_device(m, graph, traced):\n" + "\n".join(
+        "    " + line for line in body.splitlines()
+    )
+    res = run(src + "\n")
+    assert "'cuda'" in res.new_source and "'tpu'" not in _code_lines(res.new_source)
+    assert len(res.diagnostics) == 1 and res.diagnostics[0].outcome == "flagged"
+    assert "TorchScript graph" in res.diagnostics[0].message
+
+
+# --- custom_fwd / custom_bwd and autocast queries -----------------------------------------------------------
+@pytest.mark.parametrize(
+    "deco, expected",
+    [
+        ("@torch.cuda.amp.custom_fwd", '@torch.amp.custom_fwd(device_type="tpu")'),
+        ("@torch.cuda.amp.custom_bwd", '@torch.amp.custom_bwd(device_type="tpu")'),
+        (
+            "@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)",
+            '@torch.amp.custom_fwd(device_type="tpu", cast_inputs=torch.float32)',
+        ),
+        ("@custom_fwd", '@torch.amp.custom_fwd(device_type="tpu")'),
+    ],
+)
+def test_custom_fwd_and_bwd_name_their_device(deco, expected):
+    src = (
+        "import torch\nfrom torch.cuda.amp import custom_fwd\nclass F(torch.autograd.Function):\n"
+        f"    @staticmethod\n    {deco}\n    def forward(ctx, x):\n        return x\n"
+    )
+    out = run(src).new_source
+    assert expected in out and "torch.cuda" not in _code_lines(out)
+
+
+@pytest.mark.parametrize(
+    "expr, expected",
+    [
+        ("torch.is_autocast_enabled()", 'torch.is_autocast_enabled("tpu")'),
+        ("torch.get_autocast_gpu_dtype()", 'torch.get_autocast_dtype("tpu")'),
+        ("torch.is_autocast_enabled('cpu')", "torch.is_autocast_enabled('cpu')"),
+        ("dist.is_nccl_available()", "torch.distributed.is_backend_available('tpu_dist')"),
+    ],
+)
+def test_autocast_and_backend_queries(expr, expected):
+    out = run(f"import torch\nimport torch.distributed as dist\nx = x.cuda()\nv = {expr}\n").new_source
+    assert f"v = {expected}" in out
+
+
+@pytest.mark.slow
+def test_migrated_autocast_queries_run_on_tpu():
+    src = (
+        "import torch\nimport tpu_workbench.backend\n"
+        "class F(torch.autograd.Function):\n    @staticmethod\n    @torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)\n"
+        "    def forward(ctx, x):\n        return x * 2\n    @staticmethod\n    @torch.cuda.amp.custom_bwd\n"
+        "    def backward(ctx, g):\n        return g * 2\n"
+        "x = torch.ones(2, device='cuda', requires_grad=True)\n"
+        "with torch.cuda.amp.autocast():\n    assert torch.is_autocast_enabled()\n"
+        "    assert torch.get_autocast_gpu_dtype() == torch.bfloat16\n    y = F.apply(x)\n"
+        "y.sum().backward()\nprint('ok', y.dtype, x.grad.tolist())\n"
+    )
+    out = run(src).new_source
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok torch.float32 [2.0, 2.0]" in proc.stdout, proc.stderr[-2000:]
+
+
+# --- backend names as data ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "setup, value",
+    [
+        ("p.add_argument('--dist-backend', default='nccl')\nargs = p.parse_args()\n", "args.dist_backend"),
+        ("BACKENDS = {'gpu': 'nccl', 'cpu': 'gloo'}\n", "BACKENDS[kind]"),
+        ("cfg = yaml.safe_load(open('c.yaml'))\n", "cfg['dist']['backend']"),
+        ("", "os.environ.get('DIST_BACKEND', 'nccl')"),
+        ("", "backend"),
+    ],
+)
+@pytest.mark.parametrize("call", ["dist.init_process_group(backend={v})", "dist.init_process_group({v})"])
+def test_a_backend_from_data_is_translated_where_it_reaches_the_process_group(setup, value, call):
+    src = (
+        f"import argparse, os, yaml\nimport torch.distributed as dist\np = argparse.ArgumentParser()\n{setup}"
+    )
+    src += call.format(v=value) + "\n"
+    res = run(src)
+    assert f"_tpu_backend({value.replace('nccl', 'tpu_dist')})" in res.new_source, res.new_source
+    assert "TPU405" in codes(res)
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("nccl", "tpu_dist"), ("NCCL", "tpu_dist"), ("gloo", "gloo"), ("cuda:nccl", "tpu_dist")],
+)
+def test_the_backend_helper_translates_gpu_names_only(value, expected):
+    scope: dict = {}
+    exec(_helpers.helper(_helpers.BACKEND).source, scope)
+    assert scope["_tpu_backend"](value) == expected and scope["_tpu_backend"](None) is None
+
+
+# --- xm.save in sharded code ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["is_fsdp", "not args.fsdp", "cfg.master_only", "rank == 0"])
+def test_xm_save_with_a_run_time_master_only_is_flagged(flag):
+    src = (
+        "import torch_xla.core.xla_model as xm\n"
+        f"def save(model, path):\n    xm.save(model.state_dict(), path, master_only={flag})\n"
+    )
+    res = run(src)
+    assert codes(res) == ["TPU512"] and res.diagnostics[0].outcome == "flagged"
+    assert f"master_only={flag}" in res.new_source
+
+
+# --- timing events ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kw", ["enable_timing=True", "enable_timing=timing", "enable_timing=True, blocking=True"]
+)
+def test_a_timing_event_becomes_one_whose_elapsed_time_works(kw):
+    src = (
+        "import torch\nimport tpu_workbench.backend\n"
+        f"timing = True\nstart = torch.cuda.Event({kw})\nend = torch.cuda.Event({kw})\n"
+        "start.record()\nx = torch.ones(64, 64, device='cuda') @ torch.ones(64, 64, device='cuda')\nend.record()\n"
+        "torch.cuda.synchronize()\nms = start.elapsed_time(end)\nassert ms >= 0\nprint('ms', ms)\n"
+    )
+    out = run(src).new_source
+    assert "_TpuTimingEvent()" in out
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ms " in proc.stdout, proc.stderr[-2000:]
