@@ -41,7 +41,8 @@ exit codes:
   0    nothing to report, or changes shown/written (without --check); also no files found
   1    --check: some file would change or has findings
   2    usage or configuration error (bad option or value, unknown rule code or config key, a missing
-       path, a named symlink leading out of its tree); nothing was changed
+       path, a named symlink leading out of its folder, a --report that cannot be written); nothing was
+       changed
   3    some file was left untouched although it needed migrating: it does not parse (a notebook that
        is not one included), it ran past a per-file limit, or it is read-only (takes precedence over
        1); the other files were migrated. Also: the --report could not be written (disk full)
@@ -56,8 +57,10 @@ and left untouched.
 configuration: [tool.tpu-migrate] in the nearest pyproject.toml, keys select, ignore, exclude
 (gitignore-style patterns), max-file-seconds, max-file-memory. Command-line options take precedence.
 Folders honour .gitignore and skip .git, virtual environments, site-packages and build folders; symlinks
-are not followed by the walk, and a named one only within its tree (git work tree, else the current
-folder) unless --follow-symlinks.
+are not followed by the walk, and a named one (or a link on its way) only to a place inside the
+folder that holds the link, unless --follow-symlinks. Temporary files a killed run left
+(.tpu-migrate-*.tmp, over a minute old) are removed by the next --write run; safety copies of an
+interrupted in-place write are reported, never removed.
 """
 
 
@@ -94,6 +97,8 @@ def _report_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a file name")
     if os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable")
     folder = os.path.dirname(path)
@@ -184,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--follow-symlinks",
         action="store_true",
-        help="follow a named symlink even when it leads out of its tree (the walk never follows them)",
+        help="follow a named symlink even when it leads out of its folder (the walk never follows them)",
     )
     p.add_argument("--stdin-filename", default="-", help="name used in findings for standard input")
     p.add_argument(
@@ -333,6 +338,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print("tpu-migrate: no Python files or notebooks found; nothing to do", file=sys.stderr)
         return EXIT_OK
+    _leftovers(files, files_args, args)
     bar, update = _progress(len(files), args.progress)
     slow = _SlowFiles(bar) if args.progress != "never" and not args.quiet else None
     try:
@@ -361,6 +367,24 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.check and any(f.status == "changed" or f.diagnostics for f in result.files):
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _leftovers(files: Sequence[str], named: Sequence[str], args: argparse.Namespace) -> None:
+    """Temporary files a killed run left beside the files of this one: removed (--write) or reported."""
+    from .fileio import find_leftovers  # lazy: startup
+
+    folders = [os.path.dirname(os.path.abspath(f)) for f in files]
+    folders += [os.path.abspath(p) for p in named if os.path.isdir(p)]
+    found = find_leftovers(folders, remove=args.write)
+    if found.removed and not args.quiet:
+        print(
+            f"tpu-migrate: removed {len(found.removed)} temporary file(s) an interrupted run left: "
+            + ", ".join(os.path.relpath(p) for p in found.removed[:5])
+            + (" ..." if len(found.removed) > 5 else ""),
+            file=sys.stderr,
+        )
+    for path, why in found.kept:
+        print(f"tpu-migrate: warning: {os.path.relpath(path)}: {why}", file=sys.stderr)
 
 
 def _print_results(args: argparse.Namespace, result, stdin_new: bytes | None) -> None:
