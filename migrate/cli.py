@@ -41,9 +41,11 @@ exit codes:
   0    nothing to report, or changes shown/written (without --check); also no files found
   1    --check: some file would change or has findings
   2    usage or configuration error (bad option or value, unknown rule code or config key, a missing
-       path, a named symlink leading out of its tree); nothing was changed
-  3    some file was left untouched although it needed migrating: it does not parse, it ran past a
-       per-file limit, or it is read-only (takes precedence over 1); the other files were migrated
+       path, a named symlink leading out of its folder, a --report that cannot be written); nothing was
+       changed
+  3    some file was left untouched although it needed migrating: it does not parse (a notebook that
+       is not one included), it ran past a per-file limit, or it is read-only (takes precedence over
+       1); the other files were migrated. Also: the --report could not be written (disk full)
   130  interrupted (Ctrl-C): files already written stay written, no file is half-written; the
        summary says how many were done
 
@@ -55,8 +57,10 @@ and left untouched.
 configuration: [tool.tpu-migrate] in the nearest pyproject.toml, keys select, ignore, exclude
 (gitignore-style patterns), max-file-seconds, max-file-memory. Command-line options take precedence.
 Folders honour .gitignore and skip .git, virtual environments, site-packages and build folders; symlinks
-are not followed by the walk, and a named one only within its tree (git work tree, else the current
-folder) unless --follow-symlinks.
+are not followed by the walk, and a named one (or a link on its way) only to a place inside the
+folder that holds the link, unless --follow-symlinks. Temporary files a killed run left
+(.tpu-migrate-*.tmp, over a minute old) are removed by the next --write run; safety copies of an
+interrupted in-place write are reported, never removed.
 """
 
 
@@ -78,8 +82,37 @@ def _limit(parse):
 _UNSET = object()
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line naming the argument (the usage block is for --help)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _report_file(text: str) -> str:
+    """--report checked before any file is migrated: a report that cannot be written must not fail a run
+    after every file was rewritten."""
+    path = os.path.abspath(text) if text else ""
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file name")
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable")
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(
+            f"folder {os.path.dirname(text) or '.'!r} of {text!r} does not exist"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"folder {os.path.dirname(text) or '.'!r} is not writable")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="tpu-migrate",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -90,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--write", "-w", action="store_true", help="apply the changes in place (atomic writes)")
     mode.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if anything would change or is flagged"
+    )
+    mode.add_argument(
+        "--diff",
+        action="store_true",
+        help="print the diff and change nothing (the default; accepted as in ruff)",
     )
     p.add_argument(
         "--select",
@@ -118,7 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-diff", action="store_true", help="do not print diffs (text format)")
     p.add_argument(
-        "--report", metavar="FILE.md", help="write a Markdown summary (per rule, per file, converted %%)"
+        "--report",
+        type=_report_file,
+        metavar="FILE.md",
+        help="write a Markdown summary (per rule, per file, converted %%)",
     )
     p.add_argument(
         "--jobs", "-j", type=int, default=None, metavar="N", help="worker processes (default: all cores)"
@@ -148,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--follow-symlinks",
         action="store_true",
-        help="follow a named symlink even when it leads out of its tree (the walk never follows them)",
+        help="follow a named symlink even when it leads out of its folder (the walk never follows them)",
     )
     p.add_argument("--stdin-filename", default="-", help="name used in findings for standard input")
     p.add_argument(
@@ -289,9 +330,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     result = RunResult([])
     stdin_new = None
     if "-" in args.paths:
-        fr, _old, new = stdin_result(rules)
-        if args.stdin_filename != "-":
-            fr.path = args.stdin_filename
+        fr, new = stdin_result(rules, args.stdin_filename)
         result.files.append(fr)
         stdin_new = new
     files = discover(files_args, [*cfg.exclude, *args.exclude])
@@ -299,6 +338,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print("tpu-migrate: no Python files or notebooks found; nothing to do", file=sys.stderr)
         return EXIT_OK
+    _leftovers(files, files_args, args)
     bar, update = _progress(len(files), args.progress)
     slow = _SlowFiles(bar) if args.progress != "never" and not args.quiet else None
     try:
@@ -320,19 +360,44 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     if result.interrupted:
         return EXIT_INTERRUPTED
-    if any(f.status in ("unparsable", "over-limit", "not-writable") for f in result.files):
+    if getattr(args, "report_failed", False) or any(
+        f.status in ("unparsable", "over-limit", "not-writable") for f in result.files
+    ):
         return EXIT_NOT_MIGRATED
     if args.check and any(f.status == "changed" or f.diagnostics for f in result.files):
         return EXIT_FINDINGS
     return EXIT_OK
 
 
-def _print_results(args: argparse.Namespace, result, stdin_new: str | None) -> None:
+def _leftovers(files: Sequence[str], named: Sequence[str], args: argparse.Namespace) -> None:
+    """Temporary files a killed run left beside the files of this one: removed (--write) or reported."""
+    from .fileio import find_leftovers  # lazy: startup
+
+    folders = [os.path.dirname(os.path.abspath(f)) for f in files]
+    folders += [os.path.abspath(p) for p in named if os.path.isdir(p)]
+    found = find_leftovers(folders, remove=args.write)
+    if found.removed and not args.quiet:
+        print(
+            f"tpu-migrate: removed {len(found.removed)} temporary file(s) an interrupted run left: "
+            + ", ".join(os.path.relpath(p) for p in found.removed[:5])
+            + (" ..." if len(found.removed) > 5 else ""),
+            file=sys.stderr,
+        )
+    for path, why in found.kept:
+        print(f"tpu-migrate: warning: {os.path.relpath(path)}: {why}", file=sys.stderr)
+
+
+def _print_results(args: argparse.Namespace, result, stdin_new: bytes | None) -> None:
     from . import report  # lazy: startup
 
     out = sys.stdout
     if stdin_new is not None and args.write:
-        out.write(stdin_new)
+        out.flush()
+        buffer = getattr(out, "buffer", None)
+        if buffer is not None:
+            buffer.write(stdin_new)
+        else:
+            out.write(stdin_new.decode("utf-8", "surrogateescape"))
         out.flush()
         out = sys.stderr  # the migrated source owns stdout
     if args.output_format == "text":
@@ -350,8 +415,16 @@ def _print_results(args: argparse.Namespace, result, stdin_new: str | None) -> N
         if text:
             print(text, file=out)
     if args.report:
-        with open(args.report, "w", encoding="utf-8") as fh:
-            fh.write(report.markdown_report(result))
+        from .fileio import write_atomic  # lazy: startup
+
+        try:
+            write_atomic(args.report, report.markdown_report(result).encode("utf-8"))
+        except OSError as exc:
+            print(
+                f"tpu-migrate: the report {args.report} was not written: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            args.report_failed = True
     if not args.quiet or result.interrupted:
         sys.stdout.flush()
         print(report.summary_line(result, args.write), file=sys.stderr)

@@ -112,40 +112,35 @@ class OutsideTree(ValueError):
     """A path named on the command line leads, through a symlink, out of the tree it is named in."""
 
 
-def tree_root(path: str) -> str:
-    """The tree a named path belongs to: its git work tree, else the current folder (else its own folder)."""
-    folder = (
-        os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(path) or os.path.islink(path)
-        else os.path.abspath(path)
-    )
-    chain = [Path(folder), *Path(folder).parents]
-    for p in chain:
-        if (p / ".git").exists():
-            return str(p)
-    cwd = os.getcwd()
-    return cwd if _inside(folder, cwd) else folder
-
-
 def _inside(path: str, root: str) -> bool:
     path, root = os.path.realpath(path), os.path.realpath(root)
     return os.path.commonpath([path, root]) == root
 
 
 def check_named(paths: Iterable[str], follow_symlinks: bool = False) -> None:
-    """The walk never follows a symlink; a named path may, but only to a place inside its own tree
-    (``follow_symlinks`` lifts that). Raises :class:`OutsideTree` naming the link and where it leads."""
+    """The walk never follows a symlink; a named path may, but only to a place inside the folder that holds
+    the link (``follow_symlinks`` lifts that): ``tpu-migrate --write src/*`` must not write through
+    ``src/l.py -> ../elsewhere.py``. Every link on the way is checked (``src/sub/x.py`` with ``sub`` a link).
+    Raises :class:`OutsideTree` naming the link and where it leads."""
     if follow_symlinks:
         return
     for p in paths:
         if not os.path.exists(p) or os.path.realpath(p) == os.path.abspath(p):
             continue  # no symlink on the way
-        root = tree_root(p)
-        if not _inside(p, root):
-            raise OutsideTree(
-                f"{p} leads through a symlink to {os.path.realpath(p)}, outside {root}; not "
-                "followed (name the real path, or pass --follow-symlinks)"
-            )
+        for link in _links_on_the_way(p):
+            holder = os.path.dirname(link)
+            if not _inside(link, holder):
+                raise OutsideTree(
+                    f"{p} leads through the symlink {link} to {os.path.realpath(link)}, outside "
+                    f"{os.path.realpath(holder)}; not followed (name the real path, or pass --follow-symlinks)"
+                )
+
+
+def _links_on_the_way(path: str) -> list[str]:
+    """The symlinks among the prefixes of ``path`` as it was typed (``a``, ``a/b``, ``a/b/c.py``)."""
+    parts = Path(path).parts
+    prefixes = [os.path.join(*parts[: i + 1]) for i in range(len(parts))]
+    return [os.path.abspath(q) for q in prefixes if os.path.islink(q)]
 
 
 def _identity(path: str) -> tuple[int, int] | str:

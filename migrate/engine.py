@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from . import _pool
 from .discover import check_named, discover
+from .fileio import decode, encode
 from .limits import DEFAULT_LIMITS, Limits, StageCallback
 from .one_file import Computed, apply, file_size, migrate_text, process_file
 from .results import FileResult, RunResult
@@ -111,8 +112,15 @@ def _run_here(
     return RunResult(results)
 
 
-def stdin_result(rules: RuleSet) -> tuple[FileResult, str, str]:
-    """Migrate standard input; returns the result, the old and the new text."""
-    text = sys.stdin.read()
-    result, new = migrate_text(text, "-", rules=rules)
-    return result, text, new
+def stdin_result(rules: RuleSet, name: str = "-") -> tuple[FileResult, bytes]:
+    """Migrate standard input as bytes, decoded like a file (PEP 263 cookie, BOM), so the same bytes get the
+    same answer from stdin and from a file; returns the result and the bytes for stdout (the input itself
+    when nothing changed or it cannot be read). ``name`` (--stdin-filename) picks notebook or module."""
+    buffer = getattr(sys.stdin, "buffer", None)  # a text stream without bytes (tests): its text as UTF-8
+    data = buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8")
+    try:
+        src = decode(data)
+    except (UnicodeDecodeError, LookupError) as exc:
+        return FileResult(name, "unparsable", error=f"cannot read: {exc}"), data
+    result, new_text = migrate_text(src.text, name, rules=rules)
+    return result, encode(src, new_text) if result.status == "changed" else data

@@ -7,8 +7,9 @@ the same folder, then ``os.replace``), so a killed run leaves every file either 
 mode, owner and group. Where a rename cannot keep the file what it was (other hard links to it, an
 owner or group this process cannot give a new file, extended attributes or ACLs, a folder it may not
 create files in), the new text is written into the file itself instead: the links, owner and attributes
-stay. That write is not atomic, so the new text is first saved beside it (``.tpu-migrate-*.tmp``) and
-removed once the file is complete; a run killed mid-write leaves that copy behind.
+stay. That write is not atomic, so the new text is first saved beside it (``.tpu-migrate-copy-NAME-*.tmp``) and
+removed once the file is complete; a run killed mid-write leaves that copy behind, and the next run
+reports it (:func:`find_leftovers`; temporaries of atomic writes it removes).
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ import io
 import os
 import stat
 import tempfile
+import time
 import tokenize
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 BOM = b"\xef\xbb\xbf"
 TEMP_PREFIX, TEMP_SUFFIX = ".tpu-migrate-", ".tmp"
+#: The safety copy of an in-place write names its file: ``.tpu-migrate-copy-train.py-k3j2.tmp``.
+COPY_PREFIX = TEMP_PREFIX + "copy-"
+#: A temporary file older than this is a leftover of a killed run, not one a live run is about to rename.
+STALE_TEMP_S = 60.0
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 @dataclass
@@ -160,13 +168,19 @@ def write_in_place(path: str, data: bytes) -> None:
     copy = None
     try:
         fd, copy = tempfile.mkstemp(
-            prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=os.path.dirname(os.path.abspath(path))
+            prefix=f"{COPY_PREFIX}{os.path.basename(path)}-",
+            suffix=TEMP_SUFFIX,
+            dir=os.path.dirname(os.path.abspath(path)),
         )
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-    except OSError:
+    except OSError as exc:
+        if copy is not None:
+            os.unlink(copy)  # a partial copy (disk full) is no copy
+        if exc.errno in _DISK_FULL:
+            raise  # no room for the copy: no room to write the file safely either
         copy = None  # a read-only folder: no safety copy, the write below is still a single pass
     started = False
     try:
@@ -193,3 +207,53 @@ def write_in_place(path: str, data: bytes) -> None:
         raise
     if copy is not None:
         os.unlink(copy)
+
+
+@dataclass
+class Leftovers:
+    """Temporary files of an earlier run that was killed (see :func:`find_leftovers`): those removed, and
+    those kept with the reason."""
+
+    removed: list[str]
+    kept: list[tuple[str, str]]
+
+
+def find_leftovers(folders: Iterable[str], *, remove: bool) -> Leftovers:
+    """``.tpu-migrate-*.tmp`` files a killed run left in ``folders`` (older than :data:`STALE_TEMP_S`, so
+    not a live run's). A temporary of an atomic write was never renamed over its file, which is therefore
+    the old one: it is removed when ``remove`` (``--write``). A safety copy of an in-place write holds the
+    complete new text of a file that may be half-written: it is kept and reported, never removed."""
+    out = Leftovers([], [])
+    now = time.time()
+    for folder in sorted(set(folders)):
+        try:
+            names = [n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX) and n.endswith(TEMP_SUFFIX)]
+        except OSError:
+            continue
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < STALE_TEMP_S:
+                continue
+            if name.startswith(COPY_PREFIX):
+                target = name[len(COPY_PREFIX) :].rsplit("-", 1)[0]
+                out.kept.append(
+                    (
+                        path,
+                        f"the new text of {target} from an interrupted in-place write; {target} may be "
+                        "incomplete: compare the two, then remove this copy",
+                    )
+                )
+                continue
+            if not remove:
+                out.kept.append((path, "a temporary file of a killed run (--write removes it)"))
+                continue
+            try:
+                os.unlink(path)
+                out.removed.append(path)
+            except OSError as exc:
+                out.kept.append((path, f"a temporary file of a killed run; cannot remove it: {exc.strerror}"))
+    return out

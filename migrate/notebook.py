@@ -72,6 +72,27 @@ def _indent_of(text: str) -> int:
     return len(m.group(1)) if m else 1
 
 
+def _cells(nb: object) -> list[dict]:
+    """The cells of a notebook, refusing JSON that is not one (a list, cells that are strings): such a file
+    is reported unparsable rather than "0 migrated" as if its code had been checked."""
+    if not isinstance(nb, dict):
+        raise UnparsableError(
+            f"not a notebook: the JSON is a {type(nb).__name__}, not an object with 'cells'"
+        )
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise UnparsableError("not a notebook: no 'cells' list")
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            raise UnparsableError(f"not a notebook: cell {number} is a {type(cell).__name__}, not an object")
+        raw = cell.get("source", "")
+        if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(x, str) for x in raw))):
+            raise UnparsableError(
+                f"not a notebook: cell {number}'s source is neither text nor a list of lines"
+            )
+    return cells
+
+
 def migrate_notebook(
     text: str,
     path: str = "<notebook>",
@@ -86,7 +107,7 @@ def migrate_notebook(
         nb = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UnparsableError(f"not valid notebook JSON: {exc}") from exc
-    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    cells = _cells(nb)
     masked: list[str] = []
     parts: list[str] = []
     spans: list[tuple[int, int, int]] = []  # (cell number, first line in the joined module, first cell line)

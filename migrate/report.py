@@ -55,7 +55,16 @@ def summary_line(result: RunResult, write: bool) -> str:
             f"{c['rewritten']:,} rewritten, {c['warned']:,} rewritten with a warning, "
             f"{c['flagged']:,} flagged"
         )
-        parts.append(f"{result.converted_percent:.1f}% converted")
+        unwritten = [f for f in result.files if f.status == "not-writable"] if write else []
+        if unwritten:  # their fixes were computed but never reached the disk: not converted
+            fixes = sum(d.outcome != "flagged" for f in unwritten for d in f.diagnostics)
+            done = c["rewritten"] + c["warned"] - fixes
+            parts.append(
+                f"{100.0 * done / sum(c.values()):.1f}% converted ({fixes:,} fix(es) in "
+                f"{plural(len(unwritten), 'file')} not written, listed above)"
+            )
+        else:
+            parts.append(f"{result.converted_percent:.1f}% converted")
     else:
         parts.append("no findings, nothing to convert")
     line = "; ".join(parts) + "."

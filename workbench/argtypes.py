@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line: the command, the argument and what is wrong, then where help is
+    (the usage block is for --help, not for every typo)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def integer(low: int = 1, high: int | None = None) -> Callable[[str], int]:
@@ -57,3 +67,76 @@ POSITIVE_INT = integer(1)
 POSITIVE = number(0.0)
 FRACTION = number(0.0, 1.0)  # (0, 1]: efficiencies
 SHARE = number(0.0, 1.0, low_open=False)  # [0, 1]: overlap
+BUDGET_S = number(0.0, 3600.0)  # timing seconds per combination: an hour is already more than any run needs
+#: Tokens of one training run: 1e17 is ~6,000 times the largest published pre-training runs (~15e12 tokens).
+RUN_TOKENS = number(0.0, 1e17)
+#: A step-time coefficient of variation above 1 (spread larger than the mean) is no longer a straggler model.
+STRAGGLER_CV = SHARE
+
+#: More chips than any cluster built (the largest are ~1e5 accelerators): beyond this the projection's
+#: assumptions (one job, one network) mean nothing, and its per-chip-count searches would run for ages.
+MAX_CHIPS = 1_000_000
+CHIP_COUNT = integer(1, MAX_CHIPS)
+
+
+def _first_existing(path: Path) -> Path:
+    """The deepest ancestor of ``path`` (itself included) that exists."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable_place(path: Path, *, want_dir: bool) -> str | None:
+    """Why ``path`` cannot be written as a file (``want_dir`` False) or used as a folder, or None.
+
+    Checked before any work starts, so that a report, CSV or record file in a bad place is refused up front
+    rather than after minutes of work (or after every source file was rewritten)."""
+    if str(path) == "":
+        return "is empty"
+    if path.exists():
+        if want_dir and not path.is_dir():
+            return "exists and is not a folder"
+        if not want_dir and path.is_dir():
+            return "is a folder, not a file"
+        if not want_dir and not path.is_file():
+            return "is not a regular file"
+        if not os.access(path, os.W_OK | (os.X_OK if want_dir else 0)):
+            return "is not writable"
+        return None
+    base = _first_existing(path.parent if not want_dir else path)
+    if not base.is_dir():
+        return f"cannot be created: {str(base)!r} is a file, not a folder"
+    if not os.access(base, os.W_OK | os.X_OK):
+        return f"cannot be created: folder {str(base)!r} is not writable"
+    return None
+
+
+def _place(want_dir: bool) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if "\0" in text:
+            raise argparse.ArgumentTypeError("contains a NUL character")
+        why = _check_writable_place(Path(text), want_dir=want_dir)
+        if why:
+            raise argparse.ArgumentTypeError(f"{text!r} {why}")
+        return text
+
+    parse.__name__ = "folder" if want_dir else "file"
+    return parse
+
+
+OUTPUT_FILE = _place(want_dir=False)
+"""A file that can be written (it exists as a writable regular file, or its folder can be created)."""
+OUTPUT_DIR = _place(want_dir=True)
+"""A folder that can hold output (it exists and is writable, or it can be created)."""
+
+
+def existing_dir(text: str) -> str:
+    """A folder that exists (an input such as the demo's --examples)."""
+    if not Path(text).is_dir():
+        why = "is not a folder" if Path(text).exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}")
+    return text
+
+
+existing_dir.__name__ = "folder"

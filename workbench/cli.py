@@ -121,12 +121,14 @@ def _add_run(sub) -> None:
     )
     p.add_argument(
         "--budget",
-        type=argtypes.POSITIVE,
+        type=argtypes.BUDGET_S,
         default=2.0,
         metavar="S",
-        help="seconds of timing per combination, > 0 (default 2)",
+        help="seconds of timing per combination, in (0, 3600] (default 2)",
     )
-    p.add_argument("-o", "--out", default="results/runs.jsonl", help="JSONL file to append to")
+    p.add_argument(
+        "-o", "--out", type=argtypes.OUTPUT_FILE, default="results/runs.jsonl", help="JSONL file to append to"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -177,7 +179,7 @@ def _add_compare(sub) -> None:
     )
     p.add_argument("files", nargs="+", help="result JSONL files or folders of them")
     p.add_argument("--baseline", default=None, help="variant the ratio is taken against (default cpu)")
-    p.add_argument("--csv", default=None, help="also write the table as CSV")
+    p.add_argument("--csv", type=argtypes.OUTPUT_FILE, default=None, help="also write the table as CSV")
 
 
 def _cmd_compare(args) -> int:
@@ -236,10 +238,10 @@ def _add_project(sub) -> None:
     p.add_argument(
         "--chips",
         nargs="+",
-        type=argtypes.POSITIVE_INT,
+        type=argtypes.CHIP_COUNT,
         default=[1, 8, 64, 512, 4096, 8192],
         metavar="N",
-        help="chip counts, integers >= 1",
+        help=f"chip counts, integers from 1 to {argtypes.MAX_CHIPS:,} (more than any cluster built)",
     )
     p.add_argument(
         "--layout",
@@ -294,18 +296,20 @@ def _add_project(sub) -> None:
     )
     p.add_argument(
         "--scaleup-domain",
-        type=argtypes.POSITIVE_INT,
+        type=argtypes.CHIP_COUNT,
         default=None,
         help="override the chip's scale-up domain (e.g. slice size), integer >= 1",
     )
     p.add_argument(
         "--run-tokens",
-        type=argtypes.POSITIVE,
+        type=argtypes.RUN_TOKENS,
         default=None,
         help="also print the $ cost of a run of this many tokens (e.g. 15e12) at the chosen price kind",
     )
     p.add_argument("--vs-published", action="store_true", help="print projected vs published points")
-    p.add_argument("-o", "--out", default=None, help="append projected records to this JSONL")
+    p.add_argument(
+        "-o", "--out", type=argtypes.OUTPUT_FILE, default=None, help="append projected records to this JSONL"
+    )
     p.add_argument(
         "--catalog-file",
         action="append",
@@ -321,7 +325,10 @@ def _add_project(sub) -> None:
 
 def _cmd_project(args) -> int:
     from tpu_workbench.bench.projection.cli import run  # lazy: startup
+    from tpu_workbench.bench.workloads.config import check_context  # lazy: startup
 
+    if not args.vs_published:
+        check_context(args.workload, args.seq, args.phase)
     return run(args)
 
 
@@ -342,7 +349,9 @@ def _add_plot(sub) -> None:
     p.add_argument(
         "--kind", nargs="+", default=["all"], choices=[*KINDS, "all"], help="figures to draw (default all)"
     )
-    p.add_argument("--outdir", default="plots", help="folder for the PNGs (default plots/)")
+    p.add_argument(
+        "--outdir", type=argtypes.OUTPUT_DIR, default="plots", help="folder for the PNGs (default plots/)"
+    )
     p.add_argument(
         "--chip",
         nargs="+",
@@ -415,7 +424,7 @@ def _cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = argtypes.OneLineParser(
         prog="tpu-bench",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG_MAIN,
@@ -478,8 +487,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["demo"]:  # the demo parses its own options (argparse.REMAINDER refuses a leading --flag)
-        return _cmd_demo(argparse.Namespace(demo_args=argv[1:]))
-    args = parser.parse_args(argv)
+        args = argparse.Namespace(command="demo", demo_args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:  # `tpu-bench project | head`: the reader has all it wanted
+        sys.stderr.close()
+        return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:

@@ -69,7 +69,29 @@ def check_device(device: str) -> str:
         raise WorkbenchError(
             f"device {device!r} is not present on this host; present: {', '.join(present)}{hint}"
         )
+    if ":" in device:
+        _check_index(device, kind)
     return kind
+
+
+def _device_count(kind: str) -> int:
+    if kind == "cpu":
+        return 1
+    if kind == "cuda":
+        return torch.cuda.device_count()
+    try:
+        return torch.accelerator.device_count()
+    except Exception:  # noqa: BLE001 - an accelerator that cannot count its devices has one
+        return 1
+
+
+def _check_index(device: str, kind: str) -> None:
+    """``tpu:7`` on a host with one tpu is refused up front, like an absent device type."""
+    text = device.split(":", 1)[1]
+    count = _device_count(kind)
+    if not (text.isdigit() and text.isascii()) or int(text) >= count:
+        valid = ", ".join(f"{kind}:{i}" for i in range(min(count, 8))) + (", ..." if count > 8 else "")
+        raise WorkbenchError(f"device {device!r} is not present on this host; {kind} devices here: {valid}")
 
 
 def synchronize(device: str) -> None:

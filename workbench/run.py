@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from tpu_workbench.bench.workloads import (
     vision_step,
     workload_names,
 )
+from tpu_workbench.bench.workloads.config import check_context
 
 DEFAULT_BUDGET_S = 2.0
 
@@ -48,6 +50,28 @@ def check_sizes(*, batch: object = 1, seq: object = 1, budget_s: object = 1.0) -
             raise WorkbenchError(f"{name} must be an integer >= 1, got {value!r}")
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not budget_s > 0:
         raise WorkbenchError(f"budget_s must be a number > 0, got {budget_s!r}")
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_step_memory(workload: str, batch: int, seq: int) -> None:
+    """Refuse a step whose logits alone (batch x seq x vocab fp32 floats, a lower bound of what a step holds)
+    would not fit in half the host's memory: such a run swaps or is killed rather than measured."""
+    cfg = PRESETS.get(workload)
+    total = _physical_memory_bytes()
+    if cfg is None or total is None:
+        return
+    need = batch * seq * cfg.vocab * 4
+    if need > total // 2:
+        raise WorkbenchError(
+            f"batch {batch} x seq {seq} of {workload} needs at least {need / 2**30:,.1f} GiB for its logits "
+            f"alone; this host has {total / 2**30:,.1f} GiB: use a smaller --batch or --seq"
+        )
 
 
 def _resolve_chip(info: DeviceInfo, chip: str | None, catalog: Catalog) -> Chip | None:
@@ -454,6 +478,11 @@ def run_matrix(
     for s in seqs:
         check_sizes(seq=s)
     check_sizes(budget_s=budget_s)
+    for w, p, s in itertools.product(workloads, phases, seqs):
+        if p in PHASES:
+            check_context(w, s, p)
+    for w, b, s in itertools.product(workloads, batches, seqs):
+        check_step_memory(w, b, s)
     for d in devices:
         check_device(d)
     eager_modes = list(eager_modes)

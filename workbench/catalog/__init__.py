@@ -9,6 +9,7 @@ An unknown chip is an error listing the known ones: a silent default peak is how
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -191,7 +192,7 @@ def _positive(entry: dict, key: str, origin: str, *, required: bool = True) -> f
             raise CatalogError(f"{origin}: chip {entry.get('name', '?')!r} is missing {key!r}")
         return None
     value = entry[key]
-    if not isinstance(value, int | float) or value <= 0:
+    if not _finite_positive(value):
         raise CatalogError(
             f"{origin}: chip {entry.get('name')!r} field {key!r} must be a positive number, got {value!r}"
         )
@@ -199,13 +200,16 @@ def _positive(entry: dict, key: str, origin: str, *, required: bool = True) -> f
 
 
 def _parse_price(p: dict, chip: str, origin: str) -> Price:
+    _check_table(p, PRICE_KEYS, origin, f"a price of {chip!r}")
     for key in ("tier", "usd_per_chip_hour", "source", "date"):
         if key not in p:
             raise CatalogError(f"{origin}: a price of {chip!r} is missing {key!r}")
     if p["tier"] not in PRICE_TIERS:
         raise CatalogError(f"{origin}: {chip!r} price tier {p['tier']!r} not one of {', '.join(PRICE_TIERS)}")
-    if not isinstance(p["usd_per_chip_hour"], int | float) or p["usd_per_chip_hour"] <= 0:
-        raise CatalogError(f"{origin}: {chip!r} price must be a positive number")
+    if not _finite_positive(p["usd_per_chip_hour"]):
+        raise CatalogError(
+            f"{origin}: {chip!r} price must be a positive number (finite), got {p['usd_per_chip_hour']!r}"
+        )
     return Price(
         p["tier"],
         float(p["usd_per_chip_hour"]),
@@ -232,9 +236,21 @@ def _parse_disputed(entry: dict, origin: str) -> tuple[dict, ...]:
 
 def parse_chip(entry: dict, origin: str) -> Chip:
     """Validate one chip table from a data file (units: GB, GB/s, TFLOP/s, W, kW)."""
+    _check_table(entry, CHIP_KEYS, origin, "a chip entry")
     name = entry.get("name")
-    if not name:
-        raise CatalogError(f"{origin}: a chip entry has no name")
+    if not name or not isinstance(name, str):
+        raise CatalogError(f"{origin}: a chip entry has no name (a non-empty string)")
+    for key in _TEXT_KEYS & entry.keys():
+        if not isinstance(entry[key], str):
+            raise CatalogError(f"{origin}: chip {name!r} field {key!r} must be a string, got {entry[key]!r}")
+    for key, kind in _LIST_KEYS.items():
+        if key in entry and not (
+            isinstance(entry[key], list) and all(isinstance(v, kind) for v in entry[key])
+        ):
+            raise CatalogError(
+                f"{origin}: chip {name!r} field {key!r} must be a list of "
+                f"{'strings' if kind is str else 'tables'}, got {entry[key]!r}"[:300]
+            )
     peaks = entry.get("peak_tflops")
     if not isinstance(peaks, dict) or not peaks:
         raise CatalogError(f"{origin}: chip {name!r} needs a non-empty peak_tflops table")
@@ -243,8 +259,8 @@ def parse_chip(entry: dict, origin: str) -> Chip:
             raise CatalogError(
                 f"{origin}: chip {name!r} precision {prec!r} not one of {', '.join(PRECISIONS)}"
             )
-        if not isinstance(value, int | float) or value <= 0:
-            raise CatalogError(f"{origin}: chip {name!r} peak {prec} must be positive")
+        if not _finite_positive(value):
+            raise CatalogError(f"{origin}: chip {name!r} peak {prec} must be a positive finite number")
     if "hbm_gb" in entry:
         hbm = _positive(entry, "hbm_gb", origin)
     elif "hbm_gib" in entry:
@@ -300,6 +316,54 @@ def parse_chip(entry: dict, origin: str) -> Chip:
     )
 
 
+def _finite_positive(value: object) -> bool:
+    """A real positive number: not a bool (TOML true is no figure), not NaN, not infinite."""
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
+
+
+CHIP_KEYS = frozenset(
+    (
+        "name vendor aliases sources notes peak_tflops devices_per_chip hbm_gb hbm_gib hbm_bw_gbps "
+        "scaleup_bw_gbps scaleup_direction scaleup_domain scaleup_link scaleup_topology tdp_w allin_kw prices "
+        "ici_axis_gbytes_per_s ici_ports scaleup_peer_gbytes_per_s scaleout_gbits_per_s_per_chip "
+        "scaleout_note d2d_gbytes_per_s mxu_tile pod_chips chips_per_host disputed"
+    ).split()
+)
+"""Every key a ``[[chip]]`` table may have: a misspelt one (``hbm_gbs``) is refused, not silently ignored."""
+PRICE_KEYS = frozenset(("chip", "tier", "usd_per_chip_hour", "source", "date", "stale_note"))
+_TEXT_KEYS = frozenset(("vendor", "notes", "scaleup_link", "scaleout_note", "scaleup_direction"))
+_LIST_KEYS = {"aliases": str, "sources": str, "prices": dict, "disputed": dict}
+FILE_KEYS = ("chip", "price")
+
+
+def _check_table(table: object, known: frozenset[str], origin: str, what: str) -> None:
+    if not isinstance(table, dict):
+        raise CatalogError(f"{origin}: {what} must be a table, got {table!r}"[:300])
+    unknown_keys = sorted(set(table) - known)
+    if unknown_keys:
+        raise CatalogError(
+            f"{origin}: {what} has unknown key(s) {', '.join(map(repr, unknown_keys))}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+
+
+def _check_file(data: dict, path: Path) -> None:
+    """Top level of a catalog file: only ``chip`` and ``price`` arrays of tables."""
+    unknown_keys = sorted(set(data) - set(FILE_KEYS))
+    if unknown_keys:
+        raise CatalogError(
+            f"{path}: unknown top-level key(s) {', '.join(map(repr, unknown_keys))}; a catalog file holds "
+            "[[chip]] and [[price]] tables"
+        )
+    for key in FILE_KEYS:
+        if key in data and not (isinstance(data[key], list) and all(isinstance(t, dict) for t in data[key])):
+            raise CatalogError(
+                f"{path}: {key!r} must be an array of tables ([[{key}]]), got {data[key]!r}"[:300]
+            )
+
+
 def _read(path: Path) -> dict:
     """The file's tables; a syntax error becomes one CatalogError naming the file (and the parser's line)."""
     try:
@@ -307,12 +371,27 @@ def _read(path: Path) -> dict:
             with path.open("rb") as f:
                 return tomllib.load(f)
         if path.suffix == ".json":
-            return json.loads(path.read_text())
+            data = json.loads(path.read_text(), parse_constant=_no_constant)
+            if not isinstance(data, dict):
+                raise CatalogError(f"{path}: a catalog file is a JSON object with chip/price arrays")
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML: {exc}") from None
     except json.JSONDecodeError as exc:
         raise CatalogError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except _NotANumber as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not UTF-8 text") from None
     raise CatalogError(f"{path}: catalog files must be .toml or .json")
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotANumber(f"{name} is not a number a catalog can hold (JSON has no NaN or Infinity)")
 
 
 def _header_lines(path: Path, table: str) -> list[int]:
@@ -341,12 +420,20 @@ def load_catalog(extra_paths: tuple[str | Path, ...] | list[str | Path] = ()) ->
         path = Path(extra)
         if not path.exists():
             raise WorkbenchError(f"catalog file not found: {path}")
+        if not path.is_file():
+            raise WorkbenchError(f"catalog file is not a regular file: {path}")
         data = _read(path)
+        _check_file(data, path)
         chip_lines, price_lines = _header_lines(path, "chip"), _header_lines(path, "price")
         for k, entry in enumerate(data.get("chip", [])):
             catalog.add(parse_chip(entry, _origin(path, chip_lines, k)))
         for k, p in enumerate(data.get("price", [])):
             origin = _origin(path, price_lines, k)
+            _check_table(p, PRICE_KEYS, origin, "a [[price]] entry")
+            if not isinstance(p.get("chip", ""), str):
+                raise CatalogError(
+                    f"{origin}: a [[price]] entry's chip must be a chip name, got {p['chip']!r}"
+                )
             try:
                 chip = catalog.chip(p.get("chip", ""))
             except WorkbenchError as exc:

@@ -26,15 +26,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--slices",
-        type=argtypes.POSITIVE_INT,
+        type=argtypes.CHIP_COUNT,
         default=1,
         help="TPU slices joined by DCN: FSDP inside a slice, data parallel across (default 1)",
     )
     p.add_argument(
         "--straggler-cv",
-        type=argtypes.number(0.0, low_open=False),
+        type=argtypes.STRAGGLER_CV,
         default=None,
-        help="per-host step-time coefficient of variation (default 0.01)",
+        help="per-host step-time coefficient of variation, in [0, 1] (default 0.01)",
     )
     p.add_argument(
         "--price-kind",

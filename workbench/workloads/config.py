@@ -221,6 +221,21 @@ VISION_PHASES = ("train", "infer")
 VISION_WORKLOADS = {"small-cnn": VisionConfig()}
 
 
+def check_context(name: str, seq: int, phase: str = "train") -> None:
+    """Refuse a sequence beyond a decoder preset's context (its config's ``max_seq``): a record measured at a
+    length the model was never built for is not a figure of that model. Vision workloads have no sequence."""
+    cfg = PRESETS.get(name)
+    if cfg is None:
+        return
+    need = seq + (1 if phase == "decode" else 0)  # decode writes one position past the context it reads
+    if need > cfg.max_seq:
+        limit = cfg.max_seq - (1 if phase == "decode" else 0)
+        raise WorkbenchError(
+            f"seq {seq} is beyond {name}'s context: {phase} allows at most {limit} "
+            f"(max_seq {cfg.max_seq} in its config)"
+        )
+
+
 def workload_names() -> list[str]:
     """Every name ``run_benchmark`` accepts: decoder presets plus vision models."""
     return [*preset_names(), *VISION_WORKLOADS]
