@@ -124,6 +124,7 @@ def project_point(
         convention=s.convention,
         catalog=catalog,
         block=s.block,
+        require_fit=False,  # a published run ran: where the memory model says it does not fit, it is wrong
         **kw,
     )
 
@@ -452,6 +453,7 @@ def _torchtpu_rows(a: Assumptions, catalog: Catalog) -> list[dict]:
                     slices=slices,
                     attn_block=st["attn_block"],
                     gmm_tile=st["gmm_tile"],
+                    require_fit=False,
                     assumptions=a,
                     catalog=catalog,
                     convention="causal",

@@ -100,7 +100,8 @@ def run(args) -> int:
                     slices=args.slices,
                 )
                 records.append(rec)
-                line = cost_line(price, rec.tokens_per_s_per_chip) if price else None
+                runs = rec.tokens_per_s_per_chip is not None  # None: it does not fit, no rate and no price
+                line = cost_line(price, rec.tokens_per_s_per_chip) if price and runs else None
                 row = {
                     "chip": rec.chip,
                     "n_chips": rec.n_chips,
@@ -108,15 +109,15 @@ def run(args) -> int:
                     "batch": rec.batch,
                     "tok/s/chip": rec.tokens_per_s_per_chip,
                     "tok/s/user": rec.tokens_per_s_per_user,
-                    "MFU%": 100 * rec.mfu,
-                    "bound": rec.extra["bound"],
-                    "comm%": 100 * rec.extra["comm_fraction"],
+                    "MFU%": 100 * rec.mfu if runs else None,
+                    "bound": rec.extra["bound"] if runs else "does not fit",
+                    "comm%": 100 * rec.extra["comm_fraction"] if runs else None,
                     "fits/device": rec.extra["fits_in_hbm"],
                     money: (
                         f"{line.usd_per_mtok:.4f} ({line.tier} {line.price_date}"
                         f"{', stale' if line.stale else ''})"
                         if line
-                        else f"no {prices.kind} price"
+                        else (f"no {prices.kind} price" if runs else rec.extra["infeasible"])
                     ),
                 }
                 if args.run_tokens and line:

@@ -37,7 +37,7 @@ from tpu_workbench.bench.results import Record
 from tpu_workbench.bench.workloads.config import DecoderConfig, get_config
 
 MODEL_NAME = "workbench-roofline-comm"
-MODEL_VERSION = "2.1"
+MODEL_VERSION = "3.0"
 PHASES = ("train", "prefill", "decode")
 BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 DEFAULT_BATCH = {"train": 4, "prefill": 1, "decode": 16}
@@ -145,6 +145,8 @@ def project(
     attention_efficiency: float | None = None,
     gmm_tile: tuple[int, int, int] | None = None,
     block: Block | None = None,
+    kv_precision: str | None = None,
+    require_fit: bool = True,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout``.
 
@@ -163,6 +165,10 @@ def project(
     ``block``: the layer's wiring where it is not the Llama layer DecoderConfig assumes (a plain 2-matrix
     MLP; attention and MLP in parallel); it changes the matmuls, the elementwise passes, the tensor-parallel
     collectives and the model FLOPs.
+    ``kv_precision``: precision of the KV cache (None: the activations').
+    ``require_fit``: a setting that does not fit in HBM gets no throughput, MFU or price (``extra['infeasible']``
+    says why); False keeps the throughput (never the price) for published settings known to have run, where
+    the memory model, not the setting, is wrong.
     The MFU convention defaults to "causal" (MaxText/Megatron) because published TPU figures use it.
     """
     catalog = catalog or load_catalog()
@@ -170,8 +176,9 @@ def project(
     cfg = get_config(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise WorkbenchError(unknown("phase", phase, PHASES))
-    if precision not in BYTES:
-        raise WorkbenchError(unknown("precision", precision, BYTES))
+    for p in (precision, kv_precision or precision):
+        if p not in BYTES:
+            raise WorkbenchError(unknown("precision", p, BYTES))
     a = assumptions or Assumptions()
     block = block or LLAMA
     if optimizer_state_bytes_per_param is not None:
@@ -198,6 +205,7 @@ def project(
         "attention": attention_efficiency or a.gemm_efficiency * a.attention_relative,
         "elementwise": 1.0,
     }
+    kvb = BYTES[kv_precision] if kv_precision else nb
     tokens = batch * (1 if phase == "decode" else seq)
     work = forward_ops(
         cfg,
@@ -213,6 +221,7 @@ def project(
         gmm_tile=tuple(gmm_tile) if gmm_tile else None,
         devices_per_chip=chip.devices_per_chip,
         block=block,
+        kv_nb=kvb,
     )
     step = _Step()
     hosts = max(math.ceil(n_chips / chip.chips_per_host), 1)
@@ -264,7 +273,7 @@ def project(
         a2a = a2a_passes * n_moe * fabric.all_to_all(a2a_volume, lay.ep, lay.tp)
         (step.async_comm if "all_to_all" in async_collectives else step.critical_comm)["ep_all_to_all"] = a2a
     else:
-        kv_tok = kv_bytes_per_token(cfg, nb) / min(lay.tp, cfg.n_kv_heads)
+        kv_tok = kv_bytes_per_token(cfg, kvb) / min(lay.tp, cfg.n_kv_heads)
         kv_chip = tokens * lay.tp * kv_tok if phase == "prefill" else batch * lay.tp * (seq + 1) * kv_tok
         mem = inference_memory(
             cfg,
@@ -286,15 +295,13 @@ def project(
         step.critical_comm["ep_all_to_all"] = 2 * n_moe * fabric.all_to_all(a2a_volume, lay.ep, lay.tp)
     times = step.total(a, straggler)
     t_step = times["step"]
-    per_chip = tokens / t_step
     f_tok = block_flops_per_token(cfg, block, phase, seq, convention=convention)
-    achieved = f_tok * per_chip
     t_comm = times["async_comm"] + times["critical_comm"]
     exposed = times["async_exposed"] + times["critical_exposed"]
     bound = "compute" if step.math_bound >= step.memory_bound else "memory"
     if exposed > max(step.math_bound, step.memory_bound):
         bound = "communication"
-    record_cost = [c.to_dict() for c in costmod.cost_lines(chip.prices, per_chip)]
+    runs = mem.fits or not require_fit
     inputs = _inputs(
         chip,
         cfg,
@@ -348,6 +355,7 @@ def project(
         "fits_in_hbm": mem.fits,
         "memory_tight": mem.tight,
         "fits_basis": "per device (each device has hbm / devices_per_chip)",
+        "infeasible": None if mem.fits else _does_not_fit(mem),
         "remat": remat_used,
         "recomputed": sorted(recomputed(saved)) if phase == "train" else [],
         "slices": lay.slices,
@@ -366,23 +374,12 @@ def project(
         seq=seq,
         n_chips=n_chips,
         n_devices=n_chips * chip.devices_per_chip,
-        tokens_kind="output" if phase == "decode" else "total",
-        tokens_per_s=per_chip * n_chips,
-        tokens_per_s_per_chip=per_chip,
-        tokens_per_s_per_device=per_chip / chip.devices_per_chip,
-        output_tokens_per_s=per_chip * n_chips if phase == "decode" else 0.0,
-        tokens_per_s_per_user=1.0 / t_step if phase == "decode" else None,
-        step_median_s=t_step,
-        flops_per_token=f_tok,
+        **_rates(
+            chip, phase, precision, tokens, t_step, n_chips, f_tok, step.hbm_bytes, runs=runs, priced=mem.fits
+        ),
         flop_convention=convention,
-        achieved_tflops=achieved / 1e12,
-        mfu=achieved / peak,
-        peak_tflops=peak / 1e12,
+        peak_tflops=chip.peak(precision, per="chip") / 1e12,
         peak_basis=f"catalog {chip.name} {precision} dense peak per chip",
-        mbu=(step.hbm_bytes / t_step / (chip.hbm_bw_gbps * 1e9)) if phase == "decode" else None,
-        bandwidth_basis=f"catalog {chip.name} HBM bandwidth" if phase == "decode" else None,
-        cost=record_cost,
-        energy=costmod.energy(chip, per_chip),
         config=cfg.to_dict(),
         source={
             "kind": "projected",
@@ -396,6 +393,42 @@ def project(
         extra=extra,
         created=now_utc(),
     )
+
+
+def _does_not_fit(mem) -> str:
+    return (
+        f"does not fit in HBM: needs {mem.per_device_gb:.1f} GB per device, has "
+        f"{mem.capacity_per_device_gb:.1f} GB ("
+        + ", ".join(f"{k} {v:.1f}" for k, v in mem.breakdown_gb.items())
+        + ")"
+    )
+
+
+def _rates(chip, phase, precision, tokens, t_step, n_chips, f_tok, hbm_bytes, *, runs, priced) -> dict:
+    """Record fields that are rates and prices: none for a setting that cannot run (does not fit), and no
+    price for one that does not fit even where its throughput is kept (a published run)."""
+    if not runs:
+        return {"tokens_kind": "output" if phase == "decode" else "total", "flops_per_token": f_tok}
+    per_chip = tokens / t_step
+    achieved = f_tok * per_chip
+    peak = chip.peak(precision, per="chip")
+    decode = phase == "decode"
+    return {
+        "tokens_kind": "output" if decode else "total",
+        "tokens_per_s": per_chip * n_chips,
+        "tokens_per_s_per_chip": per_chip,
+        "tokens_per_s_per_device": per_chip / chip.devices_per_chip,
+        "output_tokens_per_s": per_chip * n_chips if decode else 0.0,
+        "tokens_per_s_per_user": 1.0 / t_step if decode else None,
+        "step_median_s": t_step,
+        "flops_per_token": f_tok,
+        "achieved_tflops": achieved / 1e12,
+        "mfu": achieved / peak,
+        "mbu": (hbm_bytes / t_step / (chip.hbm_bw_gbps * 1e9)) if decode else None,
+        "bandwidth_basis": f"catalog {chip.name} HBM bandwidth" if decode else None,
+        "cost": [c.to_dict() for c in costmod.cost_lines(chip.prices, per_chip)] if priced else [],
+        "energy": costmod.energy(chip, per_chip),
+    }
 
 
 def _tp_allreduces_per_layer(block: Block, *, recomputed_outputs: bool) -> int:
