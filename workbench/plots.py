@@ -679,8 +679,11 @@ def plot_scaling(
                     "color": COLORS[chips.index(chip) % 10],
                     "linestyle": dashes[layouts.index(layout) % 4],
                 }
+                if not g["fits in HBM"].any():  # a series that never fits draws nothing, it is only named
+                    top.plot([], [], " ", label=f"{chip} {layout}: {NOFIT} at any count (no points)")
+                    continue
                 base = g["baseline chips"].iloc[0]
-                what = f"vs {int(base)} chips" if base == base and base is not None else "never fits"
+                what = f"vs {int(base)} chips"
                 top.plot(
                     g["chips"],
                     g["tok/s/chip"],
@@ -697,10 +700,8 @@ def plot_scaling(
                     label=f"{chip} {layout} (projected, {what})",
                     **style,
                 )
-                nofit = g[~g["fits in HBM"]]
-                top.plot(nofit["chips"], nofit["tok/s/chip"], "x", color="k", markersize=8, linestyle="")
             if (~f["fits in HBM"]).any():
-                top.plot([], [], "x", color="k", label=f"{NOFIT} (projected as if it did; no efficiency)")
+                top.plot([], [], " ", label=f"counts that {NOFIT.replace('does', 'do')}: no point, no price")
             wl = f["workload"].iloc[0]
             if published is not None and not published.empty and wl == "qwen3-235b-a22b":
                 errs = ", ".join(
