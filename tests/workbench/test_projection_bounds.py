@@ -76,3 +76,22 @@ def test_an_fp8_kv_cache_halves_the_cache_read_and_is_recorded():
         bf16.extra["memory_breakdown_gb"]["kv_cache"] / 2
     )
     assert fp8.step_median_s < 0.6 * bf16.step_median_s
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    model=st.sampled_from(MODELS),
+    chip=st.sampled_from(CHIPS),
+    tp=st.sampled_from((1, 2, 4, 8)),
+    seqs=st.sampled_from((1, 8, 64, 512)),
+    context=st.sampled_from((128, 4096, 32768)),
+)
+def test_no_serving_engine_step_beats_its_bytes_or_flops_at_peak(model, chip, tp, seqs, context):
+    from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel
+
+    cfg, c = get_config(model), CATALOG.chip(chip)
+    m = StepModel.build(cfg, ServingDeployment(chip, tp, "tp"), catalog=CATALOG)
+    t = m.time(seqs, context, 0)
+    per_chip = max(seqs / tp, 1e-9)  # sequences' worth of FLOPs per chip of the TP group
+    assert t >= _min_bytes_per_chip(cfg, tp, seqs / tp, context, 2.0) / (c.hbm_bw_gbps * 1e9)
+    assert t >= per_chip * flops_per_token(cfg, "decode", context) / c.peak("bf16")
