@@ -26,9 +26,9 @@ from functools import lru_cache
 from tpu_workbench.bench.catalog import Catalog, load_catalog
 from tpu_workbench.bench.cost import usd_per_million_tokens
 from tpu_workbench.bench.errors import WorkbenchError
-from tpu_workbench.bench.flops import kv_bytes_per_token
 from tpu_workbench.bench.projection.assumptions import Assumptions
 from tpu_workbench.bench.projection.memory import sublayer_elements
+from tpu_workbench.bench.projection.shape import ServingShape
 from tpu_workbench.bench.projection.spec import Deployment, Kernels, Setting, Workload, resolve
 from tpu_workbench.bench.projection.step import tp_allreduces_per_layer
 from tpu_workbench.bench.projection.work import Op, forward_ops, tile_fill
@@ -69,6 +69,7 @@ class StepModel:
     cfg: DecoderConfig
     deployment: ServingDeployment
     setting: Setting = field(repr=False)
+    shape: ServingShape = field(repr=False, default=None)
 
     @classmethod
     def build(
@@ -76,9 +77,12 @@ class StepModel:
         cfg: DecoderConfig | str,
         deployment: ServingDeployment,
         *,
+        shape: ServingShape | None = None,
         assumptions: Assumptions | None = None,
         catalog: Catalog | None = None,
     ) -> StepModel:
+        """``shape``: caches and states per layer kind (:func:`~workbench.projection.shape.load_hf_config`);
+        None = every layer full attention."""
         cfg = get_config(cfg) if isinstance(cfg, str) else cfg
         d = deployment
         if d.pp < 1 or cfg.n_layers % d.pp:
@@ -91,7 +95,19 @@ class StepModel:
             assumptions,
             catalog or load_catalog(),
         )
-        return cls(cfg, d, s)
+        shape = shape or ServingShape.of(cfg)
+        if d.pp > 1:  # a stage holds 1/pp of every kind of layer
+            shape = ServingShape(
+                shape.full_layers / d.pp,
+                shape.kv_values_per_position,
+                shape.window_layers / d.pp,
+                shape.window,
+                shape.linear_layers / d.pp,
+                shape.state_values_per_linear_layer,
+                shape.extra_params / d.pp,
+                shape.notes,
+            )
+        return cls(cfg, d, s, shape)
 
     @property
     def chip(self):
@@ -116,16 +132,29 @@ class StepModel:
     def weights_bytes_per_chip(self) -> float:
         s = self.setting
         pc, lay = s.pc, s.lay
-        dense = pc.total - pc.routed_experts
+        dense = pc.total - pc.routed_experts + self.shape.extra_params
+        experts = pc.routed_experts / max(lay.ep * lay.tp, lay.fsdp * lay.tp)
+        return (dense / (lay.tp * lay.fsdp) + experts) * s.wb
+
+    def kv_share(self) -> float:
+        """Fraction of a sequence's KV cache one chip of its TP group holds: its KV heads (at least one);
+        an MLA latent is not split by heads, so every chip holds all of it."""
+        s = self.setting
+        if self.shape.kv_values_per_position != 2 * s.cfg.n_kv_heads * s.cfg.head_dim:
+            return 1.0
+        return 1.0 / min(s.lay.tp, s.cfg.n_kv_heads)
+
+    def seq_bytes_per_chip(self, context: float) -> float:
+        """Bytes one sequence at ``context`` keeps on each chip that holds it: KV share + state share."""
+        s = self.setting
         return (
-            dense / (lay.tp * lay.fsdp) + pc.routed_experts / max(lay.ep * lay.tp, lay.fsdp * lay.tp)
-        ) * s.wb
+            self.shape.kv_bytes(context, s.kvb) * self.kv_share() + self.shape.state_bytes(s.kvb) / s.lay.tp
+        )
 
     def kv_bytes_per_token_per_chip(self) -> float:
-        """KV bytes one cached position of one sequence takes on each chip that holds it (its share of the
-        KV heads under tp; under dp-attention a sequence lives on one chip of the stage)."""
-        s = self.setting
-        return kv_bytes_per_token(s.cfg, s.kvb) / min(s.lay.tp, s.cfg.n_kv_heads)
+        """KV bytes one cached position (all full-attention layers) of one sequence takes on a chip."""
+        sh = self.shape
+        return sh.kv_values_per_position * sh.full_layers * self.setting.kvb * self.kv_share()
 
 
 @lru_cache(maxsize=200_000)
@@ -151,7 +180,7 @@ def _stage_time(m: StepModel, d_seqs: float, d_ctx: int, p_tok: int, p_ctx: int)
         kv_nb=s.kvb,
     )
     ops = [op for op in work.ops if op.name not in ("attention", "lm_head")]
-    ops += _attention_ops(s, d_seqs / chips, d_ctx, p_tok / chips, p_ctx)
+    ops += _attention_ops(m, d_seqs / chips, d_ctx, p_tok / chips, p_ctx)
     heads = 1 if p_tok == 0 else (d_seqs + 1)  # logits only for sequences that emit a token
     lm = forward_ops(
         cfg.with_(n_layers=0),
@@ -176,39 +205,54 @@ def _stage_time(m: StepModel, d_seqs: float, d_ctx: int, p_tok: int, p_ctx: int)
     return t
 
 
-def _attention_ops(s: Setting, d_seqs: float, d_ctx: int, p_tok: float, p_ctx: int) -> list[Op]:
-    """Attention of one chip's share: decode queries read their sequences' whole caches; a prefill chunk
-    attends causally over the cached prefix and itself (FLOPs 4·H·hd per query-key pair)."""
+def _attention_ops(m: StepModel, d_seqs: float, d_ctx: int, p_tok: float, p_ctx: int) -> list[Op]:
+    """Attention of one chip's share: decode queries read their sequences' whole caches (windowed layers up
+    to the window) and states; a prefill chunk attends causally over the cached prefix and itself (FLOPs
+    4·H·hd per query-key pair); linear-attention layers run their own projections and state updates."""
+    s, shape = m.setting, m.shape
     cfg, lay = s.cfg, s.lay
     heads = cfg.n_heads / lay.tp
-    kv_heads = max(cfg.n_kv_heads / lay.tp, 1)
-    kv_pos = 2 * kv_heads * cfg.head_dim * s.kvb * cfg.n_layers  # bytes per cached position on this chip
-    q_pos = 2 * heads * cfg.head_dim * s.nb * cfg.n_layers  # query in + output out per token
+    attn_layers = shape.full_layers + shape.window_layers
+    q_pos = 2 * heads * cfg.head_dim * s.nb * attn_layers  # query in + output out per token
     fill = tile_fill((cfg.head_dim,), s.chip.mxu_tile)
-    per_chip_rows = lay.tp  # a TP group shares its sequences: each chip holds their heads' share
+    group = lay.tp  # a TP group shares its sequences: each chip holds their heads' share
+    state_rw = 2 * shape.state_bytes(s.kvb) / lay.tp  # read and write each step
+    state_flops = 4 * shape.linear_layers * shape.state_values_per_linear_layer / lay.tp
     ops = []
+    if shape.extra_params > 0:  # (MLA's smaller projections are not credited back: conservative)
+        rows = (d_seqs + p_tok) * group
+        ops.append(
+            Op(
+                "linear_attention_proj",
+                "gemm",
+                "attention",
+                flops=2 * rows * shape.extra_params / lay.tp,
+                bytes=shape.extra_params * s.wb / lay.tp,
+            )
+        )
     if d_seqs:
-        seqs = d_seqs * per_chip_rows
+        seqs = d_seqs * group
+        pos = shape.cached_positions(d_ctx + 1)
         ops.append(
             Op(
                 "attention_decode",
                 "attention",
                 "attention",
-                flops=4 * seqs * heads * cfg.head_dim * (d_ctx + 1) * cfg.n_layers,
-                bytes=seqs * ((d_ctx + 1) * kv_pos + q_pos),
+                flops=seqs * (4 * heads * cfg.head_dim * pos + state_flops),
+                bytes=seqs * (shape.kv_bytes(d_ctx + 1, s.kvb) * m.kv_share() + q_pos + state_rw),
                 fill=fill,
             )
         )
     if p_tok:
-        toks = p_tok * per_chip_rows
+        toks = p_tok * group
         keys = p_ctx + (toks + 512) / 2  # causal within the chunk, block skipping keeps the diagonal
         ops.append(
             Op(
                 "attention_prefill",
                 "attention",
                 "attention",
-                flops=4 * toks * heads * cfg.head_dim * keys * cfg.n_layers,
-                bytes=(p_ctx + toks) * kv_pos + toks * q_pos,
+                flops=toks * (4 * heads * cfg.head_dim * shape.cached_positions(keys) + state_flops),
+                bytes=shape.kv_bytes(p_ctx + toks, s.kvb) * m.kv_share() + toks * q_pos + state_rw,
                 fill=fill,
             )
         )
@@ -245,8 +289,9 @@ def kv_capacity(m: StepModel, max_len: int) -> Capacity:
         )
         return Capacity(0.0, 0, 0, gb, why)
     block = d.block_tokens * m.kv_bytes_per_token_per_chip()
-    blocks = int(free // block)
-    seqs_per_chip_share = blocks // math.ceil(max_len / d.block_tokens)
+    blocks = int(free // block) if block else 0
+    per_seq = m.seq_bytes_per_chip(math.ceil(max_len / d.block_tokens) * d.block_tokens)
+    seqs_per_chip_share = int(free // per_seq)
     # a TP group holds each sequence on all tp chips (its heads' share); dp-attention chips hold their own
     max_seqs = seqs_per_chip_share * d.chips // s.lay.tp
     why = None
