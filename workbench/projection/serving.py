@@ -55,6 +55,7 @@ class ServingDeployment:
     chunk_tokens: int = 2048
     block_tokens: int = 16
     hbm_utilization: float = HBM_UTILIZATION
+    seq_overhead_s: float = 0.0  # engine time per running sequence per step beyond the roofline (fitted)
 
     @property
     def chips_per_replica(self) -> int:
@@ -202,7 +203,7 @@ def _stage_time(m: StepModel, d_seqs: float, d_ctx: int, p_tok: int, p_ctx: int)
     if cfg.is_moe:
         a2a = rows / chips * cfg.top_k * cfg.d_model * s.nb
         t += 2 * cfg.n_layers * s.fabric.all_to_all(a2a, lay.ep, lay.tp)
-    return t
+    return t + m.deployment.seq_overhead_s * (d_seqs + (1 if p_tok else 0))
 
 
 def _attention_ops(m: StepModel, d_seqs: float, d_ctx: int, p_tok: float, p_ctx: int) -> list[Op]:
