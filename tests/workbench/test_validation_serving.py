@@ -54,7 +54,7 @@ def test_every_serving_row_is_in_the_table_projected_or_with_its_reason(table):
         assert r["role"] in ("calibration", "validation", "unanchored", "inconsistent")
         if r["role"] == "unanchored":
             assert r["projected"] is None and r["note"]
-        if r["role"] == "validation" and r["projected"] is not None:
+        if r["role"] == "validation" and r["projected"] is not None and not isinstance(r["published"], str):
             assert r["error_pct"] == pytest.approx(100 * (r["projected"] / r["published"] - 1))
     assert {r["vendor"] for r in rows if r["phase"] == "train"} == {"gpu", "tpu"}
 
