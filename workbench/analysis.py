@@ -290,9 +290,9 @@ def frontier_frame(records, price: str | None = None, price_override: float | No
                 "chip": r.chip,
                 "provenance": r.provenance,
                 "batch": r.batch,
-                "tok/s/user": r.tokens_per_s_per_user,
-                "tok/s/chip": per_chip,
-                "MFU %": 100 * r.mfu,
+                "tok/s/user": _num(r.tokens_per_s_per_user),
+                "tok/s/chip": _num(per_chip),
+                "MFU %": 100 * _num(r.mfu),
                 "bound": r.extra.get("bound"),
                 "fits in HBM": fits,
                 "$/chip-hr": usd,
@@ -399,10 +399,10 @@ def scaling_frame(
                         "layout": layout,
                         "resolved": r.extra["layout"],
                         "chips": n,
-                        "tok/s/chip": r.tokens_per_s_per_chip,
-                        "MFU %": 100 * r.mfu,
-                        "bound": r.extra["bound"],
-                        "comm %": 100 * r.extra["comm_fraction"],
+                        "tok/s/chip": _num(r.tokens_per_s_per_chip),
+                        "MFU %": 100 * _num(r.mfu),
+                        "bound": r.extra["bound"] if fits_in_memory(r) else "does not fit",
+                        "comm %": 100 * r.extra["comm_fraction"] if fits_in_memory(r) else math.nan,
                         "fits in HBM": fits_in_memory(r),
                         "GB per chip": r.extra.get("memory_per_chip_gb", math.nan),
                         "provenance": "projected",
@@ -451,6 +451,11 @@ def published_scaling(assumptions=None) -> pd.DataFrame:
             out["projected tok/s per chip"] / out["projected tok/s per chip"].iloc[0]
         )
     return out
+
+
+def _num(v) -> float:
+    """A projected rate, NaN where the projection gives none (a setting that does not fit)."""
+    return math.nan if v is None else v
 
 
 def fits_in_memory(rec) -> bool:

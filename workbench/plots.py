@@ -194,7 +194,8 @@ def _bar_panels(
         }
         for r in rows
     ]
-    rows = [r for r in rows if r["_value"] is not None and r["_value"] == r["_value"]]
+    # a projected setting that does not fit keeps its slot (a "does not fit" label, never a bar or a number)
+    rows = [r for r in rows if not r["_fits"] or (r["_value"] is not None and r["_value"] == r["_value"])]
     if not rows:
         raise ValueError(f"no records with a value for {suptitle}")
     cells: dict[tuple, list[dict]] = {}
@@ -219,7 +220,8 @@ def _bar_panels(
             for key in keys:
                 members = cells[key]
                 _, group, variant, prov = key
-                v = float(np.median([m["_value"] for m in members]))
+                fitting = [m["_value"] for m in members if m["_fits"] and m["_value"] is not None]
+                v = float(np.median(fitting)) if fitting else 0.0
                 x = groups.index(group) + (present.index(variant) - (len(present) - 1) / 2) * width
                 color = colors[variant]
                 if prov == "published":
@@ -237,18 +239,17 @@ def _bar_panels(
                     continue
                 if not all(m["_fits"] for m in members):
                     any_nofit = True
-                    ax.bar(x, v, width * 0.95, facecolor="none", edgecolor=color, hatch="xx", linewidth=0.8)
                     ax.annotate(
-                        f"{NOFIT}\n({fmt(v)}{suffix} if it did)",
-                        (x, v),
+                        NOFIT,
+                        (x, 0.0),
                         ha="center",
                         va="bottom",
                         fontsize=6.5,
                         color="firebrick",
+                        rotation=90,
                         xytext=(0, 2),
                         textcoords="offset points",
                     )
-                    top = max(top, v)
                     continue
                 st = STYLE[prov]
                 ax.bar(
@@ -299,7 +300,9 @@ def _bar_panels(
                 )
             )
         if any_nofit:
-            handles.append(Patch(facecolor="none", edgecolor="k", hatch="xx", label=NOFIT + " (projected)"))
+            handles.append(
+                Patch(facecolor="none", edgecolor="none", label=NOFIT + ": projected, no bar, no number")
+            )
         fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)))
         fig.suptitle(suptitle)
         return fig
@@ -676,8 +679,11 @@ def plot_scaling(
                     "color": COLORS[chips.index(chip) % 10],
                     "linestyle": dashes[layouts.index(layout) % 4],
                 }
+                if not g["fits in HBM"].any():  # a series that never fits draws nothing, it is only named
+                    top.plot([], [], " ", label=f"{chip} {layout}: {NOFIT} at any count (no points)")
+                    continue
                 base = g["baseline chips"].iloc[0]
-                what = f"vs {int(base)} chips" if base == base and base is not None else "never fits"
+                what = f"vs {int(base)} chips"
                 top.plot(
                     g["chips"],
                     g["tok/s/chip"],
@@ -694,10 +700,8 @@ def plot_scaling(
                     label=f"{chip} {layout} (projected, {what})",
                     **style,
                 )
-                nofit = g[~g["fits in HBM"]]
-                top.plot(nofit["chips"], nofit["tok/s/chip"], "x", color="k", markersize=8, linestyle="")
             if (~f["fits in HBM"]).any():
-                top.plot([], [], "x", color="k", label=f"{NOFIT} (projected as if it did; no efficiency)")
+                top.plot([], [], " ", label=f"counts that {NOFIT.replace('does', 'do')}: no point, no price")
             wl = f["workload"].iloc[0]
             if published is not None and not published.empty and wl == "qwen3-235b-a22b":
                 errs = ", ".join(

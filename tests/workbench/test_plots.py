@@ -142,6 +142,12 @@ def test_scaling_keeps_layouts_apart_and_normalises_only_to_points_that_fit():
     stars = next(line for line in top.get_lines() if line.get_marker() == "*")
     assert list(stars.get_ydata()) == list(pub["published tok/s per chip"])  # as published, not normalised
     assert not any(line.get_marker() == "*" for line in bottom.get_lines())
+    nofit = set(frame.loc[~frame["fits in HBM"], "chips"])
+    assert nofit  # 235B on 1 and 8 chips does not fit: no plotted point there, on any line
+    for line in top.get_lines():
+        if line.get_marker() == "s":
+            ys = dict(zip(line.get_xdata(), line.get_ydata(), strict=True))
+            assert all(ys[n] != ys[n] for n in nofit if n in ys)
     # the open squares are the as-published setting (FSDP per slice, data parallel across), not fsdp+ep
     square = next(
         x.get_label() for x in top.get_lines() if x.get_marker() == "s" and x.get_linestyle() == "None"

@@ -45,6 +45,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--brief", action="store_true", help="with --vs-published: the tables only, no per-point details"
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="with --vs-published: one JSON object: rows (training and serving, each with source, date, vendor, "
+        "chip, phase, precision, role, published, projected, unit, error_pct, note) and per-group errors",
+    )
+    p.add_argument(
+        "--kv-precision",
+        default=None,
+        help="precision of the KV cache for prefill/decode (default: the activations'); e.g. fp8",
+    )
 
 
 def _assumptions(args):
@@ -71,6 +82,13 @@ def run(args) -> int:
     from tpu_workbench.bench.projection.report import format_table  # lazy: startup
     from tpu_workbench.bench.results import append_records  # lazy: startup
 
+    if args.vs_published and getattr(args, "json", False):
+        import json  # lazy: startup
+
+        from tpu_workbench.bench.projection.serving_validation import vs_published_json  # lazy: startup
+
+        print(json.dumps(vs_published_json(assumptions=_assumptions(args)), indent=1, default=str))
+        return 0
     if args.vs_published:
         table = projection_vs_published(assumptions=_assumptions(args))
         print(format_table(table, details=not args.brief))
@@ -98,9 +116,11 @@ def run(args) -> int:
                     catalog=catalog,
                     remat=args.remat,
                     slices=args.slices,
+                    kv_precision=getattr(args, "kv_precision", None),
                 )
                 records.append(rec)
-                line = cost_line(price, rec.tokens_per_s_per_chip) if price else None
+                runs = rec.tokens_per_s_per_chip is not None  # None: it does not fit, no rate and no price
+                line = cost_line(price, rec.tokens_per_s_per_chip) if price and runs else None
                 row = {
                     "chip": rec.chip,
                     "n_chips": rec.n_chips,
@@ -108,15 +128,15 @@ def run(args) -> int:
                     "batch": rec.batch,
                     "tok/s/chip": rec.tokens_per_s_per_chip,
                     "tok/s/user": rec.tokens_per_s_per_user,
-                    "MFU%": 100 * rec.mfu,
-                    "bound": rec.extra["bound"],
-                    "comm%": 100 * rec.extra["comm_fraction"],
+                    "MFU%": 100 * rec.mfu if runs else None,
+                    "bound": rec.extra["bound"] if runs else "does not fit",
+                    "comm%": 100 * rec.extra["comm_fraction"] if runs else None,
                     "fits/device": rec.extra["fits_in_hbm"],
                     money: (
                         f"{line.usd_per_mtok:.4f} ({line.tier} {line.price_date}"
                         f"{', stale' if line.stale else ''})"
                         if line
-                        else f"no {prices.kind} price"
+                        else (f"no {prices.kind} price" if runs else rec.extra["infeasible"])
                     ),
                 }
                 if args.run_tokens and line:

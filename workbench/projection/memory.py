@@ -98,10 +98,20 @@ def inference_memory(
     devices_per_chip: int,
     hbm_gb_per_device: float,
     weight_bytes: float,
+    tokens_per_chip: float = 0.0,
+    sequences_per_chip: float = 0.0,
+    act_bytes: float = 2.0,
 ) -> MemoryFit:
-    """Inference memory per device: sharded weights and the KV cache."""
+    """Inference memory per device: sharded weights, the KV cache, and the step's live activations (one
+    layer's working set, as in training, plus the fp32 logits of each sequence's last position)."""
     dense = pc.total - pc.routed_experts
     shard = lay.fsdp * lay.tp * devices_per_chip
     params = dense / shard + pc.routed_experts / max(lay.ep * lay.tp * devices_per_chip, shard)
-    gb = {"weights": params * weight_bytes / 1e9, "kv_cache": kv_bytes_per_chip / devices_per_chip / 1e9}
+    tok = tokens_per_chip / devices_per_chip
+    working = sum(sublayer_elements(cfg).values()) / lay.tp * tok * act_bytes
+    gb = {
+        "weights": params * weight_bytes / 1e9,
+        "kv_cache": kv_bytes_per_chip / devices_per_chip / 1e9,
+        "activations": (working + sequences_per_chip / devices_per_chip * cfg.vocab * 4 / lay.tp) / 1e9,
+    }
     return MemoryFit(sum(gb.values()), hbm_gb_per_device, gb)

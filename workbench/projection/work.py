@@ -106,13 +106,16 @@ def forward_ops(
     gmm_tile: tuple[int, int, int] | None = None,
     devices_per_chip: int = 1,
     block: Block = LLAMA,
+    kv_nb: float | None = None,
 ) -> StepWork:
     """Forward work of ``tokens`` tokens on one chip of a tensor-parallel group of ``tp`` (each chip runs
     1/tp of the group's ``tokens * tp`` tokens' matmuls). ``context``: keys each query sees (decode: the
     cache length; training/prefill: None = the sequence, causal). ``ep``: expert-parallel degree.
     ``gmm_tile``: the (m, k, n) tiles of the setting's grouped-matmul kernel (None: MXU tiles only); each of
     the chip's ``devices_per_chip`` devices runs its own kernel on its share of the rows. ``block``: the
-    layer's wiring (MLP matrices; attention and MLP in parallel share one norm and one residual add)."""
+    layer's wiring (MLP matrices; attention and MLP in parallel share one norm and one residual add).
+    ``kv_nb``: bytes per cached key/value element (None: ``nb``). Decode reads each sequence's whole cache
+    (``context`` + 1 positions) every step: that read, not the weights, dominates at long context."""
     d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
     m = tokens * tp  # rows of the TP group's matmuls
     kv_rep = max(tp // cfg.n_kv_heads, 1)  # KV heads replicated when tp > n_kv_heads
@@ -132,8 +135,10 @@ def forward_ops(
         keys = context + 1
     heads = cfg.n_heads / tp
     attn_flops = 4 * m * heads * hd * keys * L
-    kv_bytes = m * 2 * cfg.n_kv_heads * kv_rep / tp * hd * nb
-    reads = 1 if context is not None else max(keys / max(attn_block, 1), 1)  # K,V re-read per query block
+    kv_bytes = m * 2 * cfg.n_kv_heads * kv_rep / tp * hd * (nb if kv_nb is None else kv_nb)
+    # prefill/training: K,V of the sequence re-read once per query block; decode: each sequence's cache of
+    # `keys` positions read once per step (m sequences, one query each)
+    reads = keys if context is not None else max(keys / max(attn_block, 1), 1)
     ops.append(
         Op(
             "attention",
@@ -160,26 +165,20 @@ def forward_ops(
                 bytes=(m * d + d * cfg.n_experts) * nb / tp * L,
             )
         )
+        # experts no token is routed to are not read: with Poisson arrivals of rows_per_expert rows on
+        # average, a fraction exp(-rows) of the local experts stays idle (decode at small batch)
+        touched = 1.0 - math.exp(-rows_per_expert)
         for name, sub, k_, n_ in (
             ("moe_wi_0", "mlp_wi_0", d, f_moe),
             ("moe_wi_1", "mlp_wi_1", d, f_moe),
             ("moe_wo", "mlp_wo", f_moe, d),
         ):
             fill = grouped_fill(rows_per_expert / devices_per_chip, k_, n_, tile, gmm_tile)
-            ops.append(
-                _gemm(
-                    name,
-                    sub,
-                    rows_per_expert,
-                    k_,
-                    n_,
-                    nb,
-                    tile,
-                    kind="grouped_gemm",
-                    groups=groups,
-                    fill=fill,
-                )
+            op = _gemm(
+                name, sub, rows_per_expert, k_, n_, nb, tile, kind="grouped_gemm", groups=groups, fill=fill
             )
+            op.bytes -= (1.0 - touched) * k_ * n_ * nb * groups
+            ops.append(op)
         if cfg.n_shared_experts:
             fs = cfg.moe_ffn_dim * cfg.n_shared_experts / tp
             ops += [

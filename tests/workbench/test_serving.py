@@ -1,0 +1,109 @@
+"""Serving model: engine step times, KV capacity, closed form vs discrete-event simulation, prices at an
+interactivity target, request mixes and traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tpu_workbench.bench.errors import WorkbenchError
+from tpu_workbench.bench.projection import project
+from tpu_workbench.bench.projection.requests import Request, RequestMix, load_trace
+from tpu_workbench.bench.projection.serving import (
+    ServingDeployment,
+    StepModel,
+    at_interactivity,
+    curve,
+    kv_capacity,
+    steady_state,
+)
+from tpu_workbench.bench.projection.serving_sim import simulate
+
+
+@pytest.fixture(scope="module")
+def v6e():
+    return StepModel.build("llama3-8b", ServingDeployment("TPU v6e", 8, "tp", max_batch=64))
+
+
+def test_a_decode_only_step_is_the_projected_decode_step(v6e):
+    for ctx in (512, 16384):
+        rec = project("TPU v6e", "llama3-8b", "decode", 8, "tp", batch=8, seq=ctx)
+        assert v6e.time(64, ctx, 0) == pytest.approx(rec.step_median_s, rel=0.01)
+    assert v6e.time(64, 1024, 2048) > v6e.time(64, 1024, 0)  # a prefill chunk costs time
+
+
+def test_kv_capacity_counts_paged_blocks_after_the_weights():
+    m = StepModel.build("llama3-8b", ServingDeployment("TPU v6e", 8, "tp", max_batch=10_000))
+    short, long = kv_capacity(m, 2048), kv_capacity(m, 32768)
+    assert short.max_seqs > 10 * long.max_seqs > 0
+    per_seq_gb = 32768 * m.kv_bytes_per_token_per_chip() / 1e9
+    assert long.max_seqs == pytest.approx(long.kv_gb_per_chip / per_seq_gb, abs=1)
+    tiny = StepModel.build("llama3-70b", ServingDeployment("TPU v5e", 1, "tp"))
+    assert kv_capacity(tiny, 2048).infeasible.startswith("does not fit in HBM")
+
+
+def test_the_simulation_and_the_closed_form_agree_on_a_steady_state(v6e):
+    sim = simulate(v6e, RequestMix(1024, 256, n=640).sample())
+    st = steady_state(v6e, 1024, 256, 64)
+    assert sim.output_tok_s_per_chip == pytest.approx(st.output_tok_s_per_chip, rel=0.06)
+    assert sim.pct("tpot_s", 50) == pytest.approx(st.tpot_s, rel=0.05)
+    assert sim.pct("ttft_s", 99) > sim.pct("ttft_s", 50)  # offline: later requests queue
+
+
+def test_poisson_arrivals_below_capacity_keep_ttft_short(v6e):
+    light = simulate(v6e, RequestMix(1024, 128, rate_per_s=2.0, n=100).sample())
+    heavy = simulate(v6e, RequestMix(1024, 128, n=100).sample())
+    assert light.pct("ttft_s", 90) < heavy.pct("ttft_s", 90)
+    assert light.pct("tpot_s", 50) < heavy.pct("tpot_s", 50)
+
+
+def test_price_at_an_interactivity_target_meets_it_and_refuses_what_cannot(v6e):
+    p = at_interactivity(v6e, 1024, 1024, 200.0, 2.7)
+    assert p.state.tok_s_per_user >= 200 and p.infeasible is None
+    assert (
+        steady_state(v6e, 1024, 1024, p.state.concurrency + 1).tok_s_per_user < 200
+        or p.state.concurrency == 64
+    )
+    assert p.usd_per_m_output > p.usd_per_m_total > p.usd_per_m_input > 0
+    slo = at_interactivity(v6e, 1024, 1024, 10_000.0, 2.7)
+    assert slo.usd_per_m_output is None and slo.infeasible.startswith("misses the SLO")
+    no = at_interactivity(
+        StepModel.build("llama3-70b", ServingDeployment("TPU v5e", 1, "tp")), 1024, 1024, 20, 1.0
+    )
+    assert no.usd_per_m_total is None and no.infeasible.startswith("does not fit")
+
+
+def test_the_curve_trades_interactivity_for_throughput_and_names_what_does_not_fit():
+    m = StepModel.build("llama3-8b", ServingDeployment("TPU v6e", 8, "tp", max_batch=4096))
+    pts = curve(m, 8192, 1024, concurrencies=[1, 16, 128, 100_000])
+    fit = [p for p in pts if p.infeasible is None]
+    assert [p.tok_s_per_user for p in fit] == sorted((p.tok_s_per_user for p in fit), reverse=True)
+    assert [p.output_tok_s_per_chip for p in fit] == sorted(p.output_tok_s_per_chip for p in fit)
+    assert pts[-1].output_tok_s_per_chip is None and "KV capacity" in pts[-1].infeasible
+
+
+def test_traces_and_mixes_refuse_bad_input_in_one_line(tmp_path):
+    good = tmp_path / "t.jsonl"
+    good.write_text(
+        json.dumps({"input_tokens": 10, "output_tokens": 5, "arrival_s": 1.5})
+        + "\n"
+        + json.dumps({"input_tokens": 3, "output_tokens": 2})
+        + "\n"
+    )
+    assert load_trace(good) == [Request(0.0, 3, 2), Request(1.5, 10, 5)]
+    bad = tmp_path / "b.jsonl"
+    for text, msg in (
+        ('{"input_tokens": 10}\n', "needs input_tokens"),
+        ('{"input_tokens": 0, "output_tokens": 5}\n', ">= 1"),
+        ("", "no requests"),
+    ):
+        bad.write_text(text)
+        with pytest.raises(WorkbenchError, match=msg):
+            load_trace(bad)
+    with pytest.raises(WorkbenchError, match="exceeds the model's context"):
+        load_trace(good, max_context=12)
+    with pytest.raises(WorkbenchError, match="unknown request mix"):
+        RequestMix.named("2k/2k")
+    spread = RequestMix.named("8k/1k", spread=0.5, n=2000).sample()
+    assert abs(sum(r.input_tokens for r in spread) / 2000 / 8192 - 1) < 0.05

@@ -1,0 +1,89 @@
+"""Validation on both vendors: every serving row of published-figures.md (4, 7, 9-14) is in the JSON table,
+projected or with the reason it cannot be; one calibration point per vendor, phase family and precision;
+the fitted serving overheads re-fit to the stored constants."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from tpu_workbench.bench.cli import main
+from tpu_workbench.bench.projection.serving_validation import (
+    SEQ_OVERHEAD_S,
+    fit_seq_overhead,
+    serving_rows,
+    summary,
+    vs_published_json,
+)
+
+FIELDS = {
+    "source",
+    "date",
+    "vendor",
+    "chip",
+    "phase",
+    "precision",
+    "role",
+    "published",
+    "projected",
+    "unit",
+    "error_pct",
+    "note",
+}
+
+
+@pytest.fixture(scope="module")
+def table():
+    return vs_published_json()
+
+
+def test_the_fitted_overheads_are_what_the_calibration_rows_give():
+    for vendor in ("tpu", "gpu"):
+        assert fit_seq_overhead(vendor) == pytest.approx(SEQ_OVERHEAD_S[vendor], rel=0.01)
+
+
+def test_every_serving_row_is_in_the_table_projected_or_with_its_reason(table):
+    rows = table["rows"]
+    assert all(FIELDS <= set(r) for r in rows)
+    ids = Counter(r["id"] for r in rows)
+    for n in (4, 7, 9, 10, 11, 12, 13, 14):
+        assert ids[f"row {n}"] >= 1, n
+    for r in rows:
+        assert r["role"] in ("calibration", "validation", "unanchored", "inconsistent")
+        if r["role"] == "unanchored":
+            assert r["projected"] is None and r["note"]
+        if r["role"] == "validation" and r["projected"] is not None and not isinstance(r["published"], str):
+            assert r["error_pct"] == pytest.approx(100 * (r["projected"] / r["published"] - 1))
+    assert {r["vendor"] for r in rows if r["phase"] == "train"} == {"gpu", "tpu"}
+
+
+def test_at_most_one_calibration_point_per_vendor_phase_family_and_precision(table):
+    points = {  # one published point may give two rows (tokens/s and MFU)
+        (r["vendor"], "train" if r["phase"] == "train" else "serve", r["precision"], r["id"], r["chip"])
+        for r in table["rows"]
+        if r["role"] == "calibration"
+    }
+    cal = Counter(p[:3] for p in points)
+    assert cal and max(cal.values()) == 1
+    ids = {r["id"] for r in table["rows"] if r["role"] == "calibration"}
+    assert not ids & {r["id"] for r in table["rows"] if r["role"] == "validation" and r["id"] != "row 12"}
+
+
+def test_groups_count_only_projected_validation_rows_and_judge_the_targets():
+    rows = serving_rows()
+    s = summary(rows)
+    tpu = s["tpu serve"]
+    assert tpu["calibration_rows"] == 1 and tpu["validation_rows"] == sum(
+        1
+        for r in rows
+        if r.vendor == "tpu" and r.phase != "train" and r.role == "validation" and r.error_pct is not None
+    )
+    assert tpu["meets_target"] == (tpu["share_within_15pct"] >= 0.9 and tpu["max_abs_error_pct"] <= 25)
+
+
+def test_the_cli_prints_the_json_table(capsys):
+    assert main(["project", "--vs-published", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"rows", "groups", "targets", "calibration"} and len(out["rows"]) > 100

@@ -1,0 +1,156 @@
+"""Stage 4: the time of one step on one chip from its kernels (work.py), its collectives (topology.py) and
+what the memory stage chose (remat).
+
+    training   : T_compute = T_fwd + T_bwd (2 x matmuls, 2.5 x flash attention, 2 x elementwise)
+                             + T_recompute (sub-layers the remat policy does not save) + loss + optimizer
+    T_async    = FSDP gathers/reduce-scatters + data-parallel gradient reduction (ICI/NVLink and DCN)
+                 + die-to-die copies; hidden under compute up to overlap x T_compute
+    T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path
+    T_step     = (T_compute + exposed T_async + (1 - critical_overlap) x T_critical)
+                 x (1 + straggler_cv x sqrt(2 ln hosts))
+"""
+
+from __future__ import annotations
+
+from tpu_workbench.bench.projection.assumptions import Assumptions
+from tpu_workbench.bench.projection.block import Block
+from tpu_workbench.bench.projection.fit import Fit
+from tpu_workbench.bench.projection.remat import recomputed
+from tpu_workbench.bench.projection.spec import Setting
+from tpu_workbench.bench.projection.work import StepWork
+
+BACKWARD = {"gemm": 2.0, "grouped_gemm": 2.0, "attention": 2.5, "elementwise": 2.0}
+
+
+class Step:
+    """Times of one step's parts (seconds), the HBM bytes it moves and whether its kernels are math- or
+    memory-bound."""
+
+    def __init__(self):
+        self.compute: dict[str, float] = {}
+        self.async_comm: dict[str, float] = {}
+        self.critical_comm: dict[str, float] = {}
+        self.math_bound = 0.0
+        self.memory_bound = 0.0
+        self.hbm_bytes = 0.0
+
+    def add_ops(self, label: str, work: StepWork, s: Setting, factor=None, only=None) -> None:
+        t = 0.0
+        for op in work.ops:
+            if only is not None and op.sublayer not in only:
+                continue
+            mult = factor(op) if factor else 1.0
+            op_t = op.time(s.peak, s.hbm, s.eff) * mult
+            t += op_t
+            self.hbm_bytes += op.bytes * mult
+            if op.flops and op.flops / (s.peak * s.eff[op.kind] * op.fill) >= op.bytes / s.hbm:
+                self.math_bound += op_t
+            else:
+                self.memory_bound += op_t
+        self.compute[label] = t
+
+    def add_memory(self, label: str, nbytes: float, hbm: float) -> None:
+        self.compute[label] = nbytes / hbm
+        self.memory_bound += nbytes / hbm
+        self.hbm_bytes += nbytes
+
+    def total(self, a: Assumptions, straggler: float) -> dict[str, float]:
+        t_compute = sum(self.compute.values())
+        t_async = sum(self.async_comm.values())
+        hidden = min(t_async, a.overlap * t_compute)
+        exposed_async = t_async - hidden
+        exposed_crit = (1 - a.critical_overlap) * sum(self.critical_comm.values())
+        base = t_compute + exposed_async + exposed_crit
+        return {
+            "compute": t_compute,
+            "async_comm": t_async,
+            "async_hidden": hidden,
+            "async_exposed": exposed_async,
+            "critical_comm": sum(self.critical_comm.values()),
+            "critical_exposed": exposed_crit,
+            "straggler": base * (straggler - 1),
+            "step": base * straggler,
+        }
+
+
+def time_step(s: Setting, work: StepWork, fit: Fit) -> Step:
+    """Kernels and collectives of one step of ``s`` (training or inference)."""
+    step = Step()
+    (_train if s.phase == "train" else _inference)(step, s, work, fit)
+    return step
+
+
+def _shapes(s: Setting) -> dict[str, float]:
+    cfg, pc, lay = s.cfg, s.pc, s.lay
+    dense = pc.total - pc.routed_experts
+    return {
+        "dense": dense,
+        "dense_gathered": (dense - pc.embedding) * s.wb / lay.tp,  # one TP shard's weights (embedding: rows)
+        "expert_gathered": pc.routed_experts * s.wb / (lay.tp * lay.ep),
+        "f_exp": max(lay.fsdp * lay.dp_in_slice // lay.ep, 1) if lay.ep > 1 else lay.fsdp,
+        "n_moe": cfg.n_layers if cfg.is_moe else 0,
+        "act": s.tokens * lay.tp * cfg.d_model * s.nb,  # one activation tensor of the TP group
+        "a2a": s.tokens * cfg.top_k * (s.capacity_factor or 1.0) * cfg.d_model * s.nb if cfg.is_moe else 0.0,
+    }
+
+
+def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
+    lay, fabric, a, x = s.lay, s.fabric, s.a, _shapes(s)
+    again = recomputed(fit.saved)
+    step.add_ops("forward", work, s)
+    step.add_ops("backward", work, s, factor=lambda op: BACKWARD[op.kind])
+    step.add_ops("recompute", work, s, only=again)
+    step.add_memory("loss", work.loss_bytes, s.hbm)
+    local_params = x["dense"] / (lay.fsdp * lay.tp) + s.pc.routed_experts / (
+        max(lay.ep, 1) * lay.tp * max(x["f_exp"], 1)
+    )
+    step.add_memory("optimizer", local_params * (2 * a.optimizer_state_bytes_per_param + 2 * s.wb), s.hbm)
+    dg, eg = x["dense_gathered"], x["expert_gathered"]
+    fsdp = 3 * fabric.ring(dg, lay.fsdp, lay.tp)
+    fsdp += 3 * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
+    step.async_comm["fsdp_gather_scatter"] = fsdp
+    grads_local = (dg / lay.fsdp + eg / x["f_exp"]) if lay.fsdp > 1 else (dg + eg)
+    step.async_comm["dp_allreduce_in_slice"] = fabric.ring(grads_local, lay.dp_in_slice, lay.tp * lay.fsdp, 2)
+    step.async_comm["dp_allreduce_across_slices_dcn"] = fabric.across_slices(
+        grads_local, lay.dp_across_slices
+    )
+    if s.chip.devices_per_chip > 1:
+        step.async_comm["die_to_die"] = fabric.die_to_die(3 * (dg + eg))
+    passes = tp_allreduces_per_layer(s.block, recomputed_outputs=bool(again & {"out_proj", "mlp_wo"}))
+    _tp_comm(step, passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2), s.kernels.async_collectives)
+    a2a_passes = 4 + (2 if again & {"mlp_wi_0", "mlp_wi_1"} else 0)
+    a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
+    async_a2a = "all_to_all" in s.kernels.async_collectives
+    (step.async_comm if async_a2a else step.critical_comm)["ep_all_to_all"] = a2a
+
+
+def _inference(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
+    lay, fabric, x = s.lay, s.fabric, _shapes(s)
+    step.add_ops("forward", work, s)
+    if s.phase == "prefill":
+        step.add_memory("kv_write", fit.kv_bytes_per_chip, s.hbm)
+    # weights are resident; an FSDP layout gathers them every step with nothing to hide behind in decode
+    gather = fabric.ring(x["dense_gathered"], lay.fsdp, lay.tp) if lay.fsdp > 1 else 0.0
+    (step.async_comm if s.phase == "prefill" else step.critical_comm)["fsdp_gather"] = gather
+    passes = tp_allreduces_per_layer(s.block, recomputed_outputs=False) / 2  # forward only
+    _tp_comm(step, passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2), s.kernels.async_collectives)
+    step.critical_comm["ep_all_to_all"] = 2 * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
+
+
+def tp_allreduces_per_layer(block: Block, *, recomputed_outputs: bool) -> int:
+    """Tensor-parallel all-reduces (all-gather + reduce-scatter) of one layer's activations in a training
+    step: one per branch output forward and backward, again when the outputs are recomputed. A parallel block
+    sums attention and MLP outputs before reducing, so it has one branch output, a sequential layer two (XLA's
+    ReduceScatterReassociate / AllReduceReassociate passes turn add(reduce(a), reduce(b)) into reduce(a + b)
+    where the framework constrains each branch output separately, as MaxText 2023 did)."""
+    outputs = 1 if block.parallel else 2
+    return outputs * (3 if recomputed_outputs else 2)
+
+
+def _tp_comm(step: Step, t_allreduce: float, async_collectives: tuple[str, ...]) -> None:
+    """Tensor-parallel activation collectives: an all-reduce = an all-gather + a reduce-scatter of the same
+    volume; the half the setting's compiler makes asynchronous goes with the async collectives."""
+    halves = {"all_gather": t_allreduce / 2, "reduce_scatter": t_allreduce / 2}
+    for kind, t in halves.items():
+        target = step.async_comm if kind in async_collectives else step.critical_comm
+        target[f"tp_{kind}"] = t
