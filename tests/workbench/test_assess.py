@@ -146,3 +146,27 @@ def test_a_hanging_command_is_killed_and_reported(tmp_path):
     (cmd,) = data["commands"]
     assert cmd["cpu"]["status"] == "timeout" and "killed" in cmd["cpu"]["first_error"]
     assert code == 2  # every command fails before the migration: nothing to compare
+
+
+def test_findings_quote_the_original_line_and_effort_ranks_files(tmp_path):
+    import shutil
+
+    from tpu_workbench.bench.assess.migration import migrate_copy
+
+    src = tmp_path / "orig"
+    src.mkdir()
+    (src / "a.py").write_text(
+        "import torch\ntorch.cuda.set_device(0)\ntorch.cuda.manual_seed(1)\nx = torch.zeros(2, device='cuda')\n"
+    )
+    (src / "b.py").write_text("import torch\ny = torch.ones(1, device='cuda')\n")
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    m = migrate_copy(copy, src)
+    assert (src / "a.py").read_text().count("cuda") == 3  # the original is untouched
+    lines = (src / "a.py").read_text().splitlines()
+    assert any(f["findings"] for f in m["files"] if f["path"] == "a.py")
+    for f in m["files"]:
+        for x in f["findings"]:
+            assert x["source"] == lines[x["line"] - 1].strip()
+    assert [f["path"] for f in m["files"]][0] == "a.py"  # more work first
+    assert m["rewritten"] >= 2 and m["effort_min"] > 0

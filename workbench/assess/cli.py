@@ -48,6 +48,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tpu", default="TPU v7", help="catalog TPU to project to (default 'TPU v7')")
     p.add_argument("--chips", type=argtypes.POSITIVE_INT, default=8, help="chips of each (default 8)")
     p.add_argument("--tokens", type=argtypes.POSITIVE, default=1e9, help="training tokens projected")
+    p.add_argument(
+        "--default-device",
+        action="store_true",
+        help="in the tpu run, make 'tpu' torch's default device (tests that never name a device exercise it)",
+    )
     p.add_argument("--jobs", type=argtypes.POSITIVE_INT, default=1, help="commands run at once")
     p.add_argument("--engine", default="local", choices=["local", "ray"], help="executor engine")
     p.add_argument("--out", default="assessment", help="folder for the reports and logs (outside PATH)")
@@ -75,6 +80,7 @@ def run(args) -> int:
         tokens=args.tokens,
         workers=args.jobs,
         engine=args.engine,
+        default_device=args.default_device,
     )
     data = assess(options, progress=not args.no_progress)
     v = data["verdict"]

@@ -41,7 +41,18 @@ def first_error(log: str) -> str | None:
     return None
 
 
-def _env(device: str, probe: str, count_flops: bool, cwd: Path) -> dict:
+PYTEST_SUMMARY = re.compile(
+    r"^=*\s*((?:\d+ (?:passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?),? ?)+)"
+)
+
+
+def test_summary(log: str) -> str | None:
+    """pytest's closing counts ("3 failed, 10 passed"), when the command was a pytest run."""
+    found = [m.group(1).strip(" ,") for m in map(PYTEST_SUMMARY.match, log.splitlines()) if m]
+    return found[-1] if found else None
+
+
+def _env(device: str, probe: str, count_flops: bool, cwd: Path, default_device: bool = False) -> dict:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(
@@ -50,6 +61,8 @@ def _env(device: str, probe: str, count_flops: bool, cwd: Path) -> dict:
     env["TPU_ASSESS_PROBE"] = probe
     env["TPU_ASSESS_FLOPS"] = "1" if count_flops else "0"
     env["TPU_ASSESS_DEVICE"] = device
+    if default_device and device != "cpu":
+        env["TPU_ASSESS_DEFAULT_DEVICE"] = device
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_OFFLINE"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -74,7 +87,9 @@ def run_command(payload: dict, emit) -> dict:
             command,
             shell=True,
             cwd=cwd,
-            env=_env(device, prefix, payload.get("count_flops", False), cwd),
+            env=_env(
+                device, prefix, payload.get("count_flops", False), cwd, payload.get("default_device", False)
+            ),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -107,6 +122,7 @@ def run_command(payload: dict, emit) -> dict:
         )
         or (first_error(text) if rc else None),
         "missing_ops": missing,
+        "tests": test_summary(text),
         "log": str(log_path),
         "log_tail": text[-2000:],
         "probe": _merge(probes),

@@ -25,8 +25,9 @@ def _line(path: Path, n: int) -> str:
     return lines[n - 1].strip() if 0 < n <= len(lines) else ""
 
 
-def migrate_copy(copy: Path) -> dict:
-    """Migrate ``copy`` in place (it is ours) and summarise; paths in the summary are relative to the copy."""
+def migrate_copy(copy: Path, original: Path) -> dict:
+    """Migrate ``copy`` in place (it is ours) and summarise; paths in the summary are relative to the copy, and
+    the flagged lines are quoted from ``original`` (the diagnostics' line numbers are the source's)."""
     from tpu_workbench.migrate import migrate_paths  # lazy: startup
 
     result = migrate_paths([str(copy)], write=True, jobs=1)
@@ -38,7 +39,7 @@ def migrate_copy(copy: Path) -> dict:
         for d in f.diagnostics:
             by_rule[(d.code, d.outcome)] += 1
         flagged = [
-            {"line": d.line, "code": d.code, "message": d.message, "source": _line(Path(f.path), d.line)}
+            {"line": d.line, "code": d.code, "message": d.message, "source": _line(original / rel, d.line)}
             for d in f.diagnostics
             if d.outcome != "rewritten"
         ]

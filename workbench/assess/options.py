@@ -16,7 +16,8 @@ class AssessOptions:
     """``run``/``tests``: commands run in the copy's root (``{device}`` becomes ``cpu`` before the migration and
     ``tpu`` after); ``candidates``: also run the proposed ones; ``timeout``: seconds per command and phase;
     ``gpu``/``tpu``: catalog chips to project to; ``chips``: how many of each; ``tokens``: tokens of the
-    projected run (training); ``workers``: commands at once; ``engine``: executor engine."""
+    projected run (training); ``workers``: commands at once; ``engine``: executor engine; ``default_device``: in the tpu run, make "tpu"
+    torch's default device (a test suite that never names a device then exercises it)."""
 
     path: Path
     out: Path = Path("assessment")
@@ -30,3 +31,4 @@ class AssessOptions:
     tokens: float = 1e9
     workers: int = 1
     engine: str = "local"
+    default_device: bool = False

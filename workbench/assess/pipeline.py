@@ -38,6 +38,7 @@ def _run_all(cmds: list[dict], before: Path, after: Path, options: AssessOptions
                 "device": device,
                 "timeout": options.timeout,
                 "count_flops": device == "cpu",
+                "default_device": options.default_device,
                 "log": str(logs / f"{i}-{device}.log"),
             }
             tasks.append(Task(f"{i}-{device}", ref(run_command), payload))
@@ -67,7 +68,7 @@ def assess(options: AssessOptions, progress: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="tpu-assess-") as tmp:
         before = copy_tree(root, Path(tmp) / "before")
         after = copy_tree(root, Path(tmp) / "after")
-        migration = migrate_copy(after)
+        migration = migrate_copy(after, before)
         candidates = propose(before)
         cmds = _commands(options, candidates)
         if cmds:
@@ -87,6 +88,7 @@ def assess(options: AssessOptions, progress: bool = False) -> dict:
             "chips": options.chips,
             "tokens": options.tokens,
             "engine": options.engine,
+            "default_device": options.default_device,
         },
         "migration": migration,
         "candidates": candidates,

@@ -134,6 +134,12 @@ def install() -> None:
         import torch  # lazy: heavy
     except Exception:  # noqa: BLE001 - a project without torch: nothing to observe
         return
+    default = os.environ.get("TPU_ASSESS_DEFAULT_DEVICE")
+    if default:
+        try:
+            torch.set_default_device(default)
+        except Exception as exc:  # noqa: BLE001 - say so in the run's log, run on
+            print(f"tpu-bench assess: could not make {default!r} the default device: {exc}", file=sys.stderr)
     torch.nn.Module.__call__ = _wrap(torch.nn.Module.__call__, os.environ.get("TPU_ASSESS_FLOPS") == "1")
     try:
         torch._logging.set_logs(recompiles=True)

@@ -81,6 +81,7 @@ def markdown(data: dict) -> str:
         for dev in ("cpu", "tpu"):
             r = c.get(dev, {})
             err = f"; first error: `{r['first_error']}`" if r.get("first_error") else ""
+            err = (f" ({r['tests']})" if r.get("tests") else "") + err
             lines.append(
                 f"- {dev}: {r.get('status')} in {r.get('wall_s', 'n/a')} s{err} (log: {r.get('log', 'n/a')})"
             )
@@ -128,7 +129,7 @@ def markdown(data: dict) -> str:
     ]
     flagged = [(f["path"], x) for f in mig["files"] for x in f["findings"]]
     if flagged:
-        lines += ["### Lines to change by hand", ""]
+        lines += ["### Lines to check (warned) or change (flagged) by hand", ""]
         lines += [f"- {p}:{x['line']} {x['code']} {x['message']} — `{x['source']}`" for p, x in flagged[:200]]
     lines += ["", f"Assessed in {data['wall_s']} s."]
     return "\n".join(lines) + "\n"
