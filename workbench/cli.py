@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         "chips at any scale, and published reference points, never mixed silently.",
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{run,compare,project,plot,catalog,validate,demo}"
+        dest="command", required=True, metavar="{run,compare,project,plot,catalog,validate,assess,demo}"
     )
     _add_run(sub)
     _add_compare(sub)
@@ -440,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plot(sub)
     _add_catalog(sub)
     _add_validate(sub)
+    _add_assess(sub)
     d = sub.add_parser("demo", help="the guided end-to-end demo (migrate → run → compare → plot)")
     d.add_argument(
         "demo_args", nargs=argparse.REMAINDER, help="the demo's own options (tpu-bench demo --help)"
@@ -459,6 +460,18 @@ def _cmd_validate(args) -> int:
     return run(args)
 
 
+def _add_assess(sub) -> None:
+    from tpu_workbench.bench.assess.cli import add_parser  # lazy: startup
+
+    add_parser(sub)
+
+
+def _cmd_assess(args) -> int:
+    from tpu_workbench.bench.assess.cli import run  # lazy: startup
+
+    return run(args)
+
+
 COMMANDS = {
     "run": _cmd_run,
     "compare": _cmd_compare,
@@ -466,6 +479,7 @@ COMMANDS = {
     "plot": _cmd_plot,
     "catalog": _cmd_catalog,
     "validate": _cmd_validate,
+    "assess": _cmd_assess,
     "demo": _cmd_demo,
 }
 

@@ -55,6 +55,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel (one process each)")
     p.add_argument("--timeout", type=_positive(float), default=180.0, help="seconds per architecture")
+    p.add_argument(
+        "--engine",
+        default="local",
+        choices=["local", "ray"],
+        help="executor engine: local (a process per run, default) or ray (pip install '.[ray]')",
+    )
+    p.add_argument(
+        "--ray-address", default=None, help="with --engine ray: a running cluster (default: start one here)"
+    )
     p.add_argument("--out", default="validation", help="folder for records.jsonl, report.md and logs/")
     p.add_argument("--device", default="tpu", help="device to validate (default tpu)")
     p.add_argument(
@@ -112,6 +121,8 @@ def run(args) -> int:
         out=Path(args.out),
         device=device,
         jax_cache=None if args.jax_cache == "none" else args.jax_cache,
+        engine=args.engine,
+        ray_address=args.ray_address,
     )
     result = orchestrate.run_validation(
         args.arch,

@@ -1,4 +1,5 @@
-"""Run many validations, each in its own process, so that one crash or hang cannot stop the sweep.
+"""Run many validations, each in its own process, so that one crash or hang cannot stop the sweep: the
+validations are tasks of the workbench executor (:mod:`tpu_workbench.bench.executor`, engine ``local`` or ``ray``).
 
 Processes come from a ``forkserver`` that has imported torch, transformers and JAX once (each run then
 starts in well under a second instead of paying the imports again); a run that exceeds ``timeout`` is
@@ -10,16 +11,14 @@ are reused by the next.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import re
-import signal
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tpu_workbench.bench.executor import ExecutorOptions, Outcome, Task, run_tasks
+from tpu_workbench.bench.executor.task import ref
 
 PRELOAD = ["torch", "transformers", "jax", "tpu_workbench.bench.validate._preload"]
 
@@ -45,6 +44,8 @@ class SweepOptions:
     device: str = "tpu"
     jax_cache: str | None = "auto"
     threads: int | None = None
+    engine: str = "local"
+    ray_address: str | None = None
 
 
 @dataclass
@@ -57,15 +58,11 @@ class JobOutcome:
     events: list[str] = field(default_factory=list)
 
 
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
-
-
-def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, threads: int) -> None:
-    """Entry point of one run's process: redirect output, configure, validate, send the result."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+def validate_task(payload: dict, emit) -> dict:
+    """The executor task of one run (in its own process): redirect nothing (the executor did), configure,
+    validate, return the result."""
+    job = Job(**payload["job"])
+    cache_dir = payload["cache_dir"]
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     if cache_dir:
@@ -74,7 +71,7 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
         os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
     import torch  # lazy: heavy
 
-    torch.set_num_threads(max(1, threads))
+    torch.set_num_threads(max(1, payload["threads"]))
     if cache_dir:
         try:
             import jax  # lazy: jax
@@ -89,40 +86,19 @@ def _child(conn, job: Job, log_path: str, device: str, cache_dir: str | None, th
     hf_logging.set_verbosity_error()
     from tpu_workbench.bench.validate import runner  # lazy: heavy
 
-    def emit(event: str, data: dict) -> None:
-        conn.send((event, data))
-
-    result = runner.validate(
+    return runner.validate(
         job.model_type,
         user_model=job.user_model,
-        device=device,
+        device=payload["device"],
         check_generate=job.check_generate,
         check_compile=job.check_compile,
         harness_only=job.harness_only,
         emit=emit,
     )
-    conn.send(("result", result))
-    conn.close()
 
 
-def _signal_name(code: int | None) -> str:
-    if code is None or code >= 0:
-        return f"exit status {code}"
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-class _Running:
-    def __init__(self, job: Job, proc, conn, log: str, timeout: float):
-        self.job, self.proc, self.conn, self.log = job, proc, conn, log
-        self.start = time.monotonic()
-        self.deadline = self.start + timeout
-        self.stage = "start"
-        self.result: dict | None = None
-        self.partial: dict | None = None
-        self.events: list[str] = []
+def _key(job: Job) -> str:
+    return job.name if job.phase == "main" else f"{job.name}.{job.phase}"
 
 
 def run_jobs(
@@ -139,94 +115,62 @@ def run_jobs(
     if cache:
         Path(cache).mkdir(parents=True, exist_ok=True)
     threads = options.threads or max(1, (os.cpu_count() or 1) // max(1, options.jobs))
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    pending = list(jobs)
-    running: list[_Running] = []
+    by_key = {_key(j): j for j in jobs}
+    tasks = [
+        Task(
+            _key(j),
+            ref(validate_task),
+            {"job": asdict(j), "device": options.device, "cache_dir": cache, "threads": threads},
+        )
+        for j in jobs
+    ]
+    exec_options = ExecutorOptions(
+        workers=options.jobs,
+        timeout=options.timeout,
+        start_method="forkserver",
+        preload=tuple(PRELOAD),
+        log_dir=logs,
+        ray_address=options.ray_address,
+    )
     outcomes: list[JobOutcome] = []
 
-    def finish(r: _Running, result: dict) -> None:
-        r.conn.close()
-        outcome = JobOutcome(
-            r.job, result, round(time.monotonic() - r.start, 2), r.proc.exitcode, r.log, r.events
-        )
+    def done(o: Outcome) -> None:
+        job = by_key[o.key]
+        result = o.result if o.status == "ok" and o.result is not None else _died(job, o)
+        outcome = JobOutcome(job, result, round(o.wall_s, 2), o.exitcode, o.log, o.stages)
         outcomes.append(outcome)
         if on_done:
             on_done(outcome)
 
-    while pending or running:
-        while pending and len(running) < max(1, options.jobs):
-            job = pending.pop(0)
-            log = str(logs / f"{_safe_name(job.name)}{'' if job.phase == 'main' else '.' + job.phase}.log")
-            parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_child,
-                args=(child, job, log, options.device, cache, threads),
-                name=f"validate-{job.name}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            running.append(_Running(job, proc, parent, log, options.timeout))
-        now = time.monotonic()
-        ready = wait(
-            [r.conn for r in running] + [r.proc.sentinel for r in running],
-            timeout=max(0.05, min(r.deadline for r in running) - now),
-        )
-        for r in list(running):
-            try:
-                while r.conn.poll():
-                    event, data = r.conn.recv()
-                    if event == "stage":
-                        r.stage = data["stage"]
-                        r.events.append(data["stage"])
-                    elif event == "partial":
-                        r.partial = data
-                    elif event == "result":
-                        r.result = data
-            except (EOFError, OSError):
-                pass
-            if r.result is not None:
-                r.proc.join(timeout=10)
-                if r.proc.is_alive():
-                    r.proc.kill()
-                    r.proc.join()
-                running.remove(r)
-                finish(r, r.result)
-            elif not r.proc.is_alive() and (r.proc.sentinel in ready or r.proc.exitcode is not None):
-                r.proc.join()
-                running.remove(r)
-                finish(r, _died(r, f"the process died ({_signal_name(r.proc.exitcode)})", "crash"))
-            elif time.monotonic() > r.deadline:
-                r.proc.kill()
-                r.proc.join()
-                running.remove(r)
-                finish(r, _died(r, f"no result within {options.timeout:g} s", "timeout"))
+    run_tasks(tasks, exec_options, engine=options.engine, on_done=done)
     return outcomes
 
 
-def _died(r: _Running, message: str, kind: str) -> dict:
-    """The result of a run that never reported one: crash or timeout, in the stage it had reached."""
+def _died(job: Job, o: Outcome) -> dict:
+    """The result of a run that never reported one (crash, timeout, or the harness itself raised), in the
+    stage it had reached."""
     from tpu_workbench.bench.validate.runner import HARNESS_STAGES  # lazy: heavy
 
-    if r.partial is not None:  # forward/backward/compare finished; a later check (generate, compile) died
-        res = dict(r.partial)
-        res[r.stage if r.stage in ("generate", "compile") else "late_failure"] = {
+    kind = o.status if o.status in ("crash", "timeout") else "error"
+    message = o.error.strip().splitlines()[-1] if kind == "error" and o.error.strip() else o.error
+    if o.partial is not None:  # forward/backward/compare finished; a later check (generate, compile) died
+        res = dict(o.partial)
+        res[o.stage if o.stage in ("generate", "compile") else "late_failure"] = {
             "status": "fail",
             "error_type": kind,
-            "error": f"{message} during stage {r.stage!r}",
+            "error": message,
         }
-        res["exitcode"] = r.proc.exitcode
+        res["exitcode"] = o.exitcode
         return res
-    harness = r.stage in HARNESS_STAGES or r.stage == "start"
+    harness = o.stage in HARNESS_STAGES or o.stage == "start"
     return {
-        "model_type": r.job.model_type or r.job.user_model,
+        "model_type": job.model_type or job.user_model,
         "status": "harness" if harness else "fail",
-        "failed_stage": r.stage,
+        "failed_stage": o.stage,
         "error_type": kind,
-        "error": f"{message} during stage {r.stage!r}",
-        "stages_seen": r.events,
+        "error": message,
+        "stages_seen": o.stages,
         "tier1": None if harness else False,
         "tier2": None if harness else False,
-        "exitcode": r.proc.exitcode,
+        "exitcode": o.exitcode,
     }
