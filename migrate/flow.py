@@ -42,6 +42,10 @@ _SHOWS = frozenset(
 #: Test decorators whose argument only decides whether a test runs (TPU201 keeps those that need CUDA).
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
 _MAX_HOPS = 3
+#: A name that holds CUDA-only state (a test of `is_cuda` choosing it keeps CUDA's meaning).
+_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton")
+#: Standard modules whose calls carry no device state.
+_HARMLESS = frozenset({"warnings", "logging", "math", "time", "os", "sys", "functools", "itertools"})
 
 
 def worth_analysing(source: str) -> bool:
@@ -254,6 +258,8 @@ class Flow:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
         fused paths and local helpers that an `is_cuda` test may be selecting."""
         for n in _walk(region):
+            if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
+                return n.value  # CUDA-only state of the program (self.cuda_config, use_cuda_graph ...)
             if type(n) is not cst.Call:
                 continue
             f = n.func
@@ -261,6 +267,8 @@ class Flow:
             if any(q.source is QualifiedNameSource.BUILTIN for q in names):
                 continue
             imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
+            if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
+                continue  # warnings.warn, logging.info ...: no device state
             if imported:
                 if not all(q.split(".")[0] == "torch" for q in imported):
                     return _code(f)
