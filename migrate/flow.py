@@ -32,7 +32,7 @@ from libcst.metadata import (
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
-_WORTH = re.compile(r"\bis_available\b|\bdevice_count\b|\bis_cuda\b")
+_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"]cuda(?::\d+)?['"]""")
 #: A device literal that still names CUDA after the pass.
 _CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
 #: Consumers that only show a value (printing or logging it has no effect on the device).
@@ -42,6 +42,10 @@ _SHOWS = frozenset(
 #: Test decorators whose argument only decides whether a test runs (TPU201 keeps those that need CUDA).
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
 _MAX_HOPS = 3
+#: A name that holds CUDA-only state (a test of `is_cuda` choosing it keeps CUDA's meaning).
+_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton")
+#: Standard modules whose calls carry no device state.
+_HARMLESS = frozenset({"warnings", "logging", "math", "time", "os", "sys", "functools", "itertools"})
 
 
 def worth_analysing(source: str) -> bool:
@@ -56,6 +60,8 @@ class Check:
     node: cst.CSTNode
     predicate: str
     line_hint: str
+    #: The node a rule rewrites for this check (the call, the attribute, or the 'cuda' literal of a comparison).
+    key: cst.CSTNode | None = None
     #: Nodes that run on TPU once the check is rewritten (if-bodies, else-branches, rest of a block).
     regions: list[cst.CSTNode] = field(default_factory=list)
     #: Why the effect cannot be followed (the check must not be rewritten), or None.
@@ -81,6 +87,13 @@ class Flow:
             and self.contexts.get(n) is ExpressionContext.STORE
         }
         for node in self.parents:
+            if type(node) is cst.Comparison:
+                lit = _compared_cuda_literal(node)
+                if lit is not None:  # `device == "cuda"`: true on TPU once the literal is renamed
+                    check = self._check(node, "compare", positive=_positive(node))
+                    check.key, check.unseen = lit, None  # (only what it switches on decides)
+                    self.checks.append(check)
+                continue
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
                 self.checks.append(self._check(node, self._qname(node.func) or ""))
             elif (
@@ -129,9 +142,10 @@ class Flow:
         return []
 
     # ------------------------------------------------------------------ internals
-    def _check(self, node: cst.CSTNode, predicate: str) -> Check:
+    def _check(self, node: cst.CSTNode, predicate: str, positive: bool = True) -> Check:
         check = Check(node, predicate, _code(node))
-        found = self._follow(node, True, 0)
+        check.key = node
+        found = self._follow(node, positive, 0)
         if isinstance(found, str):
             check.unseen = found
         else:
@@ -239,6 +253,11 @@ class Flow:
             p = self.parents.get(p)
         return p
 
+    def kept_test(self, node: cst.CSTNode) -> bool:
+        """A flagged literal inside a comparison: its test stays false on TPU, so it switches nothing on."""
+        parent = self.parents.get(node)
+        return type(node) is cst.SimpleString and type(parent) in (cst.Comparison, cst.ComparisonTarget)
+
     def _names(self, node: cst.CSTNode) -> set:
         names = self.qnames.get(node)
         if names is not None and not isinstance(names, (set, frozenset)):
@@ -254,6 +273,8 @@ class Flow:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
         fused paths and local helpers that an `is_cuda` test may be selecting."""
         for n in _walk(region):
+            if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
+                return n.value  # CUDA-only state of the program (self.cuda_config, use_cuda_graph ...)
             if type(n) is not cst.Call:
                 continue
             f = n.func
@@ -261,6 +282,8 @@ class Flow:
             if any(q.source is QualifiedNameSource.BUILTIN for q in names):
                 continue
             imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
+            if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
+                continue  # warnings.warn, logging.info ...: no device state
             if imported:
                 if not all(q.split(".")[0] == "torch" for q in imported):
                     return _code(f)
@@ -273,6 +296,23 @@ class Flow:
             ):
                 return _code(f)  # an autograd Function or another class of the program
         return None
+
+
+def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:
+    """The 'cuda' literal a one-operator equality or membership test compares with, else None."""
+    if len(cmp.comparisons) != 1:
+        return None
+    op = type(cmp.comparisons[0].operator)
+    if op not in (cst.Equal, cst.NotEqual, cst.In, cst.NotIn):
+        return None
+    for side in (cmp.left, cmp.comparisons[0].comparator):
+        if is_cuda_literal(side):
+            return side  # type: ignore[return-value]
+    return None
+
+
+def _positive(cmp: cst.Comparison) -> bool:
+    return type(cmp.comparisons[0].operator) in (cst.Equal, cst.In)
 
 
 def _counts(cmp: cst.Comparison) -> bool:
@@ -332,10 +372,10 @@ def checks_to_keep(
     reads), or, for ``is_cuda``, when that code calls something that is not torch's. A check kept for data
     keeps its twins (same predicate, same module) too, so that both sides of the data agree.
     """
-    checks = {id(c.node) for c in flow.checks}
+    checks = {id(c.key) for c in flow.checks}
     new: dict[int, str] = {}
     for c in flow.checks:
-        if id(c.node) in kept or id(c.node) not in rewritten:
+        if id(c.key) in kept or id(c.key) not in rewritten:
             continue
         why = None
         if c.unseen is not None:
@@ -344,17 +384,17 @@ def checks_to_keep(
             why = f"it selects `{f}`, which may be CUDA-only"
         else:
             for n in walk_regions(c.regions):
-                if id(n) in flagged and id(n) not in checks:
+                if id(n) in flagged and id(n) not in checks and not flow.kept_test(n):
                     why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
                     break
                 if is_cuda_literal(n) and id(n) not in rewritten and id(n) not in kept:
                     why = f"it switches on code that keeps {n.value} as data"
-                    for twin in flow.twins(c):
-                        if id(twin.node) not in kept:
-                            new.setdefault(id(twin.node), f"a twin check of the same predicate ({why})")
+                    for twin in flow.twins(c) if c.predicate != "compare" else ():
+                        if id(twin.key) not in kept:
+                            new.setdefault(id(twin.key), f"a twin check of the same predicate ({why})")
                     break
         if why is not None:
-            new[id(c.node)] = why
+            new[id(c.key)] = why
     return {k: v for k, v in new.items() if k not in kept}
 
 

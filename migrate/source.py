@@ -228,7 +228,7 @@ def migrate_source(
             if not more:
                 break
             kept.update(more)
-            frozen = {id(r) for c in facts.checks if id(c.node) in kept for r in c.regions}
+            frozen = {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
     watch.stage("locating findings")
@@ -254,7 +254,7 @@ def migrate_source(
 
 #: Passes after the first one that may keep more device checks (each keeps at least one more).
 _MAX_FLOW_PASSES = 4
-_CHECK_CODES = frozenset({"TPU201", "TPU106"})
+_CHECK_CODES = frozenset({"TPU201", "TPU106", "TPU102"})
 
 
 def _rewrite(
@@ -270,13 +270,25 @@ def _rewrite(
     """One rule pass; ``kept`` device checks stay as written (flagged) and ``frozen`` nodes untouched."""
     if table.needs_scopes():
         transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
-        transformer.scratch["cuda-guards"] = dict(kept)
-        transformer.frozen = frozen
+        _seed(transformer, kept, frozen)
         return transformer, MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
     transformer = MigrationTransformer(index, path, source.splitlines(), table)
-    transformer.scratch["cuda-guards"] = dict(kept)
-    transformer.frozen = frozen
+    _seed(transformer, kept, frozen)
     return transformer, walk.visit(module, transformer, watch.tick)
+
+
+def _seed(tr: MigrationTransformer, kept: dict[int, str], frozen: set[int]) -> None:
+    """Kept checks: calls and attributes through the guard table, compared literals through a flagged claim."""
+    tr.scratch["cuda-guards"] = dict(kept)
+    tr.frozen = frozen
+    for key, why in kept.items():
+        tr.string_claims[key] = (
+            "TPU102",
+            "flagged",
+            f"device test kept as CUDA's ({why}), so the code it controls never runs on TPU; give the TPU path "
+            "its own branch",
+            None,
+        )
 
 
 def _rewrote_a_check(tr: MigrationTransformer) -> bool:

@@ -125,6 +125,23 @@ _SCALERS = frozenset(
 )
 
 
+#: `autocast(..., dtype=<value>)` in a file's text (the value, up to the next comma or parenthesis).
+_AUTOCAST_DTYPE = re.compile(r"autocast\((?:[^()]|\([^()]*\))*?\bdtype\s*=\s*([^,)]+)")
+_FIXED_DTYPES = frozenset(
+    {"torch.bfloat16", "torch.float32", "torch.float", "torch.float16", "torch.half", "None"}
+)
+
+
+def _runtime_autocast_dtype(ctx) -> str | None:
+    """The first autocast dtype of the file that is not a literal torch dtype (``dtype=self.amp_dtype``), else
+    None: with one, the dtype actually used is known only at run time and may be fp16."""
+    key = "amp-runtime-dtype"
+    if key not in ctx.scratch:
+        found = (m.group(1).strip() for m in _AUTOCAST_DTYPE.finditer(ctx.source_text))
+        ctx.scratch[key] = next((d for d in found if d not in _FIXED_DTYPES), None)
+    return ctx.scratch[key]  # type: ignore[return-value]
+
+
 @register
 class GradScalerRule(Rule):
     code = "TPU302"
@@ -152,7 +169,12 @@ class GradScalerRule(Rule):
         dev = (
             positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
         )
-        if takes_device and dev is not None and string_body(dev.value) == "tpu" and kwarg(node, "enabled"):
+        if (
+            takes_device
+            and dev is not None
+            and string_body(dev.value) == "tpu"
+            and (kwarg(node, "enabled") or _runtime_autocast_dtype(ctx))
+        ):
             return None  # already migrated
         extra_positional = positional[1:] if takes_device else positional
         if extra_positional:
@@ -170,7 +192,17 @@ class GradScalerRule(Rule):
         new = node.with_changes(
             func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws]
         )
-        if kwarg(new, "enabled") is None:
+        runtime = _runtime_autocast_dtype(ctx)
+        if kwarg(new, "enabled") is None and runtime is not None:
+            # the autocast dtype is chosen at run time (it may be fp16): the scaler stays on, as written
+            ctx.report(
+                orig,
+                f'GradScaler -> torch.amp.GradScaler("tpu"): the file\'s autocast dtype `{runtime}` is chosen at '
+                "run time, so loss scaling stays on (needed under fp16, a small cost under bf16)",
+                code=self.code,
+                outcome="warned",
+            )
+        elif kwarg(new, "enabled") is None:
             new = set_kwarg(new, "enabled", expr("False"))
             ctx.report(
                 orig,

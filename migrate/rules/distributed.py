@@ -191,8 +191,10 @@ class BackendFromData(Rule):
         backend = kwarg(node, "backend") or (positional[0] if positional and qname in _INIT else None)
         if backend is None or backend.star or list(literals(backend.value)) or _is_wrapped(backend.value):
             return None
-        if type(backend.value) is cst.Name and backend.value.value == "None":
-            return None
+        if type(backend.value) is cst.Name and (
+            backend.value.value == "None" or _literal_only(ctx.source_text, backend.value.value)
+        ):
+            return None  # (a name set only from literals: TPU401 renames those)
         ctx.report(
             orig,
             f"backend `{code(backend.value)}` comes from data: -> `_tpu_backend(...)` ('nccl' -> 'tpu_dist')",
@@ -202,6 +204,12 @@ class BackendFromData(Rule):
         ctx.need_helper(_helpers.BACKEND)
         wrapped = backend.with_changes(value=expr(f"{_helpers.BACKEND}({code(backend.value)})"))
         return node.with_changes(args=[wrapped if a is backend else a for a in node.args])
+
+
+def _literal_only(source: str, name: str) -> bool:
+    """Whether every assignment to ``name`` in the file starts with a string literal."""
+    values = re.findall(rf"(?m)^[ \t]*{re.escape(name)}[ \t]*=(?!=)[ \t]*(.)", source)
+    return bool(values) and all(v in "'\"" for v in values)
 
 
 def _is_wrapped(value: cst.BaseExpression) -> bool:

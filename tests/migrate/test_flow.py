@@ -153,6 +153,8 @@ def test_a_check_whose_effect_is_all_migrated_is_rewritten(src, expected):
         "return self._cuda_forward(x)",
         "out = amp_C.multi_tensor_scale(x)",
         "y = MyCudaFn.apply(x)",
+        "config = self.cuda_config",
+        "return self._fwd(x, use_triton=True)",
     ],
 )
 @pytest.mark.parametrize("form", ["if x.is_cuda:\n    {b}\n", "if not x.is_cuda:\n    return x\n{b}\n"])
@@ -168,6 +170,31 @@ def test_is_cuda_that_selects_program_code_is_kept(body, form):
     ["x = x.cpu()", "torch.cuda.synchronize()", "x = torch.nn.functional.relu(x)", "x = x.pin_memory()"],
 )
 def test_is_cuda_meaning_on_an_accelerator_becomes_a_device_type_test(body):
-    src = f"import torch\ndef f(x):\n    if x.is_cuda:\n        {body}\n    return x\n"
+    src = f"import torch\nimport warnings\ndef f(x):\n    if x.is_cuda:\n        {body}\n    return x\n"
     out = run(src).new_source
     assert 'x.device.type == "tpu"' in out and "TODO" not in out
+
+
+@pytest.mark.parametrize(
+    "test, branch",
+    [
+        ("if device == 'cuda':\n{b}", "body"),
+        ("if 'cuda' in str(device):\n{b}", "body"),
+        ("if device_type != 'cuda':\n    pass\nelse:\n{b}", "else"),
+        ("def f(device):\n    if device != 'cuda':\n        return\n{b}", "rest"),
+    ],
+)
+@pytest.mark.parametrize("body", SAFE + UNSAFE)
+def test_a_device_comparison_is_renamed_only_when_its_branch_is_migrated(test, branch, body):
+    indent = 4 if branch != "rest" else 4
+    src = "import torch\ndevice = device_type = 'cuda'\n" + test.format(b=_indent(body, indent)) + "\n"
+    res = run(src)
+    kept_literal = (
+        "'cuda' in str(device)" in res.new_source
+        or "== 'cuda'" in res.new_source
+        or "!= 'cuda'" in res.new_source
+    )
+    assert kept_literal == (body in UNSAFE), res.new_source
+    if body in UNSAFE:
+        for line in body.splitlines():
+            assert line.strip() in res.new_source

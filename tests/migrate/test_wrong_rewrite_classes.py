@@ -229,3 +229,46 @@ def test_a_timing_event_becomes_one_whose_elapsed_time_works(kw):
     assert "_TpuTimingEvent()" in out
     proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "ms " in proc.stdout, proc.stderr[-2000:]
+
+
+# --- autocast dtype chosen at run time: the GradScaler follows it -------------------------------------------------
+@pytest.mark.parametrize(
+    "dtype_setup, dtype",
+    [
+        ("self.amp_dtype = torch.float16 if fp16 else torch.bfloat16", "self.amp_dtype"),
+        ("self.amp_dtype = {'fp16': torch.float16, 'bf16': torch.bfloat16}[mode]", "self.amp_dtype"),
+        ("self.amp_dtype = getattr(torch, cfg.dtype)", "self.amp_dtype"),
+    ],
+)
+@pytest.mark.parametrize(
+    "autocast",
+    [
+        "torch.autocast('cuda', dtype={d})",
+        "torch.cuda.amp.autocast(dtype={d})",
+        "torch.amp.autocast(device_type='cuda', dtype={d})",
+    ],
+)
+def test_a_scaler_stays_on_when_the_autocast_dtype_is_chosen_at_run_time(dtype_setup, dtype, autocast):
+    src = (
+        "import torch\nclass T:\n    def __init__(self, fp16, mode, cfg):\n"
+        f"        {dtype_setup}\n        self.scaler = torch.cuda.amp.GradScaler()\n"
+        f"    def step(self, m, x):\n        with {autocast.format(d=dtype)}:\n            y = m(x)\n"
+        "        self.scaler.scale(y).backward()\n"
+    )
+    out = run(src).new_source
+    assert 'torch.amp.GradScaler("tpu")' in out and "enabled=False" not in out
+    assert f"dtype={dtype}" in out
+
+
+@pytest.mark.parametrize(
+    "autocast",
+    [
+        "torch.cuda.amp.autocast()",
+        "torch.autocast('cuda', dtype=torch.float16)",
+        "torch.cuda.amp.autocast(enabled=True)",
+    ],
+)
+def test_a_scaler_is_disabled_when_every_autocast_becomes_bf16(autocast):
+    src = f"import torch\nscaler = torch.cuda.amp.GradScaler()\nwith {autocast}:\n    y = m(x)\n"
+    out = run(src).new_source
+    assert 'torch.amp.GradScaler("tpu", enabled=False)' in out and "torch.bfloat16" in out
