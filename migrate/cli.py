@@ -212,7 +212,9 @@ def rules_command(argv: Sequence[str]) -> int:
     for code in argv:
         rule = by_code.get(code.upper())
         if rule is None:
-            print(f"tpu-migrate: unknown rule {code!r}; `tpu-migrate rules` lists them", file=sys.stderr)
+            print(
+                f"tpu-migrate: error: unknown rule {code!r}; `tpu-migrate rules` lists them", file=sys.stderr
+            )
             status = EXIT_USAGE
             continue
         print(rule.doc())
@@ -302,8 +304,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.paths:
-        parser.print_usage(sys.stderr)
-        print("tpu-migrate: no PATH given (use . for the current folder, - for stdin)", file=sys.stderr)
+        print(
+            "tpu-migrate: error: no PATH given (use . for the current folder, - for stdin; see tpu-migrate --help)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
 
     from .config import load_config  # lazy: startup
@@ -324,7 +328,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no such file or folder: {', '.join(missing)}")
         check_named(files_args, args.follow_symlinks)
     except (ValueError, OSError, OutsideTree) as exc:
-        print(f"tpu-migrate: {exc}", file=sys.stderr)
+        print(f"tpu-migrate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
     result = RunResult([])

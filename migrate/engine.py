@@ -22,6 +22,21 @@ POOL_THRESHOLD = 16
 ISOLATE_BYTES = 256 << 10  # about 2 s of parsing
 
 
+#: A line this long can hold a tree thousands of levels deep (``1 + 1 + ...``) whose parse takes minutes and
+#: cannot be interrupted in this process: such a file goes to a worker, where the per-file limits hold.
+LONG_LINE = 8 << 10
+
+
+def _long_line(path: str, size: int) -> bool:
+    if size < LONG_LINE:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return any(len(line) >= LONG_LINE for line in fh)
+    except OSError:
+        return False
+
+
 def default_jobs() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -76,7 +91,9 @@ def run_files(
     rules = as_rule_set(rules, select, ignore)
     jobs = max(1, jobs or default_jobs())
     sizes = [file_size(f) for f in files]
-    pooled = (jobs > 1 and len(files) >= POOL_THRESHOLD) or any(s >= ISOLATE_BYTES for s in sizes)
+    pooled = (jobs > 1 and len(files) >= POOL_THRESHOLD) or any(
+        s >= ISOLATE_BYTES or _long_line(f, s) for f, s in zip(files, sizes, strict=True)
+    )
     if not pooled:
         return _run_here(files, write, rules, limits, progress, on_stage)
     results: list[FileResult | None] = [None] * len(files)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -55,6 +56,22 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: Python frames a file's syntax tree may need: libcst walks it recursively, and a 1,000-term ``1 + 1 + ...``
+#: (which CPython compiles) is a tree 1,000 levels deep, several frames per level.
+RECURSION_LIMIT = 20_000
+
+
+@contextmanager
+def _deep_stack() -> Iterator[None]:
+    """Raise the recursion limit for one file (Python 3.11+ frames live off the C stack)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def migrate_text(
     text: str,
     path: str,
@@ -67,7 +84,7 @@ def migrate_text(
     """Migrate already-read text (``.ipynb`` by suffix); returns the result and the new text."""
     rules = as_rule_set(rules, select, ignore)
     try:
-        with _collector_paused():
+        with _collector_paused(), _deep_stack():
             if path.endswith(".ipynb"):
                 res = migrate_notebook(text, path, rules=rules)
             else:
@@ -76,6 +93,12 @@ def migrate_text(
                 res = migrate_source(text, path, rules=rules, watch=watch)
     except UnparsableError as exc:
         return FileResult(path, "unparsable", error=exc.message, line=exc.line, col=exc.col), text
+    except RecursionError:  # nesting deeper than even the raised limit (see _deep_stack)
+        return FileResult(
+            path,
+            "unparsable",
+            error="nested too deeply for the migration (an expression of thousands of terms); left untouched",
+        ), text
     if not res.changed:
         return FileResult(path, "unchanged", res.diagnostics), text
     if watch is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,12 +104,20 @@ def _check_writable_place(path: Path, *, want_dir: bool) -> str | None:
             return "is not a regular file"
         if not os.access(path, os.W_OK | (os.X_OK if want_dir else 0)):
             return "is not writable"
-        return None
+        return _probe(path) if want_dir else None
     base = _first_existing(path.parent if not want_dir else path)
     if not base.is_dir():
         return f"cannot be created: {str(base)!r} is a file, not a folder"
-    if not os.access(base, os.W_OK | os.X_OK):
-        return f"cannot be created: folder {str(base)!r} is not writable"
+    why = _probe(base)
+    return f"cannot be created: {why}" if why else None
+
+
+def _probe(folder: Path) -> str | None:
+    """The one sure test (root, read-only mounts, /proc): make and remove a folder in ``folder``."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tpu-bench-probe-", dir=folder))
+    except OSError as exc:
+        return f"folder {str(folder)!r} is not writable ({exc.strerror or exc})"
     return None
 
 

@@ -206,6 +206,7 @@ def _cmd_compare(args) -> int:
         )
         print(tables.text(others))
     if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         (table if table is not None else others).to_csv(args.csv, index=False)
     return 0
 
@@ -364,11 +365,28 @@ def _add_plot(sub) -> None:
 def _cmd_plot(args) -> int:
     from tpu_workbench.bench.plots import make_plots  # lazy: startup
 
+    measured_kinds = [k for k in args.kind if k in ("throughput", "mfu")]
+    if measured_kinds and not args.files:
+        raise WorkbenchError(
+            f"--kind {' '.join(measured_kinds)} draws measured runs: give result files (tpu-bench plot FILE.jsonl ...)"
+        )
     paths = make_plots(
         args.files, kinds=args.kind, outdir=args.outdir, chips=args.chip, workload=args.workload
     )
     for path in paths:
         print(path)
+    skipped = (
+        sorted({"throughput", "mfu"} - {p.stem for p in paths})
+        if "all" in args.kind or measured_kinds
+        else []
+    )
+    if skipped:
+        print(
+            f"tpu-bench plot: {', '.join(skipped)} not drawn: no measured records in the files given",
+            file=sys.stderr,
+        )
+    if not paths:
+        raise WorkbenchError("no figure drawn: the files hold no measured records")
     return 0
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from tpu_workbench.bench import argtypes
+
 EPILOG = """\
 examples:
   tpu-bench validate --list
@@ -22,14 +24,8 @@ with the CPU (float32). Writes <out>/records.jsonl (results schema, provenance "
 """
 
 
-def _positive(kind):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
+#: Parallel validation runs: each is a process holding a model and a device; more than this is a typo.
+MAX_JOBS = 256
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -53,8 +49,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="MODULE:FACTORY",
         help="your own model: a function returning a model or (model, inputs); repeatable",
     )
-    p.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel (one process each)")
-    p.add_argument("--timeout", type=_positive(float), default=180.0, help="seconds per architecture")
+    p.add_argument(
+        "--jobs",
+        type=argtypes.integer(1, MAX_JOBS),
+        default=1,
+        help=f"runs in parallel (one process each), 1 to {MAX_JOBS}",
+    )
+    p.add_argument(
+        "--timeout",
+        type=argtypes.number(0.0, 86400.0),
+        default=180.0,
+        help="seconds per architecture, in (0, 86400]",
+    )
     p.add_argument(
         "--engine",
         default="local",
@@ -64,7 +70,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument(
         "--ray-address", default=None, help="with --engine ray: a running cluster (default: start one here)"
     )
-    p.add_argument("--out", default="validation", help="folder for records.jsonl, report.md and logs/")
+    p.add_argument(
+        "--out",
+        type=argtypes.OUTPUT_DIR,
+        default="validation",
+        help="folder for records.jsonl, report.md and logs/",
+    )
     p.add_argument("--device", default="tpu", help="device to validate (default tpu)")
     p.add_argument(
         "--compile",
