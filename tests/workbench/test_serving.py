@@ -107,3 +107,16 @@ def test_traces_and_mixes_refuse_bad_input_in_one_line(tmp_path):
         RequestMix.named("2k/2k")
     spread = RequestMix.named("8k/1k", spread=0.5, n=2000).sample()
     assert abs(sum(r.input_tokens for r in spread) / 2000 / 8192 - 1) < 0.05
+
+
+def test_the_notebook_tables_give_reasons_not_prices_where_a_chip_cannot_serve():
+    from tpu_workbench.bench.projection import serving_views as sv
+
+    costs = sv.cost_table(["TPU v5e", "B200"], "llama3-70b", n_chips=1, target=20.0)
+    v5e, b200 = costs.to_dict("records")
+    assert v5e["why not"] and v5e.get("$/M output") != v5e.get("$/M output")  # NaN: no price
+    listed = sv.cost_table(["TPU v5e"], "llama3-70b", n_chips=1, target=20.0, price_kind="list")
+    assert listed["why not"].iloc[0].startswith("does not fit in HBM: weights 141.1 GB")
+    assert b200["why not"] == "" and b200["$/M output"] > b200["$/M input"] > 0
+    ctx = sv.decode_context_frame("TPU v6e", "llama3-8b", contexts=(4096, 32768))
+    assert ctx["step ms"].iloc[0] > 0 and ctx["why not"].iloc[1].startswith("does not fit")
