@@ -122,7 +122,9 @@ def run_serve(args) -> int:
                 if args.trace:
                     reqs = load_trace(args.trace, cfg.max_seq)
                     s = simulate(m, reqs).summary()
-                    options[-1].update({k: s[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")})
+                    options[-1].update(
+                        {k: s[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")}
+                    )
         priced = [o for o in options if not o["why not"]]
         if args.search:
             rows.append(min(priced, key=lambda o: o["$/M output"]) if priced else options[0])
