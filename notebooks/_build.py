@@ -248,35 +248,78 @@ nbv.show(plots.plot_decode_bandwidth(table))
     md("""
 **What to see:** decode reads every weight and the KV cache for one token per sequence, so its MBU is far higher
 than its MFU — decode is memory-bandwidth bound; batch more sequences to raise MFU.
+
+## Decode against context: the cache read grows with every cached token
+"""),
+    code("""
+from tpu_workbench.bench.projection import serving_views as sv
+
+ctx = sv.decode_context_frame("TPU v6e", "llama3-8b", n_chips=8, layout="tp", seqs=64)
+print("projected: Llama-3-8B decode, 64 sequences on 8 x TPU v6e (tp=8)")
+nbv.show_table(ctx)
+"""),
+    md("""
+**What to see:** each step reads the weights once and every sequence's whole KV cache, so the step time and the
+bytes read grow with the context while MFU falls and MBU rises; at 32k the 64 caches no longer fit in HBM, and the
+row says so instead of giving a time or a price.
 """),
 ]
 
 # ------------------------------------------------------------------------------------------------ 04
 NOTEBOOKS["04_tco"] = [
     md("""
-# 04 · $ per million tokens across chips and price tiers; throughput vs interactivity
+# 04 · $ per million output tokens at an interactivity target, per chip; throughput vs interactivity
 
-Serving cost depends on how many tokens per second each user gets: bigger decode batches give more tokens per
-chip (cheaper) but fewer per user (slower). This notebook projects a decode batch sweep for catalog chips
-(roofline + communication model, dashed), overlays the published InferenceX points (stars) and any measured
-decode runs on catalog chips you load (filled circles), and prices them. Chips are compared only at the same
-kind of price (a cloud list price, a committed rental, an owner's total cost of ownership): a provider's
-internal cost beside another chip's rental price would not be a comparison.
+Serving cost depends on how many tokens per second each user gets: more concurrent sequences give more tokens
+per chip (cheaper) but fewer per user (slower). The serving model (`tpu_workbench.bench.projection.serving`)
+runs a replica under continuous batching with chunked prefill: every decode step reads the weights **and each
+sequence's whole KV cache**, the KV capacity left in HBM bounds the concurrency (paged blocks), and the price
+is taken at the largest concurrency that still meets the target. A chip whose setting does not fit, or misses
+the target, gets a reason and no price. Chips are compared only at the same kind of price (a cloud list price, a
+committed rental, an owner's total cost of ownership).
 """),
     params("""
 CHIPS = ["TPU v7", "TPU v6e", "H100 SXM", "H200", "B200"]
 WORKLOAD = "llama3-70b"
+MIX = (1024, 1024)       # input, output tokens per request (e.g. (8192, 1024))
 N_CHIPS = 8              # chips serving one model replica
 LAYOUT = "tp"
-SEQ = 4096               # context length during decode
-PRICE_KIND = "owner-tco"  # kind of price: owner-tco, committed, list (or one tier: on-demand, rent-3yr, ...)
-PRICE = 0.0              # $/chip-hour for every chip; 0 = each chip's catalog price of PRICE_KIND
+PRECISION = "bf16"       # weights and matmuls; fp8 where the chip has an fp8 peak
+KV_PRECISION = None      # KV cache precision (None: as the activations)
+PRICE_KIND = "owner-tco"  # kind of price: owner-tco, committed, list
 TARGET = 20.0            # interactivity target, output tokens/s per user
+"""),
+    code("""
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench.projection import serving_views as sv
+
+costs = sv.cost_table(CHIPS, WORKLOAD, mix=MIX, target=TARGET, n_chips=N_CHIPS, layout=LAYOUT,
+                      precision=PRECISION, kv_precision=KV_PRECISION, price_kind=PRICE_KIND)
+curves = sv.curve_frame(CHIPS, WORKLOAD, mix=MIX, n_chips=N_CHIPS, layout=LAYOUT, precision=PRECISION,
+                        kv_precision=KV_PRECISION)
+published_vs = sv.published_vs_projected()
+print(f"projected (serving model): {WORKLOAD}, {MIX[0]} in / {MIX[1]} out, {N_CHIPS} chips {LAYOUT}, "
+      f"at >= {TARGET:g} output tok/s/user")
+nbv.show_table(costs)
+nbv.show(sv.plot_serving(curves, costs, target=TARGET, published=published_vs))
+nbv.show_table(published_vs)
+"""),
+    md("""
+**What to see:** the left panel is each chip's throughput-interactivity curve (output tokens only); the middle
+panel prices each chip at the target in $ per million **output** tokens (input tokens are priced apart in the
+table, by the prefill share of each step). The right panel is in the published unit, $ per million **total**
+tokens, for the InferenceX Qwen3.5-397B FP8 8k/1k points: row 12 (tok/s/chip at 20 tok/s/user) calibrates one
+engine-overhead parameter per vendor, so the 100 tok/s/user prices shown are validation, with their errors.
+
+## The decode batch sweep of the roofline projection (per-chip decode steps, no prefill)
+"""),
+    code("""
+SEQ = 4096               # context length during decode
+PRICE = 0.0              # $/chip-hour for every chip; 0 = each chip's catalog price of PRICE_KIND
 RESULT_FILES = []        # measured decode runs on a GPU / real TPU, e.g. ["gpu.jsonl"]
 """),
     code("""
 from tpu_workbench.bench import analysis, plots
-from tpu_workbench.bench import notebook_views as nbv
 
 records = analysis.decode_frontier(CHIPS, WORKLOAD, n_chips=N_CHIPS, layout=LAYOUT, seq=SEQ)
 frame = analysis.frontier_frame(records, PRICE_KIND, PRICE or None)

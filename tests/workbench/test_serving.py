@@ -107,3 +107,46 @@ def test_traces_and_mixes_refuse_bad_input_in_one_line(tmp_path):
         RequestMix.named("2k/2k")
     spread = RequestMix.named("8k/1k", spread=0.5, n=2000).sample()
     assert abs(sum(r.input_tokens for r in spread) / 2000 / 8192 - 1) < 0.05
+
+
+def test_the_notebook_tables_give_reasons_not_prices_where_a_chip_cannot_serve():
+    from tpu_workbench.bench.projection import serving_views as sv
+
+    costs = sv.cost_table(["TPU v5e", "B200"], "llama3-70b", n_chips=1, target=20.0)
+    v5e, b200 = costs.to_dict("records")
+    assert v5e["why not"] and v5e.get("$/M output") != v5e.get("$/M output")  # NaN: no price
+    listed = sv.cost_table(["TPU v5e"], "llama3-70b", n_chips=1, target=20.0, price_kind="list")
+    assert listed["why not"].iloc[0].startswith("does not fit in HBM: weights 141.1 GB")
+    assert b200["why not"] == "" and b200["$/M output"] > b200["$/M input"] > 0
+    ctx = sv.decode_context_frame("TPU v6e", "llama3-8b", contexts=(4096, 32768))
+    assert ctx["step ms"].iloc[0] > 0 and ctx["why not"].iloc[1].startswith("does not fit")
+
+
+def test_the_serve_cli_prices_searches_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    from tpu_workbench.bench.cli import main
+
+    base = ["project", "--serve", "-w", "llama3-8b", "--chip", "TPU v7", "B200"]
+    assert main([*base, "--chips", "8", "--layout", "tp", "--target", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "$/M output" in out and "TPU v7" in out and "serving model" in out
+    assert main([*base, "--search"]) == 0 and "cheapest" in capsys.readouterr().out
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"input_tokens": 512, "output_tokens": 64}\n' * 8)
+    assert main([*base, "--chips", "8", "--layout", "tp", "--trace", str(trace)]) == 0
+    assert "ttft_p99_s" in capsys.readouterr().out
+    bad_cfg = tmp_path / "config.json"
+    bad_cfg.write_text('{"num_hidden_layers": 2}')
+    long = tmp_path / "long.jsonl"
+    long.write_text('{"input_tokens": 9000, "output_tokens": 64}\n')
+    for extra, msg in (
+        (["--chip", "A100", "--precision", "fp8"], "no catalog peak for precision 'fp8'"),
+        (["--config-json", str(bad_cfg)], "lacks hidden_size"),
+        (["--mix", "1k-1k"], "bad --mix"),
+        (["--mix", "8192/1024"], "exceeds llama3-8b's context"),
+        (["--trace", str(long), "--chips", "8", "--layout", "tp"], "exceeds the model's context"),
+        (["-o", str(tmp_path / "r.jsonl")], "writes no records"),
+    ):
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.jsonl").exists()

@@ -6,6 +6,7 @@ import argparse
 
 from tpu_workbench.bench import argtypes
 from tpu_workbench.bench.catalog import KIND_MEANING
+from tpu_workbench.bench.projection import serve_cli
 from tpu_workbench.bench.projection.remat import POLICIES
 
 EPILOG = (
@@ -57,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="precision of the KV cache for prefill/decode (default: the activations'); e.g. fp8",
     )
 
+    serve_cli.add_arguments(p)
+
 
 def _assumptions(args):
     from tpu_workbench.bench.projection import Assumptions  # lazy: startup
@@ -82,6 +85,8 @@ def run(args) -> int:
     from tpu_workbench.bench.projection.report import format_table  # lazy: startup
     from tpu_workbench.bench.results import append_records  # lazy: startup
 
+    if getattr(args, "serve", False):
+        return serve_cli.run_serve(args)
     if args.vs_published and getattr(args, "json", False):
         import json  # lazy: startup
 

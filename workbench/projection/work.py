@@ -165,9 +165,10 @@ def forward_ops(
                 bytes=(m * d + d * cfg.n_experts) * nb / tp * L,
             )
         )
-        # experts no token is routed to are not read: with Poisson arrivals of rows_per_expert rows on
-        # average, a fraction exp(-rows) of the local experts stays idle (decode at small batch)
-        touched = 1.0 - math.exp(-rows_per_expert)
+        # experts no token is routed to are not read (decode at small batch): each of the ep group's tokens
+        # picks top_k of E experts, so an expert is idle with probability (1 - top_k/E)^tokens
+        tokens_in_group = ep * m * cf
+        touched = 1.0 - (1.0 - cfg.top_k / cfg.n_experts) ** tokens_in_group
         for name, sub, k_, n_ in (
             ("moe_wi_0", "mlp_wi_0", d, f_moe),
             ("moe_wi_1", "mlp_wi_1", d, f_moe),

@@ -1,0 +1,177 @@
+"""The serving validation rows predicted by this workbench and by GenZ (``pip install -e '.[benchmarks]'``),
+side by side, plus the time to project 10,000 serving configurations.
+
+    python benchmarks/serving_vs_genz.py [--json out.json]
+
+GenZ (genz-llm 0.0.16) is given the same chips (catalog peak, HBM, NVLink/ICI), the same precision (fp8),
+the same tensor parallelism (8) and the same model as far as it can express it. What it cannot express is
+said per row instead of forcing a number: Qwen3.5's Gated-DeltaNet layers (it has attention or Mamba
+layers only: the model is given to it as 60 full-attention GQA layers), continuous batching with chunked
+prefill (its throughput at an interactivity target is read from decode-only steps at the batch that meets
+it, prefill added as separate batched passes), and training (no training model in genz-llm 0.0.16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, at_interactivity
+from tpu_workbench.bench.projection.serving_validation import INPUT, OUTPUT, group_of, serving_rows
+
+CHIPS = ("TPU v7", "B200", "B300")
+
+
+def _genz():
+    try:
+        from GenZ import decode_moddeling, prefill_moddeling  # lazy: optional
+        from GenZ.Models import ModelConfig  # lazy: optional
+    except ImportError as e:
+        return None, f"GenZ not importable ({e}); pip install -e '.[benchmarks]'"
+    return (decode_moddeling, prefill_moddeling, ModelConfig), ""
+
+
+def _system(chip) -> dict:
+    return {
+        "Flops": chip.peak_tflops["fp8"],
+        "Memory_size": chip.hbm_gbytes_per_device * chip.devices_per_chip,
+        "Memory_BW": chip.hbm_bw_gbps,
+        "ICN": chip.scaleup_gbytes_per_s_uni,
+        "real_values": True,
+    }
+
+
+def genz_throughput(api, chip, tok_s_per_user: float) -> float | None:
+    """Total tokens/s per chip at the largest decode batch whose GenZ step meets ``tok_s_per_user``, with the
+    batch's prompts prefilled in GenZ prefill passes (time shared between them)."""
+    decode, prefill, ModelConfig = api
+    model = ModelConfig(
+        model="qwen3.5-397b-a17b-as-gqa-moe",
+        vocab_size=248320,
+        hidden_size=4096,
+        intermediate_size=1024,
+        num_decoder_layers=60,
+        num_attention_heads=32,
+        head_dim=256,
+        num_key_value_heads=2,
+        num_experts=512,
+        expert_top_k=10,
+        moe_intermediate_size=1024,
+        n_shared_experts=1,
+        shared_expert_intermediate_size=1024,
+    )
+    sysd = _system(chip)
+    best = None
+    for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512):
+        try:
+            d = decode(
+                model=model,
+                batch_size=batch,
+                input_tokens=INPUT + OUTPUT // 2,
+                output_tokens=0,
+                system_name=sysd,
+                bits="fp8",
+                tensor_parallel=8,
+            )
+            p = prefill(
+                model=model, batch_size=1, input_tokens=INPUT, system_name=sysd, bits="fp8", tensor_parallel=8
+            )
+        except Exception:  # GenZ refuses what does not fit  # noqa: BLE001
+            break
+        step_s = d["Latency"] / 1e3  # ModdelingOutput is a dict; its attributes stay 0
+        prefill_s = p["Latency"] / 1e3 * batch / OUTPUT  # each sequence's prompt, spread over its outputs
+        per_user = 1.0 / (step_s + prefill_s)
+        if per_user < tok_s_per_user:
+            break
+        best = batch * (INPUT + OUTPUT) / OUTPUT * per_user / 8
+    return best
+
+
+def sweep_time(n: int = 10_000) -> float:
+    """Seconds to project ``n`` serving configurations (chip x layout x concurrency x mix)."""
+    t = time.perf_counter()
+    done = 0
+    mixes = ((1024, 1024), (1024, 8192), (8192, 1024))
+    while done < n:
+        for chip in ("TPU v7", "B200", "H100 SXM", "TPU v6e"):
+            for layout in ("tp", "dp=8"):
+                m = StepModel.build(
+                    "llama3-70b", ServingDeployment(chip, 8, layout, precision="fp8", max_batch=512)
+                )
+                for i, o in mixes:
+                    for target in (5, 10, 20, 30, 50, 75, 100, 150):
+                        at_interactivity(m, i, o, target, 2.0)
+                        done += 1
+    return time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write both tables here")
+    args = ap.parse_args(argv)
+    catalog = load_catalog()
+    ours = [r for r in serving_rows(catalog) if r.role == "validation" and r.error_pct is not None]
+    api, why = _genz()
+    table = []
+    for r in ours:
+        g = None
+        note = why
+        if api and r.id == "row 12" and r.chip in CHIPS:
+            g = genz_throughput(api, catalog.chip(r.chip), 20.0)
+            note = "GenZ: GDN layers as GQA; decode steps + separate prefill passes"
+        elif api and r.id == "row 11" and r.chip in CHIPS:
+            t = genz_throughput(api, catalog.chip(r.chip), 100.0)
+            usd = catalog.chip(r.chip).price("own-hyperscaler").usd_per_chip_hour
+            g = usd / (t * 3600) * 1e6 if t else None
+            note = "GenZ: as row 12, priced as ours"
+        elif api:
+            note = (
+                "GenZ cannot express it ("
+                + (
+                    "prefill MFU of an unnamed model"
+                    if r.id == "row 4"
+                    else "E2E latency under continuous batching / a ratio of the above"
+                )
+                + ")"
+            )
+        table.append(
+            {
+                "id": r.id,
+                "chip": r.chip,
+                "group": group_of(r),
+                "published": r.published,
+                "ours": r.projected,
+                "ours_error_pct": r.error_pct,
+                "genz": g,
+                "genz_error_pct": None if g is None else 100 * (g / r.published - 1),
+                "note": note,
+            }
+        )
+    groups = {}
+    for g in sorted({row["group"] for row in table}):
+        part = [row for row in table if row["group"] == g]
+        ge = [abs(row["genz_error_pct"]) for row in part if row["genz_error_pct"] is not None]
+        groups[g] = {
+            "ours_median_abs_error_pct": statistics.median(abs(row["ours_error_pct"]) for row in part),
+            "genz_median_abs_error_pct": statistics.median(ge) if ge else None,
+            "genz_rows": len(ge),
+        }
+    out = {
+        "rows": table,
+        "groups": groups,
+        "sweep_10k_configs_s": sweep_time(),
+        "genz": why or "genz-llm imported",
+    }
+    print(json.dumps(out, indent=1, default=str))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
