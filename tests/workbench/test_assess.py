@@ -114,7 +114,7 @@ def test_assess_end_to_end_leaves_the_tree_byte_identical(tmp_path):
     assert by["python broken.py"]["outcome"] == "fails on cpu too"
     assert "TypeError" in by["python broken.py"]["cpu"]["first_error"]
     assert data["migration"]["rewritten"] >= 2
-    assert data["model"]["parameters"] == 50 * 16 + 16 * 50 + 50
+    assert data["model"]["parameters"] == 50 * 16 + 16 * 50 + 50 and data["model"]["unit"] == "token"
     assert data["model"]["forward_flops_per_token"] == 2 * 16 * 50  # the Linear; the embedding is a lookup
     shapes = by["python train.py"]["tpu_recompiles"]["shapes"]
     assert shapes and shapes[0]["distinct_shapes"] == 2

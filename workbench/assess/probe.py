@@ -42,6 +42,13 @@ def _tokens(tensors) -> int:
     return int(t.shape[0]) if t.dim() else 1  # samples (images, feature rows)
 
 
+def _unit(tensors) -> str:
+    """What ``_tokens`` counts for this module: token ids, or samples (rows of a float input)."""
+    if tensors and not tensors[0].is_floating_point() and not tensors[0].is_complex():
+        return "token"
+    return "sample"
+
+
 def _record(module, tensors) -> dict:
     key = type(module).__module__ + "." + type(module).__qualname__
     rec = _state["modules"].get(key)
@@ -58,6 +65,7 @@ def _record(module, tensors) -> dict:
             "distinct_shapes": 0,
             "flops": None,
             "flop_tokens": None,
+            "unit": _unit(tensors),
         }
         _state["modules"][key] = rec
     rec["calls"] += 1

@@ -18,13 +18,13 @@ def _num(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}g}"
 
 
-def _cost_lines(c: dict) -> list[str]:
+def _cost_lines(c: dict, unit: str) -> list[str]:
     band = c["error_band"]
     out = [
-        f"Projected ({c['model']}); {c['chips']} chips each, {c['tokens']:.3g} training tokens, price kind "
+        f"Projected ({c['model']}); {c['chips']} chips each, {c['tokens']:.3g} training {unit}s, price kind "
         f"{c['price_kind'] or 'none in common'}.",
         "",
-        "| chip | tokens/s per chip | time | $/M tokens | $ for the run | price (tier, source, date) |",
+        f"| chip | {unit}s/s per chip | time | $/M {unit}s | $ for the run | price (tier, source, date) |",
         "|---|---|---|---|---|---|",
     ]
     for r in c["rows"]:
@@ -41,26 +41,27 @@ def _cost_lines(c: dict) -> list[str]:
     return out
 
 
-def _saving(c: dict | None) -> str:
+def _saving(c: dict | None, unit: str) -> str:
     if not c or len(c["rows"]) < 2 or any(r["usd_run"] is None for r in c["rows"]):
         return "saving: not projected (no FLOP count from a run, or no common price kind)"
     gpu, tpu = c["rows"][0], c["rows"][1]
     pct = 1 - tpu["usd_run"] / gpu["usd_run"]
     word = "saves" if pct > 0 else "costs"
     return (
-        f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training tokens "
+        f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training {unit}s "
         f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse)"
     )
 
 
 def markdown(data: dict) -> str:
     v, mig = data["verdict"], data["migration"]
+    unit = (data.get("model") or {}).get("unit", "token")
     lines = [
         f"# Assessment of `{data['path']}`",
         "",
         f"**Verdict (exit {v['exit_status']}): {v['headline']}.**",
         "",
-        f"- {_saving(data['cost'])}",
+        f"- {_saving(data['cost'], unit)}",
         f"- estimated porting effort: {mig['effort_min']:.0f} min ({mig['effort_basis']})",
     ]
     if v.get("missing_ops"):
@@ -77,7 +78,11 @@ def markdown(data: dict) -> str:
         )
         lines += [f"- `{c['command']}` ({c['why']})" for c in data["candidates"]] or ["- none found"]
     for c in data["commands"]:
-        lines += [f"### `{c['command']}` — {c['outcome']}", ""]
+        first = c["command"].splitlines()[0] if c["command"].strip() else c["command"]
+        more = " …" if "\n" in c["command"].strip() else ""
+        lines += [f"### `{first}`{more} — {c['outcome']}", ""]
+        if more:
+            lines += ["```", c["command"], "```", ""]
         for dev in ("cpu", "tpu"):
             r = c.get(dev, {})
             err = f"; first error: `{r['first_error']}`" if r.get("first_error") else ""
@@ -104,9 +109,14 @@ def markdown(data: dict) -> str:
         m = data["model"]
         lines.append(
             f"Model `{m['class']}`: {m['parameters']:,} parameters, {m['forward_flops_per_token']:,.0f} forward FLOPs "
-            f"per token ({m['provenance']})."
+            f"per {unit} ({m['provenance']}; a {unit} = "
+            + (
+                "a token id of its input)."
+                if unit == "token"
+                else "a row of its float input: it takes no token ids)."
+            )
         )
-        lines += [""] + _cost_lines(data["cost"])
+        lines += [""] + _cost_lines(data["cost"], unit)
     else:
         lines.append(
             "Not projected: no run counted a model's FLOPs (no command ran, or no torch model was called)."

@@ -32,6 +32,8 @@ def judge_command(c: dict) -> dict:
         outcome = "passes, but the model stayed off the tpu"
     elif tpu.get("status") == "pass":
         outcome = "runs on tpu" if on_tpu else "passes on tpu (no model call observed)"
+    elif tpu.get("status") == "timeout":
+        outcome = "times out on tpu"
     else:
         outcome = "breaks after migration"
     return {
