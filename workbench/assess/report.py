@@ -7,6 +7,8 @@ import html
 import json
 from pathlib import Path
 
+from tpu_workbench.bench.assess.torchtpu_gaps import SOURCE
+
 
 def _money(v: float | None) -> str:
     if v is None:
@@ -66,6 +68,10 @@ def markdown(data: dict) -> str:
     ]
     if v.get("missing_ops"):
         lines.append(f"- ops missing on tpu here: {', '.join(v['missing_ops'])}")
+    if v.get("torchtpu_020_gaps"):
+        lines.append(
+            f"- ops the run used that TorchTPU 0.2.0 does not register: {', '.join(v['torchtpu_020_gaps'])} ({SOURCE})"
+        )
     if v.get("fails_on_cpu_too"):
         lines.append(f"- fails on cpu too (not the migration's doing): {', '.join(v['fails_on_cpu_too'])}")
     lines.append(
@@ -101,6 +107,12 @@ def markdown(data: dict) -> str:
             )
         for m in rc["dynamo"][:5]:
             lines.append(f"- dynamo: {m}")
+        if c.get("aten_ops_used"):
+            found = ", ".join(g["op"] for g in c["torchtpu_020_gaps"]) or "none known"
+            lines.append(
+                f"- ATen ops its models ran on cpu: {c['aten_ops_used']}; of them not registered by TorchTPU 0.2.0: "
+                f"{found} ({SOURCE})"
+            )
         if c["on_tpu"] is not None:
             lines.append(f"- model on the tpu: {c['on_tpu']}")
         lines.append("")
