@@ -462,6 +462,100 @@ views.table(records)
 ]
 
 
+NOTEBOOKS["06_assess"] = [
+    md("""
+# 06 · Assess a repository: will it run on "tpu", what must change, what would it cost
+
+`tpu-bench assess PATH` answers the three questions together for one repository: it migrates a temporary copy
+with `tpu-migrate` (rewrites and flags by rule, effort per file), runs the commands you name on "cpu" before the
+migration and on "tpu" after (one subprocess each, with a timeout), and projects the cost of training the model it
+observed to a GPU and a TPU. **It runs the repository's code**, in copies; your tree is only read.
+
+Here it assesses a small synthetic repository written to a temporary folder: a CUDA-style training script whose
+input length changes every step (a recompile on a TPU), a script that fails before any migration, and a test.
+"""),
+    params("""
+TIMEOUT = 240          # seconds per command and phase
+GPU, TPU = "H100 SXM", "TPU v7"
+CHIPS, TOKENS = 8, 1e9
+"""),
+    code("""
+import tempfile
+from pathlib import Path
+
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench.assess import AssessOptions, assess
+
+TRAIN = [
+    "import torch",
+    "import torch.nn as nn",
+    "",
+    "device = 'cuda' if torch.cuda.is_available() else 'cpu'",
+    "",
+    "class Net(nn.Module):",
+    "    def __init__(self):",
+    "        super().__init__()",
+    "        self.emb = nn.Embedding(64, 32)",
+    "        self.out = nn.Linear(32, 64)",
+    "",
+    "    def forward(self, x):",
+    "        return self.out(self.emb(x))",
+    "",
+    "if __name__ == '__main__':",
+    "    model = Net().to(device)",
+    "    opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+    "    for step in range(3):",
+    "        x = torch.randint(0, 64, (2, 8 + step), device=device)  # a new length every step",
+    "        loss = model(x).logsumexp(-1).mean()",
+    "        opt.zero_grad(); loss.backward(); opt.step()",
+    "        print(step, loss.item())",
+]
+TEST = ["from train import Net", "import torch", "", "def test_shape():",
+        "    assert Net()(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 64)"]
+CUDA_ONLY = ["import torch", "if __name__ == '__main__':", "    torch.cuda.synchronize()"]
+
+work = Path(tempfile.mkdtemp(prefix="assess-demo-"))
+repo = work / "repo"
+(repo / "tests").mkdir(parents=True)
+for name, lines in {"train.py": TRAIN, "old_cuda_only.py": CUDA_ONLY, "tests/test_net.py": TEST}.items():
+    (repo / name).write_text("\\n".join(lines) + "\\n")
+print(sorted(str(p.relative_to(repo)) for p in repo.rglob("*.py")))
+"""),
+    md("""
+## The assessment
+Commands: the training script, the CUDA-only script and the tests (`default_device` makes "tpu" torch's default
+device in the tpu run, so the test that never names a device exercises it).
+"""),
+    code("""
+data = assess(AssessOptions(
+    path=repo, out=work / "assessment", timeout=TIMEOUT, gpu=GPU, tpu=TPU, chips=CHIPS, tokens=TOKENS,
+    run=["python train.py", "python old_cuda_only.py"],
+    tests=["python -m pytest -q -p no:cacheprovider tests"],
+    default_device=True, workers=2,
+))
+print("exit status:", data["verdict"]["exit_status"], "|", data["verdict"]["headline"])
+"""),
+    md("""
+## The report
+The same text as `assessment.md` (with `assessment.html` and `assessment.json` beside it): verdict first, then
+the commands, the cost, the migration.
+"""),
+    code("""
+nbv.show_md((work / "assessment" / "assessment.md").read_text())
+"""),
+    md("""
+## What the runs observed
+Per command: the outcome, and on "tpu" how many input shapes each model saw (each new shape compiles anew).
+"""),
+    code("""
+for c in data["commands"]:
+    shapes = [s["distinct_shapes"] for s in c["tpu_recompiles"]["shapes"]]
+    print(f"{c['outcome']:<40} on_tpu={c['on_tpu']!s:<5} shapes_on_tpu={shapes}  {c['command']}")
+assert data["user_tree_unchanged"]
+"""),
+]
+
+
 def build() -> list[Path]:
     written = []
     for name, cells in NOTEBOOKS.items():

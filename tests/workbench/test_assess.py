@@ -111,10 +111,12 @@ def test_assess_end_to_end_leaves_the_tree_byte_identical(tmp_path):
     by = {c["command"]: c for c in data["commands"]}
     assert by["python train.py"]["outcome"] == "runs on tpu"
     assert by["python train.py"]["on_tpu"] is True
+    assert "aten::embedding" in by["python train.py"]["cpu"]["probe"]["aten_ops"]
+    assert by["python train.py"]["torchtpu_020_gaps"] == []
     assert by["python broken.py"]["outcome"] == "fails on cpu too"
     assert "TypeError" in by["python broken.py"]["cpu"]["first_error"]
     assert data["migration"]["rewritten"] >= 2
-    assert data["model"]["parameters"] == 50 * 16 + 16 * 50 + 50
+    assert data["model"]["parameters"] == 50 * 16 + 16 * 50 + 50 and data["model"]["unit"] == "token"
     assert data["model"]["forward_flops_per_token"] == 2 * 16 * 50  # the Linear; the embedding is a lookup
     shapes = by["python train.py"]["tpu_recompiles"]["shapes"]
     assert shapes and shapes[0]["distinct_shapes"] == 2
@@ -170,3 +172,11 @@ def test_findings_quote_the_original_line_and_effort_ranks_files(tmp_path):
             assert x["source"] == lines[x["line"] - 1].strip()
     assert [f["path"] for f in m["files"]][0] == "a.py"  # more work first
     assert m["rewritten"] >= 2 and m["effort_min"] > 0
+
+
+def test_torchtpu_020_gaps_name_only_known_absent_ops():
+    from tpu_workbench.bench.assess.torchtpu_gaps import gaps
+
+    found = gaps(["aten::mm", "aten::median.dim", "aten::linalg_cholesky_ex", "aten::add.Tensor"])
+    assert [g["op"] for g in found] == ["aten::median.dim", "aten::linalg_cholesky_ex"]
+    assert gaps([]) == []

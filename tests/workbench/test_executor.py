@@ -108,3 +108,20 @@ def test_ray_engine_same_store_same_results(tmp_path):
     ran: list[str] = []
     run_tasks(tasks, _opts(tmp_path), engine="ray", store=store, on_done=lambda o: ran.append(o.key))
     assert ran == []  # resumed: nothing left to run, Ray not even started
+
+
+def test_a_ray_address_that_does_not_answer_is_refused_fast():
+    import socket
+
+    from tpu_workbench.bench.executor.ray_engine import check_address
+
+    with socket.socket() as s:  # a port nobody listens on: bind, never listen
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(WorkbenchError, match="does not answer"):
+            check_address(f"127.0.0.1:{port}")
+        assert time.monotonic() - start < 6
+    with pytest.raises(WorkbenchError, match="host:port"):
+        check_address("not-an-address")
+    check_address("auto")  # left to Ray

@@ -55,6 +55,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--jobs", type=argtypes.POSITIVE_INT, default=1, help="commands run at once")
     p.add_argument("--engine", default="local", choices=["local", "ray"], help="executor engine")
+    p.add_argument(
+        "--ray-address", default=None, help="with --engine ray: a running cluster (default: start one here)"
+    )
     p.add_argument("--out", default="assessment", help="folder for the reports and logs (outside PATH)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -65,6 +68,10 @@ def run(args) -> int:
     from tpu_workbench.bench.catalog import load_catalog  # lazy: startup
 
     catalog = load_catalog()
+    if args.engine == "ray" and args.ray_address:
+        from tpu_workbench.bench.executor.ray_engine import check_address  # lazy: startup
+
+        check_address(args.ray_address)  # before any work: Ray itself retries for minutes
     catalog.chip(args.gpu)  # names checked before anything runs
     catalog.chip(args.tpu)
     options = AssessOptions(
@@ -81,6 +88,7 @@ def run(args) -> int:
         workers=args.jobs,
         engine=args.engine,
         default_device=args.default_device,
+        ray_address=args.ray_address,
     )
     data = assess(options, progress=not args.no_progress)
     v = data["verdict"]

@@ -14,16 +14,21 @@ PRECISION = "bf16"
 
 
 def model_counts(probe: dict) -> dict | None:
-    """The largest model the run called with a FLOP count: parameters, forward FLOPs per token."""
-    for m in probe.get("modules", []):
-        if m.get("flops") and m["flops"] > 0 and m.get("flop_tokens"):
-            return {
-                "class": m["class"],
-                "parameters": m["parameters"],
-                "forward_flops_per_token": m["flops"] / m["flop_tokens"],
-                "tokens_in_run": m["tokens"],
-                "provenance": "measured (FlopCounterMode over the model's first forward in the cpu run)",
-            }
+    """The largest model the run called with a FLOP count: parameters, forward FLOPs per token (``unit``:
+    "token" for token-id inputs, "sample" for a float input's rows). Modules with weights come first."""
+    mods = [m for m in probe.get("modules", []) if m.get("flops") and m["flops"] > 0 and m.get("flop_tokens")]
+    mods.sort(
+        key=lambda m: m["parameters"] <= 0
+    )  # stable: by parameters (the probe's order) within each group
+    for m in mods:
+        return {
+            "class": m["class"],
+            "parameters": m["parameters"],
+            "forward_flops_per_token": m["flops"] / m["flop_tokens"],
+            "tokens_in_run": m["tokens"],
+            "unit": m.get("unit", "token"),
+            "provenance": "measured (FlopCounterMode over the model's first forward in the cpu run)",
+        }
     return None
 
 

@@ -134,6 +134,7 @@ def _merge(probes: list[dict]) -> dict:
     modules: dict[str, dict] = {}
     recompiles: list[str] = []
     fallback: dict[str, int] = {}
+    aten: set[str] = set()
     compile_stats = None
     for p in probes:
         for key, m in p.get("modules", {}).items():
@@ -143,10 +144,12 @@ def _merge(probes: list[dict]) -> dict:
         for op, n in (p.get("cpu_fallback_ops") or {}).items():
             fallback[op] = fallback.get(op, 0) + n
         compile_stats = p.get("tpu_compile_stats") or compile_stats
+        aten.update(p.get("aten_ops", []))
     return {
         "processes": len(probes),
         "modules": sorted(modules.values(), key=lambda m: -m["parameters"]),
         "recompiles": recompiles[:20],
         "cpu_fallback_ops": fallback,
         "tpu_compile_stats": compile_stats,
+        "aten_ops": sorted(aten),
     }

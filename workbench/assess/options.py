@@ -32,3 +32,4 @@ class AssessOptions:
     workers: int = 1
     engine: str = "local"
     default_device: bool = False
+    ray_address: str | None = None

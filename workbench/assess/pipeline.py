@@ -43,7 +43,10 @@ def _run_all(cmds: list[dict], before: Path, after: Path, options: AssessOptions
             }
             tasks.append(Task(f"{i}-{device}", ref(run_command), payload))
     exec_opts = ExecutorOptions(
-        workers=options.workers, timeout=options.timeout + 60, start_method="forkserver"
+        workers=options.workers,
+        timeout=options.timeout + 60,
+        start_method="forkserver",
+        ray_address=options.ray_address,
     )
     for o in run_tasks(tasks, exec_opts, engine=options.engine, progress=progress, desc="assess"):
         i, device = o.key.split("-")

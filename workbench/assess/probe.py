@@ -22,7 +22,23 @@ MAX_FLOP_MODULES = 3
 STUB = "from tpu_workbench.bench.assess.probe import install\ninstall()\n"
 
 _local = threading.local()
-_state: dict = {"modules": {}, "recompiles": []}
+_state: dict = {"modules": {}, "recompiles": [], "aten_ops": set()}
+_recorder = None
+
+
+def _op_recorder():
+    """A dispatch mode that records the ATen op names a model's forward runs (made once, on first use)."""
+    global _recorder
+    if _recorder is None:
+        from torch.utils._python_dispatch import TorchDispatchMode  # lazy: heavy
+
+        class Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                _state["aten_ops"].add(func._schema.name)
+                return func(*args, **(kwargs or {}))
+
+        _recorder = Record
+    return _recorder()
 
 
 def _tensors(args, kwargs):
@@ -42,6 +58,13 @@ def _tokens(tensors) -> int:
     return int(t.shape[0]) if t.dim() else 1  # samples (images, feature rows)
 
 
+def _unit(tensors) -> str:
+    """What ``_tokens`` counts for this module: token ids, or samples (rows of a float input)."""
+    if tensors and not tensors[0].is_floating_point() and not tensors[0].is_complex():
+        return "token"
+    return "sample"
+
+
 def _record(module, tensors) -> dict:
     key = type(module).__module__ + "." + type(module).__qualname__
     rec = _state["modules"].get(key)
@@ -58,6 +81,7 @@ def _record(module, tensors) -> dict:
             "distinct_shapes": 0,
             "flops": None,
             "flop_tokens": None,
+            "unit": _unit(tensors),
         }
         _state["modules"][key] = rec
     rec["calls"] += 1
@@ -88,13 +112,23 @@ def _wrap(orig, count_flops: bool):
                 try:
                     from torch.utils.flop_counter import FlopCounterMode  # lazy: heavy
 
-                    with FlopCounterMode(display=False) as fc:
+                    with FlopCounterMode(display=False) as fc, _op_recorder():
                         out = orig(self, *args, **kwargs)
                     rec["flops"] = int(fc.get_total_flops())
                     rec["flop_tokens"] = _tokens(tensors)
                     return out
                 except Exception:  # noqa: BLE001 - count failed (or the call did): run it plainly
                     rec["flops"] = -1
+            if (
+                count_flops and type(self).__name__ != "OptimizedModule"
+            ):  # the cpu run only; never under Dynamo
+                try:
+                    mode = _op_recorder()
+                except Exception:  # noqa: BLE001
+                    mode = None
+                if mode is not None:
+                    with mode:
+                        return orig(self, *args, **kwargs)
             return orig(self, *args, **kwargs)
         finally:
             _local.depth = 0
@@ -114,6 +148,7 @@ class _Recompiles(logging.Handler):
 
 def _dump(path: str) -> None:
     data = dict(_state)
+    data["aten_ops"] = sorted(_state["aten_ops"])
     dispatch = sys.modules.get("tpu_workbench.backend.dispatch")
     data["cpu_fallback_ops"] = dict(getattr(dispatch, "FALLBACK_COUNTS", {}) or {})
     compile_mod = sys.modules.get("tpu_workbench.backend.compile")

@@ -7,6 +7,8 @@ import html
 import json
 from pathlib import Path
 
+from tpu_workbench.bench.assess.torchtpu_gaps import SOURCE
+
 
 def _money(v: float | None) -> str:
     if v is None:
@@ -18,13 +20,13 @@ def _num(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}g}"
 
 
-def _cost_lines(c: dict) -> list[str]:
+def _cost_lines(c: dict, unit: str) -> list[str]:
     band = c["error_band"]
     out = [
-        f"Projected ({c['model']}); {c['chips']} chips each, {c['tokens']:.3g} training tokens, price kind "
+        f"Projected ({c['model']}); {c['chips']} chips each, {c['tokens']:.3g} training {unit}s, price kind "
         f"{c['price_kind'] or 'none in common'}.",
         "",
-        "| chip | tokens/s per chip | time | $/M tokens | $ for the run | price (tier, source, date) |",
+        f"| chip | {unit}s/s per chip | time | $/M {unit}s | $ for the run | price (tier, source, date) |",
         "|---|---|---|---|---|---|",
     ]
     for r in c["rows"]:
@@ -41,30 +43,35 @@ def _cost_lines(c: dict) -> list[str]:
     return out
 
 
-def _saving(c: dict | None) -> str:
+def _saving(c: dict | None, unit: str) -> str:
     if not c or len(c["rows"]) < 2 or any(r["usd_run"] is None for r in c["rows"]):
         return "saving: not projected (no FLOP count from a run, or no common price kind)"
     gpu, tpu = c["rows"][0], c["rows"][1]
     pct = 1 - tpu["usd_run"] / gpu["usd_run"]
     word = "saves" if pct > 0 else "costs"
     return (
-        f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training tokens "
+        f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training {unit}s "
         f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse)"
     )
 
 
 def markdown(data: dict) -> str:
     v, mig = data["verdict"], data["migration"]
+    unit = (data.get("model") or {}).get("unit", "token")
     lines = [
         f"# Assessment of `{data['path']}`",
         "",
         f"**Verdict (exit {v['exit_status']}): {v['headline']}.**",
         "",
-        f"- {_saving(data['cost'])}",
+        f"- {_saving(data['cost'], unit)}",
         f"- estimated porting effort: {mig['effort_min']:.0f} min ({mig['effort_basis']})",
     ]
     if v.get("missing_ops"):
         lines.append(f"- ops missing on tpu here: {', '.join(v['missing_ops'])}")
+    if v.get("torchtpu_020_gaps"):
+        lines.append(
+            f"- ops the run used that TorchTPU 0.2.0 does not register: {', '.join(v['torchtpu_020_gaps'])} ({SOURCE})"
+        )
     if v.get("fails_on_cpu_too"):
         lines.append(f"- fails on cpu too (not the migration's doing): {', '.join(v['fails_on_cpu_too'])}")
     lines.append(
@@ -77,7 +84,11 @@ def markdown(data: dict) -> str:
         )
         lines += [f"- `{c['command']}` ({c['why']})" for c in data["candidates"]] or ["- none found"]
     for c in data["commands"]:
-        lines += [f"### `{c['command']}` — {c['outcome']}", ""]
+        first = c["command"].splitlines()[0] if c["command"].strip() else c["command"]
+        more = " …" if "\n" in c["command"].strip() else ""
+        lines += [f"### `{first}`{more} — {c['outcome']}", ""]
+        if more:
+            lines += ["```", c["command"], "```", ""]
         for dev in ("cpu", "tpu"):
             r = c.get(dev, {})
             err = f"; first error: `{r['first_error']}`" if r.get("first_error") else ""
@@ -96,6 +107,12 @@ def markdown(data: dict) -> str:
             )
         for m in rc["dynamo"][:5]:
             lines.append(f"- dynamo: {m}")
+        if c.get("aten_ops_used"):
+            found = ", ".join(g["op"] for g in c["torchtpu_020_gaps"]) or "none known"
+            lines.append(
+                f"- ATen ops its models ran on cpu: {c['aten_ops_used']}; of them not registered by TorchTPU 0.2.0: "
+                f"{found} ({SOURCE})"
+            )
         if c["on_tpu"] is not None:
             lines.append(f"- model on the tpu: {c['on_tpu']}")
         lines.append("")
@@ -104,9 +121,14 @@ def markdown(data: dict) -> str:
         m = data["model"]
         lines.append(
             f"Model `{m['class']}`: {m['parameters']:,} parameters, {m['forward_flops_per_token']:,.0f} forward FLOPs "
-            f"per token ({m['provenance']})."
+            f"per {unit} ({m['provenance']}; a {unit} = "
+            + (
+                "a token id of its input)."
+                if unit == "token"
+                else "a row of its float input: it takes no token ids)."
+            )
         )
-        lines += [""] + _cost_lines(data["cost"])
+        lines += [""] + _cost_lines(data["cost"], unit)
     else:
         lines.append(
             "Not projected: no run counted a model's FLOPs (no command ran, or no torch model was called)."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpu_workbench.bench.assess.options import EXIT_BAD_INPUT, EXIT_NEEDS_CHANGES, EXIT_RUNS_ON_TPU
+from tpu_workbench.bench.assess.torchtpu_gaps import gaps
 
 
 def _on_tpu(probe: dict) -> bool | None:
@@ -32,6 +33,8 @@ def judge_command(c: dict) -> dict:
         outcome = "passes, but the model stayed off the tpu"
     elif tpu.get("status") == "pass":
         outcome = "runs on tpu" if on_tpu else "passes on tpu (no model call observed)"
+    elif tpu.get("status") == "timeout":
+        outcome = "times out on tpu"
     else:
         outcome = "breaks after migration"
     return {
@@ -40,6 +43,8 @@ def judge_command(c: dict) -> dict:
         "on_tpu": on_tpu,
         "tpu_recompiles": {"shapes": _recompiles(tprobe), "dynamo": tprobe.get("recompiles", [])},
         "cpu_fallback_ops": tprobe.get("cpu_fallback_ops", {}),
+        "aten_ops_used": len((cpu.get("probe") or {}).get("aten_ops", [])),
+        "torchtpu_020_gaps": gaps((cpu.get("probe") or {}).get("aten_ops", [])),
     }
 
 
@@ -72,6 +77,7 @@ def overall(data: dict) -> dict:
     head += " (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")"
     missing = sorted({op for c in ran for op in c.get("tpu", {}).get("missing_ops", [])})
     return {
+        "torchtpu_020_gaps": sorted({g["op"] for c in cmds for g in c.get("torchtpu_020_gaps", [])}),
         "exit_status": EXIT_RUNS_ON_TPU if runs else EXIT_NEEDS_CHANGES,
         "headline": head + f"; migration: {changes}",
         "missing_ops": missing,

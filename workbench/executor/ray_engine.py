@@ -6,6 +6,7 @@ fails that task only (Ray reports the worker died); a task past its deadline is 
 from __future__ import annotations
 
 import os
+import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -50,11 +51,27 @@ def _import_ray():
     return ray
 
 
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """Fail fast when a cluster address does not answer: Ray itself retries for minutes. ``auto`` (Ray finds a
+    local cluster) is left to Ray."""
+    if address == "auto":
+        return
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise WorkbenchError(f"Ray address {address!r} is not host:port (or ray://host:port, or auto)")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise WorkbenchError(f"the Ray cluster at {address} does not answer ({exc})") from exc
+
+
 def _init(ray, options: ExecutorOptions) -> bool:
     """Connect to ``options.ray_address`` or start a local cluster on 127.0.0.1; True when we started it."""
     if ray.is_initialized():
         return False
     if options.ray_address:
+        check_address(options.ray_address)
         try:
             ray.init(address=options.ray_address, log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...

@@ -124,6 +124,10 @@ def run(args) -> int:
             print(f"{len(rows)} architectures")
         return 0
     device = check_device(args.device)
+    if args.engine == "ray" and args.ray_address:
+        from tpu_workbench.bench.executor.ray_engine import check_address  # lazy: startup
+
+        check_address(args.ray_address)  # before any work: Ray itself retries for minutes
     if args.arch:
         zoo.select(args.arch)  # validate names before starting anything
     options = SweepOptions(
