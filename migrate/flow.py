@@ -95,7 +95,10 @@ class Flow:
                     self.checks.append(check)
                 continue
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
-                self.checks.append(self._check(node, self._qname(node.func) or ""))
+                name = self._qname(node.func) or ""
+                if name.endswith("device_count") and not self._truth_use(node):
+                    continue  # a count (`rank % device_count()`), not a test that CUDA is here
+                self.checks.append(self._check(node, name))
             elif (
                 type(node) is cst.Attribute
                 and node.attr.value == "is_cuda"
@@ -252,6 +255,16 @@ class Flow:
         while p is not None and type(p) is not kind:
             p = self.parents.get(p)
         return p
+
+    def _truth_use(self, node: cst.CSTNode) -> bool:
+        """Whether ``node``'s value is used as a truth value (a test, `not`, and/or, `> 0`)."""
+        parent = self.parents.get(node)
+        t = type(parent)
+        if t in (cst.If, cst.While, cst.IfExp, cst.Assert):
+            return parent.test is node
+        if t is cst.Comparison:
+            return parent.left is node and _counts(parent)
+        return (t is cst.UnaryOperation and type(parent.operator) is cst.Not) or t is cst.BooleanOperation
 
     def kept_test(self, node: cst.CSTNode) -> bool:
         """A flagged literal inside a comparison: its test stays false on TPU, so it switches nothing on."""
