@@ -260,7 +260,10 @@ class LiteralRule(Rule):
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
         if t is cst.FunctionDef:
-            if _GRAPH_WORDS.search(ctx.source_text) and _GRAPH_WORDS.search(code(node)):
+            graph = ctx.scratch.get("graph-words")
+            if graph is None:  # (once per file: searching the text per function would be quadratic)
+                graph = ctx.scratch["graph-words"] = _GRAPH_WORDS.search(ctx.source_text) is not None
+            if graph and _GRAPH_WORDS.search(code(node)):
                 self._keep_graph_strings(ctx, node)
             return
         if t is cst.Comparison:

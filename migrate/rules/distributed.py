@@ -40,7 +40,9 @@ class NcclLiteral(LiteralRule):
     def data_reason(self, ctx):
         """A file that never creates a process group hands its backend name to a framework (ignite's
         idist.Parallel, accelerate, Lightning) that has its own names: 'tpu_dist' means nothing there."""
-        if creates_group(ctx.source_text):
+        if "creates-group" not in ctx.scratch:
+            ctx.scratch["creates-group"] = creates_group(ctx.source_text)
+        if ctx.scratch["creates-group"]:
             return None
         return (
             "the backend name goes to code that is not torch.distributed (this file creates no process "
