@@ -5,7 +5,7 @@ device-type test) makes the check true on TPU, so everything it controls starts 
 the ``else`` of a negated test, the rest of a block after ``if not cuda: return ...``, every branch that
 reads a flag stored from it (``self.use_cuda = torch.cuda.is_available()`` read in other methods, a module
 or local name). A call-site rule cannot see that code; this module finds it with libcst's metadata
-(scopes, qualified names, parents, load/store context) so that :mod:`tpu_workbench.migrate.source` can check,
+(scopes, qualified names, parents; load/store from the parents) so that :mod:`tpu_workbench.migrate.source` can check,
 after a first pass, that the switched-on code was fully migrated, and keep (flag) the check when not.
 
 A check whose value leaves what can be followed (returned, passed to a function that is not torch's, stored
@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import (
-    ExpressionContext,
-    ExpressionContextProvider,
     MetadataWrapper,
     ParentNodeProvider,
     QualifiedNameProvider,
@@ -77,14 +75,11 @@ class Flow:
         self.parents = wrapper.resolve(ParentNodeProvider)
         self.scopes = wrapper.resolve(ScopeProvider)
         self.qnames = wrapper.resolve(QualifiedNameProvider)
-        self.contexts = wrapper.resolve(ExpressionContextProvider)
         self.checks: list[Check] = []
         own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
             _code(n.value)
             for n in self.parents
-            if type(n) is cst.Attribute
-            and n.attr.value == "is_cuda"
-            and self.contexts.get(n) is ExpressionContext.STORE
+            if type(n) is cst.Attribute and n.attr.value == "is_cuda" and self._stored(n)
         }
         for node in self.parents:
             if type(node) is cst.Comparison:
@@ -95,11 +90,14 @@ class Flow:
                     self.checks.append(check)
                 continue
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
-                self.checks.append(self._check(node, self._qname(node.func) or ""))
+                name = self._qname(node.func) or ""
+                if name.endswith("device_count") and not self._truth_use(node):
+                    continue  # a count (`rank % device_count()`), not a test that CUDA is here
+                self.checks.append(self._check(node, name))
             elif (
                 type(node) is cst.Attribute
                 and node.attr.value == "is_cuda"
-                and self.contexts.get(node) is not ExpressionContext.STORE
+                and not self._stored(node)
                 and not self._qname(node)
                 and _code(node.value) not in own
             ):
@@ -137,7 +135,7 @@ class Flow:
                 and n.attr.value == attr
                 and type(n.value) is cst.Name
                 and n.value.value == base
-                and self.contexts.get(n) is not ExpressionContext.STORE
+                and not self._stored(n)
             ]
         return []
 
@@ -252,6 +250,25 @@ class Flow:
         while p is not None and type(p) is not kind:
             p = self.parents.get(p)
         return p
+
+    def _stored(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is assigned to (an assignment, augmented or annotated, or a loop target): the load /
+        store half of libcst's ExpressionContextProvider, from the parents already computed."""
+        parent = self.parents.get(node)
+        t = type(parent)
+        if t in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For):
+            return parent.target is node
+        return t in (cst.Tuple, cst.List, cst.Element) and self._stored(parent)
+
+    def _truth_use(self, node: cst.CSTNode) -> bool:
+        """Whether ``node``'s value is used as a truth value (a test, `not`, and/or, `> 0`)."""
+        parent = self.parents.get(node)
+        t = type(parent)
+        if t in (cst.If, cst.While, cst.IfExp, cst.Assert):
+            return parent.test is node
+        if t is cst.Comparison:
+            return parent.left is node and _counts(parent)
+        return (t is cst.UnaryOperation and type(parent.operator) is cst.Not) or t is cst.BooleanOperation
 
     def kept_test(self, node: cst.CSTNode) -> bool:
         """A flagged literal inside a comparison: its test stays false on TPU, so it switches nothing on."""

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import libcst as cst
 
+from . import _helpers
 from ._util import code, string_body, with_body
 from .base import Context, Rule
 from .frameworks import framework_knob_strings
@@ -20,6 +21,20 @@ _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 ARGPARSE_CODE = "TPU103"
+_CREATES_GROUP = re.compile(r"\b(?:init_process_group|new_group)\s*\(")
+
+
+def creates_group(source: str) -> bool:
+    """Whether the file creates a process group itself (else a backend name is a framework's data); the local
+    replacements tpu-migrate added (which create one on demand) do not count."""
+    found = len(_CREATES_GROUP.findall(source))
+    if found:
+        for h in _helpers.all_helpers():
+            if f"def {h.name}(" in source or f"class {h.name}" in source:
+                found -= len(_CREATES_GROUP.findall(h.source))
+    return found > 0
+
+
 DICT_KEY_CODE = "TPU104"
 
 
@@ -230,6 +245,10 @@ class LiteralRule(Rule):
                 )
             todo.extend(n.children)
 
+    def data_reason(self, ctx: Context) -> str | None:
+        """Why this file's literals are data for some other consumer and must stay as written, or None."""
+        return None
+
     def new_body(self, body: str | None) -> str | None:
         if body is None:
             return None
@@ -241,7 +260,10 @@ class LiteralRule(Rule):
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
         if t is cst.FunctionDef:
-            if _GRAPH_WORDS.search(ctx.source_text) and _GRAPH_WORDS.search(code(node)):
+            graph = ctx.scratch.get("graph-words")
+            if graph is None:  # (once per file: searching the text per function would be quadratic)
+                graph = ctx.scratch["graph-words"] = _GRAPH_WORDS.search(ctx.source_text) is not None
+            if graph and _GRAPH_WORDS.search(code(node)):
                 self._keep_graph_strings(ctx, node)
             return
         if t is cst.Comparison:
@@ -468,7 +490,7 @@ class LiteralRule(Rule):
                 ctx.keep_branch()
                 return None
             body = string_body(node) or ""
-            reason = kept_reason(ctx, body.split(":")[0], self.others)
+            reason = kept_reason(ctx, body.split(":")[0], self.others) or self.data_reason(ctx)
             if reason is not None:
                 ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
                 ctx.keep_branch()  # (when the literal is in an if's test, that if's body is CUDA's branch)

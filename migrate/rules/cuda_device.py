@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DICT_KEY_CODE, LiteralRule
+from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DICT_KEY_CODE, LiteralRule, creates_group
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
@@ -98,6 +98,8 @@ class ArgparseDefault(Rule):
             return None
         bodies = [string_body(e.value) for e in choices.value.elements]
         add = [new for old, new in _CHOICE_ADDS.items() if old in bodies and new not in bodies]
+        if "tpu_dist" in add and not creates_group(ctx.source_text):
+            add.remove("tpu_dist")  # (a framework's backend option: its names are its own, see TPU401)
         if not add or not ctx.enabled("TPU101" if "tpu" in add else "TPU401"):
             return None
         template = next(e.value for e in choices.value.elements if string_body(e.value) is not None)

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from . import _helpers
-from ._literal import LiteralRule
+from ._literal import LiteralRule, creates_group
 from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
 from .base import Rule, register
 
@@ -36,6 +36,18 @@ class NcclLiteral(LiteralRule):
     replacement = "tpu_dist"
     what = "process-group backend"
     flag_compared = True  # `if get_backend() == "nccl": barrier(device_ids=...)` is NCCL's own code
+
+    def data_reason(self, ctx):
+        """A file that never creates a process group hands its backend name to a framework (ignite's
+        idist.Parallel, accelerate, Lightning) that has its own names: 'tpu_dist' means nothing there."""
+        if "creates-group" not in ctx.scratch:
+            ctx.scratch["creates-group"] = creates_group(ctx.source_text)
+        if ctx.scratch["creates-group"]:
+            return None
+        return (
+            "the backend name goes to code that is not torch.distributed (this file creates no process "
+            "group), and frameworks name their own backends"
+        )
 
 
 @register

@@ -198,3 +198,16 @@ def test_a_device_comparison_is_renamed_only_when_its_branch_is_migrated(test, b
     if body in UNSAFE:
         for line in body.splitlines():
             assert line.strip() in res.new_source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "args.gpu = args.rank % torch.cuda.device_count()",
+        "n = torch.cuda.device_count()\nbatch = 8 * n",
+        "world = torch.cuda.device_count() * nodes",
+    ],
+)
+def test_device_count_used_as_a_number_is_rewritten_not_kept(line):
+    out = run("import torch\n" + line + "\n").new_source
+    assert "torch.accelerator.device_count()" in out and "TODO" not in out

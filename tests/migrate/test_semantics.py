@@ -89,6 +89,7 @@ def test_backend_strings_in_asserts_comparisons_and_dicts():
         "import torch.distributed as dist\nbackend = 'nccl'\nassert backend in ['gloo', 'nccl']\n"
         "if backend == 'nccl':\n    x = 1\n"
         "BACKENDS = {'xpu': 'ccl', 'hpu': 'hccl', 'cuda': 'nccl', 'npu': 'hccl'}\n"
+        "dist.init_process_group(backend)\n"
     )
     res = run(src)
     out = res.new_source
@@ -107,6 +108,7 @@ def test_argparse_defaults_rewritten_flag_names_kept():
         "p.add_argument('--device', default='cuda')\np.add_argument('--no-cuda', action='store_true')\n"
         "p.add_argument('--cuda', action='store_true')\np.add_argument('--dist-backend', default='nccl')\n"
         "args = p.parse_args()\nuse_cuda = not args.no_cuda and torch.cuda.is_available()\n"
+        "torch.distributed.init_process_group(args.dist_backend)\n"
     )
     res = run(src)
     out = res.new_source

@@ -272,3 +272,23 @@ def test_a_scaler_is_disabled_when_every_autocast_becomes_bf16(autocast):
     src = f"import torch\nscaler = torch.cuda.amp.GradScaler()\nwith {autocast}:\n    y = m(x)\n"
     out = run(src).new_source
     assert 'torch.amp.GradScaler("tpu", enabled=False)' in out and "torch.bfloat16" in out
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "with idist.Parallel(backend=args.backend) as p:\n    p.run(main)\n",
+        "accelerator = Accelerator(backend=args.backend)\n",
+        "launch(main, backend=args.backend)\n",
+    ],
+)
+def test_a_backend_name_for_a_framework_is_kept_and_flagged(use):
+    src = (
+        "import argparse\nimport ignite.distributed as idist\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--backend', default='nccl', choices=['nccl', 'gloo'])\nargs = p.parse_args()\n" + use
+    )
+    res = run(src)
+    assert "default='nccl'" in res.new_source and "tpu_dist" not in _code_lines(res.new_source)
+    assert "TPU401" in codes(res) and all(
+        d.outcome == "flagged" for d in res.diagnostics if d.code == "TPU401"
+    )
