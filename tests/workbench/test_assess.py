@@ -180,3 +180,31 @@ def test_torchtpu_020_gaps_name_only_known_absent_ops():
     found = gaps(["aten::mm", "aten::median.dim", "aten::linalg_cholesky_ex", "aten::add.Tensor"])
     assert [g["op"] for g in found] == ["aten::median.dim", "aten::linalg_cholesky_ex"]
     assert gaps([]) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(["--timeout", "--chips", "--tokens", "--jobs"]),
+    st.one_of(st.integers(max_value=0).map(str), st.sampled_from(["abc", "", "nan", "-1e9", "1e999x"])),
+)
+def test_bad_numbers_are_refused_before_anything_runs(tmp_path_factory, flag, value):
+    out = tmp_path_factory.mktemp("o")
+    with pytest.raises(SystemExit) as exc:
+        main(["assess", str(out), flag, value, "--out", str(out / "x")])
+    assert exc.value.code == 2
+
+
+def test_out_inside_the_tree_and_candidates_on_request(tmp_path):
+    from tpu_workbench.bench.assess import AssessOptions, assess
+    from tpu_workbench.bench.assess.pipeline import _commands
+
+    repo = make_repo(tmp_path)
+    with pytest.raises(WorkbenchError, match="inside the assessed tree"):
+        assess(AssessOptions(path=repo, out=repo / "report"))
+    assert not (repo / "report").exists()
+    cands = propose(repo)
+    assert _commands(AssessOptions(path=repo, run=["python x.py"]), cands) == [
+        {"kind": "run", "command": "python x.py", "source": "user"}
+    ]
+    confirmed = _commands(AssessOptions(path=repo, candidates=True), cands)
+    assert [c["command"] for c in confirmed] == [c["command"] for c in cands]
