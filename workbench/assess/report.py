@@ -51,7 +51,8 @@ def _saving(c: dict | None, unit: str) -> str:
     word = "saves" if pct > 0 else "costs"
     return (
         f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training {unit}s "
-        f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse)"
+        f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse; "
+        "with the compute term alone this ratio is the chips' peak FLOP/s per dollar, the same for any model)"
     )
 
 
