@@ -208,3 +208,20 @@ def test_out_inside_the_tree_and_candidates_on_request(tmp_path):
     ]
     confirmed = _commands(AssessOptions(path=repo, candidates=True), cands)
     assert [c["command"] for c in confirmed] == [c["command"] for c in cands]
+
+
+def test_a_transformers_decoder_gets_the_full_projection_and_others_the_compute_term():
+    from tpu_workbench.bench.assess.cost import project_cost
+
+    hf = {"model_type": "gpt2", "vocab_size": 500, "n_embd": 32, "n_layer": 2, "n_head": 2,
+          "activation_function": "gelu_new", "tie_word_embeddings": True}  # fmt: skip
+    counts = {"forward_flops_per_token": 1e5, "unit": "token", "hf_config": hf, "seq": 64}
+    full = project_cost(counts, ["H100 SXM", "TPU v7"], 8, 1e9)
+    assert full["full_projection"] and "plain MLP" in full["model"]
+    assert all(0 < r["mfu"] < 1 and r["tokens_per_s_per_chip"] > 0 for r in full["rows"])
+    plain = project_cost({**counts, "hf_config": None}, ["H100 SXM", "TPU v7"], 8, 1e9)
+    assert not plain["full_projection"] and "compute term" in plain["model"]
+    # the compute term ignores memory and overheads: never slower than the full projection
+    assert all(
+        p["tokens_per_s_per_chip"] >= f["tokens_per_s_per_chip"] for p, f in zip(plain["rows"], full["rows"])
+    )
