@@ -223,5 +223,6 @@ def test_a_transformers_decoder_gets_the_full_projection_and_others_the_compute_
     assert not plain["full_projection"] and "compute term" in plain["model"]
     # the compute term ignores memory and overheads: never slower than the full projection
     assert all(
-        p["tokens_per_s_per_chip"] >= f["tokens_per_s_per_chip"] for p, f in zip(plain["rows"], full["rows"])
+        p["tokens_per_s_per_chip"] >= f["tokens_per_s_per_chip"]
+        for p, f in zip(plain["rows"], full["rows"], strict=True)
     )
