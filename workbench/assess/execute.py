@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,7 +109,13 @@ def run_command(payload: dict, emit) -> dict:
         proc.wait()
     wall = time.monotonic() - start
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    probes = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(prefix + ".*.json"))]
+    probes = []
+    for p in sorted(glob.glob(prefix + ".*.json")):
+        try:
+            probes.append(json.loads(Path(p).read_text()))
+        except ValueError:  # a process killed while writing its probe file
+            continue
+    shutil.rmtree(probe_dir, ignore_errors=True)
     missing = sorted(set(MISSING_OP.findall(text)))
     return {
         "command": command,
