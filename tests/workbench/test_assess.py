@@ -78,6 +78,17 @@ def test_candidates_are_scripts_with_a_main_guard_and_the_tests_folder(tmp_path)
     assert "python lib.py" not in cmds
 
 
+def test_pytest_counts_with_and_without_a_summary():
+    from tpu_workbench.bench.assess.execute import test_summary
+
+    assert (
+        test_summary("..F\n==== 1 failed, 2 passed, 3 warnings in 2.1s ====\n")
+        == "1 failed, 2 passed, 3 warnings"
+    )
+    assert test_summary("tests/test_a.py ..F.  [ 40%]\n..") == "before it stopped: 5 passed, 1 failed"
+    assert test_summary("hello\n") is None
+
+
 def test_first_error_is_the_exception_that_ended_the_run():
     log = "noise\nTraceback (most recent call last):\n  File \"x\", line 1\n    y()\nKeyError: 'k'\n"
     assert first_error(log) == "KeyError: 'k'"

@@ -47,10 +47,20 @@ PYTEST_SUMMARY = re.compile(
 )
 
 
+PYTEST_PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$")
+
+
 def test_summary(log: str) -> str | None:
-    """pytest's closing counts ("3 failed, 10 passed"), when the command was a pytest run."""
+    """pytest's closing counts ("3 failed, 10 passed"), when the command was a pytest run; for a run killed
+    before its summary, the counts of its progress marks so far."""
     found = [m.group(1).strip(" ,") for m in map(PYTEST_SUMMARY.match, log.splitlines()) if m]
-    return found[-1] if found else None
+    if found:
+        return found[-1]
+    marks = "".join(m.group(1) for m in map(PYTEST_PROGRESS.match, log.splitlines()) if m)
+    if not marks:
+        return None
+    counts = {"passed": marks.count("."), "failed": marks.count("F"), "errors": marks.count("E")}
+    return "before it stopped: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
 
 
 def _env(device: str, probe: str, count_flops: bool, cwd: Path, default_device: bool = False) -> dict:
@@ -129,7 +139,7 @@ def run_command(payload: dict, emit) -> dict:
         )
         or (first_error(text) if rc else None),
         "missing_ops": missing,
-        "tests": test_summary(text),
+        "tests": test_summary(text) if "pytest" in command or "py.test" in command else None,
         "log": str(log_path),
         "log_tail": text[-2000:],
         "probe": _merge(probes),
