@@ -132,6 +132,13 @@ def test_assess_end_to_end_leaves_the_tree_byte_identical(tmp_path):
     shapes = by["python train.py"]["tpu_recompiles"]["shapes"]
     assert shapes and shapes[0]["distinct_shapes"] == 2
     assert code == 0 and data["verdict"]["exit_status"] == 0
+    stored = (out / "tasks.jsonl").read_text().splitlines()
+    assert len(stored) == 4  # two commands x (cpu, tpu), appended as each finished
+    again = main(["assess", str(repo), "--out", str(out), "--no-progress", "--timeout", "120",
+                  "--run", "python train.py", "--run", "python broken.py"])  # fmt: skip
+    assert (
+        again == code and (out / "tasks.jsonl").read_text().splitlines() == stored
+    )  # resumed: nothing rerun
     md = (out / "assessment.md").read_text()
     assert md.index("Verdict") < md.index("## Commands") < md.index("## Cost") < md.index("## Migration")
     assert "<table>" in (out / "assessment.html").read_text()

@@ -59,6 +59,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--ray-address", default=None, help="with --engine ray: a running cluster (default: start one here)"
     )
     p.add_argument("--out", default="assessment", help="folder for the reports and logs (outside PATH)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rerun every command (default: reuse runs in <out>/tasks.jsonl of the same tree, command and options)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 
@@ -89,6 +94,7 @@ def run(args) -> int:
         engine=args.engine,
         default_device=args.default_device,
         ray_address=args.ray_address,
+        resume=not args.fresh,
     )
     data = assess(options, progress=not args.no_progress)
     v = data["verdict"]
