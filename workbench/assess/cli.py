@@ -21,8 +21,9 @@ Each command runs twice: on "cpu" in an unmigrated copy, and on "tpu" in a copy 
 ({device} in a command becomes cpu, then tpu). Observed in the runs: pass/fail, the first error, ops without
 a tpu lowering, the input shapes each model saw on tpu (each new shape compiles anew) and Dynamo's recompiles;
 in the cpu run, the model's parameters and forward FLOPs per token (FlopCounterMode), projected to the chosen
-GPU and TPU (compute term of the calibrated projection, catalog prices, with the projection's error band).
-Writes <out>/assessment.md, .html and .json (verdict first) and <out>/logs/.
+GPU and TPU (the full calibrated projection for a transformers decoder, its compute term otherwise; catalog
+prices; the projection's error band beside them). Writes <out>/assessment.md, .html and .json (verdict first),
+<out>/logs/ and <out>/tasks.jsonl (a rerun reuses runs of an unchanged tree and command; --fresh reruns).
 
 exit status:
   0  runs on tpu: every command that passes on cpu passes on tpu after the migration
