@@ -89,6 +89,15 @@ def test_pytest_counts_with_and_without_a_summary():
     assert test_summary("hello\n") is None
 
 
+def test_html_escapes_and_keeps_code_blocks():
+    from tpu_workbench.bench.assess.report import to_html
+
+    page = to_html("# T\n\n- a <b>\n\n```\nx = '<y>'\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert "<h1>T</h1>" in page and "<li>a &lt;b&gt;</li>" in page
+    assert "<pre>x = &#x27;&lt;y&gt;&#x27;\n</pre>" in page and "<td>1</td><td>2</td>" in page
+    assert "<b>" not in page.replace("<body>", "")
+
+
 def test_first_error_is_the_exception_that_ended_the_run():
     log = "noise\nTraceback (most recent call last):\n  File \"x\", line 1\n    y()\nKeyError: 'k'\n"
     assert first_error(log) == "KeyError: 'k'"

@@ -172,9 +172,16 @@ def markdown(data: dict) -> str:
 def to_html(md: str) -> str:
     """A plain, self-contained page: the Markdown's structure (headings, lists, tables) in HTML, escaped."""
     body: list[str] = []
-    in_list = in_table = False
+    in_list = in_table = in_code = False
     for raw in md.splitlines():
         line = html.escape(raw)
+        if raw.startswith("```"):
+            body.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
+            continue
+        if in_code:
+            body.append(line + "\n")
+            continue
         if in_list and not raw.startswith("- "):
             body.append("</ul>")
             in_list = False
