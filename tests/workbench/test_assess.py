@@ -78,6 +78,26 @@ def test_candidates_are_scripts_with_a_main_guard_and_the_tests_folder(tmp_path)
     assert "python lib.py" not in cmds
 
 
+def test_pytest_counts_with_and_without_a_summary():
+    from tpu_workbench.bench.assess.execute import test_summary
+
+    assert (
+        test_summary("..F\n==== 1 failed, 2 passed, 3 warnings in 2.1s ====\n")
+        == "1 failed, 2 passed, 3 warnings"
+    )
+    assert test_summary("tests/test_a.py ..F.  [ 40%]\n..") == "before it stopped: 5 passed, 1 failed"
+    assert test_summary("hello\n") is None
+
+
+def test_html_escapes_and_keeps_code_blocks():
+    from tpu_workbench.bench.assess.report import to_html
+
+    page = to_html("# T\n\n- a <b>\n\n```\nx = '<y>'\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert "<h1>T</h1>" in page and "<li>a &lt;b&gt;</li>" in page
+    assert "<pre>x = &#x27;&lt;y&gt;&#x27;\n</pre>" in page and "<td>1</td><td>2</td>" in page
+    assert "<b>" not in page.replace("<body>", "")
+
+
 def test_first_error_is_the_exception_that_ended_the_run():
     log = "noise\nTraceback (most recent call last):\n  File \"x\", line 1\n    y()\nKeyError: 'k'\n"
     assert first_error(log) == "KeyError: 'k'"
@@ -121,6 +141,13 @@ def test_assess_end_to_end_leaves_the_tree_byte_identical(tmp_path):
     shapes = by["python train.py"]["tpu_recompiles"]["shapes"]
     assert shapes and shapes[0]["distinct_shapes"] == 2
     assert code == 0 and data["verdict"]["exit_status"] == 0
+    stored = (out / "tasks.jsonl").read_text().splitlines()
+    assert len(stored) == 4  # two commands x (cpu, tpu), appended as each finished
+    again = main(["assess", str(repo), "--out", str(out), "--no-progress", "--timeout", "120",
+                  "--run", "python train.py", "--run", "python broken.py"])  # fmt: skip
+    assert (
+        again == code and (out / "tasks.jsonl").read_text().splitlines() == stored
+    )  # resumed: nothing rerun
     md = (out / "assessment.md").read_text()
     assert md.index("Verdict") < md.index("## Commands") < md.index("## Cost") < md.index("## Migration")
     assert "<table>" in (out / "assessment.html").read_text()
@@ -180,3 +207,49 @@ def test_torchtpu_020_gaps_name_only_known_absent_ops():
     found = gaps(["aten::mm", "aten::median.dim", "aten::linalg_cholesky_ex", "aten::add.Tensor"])
     assert [g["op"] for g in found] == ["aten::median.dim", "aten::linalg_cholesky_ex"]
     assert gaps([]) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(["--timeout", "--chips", "--tokens", "--jobs"]),
+    st.one_of(st.integers(max_value=0).map(str), st.sampled_from(["abc", "", "nan", "-1e9", "1e999x"])),
+)
+def test_bad_numbers_are_refused_before_anything_runs(tmp_path_factory, flag, value):
+    out = tmp_path_factory.mktemp("o")
+    with pytest.raises(SystemExit) as exc:
+        main(["assess", str(out), flag, value, "--out", str(out / "x")])
+    assert exc.value.code == 2
+
+
+def test_out_inside_the_tree_and_candidates_on_request(tmp_path):
+    from tpu_workbench.bench.assess import AssessOptions, assess
+    from tpu_workbench.bench.assess.pipeline import _commands
+
+    repo = make_repo(tmp_path)
+    with pytest.raises(WorkbenchError, match="inside the assessed tree"):
+        assess(AssessOptions(path=repo, out=repo / "report"))
+    assert not (repo / "report").exists()
+    cands = propose(repo)
+    assert _commands(AssessOptions(path=repo, run=["python x.py"]), cands) == [
+        {"kind": "run", "command": "python x.py", "source": "user"}
+    ]
+    confirmed = _commands(AssessOptions(path=repo, candidates=True), cands)
+    assert [c["command"] for c in confirmed] == [c["command"] for c in cands]
+
+
+def test_a_transformers_decoder_gets_the_full_projection_and_others_the_compute_term():
+    from tpu_workbench.bench.assess.cost import project_cost
+
+    hf = {"model_type": "gpt2", "vocab_size": 500, "n_embd": 32, "n_layer": 2, "n_head": 2,
+          "activation_function": "gelu_new", "tie_word_embeddings": True}  # fmt: skip
+    counts = {"forward_flops_per_token": 1e5, "unit": "token", "hf_config": hf, "seq": 64}
+    full = project_cost(counts, ["H100 SXM", "TPU v7"], 8, 1e9)
+    assert full["full_projection"] and "plain MLP" in full["model"]
+    assert all(0 < r["mfu"] < 1 and r["tokens_per_s_per_chip"] > 0 for r in full["rows"])
+    plain = project_cost({**counts, "hf_config": None}, ["H100 SXM", "TPU v7"], 8, 1e9)
+    assert not plain["full_projection"] and "compute term" in plain["model"]
+    # the compute term ignores memory and overheads: never slower than the full projection
+    assert all(
+        p["tokens_per_s_per_chip"] >= f["tokens_per_s_per_chip"]
+        for p, f in zip(plain["rows"], full["rows"], strict=True)
+    )

@@ -21,8 +21,9 @@ Each command runs twice: on "cpu" in an unmigrated copy, and on "tpu" in a copy 
 ({device} in a command becomes cpu, then tpu). Observed in the runs: pass/fail, the first error, ops without
 a tpu lowering, the input shapes each model saw on tpu (each new shape compiles anew) and Dynamo's recompiles;
 in the cpu run, the model's parameters and forward FLOPs per token (FlopCounterMode), projected to the chosen
-GPU and TPU (compute term of the calibrated projection, catalog prices, with the projection's error band).
-Writes <out>/assessment.md, .html and .json (verdict first) and <out>/logs/.
+GPU and TPU (the full calibrated projection for a transformers decoder, its compute term otherwise; catalog
+prices; the projection's error band beside them). Writes <out>/assessment.md, .html and .json (verdict first),
+<out>/logs/ and <out>/tasks.jsonl (a rerun reuses runs of an unchanged tree and command; --fresh reruns).
 
 exit status:
   0  runs on tpu: every command that passes on cpu passes on tpu after the migration
@@ -59,6 +60,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--ray-address", default=None, help="with --engine ray: a running cluster (default: start one here)"
     )
     p.add_argument("--out", default="assessment", help="folder for the reports and logs (outside PATH)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rerun every command (default: reuse runs in <out>/tasks.jsonl of the same tree, command and options)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 
@@ -89,6 +95,7 @@ def run(args) -> int:
         engine=args.engine,
         default_device=args.default_device,
         ray_address=args.ray_address,
+        resume=not args.fresh,
     )
     data = assess(options, progress=not args.no_progress)
     v = data["verdict"]

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,10 +47,20 @@ PYTEST_SUMMARY = re.compile(
 )
 
 
+PYTEST_PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$")
+
+
 def test_summary(log: str) -> str | None:
-    """pytest's closing counts ("3 failed, 10 passed"), when the command was a pytest run."""
+    """pytest's closing counts ("3 failed, 10 passed"), when the command was a pytest run; for a run killed
+    before its summary, the counts of its progress marks so far."""
     found = [m.group(1).strip(" ,") for m in map(PYTEST_SUMMARY.match, log.splitlines()) if m]
-    return found[-1] if found else None
+    if found:
+        return found[-1]
+    marks = "".join(m.group(1) for m in map(PYTEST_PROGRESS.match, log.splitlines()) if m)
+    if not marks:
+        return None
+    counts = {"passed": marks.count("."), "failed": marks.count("F"), "errors": marks.count("E")}
+    return "before it stopped: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
 
 
 def _env(device: str, probe: str, count_flops: bool, cwd: Path, default_device: bool = False) -> dict:
@@ -108,7 +119,13 @@ def run_command(payload: dict, emit) -> dict:
         proc.wait()
     wall = time.monotonic() - start
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    probes = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(prefix + ".*.json"))]
+    probes = []
+    for p in sorted(glob.glob(prefix + ".*.json")):
+        try:
+            probes.append(json.loads(Path(p).read_text()))
+        except ValueError:  # a process killed while writing its probe file
+            continue
+    shutil.rmtree(probe_dir, ignore_errors=True)
     missing = sorted(set(MISSING_OP.findall(text)))
     return {
         "command": command,
@@ -122,7 +139,7 @@ def run_command(payload: dict, emit) -> dict:
         )
         or (first_error(text) if rc else None),
         "missing_ops": missing,
-        "tests": test_summary(text),
+        "tests": test_summary(text) if "pytest" in command or "py.test" in command else None,
         "log": str(log_path),
         "log_tail": text[-2000:],
         "probe": _merge(probes),

@@ -17,7 +17,8 @@ class AssessOptions:
     ``tpu`` after); ``candidates``: also run the proposed ones; ``timeout``: seconds per command and phase;
     ``gpu``/``tpu``: catalog chips to project to; ``chips``: how many of each; ``tokens``: tokens of the
     projected run (training); ``workers``: commands at once; ``engine``: executor engine; ``default_device``: in the tpu run, make "tpu"
-    torch's default device (a test suite that never names a device then exercises it)."""
+    torch's default device (a test suite that never names a device then exercises it); ``resume``: reuse the
+    runs finished in ``<out>/tasks.jsonl`` whose tree digest, command, device and options are unchanged."""
 
     path: Path
     out: Path = Path("assessment")
@@ -33,3 +34,4 @@ class AssessOptions:
     engine: str = "local"
     default_device: bool = False
     ray_address: str | None = None
+    resume: bool = True

@@ -3,6 +3,8 @@ tasks), count and project the cost, judge, write the report."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -27,11 +29,21 @@ def _commands(options: AssessOptions, candidates: list[dict]) -> list[dict]:
     return cmds
 
 
-def _run_all(cmds: list[dict], before: Path, after: Path, options: AssessOptions, progress: bool) -> None:
+def _key(i: int, device: str, command: str, digest: str, options: AssessOptions) -> str:
+    """A task's key in ``<out>/tasks.jsonl``: what it ran on (the tree's digest) and how, so a rerun reuses a
+    finished run only when nothing that decides its result changed."""
+    what = json.dumps([digest, command, device, options.timeout, options.default_device])
+    return f"{i}-{device}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+
+
+def _run_all(
+    cmds: list[dict], before: Path, after: Path, options: AssessOptions, progress: bool, digest: str
+) -> None:
     logs = Path(options.out).resolve() / "logs"
     tasks = []
     for i, c in enumerate(cmds):
         for device, cwd in (("cpu", before), ("tpu", after)):
+            key = _key(i, device, c["command"], digest, options)
             payload = {
                 "command": c["command"],
                 "cwd": str(cwd),
@@ -39,17 +51,27 @@ def _run_all(cmds: list[dict], before: Path, after: Path, options: AssessOptions
                 "timeout": options.timeout,
                 "count_flops": device == "cpu",
                 "default_device": options.default_device,
-                "log": str(logs / f"{i}-{device}.log"),
+                "log": str(logs / f"{key}.log"),
             }
-            tasks.append(Task(f"{i}-{device}", ref(run_command), payload))
+            tasks.append(Task(key, ref(run_command), payload))
     exec_opts = ExecutorOptions(
         workers=options.workers,
         timeout=options.timeout + 60,
         start_method="forkserver",
         ray_address=options.ray_address,
     )
-    for o in run_tasks(tasks, exec_opts, engine=options.engine, progress=progress, desc="assess"):
-        i, device = o.key.split("-")
+    store = Path(options.out).resolve() / "tasks.jsonl"
+    outcomes = run_tasks(
+        tasks,
+        exec_opts,
+        engine=options.engine,
+        store=store,
+        resume=options.resume,
+        progress=progress,
+        desc="assess",
+    )
+    for o in outcomes:
+        i, device, _ = o.key.split("-")
         if o.status == "ok" and o.result is not None:
             cmds[int(i)][device] = o.result
         else:  # the task itself died (not the user's command): say so
@@ -75,7 +97,7 @@ def assess(options: AssessOptions, progress: bool = False) -> dict:
         candidates = propose(before)
         cmds = _commands(options, candidates)
         if cmds:
-            _run_all(cmds, before, after, options, progress)
+            _run_all(cmds, before, after, options, progress, digest)
     counts = next((c for c in (cost.model_counts(cmd["cpu"].get("probe") or {}) for cmd in cmds) if c), None)
     projected = (
         cost.project_cost(counts, [options.gpu, options.tpu], options.chips, options.tokens)

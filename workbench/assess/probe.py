@@ -58,6 +58,25 @@ def _tokens(tensors) -> int:
     return int(t.shape[0]) if t.dim() else 1  # samples (images, feature rows)
 
 
+HF_KEYS = (
+    "model_type", "vocab_size", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads",
+    "n_head", "num_key_value_heads", "intermediate_size", "n_inner", "hidden_act", "activation_function",
+    "tie_word_embeddings", "head_dim", "is_encoder_decoder", "num_local_experts", "num_experts",
+)  # fmt: skip
+
+
+def _hf_config(module) -> dict | None:
+    """The shape fields of a transformers model's config (for the full projection), else None."""
+    cfg = getattr(module, "config", None)
+    if cfg is None or not hasattr(cfg, "to_dict"):
+        return None
+    try:
+        d = cfg.to_dict()
+    except Exception:  # noqa: BLE001
+        return None
+    return {k: d[k] for k in HF_KEYS if isinstance(d.get(k), int | float | str | bool)}
+
+
 def _unit(tensors) -> str:
     """What ``_tokens`` counts for this module: token ids, or samples (rows of a float input)."""
     if tensors and not tensors[0].is_floating_point() and not tensors[0].is_complex():
@@ -82,6 +101,7 @@ def _record(module, tensors) -> dict:
             "flops": None,
             "flop_tokens": None,
             "unit": _unit(tensors),
+            "hf_config": _hf_config(module),
         }
         _state["modules"][key] = rec
     rec["calls"] += 1

@@ -35,6 +35,13 @@ def _cost_lines(c: dict, unit: str) -> list[str]:
             f"{_money(r['usd_run'])} | {r['usd_per_chip_hour'] or 'n/a'} $/chip-h ({r['price_tier']}, {r['price_source']}, "
             f"{r['price_date']}) |"
         )
+    full = [r for r in c["rows"] if r.get("mfu") is not None]
+    if full:
+        out += [""] + [
+            f"{r['chip']}: MFU {r['mfu']:.2%}, {r['bound']}-bound; the projection counts "
+            f"{r['projection_flops_per_token']:,.0f} model FLOPs per token (train) for this config"
+            for r in full
+        ]
     out += [
         "",
         f"Error band: the projection's validation: {band['within_acceptance']}/{band['validation_points']} published "
@@ -51,7 +58,12 @@ def _saving(c: dict | None, unit: str) -> str:
     word = "saves" if pct > 0 else "costs"
     return (
         f"{tpu['chip']} {word} {abs(pct):.0%} vs {gpu['chip']} for {c['tokens']:.3g} training {unit}s "
-        f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse)"
+        f"({_money(tpu['usd_run'])} vs {_money(gpu['usd_run'])}; projected, band ±{c['error_band']['max_abs_error']:.0%} or worse; "
+        + (
+            "with the compute term alone this ratio is the chips' peak FLOP/s per dollar, the same for any model)"
+            if not c.get("full_projection")
+            else "full projection of the observed decoder)"
+        )
     )
 
 
@@ -160,9 +172,16 @@ def markdown(data: dict) -> str:
 def to_html(md: str) -> str:
     """A plain, self-contained page: the Markdown's structure (headings, lists, tables) in HTML, escaped."""
     body: list[str] = []
-    in_list = in_table = False
+    in_list = in_table = in_code = False
     for raw in md.splitlines():
         line = html.escape(raw)
+        if raw.startswith("```"):
+            body.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
+            continue
+        if in_code:
+            body.append(line + "\n")
+            continue
         if in_list and not raw.startswith("- "):
             body.append("</ul>")
             in_list = False
