@@ -150,3 +150,20 @@ def test_the_serve_cli_prices_searches_and_refuses_bad_input_in_one_line(tmp_pat
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_mlperf_offline_and_server_scenarios(v6e):
+    from dataclasses import replace
+
+    from tpu_workbench.bench.projection.serving_sim import offline_throughput, server_throughput
+
+    mix = RequestMix(1024, 128, n=200)
+    assert offline_throughput(v6e, mix) > 0
+    rate, run = server_throughput(v6e, mix, ttft_p99_s=0.5, tpot_p99_s=0.02)
+    assert rate > 0 and run.pct("ttft_s", 99) <= 0.5 and run.pct("tpot_s", 99) <= 0.02
+    faster = simulate(v6e, replace(mix, rate_per_s=2 * rate).sample())
+    assert (
+        faster.pct("ttft_s", 99) > 0.5
+    )  # twice the rate misses the TTFT limit: the bisection found the edge
+    strict, none = server_throughput(v6e, mix, ttft_p99_s=1e-4, tpot_p99_s=0.02, iterations=4)
+    assert strict == 0.0 and none is None

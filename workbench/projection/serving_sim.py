@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tpu_workbench.bench.projection.requests import Request
+from tpu_workbench.bench.projection.requests import Request, RequestMix
 from tpu_workbench.bench.projection.serving import StepModel, kv_capacity
 
 
@@ -135,3 +135,27 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
         chips=d.chips_per_replica,
         steps=steps,
     )
+
+
+def offline_throughput(m: StepModel, mix: RequestMix) -> float:
+    """MLPerf Inference offline scenario: every request available at t = 0; output tok/s per chip."""
+    return simulate(m, replace(mix, rate_per_s=None).sample(m.cfg.max_seq)).output_tok_s_per_chip
+
+
+def server_throughput(
+    m: StepModel, mix: RequestMix, *, ttft_p99_s: float, tpot_p99_s: float, iterations: int = 12
+) -> tuple[float, SimResult | None]:
+    """MLPerf Inference server scenario: the highest Poisson arrival rate (requests/s per replica) whose
+    p99 TTFT and p99 TPOT stay within the limits, by bisection on the rate (0, None when even a trickle
+    misses them). Returns (rate, the run at that rate)."""
+    offline = simulate(m, replace(mix, rate_per_s=None).sample(m.cfg.max_seq))
+    hi = len(offline.e2e_s) / offline.makespan_s * 1.5  # above the saturated completion rate
+    lo, best = 0.0, None
+    for _ in range(iterations):
+        rate = (lo + hi) / 2
+        run = simulate(m, replace(mix, rate_per_s=rate).sample(m.cfg.max_seq))
+        if run.pct("ttft_s", 99) <= ttft_p99_s and run.pct("tpot_s", 99) <= tpot_p99_s:
+            lo, best = rate, run
+        else:
+            hi = rate
+    return lo, best
