@@ -167,3 +167,12 @@ def test_mlperf_offline_and_server_scenarios(v6e):
     )  # twice the rate misses the TTFT limit: the bisection found the edge
     strict, none = server_throughput(v6e, mix, ttft_p99_s=1e-4, tpot_p99_s=0.02, iterations=4)
     assert strict == 0.0 and none is None
+
+
+def test_a_closed_loop_of_clients_keeps_the_concurrency_and_serves_every_request(v6e):
+    reqs = RequestMix(1024, 64, n=96).sample()
+    run = simulate(v6e, reqs, clients=16)
+    assert len(run.e2e_s) == 96
+    assert (
+        run.output_tok_s_per_chip < simulate(v6e, reqs, clients=64).output_tok_s_per_chip
+    )  # more clients, more tok/s

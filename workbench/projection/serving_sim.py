@@ -64,9 +64,13 @@ class SimResult:
         }
 
 
-def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_000) -> SimResult:
+def simulate(
+    m: StepModel, requests: list[Request], *, max_steps: int = 2_000_000, clients: int | None = None
+) -> SimResult:
     """Run ``requests`` (sorted by arrival) through one replica; refuses a mix whose longest request cannot
-    be resident (no KV capacity)."""
+    be resident (no KV capacity). ``clients``: a closed loop (InferenceX / benchmark-serving concurrency):
+    ``clients`` requests start at t = 0 and each completion sends the next request at once; arrival times
+    are then ignored."""
     d = m.deployment
     longest = max(r.input_tokens + r.output_tokens for r in requests)
     cap = kv_capacity(m, longest)
@@ -74,6 +78,10 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
         raise ValueError(cap.infeasible)
     blocks_total = cap.blocks_per_chip * d.chips // m.setting.lay.tp
     pending = deque(sorted(requests, key=lambda r: r.arrival_s))
+    backlog: deque[Request] = deque()
+    if clients:
+        backlog = deque(replace(r, arrival_s=0.0) for r in requests[clients:])
+        pending = deque(replace(r, arrival_s=0.0) for r in requests[:clients])
     waiting: deque[_Live] = deque()
     running: list[_Live] = []
     done: list[_Live] = []
@@ -120,6 +128,8 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
             running.remove(x)
             used_blocks -= math.ceil((x.req.input_tokens + x.req.output_tokens) / d.block_tokens)
             done.append(x)
+            if backlog:  # closed loop: the client sends its next request now
+                pending.append(replace(backlog.popleft(), arrival_s=now))
     start = min(x.req.arrival_s for x in done)
     return SimResult(
         ttft_s=[x.first_token_s - x.req.arrival_s for x in done],
