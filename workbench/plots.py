@@ -244,7 +244,7 @@ def _bar_panels(
                         (x, 0.0),
                         ha="center",
                         va="bottom",
-                        fontsize=6.5,
+                        fontsize=8,
                         color="firebrick",
                         rotation=90,
                         xytext=(0, 2),
@@ -281,6 +281,7 @@ def _bar_panels(
                 )
                 top = max(top, label_at)
             ax.set_xticks(range(len(groups)), groups)
+            ax.set_xlim(-0.6, len(groups) - 0.4)  # a slot with no bar ("does not fit") keeps its width
             ax.set_ylim(0, top * 1.22 if top > 0 else 1)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.6g}"))
             ax.set_ylabel(ylabel_of(panel))

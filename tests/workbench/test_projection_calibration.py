@@ -8,6 +8,7 @@ from tpu_workbench.bench.projection.calibration import (
     ACCEPTANCE,
     CALIBRATION_POINT,
     GPU_CALIBRATION_POINT,
+    GPU_FP8_CALIBRATION_POINT,
     calibrate,
     consistency,
     summary,
@@ -29,7 +30,8 @@ def test_the_shipped_efficiency_is_the_fit_on_the_named_point():
 
 def test_one_calibration_point_and_every_other_point_categorised(table):
     cal = table[table["category"] == "calibration"]
-    assert set(cal["id"]) == {CALIBRATION_POINT, GPU_CALIBRATION_POINT}  # one per vendor
+    # one per vendor and precision
+    assert set(cal["id"]) == {CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT}
     tok = cal[cal["metric"].str.startswith("tokens/s")]
     assert all(abs(e) < 1e-4 for e in tok["rel_error"])  # tokens/s exactly
     tpu_mfu = cal[(cal["id"] == CALIBRATION_POINT) & ~cal["metric"].str.startswith("tokens/s")]

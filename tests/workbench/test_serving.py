@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection import project
@@ -150,3 +152,58 @@ def test_the_serve_cli_prices_searches_and_refuses_bad_input_in_one_line(tmp_pat
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_mlperf_offline_and_server_scenarios(v6e):
+    from dataclasses import replace
+
+    from tpu_workbench.bench.projection.serving_sim import offline_throughput, server_throughput
+
+    mix = RequestMix(1024, 128, n=200)
+    assert offline_throughput(v6e, mix) > 0
+    rate, run = server_throughput(v6e, mix, ttft_p99_s=0.5, tpot_p99_s=0.02)
+    assert rate > 0 and run.pct("ttft_s", 99) <= 0.5 and run.pct("tpot_s", 99) <= 0.02
+    faster = simulate(v6e, replace(mix, rate_per_s=2 * rate).sample())
+    assert (
+        faster.pct("ttft_s", 99) > 0.5
+    )  # twice the rate misses the TTFT limit: the bisection found the edge
+    strict, none = server_throughput(v6e, mix, ttft_p99_s=1e-4, tpot_p99_s=0.02, iterations=4)
+    assert strict == 0.0 and none is None
+
+
+def test_a_closed_loop_of_clients_keeps_the_concurrency_and_serves_every_request(v6e):
+    reqs = RequestMix(1024, 64, n=96).sample()
+    run = simulate(v6e, reqs, clients=16)
+    assert len(run.e2e_s) == 96
+    assert (
+        run.output_tok_s_per_chip < simulate(v6e, reqs, clients=64).output_tok_s_per_chip
+    )  # more clients, more tok/s
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    text=st.text(max_size=20),
+    rows=st.lists(
+        st.dictionaries(
+            st.sampled_from(["input_tokens", "output_tokens", "arrival_s", "x"]),
+            st.one_of(st.integers(-5, 10**6), st.floats(), st.text(max_size=3)),
+            max_size=4,
+        ),
+        max_size=4,
+    ),
+)
+def test_mix_and_trace_input_is_parsed_or_refused_in_one_line(tmp_path_factory, text, rows):
+    from tpu_workbench.bench.projection.serve_cli import parse_mix
+
+    try:
+        i, o = parse_mix(text)
+        assert i >= 1 and o >= 1
+    except WorkbenchError as e:
+        assert "\n" not in str(e)
+    path = tmp_path_factory.mktemp("t") / "t.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    try:
+        reqs = load_trace(path, max_context=8192)
+        assert all(r.input_tokens >= 1 and r.output_tokens >= 1 and r.arrival_s >= 0 for r in reqs)
+    except WorkbenchError as e:
+        assert "\n" not in str(e)

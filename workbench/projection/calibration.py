@@ -43,6 +43,7 @@ GPU_CALIBRATION_REASON = (
     "96 GB H100s at a 500 W power limit whose peak lies below the catalog's 989 TF/s, so the fitted GPU "
     "efficiency also absorbs that clock gap"
 )
+GPU_FP8_CALIBRATION_POINT = "torchtitan-h100-llama3.1-8b-8-float8"  # GPU training at fp8: its own point
 ACCEPTANCE = 0.15
 CONSISTENT = 0.03  # relative tolerance of a reading's self-consistency (rounded figures, "approx" tokens/s)
 
@@ -96,7 +97,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         "gmm_tile": st.get("gmm_tile"),
     }
     assumed = st.get("assumed", "")
-    if p["id"] in (CALIBRATION_POINT, GPU_CALIBRATION_POINT):
+    if p["id"] in (CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT):
         category = "calibration"
     else:
         category = "validation (assumed setting)" if assumed else "validation"
@@ -317,15 +318,17 @@ def vs_published(
 
     catalog = catalog or load_catalog()
     a = assumptions or Assumptions()
-    a_gpu = a
+    a_gpu = a_gpu8 = a
     if calibrated:
         eff, _ = calibrate(CALIBRATION_POINT, a, catalog)
         gpu_eff, _ = calibrate(GPU_CALIBRATION_POINT, a, catalog)
-        a, a_gpu = a.with_(gemm_efficiency=eff), a.with_(gemm_efficiency=gpu_eff)
+        gpu8_eff, _ = calibrate(GPU_FP8_CALIBRATION_POINT, a, catalog)
+        a, a_gpu, a_gpu8 = (a.with_(gemm_efficiency=e) for e in (eff, gpu_eff, gpu8_eff))
     rows = []
     for p in training_points():
         st = p["setting"]
-        pa = a if str(st.get("chip", "")).upper().startswith("TPU") else a_gpu
+        gpu = a_gpu8 if st.get("precision") == "fp8" else a_gpu
+        pa = a if str(st.get("chip", "")).upper().startswith("TPU") else gpu
         chip = catalog.chip(st["chip"]) if st.get("chip") in catalog else None
         src = _source_text(p["source"])
         cfg = (
@@ -435,6 +438,7 @@ def vs_published(
     table = pd.DataFrame(rows)
     table.attrs["gemm_efficiency"] = a.gemm_efficiency
     table.attrs["gpu_gemm_efficiency"] = a_gpu.gemm_efficiency
+    table.attrs["gpu_fp8_gemm_efficiency"] = a_gpu8.gemm_efficiency
     return table
 
 

@@ -81,7 +81,7 @@ def load_trace(path: str | Path, max_context: int | None = None) -> list[Request
             req = Request(
                 float(row.get("arrival_s", 0.0)), int(row["input_tokens"]), int(row["output_tokens"])
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise WorkbenchError(
                 f"{path}:{n}: a trace line needs input_tokens and output_tokens (ints) and optional arrival_s ({e})"
             ) from None

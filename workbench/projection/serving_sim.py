@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tpu_workbench.bench.projection.requests import Request
+from tpu_workbench.bench.projection.requests import Request, RequestMix
 from tpu_workbench.bench.projection.serving import StepModel, kv_capacity
 
 
@@ -64,9 +64,13 @@ class SimResult:
         }
 
 
-def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_000) -> SimResult:
+def simulate(
+    m: StepModel, requests: list[Request], *, max_steps: int = 2_000_000, clients: int | None = None
+) -> SimResult:
     """Run ``requests`` (sorted by arrival) through one replica; refuses a mix whose longest request cannot
-    be resident (no KV capacity)."""
+    be resident (no KV capacity). ``clients``: a closed loop (InferenceX / benchmark-serving concurrency):
+    ``clients`` requests start at t = 0 and each completion sends the next request at once; arrival times
+    are then ignored."""
     d = m.deployment
     longest = max(r.input_tokens + r.output_tokens for r in requests)
     cap = kv_capacity(m, longest)
@@ -74,6 +78,10 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
         raise ValueError(cap.infeasible)
     blocks_total = cap.blocks_per_chip * d.chips // m.setting.lay.tp
     pending = deque(sorted(requests, key=lambda r: r.arrival_s))
+    backlog: deque[Request] = deque()
+    if clients:
+        backlog = deque(replace(r, arrival_s=0.0) for r in requests[clients:])
+        pending = deque(replace(r, arrival_s=0.0) for r in requests[:clients])
     waiting: deque[_Live] = deque()
     running: list[_Live] = []
     done: list[_Live] = []
@@ -120,6 +128,8 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
             running.remove(x)
             used_blocks -= math.ceil((x.req.input_tokens + x.req.output_tokens) / d.block_tokens)
             done.append(x)
+            if backlog:  # closed loop: the client sends its next request now
+                pending.append(replace(backlog.popleft(), arrival_s=now))
     start = min(x.req.arrival_s for x in done)
     return SimResult(
         ttft_s=[x.first_token_s - x.req.arrival_s for x in done],
@@ -135,3 +145,27 @@ def simulate(m: StepModel, requests: list[Request], *, max_steps: int = 2_000_00
         chips=d.chips_per_replica,
         steps=steps,
     )
+
+
+def offline_throughput(m: StepModel, mix: RequestMix) -> float:
+    """MLPerf Inference offline scenario: every request available at t = 0; output tok/s per chip."""
+    return simulate(m, replace(mix, rate_per_s=None).sample(m.cfg.max_seq)).output_tok_s_per_chip
+
+
+def server_throughput(
+    m: StepModel, mix: RequestMix, *, ttft_p99_s: float, tpot_p99_s: float, iterations: int = 12
+) -> tuple[float, SimResult | None]:
+    """MLPerf Inference server scenario: the highest Poisson arrival rate (requests/s per replica) whose
+    p99 TTFT and p99 TPOT stay within the limits, by bisection on the rate (0, None when even a trickle
+    misses them). Returns (rate, the run at that rate)."""
+    offline = simulate(m, replace(mix, rate_per_s=None).sample(m.cfg.max_seq))
+    hi = len(offline.e2e_s) / offline.makespan_s * 1.5  # above the saturated completion rate
+    lo, best = 0.0, None
+    for _ in range(iterations):
+        rate = (lo + hi) / 2
+        run = simulate(m, replace(mix, rate_per_s=rate).sample(m.cfg.max_seq))
+        if run.pct("ttft_s", 99) <= ttft_p99_s and run.pct("tpot_s", 99) <= tpot_p99_s:
+            lo, best = rate, run
+        else:
+            hi = rate
+    return lo, best

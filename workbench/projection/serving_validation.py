@@ -423,7 +423,8 @@ def vs_published_json(assumptions=None, catalog=None) -> dict:
         "groups": summary(rows),
         "targets": TARGETS,
         "calibration": {
-            "train": "gemm_efficiency on calibration.CALIBRATION_POINT (TPU) and GPU_CALIBRATION_POINT (GPU)",
+            "train": "gemm_efficiency on calibration.CALIBRATION_POINT (TPU bf16), GPU_CALIBRATION_POINT (GPU bf16) "
+            "and GPU_FP8_CALIBRATION_POINT (GPU fp8)",
             "serve": {v: f"seq_overhead_s on {row} {chip}" for v, (row, chip, _) in CALIBRATION_ROWS.items()},
         },
     }
