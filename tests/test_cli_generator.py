@@ -25,6 +25,7 @@ import signal
 import string
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,8 +126,26 @@ def _alarm(_sig, _frame):
     raise Hang(f"no answer within {LIMIT_S} s")
 
 
+#: Examples drawn per subcommand in this session (written to reports/cli_generator_examples.json).
+EXAMPLES: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _count_examples():
+    yield
+    if EXAMPLES:
+        out = Path(__file__).resolve().parents[1] / "reports" / "cli_generator_examples.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(dict(sorted(EXAMPLES.items())), indent=1) + "\n")
+        print("\nexamples drawn per subcommand:", dict(sorted(EXAMPLES.items())))
+
+
 def invoke(main: Callable[[list[str]], int], argv: list[str], stdin: bytes = b"") -> Outcome:
     """Run an entry point in this process: its exit status, stdout and stderr; a hang raises Hang."""
+    if main is migrate_main:
+        EXAMPLES["tpu-migrate rules" if argv[:1] == ["rules"] else "tpu-migrate"] += 1
+    else:
+        EXAMPLES[f"tpu-bench {argv[0]}"] += 1
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
