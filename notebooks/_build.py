@@ -132,7 +132,7 @@ BUDGET_S = 0.5           # seconds of timing per combination (raise for steadier
 COMPILED = [False]       # add True for torch.compile (backend "tpu" on tpu; inductor on cpu takes ~45 s here)
 EAGER_MODES = ["strict", "fused"]  # "tpu" eager modes, side by side: one op at a time, or fused into XLA programs
 DEVICES = None           # None = every device present
-RESULT_FILES = ["results/*.jsonl"]  # paths or globs (relative to here or to the project root); [] for none
+RESULT_FILES = []       # your result files (paths or globs); the committed examples: ["results/*.jsonl"]
 BASELINE = "cpu"         # ratios are taken against this variant
 """),
     code("""
@@ -174,7 +174,8 @@ if table is not None:
 nbv.show(plots.plot_throughput_bars(df))
 """),
     md("""
-**What to see:** tokens/s per device variant for each workload cell; on this CPU-only machine the
+**What to see:** tokens/s per device variant for each workload cell; runs from different files (your
+result files, the committed examples in `results/`) are separate bars named by their file, never one median; on this CPU-only machine the
 "tpu (via XLA:CPU)" bar is this project's backend emulated on the same processor, so it measures dispatch
 overhead, not a TPU — point `RESULT_FILES` at runs from real hardware to compare accelerators.
 

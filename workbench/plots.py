@@ -141,6 +141,14 @@ def _variant(row: dict) -> str:
     return f"{chip} x{int(n)} ({row['provenance']})" if isinstance(n, int | float) and n == n else str(chip)
 
 
+def _source(row: dict) -> str:
+    """Measured runs from different files are different bars (another host, another day), never one median:
+    the variant names its file ("this run" for records just measured)."""
+    if row.get("provenance") != "measured" or not row.get("file"):
+        return ""
+    return f" [{Path(str(row['file'])).name}]"
+
+
 def _group(row: dict) -> str:
     seq = "" if row.get("seq") is None or row.get("seq") != row.get("seq") else f" s{int(row['seq'])}"
     batch = (
@@ -182,12 +190,13 @@ def _bar_panels(
     """Grouped bars, one panel per kind of quantity; measured bars get IQR error bars, non-fitting
     projected configurations an empty cross-hatched bar marked "does not fit"."""
     rows = df.to_dict("records")
+    sources = {str(r["file"]) for r in rows if r.get("provenance") == "measured" and r.get("file")}
     rows = [
         {
             **r,
             "_value": value(r),
             "_panel": panel_of(r),
-            "_variant": _variant(r),
+            "_variant": _variant(r) + (_source(r) if len(sources) > 1 else ""),
             "_group": _group(r),
             "_fits": _fits(r),
             "_spread": _spread(r),
