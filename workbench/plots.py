@@ -410,7 +410,8 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
                     linestyle="--" if stale else "-",
                 )
                 ax.annotate(
-                    f"${fmt(c['usd_per_mtok'])}  {c.get('price_date', '?')}" + ("  STALE" if stale else ""),
+                    f"${fmt(c['usd_per_mtok'])}  {kinds_of.get(c['tier'], c['tier'])}  {c.get('price_date', '?')}"
+                    + ("  STALE" if stale else ""),
                     (x, c["usd_per_mtok"]),
                     rotation=90,
                     ha="center",
@@ -618,15 +619,22 @@ def plot_tco(
                         r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=13, markeredgecolor="k"
                     )
                     left.append((r["tok/s/user"], r["tok/s/chip"], f"{r['chip']} {fmt(r['tok/s/chip'])}", c))
-                if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):
-                    ax2.plot(
-                        r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=13, markeredgecolor="k"
-                    )
-                    right.append(
-                        (r["tok/s/user"], r["$/M tokens"], f"{r['chip']} ${fmt(r['$/M tokens'])}", c)
-                    )
+                if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):  # total tokens: not this axis's kind
+                    right.append(f"{r['chip']} ${fmt(r['$/M tokens'])} at {fmt(r['tok/s/user'])} tok/s/user")
             _label_points(ax1, left)
-            _label_points(ax2, right)
+            if right:
+                ax2.text(
+                    0.02,
+                    0.02,
+                    _wrap(
+                        "published $ per million TOTAL tokens (not drawn: this axis counts output tokens): "
+                        + "; ".join(right)
+                    ),
+                    transform=ax2.transAxes,
+                    fontsize=6.5,
+                    va="bottom",
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.6"},
+                )
             rows = sorted({int(r) for r in published["row"]})
             handles.append(
                 Line2D(
@@ -638,7 +646,7 @@ def plot_tco(
                     markersize=11,
                     linestyle="",
                     label=f"published (rows {', '.join(map(str, rows))}): Qwen3.5-397B FP8 serving, "
-                    "a different model; its cost is $ per million total tokens",
+                    "a different model; its $ per million total tokens is listed, not drawn",
                 )
             )
         for ax in (ax1, ax2):
