@@ -93,10 +93,17 @@ Each runnable sample runs as a child process, once with `--device cpu` and once 
 `"tpu"` (same seeds). The SPMD sample is flagged, not rewritten, so it is not run.
 """),
     code("""
+import time
+
 platform = chain.tpu_platform()
 print(f'"tpu" device here: {platform}')
 names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
-checks = [chain.check_losses(work, name, steps=STEPS) for name in names]
+checks = []
+for i, name in enumerate(names, 1):  # ~20-60 s per sample: say which one is running
+    print(f"[{i}/{len(names)}] {name}: {STEPS} steps on cpu and on tpu ...", end=" ", flush=True)
+    started = time.perf_counter()
+    checks.append(chain.check_losses(work, name, steps=STEPS))
+    print(f"{time.perf_counter() - started:.0f} s", flush=True)
 nbv.show_table(chain.checks_frame(checks))
 tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
 nbv.show(plots.plot_losses(checks, tpu_label=tpu_label))
@@ -149,7 +156,8 @@ print("devices present here:", ", ".join(present_devices()), "| running on:", ",
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     fresh = run_matrix(WORKLOADS, PHASES, devices, batches=[BATCH], seqs=[SEQ], compiled=COMPILED,
-                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES)
+                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES,
+                       on_combo=lambda i, n, name: print(f"[{i}/{n}] {name}", flush=True))
 for combo, msg in fresh.failures:
     print("FAILED", combo, msg)
 df = analysis.load_frames(fresh.records, RESULT_FILES)

@@ -225,6 +225,9 @@ def step_benchmark(rep: Report, *, budget_s: float, phases: Sequence[str], compi
             out=str(out),
             progress=False,
             eager_modes=("strict", "fused"),
+            on_combo=lambda i, n, name: say(
+                f"      [{i}/{n}] {name} ({time.perf_counter() - rep.started:.0f} s elapsed)"
+            ),
         )
     records, failures = list(result.records), list(result.failures)
     if "tpu" in devices and compiled_tpu:
