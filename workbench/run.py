@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -526,7 +525,7 @@ def run_matrix(
             raise
         except Exception as exc:  # noqa: BLE001 - one broken combination must not lose the others
             msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} eager={e} failed: {msg}", stacklevel=2)
+            # no warning here: the caller reports ``failures`` once (the CLI's FAILED line)
             result.failures.append(
                 (
                     {
