@@ -341,9 +341,12 @@ CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
     code("""
 from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench.projection import projection_vs_published
-
-# the answer first: projected weak-scaling efficiency (per-chip tokens/s / that at the smallest count) and the
-# curves with the published points; the controls change both
+"""),
+    md("""
+Projected weak-scaling efficiency (per-chip tokens/s ÷ that at the smallest count) and the curves with the
+published points; the controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change both:
+"""),
+    code("""
 nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
 """),
     md("""

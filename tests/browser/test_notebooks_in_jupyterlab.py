@@ -231,6 +231,7 @@ def _panel(page):
     cells = page.locator(".jp-CodeCell")
     for i in range(cells.count()):
         cell = cells.nth(i)
+        cell.scroll_into_view_if_needed()  # JupyterLab 4 windowing leaves cells out of view without their text
         if PANEL_CALL.search(cell.locator(".jp-InputArea").text_content() or ""):
             return cell.locator(".jp-OutputArea")
     raise AssertionError("no control-panel cell found")
