@@ -93,10 +93,17 @@ Each runnable sample runs as a child process, once with `--device cpu` and once 
 `"tpu"` (same seeds). The SPMD sample is flagged, not rewritten, so it is not run.
 """),
     code("""
+import time
+
 platform = chain.tpu_platform()
 print(f'"tpu" device here: {platform}')
 names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
-checks = [chain.check_losses(work, name, steps=STEPS) for name in names]
+checks = []
+for i, name in enumerate(names, 1):  # ~20-60 s per sample: say which one is running
+    print(f"[{i}/{len(names)}] {name}: {STEPS} steps on cpu and on tpu ...", end=" ", flush=True)
+    started = time.perf_counter()
+    checks.append(chain.check_losses(work, name, steps=STEPS))
+    print(f"{time.perf_counter() - started:.0f} s", flush=True)
 nbv.show_table(chain.checks_frame(checks))
 tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
 nbv.show(plots.plot_losses(checks, tpu_label=tpu_label))
@@ -132,7 +139,7 @@ BUDGET_S = 0.5           # seconds of timing per combination (raise for steadier
 COMPILED = [False]       # add True for torch.compile (backend "tpu" on tpu; inductor on cpu takes ~45 s here)
 EAGER_MODES = ["strict", "fused"]  # "tpu" eager modes, side by side: one op at a time, or fused into XLA programs
 DEVICES = None           # None = every device present
-RESULT_FILES = ["results/*.jsonl"]  # paths or globs (relative to here or to the project root); [] for none
+RESULT_FILES = []       # your result files (paths or globs); the committed examples: ["results/*.jsonl"]
 BASELINE = "cpu"         # ratios are taken against this variant
 """),
     code("""
@@ -149,7 +156,8 @@ print("devices present here:", ", ".join(present_devices()), "| running on:", ",
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     fresh = run_matrix(WORKLOADS, PHASES, devices, batches=[BATCH], seqs=[SEQ], compiled=COMPILED,
-                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES)
+                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES,
+                       on_combo=lambda i, n, name: print(f"[{i}/{n}] {name}", flush=True))
 for combo, msg in fresh.failures:
     print("FAILED", combo, msg)
 df = analysis.load_frames(fresh.records, RESULT_FILES)
@@ -174,7 +182,8 @@ if table is not None:
 nbv.show(plots.plot_throughput_bars(df))
 """),
     md("""
-**What to see:** tokens/s per device variant for each workload cell; on this CPU-only machine the
+**What to see:** tokens/s per device variant for each workload cell; runs from different files (your
+result files, the committed examples in `results/`) are separate bars named by their file, never one median; on this CPU-only machine the
 "tpu (via XLA:CPU)" bar is this project's backend emulated on the same processor, so it measures dispatch
 overhead, not a TPU — point `RESULT_FILES` at runs from real hardware to compare accelerators.
 
@@ -373,21 +382,15 @@ MOE, MOE_LAYOUTS = "qwen3-235b-a22b", ["fsdp+ep", "ep"]
 CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
 """),
     code("""
-import pandas as pd
-
-from tpu_workbench.bench import analysis, plots
 from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench.projection import projection_vs_published
-
-frames = [analysis.scaling_frame(CHIPS, DENSE, DENSE_LAYOUTS, CHIP_COUNTS),
-          analysis.scaling_frame(CHIPS, MOE, MOE_LAYOUTS, CHIP_COUNTS)]
-published = analysis.published_scaling()
-efficiency = pd.concat(frames).pivot_table(index=["workload", "chip", "layout"], columns="chips", values="efficiency")
-print("projected weak-scaling efficiency (per-chip tokens/s / that at the smallest count):")
-nbv.show_table(efficiency.reset_index())
+"""),
+    md("""
+Projected weak-scaling efficiency (per-chip tokens/s ÷ that at the smallest count) and the curves with the
+published points; the controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change both:
 """),
     code("""
-nbv.show(plots.plot_scaling(frames, published))
+nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
 """),
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
@@ -399,18 +402,10 @@ points; the projection overestimates their absolute per-chip throughput (its eff
 ## Projected vs published, with the relative error
 """),
     code("""
-nbv.show_table(published.drop(columns=["rel error"]))
 vs = projection_vs_published()
 nbv.show_table(vs[vs["rel_error"].notna()])
 """),
-    md("""
-## Play: chips to show, GEMM efficiency, overlap of asynchronous collectives, scale-out bandwidth
-"""),
-    code("""
-nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
-"""),
 ]
-
 
 # ------------------------------------------------------------------------------------------------ 06
 NOTEBOOKS["06_validation"] = [

@@ -25,6 +25,7 @@ import signal
 import string
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,16 +123,36 @@ class Hang(Exception):
 
 
 def _alarm(_sig, _frame):
-    raise Hang(f"no answer within {LIMIT_S} s")
+    raise Hang("no answer within the time limit")
 
 
-def invoke(main: Callable[[list[str]], int], argv: list[str], stdin: bytes = b"") -> Outcome:
+#: Examples drawn per subcommand in this session (written to reports/cli_generator_examples.json).
+EXAMPLES: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _count_examples():
+    yield
+    if EXAMPLES:
+        out = Path(__file__).resolve().parents[1] / "reports" / "cli_generator_examples.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(dict(sorted(EXAMPLES.items())), indent=1) + "\n")
+        print("\nexamples drawn per subcommand:", dict(sorted(EXAMPLES.items())))
+
+
+def invoke(
+    main: Callable[[list[str]], int], argv: list[str], stdin: bytes = b"", limit_s: int = LIMIT_S
+) -> Outcome:
     """Run an entry point in this process: its exit status, stdout and stderr; a hang raises Hang."""
+    if main is migrate_main:
+        EXAMPLES["tpu-migrate rules" if argv[:1] == ["rules"] else "tpu-migrate"] += 1
+    else:
+        EXAMPLES[f"tpu-bench {argv[0]}"] += 1
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(LIMIT_S)
+    signal.alarm(limit_s)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -469,7 +490,7 @@ def test_plot(n):
                     ),
                 ]
             before = w.existing()
-            o = invoke(bench_main, argv)
+            o = invoke(bench_main, argv, limit_s=120)  # six figures on a busy 2-core host: ~20-40 s
             check_bench(o, argv, w, before)
             if not draw_figures:
                 assert o.code == 2

@@ -93,8 +93,6 @@ def _check_writable_place(path: Path, *, want_dir: bool) -> str | None:
 
     Checked before any work starts, so that a report, CSV or record file in a bad place is refused up front
     rather than after minutes of work (or after every source file was rewritten)."""
-    if str(path) == "":
-        return "is empty"
     if path.exists():
         if want_dir and not path.is_dir():
             return "exists and is not a folder"
@@ -125,6 +123,8 @@ def _place(want_dir: bool) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if "\0" in text:
             raise argparse.ArgumentTypeError("contains a NUL character")
+        if not text.strip():  # Path("") is ".": an empty name would silently mean the current folder
+            raise argparse.ArgumentTypeError(f"{text!r} is empty: name a {parse.__name__}")
         why = _check_writable_place(Path(text), want_dir=want_dir)
         if why:
             raise argparse.ArgumentTypeError(f"{text!r} {why}")

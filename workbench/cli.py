@@ -180,6 +180,11 @@ def _add_compare(sub) -> None:
     p.add_argument("files", nargs="+", help="result JSONL files or folders of them")
     p.add_argument("--baseline", default=None, help="variant the ratio is taken against (default cpu)")
     p.add_argument("--csv", type=argtypes.OUTPUT_FILE, default=None, help="also write the table as CSV")
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="merge the runs of one cell from different files (default: one row per file)",
+    )
 
 
 def _cmd_compare(args) -> int:
@@ -193,7 +198,7 @@ def _cmd_compare(args) -> int:
     others = other_records_table(df)
     table = None
     if (df["provenance"] == "measured").any():
-        table = compare_table(df, baseline=args.baseline)
+        table = compare_table(df, baseline=args.baseline, pool=args.pool)
         print(format_table(table))
     if len(others):
         counts = ", ".join(

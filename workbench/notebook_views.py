@@ -215,8 +215,9 @@ def scaling_explorer(
     *,
     shown: Sequence[str] | None = None,
 ) -> LiveView:
-    """Chips to show, compute efficiency, overlap and scale-out bandwidth; redraws the published
-    comparison table and the scaling curves."""
+    """Chips to show, compute efficiency, overlap and scale-out bandwidth; redraws the projected
+    weak-scaling efficiency table (what the controls change) and the scaling curves with the published
+    points."""
     defaults = Assumptions()
     controls = {
         "chips": w.SelectMultiple(
@@ -253,7 +254,11 @@ def scaling_explorer(
             f"Projected with GEMM efficiency {_label(v['gemm_efficiency'])}, overlap of async collectives "
             f"{_label(v['overlap'])}, scale-out {scaleout}"
         )
-        return pub.drop(columns=["source"]), plot_scaling(frames, pub, subtitle=used)
+        efficiency = pd.concat(frames).pivot_table(
+            index=["workload", "chip", "layout"], columns="chips", values="efficiency"
+        )
+        efficiency.columns = [f"{int(c):,} chips" for c in efficiency.columns]
+        return efficiency.reset_index(), plot_scaling(frames, pub, subtitle=used)
 
     return LiveView(
         controls,

@@ -141,6 +141,14 @@ def _variant(row: dict) -> str:
     return f"{chip} x{int(n)} ({row['provenance']})" if isinstance(n, int | float) and n == n else str(chip)
 
 
+def _source(row: dict) -> str:
+    """Measured runs from different files are different bars (another host, another day), never one median:
+    the variant names its file ("this run" for records just measured)."""
+    if row.get("provenance") != "measured" or not row.get("file"):
+        return ""
+    return f" [{Path(str(row['file'])).name}]"
+
+
 def _group(row: dict) -> str:
     seq = "" if row.get("seq") is None or row.get("seq") != row.get("seq") else f" s{int(row['seq'])}"
     batch = (
@@ -182,12 +190,13 @@ def _bar_panels(
     """Grouped bars, one panel per kind of quantity; measured bars get IQR error bars, non-fitting
     projected configurations an empty cross-hatched bar marked "does not fit"."""
     rows = df.to_dict("records")
+    sources = {str(r["file"]) for r in rows if r.get("provenance") == "measured" and r.get("file")}
     rows = [
         {
             **r,
             "_value": value(r),
             "_panel": panel_of(r),
-            "_variant": _variant(r),
+            "_variant": _variant(r) + (_source(r) if len(sources) > 1 else ""),
             "_group": _group(r),
             "_fits": _fits(r),
             "_spread": _spread(r),
@@ -405,7 +414,8 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
                     linestyle="--" if stale else "-",
                 )
                 ax.annotate(
-                    f"${fmt(c['usd_per_mtok'])}  {c.get('price_date', '?')}" + ("  STALE" if stale else ""),
+                    f"${fmt(c['usd_per_mtok'])}  {kinds_of.get(c['tier'], c['tier'])}  {c.get('price_date', '?')}"
+                    + ("  STALE" if stale else ""),
                     (x, c["usd_per_mtok"]),
                     rotation=90,
                     ha="center",
@@ -613,15 +623,22 @@ def plot_tco(
                         r["tok/s/user"], r["tok/s/chip"], "*", color=c, markersize=13, markeredgecolor="k"
                     )
                     left.append((r["tok/s/user"], r["tok/s/chip"], f"{r['chip']} {fmt(r['tok/s/chip'])}", c))
-                if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):
-                    ax2.plot(
-                        r["tok/s/user"], r["$/M tokens"], "*", color=c, markersize=13, markeredgecolor="k"
-                    )
-                    right.append(
-                        (r["tok/s/user"], r["$/M tokens"], f"{r['chip']} ${fmt(r['$/M tokens'])}", c)
-                    )
+                if r["$/M tokens"] and not pd.isna(r["$/M tokens"]):  # total tokens: not this axis's kind
+                    right.append(f"{r['chip']} ${fmt(r['$/M tokens'])} at {fmt(r['tok/s/user'])} tok/s/user")
             _label_points(ax1, left)
-            _label_points(ax2, right)
+            if right:
+                ax2.text(
+                    0.02,
+                    0.02,
+                    _wrap(
+                        "published $ per million TOTAL tokens (not drawn: this axis counts output tokens): "
+                        + "; ".join(right)
+                    ),
+                    transform=ax2.transAxes,
+                    fontsize=6.5,
+                    va="bottom",
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.6"},
+                )
             rows = sorted({int(r) for r in published["row"]})
             handles.append(
                 Line2D(
@@ -633,7 +650,7 @@ def plot_tco(
                     markersize=11,
                     linestyle="",
                     label=f"published (rows {', '.join(map(str, rows))}): Qwen3.5-397B FP8 serving, "
-                    "a different model; its cost is $ per million total tokens",
+                    "a different model; its $ per million total tokens is listed, not drawn",
                 )
             )
         for ax in (ax1, ax2):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -457,12 +456,14 @@ def run_matrix(
     progress: bool = True,
     convention: str = "palm",
     eager_modes: Iterable[str] = ("strict",),
+    on_combo: Callable[[int, int, str], object] | None = None,
 ) -> MatrixResult:
     """Every combination of workload × phase × device × batch × seq × compiled (× eager mode for uncompiled
     "tpu" runs), with a tqdm bar.
 
     Names are validated before anything runs. Each finished record is appended to ``out`` at once
     (crash-safe); a combination that fails at run time is reported in ``failures``, the rest go on.
+    ``on_combo(i, n, name)`` hears each combination as it starts (progress lines where no bar is shown).
     """
     workloads, phases, devices = list(workloads), list(phases), list(devices)
     for w in workloads:
@@ -497,10 +498,11 @@ def run_matrix(
     ]
     result = MatrixResult([], [])
     bar = tqdm(combos, desc="tpu-bench run", unit="run", disable=not progress)
-    for w, p, d, b, s, c, e in bar:
-        bar.set_postfix_str(
-            f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}{'/fused' if e == 'fused' else ''}"
-        )
+    for i, (w, p, d, b, s, c, e) in enumerate(bar, 1):
+        name = f"{w}/{p}/{d}/b{b}/s{s}{'/compiled' if c else ''}{'/fused' if e == 'fused' else ''}"
+        bar.set_postfix_str(name)
+        if on_combo is not None:
+            on_combo(i, len(combos), name)
         valid = VISION_PHASES if w in VISION_WORKLOADS else PHASES
         if p not in valid:
             result.skipped.append(f"{w}/{p}: phase does not apply (valid: {', '.join(valid)})")
@@ -523,7 +525,7 @@ def run_matrix(
             raise
         except Exception as exc:  # noqa: BLE001 - one broken combination must not lose the others
             msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warnings.warn(f"{w}/{p}/{d} batch={b} seq={s} compiled={c} eager={e} failed: {msg}", stacklevel=2)
+            # no warning here: the caller reports ``failures`` once (the CLI's FAILED line)
             result.failures.append(
                 (
                     {

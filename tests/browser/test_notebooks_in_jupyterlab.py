@@ -44,7 +44,7 @@ CHROMIUM_ARGS = [
 PANEL_CALL = re.compile(r"\bnbv\.\w+_explorer\(")
 RUN_TIMEOUT_S = 150  # one notebook's "run all cells"
 OVERRIDES = {  # appended to a copy's parameters cell, as papermill injects parameters: smaller runs, same code
-    "02_throughput": 'DEVICES = ["cpu"]\nBUDGET_S = 0.2',
+    "02_throughput": 'DEVICES = ["cpu"]\nBUDGET_S = 0.2\nRESULT_FILES = ["results/*.jsonl"]',  # sources to pick
     "05_scaling": 'CHIPS = ["TPU v7", "B200"]\nCHIP_COUNTS = [1, 64, 1024, 8192]',
 }
 REDRAW_TIMEOUT_S = 60  # one control change
@@ -231,6 +231,7 @@ def _panel(page):
     cells = page.locator(".jp-CodeCell")
     for i in range(cells.count()):
         cell = cells.nth(i)
+        cell.scroll_into_view_if_needed()  # JupyterLab 4 windowing leaves cells out of view without their text
         if PANEL_CALL.search(cell.locator(".jp-InputArea").text_content() or ""):
             return cell.locator(".jp-OutputArea")
     raise AssertionError("no control-panel cell found")

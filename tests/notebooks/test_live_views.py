@@ -59,3 +59,13 @@ def test_scaling_panel_has_a_catalog_stop_and_names_the_assumptions_it_used():
     before = view.image.value
     scaleout.value = 25.0
     assert view.image.value != before and view.redraws == 2
+
+
+def test_scaling_panel_table_changes_with_its_controls():
+    """Issue 34: the slider left the table unchanged (it showed published figures); the table is now the
+    projected efficiency the controls change."""
+    view = nbv.scaling_explorer(["TPU v7", "H100 SXM"], [("llama3-8b", ["dp"])], [1, 64, 1024])
+    before = view.table.value
+    assert "1,024 chips" in before
+    view.controls["overlap"].value = 0.0
+    assert view.table.value != before
