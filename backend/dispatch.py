@@ -28,6 +28,7 @@ from tpu_workbench.backend.jit import jitted
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
 from tpu_workbench.backend.operands import operands, unwrap, unwrap_args, unwrap_kwargs, wrap
 from tpu_workbench.backend.ops.registry import lookup, on_change
+from tpu_workbench.backend.refusals import inplace_check, refusal_for
 from tpu_workbench.backend.size_check import size_check_for
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_dispatch_handler, set_value, value
 from tpu_workbench.backend.traced import Untraceable, traced, tracing
@@ -245,6 +246,16 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             return inner(f, a, k)
 
         plan = plan_checked
+    checks = [c for c in (refusal_for(func), _inplace_refusal(func)) if c is not None]
+    if checks:
+        refused = plan
+
+        def plan_refusing(f: Any, a: tuple, k: dict) -> Any:
+            for c in checks:
+                c(a, k)
+            return refused(f, a, k)
+
+        plan = plan_refusing
     sizes = size_check_for(func)
     if sizes is not None:
         sized = plan
@@ -255,6 +266,16 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
 
         plan = plan_size_checked
     return plan
+
+
+_NOT_WRITES = frozenset({"set_", "resize_", "resize_as_", "detach_", "fill_", "zero_"})
+
+
+def _inplace_refusal(func: Any) -> Any:
+    """An in-place op's cast/overlap refusal (backend/refusals.py); not for shape-only or storage ops."""
+    if not _is_inplace(func) or func in _METADATA_INPLACE or func.overloadpacket.__name__ in _NOT_WRITES:
+        return None
+    return inplace_check(func)
 
 
 def _refuses_trace(low: Any) -> bool:
