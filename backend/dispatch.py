@@ -22,13 +22,13 @@ from tpu_workbench.backend import device as device_module
 from tpu_workbench.backend import lazy, state
 from tpu_workbench.backend import operands as operands_module
 from tpu_workbench.backend import ops as _ops
-from tpu_workbench.backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
+from tpu_workbench.backend._jax import cpu_to_jax, j2t_dtype, jax_module, jax_to_cpu, t2j_dtype
 from tpu_workbench.backend.decompositions import decomposition_for
 from tpu_workbench.backend.jit import jitted
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
 from tpu_workbench.backend.operands import operands, unwrap, unwrap_args, unwrap_kwargs, wrap
 from tpu_workbench.backend.ops.registry import lookup, on_change
-from tpu_workbench.backend.refusals import inplace_check, refusal_for
+from tpu_workbench.backend.refusals import check_inplace_cast, inplace_check, refusal_for
 from tpu_workbench.backend.size_check import size_check_for
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_dispatch_handler, set_value, value
 from tpu_workbench.backend.traced import Untraceable, traced, tracing
@@ -165,10 +165,13 @@ def _astype(x: Any, dt: Any) -> Any:
     return x.astype(dt)
 
 
-def _cast(new: Any, like: torch.Tensor) -> Any:
-    """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed)."""
+def _cast(new: Any, like: torch.Tensor, inplace: bool = False) -> Any:
+    """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed). In place, a
+    result type ``self`` cannot hold (``long.add_(0.5)``, ``int.sigmoid_()``) is refused, as PyTorch refuses it."""
     jd = t2j_dtype(like.dtype)
     if new.dtype != jd:
+        if inplace:
+            check_inplace_cast(j2t_dtype(new.dtype), like.dtype)
         new = lazy.call(_astype, (new, jd))
     if tuple(new.shape) != tuple(like.shape):
         raise RuntimeError(
@@ -350,7 +353,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
                     new = eager(*operands(a), **unwrap_kwargs(k))
                 else:
                     new = lazy.call(fn, operands(a, True), unwrap_kwargs(k), eager)
-                set_value(self, _cast(new, self))
+                set_value(self, _cast(new, self, True))
                 return self
 
             return plan_inplace
@@ -375,7 +378,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_functional(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(payload(res), self))
+                set_value(self, _cast(payload(res), self, True))
                 return self
 
             return plan_inplace_functional
@@ -401,7 +404,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_decomposed(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(payload(res), self))
+                set_value(self, _cast(payload(res), self, True))
                 return self
 
             return plan_inplace_decomposed

@@ -180,9 +180,7 @@ def _where(a: tuple, k: dict) -> None:
 
 
 def _name(dt: torch.dtype) -> str:
-    return {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char"}.get(
-        dt, str(dt).replace("torch.", "").capitalize()
-    )
+    return _type_name(dt)
 
 
 _C_NAMES = {torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int", torch.int64: "long int"}
@@ -248,6 +246,56 @@ def _index(a: tuple, k: dict) -> None:
     _masks(a[0], a[1] if len(a) > 1 else k.get("indices"))
 
 
+def _dtype_refusal(
+    ops: list, refused: Callable[[Any], bool], message: str, operands: slice = slice(0, 1)
+) -> None:
+    """Ops that refuse a dtype on every device (the check sits above the kernels, in PyTorch's own op)."""
+
+    def check(a: tuple, k: dict) -> None:
+        for t in a[operands]:
+            if isinstance(t, torch.Tensor) and refused(t.dtype):
+                raise (NotImplementedError if message.startswith("!") else RuntimeError)(message.lstrip("!"))
+
+    for op in ops:
+        if op is not None:
+            _CHECKS[op] = check
+
+
+def _ops(*names: str) -> list:
+    out = []
+    for n in names:
+        packet, _, overload = n.partition(".")
+        out.append(getattr(getattr(aten, packet, None), overload or "default", None))
+    return out
+
+
+_dtype_refusal(
+    _ops("sub.Tensor", "sub_.Tensor", "sub.Scalar", "sub_.Scalar", "rsub.Tensor", "rsub.Scalar"),
+    lambda d: d == torch.bool,
+    "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use "
+    "the `~` or `logical_not()` operator instead.",
+    slice(0, 2),
+)
+_dtype_refusal(
+    _ops("sign", "sign_"),
+    lambda d: d.is_complex,
+    "!Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.",
+)
+_dtype_refusal(
+    _ops("clamp", "clamp_", "clamp.Tensor", "clamp_.Tensor", "clamp_min", "clamp_min_", "clamp_min.Tensor",
+         "clamp_min_.Tensor", "clamp_max", "clamp_max_", "clamp_max.Tensor", "clamp_max_.Tensor", "relu", "relu_"),
+    lambda d: d.is_complex,
+    "!clamp is not supported for complex types",
+)  # fmt: skip
+_dtype_refusal(_ops("relu", "relu_"), lambda d: d == torch.bool, "Boolean inputs not supported for relu")
+for _n in ("maximum", "minimum", "fmax", "fmin"):
+    _dtype_refusal(
+        _ops(_n), lambda d: d.is_complex, f"{_n} not implemented for complex tensors.", slice(0, 2)
+    )
+_dtype_refusal(_ops("argmax"), lambda d: d == torch.bool, "argmax(): does not support bool input")
+_dtype_refusal(_ops("argmin"), lambda d: d == torch.bool, "argmin(): does not support bool input")
+
+
 # ----------------------------------------------------------------------------- PyTorch's meta kernel decides
 def _meta(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
@@ -258,10 +306,6 @@ def _meta(x: Any) -> Any:
 
 
 _META_MESSAGES = (
-    "can't be cast",
-    "more than one element of the written-to tensor",
-    "Promotion of ",
-    "Attempting to cast from",
     "Kernel size can't be greater",
     "Output size is too small",
     "pad should be",
@@ -303,11 +347,21 @@ def _meta_decides(func: Any) -> Check:
     return check
 
 
+def check_inplace_cast(result: torch.dtype, out: torch.dtype) -> None:
+    """An in-place result of type ``result`` written into ``out``: refused where PyTorch's ``can_cast`` says no."""
+    if not torch.can_cast(result, out):
+        raise RuntimeError(
+            f"result type {_type_name(result)} can't be cast to the desired output type {_type_name(out)}"
+        )
+
+
+def _type_name(dt: torch.dtype) -> str:
+    return torch.empty(0, dtype=dt).type()[len("torch.") : -len("Tensor")]
+
+
 def inplace_check(func: Any) -> Check:
-    """For an in-place op: PyTorch's meta kernel refuses what the CPU refuses for integer or boolean
-    ``self`` (a float result it cannot hold) and for an expanded ``self`` (several elements, one address);
-    other calls pay one dtype test."""
-    meta = _meta_decides(func)
+    """For an in-place op: refuse an expanded ``self`` (several elements, one address), as PyTorch does; the
+    result-type refusal runs where the result's dtype is known (``check_inplace_cast``)."""
 
     def check(a: tuple, k: dict) -> None:
         self = a[0]
@@ -320,8 +374,6 @@ def inplace_check(func: Any) -> Check:
                 "unsupported operation: more than one element of the written-to tensor refers to a single "
                 "memory location. Please clone() the tensor before performing the operation."
             )
-        if not (self.is_floating_point() or self.is_complex()):
-            meta(a, k)
 
     return check
 
