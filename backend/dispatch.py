@@ -19,7 +19,7 @@ import torch
 
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import device as device_module
-from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import fidelity, lazy, state
 from tpu_workbench.backend import operands as operands_module
 from tpu_workbench.backend import ops as _ops
 from tpu_workbench.backend._jax import cpu_to_jax, j2t_dtype, jax_module, jax_to_cpu, t2j_dtype
@@ -46,6 +46,7 @@ import tpu_workbench.backend.sparse  # noqa: E402, F401 - registers the sparse C
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
+fidelity.on_change(_PLANS.clear)
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -232,6 +233,13 @@ def _direct_plan(
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     operands_module.init()
     low = lookup(func)
+    if fidelity.fidelity_enabled() and fidelity.absent_on_torchtpu(func):
+        message = fidelity.refusal_message(func)
+
+        def plan_absent(f: Any, a: tuple, k: dict) -> Any:
+            raise NotImplementedError(message)
+
+        return plan_absent
     plan = _make_lowering_plan(func, low)
     if low is not None and _refuses_trace(low):
         plan = _outside_traces(plan)
@@ -279,6 +287,16 @@ def _inplace_refusal(func: Any) -> Any:
     if not _is_inplace(func) or func in _METADATA_INPLACE or func.overloadpacket.__name__ in _NOT_WRITES:
         return None
     return inplace_check(func)
+
+
+def runs_here(func: Any) -> bool:
+    """``func`` has a plan other than "not implemented" (with the CPU fallback off)."""
+    if state.cpu_fallback_enabled():
+        return lookup(func) is not None
+    try:
+        return _make_lowering_plan(func, lookup(func)) is not _plan_missing
+    except Exception:  # noqa: BLE001 - an overload the plan builder cannot read: not ours
+        return False
 
 
 def _refuses_trace(low: Any) -> bool:
