@@ -491,8 +491,11 @@ class Report:
     seconds: float = 0.0
 
 
-def fuzz(calls: int, seed: int = 0, ops: list[str] | None = None, keep: int = 200) -> Report:
-    """Draw and judge ``calls`` calls; call i uses seed ``seed * 1_000_003 + i``."""
+def fuzz(
+    calls: int, seed: int = 0, ops: list[str] | None = None, keep: int = 200, progress: int = 0
+) -> Report:
+    """Draw and judge ``calls`` calls; call i uses seed ``seed * 1_000_003 + i``. ``progress``: print the running
+    counts to stderr every that many calls (a long run stopped early still leaves its figures)."""
     names = ops or sorted(OPS)
     rep = Report()
     t0 = time.perf_counter()
@@ -515,6 +518,14 @@ def fuzz(calls: int, seed: int = 0, ops: list[str] | None = None, keep: int = 20
             rep.examples.append(
                 {"seed": s, "op": name, "verdict": verdict, "call": call.desc, "detail": detail}
             )
+            if progress:
+                print(f"  [{verdict}] seed {s} {call.desc}  {detail}", file=sys.stderr, flush=True)
+        if progress and (i + 1) % progress == 0:
+            print(
+                f"{i + 1} calls, {time.perf_counter() - t0:.0f} s: {dict(rep.counts)}",
+                file=sys.stderr,
+                flush=True,
+            )
     rep.seconds = time.perf_counter() - t0
     return rep
 
@@ -524,9 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", type=int, default=0, help="print running counts every N calls")
     a = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    rep = fuzz(a.calls, a.seed)
+    rep = fuzz(a.calls, a.seed, progress=a.progress)
     out = {"calls": a.calls, "seed": a.seed, "seconds": round(rep.seconds, 1), "counts": dict(rep.counts),
            "examples": rep.examples}  # fmt: skip
     if a.json:
