@@ -127,6 +127,12 @@ def _index_add(a: tuple, k: dict) -> None:
     _check_range("index_add", index, _dim_size(self, dim), False, f"dimension {dim}")
 
 
+@_register(aten.index_select.default)
+def _index_select(a: tuple, k: dict) -> None:
+    self, dim, index = a[0], a[1], a[2]
+    _check_range("index_select", index, _dim_size(self, dim), False, f"dimension {dim}")
+
+
 @_register(aten.index_copy.default, aten.index_copy_.default)
 def _index_copy(a: tuple, k: dict) -> None:
     self, dim, index = a[0], a[1], a[2]

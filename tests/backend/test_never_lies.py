@@ -68,6 +68,8 @@ REFUSED: dict[str, Callable[[str], object]] = {
     ),
     "index_copy_ -1": lambda d: torch.zeros(3, device=d).index_copy_(0, _i([-1], d), torch.ones(1, device=d)),
     "index_fill_ past": lambda d: torch.zeros(3, device=d).index_fill_(0, _i([5], d), 1.0),
+    "index_select negative": lambda d: torch.ones(1, 3, device=d).index_select(-1, _i([-2], d)),
+    "gather bad dim, empty index": lambda d: torch.gather(_i([], d).long(), -2, _i([], d).long()),
     "take past": lambda d: torch.arange(4.0, device=d).take(_i([7], d)),
     "one_hot past num_classes": lambda d: F.one_hot(_i([0, 5], d), 3),
     "one_hot negative": lambda d: F.one_hot(_i([-1], d), 3),
