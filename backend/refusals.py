@@ -124,7 +124,8 @@ def _embedding(a: tuple, k: dict) -> None:
 @_register(aten.index_add.default, aten.index_add_.default)
 def _index_add(a: tuple, k: dict) -> None:
     self, dim, index = a[0], a[1], a[2]
-    _check_range("index_add", index, _dim_size(self, dim), False, f"dimension {dim}")
+    if self.numel():  # (the CPU checks nothing when there is nothing to add into)
+        _check_range("index_add", index, _dim_size(self, dim), False, f"dimension {dim}")
 
 
 @_register(aten.index_select.default)
@@ -259,12 +260,21 @@ def _dtype_refusal(
 
     def check(a: tuple, k: dict) -> None:
         for t in a[operands]:
-            if isinstance(t, torch.Tensor) and refused(t.dtype):
+            dt = t.dtype if isinstance(t, torch.Tensor) else torch.bool if isinstance(t, bool) else None
+            if dt is not None and refused(dt):
                 raise (NotImplementedError if message.startswith("!") else RuntimeError)(message.lstrip("!"))
 
     for op in ops:
         if op is not None:
-            _CHECKS[op] = check
+            _CHECKS[op] = _both(_CHECKS[op], check) if op in _CHECKS else check
+
+
+def _both(first: Check, second: Check) -> Check:
+    def check(a: tuple, k: dict) -> None:
+        first(a, k)
+        second(a, k)
+
+    return check
 
 
 def _ops(*names: str) -> list:

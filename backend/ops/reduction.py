@@ -118,9 +118,9 @@ def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
 
 def _extremum_dim(name: str, arg_fn: Any, x: Any, dim: int, keepdim: bool) -> Any:
     """max.dim / min.dim: values and int64 indices along one dim (torch refuses an empty dim)."""
+    d = wrapdim(dim, x.ndim)  # (a 0-dim tensor takes dim 0 or -1 only)
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
-    d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim 0 to have non-zero size.")
     i = arg_fn(x, axis=d, keepdims=True)
@@ -350,9 +350,9 @@ def _median_along(x: Any, d: int, ignore_nan: bool) -> tuple[Any, Any]:
 
 
 def _median_dim(x: Any, dim: int, keepdim: bool, ignore_nan: bool, name: str) -> Any:
+    d = wrapdim(dim, x.ndim)  # (a 0-dim tensor takes dim 0 or -1 only)
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
-    d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     v, i = _median_along(x, d, ignore_nan)
