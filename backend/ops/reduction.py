@@ -142,16 +142,21 @@ def min_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
 
 @lower(aten.var.correction)
 def var(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
-    ax = axes(dim, x.ndim)
-    c = 1 if correction is None else correction
     out = jnp.finfo(x.dtype).dtype if jnp.issubdtype(x.dtype, jnp.complexfloating) else x.dtype
     # (complex input: a real variance, typed as PyTorch types it: complex64 -> float32)
-    return jnp.var(x.astype(_wide(x.dtype)), axis=ax, ddof=c, keepdims=keepdim).astype(out)
+    return _var_wide(x, dim, correction, keepdim).astype(out)
+
+
+def _var_wide(x: Any, dim: Any, correction: Any, keepdim: bool) -> Any:
+    c = 1 if correction is None else correction
+    return jnp.var(x.astype(_wide(x.dtype)), axis=axes(dim, x.ndim), ddof=c, keepdims=keepdim)
 
 
 @lower(aten.std.correction)
 def std(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
-    return jnp.sqrt(var(x, dim, correction=correction, keepdim=keepdim))
+    out = jnp.finfo(x.dtype).dtype if jnp.issubdtype(x.dtype, jnp.complexfloating) else x.dtype
+    # the root taken before rounding to float16/bfloat16 (a float16 variance of ~1e8 overflows; its root does not)
+    return jnp.sqrt(_var_wide(x, dim, correction, keepdim)).astype(out)
 
 
 @lower(aten.var_mean.correction)

@@ -50,6 +50,9 @@ NUMERICS: dict[str, Callable[[str], object]] = {
     "bf16 vector_norm": lambda d: torch.linalg.vector_norm(
         torch.full((1000,), 300.0, dtype=torch.bfloat16, device=d)
     ),
+    "fp16 std of large values": lambda d: (
+        torch.tensor([3000.0, -3000.0, 9000.0], dtype=torch.float16).to(d).std()
+    ),
     "complex std": lambda d: _Z.to(d).std(),
     "complex var": lambda d: _Z.to(d).var(),
     "complex var(dim)": lambda d: _Z.to(d).var(dim=0),
