@@ -310,6 +310,8 @@ for _n in ("maximum", "minimum", "fmax", "fmin"):
     )
 _dtype_refusal(_ops("argmax"), lambda d: d == torch.bool, "argmax(): does not support bool input")
 _dtype_refusal(_ops("argmin"), lambda d: d == torch.bool, "argmin(): does not support bool input")
+_dtype_refusal(_ops("argmax"), lambda d: d.is_complex, "argmax(): does not support complex input")
+_dtype_refusal(_ops("argmin"), lambda d: d.is_complex, "argmin(): does not support complex input")
 
 
 # ----------------------------------------------------------------------------- PyTorch's meta kernel decides

@@ -53,7 +53,8 @@ def prod(x: Any, *, dtype: Any = None) -> Any:
 @lower(aten.prod.dim_int)
 def prod_dim(x: Any, dim: int, keepdim: bool = False, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
-    return jnp.prod(x.astype(dt), axis=wrapdim(dim, x.ndim) if x.ndim else None, keepdims=keepdim)
+    d = wrapdim(dim, x.ndim)  # (checked on a 0-dim tensor too)
+    return jnp.prod(x.astype(dt), axis=d if x.ndim else None, keepdims=keepdim)
 
 
 def _check_nonempty(x: Any, ax: Any, name: str) -> None:
