@@ -479,6 +479,17 @@ _RESOLVE_PG = _tp(
 )
 
 
+_COLLATE_MAP = _tp(
+    "torch.utils.data._utils.collate:default_collate_fn_map",
+    "DataLoader workers stack 'tpu' samples without a shared-memory storage (a wrapper has none)",
+    "backend/multiproc.py",
+)
+
+
+def default_collate_fn_map() -> dict:
+    return resolve(_COLLATE_MAP)
+
+
 def resolve_process_group(name: str) -> Any:
     return resolve(_RESOLVE_PG)(name)
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend.refusals import check_one_hot
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -271,8 +272,15 @@ def _linear_backward(x: torch.Tensor, grad: torch.Tensor, w: torch.Tensor, mask:
     return dispatch(torch.ops.aten.mkldnn_linear_backward.default, (), (x, grad, w, mask), {})
 
 
+def _one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    """``F.one_hot`` with the bounds check its composite leaves to CPU and CUDA kernels."""
+    n = check_one_hot(self, num_classes)
+    return (self.unsqueeze(-1) == torch.arange(n, dtype=self.dtype, device=self.device)).to(torch.int64)
+
+
 def install() -> list[Any]:
     lib = torch.library.Library("aten", "IMPL")
+    lib.impl("one_hot", _one_hot, "AutogradPrivateUse1")
     lib.impl("matmul", _matmul, "AutogradPrivateUse1")
     lib.impl("linear", _linear, "AutogradPrivateUse1")
     lib.impl("mkldnn_linear_backward", _linear_backward, "AutogradPrivateUse1")

@@ -19,15 +19,16 @@ import torch
 
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import device as device_module
-from tpu_workbench.backend import lazy, state
+from tpu_workbench.backend import fidelity, lazy, state
 from tpu_workbench.backend import operands as operands_module
 from tpu_workbench.backend import ops as _ops
-from tpu_workbench.backend._jax import cpu_to_jax, jax_module, jax_to_cpu, t2j_dtype
+from tpu_workbench.backend._jax import cpu_to_jax, j2t_dtype, jax_module, jax_to_cpu, t2j_dtype
 from tpu_workbench.backend.decompositions import decomposition_for
 from tpu_workbench.backend.jit import jitted
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
 from tpu_workbench.backend.operands import operands, unwrap, unwrap_args, unwrap_kwargs, wrap
 from tpu_workbench.backend.ops.registry import lookup, on_change
+from tpu_workbench.backend.refusals import check_inplace_cast, inplace_check, refusal_for
 from tpu_workbench.backend.size_check import size_check_for
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_dispatch_handler, set_value, value
 from tpu_workbench.backend.traced import Untraceable, traced, tracing
@@ -45,6 +46,7 @@ import tpu_workbench.backend.sparse  # noqa: E402, F401 - registers the sparse C
 FALLBACK_COUNTS: collections.Counter[str] = collections.Counter()
 _PLANS: dict[Any, Callable[[Any, tuple, dict], Any]] = {}
 on_change(_PLANS.clear)
+fidelity.on_change(_PLANS.clear)
 
 
 def set_cpu_fallback(enabled: bool) -> None:
@@ -164,10 +166,13 @@ def _astype(x: Any, dt: Any) -> Any:
     return x.astype(dt)
 
 
-def _cast(new: Any, like: torch.Tensor) -> Any:
-    """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed)."""
+def _cast(new: Any, like: torch.Tensor, inplace: bool = False) -> Any:
+    """Cast an in-place result to ``self``'s dtype; its shape must be ``self``'s (sizes are fixed). In place, a
+    result type ``self`` cannot hold (``long.add_(0.5)``, ``int.sigmoid_()``) is refused, as PyTorch refuses it."""
     jd = t2j_dtype(like.dtype)
     if new.dtype != jd:
+        if inplace:
+            check_inplace_cast(j2t_dtype(new.dtype), like.dtype)
         new = lazy.call(_astype, (new, jd))
     if tuple(new.shape) != tuple(like.shape):
         raise RuntimeError(
@@ -228,6 +233,13 @@ def _direct_plan(
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     operands_module.init()
     low = lookup(func)
+    if fidelity.fidelity_enabled() and fidelity.absent_on_torchtpu(func):
+        message = fidelity.refusal_message(func)
+
+        def plan_absent(f: Any, a: tuple, k: dict) -> Any:
+            raise NotImplementedError(message)
+
+        return plan_absent
     plan = _make_lowering_plan(func, low)
     if low is not None and _refuses_trace(low):
         plan = _outside_traces(plan)
@@ -245,6 +257,16 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
             return inner(f, a, k)
 
         plan = plan_checked
+    checks = [c for c in (refusal_for(func), _inplace_refusal(func)) if c is not None]
+    if checks:
+        refused = plan
+
+        def plan_refusing(f: Any, a: tuple, k: dict) -> Any:
+            for c in checks:
+                c(a, k)
+            return refused(f, a, k)
+
+        plan = plan_refusing
     sizes = size_check_for(func)
     if sizes is not None:
         sized = plan
@@ -255,6 +277,26 @@ def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
 
         plan = plan_size_checked
     return plan
+
+
+_NOT_WRITES = frozenset({"set_", "resize_", "resize_as_", "detach_", "fill_", "zero_"})
+
+
+def _inplace_refusal(func: Any) -> Any:
+    """An in-place op's cast/overlap refusal (backend/refusals.py); not for shape-only or storage ops."""
+    if not _is_inplace(func) or func in _METADATA_INPLACE or func.overloadpacket.__name__ in _NOT_WRITES:
+        return None
+    return inplace_check(func)
+
+
+def runs_here(func: Any) -> bool:
+    """``func`` has a plan other than "not implemented" (with the CPU fallback off)."""
+    if state.cpu_fallback_enabled():
+        return lookup(func) is not None
+    try:
+        return _make_lowering_plan(func, lookup(func)) is not _plan_missing
+    except Exception:  # noqa: BLE001 - an overload the plan builder cannot read: not ours
+        return False
 
 
 def _refuses_trace(low: Any) -> bool:
@@ -329,7 +371,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
                     new = eager(*operands(a), **unwrap_kwargs(k))
                 else:
                     new = lazy.call(fn, operands(a, True), unwrap_kwargs(k), eager)
-                set_value(self, _cast(new, self))
+                set_value(self, _cast(new, self, True))
                 return self
 
             return plan_inplace
@@ -354,7 +396,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_functional(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(payload(res), self))
+                set_value(self, _cast(payload(res), self, True))
                 return self
 
             return plan_inplace_functional
@@ -380,7 +422,7 @@ def _make_lowering_plan(func: Any, low: Any) -> Callable[[Any, tuple, dict], Any
             def plan_inplace_decomposed(f, a, k):
                 self = a[0]
                 res = dispatch(functional, (), a, k)
-                set_value(self, _cast(payload(res), self))
+                set_value(self, _cast(payload(res), self, True))
                 return self
 
             return plan_inplace_decomposed

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from tpu_workbench.backend import _torch_private as private
-from tpu_workbench.backend import backward_errors, memory, pinned_factories, pinning
+from tpu_workbench.backend import backward_errors, memory, multiproc, pinned_factories, pinning
 from tpu_workbench.backend import device as device_module
 from tpu_workbench.backend.tensor import TpuTensor
 
@@ -55,6 +55,15 @@ def apply() -> None:
     """Apply the device's core patches (idempotent; called by ``tpu_workbench.backend.register()``)."""
 
     apply_accelerator()
+
+    @private.patch(
+        "multiprocessing-tpu-tensors",
+        "multiprocessing ForkingPickler, DataLoader default_collate_fn_map",
+        "a 'tpu' tensor crosses processes through host memory and comes back on 'tpu' (queues, DataLoader workers)",
+        required=False,
+    )
+    def _multiprocessing() -> None:
+        multiproc.install()
 
     @private.patch(
         "accelerator-synchronize",

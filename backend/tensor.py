@@ -158,7 +158,14 @@ class TpuTensor(torch.Tensor):
             )
         if id(self) in memo:
             return memo[id(self)]
-        new = TpuTensor(value(self))
+        if self._root is not None:  # a view: a view of the root's copy, so copies keep sharing as on CUDA
+            root = copy.deepcopy(self._root, memo)
+            new = stale_view(
+                root, None, tuple(self.shape), self.dtype, (self.stride(), self.storage_offset())
+            )
+            new._chain = self._chain
+        else:
+            new = TpuTensor(value(self))
         if self.requires_grad:
             new.requires_grad_()
         if self.grad is not None:

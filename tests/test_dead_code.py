@@ -19,7 +19,7 @@ PACKAGES = ("backend", "migrate", "workbench", "tpu_workbench")
 USERS = ("tests", "benchmarks", "notebooks/_build.py", "setup.py")
 
 REGISTERED_BY_DECORATOR = [
-    "@lower", "@register", "@builder", "@_sparse", "@private.patch", "@_legacy", "@_checks_indices_on_host",
+    "@lower", "@register", "@_register", "@builder", "@_sparse", "@private.patch", "@_legacy", "@_checks_indices_on_host",
     "@_inverts", "@functools.partial", "@property", "@*.setter",
 ]  # fmt: skip
 

@@ -116,8 +116,18 @@ def dims(d: Any, ndim: int) -> tuple[int, ...] | None:
         d = [d]
     if len(d) == 0:
         return None
-    n = max(ndim, 1)
-    return tuple(sorted({(i + n) % n if ndim > 0 else 0 for i in d}))
+    out = [wrapdim(i, ndim) for i in d]  # (PyTorch's range check: a bad dim raises, never wraps)
+    if len(set(out)) != len(out):
+        dup = next(i for i in out if out.count(i) > 1)
+        raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
+    return tuple(sorted(out)) if ndim > 0 else (0,)
+
+
+def axes(d: Any, ndim: int) -> tuple[int, ...] | None:
+    """``dims`` for a jnp reduction: checked as PyTorch checks them (a 0-dim tensor takes 0 and -1), None
+    (every axis) for a 0-dim array."""
+    out = dims(d, ndim)
+    return out if ndim else None
 
 
 def wrapdim(d: int, ndim: int) -> int:

@@ -161,6 +161,8 @@ def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     """Copy into ``self`` with broadcasting and casting; either side may be on the CPU."""
     if not isinstance(self, TpuTensor):
         return self.copy_(jax_to_cpu(value(src)))
+    if not isinstance(src, torch.Tensor):  # a Python number, as the CPU accepts (x.copy_(0))
+        src = torch.tensor(src)
     v = payload(src) if isinstance(src, TpuTensor) else cpu_to_jax(src)  # deferred in fused eager
     dt = jdt(self.dtype)
     if v.dtype != dt or tuple(v.shape) != tuple(self.shape):

@@ -86,11 +86,11 @@ def _checks_indices_on_host(fn: Any) -> Any:
 @lower(aten.gather.default)
 @_checks_indices_on_host
 def gather(x: Any, d: int, index: Any, *, sparse_grad: bool = False) -> Any:
+    d = wrapdim(d, x.ndim)  # (checked first, as PyTorch checks it, even for an empty index)
     if x.ndim == 0:
         return jnp.broadcast_to(x, index.shape)
     if index.size == 0:
         return jnp.zeros(index.shape, x.dtype)  # torch accepts an empty index of any rank here
-    d = wrapdim(d, x.ndim)
     _check_gather_scatter_index(x, d, index)
     return x[_gather_idx(x, d, index)]
 

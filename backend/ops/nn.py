@@ -23,17 +23,17 @@ def _wide(dt: Any) -> Any:
 
 @lower(aten._softmax.default, jit=True)
 def _softmax(x: Any, dim: int, half_to_float: bool) -> Any:
-    if x.ndim == 0:
-        return jnp.ones_like(x)
-    out = jax.nn.softmax(x.astype(_wide(x.dtype)), axis=wrapdim(dim, x.ndim))
+    d = wrapdim(dim, x.ndim)  # (a 0-dim tensor takes dim 0 or -1 only)
+    w = x.astype(_wide(x.dtype))
+    out = jnp.exp(w - w) if x.ndim == 0 else jax.nn.softmax(w, axis=d)  # (0-dim: 1, or NaN for inf/NaN)
     return out if half_to_float else out.astype(x.dtype)
 
 
 @lower(aten._log_softmax.default, jit=True)
 def _log_softmax(x: Any, dim: int, half_to_float: bool) -> Any:
-    if x.ndim == 0:
-        return jnp.zeros_like(x)
-    out = jax.nn.log_softmax(x.astype(_wide(x.dtype)), axis=wrapdim(dim, x.ndim))
+    d = wrapdim(dim, x.ndim)
+    w = x.astype(_wide(x.dtype))
+    out = w - w if x.ndim == 0 else jax.nn.log_softmax(w, axis=d)  # (0-dim: 0, or NaN for inf/NaN)
     return out if half_to_float else out.astype(x.dtype)
 
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tpu_workbench.backend.ops._util import aten, dims, jdt, wrapdim
+from tpu_workbench.backend.ops._util import aten, axes, jdt, wrapdim
 from tpu_workbench.backend.ops.registry import lower
 
 
@@ -28,7 +28,7 @@ def _wide(dt: Any) -> Any:
 @lower(aten.sum.dim_IntList, aten.sum.default)
 def sum_(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     return jnp.sum(x.astype(_wide(dt)), axis=ax, keepdims=keepdim).astype(dt)
 
 
@@ -40,7 +40,7 @@ def mean(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
             f"Got: {x.dtype}"
         )
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     return jnp.mean(x.astype(_wide(dt)), axis=ax, keepdims=keepdim).astype(dt)
 
 
@@ -53,7 +53,8 @@ def prod(x: Any, *, dtype: Any = None) -> Any:
 @lower(aten.prod.dim_int)
 def prod_dim(x: Any, dim: int, keepdim: bool = False, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
-    return jnp.prod(x.astype(dt), axis=wrapdim(dim, x.ndim) if x.ndim else None, keepdims=keepdim)
+    d = wrapdim(dim, x.ndim)  # (checked on a 0-dim tensor too)
+    return jnp.prod(x.astype(dt), axis=d if x.ndim else None, keepdims=keepdim)
 
 
 def _check_nonempty(x: Any, ax: Any, name: str) -> None:
@@ -64,14 +65,14 @@ def _check_nonempty(x: Any, ax: Any, name: str) -> None:
 
 @lower(aten.amax.default)
 def amax(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     _check_nonempty(x, ax, "amax")
     return jnp.max(x, axis=ax, keepdims=keepdim)
 
 
 @lower(aten.amin.default)
 def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     _check_nonempty(x, ax, "amin")
     return jnp.min(x, axis=ax, keepdims=keepdim)
 
@@ -118,9 +119,9 @@ def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
 
 def _extremum_dim(name: str, arg_fn: Any, x: Any, dim: int, keepdim: bool) -> Any:
     """max.dim / min.dim: values and int64 indices along one dim (torch refuses an empty dim)."""
+    d = wrapdim(dim, x.ndim)  # (a 0-dim tensor takes dim 0 or -1 only)
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
-    d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim 0 to have non-zero size.")
     i = arg_fn(x, axis=d, keepdims=True)
@@ -142,14 +143,21 @@ def min_dim(x: Any, dim: int, keepdim: bool = False) -> Any:
 
 @lower(aten.var.correction)
 def var(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
-    ax = dims(dim, x.ndim) if x.ndim else None
+    out = jnp.finfo(x.dtype).dtype if jnp.issubdtype(x.dtype, jnp.complexfloating) else x.dtype
+    # (complex input: a real variance, typed as PyTorch types it: complex64 -> float32)
+    return _var_wide(x, dim, correction, keepdim).astype(out)
+
+
+def _var_wide(x: Any, dim: Any, correction: Any, keepdim: bool) -> Any:
     c = 1 if correction is None else correction
-    return jnp.var(x.astype(_wide(x.dtype)), axis=ax, ddof=c, keepdims=keepdim).astype(x.dtype)
+    return jnp.var(x.astype(_wide(x.dtype)), axis=axes(dim, x.ndim), ddof=c, keepdims=keepdim)
 
 
 @lower(aten.std.correction)
 def std(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
-    return jnp.sqrt(var(x, dim, correction=correction, keepdim=keepdim))
+    out = jnp.finfo(x.dtype).dtype if jnp.issubdtype(x.dtype, jnp.complexfloating) else x.dtype
+    # the root taken before rounding to float16/bfloat16 (a float16 variance of ~1e8 overflows; its root does not)
+    return jnp.sqrt(_var_wide(x, dim, correction, keepdim)).astype(out)
 
 
 @lower(aten.var_mean.correction)
@@ -159,14 +167,14 @@ def var_mean(x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool =
 
 @lower(aten.any.default, aten.any.dim, aten.any.dims)
 def any_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     r = jnp.any(x, axis=ax, keepdims=keepdim)
     return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
 
 
 @lower(aten.all.default, aten.all.dim, aten.all.dims)
 def all_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     r = jnp.all(x, axis=ax, keepdims=keepdim)
     return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
 
@@ -175,6 +183,7 @@ def all_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
 def cumsum(x: Any, dim: int, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
     if x.ndim == 0:
+        wrapdim(dim, 0)  # (a 0-dim tensor takes dim 0 or -1 only)
         return x.astype(dt)
     # torch accumulates bfloat16/float16 in float32 (acc_type) and rounds each prefix once
     return jnp.cumsum(x.astype(_wide(dt)), axis=wrapdim(dim, x.ndim)).astype(dt)
@@ -184,12 +193,14 @@ def cumsum(x: Any, dim: int, *, dtype: Any = None) -> Any:
 def cumprod(x: Any, dim: int, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
     if x.ndim == 0:
+        wrapdim(dim, 0)  # (a 0-dim tensor takes dim 0 or -1 only)
         return x.astype(dt)
     return jnp.cumprod(x.astype(_wide(dt)), axis=wrapdim(dim, x.ndim)).astype(dt)
 
 
 def _cum_ext(x: Any, dim: int, largest: bool) -> Any:
     if x.ndim == 0:
+        wrapdim(dim, 0)
         return x, jnp.zeros((), jnp.int64)
     d = wrapdim(dim, x.ndim)
     n = x.shape[d]
@@ -221,7 +232,7 @@ def cummin(x: Any, dim: int) -> Any:
 @lower(aten.logsumexp.default)
 def logsumexp(x: Any, dim: Any, keepdim: bool = False) -> Any:
     x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.float32)
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     return jax.nn.logsumexp(x, axis=ax, keepdims=keepdim)
 
 
@@ -229,7 +240,16 @@ def logsumexp(x: Any, dim: Any, keepdim: bool = False) -> Any:
 def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
     if dtype is not None:
         x = x.astype(jdt(dtype))
-    ax = dims(dim, x.ndim) if x.ndim else None
+    if x.dtype in _HALF:  # accumulate in float32 as CUDA does (a float16 sum of squares overflows at ~256)
+        return _vector_norm(x.astype(jnp.float32), ord, dim, keepdim).astype(x.dtype)
+    return _vector_norm(x, ord, dim, keepdim)
+
+
+_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def _vector_norm(x: Any, ord: Any, dim: Any, keepdim: bool) -> Any:
+    ax = axes(dim, x.ndim)
     a = jnp.abs(x)
     if ord == float("inf"):
         return jnp.max(a, axis=ax, keepdims=keepdim)
@@ -253,7 +273,7 @@ def powsum(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtyp
         )
     if dtype is not None:
         x = x.astype(jdt(dtype))
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     a = jnp.abs(x)
     if ord == 2:
         return jnp.sum(a * a, axis=ax, keepdims=keepdim)
@@ -336,9 +356,9 @@ def _median_along(x: Any, d: int, ignore_nan: bool) -> tuple[Any, Any]:
 
 
 def _median_dim(x: Any, dim: int, keepdim: bool, ignore_nan: bool, name: str) -> Any:
+    d = wrapdim(dim, x.ndim)  # (a 0-dim tensor takes dim 0 or -1 only)
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
-    d = wrapdim(dim, x.ndim)
     if x.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     v, i = _median_along(x, d, ignore_nan)
@@ -440,15 +460,15 @@ def hash_tensor(x: Any, dim: Any = (), *, keepdim: bool = False, mode: int = 0) 
     and bools to int64), as uint64."""
     if mode != 0:
         raise RuntimeError(f"hash_tensor: Unsupported hash mode: {mode}")
-    ax = dims(dim, x.ndim) if x.ndim else None
+    ax = axes(dim, x.ndim)
     _check_nonempty(x, ax, "hash_tensor")
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise NotImplementedError("aten::hash_tensor of complex tensors is not implemented for TPU")
     wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
     bits = jax.lax.bitcast_convert_type(wide, jnp.uint64)
-    axes = ax if ax is not None else tuple(range(x.ndim))
-    out = jax.lax.reduce(bits, jnp.uint64(0), jax.lax.bitwise_xor, axes)
-    return jnp.expand_dims(out, axes) if keepdim else out
+    all_ax = ax if ax is not None else tuple(range(x.ndim))
+    out = jax.lax.reduce(bits, jnp.uint64(0), jax.lax.bitwise_xor, all_ax)
+    return jnp.expand_dims(out, all_ax) if keepdim else out
 
 
 # ----------------------------------------------------------------------------- segment_reduce
