@@ -485,7 +485,7 @@ def test_plot(n):
                     "--outdir",
                     w.output(
                         data.draw(
-                            st.sampled_from(["afile", "afile/p", "/proc/p", "/proc", "adir/afile/x", ""])
+                            st.sampled_from(["afile", "afile/p", "/proc/p", "/proc", "afile/x/y", ""])
                         )
                     ),
                 ]
