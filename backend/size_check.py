@@ -66,6 +66,11 @@ def _itemsize(args: tuple, kwargs: dict) -> int:
     return torch.get_default_dtype().itemsize
 
 
+def _negative(sizes: list[int]) -> RuntimeError:
+    d = next(d for d in sizes if d < 0)
+    return RuntimeError(f"Trying to create tensor with negative dimension {d}: {sizes}")
+
+
 def _overflow(sizes: list[int]) -> RuntimeError:
     return RuntimeError(f"Storage size calculation overflowed with sizes={sizes}")
 
@@ -100,6 +105,10 @@ def size_check_for(func: Any) -> Callable[[tuple, dict], None] | None:
     if not (sized or counted or ranged):
         return None
     times_self = name in ("repeat", "one_hot")  # the output is self's elements times the argument
+    # A negative size is refused as CPU and CUDA refuse it (XLA would fail to build the program with an
+    # MLIR or broadcast error); expand's -1 means "keep this dimension" and its meta kernel judges the rest.
+    refuse_negative = not name.startswith("expand")
+    resampled = "upsample" in name  # an empty resampled output is refused too (it divided by zero here)
 
     def check(a: tuple, k: dict) -> None:
         numel = 1
@@ -107,6 +116,16 @@ def size_check_for(func: Any) -> Callable[[tuple, dict], None] | None:
             v = a[i] if i < len(a) else k.get(arg_name)
             if v is None:
                 continue
+            if refuse_negative and isinstance(v, (list, tuple)):
+                ints = [int(d) for d in v if isinstance(d, int)]
+                if resampled and any(d <= 0 for d in ints):
+                    raise RuntimeError(
+                        f"Input and output sizes should be greater than 0, but got output_size {ints}"
+                    )
+                if any(d < 0 for d in ints):
+                    raise _negative(ints)
+            elif name == "eye" and isinstance(v, int) and v < 0:
+                raise RuntimeError(f"{arg_name} must be greater or equal to 0, got {v}")
             if isinstance(v, (list, tuple)):
                 numel *= _product(v)
             elif isinstance(v, int) and v > 0:

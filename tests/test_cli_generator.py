@@ -484,9 +484,7 @@ def test_plot(n):
                 argv += [
                     "--outdir",
                     w.output(
-                        data.draw(
-                            st.sampled_from(["afile", "afile/p", "/proc/p", "/proc", "afile/x/y", ""])
-                        )
+                        data.draw(st.sampled_from(["afile", "afile/p", "/proc/p", "/proc", "afile/x/y", ""]))
                     ),
                 ]
             before = w.existing()
