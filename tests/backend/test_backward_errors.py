@@ -126,6 +126,7 @@ def _check(out: dict) -> None:
     assert out["after"] is True  # the device keeps working after the errors
 
 
+@pytest.mark.slow  # 5 s subprocess
 def test_errors_in_backward_raise_the_cpu_exception_and_the_device_keeps_working() -> None:
     _check(_run_cases())
 

@@ -124,6 +124,7 @@ def test_factory_pin_memory_argument() -> None:
 
 
 # ------------------------------------------------------------------------------ host tensors used on device
+@pytest.mark.slow  # 5.6 s: a quick-loop budget item
 def test_host_index_tensors_index_a_device_tensor() -> None:
     x = torch.arange(12.0).view(4, 3)
     xt = x.to("tpu")

@@ -3,6 +3,7 @@ invisible to callers that do not pin (compiled graphs included)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tpu_workbench.backend import pinned_factories
@@ -47,6 +48,7 @@ def test_device_factories_are_not_marked() -> None:
     assert t.device.type == "tpu" and torch.equal(t.cpu(), torch.zeros(3))
 
 
+@pytest.mark.slow  # 3.5 s: torch.compile
 def test_compiled_code_calling_factories_keeps_one_graph() -> None:
     def step(x: torch.Tensor) -> torch.Tensor:
         return x + torch.zeros(3, device=x.device) + torch.arange(3, device=x.device) + x.new_zeros(3)

@@ -36,6 +36,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # 3.9 s subprocess
 def test_outputs_that_overflow_a_byte_count_raise_instead_of_aborting() -> None:
     proc = subprocess.run([sys.executable, "-c", _OVERFLOWS], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"the child process died (rc={proc.returncode}): {proc.stderr[-3000:]}"
