@@ -409,7 +409,7 @@ RUN_OPTIONS = {
 RUN_REFUSED = st.sampled_from(
     [
         ["-b", "0"],
-        ["-s", "100000"],
+        ["-w", "tiny", "-s", "100000"],  # -w appends: a vision workload drawn before ignores seq
         ["-d", "tpu:7"],
         ["-d", "nope"],
         ["-o", "afile/r.jsonl"],

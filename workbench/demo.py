@@ -297,8 +297,8 @@ def _projection_rows(catalog, workload: str) -> tuple[list, pd.DataFrame]:
                     "layout": rec.extra["layout"],
                     "batch/chip": batch,
                     "tok/s/chip": rec.tokens_per_s_per_chip,
-                    "MFU %": 100 * rec.mfu,
-                    "bound": rec.extra["bound"],
+                    "MFU %": None if rec.mfu is None else 100 * rec.mfu,  # None: does not fit, no rate
+                    "bound": "does not fit" if rec.extra.get("infeasible") else rec.extra["bound"],
                     **analysis.cost_cells(rec),
                 }
             )
