@@ -28,7 +28,7 @@ from tpu_workbench.backend.jit import jitted
 from tpu_workbench.backend.op_jit import op_jit, reads_host_values
 from tpu_workbench.backend.operands import operands, unwrap, unwrap_args, unwrap_kwargs, wrap
 from tpu_workbench.backend.ops.registry import lookup, on_change
-from tpu_workbench.backend.refusals import check_inplace_cast, inplace_check, refusal_for
+from tpu_workbench.backend.refusals import INDEX_TENSOR_OPS, check_inplace_cast, inplace_check, refusal_for
 from tpu_workbench.backend.size_check import size_check_for
 from tpu_workbench.backend.tensor import TpuTensor, payload, set_dispatch_handler, set_value, value
 from tpu_workbench.backend.traced import Untraceable, traced, tracing
@@ -517,16 +517,7 @@ def _init_alias_ops() -> None:
     aten = torch.ops.aten
     _ALIAS_OPS.update({aten.detach.default, aten.alias.default, aten.lift_fresh.default})
     _UNSAFE_VIEWS.update({aten._unsafe_view.default})
-    _CPU_INDICES_OK.update(
-        {
-            aten.index.Tensor,
-            aten._unsafe_index.Tensor,
-            aten.index_put.default,
-            aten.index_put_.default,
-            aten._unsafe_index_put.default,
-            aten._index_put_impl_.default,
-        }
-    )
+    _CPU_INDICES_OK.update(INDEX_TENSOR_OPS)
     _METADATA_INPLACE.update(
         {
             aten.unsqueeze_.default: aten.unsqueeze.default,

@@ -241,7 +241,9 @@ def _masks(self: torch.Tensor, indices: Any) -> None:
             pos += 1
 
 
-@_register(
+#: Advanced indexing (read and write): bounds and boolean-mask shapes checked here; dispatch lets their index
+#: tensors stay on the host (as CUDA accepts CPU indices).
+INDEX_TENSOR_OPS = (
     aten.index.Tensor,
     aten._unsafe_index.Tensor,
     aten.index_put.default,
@@ -249,6 +251,9 @@ def _masks(self: torch.Tensor, indices: Any) -> None:
     aten._unsafe_index_put.default,
     aten._index_put_impl_.default,
 )
+
+
+@_register(*INDEX_TENSOR_OPS)
 def _index(a: tuple, k: dict) -> None:
     _masks(a[0], a[1] if len(a) > 1 else k.get("indices"))
 

@@ -116,31 +116,10 @@ def run_ray(tasks: list[Task], options: ExecutorOptions, on_done: Callable[[Outc
                 wall = round(time.monotonic() - start, 3)
                 try:
                     got = ray.get(ref)
-                except ray.exceptions.WorkerCrashedError as exc:
-                    on_done(
-                        Outcome(
-                            task.key,
-                            "crash",
-                            None,
-                            wall,
-                            f"the Ray worker died: {exc}"[:2000],
-                            log=log,
-                            engine="ray",
-                        )
-                    )
-                    continue
-                except ray.exceptions.RayError as exc:
-                    on_done(
-                        Outcome(
-                            task.key,
-                            "crash",
-                            None,
-                            wall,
-                            f"{type(exc).__name__}: {exc}"[:2000],
-                            log=log,
-                            engine="ray",
-                        )
-                    )
+                except ray.exceptions.RayError as exc:  # the worker died (a segfault) or Ray failed the task
+                    died = isinstance(exc, ray.exceptions.WorkerCrashedError)
+                    why = f"the Ray worker died: {exc}" if died else f"{type(exc).__name__}: {exc}"
+                    on_done(Outcome(task.key, "crash", None, wall, why[:2000], log=log, engine="ray"))
                     continue
                 stages = got["stages"]
                 on_done(
