@@ -44,6 +44,7 @@ CHROMIUM_ARGS = [
 PANEL_CALL = re.compile(r"\bnbv\.\w+_explorer\(")
 RUN_TIMEOUT_S = 150  # one notebook's "run all cells"
 OVERRIDES = {  # appended to a copy's parameters cell, as papermill injects parameters: smaller runs, same code
+    "01_migrate": 'SAMPLES = ["cuda_ddp"]',
     "02_throughput": 'DEVICES = ["cpu"]\nBUDGET_S = 0.2\nRESULT_FILES = ["results/*.jsonl"]',  # sources to pick
     "05_scaling": 'CHIPS = ["TPU v7", "B200"]\nCHIP_COUNTS = [1, 64, 1024, 8192]',
 }
@@ -184,7 +185,7 @@ def _start_run(page) -> None:
     )
 
 
-def _wait_run(page) -> None:
+def _wait_run(page, timeout_s: float = RUN_TIMEOUT_S) -> None:
     """Wait for the run of all cells to end, and check every cell ran without an error."""
     page.wait_for_function(  # run-all queues every cell: done when none is queued or running and the kernel idles
         """() => {
@@ -192,7 +193,7 @@ def _wait_run(page) -> None:
             const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
             return !prompts.some(t => t.includes('*')) && kernel.status === 'idle';
         }""",
-        timeout=RUN_TIMEOUT_S * 1000,
+        timeout=timeout_s * 1000,
     )
     errors = page.locator(
         ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
@@ -312,3 +313,76 @@ def test_every_control_panel_shows_one_live_view(pages):
             page.screenshot(path=SHOTS / f"{name}-FAILED.png", full_page=False)
             failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------------------------ the verdict on the first screen (issue 34)
+SCREEN = {"width": 1280, "height": 800}  # a laptop screen; JupyterLab's menu and tab bars take ~80 px of it
+VERDICT_RUN_TIMEOUT_S = 420  # 01 and 06_assess run code in subprocesses: minutes on a shared CPU
+VERDICT_JS = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    const outer = nb.node.closest('.jp-WindowedPanel-outer') || nb.node.querySelector('.jp-WindowedPanel-outer')
+        || nb.node;
+    const cells = nb.widgets;
+    for (let i = 0; i < cells.length; i++) {
+        const m = cells[i].model;
+        if (m.type !== 'code') continue;
+        for (let j = 0; j < m.outputs.length; j++) {
+            const o = m.outputs.get(j);
+            if (o.type !== 'display_data' && o.type !== 'execute_result') continue;
+            const child = cells[i].node.querySelectorAll('.jp-OutputArea-child')[j];
+            const r = child && child.isConnected ? child.getBoundingClientRect() : null;
+            return {cell: i, output: j, kinds: Object.keys(o.data), top: r && r.top, bottom: r && r.bottom,
+                    text: child ? child.innerText.slice(0, 300) : '', height: outer.scrollHeight};
+        }
+    }
+    return {cell: null, height: outer.scrollHeight};
+}"""
+
+
+def _verdict_report(name: str, seen: dict, shot: Path) -> None:
+    """Append what this notebook's first screen showed to reports/browser/notebook-first-screen.json."""
+    path = SHOTS / "notebook-first-screen.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = {
+        **{k: seen.get(k) for k in ("cell", "output", "kinds", "top", "bottom", "height")},
+        "first_screen_png_bytes": shot.stat().st_size,
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [p.stem for p in sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))])
+def test_the_verdict_is_the_first_output_and_on_the_first_screen(name, lab, browser):
+    """Each notebook's first rich output (a table, a sentence or a figure; progress lines may precede it) is its
+    answer, and it ends within a 1280 x 800 screen after "run all", scrolled to the top."""
+    base, token = lab
+    page = browser.new_page(viewport=SCREEN)
+    try:
+        page.goto(
+            f"{base}/lab/workspaces/first-{name}/tree/{name}.ipynb?reset&token={token}",
+            wait_until="domcontentloaded",
+        )
+        _start_run(page)
+        _wait_run(page, VERDICT_RUN_TIMEOUT_S)
+        page.evaluate(  # to the top of the notebook (its own scrolling panel, not the page)
+            "() => window.jupyterapp.shell.currentWidget.content.node"
+            ".querySelectorAll('.jp-WindowedPanel-outer').forEach(e => { e.scrollTop = 0; })"
+        )
+        page.wait_for_timeout(1000)
+        seen = page.evaluate(VERDICT_JS)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SHOTS / f"{name}-first-screen.png"
+        page.screenshot(path=shot, full_page=False)
+        _verdict_report(name, seen, shot)
+        print(f"{name}: {seen}")
+        assert seen["cell"] is not None, f"{name}: no table, sentence or figure in any output"
+        assert seen["top"] is not None, (
+            f"{name}: the first output (cell {seen['cell']}) is not on the first screen"
+        )
+        assert 0 <= seen["top"] and seen["bottom"] <= SCREEN["height"], (
+            f"{name}: the first output (cell {seen['cell']}) spans {seen['top']:.0f}-{seen['bottom']:.0f} px, "
+            f"not within the first {SCREEN['height']} px: {seen['text'][:120]!r}"
+        )
+    finally:
+        page.evaluate("() => window.jupyterapp?.shell.currentWidget?.sessionContext?.shutdown()")
+        page.close()
