@@ -581,6 +581,9 @@ SOURCES = st.one_of(
             "",
             "import torch\n" + "x = " + " + ".join(["1"] * 1000) + "\n",
             "import torch\nx = torch.zeros(1).cuda() + " + " + ".join(["1"] * 1000) + "\n",
+            "import torch\nx = torch.zeros(1).cuda() + "
+            + " + ".join(["1"] * 10_000)
+            + "\n",  # refused: too deep
             "import torch\n" + "x = " + "(" * 300 + "1" + ")" * 300 + "\n",
             "import torch\ndef f(:\n",
             "# -*- coding: latin-1 -*-\nimport torch\ns = 'é'\nx = torch.zeros(1).cuda()\n",
