@@ -353,14 +353,12 @@ VERDICT_JS = """() => {
 
 
 def _verdict_report(name: str, seen: dict, shot: Path) -> None:
-    """Append what this notebook's first screen showed to reports/browser/notebook-first-screen.json."""
-    path = SHOTS / "notebook-first-screen.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[name] = {
-        **{k: seen.get(k) for k in ("cell", "output", "kinds", "top", "bottom", "height")},
-        "first_screen_png_bytes": shot.stat().st_size,
-    }
-    path.write_text(json.dumps(data, indent=1, sort_keys=True))
+    """What this notebook's first screen showed, to reports/browser/NAME-first-screen.json (one file per
+    notebook: xdist workers write at once)."""
+    keep = {k: seen.get(k) for k in ("cell", "output", "kinds", "top", "bottom", "height")}
+    (SHOTS / f"{name}-first-screen.json").write_text(
+        json.dumps({**keep, "first_screen_png_bytes": shot.stat().st_size}, indent=1, sort_keys=True)
+    )
 
 
 MOVING = {"03_mfu", "04_tco", "05_scaling"}  # the serving2 branch moves their verdict first (issue 30)
