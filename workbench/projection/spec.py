@@ -143,6 +143,11 @@ def resolve(
     is_torus = chip.scaleup_topology.startswith("torus")
     slice_chips = min(d.n_chips // slices, domain) if is_torus else None
     lay = resolve_layout(d.layout, d.n_chips, cfg, slice_chips or domain, a.max_tp, slices=slices)
+    if w.phase != "train" and (lay.pp > 1 or lay.cp > 1):
+        raise WorkbenchError(
+            "pipeline (pp) and context (cp) parallelism are modelled for training; for serving stages use "
+            "`tpu-bench project --serve` (ServingDeployment.pp)"
+        )
     wb = BYTES[d.precision]
     nb = a.activation_bytes if d.precision in ("bf16", "fp16", "fp32") else wb
     hosts = max(math.ceil(d.n_chips / chip.chips_per_host), 1)
