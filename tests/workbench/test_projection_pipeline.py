@@ -85,3 +85,15 @@ def test_context_parallelism_adds_the_key_value_ring_and_grows_with_cp():
 def test_refused_settings(phase, layout, n):
     with pytest.raises(WorkbenchError):
         project("H100 SXM", "llama3-8b", phase, n, layout, batch=1, seq=1024)
+
+
+def test_published_pipeline_and_context_points_are_validated_not_unanchored():
+    from tpu_workbench.bench.projection.calibration import vs_published
+
+    t = vs_published()
+    pp = t[t["id"].astype(str).str.contains("405b-512")]
+    assert len(pp) == 6 and set(pp["category"]) == {"validation (assumed setting)"}
+    by = dict(zip(pp["id"], pp["projected"], strict=True))
+    # torchtitan Table 5: interleaved 1F1B is 128/100 = 1.28x the plain schedule; the bubble model gives the same
+    ratio = by["torchtitan-h100-llama3.1-405b-512-i1f1b"] / by["torchtitan-h100-llama3.1-405b-512-1f1b"]
+    assert ratio == pytest.approx(1.28, rel=0.05)
