@@ -84,7 +84,7 @@ def scaling_answer(
     chips: Sequence[str], specs: Sequence[tuple[str, Sequence[str]]], counts: Sequence[int]
 ) -> tuple[str, pd.DataFrame]:
     """Projected weak-scaling efficiency at the largest count where each (workload, chip, layout) still
-    fits; the sentence names the best and worst series at the largest count."""
+    fits (a row per workload and layout, a column per chip); the sentence names the best and worst series."""
     frames = pd.concat([analysis.scaling_frame(chips, wl, lays, counts) for wl, lays in specs])
     rows = []
     for (wl, chip, lay), g in frames.groupby(["workload", "chip", "layout"], sort=False):
@@ -98,8 +98,8 @@ def scaling_answer(
                 "workload": wl,
                 "chip": chip,
                 "layout": lay,
-                "answer": f"{100 * last['efficiency']:.0f} % at {int(last['chips']):,} chips, relative to "
-                f"{int(last['baseline chips']):,}",
+                "answer": f"{100 * last['efficiency']:.0f} % ({int(last['chips']):,} vs "
+                f"{int(last['baseline chips']):,} chips)",
                 "efficiency": last["efficiency"],
             }
         )
@@ -109,10 +109,12 @@ def scaling_answer(
         return "No series fits at any chip count.", short
     lo, hi = ranked.iloc[0], ranked.iloc[-1]
     sentence = (
-        f"Projected weak scaling to {max(counts):,} chips: best {hi['workload']} {hi['layout']} on {hi['chip']} "
-        f"({hi['answer']}), worst {lo['workload']} {lo['layout']} on {lo['chip']} ({lo['answer']})."
+        f"Projected weak scaling to {max(counts):,} chips: best {hi['workload']} {hi['layout']} on {hi['chip']}, "
+        f"{hi['answer']}; worst {lo['workload']} {lo['layout']} on {lo['chip']}, {lo['answer']}."
     )
-    return sentence, short.drop(columns=["efficiency"], errors="ignore")
+    # one row per (workload, layout), one column per chip: as many rows for 2 chips as for 6 (first screen)
+    wide = short.pivot(index=["workload", "layout"], columns="chip", values="answer")
+    return sentence, wide[list(dict.fromkeys(short["chip"]))].reset_index().rename_axis(columns=None)
 
 
 def replica_answer(

@@ -47,8 +47,8 @@ def test_mfu_answer_decode_is_bandwidth_bound():
 
 def test_scaling_answer_names_series_that_never_fit():
     sentence, short = sa.scaling_answer(["H100 SXM"], [("llama3-70b", ["dp", "fsdp"])], [1, 8, 64])
-    rows = {r["layout"]: r["answer"] for r in short.to_dict("records")}
-    assert rows["dp"] == "does not fit at any count" and "% at 64 chips" in rows["fsdp"]
+    rows = {r["layout"]: r["H100 SXM"] for r in short.to_dict("records")}
+    assert rows["dp"] == "does not fit at any count" and "% (64 vs" in rows["fsdp"]
     assert "fsdp" in sentence
 
 
