@@ -311,8 +311,9 @@ nbv.show_table(short)
     md("""
 Projected by the serving model (`tpu_workbench.bench.projection.serving`) for one replica of `N_CHIPS` chips
 under continuous batching with chunked prefill: every decode step reads the weights **and each sequence's whole
-KV cache**, the KV capacity left in HBM bounds the concurrency (paged blocks), and the price is taken at the
-largest concurrency that still meets the target. A chip whose setting does not fit, or misses the target, gets a
+KV cache**, plus the engine's time per running sequence calibrated per vendor on InferenceX row 12; the KV
+capacity left in HBM bounds the concurrency (paged blocks), and the price is taken at the largest concurrency that
+still meets the target. A chip whose setting does not fit, or misses the target, gets a
 reason and no price. Chips are compared only at the same kind of price (a cloud list price, a committed rental,
 an owner's total cost of ownership). The full table:
 """),

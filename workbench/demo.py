@@ -321,7 +321,8 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
         + tables.markdown(answer)
         + "\nChips are ranked only within one kind of price; training and serving count different tokens. "
         "Training: the roofline + communication model; serving: the serving model (continuous batching, "
-        "every decode step reads the whole KV cache, priced at the largest concurrency meeting the target; "
+        "every decode step reads the whole KV cache, the engine overhead per sequence calibrated per vendor, "
+        "priced at the largest concurrency meeting the target; "
         "a chip that does not fit or misses it is not ranked). Catalog's dated prices: verify before "
         "buying.\n\n" + kinds_legend(answer)
     )

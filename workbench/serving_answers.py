@@ -23,6 +23,7 @@ from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.cost import HEADLINE_KINDS, comparable_prices
 from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, at_interactivity
+from tpu_workbench.bench.projection.serving_validation import engine_overhead
 from tpu_workbench.bench.tables import fmt
 
 
@@ -137,7 +138,10 @@ def replica_answer(
         row = {"chips per replica": n}
         try:
             m = StepModel.build(
-                workload, ServingDeployment(chip, n, layout, precision=precision, max_batch=512)
+                workload,
+                ServingDeployment(
+                    chip, n, layout, precision=precision, max_batch=512, seq_overhead_s=engine_overhead(chip)
+                ),
             )
         except WorkbenchError as e:  # a layout the model cannot take: a reason, not a number
             rows.append({**row, "why not": str(e).splitlines()[0]})
@@ -195,7 +199,12 @@ def serving_verdict(
     chip with the lowest $/M output tokens at ``target`` tok/s/user (serving model, ``n_chips`` tp), the
     runner-up and the dated price used. Chips that do not fit or miss the target are not ranked."""
     catalog = load_catalog()
-    models = {c: StepModel.build(workload, ServingDeployment(c, n_chips, "tp", max_batch=512)) for c in chips}
+    models = {
+        c: StepModel.build(
+            workload, ServingDeployment(c, n_chips, "tp", max_batch=512, seq_overhead_s=engine_overhead(c))
+        )
+        for c in chips
+    }
     rows = []
     for kind in kinds:
         prices = comparable_prices([catalog.chip(c) for c in chips], kind)

@@ -53,6 +53,13 @@ def vendor_of(chip: str) -> str:
     return "tpu" if chip.upper().startswith("TPU") else "gpu"
 
 
+def engine_overhead(chip: str) -> float:
+    """The serving engine's time per running sequence per step beyond the roofline, as calibrated for the
+    chip's vendor (row 12): what the notebooks, the demo and ``--serve`` apply, so they show the model that
+    the validation table measures."""
+    return SEQ_OVERHEAD_S[vendor_of(chip)]
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the JSON table (fields named by the issue)."""
