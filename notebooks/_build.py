@@ -197,30 +197,35 @@ nbv.throughput_explorer(df)
 # ------------------------------------------------------------------------------------------------ 03
 NOTEBOOKS["03_mfu"] = [
     md("""
-# 03 · MFU per workload, phase and device; the two FLOP conventions; decode bandwidth
-
-MFU = FLOPs per token × tokens/s ÷ peak. Two conventions for attention FLOPs are in use: **palm** (full
-attention: PaLM, nanoGPT, torchtitan) and **causal** (halved: MaxText, Megatron). This notebook shows both side
-by side for runs measured here, for your result files, and for projected catalog chips, and shows decode's
-memory-bandwidth utilisation (MBU) beside its MFU.
+# 03 · MFU per phase and device: the two FLOP conventions; decode bandwidth
 """),
     params("""
-WORKLOADS = ["tiny"]                      # measured here (decoder presets)
-PHASES = ["train", "prefill", "decode"]
-BATCH = 4
-SEQ = 64                                  # sequence (decode: context) length
-BUDGET_S = 0.3
-RUN_HERE = True                           # False: only the result files and the projections
-RESULT_FILES = ["results/tiny-phases.jsonl"]  # committed measured runs (tiny and tiny-moe); add yours
-PROJECT_CHIP = "TPU v7"
-PROJECT_WORKLOADS = ["llama3-70b"]
-PROJECT_SEQ = 8192
+PROJECT_CHIP, PROJECT_WORKLOAD, PROJECT_SEQ = "TPU v7", "llama3-70b", 8192  # the answer below
+WORKLOADS, PHASES = ["tiny"], ["train", "prefill", "decode"]  # measured here (decoder presets)
+BATCH, SEQ, BUDGET_S = 4, 64, 0.3
+RUN_HERE = True          # False: only your result files, the examples and the projections
+RESULT_FILES = []        # your measured runs, e.g. ["gpu.jsonl"]
+EXAMPLE_FILES = ["results/tiny-phases.jsonl"]  # committed example runs (not yours), shown apart
+"""),
+    code("""
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench import serving_answers as answers
+
+sentence, short = answers.mfu_answer(PROJECT_CHIP, PROJECT_WORKLOAD, seq=PROJECT_SEQ)
+print(sentence)
+nbv.show_table(short)
+"""),
+    md("""
+MFU = FLOPs per token × tokens/s ÷ peak. Two conventions for attention FLOPs are in use: **palm** (full
+attention: PaLM, nanoGPT, torchtitan) and **causal** (halved: MaxText, Megatron). Below: both side by side for
+runs measured here, for your result files, for the committed example runs (kept in their own table: they are not
+yours) and for projected catalog chips; decode's memory-bandwidth utilisation (MBU) beside its MFU. Every row
+says its source.
 """),
     code("""
 import warnings
 
 from tpu_workbench.bench import analysis, plots
-from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench.devices import present_devices
 from tpu_workbench.bench.run import run_matrix
 
@@ -233,26 +238,31 @@ if RUN_HERE:
     records = res.records
     for combo, msg in res.failures:
         print("FAILED", combo, msg)
-projected = analysis.project_phases(PROJECT_CHIP, PROJECT_WORKLOADS, seq=PROJECT_SEQ)
-df = analysis.load_frames([*records, *projected], RESULT_FILES)
+projected = analysis.project_phases(PROJECT_CHIP, [PROJECT_WORKLOAD], seq=PROJECT_SEQ)
+df = analysis.load_frames([*records, *projected], [*RESULT_FILES, *EXAMPLE_FILES])
 table = analysis.mfu_conventions(df)
 print(analysis.emulation_note(df))
-nbv.show_table(table)
+groups = answers.source_tables(table, EXAMPLE_FILES)
+for name, part in groups.items():
+    print(f"{name}:" + ("  (committed example results, not your runs)" if name == answers.EXAMPLES else ""))
+    nbv.show_table(part)
 """),
     code("""
-nbv.show(plots.plot_mfu_conventions(table))
+mine = table[~table.index.isin(groups.get(answers.EXAMPLES, table.iloc[:0]).index)]
+nbv.show(plots.plot_mfu_conventions(mine))
 """),
     md("""
 **What to see:** the causal bar is always the lower one, by the `causal/palm` ratio in the table: a few percent
 at 64 tokens, where attention is a small share of the FLOPs, more at 8k tokens — so an MFU figure means little
 without its convention. Decode counts are the same in both (one query sees every cached key). Measured MFU here
 is against a *measured host-CPU matmul peak* (the peak basis column), projected MFU against the catalog peak.
+The figure leaves out the committed examples (your runs and the projection only).
 """),
     md("""
 ## Decode: bandwidth, not FLOPs
 """),
     code("""
-nbv.show(plots.plot_decode_bandwidth(table))
+nbv.show(plots.plot_decode_bandwidth(mine))
 """),
     md("""
 **What to see:** decode reads every weight and the KV cache for one token per sequence, so its MBU is far higher
@@ -277,33 +287,37 @@ row says so instead of giving a time or a price.
 # ------------------------------------------------------------------------------------------------ 04
 NOTEBOOKS["04_tco"] = [
     md("""
-# 04 · $ per million output tokens at an interactivity target, per chip; throughput vs interactivity
-
-Serving cost depends on how many tokens per second each user gets: more concurrent sequences give more tokens
-per chip (cheaper) but fewer per user (slower). The serving model (`tpu_workbench.bench.projection.serving`)
-runs a replica under continuous batching with chunked prefill: every decode step reads the weights **and each
-sequence's whole KV cache**, the KV capacity left in HBM bounds the concurrency (paged blocks), and the price
-is taken at the largest concurrency that still meets the target. A chip whose setting does not fit, or misses
-the target, gets a reason and no price. Chips are compared only at the same kind of price (a cloud list price, a
-committed rental, an owner's total cost of ownership).
+# 04 · $ per million output tokens at an interactivity target, per chip
 """),
     params("""
 CHIPS = ["TPU v7", "TPU v6e", "H100 SXM", "H200", "B200"]
-WORKLOAD = "llama3-70b"
-MIX = (1024, 1024)       # input, output tokens per request (e.g. (8192, 1024))
-N_CHIPS = 8              # chips serving one model replica
-LAYOUT = "tp"
-PRECISION = "bf16"       # weights and matmuls; fp8 where the chip has an fp8 peak
-KV_PRECISION = None      # KV cache precision (None: as the activations)
-PRICE_KIND = "owner-tco"  # kind of price: owner-tco, committed, list
-TARGET = 20.0            # interactivity target, output tokens/s per user
+WORKLOAD, MIX = "llama3-70b", (1024, 1024)  # input, output tokens per request (e.g. (8192, 1024))
+N_CHIPS, LAYOUT = 8, "tp"                  # chips serving one model replica, parallel layout
+PRECISION, KV_PRECISION = "bf16", None     # weights/matmuls (fp8 where the chip has an fp8 peak); KV cache
+PRICE_KIND = "owner-tco"                   # kind of price: owner-tco, committed, list
+TARGET = 20.0                              # interactivity target, output tokens/s per user
 """),
     code("""
 from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench import serving_answers as answers
 from tpu_workbench.bench.projection import serving_views as sv
 
 costs = sv.cost_table(CHIPS, WORKLOAD, mix=MIX, target=TARGET, n_chips=N_CHIPS, layout=LAYOUT,
                       precision=PRECISION, kv_precision=KV_PRECISION, price_kind=PRICE_KIND)
+sentence, short = answers.cost_answer(costs, target=TARGET)
+print(sentence)
+nbv.show_table(short)
+"""),
+    md("""
+Projected by the serving model (`tpu_workbench.bench.projection.serving`) for one replica of `N_CHIPS` chips
+under continuous batching with chunked prefill: every decode step reads the weights **and each sequence's whole
+KV cache**, plus the engine's time per running sequence calibrated per vendor on InferenceX row 12; the KV
+capacity left in HBM bounds the concurrency (paged blocks), and the price is taken at the largest concurrency that
+still meets the target. A chip whose setting does not fit, or misses the target, gets a
+reason and no price. Chips are compared only at the same kind of price (a cloud list price, a committed rental,
+an owner's total cost of ownership). The full table:
+"""),
+    code("""
 curves = sv.curve_frame(CHIPS, WORKLOAD, mix=MIX, n_chips=N_CHIPS, layout=LAYOUT, precision=PRECISION,
                         kv_precision=KV_PRECISION)
 published_vs = sv.published_vs_projected()
@@ -368,26 +382,29 @@ nbv.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, price_k
 # ------------------------------------------------------------------------------------------------ 05
 NOTEBOOKS["05_scaling"] = [
     md("""
-# 05 · Scaling from 1 chip to 8,192+: data-parallel, fully-sharded, expert-parallel
-
-Projected training throughput per chip as the chip count grows (weak scaling: a fixed batch per chip), for a
-dense model under data parallelism (`dp`) and FSDP (`fsdp`) and a MoE model with expert parallelism (`fsdp+ep`,
-`ep`). Scaling efficiency = per-chip tokens/s ÷ the per-chip tokens/s at the smallest count. The published
-TorchTitan Qwen3-MoE-235B points on TPU v7 (1 → 8 slices) are overlaid with the projection's relative error.
+# 05 · Scaling from 1 chip to 8,192+ (training) and across the chips of one serving replica
 """),
     params("""
 CHIPS = ["TPU v7", "B200", "H100 SXM"]
 DENSE, DENSE_LAYOUTS = "llama3-70b", ["dp", "fsdp"]
 MOE, MOE_LAYOUTS = "qwen3-235b-a22b", ["fsdp+ep", "ep"]
 CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
+REPLICA_CHIPS, TARGET = [1, 2, 4, 8, 16], 20.0  # serving: chips per replica, output tok/s per user
 """),
     code("""
 from tpu_workbench.bench import notebook_views as nbv
-from tpu_workbench.bench.projection import projection_vs_published
+from tpu_workbench.bench import serving_answers as answers
+
+sentence, short = answers.scaling_answer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
+print(sentence)
+nbv.show_table(short)
 """),
     md("""
-Projected weak-scaling efficiency (per-chip tokens/s ÷ that at the smallest count) and the curves with the
-published points; the controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change both:
+Projected training throughput per chip as the chip count grows (weak scaling: a fixed batch per chip), for a
+dense model under data parallelism (`dp`) and FSDP (`fsdp`) and a MoE model with expert parallelism (`fsdp+ep`,
+`ep`). Efficiency = per-chip tokens/s ÷ that at the smallest count that fits (above 100 %: more sharding frees
+memory, so less recomputation). The controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change the
+efficiency table and the curves; the stars are the published TorchTitan Qwen3-MoE-235B points on TPU v7:
 """),
     code("""
 nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
@@ -395,15 +412,24 @@ nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_C
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
 overlapped with a large step; expert parallelism drops once its all-to-all leaves the scale-up domain (8 GPUs;
-one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. The stars are the published
-points; the projection overestimates their absolute per-chip throughput (its efficiencies are generic, not fitted).
-"""),
-    md("""
-## Projected vs published, with the relative error
+one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. Projected vs published, with the
+relative error:
 """),
     code("""
+from tpu_workbench.bench.projection import projection_vs_published
+
 vs = projection_vs_published()
 nbv.show_table(vs[vs["rel_error"].notna()])
+"""),
+    md("""
+## Serving: one replica on more chips (the serving model, 1k in / 1k out, tensor parallel)
+More chips per replica leave more HBM for KV cache (more concurrent sequences) but add all-reduces per layer; the
+cheapest split is where $/M output tokens at the target is lowest. A count that does not fit says why.
+"""),
+    code("""
+for chip in CHIPS:
+    print(f"{chip}: {DENSE}, >= {TARGET:g} output tok/s/user (projected)")
+    nbv.show_table(answers.replica_answer(chip, DENSE, REPLICA_CHIPS, target=TARGET))
 """),
 ]
 
