@@ -254,6 +254,8 @@ def pow_(a: Any, b: Any) -> Any:
         pos = _int_pow_wrapping(a2, jnp.maximum(b2, 0))
         neg = jnp.where(a2 == 1, 1, jnp.where(a2 == -1, jnp.where(b2 % 2 == 0, 1, -1), 0)).astype(dt)
         return jnp.where(b2 < 0, neg, pos)
+    if dt == jnp.bool_:  # x ** y of booleans: 0 ** 0 = 1, 0 ** 1 = 0, 1 ** y = 1
+        return jnp.logical_or(a2, jnp.logical_not(b2))
     if jnp.issubdtype(dt, jnp.complexfloating):
         return _complex_pow(a2, b2, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):

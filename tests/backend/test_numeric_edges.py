@@ -101,3 +101,16 @@ def test_float16_times_a_complex_tensor_is_complex32_which_the_device_refuses():
     assert (
         torch.ones(3, dtype=torch.float32).to("tpu") * torch.tensor(1j, dtype=torch.complex128).to("tpu")
     ).dtype == (torch.ones(3) * torch.tensor(1j, dtype=torch.complex128)).dtype
+
+
+def test_pow_of_booleans_and_a_float16_exponent_overflow_match_the_cpu():
+    b = torch.tensor([True, False])
+    for e in (True, False):
+        assert torch.equal(b.to("tpu").pow(e).cpu(), b.pow(e))
+        assert torch.equal(b.clone().to("tpu").pow_(e).cpu(), b.clone().pow_(e))
+    h = torch.ones(2, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="Half without overflow"):
+        h.pow(1e30)
+    with pytest.raises(RuntimeError, match="Half without overflow"):
+        h.to("tpu").pow(1e30)
+    assert torch.equal(h.to("tpu").pow(2.5).cpu(), h.pow(2.5))
