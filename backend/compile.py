@@ -549,6 +549,23 @@ def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any 
     return choose
 
 
+def inductor_refusing_tpu(mode: Any = None, options: Any = None, dynamic: Any = None) -> Callable[..., Any]:
+    """``backend="inductor"`` named for a plain function: a graph with TPU inputs is refused with a message naming
+    backend "tpu" (inductor has no "tpu" code generator: it would fail deep inside with a ModuleNotFoundError);
+    any other graph goes to inductor unchanged."""
+
+    def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        if any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in example_inputs):
+            raise ValueError(
+                "torch.compile: backend='inductor' cannot compile a graph whose inputs are on the 'tpu' device; "
+                "use backend='tpu' (or no backend: the device is chosen from the inputs)"
+            )
+        return private.inductor_wrapper(mode, options, dynamic)(gm, example_inputs)
+
+    inductor.__name__ = "inductor"
+    return inductor
+
+
 def tpu_backend(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any
 ) -> Callable[..., Any]:
@@ -614,6 +631,15 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
                                                         kwargs.get("dynamic"))  # fmt: skip
             return orig(model, **kwargs)
         backend = kwargs.get("backend")
+        if (
+            backend == "inductor"
+            and not isinstance(model, torch.nn.Module)
+            and "tpu_workbench.backend.tensor" in sys.modules
+        ):
+            _install_dynamo_hook()
+            kwargs["backend"] = inductor_refusing_tpu(kwargs.pop("mode", None), kwargs.pop("options", None),
+                                                      kwargs.get("dynamic"))  # fmt: skip
+            return orig(model, **kwargs)
         if _is_tpu_backend(backend):
             if kwargs.get("mode") is not None:
                 _refuse_mode(kwargs["mode"])

@@ -51,3 +51,10 @@ def test_the_recompile_counter_counts_a_new_shape_and_not_a_cache_hit() -> None:
     fn(torch.ones(5, device="tpu"))
     assert torch.tpu._get_cache_stats()["recompiles"] == before + 1
     assert tpu_compile.stats()["recompiles"] == torch.tpu._get_cache_stats()["recompiles"]
+
+
+def test_backend_inductor_on_a_function_of_tpu_tensors_names_backend_tpu() -> None:
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: t + 1, backend="inductor")
+    with pytest.raises(Exception, match="backend='tpu'"):
+        fn(torch.arange(4.0, device="tpu"))
