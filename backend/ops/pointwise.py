@@ -68,6 +68,18 @@ def _csqrt(z: Any) -> Any:
     return cm.make(*cm.sqrt(*cm.parts(z)), z.dtype)
 
 
+def _cexpm1(z: Any) -> Any:
+    """c10's complex expm1: (expm1(x) cos y - 2 sin(y/2)^2) + i e^x sin y (so expm1(inf + 0j) = inf + NaN j)."""
+    x, y = cm.parts(z)
+    a = jnp.sin(y / 2)
+    return cm.make(jnp.expm1(x) * jnp.cos(y) - 2 * a * a, jnp.exp(x) * jnp.sin(y), z.dtype)
+
+
+def _crsqrt(z: Any) -> Any:
+    """c10's complex rsqrt: 1 / sqrt(z) with its division."""
+    return _crecip(_csqrt(z))
+
+
 def _crecip(z: Any) -> Any:
     re, im = cm.parts(z)
     return cm.make(*cm.div(jnp.ones_like(re), jnp.zeros_like(im), re, im), z.dtype)
@@ -372,8 +384,8 @@ _unary(
     aten.abs.default,
 )
 for _name, _fn in [
-    ("exp", _complex_or(jnp.exp, _cexp)), ("exp2", _complex_or(jnp.exp2, _cexp2)), ("expm1", jnp.expm1), ("log", jnp.log), ("log2", jnp.log2),
-    ("log10", jnp.log10), ("log1p", jnp.log1p), ("sqrt", _complex_or(jnp.sqrt, _csqrt)), ("rsqrt", jax.lax.rsqrt),
+    ("exp", _complex_or(jnp.exp, _cexp)), ("exp2", _complex_or(jnp.exp2, _cexp2)), ("expm1", _complex_or(jnp.expm1, _cexpm1)), ("log", jnp.log), ("log2", jnp.log2),
+    ("log10", jnp.log10), ("log1p", jnp.log1p), ("sqrt", _complex_or(jnp.sqrt, _csqrt)), ("rsqrt", _complex_or(jax.lax.rsqrt, _crsqrt)),
     ("sin", jnp.sin), ("cos", jnp.cos), ("tan", jnp.tan), ("asin", jnp.arcsin), ("acos", jnp.arccos),
     ("atan", jnp.arctan), ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tanh", jnp.tanh), ("asinh", jnp.arcsinh),
     ("acosh", jnp.arccosh), ("atanh", jnp.arctanh), ("sigmoid", _complex_or(jax.nn.sigmoid, _csigmoid)), ("erf", jax.scipy.special.erf),

@@ -76,6 +76,10 @@ def test_pytorch_defines_no_value_for_a_float_to_int_overflow():
 @pytest.mark.slow
 def test_twenty_thousand_seeded_calls_have_no_crash_and_no_silent_wrong_answer():
     rep = fuzz.fuzz(20_000, seed=0, keep=20_000)
+    print(
+        f"\n20000 calls, seed 0, {rep.seconds:.0f} s: "
+        + ", ".join(f"{k} {rep.counts.get(k, 0)}" for k in (*fuzz.VERDICTS, "skipped"))
+    )
     assert rep.counts["crash"] == 0, [e for e in rep.examples if e["verdict"] == "crash"][:20]
     wrong = [e for e in rep.examples if e["verdict"] == "wrong"]
     assert not wrong, wrong[:20]
