@@ -60,14 +60,33 @@ def torchtpu_op_names() -> frozenset[str]:
 
 
 def absent_on_torchtpu(func: Any) -> bool:
-    """``func`` would find no kernel on the real device: no overload of its op registered there, and no
-    CompositeExplicitAutograd kernel."""
+    """``func`` would find no kernel on the real device (``torchtpu_status`` says "absent")."""
+    return torchtpu_status(func.name()) == "absent"
+
+
+# What the real wheel does with an overload that reaches the device, from best to worst.
+STATUSES = ("registered", "sibling", "composite", "absent")
+
+
+def torchtpu_status(name: str) -> str:
+    """How TorchTPU 0.2.0 answers the overload ``name`` (``aten::add.Tensor``) when it reaches the device:
+    "registered" (that exact overload is in the table), "sibling" (another overload of the same op is, e.g.
+    ``add.out`` for ``add.Tensor``: the wheel derives the functional and in-place forms, so the op runs),
+    "composite" (a CompositeImplicit/ExplicitAutograd kernel runs it through other ops) or "absent" (no kernel:
+    it fails on a real TPU)."""
     from tpu_workbench.backend import _torch_private as private  # lazy: startup
 
-    name = func.name()
-    if not name.startswith("aten::") or _op(name) in torchtpu_op_names():
-        return False
-    return not private.dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd")
+    if name in torchtpu_table() or not name.startswith("aten::"):
+        return "registered"
+    if _op(name) in torchtpu_op_names():
+        return "sibling"
+    for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd"):
+        try:
+            if private.dispatch_has_kernel_for_dispatch_key(name, key):
+                return "composite"
+        except RuntimeError:  # an overload the dispatcher does not know
+            break
+    return "absent"
 
 
 def refusal_message(func: Any) -> str:
