@@ -80,13 +80,34 @@ def torchtpu_status(name: str) -> str:
         return "registered"
     if _op(name) in torchtpu_op_names():
         return "sibling"
-    for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd"):
-        try:
-            if private.dispatch_has_kernel_for_dispatch_key(name, key):
-                return "composite"
-        except RuntimeError:  # an overload the dispatcher does not know
-            break
+    try:
+        if private.dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+            return "composite"
+        if private.dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"):
+            return "absent" if _out_form_needs_a_kernel(name) else "composite"
+    except RuntimeError:  # an overload the dispatcher does not know
+        pass
     return "absent"
+
+
+def _out_form_needs_a_kernel(name: str) -> bool:
+    """A CompositeExplicitAutograd functional that forwards to its own ``out=`` form (``median.dim`` calls
+    ``median.dim_values``) fails on the device when that form needs a device kernel the wheel lacks."""
+    import torch  # lazy: startup
+
+    from tpu_workbench.backend import _torch_private as private  # lazy: startup
+
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::").split(".")[0], None)
+    for overload in packet.overloads() if packet is not None else ():
+        op = getattr(packet, overload)
+        if not any(a.is_out for a in private.schema(op).arguments):
+            continue
+        if not any(
+            private.dispatch_has_kernel_for_dispatch_key(op.name(), key)
+            for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd")
+        ):
+            return True
+    return False
 
 
 def refusal_message(func: Any) -> str:
