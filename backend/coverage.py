@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from tpu_workbench.backend import _torch_private as private
+from tpu_workbench.backend.fidelity import STAND_INS
 
 
 def core_overloads() -> list[Any]:
@@ -97,14 +98,6 @@ def report() -> dict[str, Any]:
         "registry_entries": len(REGISTRY),
         "ops": rows,
     }
-
-
-# Overloads our own AutogradPrivateUse1 kernels (backend/composite.py) issue in place of the upstream op the
-# model called: a one-op linear travels under mkldnn_linear's schema here; the real wheel registers linear.
-STAND_INS = {
-    "aten::mkldnn_linear": "aten::linear",
-    "aten::mkldnn_linear_backward": "aten::linear_backward",
-}
 
 
 class _Depth(threading.local):
