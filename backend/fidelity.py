@@ -79,8 +79,8 @@ def torchtpu_status(name: str) -> str:
     """How TorchTPU 0.2.0 answers the overload ``name`` (``aten::add.Tensor``) when it reaches the device:
     "registered" (that exact overload is in the table), "sibling" (another overload of the same op is, e.g.
     ``add.out`` for ``add.Tensor``: the wheel derives the functional and in-place forms, so the op runs),
-    "composite" (a CompositeImplicit/ExplicitAutograd kernel runs it through other ops) or "absent" (no kernel:
-    it fails on a real TPU)."""
+    "composite" (a CompositeImplicit/Explicit(NonFunctional) kernel runs it through other ops) or "absent" (no
+    kernel, or a composite that forwards to its own ``out=`` form which has none: it fails on a real TPU)."""
     from tpu_workbench.backend import _torch_private as private  # lazy: startup
 
     name = STAND_INS.get(name, name)
@@ -91,11 +91,14 @@ def torchtpu_status(name: str) -> str:
     try:
         if private.dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
             return "composite"
-        if private.dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"):
+        if any(private.dispatch_has_kernel_for_dispatch_key(name, key) for key in _EXPLICIT):
             return "absent" if _out_form_needs_a_kernel(name) else "composite"
     except RuntimeError:  # an overload the dispatcher does not know
         pass
     return "absent"
+
+
+_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
 
 def _out_form_needs_a_kernel(name: str) -> bool:
@@ -112,7 +115,7 @@ def _out_form_needs_a_kernel(name: str) -> bool:
             continue
         if not any(
             private.dispatch_has_kernel_for_dispatch_key(op.name(), key)
-            for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd")
+            for key in ("CompositeImplicitAutograd", *_EXPLICIT)
         ):
             return True
     return False
