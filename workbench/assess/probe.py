@@ -36,7 +36,9 @@ def _record_device_ops() -> None:
         return
     from tpu_workbench.backend import coverage  # lazy: jax (already loaded by the run)
 
-    _state["device_ops"] = coverage.recording().__enter__()  # left open: the process's whole run
+    recorder = coverage.recording()  # left open for the process's whole run: kept, or collecting it ends it
+    _state["device_ops"] = recorder.__enter__()
+    _state["device_recorder"] = recorder
 
 
 def _op_recorder():
@@ -181,7 +183,7 @@ class _Recompiles(logging.Handler):
 
 
 def _dump(path: str) -> None:
-    data = dict(_state)
+    data = {k: v for k, v in _state.items() if k != "device_recorder"}
     data["aten_ops"] = sorted(_state["aten_ops"])
     data["device_ops"] = dict(_state["device_ops"] or {})
     dispatch = sys.modules.get("tpu_workbench.backend.dispatch")
