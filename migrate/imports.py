@@ -275,12 +275,27 @@ def binds(module: cst.Module, name: str) -> bool:
     torch) or inside the functions that use it (a lazy import, as DeepSpeed's accelerator modules do). The
     rewrites that ask for ``torch`` replace code that already said ``torch.``, so the name is bound where
     they are; an unconditional import added at the top would break a file that runs without torch."""
+    if _top_level_import(module, name):
+        return True  # (the common case, without generating the module's code)
     pattern = re.compile(
         rf"^[ \t]*import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
         rf"{re.escape(name)}(?:\.\w+)*(?![\w.])(?![ \t]+as\b)",
         re.M,
     )
     return pattern.search(module.code) is not None
+
+
+def _top_level_import(module: cst.Module, name: str) -> bool:
+    """A plain top-level ``import name`` / ``import name.sub`` (no ``as``): what :func:`binds` looks for."""
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                    a.asname is None and (_full(a.name) == name or _full(a.name).startswith(name + "."))
+                    for a in small.names
+                ):
+                    return True
+    return False
 
 
 def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:

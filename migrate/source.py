@@ -219,9 +219,10 @@ def migrate_source(
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
     transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
+    smap = SourceMap(source, module)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
-        facts = flow.Flow(module)
+        facts = flow.Flow(module, smap.texts())
         kept: dict[int, str] = {}
         for _ in range(_MAX_FLOW_PASSES):
             more = flow.checks_to_keep(facts, *_outcomes(transformer), kept)
@@ -232,7 +233,6 @@ def migrate_source(
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
     watch.stage("locating findings")
-    smap = SourceMap(source, module)
     transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
     if new is module:  # no rule changed anything (the walk returns the very same tree)
