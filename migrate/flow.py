@@ -25,6 +25,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from ._foreign import third_party
 from ._walk import _PLANS as _walk_plans
 from ._walk import _plan
 
@@ -70,10 +71,11 @@ class Check:
 class Flow:
     """The device checks of one module, with their uses and the branches they control."""
 
-    def __init__(self, module: cst.Module, texts: list[str] | None = None):
+    def __init__(self, module: cst.Module, texts: list[str] | None = None, path: str | None = None):
         """``texts``: the source of each statement of ``module.body`` (see migrate._spans); with them only the
         statements a check can reach are analysed (:func:`reachable`), the rest of a large file is skipped."""
         self.module = module
+        self.path = path
         part, self._shadowing = reachable(module, texts)
         self.parents = _parents(part)
         for stmt in part.body:  # (a top-level statement's block is the whole module's body)
@@ -173,6 +175,8 @@ class Flow:
                 break
             child, parent = parent, self.parents.get(parent)
         t = type(parent)
+        if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
+            return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
             return self._branches(parent, positive)
         if t is cst.Assert and parent.test is child:
@@ -207,6 +211,20 @@ class Flow:
         if t is cst.Expr:
             return []
         return f"it is used as `{_code(parent)[:40]}`"
+
+    def _foreign_sink(self, value: cst.CSTNode) -> str | None:
+        """The third-party callee (see migrate._foreign) that ``value`` is passed to, through and/or and
+        conditional expressions, else None."""
+        child, parent = value, self.parents.get(value)
+        while type(parent) in (cst.IfExp, cst.BooleanOperation) and child is not getattr(
+            parent, "test", None
+        ):
+            child, parent = parent, self.parents.get(parent)
+        if type(parent) is not cst.Arg:
+            return None
+        call = self.parents.get(parent)
+        name = self._qname(call.func) if type(call) is cst.Call else None
+        return name if third_party(name, self.path) else None
 
     def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
         """A check returned by a function: what its calls in this module control."""

@@ -222,7 +222,7 @@ def migrate_source(
     smap = SourceMap(source, module)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
-        facts = flow.Flow(module, smap.texts())
+        facts = flow.Flow(module, smap.texts(), path)
         kept: dict[int, str] = {}
         for _ in range(_MAX_FLOW_PASSES):
             more = flow.checks_to_keep(facts, *_outcomes(transformer), kept)
@@ -309,7 +309,7 @@ def _finish(
     helpers = [h for h in closure(tr.helpers) if not _defines(new, h.name)]
     for h in helpers:
         tr.needed_imports.update(h.imports)
-    new = _fix_imports(module, new, tr, path, tr.diagnostics)
+    new = _fix_imports(module, new, tr, path, tr.diagnostics, alias_ok=not helpers)
     new = _add_helpers(new, helpers, early=tr.helpers_early)
     return _strip_leading_blank(new, source)
 
@@ -339,7 +339,13 @@ def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _fix_imports(
-    old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, diagnostics: list[Diagnostic]
+    old: cst.Module,
+    new: cst.Module,
+    tr: MigrationTransformer,
+    path: str,
+    diagnostics: list[Diagnostic],
+    *,
+    alias_ok: bool = False,
 ) -> cst.Module:
     """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
     if tr.enabled(UNUSED_IMPORT_CODE) and tr.import_positions:  # only files with torch_xla/torch.cuda imports
@@ -359,8 +365,14 @@ def _fix_imports(
             )
 
         new = imports.remove_unused(new, removed)
-    if tr.needed_imports:
-        new = imports.add_imports(new, sorted(tr.needed_imports))
+    needed = set(tr.needed_imports)
+    if alias_ok and "torch" in needed and not imports.binds(new, "torch"):
+        alias = imports.torch_alias(old, new)
+        if alias is not None:  # `import torch as th`: the rewritten code says `th.`, no second import
+            new = imports.rename_root(new, "torch", alias)
+            needed.discard("torch")
+    if needed:
+        new = imports.add_imports(new, sorted(needed))
     return new
 
 

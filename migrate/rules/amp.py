@@ -57,9 +57,18 @@ class Autocast(Rule):
                 )
                 return None
             new = node.with_changes(func=expr("torch.autocast"), args=args)
-            dtype = bind(orig, old)["dtype"].value if "dtype" in (bind(orig, old) or {}) else None
-            # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU)
-            if (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype)):
+            bound = bind(orig, old) or {}
+            dtype = bound["dtype"].value if "dtype" in bound else None
+            off = (
+                "enabled" in bound
+                and type(bound["enabled"].value) is cst.Name
+                and bound["enabled"].value.value == "False"
+            )
+            # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU);
+            # `autocast(enabled=False)` (a region forced to fp32) computes in no dtype at all: it gets none
+            if not off and (
+                (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype))
+            ):
                 new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
                 ctx.report(
                     orig,
