@@ -32,9 +32,11 @@ from ._walk import _plan
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
-_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"]cuda(?::\d+)?['"]""")
+_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"](?:cuda|xla)(?::\d+)?['"]""")
 #: A device literal that still names CUDA after the pass.
 _CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
+#: A device literal a comparison can test (torch_xla's 'xla' becomes 'tpu' too: its branch then runs on TPU).
+_TESTED_LITERAL = re.compile(r"""^[rRbBuU]?(['"])(?:cuda|xla)(:\d+)?\1$""")
 #: Consumers that only show a value (printing or logging it has no effect on the device).
 _SHOWS = frozenset(
     {"print", "master_print", "info", "debug", "warning", "warn", "log", "format", "str", "repr", "bool"}
@@ -43,7 +45,11 @@ _SHOWS = frozenset(
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
 _MAX_HOPS = 3
 #: A name that holds CUDA-only state (a test of `is_cuda` choosing it keeps CUDA's meaning).
-_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton")
+_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device_ids")
+#: torch calls that spread work over several CUDA devices of one process (TorchTPU has one per process).
+_MULTI_DEVICE = frozenset(
+    {"torch.nn.parallel.data_parallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
+)
 #: Standard modules whose calls carry no device state.
 _HARMLESS = frozenset({"warnings", "logging", "math", "time", "os", "sys", "functools", "itertools"})
 
@@ -258,6 +264,11 @@ class Flow:
 
     def _rest_of_block(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
         block = self.parents.get(stmt)
+        if type(block) is cst.SimpleStatementLine:  # `assert check`: the rest of its line, then of its block
+            small = list(block.body)
+            at = next((i for i, x in enumerate(small) if x is stmt), len(small))
+            after = small[at + 1 :]
+            return [*after, *self._rest_of_block(block)]
         if type(block) is cst.If:  # an elif: its own block is the outer if's
             return []
         body = getattr(block, "body", None)
@@ -326,7 +337,9 @@ class Flow:
             if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
                 continue  # warnings.warn, logging.info ...: no device state
             if imported:
-                if not all(q.split(".")[0] == "torch" for q in imported):
+                if not all(q.split(".")[0] == "torch" for q in imported) or any(
+                    q in _MULTI_DEVICE for q in imported
+                ):
                     return _code(f)
             elif type(f) is cst.Name:
                 return _code(f)  # a function or class of this program
@@ -347,8 +360,8 @@ def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:
     if op not in (cst.Equal, cst.NotEqual, cst.In, cst.NotIn):
         return None
     for side in (cmp.left, cmp.comparisons[0].comparator):
-        if is_cuda_literal(side):
-            return side  # type: ignore[return-value]
+        if type(side) is cst.SimpleString and _TESTED_LITERAL.match(side.value):
+            return side
     return None
 
 

@@ -53,6 +53,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("ProfilerActivity", "ProfilerActivity"),
     ("emit_nvtx", "emit_nvtx"),
     ("CUDA", "CUDAExtension"),
+    ("cpp_extension", "cpp_extension"),  # load(sources=[... .cu]) builds a CUDA kernel
     ("CUDA", "CUDAGraph"),
     ("tpu-migrate", "tpu-migrate"),
     # framework knobs (rules/frameworks.py)
@@ -118,7 +119,7 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
     return _Index(rules, all_rules())
 
 
-def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
+def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: str | None = None) -> str:
     """ "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
     or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
 
@@ -136,7 +137,7 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
                     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
                     else []
                 )
-                if any(cuda_only_module(m) for m in mods):
+                if any(cuda_only_module(m, path) for m in mods):
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
@@ -213,7 +214,7 @@ def migrate_source(
         raise UnparsableError(*describe_syntax_error(source, exc)) from exc
     watch.stage("resolving names")
     table = import_table(module)
-    mode = flag_only_mode(source, module, table)
+    mode = flag_only_mode(source, module, table, path)
     if mode == "spmd" and "TPU901" not in codes:
         mode = "normal"
     index = _rule_index(codes, mode)
@@ -285,7 +286,7 @@ def _seed(tr: MigrationTransformer, kept: dict[int, str], frozen: set[int]) -> N
         tr.string_claims[key] = (
             "TPU102",
             "flagged",
-            f"device test kept as CUDA's ({why}), so the code it controls never runs on TPU; give the TPU path "
+            f"device test kept as written ({why}), so the code it controls never runs on TPU; give the TPU path "
             "its own branch",
             None,
         )
