@@ -1,0 +1,223 @@
+"""Real scripts of the fresh corpus, migrated by tpu-migrate and run on "tpu" with zero hand edits, against the CPU.
+
+For each script in ``SCRIPTS``: its repository folder is extracted at the manifest's commit from a bare git mirror
+(``--mirror``, what the ``fetch`` tool writes) twice, into ``<scratch>/cpu`` and ``<scratch>/tpu``. The ``tpu`` copy is
+migrated with ``python -m tpu_workbench.migrate.cli --write`` and then run exactly as its README says (one
+subprocess, a timeout, ``nice``). The ``cpu`` copy is the unmigrated original; where the original hard-codes CUDA
+(``device='cuda'``) the reference copy alone gets ``cpu_patch`` so that it runs on the CPU -- the migrated copy is
+never edited. The numbers each run prints (losses, accuracies; ``numbers``) are compared with a tolerance, and the
+migrated run must show that it ran on the "tpu": a launcher runs the script unchanged with ``runpy`` and then lists
+the devices of the tensors and modules left in its globals (the model), which must include "tpu".
+
+    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only bigram]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "migrate_corpus_fresh.txt"
+
+#: Runs the script unchanged as __main__, then says whether the "tpu" device held memory (proof it ran there).
+LAUNCHER = (
+    "import runpy, sys, torch\n"
+    "sys.argv = sys.argv[1:]\n"
+    "g = runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "devs = set()\n"
+    "for v in g.values():\n"
+    "    if isinstance(v, torch.Tensor):\n"
+    "        devs.add(v.device.type)\n"
+    "    elif isinstance(v, torch.nn.Module):\n"
+    "        devs.update(p.device.type for p in v.parameters())\n"
+    "print('@@devices', ','.join(sorted(devs)), flush=True)\n"
+)
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script of the corpus: where it lives, how its README runs it, and which printed numbers to compare."""
+
+    name: str
+    repo: str
+    folder: str  # repository folder extracted and migrated (the script's own folder)
+    argv: tuple[str, ...]  # the command line, relative to ``folder``
+    numbers: str  # regex whose groups are the numbers compared (losses, accuracies)
+    timeout: int = 900
+    cpu_patch: tuple[tuple[str, str], ...] = ()  # (file, 'old=>new') applied to the CPU reference copy only
+    rtol: float = 1e-3
+    atol: float = 1e-4
+
+
+SCRIPTS = [
+    Script(
+        "ng-video-lecture bigram.py (train 3000 steps, as-is)",
+        "karpathy/ng-video-lecture",
+        ".",
+        ("bigram.py",),
+        r"step \d+: train loss ([\d.]+), val loss ([\d.]+)",
+    ),
+    *(
+        Script(
+            f"RWKV-v8 {stem}.py (inference, committed weights, as-is)",
+            "BlinkDL/RWKV-LM",
+            "RWKV-v8",
+            (f"{stem}.py",),
+            r"correct (\d+)/(\d+)",
+            cpu_patch=((f"{stem}.py", "device='cuda'=>device='cpu'"),),
+            rtol=0.0,
+            atol=0.0,
+        )
+        for stem in (
+            "251016_rosa_1bit_run",
+            "251018_rosa_4bit_run",
+            "251024_rosaQKV_run",
+            "251105_reverse_run",
+        )
+    ),
+]
+
+
+@dataclass
+class Result:
+    name: str
+    cmd: str
+    rc: dict[str, object] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    devices: str = ""
+    match: bool = False
+    why: str = ""
+
+
+def _commit(repo: str) -> str:
+    for line in MANIFEST.read_text().splitlines():
+        parts = line.split("#", 1)[0].split()
+        if len(parts) == 2 and parts[0] == repo:
+            return parts[1]
+    raise SystemExit(f"{repo} is not in {MANIFEST.name}")
+
+
+def _extract(mirror: Path, repo: str, folder: str, dest: Path) -> None:
+    """Write the files under ``folder`` at the manifest's commit (blobs absent from the mirror are skipped)."""
+    git_dir = f"--git-dir={mirror / repo.replace('/', '+') / 'repo'}"
+    args = ["git", git_dir, "ls-tree", "-r", "-z", _commit(repo)]
+    if folder != ".":
+        args += ["--", folder]
+    listing = subprocess.run(args, capture_output=True, check=True).stdout.decode().split("\0")
+    for entry in filter(None, listing):
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind != "blob" or mode == "120000":
+            continue
+        blob = subprocess.run(["git", git_dir, "cat-file", "blob", sha], capture_output=True)
+        if blob.returncode == 0:
+            out = dest / path
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(blob.stdout)
+
+
+def _patch(tree: Path, patches: tuple[tuple[str, str], ...]) -> None:
+    for rel, spec in patches:
+        old, new = spec.split("=>", 1)
+        path = tree / rel
+        data = path.read_bytes()  # bytes: keep the file's line endings
+        if old.encode() not in data:
+            raise SystemExit(f"cpu_patch: {old!r} not in {path}")
+        path.write_bytes(data.replace(old.encode(), new.encode()))
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int) -> tuple[object, str, float]:
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run(
+            ["nice", "-n", "10", *cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
+        rc: object = out.returncode
+        text = out.stdout + out.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = "timeout"
+        text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return rc, text, time.perf_counter() - t0
+
+
+def _values(rx: str, text: str) -> list[float]:
+    return [float(g) for m in re.finditer(rx, text) for g in m.groups()]
+
+
+def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
+    res = Result(s.name, " ".join(s.argv))
+    base = scratch / re.sub(r"[^A-Za-z0-9_.-]+", "_", s.name)
+    for side in ("cpu", "tpu"):
+        tree = base / side
+        if not tree.exists():
+            _extract(mirror, s.repo, s.folder, tree)
+            if side == "cpu":
+                _patch(tree / s.folder, s.cpu_patch)
+            else:
+                mig = subprocess.run(
+                    [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", "."],
+                    cwd=tree / s.folder,
+                    capture_output=True,
+                    text=True,
+                )
+                if mig.returncode not in (0, 1, 3):
+                    res.why = f"migration failed: {mig.stderr[-500:]}"
+                    return res
+        cmd = [sys.executable, "-c", LAUNCHER, *s.argv]
+        rc, text, secs = _run(cmd, tree / s.folder, s.timeout)
+        (base / f"{side}.log").write_text(text)
+        res.rc[side], res.seconds[side] = rc, round(secs, 1)
+        res.values[side] = _values(s.numbers, text)
+        if side == "tpu":
+            m = re.search(r"@@devices (\S*)", text)
+            res.devices = m.group(1) if m else ""
+    cpu, tpu = res.values["cpu"], res.values["tpu"]
+    if res.rc != {"cpu": 0, "tpu": 0}:
+        res.why = f"exit status {res.rc}"
+    elif not cpu or len(cpu) != len(tpu):
+        res.why = f"{len(cpu)} numbers on cpu, {len(tpu)} on tpu"
+    elif "tpu" not in res.devices.split(","):
+        res.why = "the migrated run put nothing on the tpu"
+    else:
+        bad = [
+            (a, b)
+            for a, b in zip(cpu, tpu, strict=True)
+            if not math.isclose(a, b, rel_tol=s.rtol, abs_tol=s.atol)
+        ]
+        res.match = not bad
+        res.why = "" if not bad else f"{len(bad)} of {len(cpu)} numbers differ, first {bad[0]}"
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--mirror", type=Path, default=Path("/work/.mirror"), help="bare git mirrors (owner+name/repo)"
+    )
+    p.add_argument("--scratch", type=Path, default=Path("/tmp/corpus-run"), help="where the copies are run")
+    p.add_argument("--only", action="append", default=[], help="run scripts whose name contains this")
+    a = p.parse_args(argv)
+    ok = 0
+    chosen = [s for s in SCRIPTS if not a.only or any(o in s.name for o in a.only)]
+    for s in chosen:
+        r = run_script(s, a.mirror, a.scratch)
+        ok += r.match
+        print(json.dumps(r.__dict__), flush=True)
+    print(
+        f"{ok}/{len(chosen)} scripts ran on tpu after migration with numbers matching the CPU",
+        file=sys.stderr,
+    )
+    return 0 if ok == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
