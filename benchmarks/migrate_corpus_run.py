@@ -83,6 +83,19 @@ SCRIPTS = [
             "251105_reverse_run",
         )
     ),
+    Script(
+        "RWKV-v8 251014_rosa_1bit_layer.py (forward + backward of the 1-bit ROSA layer, as-is)",
+        "BlinkDL/RWKV-LM",
+        "RWKV-v8",
+        ("251014_rosa_1bit_layer.py",),
+        r"(-?\d+\.\d+(?:e[-+]?\d+)?)",
+        cpu_patch=(
+            ("251014_rosa_1bit_layer.py", "1e-3).cuda()=>1e-3)"),
+            ("251014_rosa_1bit_layer.py", 'device="cuda"=>device="cpu"'),
+        ),
+        rtol=1e-5,
+        atol=1e-7,
+    ),
 ]
 
 
