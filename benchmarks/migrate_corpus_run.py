@@ -6,8 +6,8 @@ migrated with ``python -m tpu_workbench.migrate.cli --write`` and then run exact
 subprocess, a timeout, ``nice``). The ``cpu`` copy is the unmigrated original; where the original hard-codes CUDA
 (``device='cuda'``) the reference copy alone gets ``cpu_patch`` so that it runs on the CPU -- the migrated copy is
 never edited. The numbers each run prints (losses, accuracies; ``numbers``) are compared with a tolerance, and the
-migrated run must show that it ran on the "tpu": a launcher runs the script unchanged with ``runpy`` and then lists
-the devices of the tensors and modules left in its globals (the model), which must include "tpu".
+migrated run must show that it ran on the "tpu": a launcher runs the script unchanged with ``runpy`` under a global
+module forward pre-hook and lists the devices of the tensors that modules were called with, which must include "tpu".
 
     python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only bigram]
 """
@@ -31,14 +31,14 @@ MANIFEST = HERE / "migrate_corpus_fresh.txt"
 LAUNCHER = (
     "import runpy, sys, torch\n"
     "sys.argv = sys.argv[1:]\n"
-    "g = runpy.run_path(sys.argv[0], run_name='__main__')\n"
     "devs = set()\n"
-    "for v in g.values():\n"
-    "    if isinstance(v, torch.Tensor):\n"
-    "        devs.add(v.device.type)\n"
-    "    elif isinstance(v, torch.nn.Module):\n"
-    "        devs.update(p.device.type for p in v.parameters())\n"
-    "print('@@devices', ','.join(sorted(devs)), flush=True)\n"
+    "def seen(module, args):\n"
+    "    devs.update(a.device.type for a in args if isinstance(a, torch.Tensor))\n"
+    "torch.nn.modules.module.register_module_forward_pre_hook(seen)\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "finally:\n"
+    "    print('@@devices', ','.join(sorted(devs)), flush=True)\n"
 )
 
 
@@ -79,9 +79,27 @@ SCRIPTS = [
         for stem in (
             "251016_rosa_1bit_run",
             "251018_rosa_4bit_run",
-            "251024_rosaQKV_run",
-            "251105_reverse_run",
         )
+    ),
+    Script(
+        "LLMs-from-scratch appendix-A DDP-script-torchrun.py (DDP training, toy data, as-is)",
+        "rasbt/LLMs-from-scratch",
+        "appendix-A/01_main-chapter-code",
+        ("DDP-script-torchrun.py",),
+        r"Train/Val Loss: ([\d.]+)|accuracy ([\d.]+)",
+        cpu_patch=tuple(
+            ("DDP-script-torchrun.py", spec)
+            for spec in (
+                'backend="nccl"=>backend="gloo"',
+                "torch.cuda.set_device(rank)=>pass",
+                "model.to(rank)=>model.to('cpu')",
+                "DDP(model, device_ids=[rank])=>DDP(model)",
+                "features.to(rank), labels.to(rank)=>features.to('cpu'), labels.to('cpu')",
+                "train_loader, device=rank)=>train_loader, device='cpu')",
+                "test_loader, device=rank)=>test_loader, device='cpu')",
+            )
+        ),
+        atol=0.0051,
     ),
     Script(
         "RWKV-v8 251014_rosa_1bit_layer.py (forward + backward of the 1-bit ROSA layer, as-is)",
@@ -163,7 +181,7 @@ def _run(cmd: list[str], cwd: Path, timeout: int) -> tuple[object, str, float]:
 
 
 def _values(rx: str, text: str) -> list[float]:
-    return [float(g) for m in re.finditer(rx, text) for g in m.groups()]
+    return [float(g) for m in re.finditer(rx, text) for g in m.groups() if g is not None]
 
 
 def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
