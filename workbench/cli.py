@@ -134,7 +134,7 @@ def _add_run(sub) -> None:
 
 def _cmd_run(args) -> int:
     from tpu_workbench.bench.compare import NOISY_IQR_PCT  # lazy: startup
-    from tpu_workbench.bench.run import run_matrix
+    from tpu_workbench.bench.run import run_matrix  # lazy: startup
 
     compiled = {"no": (False,), "yes": (True,), "both": (False, True)}[args.compiled]
     eager = ("strict", "fused") if args.eager == "both" else (args.eager,)
