@@ -42,6 +42,9 @@ class SourceMap:
         #: Node spans of the checked statements, for copying their unchanged parts (see _positions).
         self._spans: Spans = {}
         self._starts: dict[int, dict[cst.CSTNode, int]] = {}
+        #: Code of new statements already generated: id -> (statement, code); a second splice after the
+        #: import clean-up regenerates only the statements it changed.
+        self._generated: dict[int, tuple[cst.CSTNode, str]] = {}
         self.starts = self._find_starts()
         self.ok = self.starts is not None
 
@@ -89,6 +92,12 @@ class SourceMap:
         assert self.starts is not None
         end = self.starts[i + 1] if i + 1 < len(self.starts) else self.footer_start
         return self.starts[i], end
+
+    def texts(self) -> list[str] | None:
+        """The source of each top-level statement, or None when the statements could not be found."""
+        if not self.ok:
+            return None
+        return [self.source[slice(*self.span(i))] for i in range(len(self.module.body))]
 
     def check(self, i: int) -> bool:
         """libcst regenerates statement ``i`` exactly as its slice of the source."""
@@ -145,8 +154,16 @@ class SourceMap:
             if i is not None:
                 run_start, run_end = self.span(i)
             else:
-                parts.append(reusing_codegen(s, old, self._spans, self.source))
+                parts.append(self._code_of_new(s))
         if run_start is not None:
             parts.append(self.source[run_start:run_end])
         parts.append(self.source[self.footer_start :])
         return "".join(parts)
+
+    def _code_of_new(self, stmt: cst.CSTNode) -> str:
+        hit = self._generated.get(id(stmt))
+        if hit is not None and hit[0] is stmt:
+            return hit[1]
+        code = reusing_codegen(stmt, self.module, self._spans, self.source)
+        self._generated[id(stmt)] = (stmt, code)
+        return code

@@ -21,18 +21,22 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import (
     MetadataWrapper,
-    ParentNodeProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
 
+from ._foreign import third_party
+from ._walk import _PLANS as _walk_plans
+from ._walk import _plan
+
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
-_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"]cuda(?::\d+)?['"]""")
+_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"](?:cuda|xla)(?::\d+)?['"]""")
 #: A device literal that still names CUDA after the pass.
 _CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
+#: A device literal a comparison can test (torch_xla's 'xla' becomes 'tpu' too: its branch then runs on TPU).
+_TESTED_LITERAL = re.compile(r"""^[rRbBuU]?(['"])(?:cuda|xla)(:\d+)?\1$""")
 #: Consumers that only show a value (printing or logging it has no effect on the device).
 _SHOWS = frozenset(
     {"print", "master_print", "info", "debug", "warning", "warn", "log", "format", "str", "repr", "bool"}
@@ -41,7 +45,11 @@ _SHOWS = frozenset(
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif"})
 _MAX_HOPS = 3
 #: A name that holds CUDA-only state (a test of `is_cuda` choosing it keeps CUDA's meaning).
-_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton")
+_CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device_ids")
+#: torch calls that spread work over several CUDA devices of one process (TorchTPU has one per process).
+_MULTI_DEVICE = frozenset(
+    {"torch.nn.parallel.data_parallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
+)
 #: Standard modules whose calls carry no device state.
 _HARMLESS = frozenset({"warnings", "logging", "math", "time", "os", "sys", "functools", "itertools"})
 
@@ -69,12 +77,17 @@ class Check:
 class Flow:
     """The device checks of one module, with their uses and the branches they control."""
 
-    def __init__(self, module: cst.Module):
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    def __init__(self, module: cst.Module, texts: list[str] | None = None, path: str | None = None):
+        """``texts``: the source of each statement of ``module.body`` (see migrate._spans); with them only the
+        statements a check can reach are analysed (:func:`reachable`), the rest of a large file is skipped."""
         self.module = module
-        self.parents = wrapper.resolve(ParentNodeProvider)
-        self.scopes = wrapper.resolve(ScopeProvider)
-        self.qnames = wrapper.resolve(QualifiedNameProvider)
+        self.path = path
+        part, self._shadowing = reachable(module, texts)
+        self.parents = _parents(part)
+        for stmt in part.body:  # (a top-level statement's block is the whole module's body)
+            self.parents[stmt] = module
+        self.scopes = MetadataWrapper(part, unsafe_skip_copy=True).resolve(ScopeProvider)
+        self.part = part
         self.checks: list[Check] = []
         own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
             _code(n.value)
@@ -124,7 +137,7 @@ class Flow:
             return found
         if type(target) is cst.Attribute and type(target.value) is cst.Name:
             base, attr = target.value.value, target.attr.value
-            where: cst.CSTNode = self.module
+            where: cst.CSTNode = self.part  # (every statement naming `.attr` is in it: see reachable)
             if base in ("self", "cls"):
                 where = self._enclosing(target, cst.ClassDef) or self.module
             return [
@@ -168,6 +181,8 @@ class Flow:
                 break
             child, parent = parent, self.parents.get(parent)
         t = type(parent)
+        if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
+            return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
             return self._branches(parent, positive)
         if t is cst.Assert and parent.test is child:
@@ -203,6 +218,20 @@ class Flow:
             return []
         return f"it is used as `{_code(parent)[:40]}`"
 
+    def _foreign_sink(self, value: cst.CSTNode) -> str | None:
+        """The third-party callee (see migrate._foreign) that ``value`` is passed to, through and/or and
+        conditional expressions, else None."""
+        child, parent = value, self.parents.get(value)
+        while type(parent) in (cst.IfExp, cst.BooleanOperation) and child is not getattr(
+            parent, "test", None
+        ):
+            child, parent = parent, self.parents.get(parent)
+        if type(parent) is not cst.Arg:
+            return None
+        call = self.parents.get(parent)
+        name = self._qname(call.func) if type(call) is cst.Call else None
+        return name if third_party(name, self.path) else None
+
     def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
         """A check returned by a function: what its calls in this module control."""
         fn = self._enclosing(ret, cst.FunctionDef)
@@ -235,6 +264,11 @@ class Flow:
 
     def _rest_of_block(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
         block = self.parents.get(stmt)
+        if type(block) is cst.SimpleStatementLine:  # `assert check`: the rest of its line, then of its block
+            small = list(block.body)
+            at = next((i for i, x in enumerate(small) if x is stmt), len(small))
+            after = small[at + 1 :]
+            return [*after, *self._rest_of_block(block)]
         if type(block) is cst.If:  # an elif: its own block is the outer if's
             return []
         body = getattr(block, "body", None)
@@ -276,10 +310,9 @@ class Flow:
         return type(node) is cst.SimpleString and type(parent) in (cst.Comparison, cst.ComparisonTarget)
 
     def _names(self, node: cst.CSTNode) -> set:
-        names = self.qnames.get(node)
-        if names is not None and not isinstance(names, (set, frozenset)):
-            names = names()  # (libcst computes qualified names lazily)
-        return names or set()
+        """libcst's QualifiedNameProvider answer, computed for this node only."""
+        scope = self.scopes.get(node)
+        return set(scope.get_qualified_names_for(node)) if scope is not None else set()
 
     def _qname(self, node: cst.CSTNode) -> str | None:
         """The imported name ``node`` stands for (``torch.cuda.is_available``), else None."""
@@ -296,13 +329,17 @@ class Flow:
                 continue
             f = n.func
             names = self._names(f)
-            if any(q.source is QualifiedNameSource.BUILTIN for q in names):
+            if any(q.source is QualifiedNameSource.BUILTIN for q in names) and not (
+                type(f) is cst.Name and f.value in self._shadowing
+            ):
                 continue
             imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
             if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
                 continue  # warnings.warn, logging.info ...: no device state
             if imported:
-                if not all(q.split(".")[0] == "torch" for q in imported):
+                if not all(q.split(".")[0] == "torch" for q in imported) or any(
+                    q in _MULTI_DEVICE for q in imported
+                ):
                     return _code(f)
             elif type(f) is cst.Name:
                 return _code(f)  # a function or class of this program
@@ -323,8 +360,8 @@ def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:
     if op not in (cst.Equal, cst.NotEqual, cst.In, cst.NotIn):
         return None
     for side in (cmp.left, cmp.comparisons[0].comparator):
-        if is_cuda_literal(side):
-            return side  # type: ignore[return-value]
+        if type(side) is cst.SimpleString and _TESTED_LITERAL.match(side.value):
+            return side
     return None
 
 
@@ -361,7 +398,124 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while todo:
         n = todo.pop()
         yield n
-        todo.extend(n.children)
+        todo.extend(_children(n))
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children`` (same nodes, same order) read straight from the fields: libcst's property runs a
+    visitor over the node, which costs more than the whole analysis on a large file."""
+    plan = _walk_plans.get(type(node), _NO_PLAN)
+    if plan is _NO_PLAN:
+        plan = _plan(type(node))
+    if plan is None:
+        return list(node.children)
+    out: list[cst.CSTNode] = []
+    for name, kind in plan:
+        value = getattr(node, name)
+        if kind == "visit_sequence" or kind == "visit_body_sequence":
+            if value is not None:
+                out.extend(value)
+        elif isinstance(value, cst.CSTNode):
+            out.append(value)
+    return out
+
+
+_NO_PLAN = object()
+
+
+def _parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    """child -> parent for every node under ``module``, in ParentNodeProvider's order (each node's children
+    are entered when it is left, post-order)."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode] | None]] = [(module, None)]
+    while stack:
+        node, kids = stack.pop()
+        if kids is None:
+            kids = _children(node)
+            stack.append((node, kids))
+            stack.extend((k, None) for k in reversed(kids))
+        else:
+            for k in kids:
+                parents[k] = node
+    return parents
+
+
+#: Text that makes a top-level statement worth including: an import, or a check (see _WORTH).
+_IMPORT = re.compile(r"\bimport\b")
+_ALIAS = re.compile(r"\b(?:is_available|device_count)\s+as\s+(\w+)")
+
+
+def reachable(module: cst.Module, texts: list[str] | None) -> tuple[cst.Module, frozenset[str]]:
+    """The part of ``module`` a check's effect can reach, and the module-level names bound outside it.
+
+    The part holds the same statement objects: every top-level statement that imports something or holds a
+    check, then, to a fixed point, every one that names something a part statement binds at module level
+    (a name, a function) or an attribute it stores on anything but ``self``/``cls`` (those stay in their
+    class). What is left out cannot read a flag, call a function or see an attribute of the part, so the
+    answers are those of the whole module. Without ``texts`` the whole module is analysed.
+    """
+    if texts is None or len(texts) != len(module.body):
+        return module, frozenset()
+    worth = [_WORTH.search(t) is not None or _IMPORT.search(t) is not None for t in texts]
+    aliases = {m.group(1) for t in texts for m in _ALIAS.finditer(t)}
+    words: set[str] = set(aliases)
+    seen: set[str] = set()
+    while True:
+        new = words - seen
+        if new:
+            rx = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\b")
+            worth = [w or rx.search(t) is not None for w, t in zip(worth, texts, strict=True)]
+            seen |= new
+        for stmt, w in zip(module.body, worth, strict=True):
+            if w:
+                words |= _module_bindings(stmt)
+        if words <= seen:
+            break
+    part = [s for s, w in zip(module.body, worth, strict=True) if w]
+    if len(part) == len(module.body):
+        return module, frozenset()
+    shadowing: set[str] = set()
+    for stmt, w in zip(module.body, worth, strict=True):
+        if not w:
+            shadowing |= _module_bindings(stmt)
+    return module.with_changes(body=part), frozenset(shadowing)
+
+
+def _module_bindings(stmt: cst.CSTNode) -> set[str]:
+    """Names ``stmt`` binds at module level (outside functions and classes, or declared global) and
+    attributes it stores on objects other than self/cls, anywhere in it."""
+    out: set[str] = set()
+    todo: list[tuple[cst.CSTNode, bool]] = [(stmt, True)]
+    while todo:
+        n, top = todo.pop()
+        t = type(n)
+        if t in (cst.Import, cst.ImportFrom):
+            continue  # (every import is in the part already)
+        if t in (cst.FunctionDef, cst.ClassDef):
+            if top:
+                out.add(n.name.value)
+            top = False
+        elif t is cst.Global:
+            out.update(g.name.value for g in n.names)
+        elif t in (
+            cst.AssignTarget,
+            cst.AnnAssign,
+            cst.AugAssign,
+            cst.For,
+            cst.NamedExpr,
+            cst.WithItem,
+            cst.AsName,
+        ):
+            target = getattr(n, "target", None) or getattr(n, "asname", None) or getattr(n, "name", None)
+            for x in _walk(target) if isinstance(target, cst.CSTNode) else ():
+                if type(x) is cst.Name and top:
+                    out.add(x.value)
+                elif type(x) is cst.Attribute and not (
+                    type(x.value) is cst.Name and x.value.value in ("self", "cls")
+                ):
+                    out.add(x.attr.value)
+        todo.extend((c, top) for c in _children(n))
+    return out
 
 
 def _code(node: cst.CSTNode) -> str:

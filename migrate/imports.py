@@ -275,12 +275,27 @@ def binds(module: cst.Module, name: str) -> bool:
     torch) or inside the functions that use it (a lazy import, as DeepSpeed's accelerator modules do). The
     rewrites that ask for ``torch`` replace code that already said ``torch.``, so the name is bound where
     they are; an unconditional import added at the top would break a file that runs without torch."""
+    if _top_level_import(module, name):
+        return True  # (the common case, without generating the module's code)
     pattern = re.compile(
         rf"^[ \t]*import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*"
         rf"{re.escape(name)}(?:\.\w+)*(?![\w.])(?![ \t]+as\b)",
         re.M,
     )
     return pattern.search(module.code) is not None
+
+
+def _top_level_import(module: cst.Module, name: str) -> bool:
+    """A plain top-level ``import name`` / ``import name.sub`` (no ``as``): what :func:`binds` looks for."""
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                    a.asname is None and (_full(a.name) == name or _full(a.name).startswith(name + "."))
+                    for a in small.names
+                ):
+                    return True
+    return False
 
 
 def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:
@@ -317,3 +332,62 @@ def add_imports(module: cst.Module, names: Sequence[str]) -> cst.Module:
         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
     body[insert:insert] = new
     return module.with_changes(body=body)
+
+
+def torch_alias(old: cst.Module, new: cst.Module) -> str | None:
+    """``X`` of a top-level ``import torch as X`` in ``new`` when the original module ``old`` uses the name
+    ``torch`` nowhere outside its imports (every ``torch`` in ``new`` is then the rewrite's own), else None."""
+    alias = None
+    for stmt in new.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for a in small.names:
+                        if (
+                            _full(a.name) == "torch"
+                            and a.asname is not None
+                            and isinstance(a.asname.name, cst.Name)
+                        ):
+                            alias = a.asname.name.value
+    if alias is None:
+        return None
+    seen = _NameSeen("torch")
+    walk.visit(old, seen)
+    return None if seen.found else alias
+
+
+class _NameSeen(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.found = name, False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.found = True
+
+
+class _RenameRoot(cst.CSTTransformer):
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+
+
+def rename_root(module: cst.Module, old: str, new: str) -> cst.Module:
+    """``module`` with every name ``old`` outside imports renamed ``new`` (unchanged statements stay the
+    same objects)."""
+    return walk.visit(module, _RenameRoot(old, new))

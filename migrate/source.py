@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -53,6 +55,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("ProfilerActivity", "ProfilerActivity"),
     ("emit_nvtx", "emit_nvtx"),
     ("CUDA", "CUDAExtension"),
+    ("cpp_extension", "cpp_extension"),  # load(sources=[... .cu]) builds a CUDA kernel
     ("CUDA", "CUDAGraph"),
     ("tpu-migrate", "tpu-migrate"),
     # framework knobs (rules/frameworks.py)
@@ -118,7 +121,7 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
     return _Index(rules, all_rules())
 
 
-def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
+def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: str | None = None) -> str:
     """ "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
     or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
 
@@ -136,7 +139,7 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable) -> str:
                     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
                     else []
                 )
-                if any(cuda_only_module(m) for m in mods):
+                if any(cuda_only_module(m, path) for m in mods):
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
@@ -183,6 +186,34 @@ def _uses_spmd(source: str, table: ImportTable) -> bool:
     return False
 
 
+#: Deepest syntax tree parsed (AST levels). CPython 3.11 itself, at its default recursion limit, compiles a
+#: 2,000-term ``1 + 1 + ...`` line and refuses a 3,000-term one; libcst takes ~3 s at 3,000 and minutes at 10,000.
+MAX_TREE_DEPTH = 3_000
+
+
+def too_deep(source: str) -> str | None:
+    """Why ``source`` is refused before libcst sees it (None: go on): an expression nested deeper than
+    :data:`MAX_TREE_DEPTH`. Python's own parser (C, milliseconds) builds the tree; a file it cannot parse
+    goes on to libcst, which says where the syntax error is."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (RecursionError, MemoryError):
+        return f"an expression nested over {MAX_TREE_DEPTH:,} levels deep: Python itself cannot compile it"
+    except (SyntaxError, ValueError):
+        return None
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            line = getattr(node, "lineno", 0)
+            where = f" (line {line})" if line else ""
+            return f"an expression nested over {MAX_TREE_DEPTH:,} levels deep{where}: Python itself cannot compile it"
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
 def needs_parse(source: str) -> bool:
     return any(word in source and regex.search(source) is not None for word, regex in PREFILTER)
 
@@ -207,21 +238,24 @@ def migrate_source(
     watch = watch or _QUIET
     codes = as_rule_set(rules, select, ignore).codes
     watch.stage("parsing")
+    if (deep := too_deep(source)) is not None:
+        raise UnparsableError(deep)
     try:
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
         raise UnparsableError(*describe_syntax_error(source, exc)) from exc
     watch.stage("resolving names")
     table = import_table(module)
-    mode = flag_only_mode(source, module, table)
+    mode = flag_only_mode(source, module, table, path)
     if mode == "spmd" and "TPU901" not in codes:
         mode = "normal"
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
     transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
+    smap = SourceMap(source, module)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
-        facts = flow.Flow(module)
+        facts = flow.Flow(module, smap.texts(), path)
         kept: dict[int, str] = {}
         for _ in range(_MAX_FLOW_PASSES):
             more = flow.checks_to_keep(facts, *_outcomes(transformer), kept)
@@ -232,7 +266,6 @@ def migrate_source(
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
     watch.stage("locating findings")
-    smap = SourceMap(source, module)
     transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
     if new is module:  # no rule changed anything (the walk returns the very same tree)
@@ -285,7 +318,7 @@ def _seed(tr: MigrationTransformer, kept: dict[int, str], frozen: set[int]) -> N
         tr.string_claims[key] = (
             "TPU102",
             "flagged",
-            f"device test kept as CUDA's ({why}), so the code it controls never runs on TPU; give the TPU path "
+            f"device test kept as written ({why}), so the code it controls never runs on TPU; give the TPU path "
             "its own branch",
             None,
         )
@@ -309,7 +342,7 @@ def _finish(
     helpers = [h for h in closure(tr.helpers) if not _defines(new, h.name)]
     for h in helpers:
         tr.needed_imports.update(h.imports)
-    new = _fix_imports(module, new, tr, path, tr.diagnostics)
+    new = _fix_imports(module, new, tr, path, tr.diagnostics, alias_ok=not helpers)
     new = _add_helpers(new, helpers, early=tr.helpers_early)
     return _strip_leading_blank(new, source)
 
@@ -339,7 +372,13 @@ def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _fix_imports(
-    old: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, diagnostics: list[Diagnostic]
+    old: cst.Module,
+    new: cst.Module,
+    tr: MigrationTransformer,
+    path: str,
+    diagnostics: list[Diagnostic],
+    *,
+    alias_ok: bool = False,
 ) -> cst.Module:
     """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
     if tr.enabled(UNUSED_IMPORT_CODE) and tr.import_positions:  # only files with torch_xla/torch.cuda imports
@@ -359,8 +398,14 @@ def _fix_imports(
             )
 
         new = imports.remove_unused(new, removed)
-    if tr.needed_imports:
-        new = imports.add_imports(new, sorted(tr.needed_imports))
+    needed = set(tr.needed_imports)
+    if alias_ok and "torch" in needed and not imports.binds(new, "torch"):
+        alias = imports.torch_alias(old, new)
+        if alias is not None:  # `import torch as th`: the rewritten code says `th.`, no second import
+            new = imports.rename_root(new, "torch", alias)
+            needed.discard("torch")
+    if needed:
+        new = imports.add_imports(new, sorted(needed))
     return new
 
 

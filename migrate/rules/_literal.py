@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import libcst as cst
 
+from .._foreign import third_party
 from . import _helpers
 from ._util import code, string_body, with_body
 from .base import Context, Rule
@@ -198,6 +199,23 @@ def _walk_strings(node: cst.CSTNode):
             yield from _walk_strings(el.value)
 
 
+def _chosen_strings(node: cst.CSTNode):
+    """Literal strings a value can be: itself, both branches of ``a if c else b``, both sides of and/or,
+    the elements of a display, the values of a dict."""
+    if isinstance(node, cst.IfExp):
+        yield from _chosen_strings(node.body)
+        yield from _chosen_strings(node.orelse)
+    elif isinstance(node, cst.BooleanOperation):
+        yield from _chosen_strings(node.left)
+        yield from _chosen_strings(node.right)
+    elif isinstance(node, cst.Dict):  # device_map={"": "cuda:0"}
+        for el in node.elements:
+            if isinstance(el, cst.DictElement):
+                yield from _chosen_strings(el.value)
+    else:
+        yield from _walk_strings(node)
+
+
 #: Words of code that walks a TorchScript graph (device constants are matched there as text).
 _GRAPH_WORDS = re.compile(r"findAllNodes|findNode\(|inlined_graph|prim::|\.graph\.nodes\(")
 
@@ -307,6 +325,8 @@ class LiteralRule(Rule):
         elif t is cst.Call and (knobs := framework_knob_strings(ctx, node)):
             for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
                 ctx.claim_string(s, "", "rewritten", "", value=None)
+        elif t is cst.Call and third_party(ctx.qname(node.func), getattr(ctx, "path", None)):
+            self._keep_foreign_args(ctx, node)
         elif t is cst.Call:
             if type(node.func) is cst.Name and node.func.value in _ATTRIBUTE_BUILTINS and len(node.args) >= 2:
                 name = node.args[1].value  # getattr(t, "cuda"): an attribute name
@@ -392,6 +412,25 @@ class LiteralRule(Rule):
                 ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]
                 for s in _walk_strings(node.value):
                     ctx.claim_string(s, "", "rewritten", "", value=None)
+
+    def _keep_foreign_args(self, ctx: Context, call: cst.Call) -> None:
+        """Device names handed to a third-party library (``isaacgymenvs.make(sim_device="cuda:0")``,
+        ``from_pretrained(device_map="cuda")``) are its vocabulary: renaming them moves nothing to the TPU."""
+        callee = code(call.func)
+        for a in call.args:
+            for s in _chosen_strings(a.value):
+                body = string_body(s)
+                if self.new_body(body) is not None:
+                    where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"
+                    ctx.claim_string(
+                        s,
+                        self.code,
+                        "flagged",
+                        f"{self.what} '{body}' is handed to `{callee}` ({where}), a library that is not torch: "
+                        "its device names are its own; kept: give it a device it supports (often 'cpu') or "
+                        "its own TPU option",
+                        value=None,
+                    )
 
     def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
         new = self.new_body(string_body(s))

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from ._calls import bind, rebind
-from ._util import arg, code, expr, kwarg, set_kwarg, string_body, with_body
+from ._util import arg, code, expr, kwarg, literals, set_kwarg, string_body, with_body
 from .base import Rule, register
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
@@ -57,9 +57,18 @@ class Autocast(Rule):
                 )
                 return None
             new = node.with_changes(func=expr("torch.autocast"), args=args)
-            dtype = bind(orig, old)["dtype"].value if "dtype" in (bind(orig, old) or {}) else None
-            # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU)
-            if (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype)):
+            bound = bind(orig, old) or {}
+            dtype = bound["dtype"].value if "dtype" in bound else None
+            off = (
+                "enabled" in bound
+                and type(bound["enabled"].value) is cst.Name
+                and bound["enabled"].value.value == "False"
+            )
+            # torch.cuda.amp.autocast defaults to float16; torch_xla's to the device's default (bf16 on TPU);
+            # `autocast(enabled=False)` (a region forced to fp32) computes in no dtype at all: it gets none
+            if not off and (
+                (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype))
+            ):
                 new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
                 ctx.report(
                     orig,
@@ -281,7 +290,14 @@ class Fp16Default(Rule):
             return
         d = kwarg(node, "default")
         body = string_body(d.value) if d is not None else None
-        if body in _FP16_NAMES:
+        if body in _FP16_NAMES and not _accepts(ctx, node, _FP16_NAMES[body]):
+            ctx.flag(
+                node,
+                f"option default '{body}' kept: nothing in this file accepts '{_FP16_NAMES[body]}' (no such "
+                "choice, comparison or dtype lookup); add a bf16 path, then make it the default for TPU",
+                code=self.code,
+            )
+        elif body in _FP16_NAMES:
             ctx.claim_string(
                 d.value,
                 self.code,
@@ -307,6 +323,20 @@ class Fp16Default(Rule):
             return None
         ctx.report(orig, claim[2], code=self.code, outcome="warned")
         return with_body(node, claim[3])
+
+
+def _accepts(ctx, call: cst.Call, value: str) -> bool:
+    """Whether the program can take ``value`` for the option: it is one of the ``choices``, the file names it as
+    a literal (a comparison, a dict key), or the option is looked up as a torch dtype by name."""
+    if value == "bf16-mixed":
+        return True  # (Lightning's precision names: the Trainer takes it)
+    choices = kwarg(call, "choices")
+    if choices is not None:
+        return value in {string_body(s) for s in literals(choices.value)}
+    text = "\n".join(line for line in ctx.source_text.splitlines() if not line.lstrip().startswith("#"))
+    if f"'{value}'" in text or f'"{value}"' in text:
+        return True
+    return value == "bfloat16" and re.search(r"getattr\(\s*torch\s*,", text) is not None
 
 
 _CUSTOM = frozenset({f"torch.cuda.amp.{n}" for n in ("custom_fwd", "custom_bwd")}) | frozenset(

@@ -10,6 +10,7 @@ import re
 
 import libcst as cst
 
+from .._foreign import third_party
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -865,8 +866,28 @@ KERNEL_MODULES = (
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
-def cuda_only_module(mod: str) -> bool:
-    return any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES)
+#: A compiled CUDA extension's module name (xentropy_cuda_lib, fused_layer_norm_cuda, wkv_cuda, my_cuda_ext).
+_CUDA_EXTENSION = re.compile(r"(?:^|_)cuda(?:_|$)")
+
+
+_JIT_BUILDS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+_CU_SOURCE = re.compile(r"\.(?:cu|cuh)$")
+
+
+def _builds_cuda(call: cst.Call) -> bool:
+    """``load(sources=["k.cpp", "k_cuda.cu"])`` / ``load_inline(cuda_sources=...)``: a CUDA build."""
+    if kwarg(call, "cuda_sources") is not None:
+        return True
+    return any(_CU_SOURCE.search(string_body(s) or "") for a in call.args for s in literals(a.value))
+
+
+def cuda_only_module(mod: str, path: str | None = None) -> bool:
+    """A CUDA-only package, or a third-party module named like a compiled CUDA extension (a module of the project
+    beside the file, ``cuda_utils.py``, is the project's own code)."""
+    if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
+        return True
+    last = mod.split(".")[-1]
+    return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 
 
 @register
@@ -893,7 +914,7 @@ class CustomKernels(Rule):
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
-        if cuda_only_module(mod):
+        if cuda_only_module(mod, getattr(ctx, "path", None)):
             ctx.flag(
                 node,
                 f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "
@@ -902,6 +923,13 @@ class CustomKernels(Rule):
             )
 
     def visit_node(self, ctx, node):
+        if type(node) is cst.Call and ctx.qname(node.func) in _JIT_BUILDS and _builds_cuda(node):
+            ctx.flag(
+                node,
+                "builds a CUDA kernel from .cu sources (torch.utils.cpp_extension): it cannot compile or run on "
+                "TPU; port the kernel to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op)",
+                code=self.code,
+            )
         if type(node) is cst.Call:
             a = kwarg(node, "attn_implementation")
             if a is not None and string_body(a.value) in _FLASH_ATTENTION:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ._calls import bind, rebind, same_args
 from ._helpers import WORLD_SIZE, helper
-from ._util import arg, code, expr, string_body, with_body
+from ._util import arg, code, drop_kwargs, expr, kwarg, string_body, with_body
 from ._xla import DIST_EMITS, RANK, WORLD, needs
 from .base import Rule, register
 
@@ -257,6 +257,65 @@ class OpenXlaBackend(Rule):
             return None
         ctx.report(orig, claim[2], code=self.code)
         return with_body(node, claim[3])
+
+
+@register
+class CompileOptions(Rule):
+    code = "TPU608"
+    name = "compile-options-tpu"
+    family = "xla_runtime"
+    outcome = "warned"
+    summary = (
+        "Drop torch.compile's mode= and dynamic=True, which TorchTPU's compile refuses; flag run-time values."
+    )
+    rationale = (
+        "A migrated program compiles for the 'tpu' device, and TorchTPU 0.2.0 raises on `mode=` and `dynamic=True` "
+        "(torchtpu-contract.md section 15). `mode` picks CUDA graphs / autotuning (speed only) and `dynamic=True` "
+        "asks for shape-polymorphic graphs (without it shapes that change recompile, with the same results); a "
+        "value known only at run time is flagged."
+    )
+    before = 'import torch\n\nm = torch.compile(m, backend="openxla", mode="max-autotune", dynamic=True)\n'
+    after = 'import torch\n\nm = torch.compile(m, backend="tpu")\n'
+    requires = ("TPU606",)
+    calls = frozenset({"torch.compile"})
+
+    def call(self, ctx, orig, node, qname):
+        drop: set[str] = set()
+        mode, dynamic = kwarg(node, "mode"), kwarg(node, "dynamic")
+        if mode is not None:
+            if string_body(mode.value) is None and not (
+                type(mode.value) is cst.Name and mode.value.value == "None"
+            ):
+                ctx.flag(
+                    orig,
+                    f"torch.compile(mode={code(mode.value)}): TorchTPU's compile refuses mode=; drop it for the "
+                    "'tpu' device",
+                    code=self.code,
+                )
+                return None
+            drop.add("mode")
+        if dynamic is not None:
+            value = dynamic.value
+            if type(value) is cst.Name and value.value == "True":
+                drop.add("dynamic")
+            elif not (type(value) is cst.Name and value.value in ("False", "None")):
+                ctx.flag(
+                    orig,
+                    f"torch.compile(dynamic={code(value)}): TorchTPU's compile refuses dynamic=True; pass False/None "
+                    "on the 'tpu' device (declare dimension ranges instead)",
+                    code=self.code,
+                )
+                return None
+        if not drop:
+            return None
+        ctx.report(
+            orig,
+            f"torch.compile: dropped {', '.join(f'{n}=' for n in sorted(drop))} (TorchTPU's compile refuses "
+            "them; mode only tunes CUDA speed, and without dynamic=True shapes that change recompile)",
+            code=self.code,
+            outcome="warned",
+        )
+        return drop_kwargs(node, drop)
 
 
 @register

@@ -211,3 +211,69 @@ def test_a_device_comparison_is_renamed_only_when_its_branch_is_migrated(test, b
 def test_device_count_used_as_a_number_is_rewritten_not_kept(line):
     out = run("import torch\n" + line + "\n").new_source
     assert "torch.accelerator.device_count()" in out and "TODO" not in out
+
+
+_FILLER = "def filler_{i}(a):\n    return a + {i}\n"
+
+
+def _flow_answers(src: str, with_texts: bool) -> list[tuple]:
+    import libcst as cst
+
+    from tpu_workbench.migrate import flow
+    from tpu_workbench.migrate._spans import SourceMap
+
+    module = cst.parse_module(src)
+    facts = flow.Flow(module, SourceMap(src, module).texts() if with_texts else None)
+    return [
+        (
+            c.predicate,
+            c.line_hint,
+            c.unseen,
+            [module.code_for_node(r) for r in c.regions],
+            facts.foreign_call(c.node),
+        )
+        for c in facts.checks
+    ]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "",
+        "def print(*a):\n    pass\n",  # a builtin shadowed by a statement the analysis may leave out
+        "from torch.cuda import is_available as has_gpu\ndef g(x):\n    if has_gpu():\n        print(x)\n",
+        "def later(x, y, z, table):\n    if USE:\n        table['cuda'] = x\n",  # a module flag read far below
+        "def h(args):\n    if args.cuda:\n        kernel(args)\n",  # an attribute read in another function
+    ],
+    ids=["plain", "shadowed-builtin", "aliased-check", "module-flag-elsewhere", "attr-elsewhere"],
+)
+def test_the_part_analysed_answers_like_the_whole_module(shape, extra):
+    """Flow analyses only the statements a check can reach (flow.reachable): the answers are the same as over
+    the whole module, with unrelated functions around and uses far away."""
+    fillers = "".join(_FILLER.format(i=i) for i in range(3))
+    src = (
+        fillers
+        + _program(shape, ['table["cuda"] = x', "x = x.cuda()"])
+        + fillers.replace("filler", "more")
+        + extra
+    )
+    whole = _flow_answers(src, with_texts=False)
+    assert whole
+    assert _flow_answers(src, with_texts=True) == whole
+
+
+def test_the_part_analysed_leaves_unrelated_statements_out():
+    import libcst as cst
+
+    from tpu_workbench.migrate import flow
+    from tpu_workbench.migrate._spans import SourceMap
+
+    src = (
+        "import torch\n"
+        + "".join(_FILLER.format(i=i) for i in range(5))
+        + "if torch.cuda.is_available():\n    pass\n"
+    )
+    module = cst.parse_module(src)
+    part, _ = flow.reachable(module, SourceMap(src, module).texts())
+    assert len(part.body) == 2  # the import and the check

@@ -1,0 +1,132 @@
+"""Wrong rewrites found by reading hunks of a fresh corpus (issue 31, corpus notes WRONG-1..5, MISSED-1), each
+as a class in its own words, each asserting the rewrite it must not make."""
+
+from __future__ import annotations
+
+import pytest
+from migrate_helpers import codes, run
+
+
+def _code(out: str) -> str:
+    """The program without comments (a TODO may quote the rewrite it did not make)."""
+    return "\n".join(line for line in out.splitlines() if not line.lstrip().startswith("#"))
+
+
+# --- an is_cuda test guarding a compiled CUDA extension (WRONG-1) ---------------------------------------------
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch, fused_norm_cuda\ndef norm(x, w):\n    assert x.is_cuda and w.is_cuda\n"
+        "    return fused_norm_cuda.forward(x, w)\n",
+        "import torch\ndef norm(x, w):\n    import fused_norm_cuda\n    assert x.is_cuda, 'needs a GPU'\n"
+        "    return fused_norm_cuda.forward(x, w)\n",
+        "import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        from my_kernels import cuda_ops\n        assert x.is_cuda\n        return cuda_ops.run(x)\n",
+    ],
+    ids=["top-import", "local-import", "from-import"],
+)
+def test_an_is_cuda_assert_before_a_cuda_extension_stays(src):
+    res = run(src)
+    assert "device.type" not in _code(
+        res.new_source
+    )  # the wrong rewrite: a TPU tensor let through to a CUDA kernel
+    assert ".is_cuda" in res.new_source
+    assert "TPU211" in codes(res) or "TPU106" in codes(res)
+
+
+def test_a_project_module_named_like_an_extension_is_not_cuda_only(tmp_path):
+    (tmp_path / "cuda_utils.py").write_text("def pick():\n    return 'cpu'\n")
+    f = tmp_path / "train.py"
+    src = "import torch\nimport cuda_utils\nx = torch.zeros(2).cuda()\n"
+    f.write_text(src)
+    res = run(src, path=str(f))
+    assert ".to(" in res.new_source and "TPU211" not in codes(res)
+
+
+# --- a device-type test for 'xla' whose branch is torch_xla-only (WRONG-2) -----------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        "        from torch_xla.experimental import tpu\n        return tpu.get_tpu_env()['TYPE']\n",
+        "        import torch_xla.debug.metrics as met\n        return met.metrics_report()\n",
+    ],
+)
+def test_an_xla_device_test_whose_branch_cannot_migrate_stays(body):
+    src = f"def info(device):\n    if device.type == 'xla':\n{body}    return None\n"
+    out = run(src).new_source
+    assert "device.type == 'xla'" in out  # not 'tpu': the branch would now run, and fail, on TPU
+    assert out.count("TODO(tpu-migrate") >= 1
+
+
+def test_an_xla_device_test_whose_branch_migrates_is_rewritten():
+    src = "import torch_xla.core.xla_model as xm\ndef step(device, x):\n    if device.type == 'xla':\n"
+    src += "        x = x + 1\n    return x\n"
+    assert "device.type == 'tpu'" in run(src).new_source
+
+
+# --- an fp16 option default nothing accepts as bf16 (WRONG-3) ------------------------------------------------
+BASE = "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--dtype', default='fp16'{extra})\n"
+BASE += "a = p.parse_args()\n{use}\nm = model.cuda()\n"
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "dt = torch.float16 if a.dtype == 'fp16' else torch.float32",
+        "dt = {'fp16': torch.float16, 'fp32': torch.float32}[a.dtype]",
+    ],
+)
+def test_an_fp16_default_is_kept_when_nothing_accepts_bf16(use):
+    res = run(BASE.format(extra="", use=use))
+    assert "default='fp16'" in res.new_source  # 'bf16' would silently select the fp32 branch
+    assert "TPU304" in codes(res)
+
+
+@pytest.mark.parametrize(
+    "extra, use",
+    [
+        (", choices=['fp16', 'bf16', 'fp32']", "dt = a.dtype"),
+        ("", "dt = torch.bfloat16 if a.dtype == 'bf16' else torch.float16"),
+    ],
+)
+def test_an_fp16_default_becomes_bf16_where_bf16_is_accepted(extra, use):
+    assert "default='bf16'" in run(BASE.format(extra=extra, use=use)).new_source
+
+
+# --- is_cuda selecting multi-GPU data parallelism (WRONG-5) --------------------------------------------------
+@pytest.mark.parametrize(
+    "branch",
+    [
+        "out = nn.parallel.data_parallel(self.main, x, range(self.ngpu))",
+        "out = nn.DataParallel(self.main)(x)",
+        "out = self.main(x.to(self.device_ids[0]))",
+    ],
+)
+def test_is_cuda_choosing_multi_gpu_work_stays(branch):
+    src = "import torch\nimport torch.nn as nn\nclass G(nn.Module):\n    def forward(self, x):\n"
+    src += f"        if x.is_cuda and self.ngpu > 1:\n            {branch}\n        else:\n            out = self.main(x)\n"
+    src += "        return out\n"
+    out = run(src).new_source
+    assert "x.is_cuda and self.ngpu > 1" in out and "device.type" not in _code(out)
+
+
+# --- a CUDA kernel compiled at import (MISSED-1) -------------------------------------------------------------
+@pytest.mark.parametrize(
+    "call",
+    [
+        "load(name='wkv', sources=['cuda/wkv_op.cpp', 'cuda/wkv_cuda.cu'])",
+        "load_inline(name='k', cpp_sources=[cpp], cuda_sources=[cu])",
+    ],
+)
+def test_a_cuda_kernel_built_by_cpp_extension_is_flagged(call):
+    src = f"import torch\nfrom torch.utils.cpp_extension import load, load_inline\next = {call}\n"
+    res = run(src)
+    assert "TPU211" in codes(res)
+    assert res.new_source.count("TODO(tpu-migrate TPU211)") == 1
+
+
+def test_a_cpp_only_extension_is_not_flagged():
+    src = (
+        "import torch\nfrom torch.utils.cpp_extension import load\next = load(name='k', sources=['k.cpp'])\n"
+    )
+    assert "TPU211" not in codes(run(src))
