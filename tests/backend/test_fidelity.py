@@ -100,3 +100,19 @@ def test_the_environment_variable_turns_it_on_in_a_fresh_process():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-3:] == ["15.0", "refused", "True"]
+
+
+def test_every_overload_of_a_registered_op_is_judged_present_and_only_unregistered_ops_absent():
+    table = fidelity.torchtpu_table()
+    assert all(fidelity.torchtpu_status(n) == "registered" for n in table)
+    absent = 0
+    for packet_name in sorted({n.removeprefix("aten::").split(".")[0] for n in table} | {"median", "erfc"}):
+        packet = getattr(torch.ops.aten, packet_name, None)
+        for ov in packet.overloads() if packet is not None else ():
+            name = getattr(packet, ov).name()
+            status = fidelity.torchtpu_status(name)
+            if fidelity._op(name) in fidelity.torchtpu_op_names():
+                assert status in ("registered", "sibling"), name
+            else:
+                absent += status == "absent"
+    assert absent >= 4  # median, median.dim, erfc, erfc.out at least
