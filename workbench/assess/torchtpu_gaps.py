@@ -21,7 +21,7 @@ SOURCE = "TorchTPU 0.2.0's PrivateUse1 op table (backend/torchtpu_0_2_0_ops.json
 def gaps(ops: list[str]) -> list[dict]:
     """The overloads of ``ops`` (``aten::median.dim``; a bare op name is its default overload) that fail on
     TorchTPU 0.2.0, each with why."""
-    from tpu_workbench.backend.fidelity import torchtpu_status  # lazy: the backend package imports torch
+    from tpu_workbench.backend.fidelity import torchtpu_status  # lazy: startup
 
     out = []
     for op in ops:
