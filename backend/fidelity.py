@@ -20,8 +20,24 @@ TABLE_FILE = pathlib.Path(__file__).with_name("torchtpu_0_2_0_ops.json")
 _ENV = "TORCH_TPU_FIDELITY"
 
 
+_ON = ("1", "on", "true", "torchtpu", "torchtpu-0.2.0")
+_OFF = ("", "0", "off", "false")
+
+
+def parse_env(value: str) -> bool:
+    """``TORCH_TPU_FIDELITY``'s value as on/off. Anything else is refused: a misspelt or other version
+    (``torchtpu-0.3.0``) must not leave the user believing the suite checks against a table it does not."""
+    v = value.strip().lower()
+    if v in _ON or v in _OFF:
+        return v in _ON
+    raise ValueError(
+        f"{_ENV}={value!r} is not understood: use 'torchtpu-0.2.0' (or 1/on/true) to refuse ops TorchTPU 0.2.0 "
+        f"does not register, or 0/off/false/unset to run them; 0.2.0 is the only TorchTPU op table kept here"
+    )
+
+
 class _State:
-    enabled = os.environ.get(_ENV, "").lower() in ("1", "torchtpu", "torchtpu-0.2.0")
+    enabled = parse_env(os.environ.get(_ENV, ""))
     listeners: list = []
 
 

@@ -127,3 +127,22 @@ def test_a_one_op_linear_is_reported_as_linear_not_as_the_cpu_schema_it_travels_
         lin(torch.randn(5, 4).to("tpu"))
     assert "aten::mkldnn_linear" not in counts
     assert coverage.device_ops(counts)["absent_on_torchtpu"] == []
+
+
+def test_the_script_listing_names_what_the_script_dispatched_up_to_its_failure(tmp_path, capsys) -> None:
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import sys, torch\n"
+        "x = torch.arange(6.0, device='tpu')\n"
+        "print('median', float(x.median().cpu()))\n"
+        "if sys.argv[1:] == ['--fail']:\n"
+        "    raise ValueError('the user script stopped')\n"
+    )
+    assert coverage.main(["--script", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "median 2.0" in out
+    assert "absent on TorchTPU 0.2.0 (fails on a real TPU): aten::median" in out
+    assert coverage.main(["--json", "--script", str(script), "--fail"]) == 1
+    data = json.loads(capsys.readouterr().out.split("median 2.0\n", 1)[1])
+    assert data["error"] == "ValueError: the user script stopped"
+    assert data["absent_on_torchtpu"] == ["aten::median"] and data["script"][1:] == ["--fail"]

@@ -11,8 +11,6 @@ utils/tpu_ci/backend_gaps.py), so it is listed too.
 
 from __future__ import annotations
 
-from tpu_workbench.backend.fidelity import torchtpu_status
-
 BROKEN_ON_TORCHTPU_020: dict[str, str] = {
     "aten::_ctc_loss": "registered but aborts the process on the device (transformers TPU CI gap)",
     "aten::_ctc_loss.Tensor": "registered but aborts the process on the device (transformers TPU CI gap)",
@@ -23,6 +21,8 @@ SOURCE = "TorchTPU 0.2.0's PrivateUse1 op table (backend/torchtpu_0_2_0_ops.json
 def gaps(ops: list[str]) -> list[dict]:
     """The overloads of ``ops`` (``aten::median.dim``; a bare op name is its default overload) that fail on
     TorchTPU 0.2.0, each with why."""
+    from tpu_workbench.backend.fidelity import torchtpu_status  # lazy: startup
+
     out = []
     for op in ops:
         if op in BROKEN_ON_TORCHTPU_020:
