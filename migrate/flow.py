@@ -460,15 +460,17 @@ def reachable(module: cst.Module, texts: list[str] | None) -> tuple[cst.Module, 
     aliases = {m.group(1) for t in texts for m in _ALIAS.finditer(t)}
     words: set[str] = set(aliases)
     seen: set[str] = set()
+    bound: dict[int, set[str]] = {}  # statement index -> what it binds (computed once)
     while True:
         new = words - seen
         if new:
             rx = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\b")
             worth = [w or rx.search(t) is not None for w, t in zip(worth, texts, strict=True)]
             seen |= new
-        for stmt, w in zip(module.body, worth, strict=True):
-            if w:
-                words |= _module_bindings(stmt)
+        for i, (stmt, w) in enumerate(zip(module.body, worth, strict=True)):
+            if w and i not in bound:
+                bound[i] = _module_bindings(stmt)
+                words |= bound[i]
         if words <= seen:
             break
     part = [s for s, w in zip(module.body, worth, strict=True) if w]
