@@ -252,6 +252,7 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
             frozen = {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
+        _note_exported(transformer, facts, kept)
     watch.stage("locating findings")
     transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
@@ -309,6 +310,26 @@ def _seed(tr: MigrationTransformer, kept: dict[int, str], frozen: set[int]) -> N
             "its own branch",
             None,
         )
+
+
+def _note_exported(tr: MigrationTransformer, facts: flow.Flow, kept: dict[int, str]) -> None:
+    """A rewritten check stored in a flag other modules can read: said on its finding (warned), since the
+    code those modules switch on with it is out of this file's sight (migrate them together)."""
+    exported = {id(c.key): c.exported for c in facts.checks if c.exported and id(c.key) not in kept}
+    if not exported:
+        return
+    for i, (node, fallback, code, message, fixed, _outcome) in enumerate(tr._reports):
+        name = exported.get(id(node))
+        if name is not None and fixed and code in _CHECK_CODES:
+            tr._reports[i] = (
+                node,
+                fallback,
+                code,
+                f"{message}; `{name}` can be read by other modules, whose code it now switches on too: "
+                "migrate them together",
+                fixed,
+                "warned",
+            )
 
 
 def _rewrote_a_check(tr: MigrationTransformer) -> bool:
