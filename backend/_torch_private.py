@@ -432,6 +432,17 @@ def inductor_wrapper(mode: Any, options: Any, dynamic: Any) -> Callable[..., Any
     return resolve(_INDUCTOR_WRAPPER)(mode, options, dynamic)
 
 
+_COMPILE_ID = _tp(
+    "torch._guards:CompileContext.current_compile_id",
+    "which compile of a frame Dynamo is running (frame_compile_id > 0: a recompile), for the recompile counter",
+    "backend/compile.py",
+)
+
+
+def current_compile_id() -> Any:
+    return resolve(_COMPILE_ID)()
+
+
 def dynamo_trace_rules_add(module: str) -> None:
     resolve(_TRACE_RULES_ADD)(module)
 

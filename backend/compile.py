@@ -63,6 +63,11 @@ class CompileStats:
     compile_seconds: float = 0.0  # wall time spent tracing + lowering + compiling
     calls: int = 0  # calls of compiled graphs (forward)
     eager_fallbacks: int = 0  # calls of graphs that could not be traced and ran op by op
+    # compilations of code that had compiled before: a Dynamo recompile of a frame (a guard failed: a new
+    # shape, dtype, Python scalar or grad mode) reaching the "tpu" backend, or a new input signature of an
+    # already compiled graph. Read it as torch.tpu._get_cache_stats()["recompiles"] (TorchTPU's own name for
+    # its cache statistics); a number that grows every step means every step pays a compile.
+    recompiles: int = 0
 
 
 _STATS = CompileStats()
@@ -206,6 +211,9 @@ class _CompiledGraph:
             if entry is not None:
                 _STATS.cache_hits += 1
         if entry is None:
+            if self.cache:
+                with _LOCK:
+                    _STATS.recompiles += 1
             host = self._host_tensors(args)
             before = [(t, t._version, t.clone()) for t in host]
             try:
@@ -497,20 +505,30 @@ class _GraphFunction(torch.autograd.Function):
 # --------------------------------------------------------------------------------------------------
 # the Dynamo backend
 # --------------------------------------------------------------------------------------------------
-#: torch.compile's modes. They choose inductor's autotuning and CUDA graphs; XLA compiles the whole graph
-#: either way, so on "tpu" they are accepted (GPU scripts pass them) and change nothing.
-INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_MODES_NOTED: set[str] = set()
+def _refuse_mode(mode: Any) -> None:
+    """TorchTPU 0.2.0 refuses ``mode=`` with backend "tpu" (contract §15): the modes choose inductor's autotuning
+    and CUDA graphs, which XLA has no use for; a migrated script must drop the argument."""
+    raise ValueError(
+        f"torch.compile(backend='tpu') does not take mode= (got {mode!r}): the modes tune inductor kernels and "
+        "CUDA graphs; XLA compiles the whole graph. Remove mode= (as TorchTPU 0.2.0 requires)"
+    )
 
 
-def _note_mode_ignored(mode: str) -> None:
-    if mode not in _MODES_NOTED:
-        _MODES_NOTED.add(mode)
-        log.info(
-            "torch.compile(mode=%r) tunes inductor kernels / CUDA graphs; backend='tpu' compiles the whole "
-            "graph with XLA and ignores it",
-            mode,
-        )
+def _refuse_dynamic() -> None:
+    """TorchTPU 0.2.0 refuses ``dynamic=True`` with backend "tpu" (contract §15): one executable per shape."""
+    raise ValueError(
+        "torch.compile(backend='tpu') does not support dynamic=True: XLA compiles one executable per input "
+        "shape. Leave dynamic unset (False), pad inputs to a few fixed shapes (buckets), or mark varying "
+        "dimensions with torch._dynamo.mark_dynamic only on backends that support it (as TorchTPU 0.2.0 requires)"
+    )
+
+
+def _note_recompile() -> None:
+    """A Dynamo recompile of a frame that already compiled (its CompileId says which compile of the frame)."""
+    cid = private.current_compile_id()
+    if cid is not None and getattr(cid, "frame_compile_id", 0):
+        with _LOCK:
+            _STATS.recompiles += 1
 
 
 def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any = None) -> Callable[..., Any]:
@@ -520,11 +538,32 @@ def device_choosing_backend(mode: Any = None, options: Any = None, dynamic: Any 
 
     def choose(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         if any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in example_inputs):
-            return tpu_backend(gm, example_inputs, **({"mode": mode} if mode else {}))
+            if mode is not None:
+                _refuse_mode(mode)
+            if dynamic:
+                _refuse_dynamic()
+            return tpu_backend(gm, example_inputs)
         return private.inductor_wrapper(mode, options, dynamic)(gm, example_inputs)
 
     choose.__name__ = "tpu_or_inductor"
     return choose
+
+
+def inductor_refusing_tpu(mode: Any = None, options: Any = None, dynamic: Any = None) -> Callable[..., Any]:
+    """``backend="inductor"`` named for a plain function: a graph with TPU inputs is refused with a message naming
+    backend "tpu" (inductor has no "tpu" code generator: it would fail deep inside with a ModuleNotFoundError);
+    any other graph goes to inductor unchanged."""
+
+    def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        if any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in example_inputs):
+            raise ValueError(
+                "torch.compile: backend='inductor' cannot compile a graph whose inputs are on the 'tpu' device; "
+                "use backend='tpu' (or no backend: the device is chosen from the inputs)"
+            )
+        return private.inductor_wrapper(mode, options, dynamic)(gm, example_inputs)
+
+    inductor.__name__ = "inductor"
+    return inductor
 
 
 def tpu_backend(
@@ -536,17 +575,14 @@ def tpu_backend(
     if not _UNTRACEABLE:
         _UNTRACEABLE = _untraceable()
     mode = options.pop("mode", None)
-    if mode is not None and mode not in INDUCTOR_MODES:
-        raise ValueError(
-            f"torch.compile(backend='tpu'): unknown mode {mode!r}; valid: {', '.join(INDUCTOR_MODES)}"
-        )
-    if mode not in (None, "default"):
-        _note_mode_ignored(mode)
+    if mode is not None:
+        _refuse_mode(mode)
     if options:
         unknown = sorted(options)
         raise TypeError(f"torch.compile(backend='tpu'): unsupported options {unknown}")
     with _LOCK:
         _STATS.graphs += 1
+    _note_recompile()
     return _CompiledGraph(gm)
 
 
@@ -595,7 +631,20 @@ def _make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
                                                         kwargs.get("dynamic"))  # fmt: skip
             return orig(model, **kwargs)
         backend = kwargs.get("backend")
+        if (
+            backend == "inductor"
+            and not isinstance(model, torch.nn.Module)
+            and "tpu_workbench.backend.tensor" in sys.modules
+        ):
+            _install_dynamo_hook()
+            kwargs["backend"] = inductor_refusing_tpu(kwargs.pop("mode", None), kwargs.pop("options", None),
+                                                      kwargs.get("dynamic"))  # fmt: skip
+            return orig(model, **kwargs)
         if _is_tpu_backend(backend):
+            if kwargs.get("mode") is not None:
+                _refuse_mode(kwargs["mode"])
+            if kwargs.get("dynamic"):
+                _refuse_dynamic()
             _ensure_device()
             _install_dynamo_hook()
             if kwargs.get("dynamic") is None:

@@ -60,14 +60,65 @@ def torchtpu_op_names() -> frozenset[str]:
 
 
 def absent_on_torchtpu(func: Any) -> bool:
-    """``func`` would find no kernel on the real device: no overload of its op registered there, and no
-    CompositeExplicitAutograd kernel."""
+    """``func`` would find no kernel on the real device (``torchtpu_status`` says "absent")."""
+    return torchtpu_status(func.name()) == "absent"
+
+
+# Overloads this backend issues in place of the upstream op a model called (backend/composite.py: a one-op
+# linear travels under mkldnn_linear's schema); the real wheel registers linear itself.
+STAND_INS = {
+    "aten::mkldnn_linear": "aten::linear",
+    "aten::mkldnn_linear_backward": "aten::linear_backward",
+}
+
+# What the real wheel does with an overload that reaches the device, from best to worst.
+STATUSES = ("registered", "sibling", "composite", "absent")
+
+
+def torchtpu_status(name: str) -> str:
+    """How TorchTPU 0.2.0 answers the overload ``name`` (``aten::add.Tensor``) when it reaches the device:
+    "registered" (that exact overload is in the table), "sibling" (another overload of the same op is, e.g.
+    ``add.out`` for ``add.Tensor``: the wheel derives the functional and in-place forms, so the op runs),
+    "composite" (a CompositeImplicit/Explicit(NonFunctional) kernel runs it through other ops) or "absent" (no
+    kernel, or a composite that forwards to its own ``out=`` form which has none: it fails on a real TPU)."""
     from tpu_workbench.backend import _torch_private as private  # lazy: startup
 
-    name = func.name()
-    if not name.startswith("aten::") or _op(name) in torchtpu_op_names():
-        return False
-    return not private.dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd")
+    name = STAND_INS.get(name, name)
+    if name in torchtpu_table() or not name.startswith("aten::"):
+        return "registered"
+    if _op(name) in torchtpu_op_names():
+        return "sibling"
+    try:
+        if private.dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+            return "composite"
+        if any(private.dispatch_has_kernel_for_dispatch_key(name, key) for key in _EXPLICIT):
+            return "absent" if _out_form_needs_a_kernel(name) else "composite"
+    except RuntimeError:  # an overload the dispatcher does not know
+        pass
+    return "absent"
+
+
+_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+def _out_form_needs_a_kernel(name: str) -> bool:
+    """A CompositeExplicitAutograd functional that forwards to its own ``out=`` form (``median.dim`` calls
+    ``median.dim_values``) fails on the device when that form needs a device kernel the wheel lacks."""
+    import torch  # lazy: startup
+
+    from tpu_workbench.backend import _torch_private as private  # lazy: startup
+
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::").split(".")[0], None)
+    for overload in packet.overloads() if packet is not None else ():
+        op = getattr(packet, overload)
+        if not any(a.is_out for a in private.schema(op).arguments):
+            continue
+        if not any(
+            private.dispatch_has_kernel_for_dispatch_key(op.name(), key)
+            for key in ("CompositeImplicitAutograd", *_EXPLICIT)
+        ):
+            return True
+    return False
 
 
 def refusal_message(func: Any) -> str:

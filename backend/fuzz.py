@@ -13,6 +13,11 @@ arguments that are sometimes out of range (dims, indices, sizes). Verdicts:
 - ``cpu_only_refusal``: the CPU refuses what CUDA computes (integer division by zero: ZeroDivisionError on
   the CPU, no error on CUDA): "tpu" behaves as CUDA;
 - ``tpu_accepts``: the CPU raised otherwise, "tpu" returned (what CUDA refuses, accepted here: to drive to zero);
+- ``undefined``: both returned different values where PyTorch defines none: a float -> integer conversion of a
+  NaN, an infinity or a value outside the integer type (C++ undefined behaviour; x86 CPUs give the "integer
+  indefinite" INT_MIN, arm64 CPUs and CUDA saturate or give 0, XLA saturates; PyTorch's maintainers call it
+  undefined in pytorch/pytorch#180159 and PyTorch's own test_float_to_int_undefined_conversion checks only
+  the dtype). Counted apart from ``same``, never as an agreement;
 - ``wrong``: both returned and the values differ (a silent wrong answer: to drive to zero);
 - ``crash``: "tpu" raised an error PyTorch never raises (an internal error: AssertionError, KeyError, a JAX
   error ...), or the process died (``python -m tpu_workbench.backend.fuzz`` runs in its own process).
@@ -47,9 +52,11 @@ VERDICTS = (
     "cpu_only_refusal",
     "tpu_refuses",
     "tpu_accepts",
+    "undefined",
     "wrong",
     "crash",
 )
+AGREEING = ("same", "both_raise", "cpu_dtype_gap", "cpu_only_refusal")
 _SHAPES = ((), (3,), (1,), (2, 3), (3, 1), (1, 3), (2, 1, 3), (0,), (2, 0), (4, 4))
 
 
@@ -60,6 +67,8 @@ class Call:
     op: str
     desc: str
     run: Callable[[str], Any]
+    # (cpu result, tpu result) -> why PyTorch defines no value where they differ, or None
+    undefined: Callable[[Any, Any], str | None] | None = None
 
 
 class Draw:
@@ -138,7 +147,10 @@ def _inplace(name: str) -> Callable[[Draw], Call]:
             yy = _on(y, dev) if isinstance(y, torch.Tensor) else y
             return getattr(xx, name)(yy)
 
-        return Call(name, f"{_t(x)}.{name}({_t(y) if isinstance(y, torch.Tensor) else repr(y)})", run)
+        desc = f"{_t(x)}.{name}({_t(y) if isinstance(y, torch.Tensor) else repr(y)})"
+        return Call(
+            name, desc, run, (lambda c, t: _float_to_int_undefined(y, c, t)) if name == "copy_" else None
+        )
 
     return make
 
@@ -354,6 +366,24 @@ def _cross_entropy(d: Draw) -> Call:
     )
 
 
+def _float_to_int_undefined(src: Any, cpu: Any, tpu: Any) -> str | None:
+    """Why a copy of float ``src`` into an integer tensor has no defined value where the results differ, or None
+    (also None when they differ at an element whose conversion is defined: that is a wrong answer)."""
+    if not isinstance(cpu, torch.Tensor) or not isinstance(tpu, torch.Tensor) or cpu.shape != tpu.shape:
+        return None
+    dtype = cpu.dtype
+    s = torch.as_tensor(src)
+    if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex or not s.is_floating_point():
+        return None
+    s = s.double()
+    info = torch.iinfo(dtype)
+    bad = (~torch.isfinite(s) | (s.trunc() < info.min) | (s.trunc() > info.max)).expand(cpu.shape)
+    if not bool(bad.any()) or not torch.equal(cpu[~bad], tpu[~bad]):
+        return None
+    name = str(dtype).replace("torch.", "")
+    return f"float -> {name} of a NaN/inf/out-of-range value (undefined in PyTorch)"
+
+
 def _on(x: torch.Tensor, dev: str) -> torch.Tensor:
     """The input on ``dev``: a copy on the CPU too, so an in-place op on one device leaves the other's alone."""
     return x.clone() if dev == "cpu" else x.to(dev)
@@ -470,6 +500,9 @@ def judge(call: Call) -> tuple[str, str]:
         return "tpu_refuses", f"tpu: {type(tpu_err).__name__}: {str(tpu_err)[:100]}"
     if _is_random(call.op) or _equal(cpu, tpu):
         return "same", ""
+    reason = call.undefined(cpu, tpu) if call.undefined else None
+    if reason:
+        return "undefined", f"{reason}: cpu {_brief(cpu)} tpu {_brief(tpu)}"
     return "wrong", f"cpu {_brief(cpu)} tpu {_brief(tpu)}"
 
 
@@ -491,6 +524,35 @@ class Report:
     seconds: float = 0.0
 
 
+def _judge_seed(s: int, names: list[str], rep: Report, keep: int, progress: int) -> None:
+    d = Draw(s)
+    name = d.r.choice(names)
+    try:
+        call = OPS[name](d)
+    except Exception:  # noqa: BLE001 - the generator built an input the CPU cannot even make
+        rep.counts["skipped"] += 1
+        return
+    verdict, detail = judge(call)
+    rep.counts[verdict] += 1
+    rep.by_op[name][verdict] += 1
+    if verdict not in AGREEING and len(rep.examples) < keep:
+        rep.examples.append({"seed": s, "op": name, "verdict": verdict, "call": call.desc, "detail": detail})
+        if progress:
+            print(f"  [{verdict}] seed {s} {call.desc}  {detail}", file=sys.stderr, flush=True)
+
+
+def replay(seeds: list[int], ops: list[str] | None = None) -> Report:
+    """Judge the calls of the given per-call seeds again (as drawn by ``fuzz`` over the same ``ops``): a fix is
+    checked against the calls that found the bug in seconds, not a wide run."""
+    names = ops or sorted(OPS)
+    rep = Report()
+    t0 = time.perf_counter()
+    for s in seeds:
+        _judge_seed(s, names, rep, keep=len(seeds), progress=0)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
 def fuzz(
     calls: int, seed: int = 0, ops: list[str] | None = None, keep: int = 200, progress: int = 0
 ) -> Report:
@@ -500,26 +562,7 @@ def fuzz(
     rep = Report()
     t0 = time.perf_counter()
     for i in range(calls):
-        s = seed * 1_000_003 + i
-        d = Draw(s)
-        name = d.r.choice(names)
-        try:
-            call = OPS[name](d)
-        except Exception:  # noqa: BLE001 - the generator built an input the CPU cannot even make
-            rep.counts["skipped"] += 1
-            continue
-        verdict, detail = judge(call)
-        rep.counts[verdict] += 1
-        rep.by_op[name][verdict] += 1
-        if (
-            verdict not in ("same", "both_raise", "cpu_dtype_gap", "cpu_only_refusal")
-            and len(rep.examples) < keep
-        ):
-            rep.examples.append(
-                {"seed": s, "op": name, "verdict": verdict, "call": call.desc, "detail": detail}
-            )
-            if progress:
-                print(f"  [{verdict}] seed {s} {call.desc}  {detail}", file=sys.stderr, flush=True)
+        _judge_seed(seed * 1_000_003 + i, names, rep, keep, progress)
         if progress and (i + 1) % progress == 0:
             print(
                 f"{i + 1} calls, {time.perf_counter() - t0:.0f} s: {dict(rep.counts)}",
@@ -536,9 +579,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", type=int, default=0, help="print running counts every N calls")
+    p.add_argument("--replay", type=int, nargs="+", help="judge only these per-call seeds again")
     a = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    rep = fuzz(a.calls, a.seed, progress=a.progress)
+    rep = replay(a.replay) if a.replay else fuzz(a.calls, a.seed, progress=a.progress)
+    if a.replay:
+        a.calls = len(a.replay)
     out = {"calls": a.calls, "seed": a.seed, "seconds": round(rep.seconds, 1), "counts": dict(rep.counts),
            "examples": rep.examples}  # fmt: skip
     if a.json:

@@ -4,7 +4,12 @@ A lowering is a few JAX primitives (dtype promotion casts, the op, a ``where``);
 a dispatch of its own (about 50 us each on XLA:CPU). Run through ``jax.jit`` it is one C++ dispatch. The
 executable is cached per (lowering, static arguments, input shapes/dtypes, matmul precision, default dtype), and
 built the *second* time a signature is seen: a one-off call (a test, a shape seen once) runs plainly and pays
-no compile. Float arguments (a learning rate, an optimizer's bias correction) are traced inputs, not part of
+no compile — unless the plain run could give other bits than the program. XLA fuses a lowering's elementwise
+chain, and XLA:CPU always lets LLVM contract a multiply feeding an add into one FMA (one rounding instead of
+two: ``add(x, y, alpha=-0.1)``, SGD's step); so a lowering whose traced program has two or more floating-point
+computations is built at its first sighting and every call, the first included, runs the same program (a seeded
+run repeats from the first run of a process, as on CUDA). The check is one trace of the lowering per new
+signature; a single-primitive lowering (most calls) still runs plainly the first time. Float arguments (a learning rate, an optimizer's bias correction) are traced inputs, not part of
 the key, when the lowering gives the same output shapes and dtypes with them traced (it neither branches on
 their value nor promotes differently), so a schedule does not compile a new program per step.
 
@@ -164,7 +169,7 @@ def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Cal
         except (_Unkeyable, TypeError):
             return _concrete_call(fn, args, kwargs)
         if exe is None or exe is _SEEN_ONCE:
-            if exe is None and not build_at_first_sight:
+            if exe is None and not build_at_first_sight and _fusion_free(fn, args, kwargs):
                 if len(cache) > _MAX_ENTRIES:
                     cache.clear()
                 cache[key] = _SEEN_ONCE
@@ -190,6 +195,74 @@ def op_jit(fn: Callable[..., Any], *, build_at_first_sight: bool = False) -> Cal
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.cache = cache  # type: ignore[attr-defined]  # (tests read it)
     return call
+
+
+_MOVES = frozenset(
+    ("broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice", "dynamic_slice",
+     "concatenate", "pad", "copy", "copy_p", "rev", "gather", "select_n", "iota", "dynamic_update_slice",
+     "optimization_barrier", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "is_finite", "stop_gradient")
+)  # fmt: skip
+
+
+_CASTS = frozenset(("convert_element_type", "broadcast_in_dim", "reshape", "squeeze", "expand_dims"))
+
+
+def _computations(jaxpr: Any) -> list[str]:
+    """The primitives of a jaxpr in order (nested ones included), casts and broadcasts left out (a traced float
+    arrives as a float64 scalar that the program converts: the same computation)."""
+    out: list[str] = []
+    for eqn in jaxpr.eqns:
+        subs = [
+            v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns")
+        ]
+        if subs:
+            for v in subs:
+                out += _computations(getattr(v, "jaxpr", v))
+        elif eqn.primitive.name not in _CASTS:
+            out.append(eqn.primitive.name)
+    return out
+
+
+def _float_computations(jaxpr: Any) -> int:
+    """The equations of a jaxpr (nested ones included) that compute a floating-point value: each rounds, and
+    two of them fused may round differently from the two run apart."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        subs = [
+            v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns")
+        ]
+        if subs:
+            n += sum(_float_computations(getattr(v, "jaxpr", v)) for v in subs)
+            continue
+        if eqn.primitive.name in _MOVES:
+            continue
+        if any(getattr(getattr(v, "aval", None), "dtype", None) is not None and v.aval.dtype.kind in "fc"
+               for v in eqn.outvars):  # fmt: skip
+            n += 1
+    return n
+
+
+def _fusion_free(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether the lowering, run plainly, surely gives the bits its program gives: at most one floating-point
+    computation once traced (floats as constants). Not traceable: True (the call runs plainly anyway)."""
+    jax = jax_module()
+    arrays = _arrays(args, kwargs, jax.Array)
+    structs = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in arrays]
+    build = _template(args, kwargs, False)
+
+    def program(*xs: Any) -> Any:
+        a, k = build(list(xs), [])
+        with state.jax_trace():
+            return fn(*a, **k)
+
+    try:
+        with _rng.probe() as probe:
+            closed = jax.make_jaxpr(program)(*structs)
+    except Exception:  # noqa: BLE001 - reads a value on the host, raises ...: it runs plainly
+        return True
+    if probe.draws:
+        return True
+    return _float_computations(closed.jaxpr) < 2
 
 
 def _count_compiled(exe: Any) -> None:
@@ -268,28 +341,35 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, has_floats: bool) 
 
         return program
 
-    def shape_of(lift: bool) -> Any:
+    def shape_of(lift: bool) -> tuple[Any, list]:
         extra = [jax.ShapeDtypeStruct((), "float64", weak_type=True)] * (
             _count_floats(args, kwargs) if lift else 0
         )
         with _rng.probe() as probe:
-            out = jax.eval_shape(program_for(lift, checked=True), *structs, *extra)
+            closed, out = jax.make_jaxpr(program_for(lift, checked=True), return_shape=True)(*structs, *extra)
         if probe.draws:
             raise _Unkeyable  # a random lowering: the device key must advance per call
-        return out
+        return out, _computations(closed.jaxpr)
 
     try:
-        plain = shape_of(False)
+        plain, plain_ops = shape_of(False)
     except Exception:  # noqa: BLE001 - reads a value on the host, draws random numbers, raises, or returns non-arrays
         return _PLAIN
     if has_floats:
         try:
-            lifted = shape_of(True)
-            same = jax.tree_util.tree_structure(plain) == jax.tree_util.tree_structure(lifted) and all(
-                (p.shape, p.dtype) == (t.shape, t.dtype)
-                for p, t in zip(
-                    jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(lifted), strict=True
+            lifted, lifted_ops = shape_of(True)
+            # the same computation with the floats traced: same outputs, and the same primitives (a lowering
+            # that picks its formula by a float's type or value — pow's x * x for 2, sqrt for 0.5 — takes
+            # another path when the float is a tracer, without an error)
+            same = (
+                jax.tree_util.tree_structure(plain) == jax.tree_util.tree_structure(lifted)
+                and all(
+                    (p.shape, p.dtype) == (t.shape, t.dtype)
+                    for p, t in zip(
+                        jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(lifted), strict=True
+                    )
                 )
+                and plain_ops == lifted_ops
             )
         except Exception:  # noqa: BLE001 - it branches on a float's value
             same = False

@@ -23,6 +23,7 @@ IndexError (what CPU code catches) that is also a RuntimeError (what CUDA's devi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -124,7 +125,9 @@ def _embedding(a: tuple, k: dict) -> None:
 @_register(aten.index_add.default, aten.index_add_.default)
 def _index_add(a: tuple, k: dict) -> None:
     self, dim, index = a[0], a[1], a[2]
-    if self.numel():  # (the CPU checks nothing when there is nothing to add into)
+    if (
+        self.numel() or self.dim() <= 1
+    ):  # (the CPU checks nothing when an N-d self is empty; a 1-d one, always)
         _check_range("index_add", index, _dim_size(self, dim), False, f"dimension {dim}")
 
 
@@ -136,8 +139,11 @@ def _index_select(a: tuple, k: dict) -> None:
 
 @_register(aten.index_copy.default, aten.index_copy_.default)
 def _index_copy(a: tuple, k: dict) -> None:
-    self, dim, index = a[0], a[1], a[2]
-    _check_range("index_copy", index, _dim_size(self, dim), False, f"dimension {dim}")
+    self, dim, index, source = a[0], a[1], a[2], a[3]
+    if (
+        not isinstance(source, torch.Tensor) or source.numel()
+    ):  # (the CPU copies nothing from an empty source)
+        _check_range("index_copy", index, _dim_size(self, dim), False, f"dimension {dim}")
 
 
 @_register(
@@ -211,6 +217,14 @@ def _full(a: tuple, k: dict) -> None:
     dt = k.get("dtype")
     if dt is not None:
         _check_fits(a[1], dt)
+
+
+@_register(aten.pow.Tensor_Scalar, aten.pow_.Scalar)
+def _pow_scalar(a: tuple, k: dict) -> None:
+    """The CPU converts the exponent to the tensor's dtype: a float16 tensor to the power 1e30 raises."""
+    self, e = a[0], a[1]
+    if self.dtype == torch.float16 and isinstance(e, float) and math.isfinite(e) and abs(e) > 65504.0:
+        raise RuntimeError("value cannot be converted to type c10::Half without overflow")
 
 
 @_register(aten.randperm.default, aten.randperm.generator)

@@ -36,34 +36,59 @@ NOTEBOOKS: dict[str, list] = {}
 # ------------------------------------------------------------------------------------------------ 01
 NOTEBOOKS["01_migrate"] = [
     md("""
-# 01 · Migrate CUDA and torch_xla code to the native "tpu" device
-
-`tpu-migrate` rewrites the bundled sample projects (a CUDA DDP script, a legacy and a modern torch_xla script,
-an SPMD script, and a notebook) in a temporary copy, shows the diffs, the diagnostics and the converted
-percentage, then runs each migrated training script for a few steps on `"tpu"` and on `"cpu"` and compares the
-loss curves. The parameters below are small so CI runs this in about a minute; raise `STEPS` on real hardware.
+# 01 · Migrate CUDA and torch_xla code to "tpu"
+**The answer first:** per sample, what `tpu-migrate` converted and whether it trains the same on "tpu" as on "cpu".
 """),
     params("""
-STEPS = 5          # training steps per run
-SAMPLES = ["cuda_ddp", "xla_legacy", "xla_modern"]  # run on both devices; add "notebook" to execute the
-                                                    # migrated notebook too (~30 s more); None = every runnable one
-EXAMPLES = None    # folder with projects to migrate; None = the bundled examples/ (never modified: a copy is migrated)
+STEPS = 5          # training steps per run (raise on real hardware)
+SAMPLES = ["cuda_ddp", "xla_legacy", "xla_modern"]  # run on both devices (+ "notebook": ~30 s more); None = all
+EXAMPLES = None    # folder with projects to migrate; None = the bundled examples/ (a copy is migrated)
 SHOW_DIFFS = True  # print the unified diff of every migrated file
 """),
     code("""
 import tempfile
-from pathlib import Path
 
 from tpu_workbench.bench import demo_chain as chain
 from tpu_workbench.bench import notebook_views as nbv
+
+work = tempfile.mkdtemp(prefix="tpu-migrate-demo-")
+progress = nbv.Progress("migrating a copy of the sample projects ...")
+mig = chain.migrate_examples(work, source=EXAMPLES)
+assert mig.run is not None, f"tpu-migrate failed: {mig.error}"
+names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
+checks = []
+for i, name in enumerate(names, 1):  # ~20-60 s per sample: the line says which one runs
+    progress.say(f"[{i}/{len(names)}] {name}: {STEPS} steps on cpu and on tpu ...")
+    checks.append(chain.check_losses(work, name, steps=STEPS))
+progress.answer(chain.verdict_frame(mig.run, checks, work))
+"""),
+    md("""
+## How: migrate a copy, then train on both devices
+`tpu-migrate` rewrote the bundled sample projects (a CUDA DDP script, a legacy and a modern torch_xla script, an
+SPMD script, and a notebook) in a temporary copy; each runnable migrated script then ran as a child process, once
+with `--device cpu` and once on its migrated default device `"tpu"` (same seeds). The SPMD sample is flagged, not
+rewritten, so it is not run. The parameters are small so CI runs this in about a minute.
+"""),
+    code("""
 from tpu_workbench.bench import plots
 from tpu_workbench.migrate import markdown_report
 
-work = Path(tempfile.mkdtemp(prefix="tpu-migrate-demo-"))
-mig = chain.migrate_examples(work, source=EXAMPLES)
-assert mig.run is not None, f"tpu-migrate failed: {mig.error}"
 print(f"migrated copy in {work} ({mig.seconds:.1f} s); converted {mig.run.converted_percent:.1f}% of the findings")
-nbv.show_table(chain.outcome_counts(mig.run, work))
+platform = chain.tpu_platform()
+print(f'"tpu" device here: {platform}')
+nbv.show_table(chain.checks_frame(checks))
+tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
+nbv.show(plots.plot_losses(checks, tpu_label=tpu_label))
+"""),
+    md("""
+**What to see:** the dashed "tpu" curve lies on the solid "cpu" curve for every sample — the migrated code runs
+on the `"tpu"` device and computes the same losses (fp32 within rtol 1e-3; the notebook sample, if you add it,
+within 2e-2, as its autocast uses bf16 on the accelerator only). Here the "tpu" device is this project's backend running through
+JAX on the CPU (the legend says so), not a TPU.
+"""),
+    code("""
+failed = [c.summary() for c in checks if not c.ok]
+assert not failed, f"loss curves disagree or a run failed: {failed}"
 """),
     md("""
 ## The diffs
@@ -87,48 +112,13 @@ nbv.show_table(chain.diagnostics_frame(mig.run, work))
     code("""
 nbv.show_md(markdown_report(mig.run))
 """),
-    md("""
-## Run the migrated scripts on "tpu" and on "cpu"
-Each runnable sample runs as a child process, once with `--device cpu` and once on its migrated default device
-`"tpu"` (same seeds). The SPMD sample is flagged, not rewritten, so it is not run.
-"""),
-    code("""
-import time
-
-platform = chain.tpu_platform()
-print(f'"tpu" device here: {platform}')
-names = [s.name for s in chain.SAMPLES if s.runnable and (SAMPLES is None or s.name in SAMPLES)]
-checks = []
-for i, name in enumerate(names, 1):  # ~20-60 s per sample: say which one is running
-    print(f"[{i}/{len(names)}] {name}: {STEPS} steps on cpu and on tpu ...", end=" ", flush=True)
-    started = time.perf_counter()
-    checks.append(chain.check_losses(work, name, steps=STEPS))
-    print(f"{time.perf_counter() - started:.0f} s", flush=True)
-nbv.show_table(chain.checks_frame(checks))
-tpu_label = f"tpu via {platform.split('via ', 1)[1].split(' (')[0]}" if "via" in platform else "tpu"
-nbv.show(plots.plot_losses(checks, tpu_label=tpu_label))
-"""),
-    md("""
-**What to see:** the dashed "tpu" curve lies on the solid "cpu" curve for every sample — the migrated code runs
-on the `"tpu"` device and computes the same losses (fp32 within rtol 1e-3; the notebook sample, if you add it,
-within 2e-2, as its autocast uses bf16 on the accelerator only). Here the "tpu" device is this project's backend running through
-JAX on the CPU (the legend says so), not a TPU.
-"""),
-    code("""
-failed = [c.summary() for c in checks if not c.ok]
-assert not failed, f"loss curves disagree or a run failed: {failed}"
-"""),
 ]
 
 # ------------------------------------------------------------------------------------------------ 02
 NOTEBOOKS["02_throughput"] = [
     md("""
-# 02 · Throughput on every device present, and on the devices in your result files
-
-Runs the workloads on every device present here (cpu; cuda if there is a GPU; tpu when the "tpu" device is
-registered), then loads result files you point at — e.g. a run from a GPU box and one from a TPU VM made with
-`tpu-bench run ... -o gpu.jsonl` — and shows one table and one bar chart. Every row says which platform produced
-it; a "tpu" run through XLA on a CPU or GPU is labelled as such, never as a TPU.
+# 02 · Throughput here and in your result files
+**The answer first:** tokens/s per device variant measured here, ratio to `BASELINE`, `noisy` if IQR > 20%.
 """),
     params("""
 WORKLOADS = ["tiny"]     # decoder presets (tiny, tiny-moe, small, ...) or small-cnn
@@ -145,19 +135,29 @@ BASELINE = "cpu"         # ratios are taken against this variant
     code("""
 import warnings
 
-from tpu_workbench.bench import analysis, plots
+from tpu_workbench.bench import analysis, compare, devices, run
 from tpu_workbench.bench import notebook_views as nbv
-from tpu_workbench.bench.compare import compare_table
-from tpu_workbench.bench.devices import present_devices
-from tpu_workbench.bench.run import run_matrix
 
-devices = DEVICES or present_devices()
-print("devices present here:", ", ".join(present_devices()), "| running on:", ", ".join(devices))
+progress = nbv.Progress("measuring ...")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    fresh = run_matrix(WORKLOADS, PHASES, devices, batches=[BATCH], seqs=[SEQ], compiled=COMPILED,
-                       budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES,
-                       on_combo=lambda i, n, name: print(f"[{i}/{n}] {name}", flush=True))
+    fresh = run.run_matrix(WORKLOADS, PHASES, DEVICES or devices.present_devices(), batches=[BATCH], seqs=[SEQ],
+                           compiled=COMPILED, budget_s=BUDGET_S, progress=False, eager_modes=EAGER_MODES,
+                           on_combo=lambda i, n, name: progress.say(f"[{i}/{n}] measuring {name} ..."))
+here = compare.compare_table(analysis.load_frames(fresh.records), baseline=BASELINE)
+progress.answer(here[["workload", "phase", "variant", "platform", "tokens_per_s", f"ratio_vs_{BASELINE}", "noisy"]])
+"""),
+    md("""
+## How: every run, this one's and your files', one row per record
+Runs the workloads on every device present here (cpu; cuda if there is a GPU; tpu when the "tpu" device is
+registered), then loads result files you point at — e.g. a run from a GPU box and one from a TPU VM made with
+`tpu-bench run ... -o gpu.jsonl`. Every row says which platform and which file produced it; a "tpu" run through
+XLA on a CPU or GPU is labelled as such, never as a TPU.
+"""),
+    code("""
+from tpu_workbench.bench import plots
+
+print("devices present here:", ", ".join(devices.present_devices()), "| ran on:", ", ".join(DEVICES or ["every device present"]))
 for combo, msg in fresh.failures:
     print("FAILED", combo, msg)
 df = analysis.load_frames(fresh.records, RESULT_FILES)
@@ -170,7 +170,7 @@ nbv.show_table(analysis.measured_table(df))
     code("""
 this_run = df[df["file"] == "this run"] if not df.empty else df
 if len(this_run):
-    nbv.show_table(compare_table(this_run, baseline=BASELINE).drop(columns=["peak_basis"]))
+    nbv.show_table(compare.compare_table(this_run, baseline=BASELINE).drop(columns=["peak_basis"]))
 else:
     print("nothing measured in this run (see the failures above)")
 table, note = analysis.accelerator_comparison(df)
@@ -197,30 +197,35 @@ nbv.throughput_explorer(df)
 # ------------------------------------------------------------------------------------------------ 03
 NOTEBOOKS["03_mfu"] = [
     md("""
-# 03 · MFU per workload, phase and device; the two FLOP conventions; decode bandwidth
-
-MFU = FLOPs per token × tokens/s ÷ peak. Two conventions for attention FLOPs are in use: **palm** (full
-attention: PaLM, nanoGPT, torchtitan) and **causal** (halved: MaxText, Megatron). This notebook shows both side
-by side for runs measured here, for your result files, and for projected catalog chips, and shows decode's
-memory-bandwidth utilisation (MBU) beside its MFU.
+# 03 · MFU per phase and device: the two FLOP conventions; decode bandwidth
 """),
     params("""
-WORKLOADS = ["tiny"]                      # measured here (decoder presets)
-PHASES = ["train", "prefill", "decode"]
-BATCH = 4
-SEQ = 64                                  # sequence (decode: context) length
-BUDGET_S = 0.3
-RUN_HERE = True                           # False: only the result files and the projections
-RESULT_FILES = ["results/tiny-phases.jsonl"]  # committed measured runs (tiny and tiny-moe); add yours
-PROJECT_CHIP = "TPU v7"
-PROJECT_WORKLOADS = ["llama3-70b"]
-PROJECT_SEQ = 8192
+PROJECT_CHIP, PROJECT_WORKLOAD, PROJECT_SEQ = "TPU v7", "llama3-70b", 8192  # the answer below
+WORKLOADS, PHASES = ["tiny"], ["train", "prefill", "decode"]  # measured here (decoder presets)
+BATCH, SEQ, BUDGET_S = 4, 64, 0.3
+RUN_HERE = True          # False: only your result files, the examples and the projections
+RESULT_FILES = []        # your measured runs, e.g. ["gpu.jsonl"]
+EXAMPLE_FILES = ["results/tiny-phases.jsonl"]  # committed example runs (not yours), shown apart
+"""),
+    code("""
+from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench import serving_answers as answers
+
+sentence, short = answers.mfu_answer(PROJECT_CHIP, PROJECT_WORKLOAD, seq=PROJECT_SEQ)
+print(sentence)
+nbv.show_table(short)
+"""),
+    md("""
+MFU = FLOPs per token × tokens/s ÷ peak. Two conventions for attention FLOPs are in use: **palm** (full
+attention: PaLM, nanoGPT, torchtitan) and **causal** (halved: MaxText, Megatron). Below: both side by side for
+runs measured here, for your result files, for the committed example runs (kept in their own table: they are not
+yours) and for projected catalog chips; decode's memory-bandwidth utilisation (MBU) beside its MFU. Every row
+says its source.
 """),
     code("""
 import warnings
 
 from tpu_workbench.bench import analysis, plots
-from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench.devices import present_devices
 from tpu_workbench.bench.run import run_matrix
 
@@ -233,26 +238,31 @@ if RUN_HERE:
     records = res.records
     for combo, msg in res.failures:
         print("FAILED", combo, msg)
-projected = analysis.project_phases(PROJECT_CHIP, PROJECT_WORKLOADS, seq=PROJECT_SEQ)
-df = analysis.load_frames([*records, *projected], RESULT_FILES)
+projected = analysis.project_phases(PROJECT_CHIP, [PROJECT_WORKLOAD], seq=PROJECT_SEQ)
+df = analysis.load_frames([*records, *projected], [*RESULT_FILES, *EXAMPLE_FILES])
 table = analysis.mfu_conventions(df)
 print(analysis.emulation_note(df))
-nbv.show_table(table)
+groups = answers.source_tables(table, EXAMPLE_FILES)
+for name, part in groups.items():
+    print(f"{name}:" + ("  (committed example results, not your runs)" if name == answers.EXAMPLES else ""))
+    nbv.show_table(part)
 """),
     code("""
-nbv.show(plots.plot_mfu_conventions(table))
+mine = table[~table.index.isin(groups.get(answers.EXAMPLES, table.iloc[:0]).index)]
+nbv.show(plots.plot_mfu_conventions(mine))
 """),
     md("""
 **What to see:** the causal bar is always the lower one, by the `causal/palm` ratio in the table: a few percent
 at 64 tokens, where attention is a small share of the FLOPs, more at 8k tokens — so an MFU figure means little
 without its convention. Decode counts are the same in both (one query sees every cached key). Measured MFU here
 is against a *measured host-CPU matmul peak* (the peak basis column), projected MFU against the catalog peak.
+The figure leaves out the committed examples (your runs and the projection only).
 """),
     md("""
 ## Decode: bandwidth, not FLOPs
 """),
     code("""
-nbv.show(plots.plot_decode_bandwidth(table))
+nbv.show(plots.plot_decode_bandwidth(mine))
 """),
     md("""
 **What to see:** decode reads every weight and the KV cache for one token per sequence, so its MBU is far higher
@@ -277,33 +287,37 @@ row says so instead of giving a time or a price.
 # ------------------------------------------------------------------------------------------------ 04
 NOTEBOOKS["04_tco"] = [
     md("""
-# 04 · $ per million output tokens at an interactivity target, per chip; throughput vs interactivity
-
-Serving cost depends on how many tokens per second each user gets: more concurrent sequences give more tokens
-per chip (cheaper) but fewer per user (slower). The serving model (`tpu_workbench.bench.projection.serving`)
-runs a replica under continuous batching with chunked prefill: every decode step reads the weights **and each
-sequence's whole KV cache**, the KV capacity left in HBM bounds the concurrency (paged blocks), and the price
-is taken at the largest concurrency that still meets the target. A chip whose setting does not fit, or misses
-the target, gets a reason and no price. Chips are compared only at the same kind of price (a cloud list price, a
-committed rental, an owner's total cost of ownership).
+# 04 · $ per million output tokens at an interactivity target, per chip
 """),
     params("""
 CHIPS = ["TPU v7", "TPU v6e", "H100 SXM", "H200", "B200"]
-WORKLOAD = "llama3-70b"
-MIX = (1024, 1024)       # input, output tokens per request (e.g. (8192, 1024))
-N_CHIPS = 8              # chips serving one model replica
-LAYOUT = "tp"
-PRECISION = "bf16"       # weights and matmuls; fp8 where the chip has an fp8 peak
-KV_PRECISION = None      # KV cache precision (None: as the activations)
-PRICE_KIND = "owner-tco"  # kind of price: owner-tco, committed, list
-TARGET = 20.0            # interactivity target, output tokens/s per user
+WORKLOAD, MIX = "llama3-70b", (1024, 1024)  # input, output tokens per request (e.g. (8192, 1024))
+N_CHIPS, LAYOUT = 8, "tp"                  # chips serving one model replica, parallel layout
+PRECISION, KV_PRECISION = "bf16", None     # weights/matmuls (fp8 where the chip has an fp8 peak); KV cache
+PRICE_KIND = "owner-tco"                   # kind of price: owner-tco, committed, list
+TARGET = 20.0                              # interactivity target, output tokens/s per user
 """),
     code("""
 from tpu_workbench.bench import notebook_views as nbv
+from tpu_workbench.bench import serving_answers as answers
 from tpu_workbench.bench.projection import serving_views as sv
 
 costs = sv.cost_table(CHIPS, WORKLOAD, mix=MIX, target=TARGET, n_chips=N_CHIPS, layout=LAYOUT,
                       precision=PRECISION, kv_precision=KV_PRECISION, price_kind=PRICE_KIND)
+sentence, short = answers.cost_answer(costs, target=TARGET)
+print(sentence)
+nbv.show_table(short)
+"""),
+    md("""
+Projected by the serving model (`tpu_workbench.bench.projection.serving`) for one replica of `N_CHIPS` chips
+under continuous batching with chunked prefill: every decode step reads the weights **and each sequence's whole
+KV cache**, plus the engine's time per running sequence calibrated per vendor on InferenceX row 12; the KV
+capacity left in HBM bounds the concurrency (paged blocks), and the price is taken at the largest concurrency that
+still meets the target. A chip whose setting does not fit, or misses the target, gets a
+reason and no price. Chips are compared only at the same kind of price (a cloud list price, a committed rental,
+an owner's total cost of ownership). The full table:
+"""),
+    code("""
 curves = sv.curve_frame(CHIPS, WORKLOAD, mix=MIX, n_chips=N_CHIPS, layout=LAYOUT, precision=PRECISION,
                         kv_precision=KV_PRECISION)
 published_vs = sv.published_vs_projected()
@@ -368,26 +382,29 @@ nbv.tco_explorer(records, chips=CHIPS, workload=WORKLOAD, target=TARGET, price_k
 # ------------------------------------------------------------------------------------------------ 05
 NOTEBOOKS["05_scaling"] = [
     md("""
-# 05 · Scaling from 1 chip to 8,192+: data-parallel, fully-sharded, expert-parallel
-
-Projected training throughput per chip as the chip count grows (weak scaling: a fixed batch per chip), for a
-dense model under data parallelism (`dp`) and FSDP (`fsdp`) and a MoE model with expert parallelism (`fsdp+ep`,
-`ep`). Scaling efficiency = per-chip tokens/s ÷ the per-chip tokens/s at the smallest count. The published
-TorchTitan Qwen3-MoE-235B points on TPU v7 (1 → 8 slices) are overlaid with the projection's relative error.
+# 05 · Scaling from 1 chip to 8,192+ (training) and across the chips of one serving replica
 """),
     params("""
 CHIPS = ["TPU v7", "B200", "H100 SXM"]
 DENSE, DENSE_LAYOUTS = "llama3-70b", ["dp", "fsdp"]
 MOE, MOE_LAYOUTS = "qwen3-235b-a22b", ["fsdp+ep", "ep"]
 CHIP_COUNTS = [1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384]
+REPLICA_CHIPS, TARGET = [1, 2, 4, 8, 16], 20.0  # serving: chips per replica, output tok/s per user
 """),
     code("""
 from tpu_workbench.bench import notebook_views as nbv
-from tpu_workbench.bench.projection import projection_vs_published
+from tpu_workbench.bench import serving_answers as answers
+
+sentence, short = answers.scaling_answer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
+print(sentence)
+nbv.show_table(short)
 """),
     md("""
-Projected weak-scaling efficiency (per-chip tokens/s ÷ that at the smallest count) and the curves with the
-published points; the controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change both:
+Projected training throughput per chip as the chip count grows (weak scaling: a fixed batch per chip), for a
+dense model under data parallelism (`dp`) and FSDP (`fsdp`) and a MoE model with expert parallelism (`fsdp+ep`,
+`ep`). Efficiency = per-chip tokens/s ÷ that at the smallest count that fits (above 100 %: more sharding frees
+memory, so less recomputation). The controls (chips, GEMM efficiency, overlap, scale-out bandwidth) change the
+efficiency table and the curves; the stars are the published TorchTitan Qwen3-MoE-235B points on TPU v7:
 """),
     code("""
 nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_COUNTS)
@@ -395,15 +412,24 @@ nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_C
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
 overlapped with a large step; expert parallelism drops once its all-to-all leaves the scale-up domain (8 GPUs;
-one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. The stars are the published
-points; the projection overestimates their absolute per-chip throughput (its efficiencies are generic, not fitted).
-"""),
-    md("""
-## Projected vs published, with the relative error
+one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. Projected vs published, with the
+relative error:
 """),
     code("""
+from tpu_workbench.bench.projection import projection_vs_published
+
 vs = projection_vs_published()
 nbv.show_table(vs[vs["rel_error"].notna()])
+"""),
+    md("""
+## Serving: one replica on more chips (the serving model, 1k in / 1k out, tensor parallel)
+More chips per replica leave more HBM for KV cache (more concurrent sequences) but add all-reduces per layer; the
+cheapest split is where $/M output tokens at the target is lowest. A count that does not fit says why.
+"""),
+    code("""
+for chip in CHIPS:
+    print(f"{chip}: {DENSE}, >= {TARGET:g} output tok/s/user (projected)")
+    nbv.show_table(answers.replica_answer(chip, DENSE, REPLICA_CHIPS, target=TARGET))
 """),
 ]
 
@@ -411,12 +437,8 @@ nbv.show_table(vs[vs["rel_error"].notna()])
 NOTEBOOKS["06_validation"] = [
     md("""
 # 06 · Model-zoo validation: which transformers architectures run on "tpu"
-
-`tpu-bench validate` builds every architecture of the installed `transformers` as a tiny random-weight model,
-runs forward and backward on the CPU and on the device, and records whether it runs (tier 1: no op sent back to
-the CPU) and agrees with the CPU (tier 2: outputs and gradients, float32). This notebook shows a run's figures,
-one row per architecture, and the failure classes ranked by how many architectures each blocks. By default it
-reads the committed run in `results/validation/`; set `LIVE_ARCHS` to validate a few architectures now.
+**The answer first:** of the installed `transformers` architectures, how many build, run on "tpu" (tier 1) and
+agree with the CPU (tier 2). How, the failure classes and every architecture follow.
 """),
     params("""
 RECORDS = None     # records.jsonl (or its folder) written by `tpu-bench validate --out DIR`; None = the committed run
@@ -428,18 +450,22 @@ import tempfile
 from pathlib import Path
 
 from tpu_workbench.bench.validate import views
+from tpu_workbench.bench.validate.orchestrate import run_validation
+from tpu_workbench.bench.validate.sweep import SweepOptions
 
-if LIVE_ARCHS:
-    from tpu_workbench.bench.validate.orchestrate import run_validation
-    from tpu_workbench.bench.validate.sweep import SweepOptions
-
+if LIVE_ARCHS:  # progress: one line per architecture
     RECORDS = Path(tempfile.mkdtemp(prefix="tpu-validate-"))
-    run_validation(LIVE_ARCHS, options=SweepOptions(jobs=1, timeout=600, out=RECORDS), compile="none",
-                   progress=False)
+    run_validation(LIVE_ARCHS, options=SweepOptions(jobs=1, timeout=600, out=RECORDS), compile="none")
 records = views.load(RECORDS)
 views.figures(records)
 """),
     md("""
+## How
+`tpu-bench validate` builds every architecture of the installed `transformers` as a tiny random-weight model,
+runs forward and backward on the CPU and on the device, and records whether it runs (tier 1: no op sent back to
+the CPU) and agrees with the CPU (tier 2: outputs and gradients, float32). By default this notebook reads the
+committed run in `results/validation/`; set `LIVE_ARCHS` to validate a few architectures now.
+
 ## Failure classes
 Each bar is one cause (a missing operator is named); its length is the number of built architectures it blocks.
 """),
@@ -460,14 +486,8 @@ views.table(records)
 NOTEBOOKS["06_assess"] = [
     md("""
 # 06 · Assess a repository: will it run on "tpu", what must change, what would it cost
-
-`tpu-bench assess PATH` answers the three questions together for one repository: it migrates a temporary copy
-with `tpu-migrate` (rewrites and flags by rule, effort per file), runs the commands you name on "cpu" before the
-migration and on "tpu" after (one subprocess each, with a timeout), and projects the cost of training the model it
-observed to a GPU and a TPU. **It runs the repository's code**, in copies; your tree is only read.
-
-Here it assesses a small synthetic repository written to a temporary folder: a CUDA-style training script whose
-input length changes every step (a recompile on a TPU), a script that fails before any migration, and a test.
+**The answer first:** `tpu-bench assess`'s verdict on a small CUDA-style repository (`examples/assess_demo`):
+do its commands still pass on "tpu" after the migration, and what would training cost. Report and details follow.
 """),
     params("""
 TIMEOUT = 240          # seconds per command and phase
@@ -475,60 +495,37 @@ GPU, TPU = "H100 SXM", "TPU v7"
 CHIPS, TOKENS = 8, 1e9
 """),
     code("""
+import shutil
 import tempfile
 from pathlib import Path
 
 from tpu_workbench.bench import notebook_views as nbv
 from tpu_workbench.bench.assess import AssessOptions, assess
-
-TRAIN = [
-    "import torch",
-    "import torch.nn as nn",
-    "",
-    "device = 'cuda' if torch.cuda.is_available() else 'cpu'",
-    "",
-    "class Net(nn.Module):",
-    "    def __init__(self):",
-    "        super().__init__()",
-    "        self.emb = nn.Embedding(64, 32)",
-    "        self.out = nn.Linear(32, 64)",
-    "",
-    "    def forward(self, x):",
-    "        return self.out(self.emb(x))",
-    "",
-    "if __name__ == '__main__':",
-    "    model = Net().to(device)",
-    "    opt = torch.optim.SGD(model.parameters(), lr=0.1)",
-    "    for step in range(3):",
-    "        x = torch.randint(0, 64, (2, 8 + step), device=device)  # a new length every step",
-    "        loss = model(x).logsumexp(-1).mean()",
-    "        opt.zero_grad(); loss.backward(); opt.step()",
-    "        print(step, loss.item())",
-]
-TEST = ["from train import Net", "import torch", "", "def test_shape():",
-        "    assert Net()(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 64)"]
-CUDA_ONLY = ["import torch", "if __name__ == '__main__':", "    torch.cuda.synchronize()"]
+from tpu_workbench.bench.paths import examples_dir
 
 work = Path(tempfile.mkdtemp(prefix="assess-demo-"))
-repo = work / "repo"
-(repo / "tests").mkdir(parents=True)
-for name, lines in {"train.py": TRAIN, "old_cuda_only.py": CUDA_ONLY, "tests/test_net.py": TEST}.items():
-    (repo / name).write_text("\\n".join(lines) + "\\n")
-print(sorted(str(p.relative_to(repo)) for p in repo.rglob("*.py")))
-"""),
-    md("""
-## The assessment
-Commands: the training script, the CUDA-only script and the tests (`default_device` makes "tpu" torch's default
-device in the tpu run, so the test that never names a device exercises it).
-"""),
-    code("""
+repo = shutil.copytree(examples_dir() / "assess_demo", work / "repo")
 data = assess(AssessOptions(
     path=repo, out=work / "assessment", timeout=TIMEOUT, gpu=GPU, tpu=TPU, chips=CHIPS, tokens=TOKENS,
-    run=["python train.py", "python old_cuda_only.py"],
-    tests=["python -m pytest -q -p no:cacheprovider tests"],
+    run=["python train.py", "python old_cuda_only.py"], tests=["python -m pytest -q -p no:cacheprovider tests"],
     default_device=True, workers=2,
-))
-print("exit status:", data["verdict"]["exit_status"], "|", data["verdict"]["headline"])
+), progress=True)
+nbv.show_md(f"**Verdict (exit {data['verdict']['exit_status']}):** {data['verdict']['headline']}")
+"""),
+    md("""
+## How: the repository and the commands
+`tpu-bench assess PATH` answers three questions together for one repository: it migrates a temporary copy with
+`tpu-migrate` (rewrites and flags by rule, effort per file), runs the commands you name on "cpu" before the
+migration and on "tpu" after (one subprocess each, with a timeout), and projects the cost of training the model it
+observed to a GPU and a TPU. **It runs the repository's code**, in copies; your tree is only read.
+
+Here: a CUDA-style training script whose input length changes every step (a recompile on a TPU), a script that
+fails before any migration, and a test (`default_device` makes "tpu" torch's default device in the tpu run, so the
+test that never names a device exercises it).
+"""),
+    code("""
+for path in sorted(repo.rglob("*.py")):
+    print(f"--- {path.relative_to(repo)}\\n{path.read_text()}")
 """),
     md("""
 ## The report

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.catalog.prices import KIND_MEANING
-from tpu_workbench.bench.compare import compare_table
+from tpu_workbench.bench.compare import NOISY_IQR_PCT, compare_table
 from tpu_workbench.bench.cost import HEADLINE_KINDS, line_of_kind, pick_price, usd_per_million_tokens
 from tpu_workbench.bench.cost import price_kind as cost_price_kind
 from tpu_workbench.bench.flops import flops_per_token
@@ -102,7 +102,8 @@ def load_frames(records=(), files: Sequence[str] | str | None = None) -> pd.Data
 
 
 def measured_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured record: where it came from, what ran where, tokens/s, step, MFU and its basis."""
+    """One row per measured record: where it came from, what ran where, tokens/s, step, its spread (NOISY when
+    the step-time IQR is above NOISY_IQR_PCT of the median), MFU and its basis."""
     m = df[df["provenance"] == "measured"]
     rows = []
     for r in m.to_dict("records"):
@@ -117,7 +118,10 @@ def measured_table(df: pd.DataFrame) -> pd.DataFrame:
                 "tokens/s": r["tokens_per_s"],
                 "tokens": r["tokens_kind"],
                 "step ms": 1e3 * r["step_median_s"],
-                "IQR %": 100 * r["step_iqr_s"] / r["step_median_s"] if r["step_median_s"] else math.nan,
+                "IQR %": (
+                    iqr := 100 * r["step_iqr_s"] / r["step_median_s"] if r["step_median_s"] else math.nan
+                ),
+                "noisy": "NOISY" if iqr > NOISY_IQR_PCT else "",
                 "MFU %": 100 * r["mfu"] if r["mfu"] is not None and not pd.isna(r["mfu"]) else math.nan,
                 "MFU peak basis": str(r["peak_basis"]).split(":")[0],
                 "date": str((r.get("source") or {}).get("date", ""))[:16],

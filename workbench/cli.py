@@ -133,6 +133,7 @@ def _add_run(sub) -> None:
 
 
 def _cmd_run(args) -> int:
+    from tpu_workbench.bench.compare import NOISY_IQR_PCT  # lazy: startup
     from tpu_workbench.bench.run import run_matrix  # lazy: startup
 
     compiled = {"no": (False,), "yes": (True,), "both": (False, True)}[args.compiled]
@@ -157,7 +158,8 @@ def _cmd_run(args) -> int:
             f"{r.workload:>10} {r.phase:>7} {variant_label(r):>13} "
             f"b={r.batch}{'' if r.seq is None else f' s={r.seq}'}: {r.tokens_per_s:,.1f} "
             f"{'images' if r.unit == 'images' else r.tokens_kind + ' tokens'}/s, step "
-            f"{1e3 * r.step_median_s:.2f} ms (IQR {100 * r.step_iqr_s / r.step_median_s:.1f}%), MFU {mfu} "
+            f"{1e3 * r.step_median_s:.2f} ms (IQR {100 * r.step_iqr_s / r.step_median_s:.1f}%"
+            f"{', NOISY' if 100 * r.step_iqr_s > NOISY_IQR_PCT * r.step_median_s else ''}), MFU {mfu} "
             f"[{r.peak_basis}] on {r.platform}"
         )
     for note in sorted(set(result.skipped)):

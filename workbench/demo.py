@@ -45,8 +45,10 @@ from tpu_workbench.bench.projection import (
     project,
     projection_vs_published,
 )
+from tpu_workbench.bench.projection import serving_views as sv
 from tpu_workbench.bench.results import append_records, load_results, variant_label
 from tpu_workbench.bench.run import run_benchmark, run_matrix
+from tpu_workbench.bench.serving_answers import cost_answer, serving_verdict
 from tpu_workbench.migrate import markdown_report
 
 PROJECT_CHIPS_FIG = ("TPU v7", "TPU v6e", "H100 SXM", "H200", "B200")
@@ -310,13 +312,19 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
     catalog = load_catalog()
     records, table = _projection_rows(catalog, workload)
     append_records(rep.out / "projected.jsonl", records)
-    answer = verdict_table(records)
+    chips_fig = [c for c in PROJECT_CHIPS_FIG if c in catalog.names()]
+    answer = pd.concat(
+        [verdict_table([r for r in records if r.phase == "train"]), serving_verdict(chips_fig, workload)]
+    )
     rep.verdict.append(
         f"## The answer: cheapest chip per kind of price (projected, `{workload}` bf16, 8 chips)\n\n"
         + tables.markdown(answer)
-        + "\nChips are ranked only within one kind of price; training and decode count different tokens. "
-        "Projected by the roofline + communication model (assumptions below) at the catalog's dated prices: "
-        "verify prices before buying.\n\n" + kinds_legend(answer)
+        + "\nChips are ranked only within one kind of price; training and serving count different tokens. "
+        "Training: the roofline + communication model; serving: the serving model (continuous batching, "
+        "every decode step reads the whole KV cache, the engine overhead per sequence calibrated per vendor, "
+        "priced at the largest concurrency meeting the target; "
+        "a chip that does not fit or misses it is not ranked). Catalog's dated prices: verify before "
+        "buying.\n\n" + kinds_legend(answer)
     )
     headline = analysis.cheapest_by_price_kind([r for r in records if r.phase == "train"])
     say("      cheapest projected training $ per million tokens, within one kind of price:")
@@ -346,16 +354,21 @@ def step_project(rep: Report, *, workload: str = PROJECT_WORKLOAD) -> None:
         + format_vs_published(vs)
         + "\n```\n"
     )
-    chips_fig = [c for c in PROJECT_CHIPS_FIG if c in catalog.names()]
-    decode = [r for r in records if r.phase == "decode" and r.chip in chips_fig and r.cost]
+    costs = sv.cost_table(chips_fig, workload, target=20.0, price_kind=analysis.DEFAULT_PRICE_KIND)
+    curves = sv.curve_frame(chips_fig, workload)
     rep.figure(
-        plots.plot_cost_per_tier(
-            decode, title_suffix=f" (projected: {workload} decode, b64 per chip, 8 chips, TP)"
-        ),
+        sv.plot_serving(curves, costs, target=20.0, published=sv.published_vs_projected()),
         "cost.png",
-        f"Projected $ per million output tokens per price tier, {workload} decode "
-        "(hatched = projected; price dates under each bar).",
+        f"Serving model (projected): {workload} 1k in / 1k out on 8 chips (TP): output tok/s per chip vs "
+        f"per user; $ per million output tokens at 20 tok/s/user ({analysis.DEFAULT_PRICE_KIND}); right: "
+        "InferenceX Qwen3.5-397B FP8 $ per million total tokens (published stars) beside the projection.",
         first=True,
+    )
+    rep.add(
+        "### Serving at 20 output tokens/s per user (serving model, projected)\n\n"
+        + cost_answer(costs, target=20.0)[0]
+        + "\n\n"
+        + tables.markdown(costs)
     )
     frame = analysis.frontier_frame(analysis.decode_frontier(chips_fig, workload))
     rep.figure(

@@ -353,6 +353,37 @@ def check_losses(
     return LossCheck(name, cpu, tpu, sample(name).rtol if rtol is None else rtol, atol)
 
 
+def verdict_frame(run, checks: list[LossCheck], root: str | Path) -> pd.DataFrame:
+    """Notebook 01's answer, one row per sample: how much of it tpu-migrate converted, and whether the
+    migrated script trains to the same losses on "tpu" as on "cpu" (or why it was not run)."""
+    counts = outcome_counts(run, root).set_index("file")
+    checked = {c.sample: c for c in checks}
+    rows = []
+    for s in SAMPLES:
+        if s.path not in counts.index:
+            continue
+        c, n = checked.get(s.name), counts.loc[s.path]
+        if c is not None:
+            tpu = "same losses" if c.ok else f"DIFFERENT: {c.problem()}"
+        else:
+            tpu = (
+                "not run this time (runnable)"
+                if s.runnable
+                else "not run: flagged for a human, not rewritten"
+            )
+        rows.append(
+            {
+                "sample": s.name,
+                "converted %": n["converted %"],
+                "rewritten": n["rewritten"],
+                "warned": n["warned"],
+                "flagged": n["flagged"],
+                '"tpu" vs "cpu" training': tpu,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def checks_frame(checks: list[LossCheck]):
     return pd.DataFrame([c.summary() for c in checks])
 

@@ -12,6 +12,7 @@ Slider values are the numbers the figure shows: each slider offers a fixed list 
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -64,13 +65,37 @@ def show(fig: Figure) -> None:
     display(Image(data=png(fig)))
 
 
+_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
+
+
+def no_math(text: str) -> str:
+    """``text`` with each ``$`` outside code escaped: JupyterLab renders ``$...$`` in Markdown as LaTeX, so
+    "$2.23e-06 vs $5.6e-06" came out as italic math with its dollar signs gone."""
+    parts = _CODE.split(text)
+    return "".join(p if i % 2 else re.sub(r"(?<!\\)\$", r"\\$", p) for i, p in enumerate(parts))
+
+
 def show_md(text: str) -> None:
-    display(Markdown(text))
+    display(Markdown(no_math(text)))
 
 
 def show_table(df: pd.DataFrame, *, digits: int = 3) -> None:
     """Display a table in the workbench number format (see :mod:`tpu_workbench.bench.tables`), without the index."""
     display(tables.styled(df, digits))
+
+
+class Progress:
+    """One line saying what runs now, redrawn in place (a step over ~10 s is never silent); :meth:`answer`
+    puts the verdict in its place, so the cell's first output is the answer, not a log of its steps."""
+
+    def __init__(self, text: str) -> None:
+        self._handle = display(Markdown(text), display_id=True)
+
+    def say(self, text: str) -> None:
+        self._handle.update(Markdown(text))
+
+    def answer(self, df: pd.DataFrame, *, digits: int = 3) -> None:
+        self._handle.update(tables.styled(df, digits))
 
 
 def choices(values: Sequence[float], default: float) -> tuple[float, ...]:

@@ -60,6 +60,7 @@ RC = {
 }
 COLORS = RC["axes.prop_cycle"].by_key()["color"]
 NOFIT = "does not fit in HBM"
+NOT_PRICED = "not priced"
 CONVENTION_TITLES = {
     "palm": "FLOP convention palm: full attention (PaLM, nanoGPT, torchtitan)",
     "causal": "FLOP convention causal: attention halved (MaxText, Megatron)",
@@ -366,9 +367,27 @@ def plot_mfu_bars(records, *, path: str | Path | None = None) -> Figure:
     return _finish(fig, path)
 
 
+def _cost_panels(rows: list[dict]) -> dict[tuple[str, str], list[tuple[dict, dict | None]]]:
+    """(token kind, price kind) -> [(row, cost line)], in first-seen order; a row that does not fit in HBM
+    comes once per price kind of its token kind with no line (it gets "no cost", never a bar)."""
+    panels: dict[tuple[str, str], list[tuple[dict, dict | None]]] = {}
+    for r in rows:
+        for c in r.get("cost") or [] if _fits(r) else []:
+            panels.setdefault((_token_panel(r), analysis.price_kind(c)), []).append((r, c))
+    for r in rows:
+        if not _fits(r):
+            kinds = [k for k in panels if k[0] == _token_panel(r)] or [(_token_panel(r), NOT_PRICED)]
+            for key in kinds:
+                panels.setdefault(key, []).append((r, None))
+    return panels
+
+
 def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | None = None) -> Figure:
-    """$ per million tokens for each chip and price tier, each bar labelled with its price's date (and
-    "stale" when the catalog flags the price); a configuration that does not fit in HBM gets no cost."""
+    """$ per million tokens for each chip and price tier, one panel per kind of tokens and kind of price (a
+    list price, a committed rent and an owner's TCO are different money, and training, output and total tokens
+    different units: neither shares a ranking or an axis), chips in each panel ranked cheapest first; each bar
+    labelled with its price's date (and "stale" when the catalog flags the price); a configuration that does
+    not fit in HBM gets no cost."""
     df = _frame(records)
     if df.empty:
         raise ValueError("no records to price")
@@ -381,24 +400,39 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
         ]
     for r, label in zip(rows, chips, strict=True):
         r["_label"] = label
-    labels = list(dict.fromkeys(chips))
-    tiers = list(dict.fromkeys(c["tier"] for r in rows if _fits(r) for c in (r.get("cost") or [])))
-    if not tiers and all(_fits(r) for r in rows):
+    panels = _cost_panels(rows)
+    if not any(c for members in panels.values() for _, c in members) and all(_fits(r) for r in rows):
         raise ValueError("no records with cost lines (cost needs a catalog chip with prices)")
-    kinds_of = {c["tier"]: analysis.price_kind(c) for r in rows for c in (r.get("cost") or [])}
+    tiers = list(dict.fromkeys(c["tier"] for members in panels.values() for _, c in members if c))
+    n = len(panels)
+    cols = 2 if n == 4 else min(n, 3)
+    widest = max(len({r["_label"] for r, _ in members}) for members in panels.values())
     with matplotlib.rc_context(RC):
-        fig = _figure(max(9.0, 1.6 * len(labels) + 2), 5.6)
-        ax = fig.subplots()
-        width = 0.8 / max(len(tiers), 1)
-        top = max([c["usd_per_mtok"] for r in rows if _fits(r) for c in (r.get("cost") or [])] or [1.0])
+        fig = _figure(max(9.0, cols * max(3.8, 0.8 * widest + 1.4)), 4.2 * -(-n // cols) + 1.0)
+        axes = fig.subplots(-(-n // cols), cols, squeeze=False).ravel()
         any_stale = False
-        for r in rows:
-            i = labels.index(r["_label"])
-            if not _fits(r):
-                ax.annotate(f"{NOFIT}:\nno cost", (i, top * 0.05), ha="center", fontsize=7, color="firebrick")
-                continue
-            for c in r.get("cost") or []:
-                x = i + (tiers.index(c["tier"]) - (len(tiers) - 1) / 2) * width
+        for ax, ((tokens, kind), members) in zip(axes, panels.items(), strict=False):
+            best: dict[str, float] = {}
+            for r, c in members:
+                value = c["usd_per_mtok"] if c else float("inf")
+                best[r["_label"]] = min(best.get(r["_label"], value), value)
+            labels = sorted(best, key=best.get)  # the ranking: cheapest chip first
+            in_panel = list(dict.fromkeys(c["tier"] for _, c in members if c))
+            width = 0.8 / max(len(in_panel), 1)
+            top = max([c["usd_per_mtok"] for _, c in members if c] or [1.0])
+            for r, c in members:
+                i = labels.index(r["_label"])
+                if c is None:
+                    ax.annotate(
+                        f"{NOFIT}:\nno cost",
+                        (i, top * 0.03),
+                        ha="center",
+                        rotation=90,
+                        fontsize=7,
+                        color="firebrick",
+                    )
+                    continue
+                x = i + (in_panel.index(c["tier"]) - (len(in_panel) - 1) / 2) * width
                 st = STYLE[r["provenance"]]
                 stale = str(c.get("stale") or "")
                 any_stale = any_stale or bool(stale)
@@ -414,7 +448,7 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
                     linestyle="--" if stale else "-",
                 )
                 ax.annotate(
-                    f"${fmt(c['usd_per_mtok'])}  {kinds_of.get(c['tier'], c['tier'])}  {c.get('price_date', '?')}"
+                    f"${fmt(c['usd_per_mtok'])}  {c['tier']}  {c.get('price_date', '?')}"
                     + ("  STALE" if stale else ""),
                     (x, c["usd_per_mtok"]),
                     rotation=90,
@@ -425,20 +459,25 @@ def plot_cost_per_tier(records, *, title_suffix: str = "", path: str | Path | No
                     textcoords="offset points",
                     color="firebrick" if stale else "k",
                 )
-        first = rows[0]
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_ylim(0, top * 1.45)
-        ax.set_ylabel(f"$ per million {first.get('tokens_kind', '')} tokens")
-        ax.set_title(
+            ax.set_xticks(range(len(labels)), labels)
+            ax.set_xlim(-0.6, len(labels) - 0.4)
+            ax.set_ylim(0, top * 1.75)
+            ax.set_ylabel(f"$ per million {tokens} tokens")
+            title = f"{kind} prices, cheapest first" if kind != NOT_PRICED else NOT_PRICED
+            ax.set_title(title, loc="left", fontsize=10)
+        for ax in axes[n:]:
+            ax.set_visible(False)
+        fig.suptitle(
             _wrap(
-                f"Cost per million {first.get('tokens_kind', '')} tokens by price tier{title_suffix}; "
-                "$/chip-hr / tokens/s per chip; each bar: cost, price date"
+                f"Cost per million tokens{title_suffix}, one panel per kind of price: $/chip-hr / tokens/s per "
+                "chip; each bar: cost, price tier, price date"
             ),
-            loc="left",
+            x=0.01,
+            ha="left",
+            fontsize=10,
         )
-        handles = [
-            Patch(color=COLORS[i % 10], label=f"{t} ({kinds_of.get(t, t)})") for i, t in enumerate(tiers)
-        ]
+        kinds_of = {c["tier"]: kind for (_, kind), members in panels.items() for _, c in members if c}
+        handles = [Patch(color=COLORS[i % 10], label=f"{t} ({kinds_of[t]})") for i, t in enumerate(tiers)]
         handles += _provenance_handles(df["provenance"])
         if any_stale:
             handles.append(

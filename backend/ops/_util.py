@@ -41,8 +41,20 @@ def _combine(hi: torch.dtype | None, lo: torch.dtype | None) -> torch.dtype | No
     if lo is None:
         return hi
     if _cat(lo) > _cat(hi):
+        if lo.is_complex and hi.is_floating_point:  # c10's combine_categories keeps the float's width
+            return _COMPLEX_OF[hi]
         return torch.promote_types(hi, lo)
     return hi
+
+
+# torch's toComplexType as combine_categories uses it: float16 x complex gives complex32 (which the device does
+# not hold: t2j_dtype refuses it), bfloat16 x complex gives complex64
+_COMPLEX_OF = {
+    torch.float16: torch.complex32,
+    torch.bfloat16: torch.complex64,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
 
 
 def _weak_tdtype(dt: Any) -> torch.dtype:
@@ -80,7 +92,13 @@ def result_tdtype(*xs: Any) -> torch.dtype:
 
 def result_dtype(*xs: Any) -> Any:
     """JAX dtype of torch's result_type."""
-    return t2j_dtype(result_tdtype(*xs))
+    td = result_tdtype(*xs)
+    if td == torch.complex32:
+        raise RuntimeError(
+            "float16 with a complex operand promotes to complex32 (ComplexHalf), which the TPU device does not "
+            "hold; cast the float16 operand to float32 (or the result to complex64) first"
+        )
+    return t2j_dtype(td)
 
 
 def as_dtype(x: Any, dt: Any) -> Any:

@@ -96,6 +96,28 @@ def _conv_transpose_cols(
     return out
 
 
+def _nan_where_padding_meets_nonfinite(
+    out: Any, x: Any, w: Any, stride: tuple, padding: tuple, dilation: tuple, dn: Any, groups: int
+) -> Any:
+    """NaN where a non-finite weight meets a zero of the padding, as torch's native CPU convolution gives (it
+    multiplies the padded zeros: 0 * inf = NaN; oneDNN's batched path skips them, so the CPU itself is not
+    consistent — tests/backend/test_numeric_edges.py). XLA skips the padded positions. Only a weight tensor with
+    an inf/NaN takes the extra convolution (lax.cond): the common path pays one reduction over the weights."""
+    nd = w.ndim - 2
+
+    def mark(o: Any) -> Any:
+        pads = [(0, 0), (0, 0)] + [(p, p) for p in padding]
+        mask = jnp.pad(jnp.zeros((1, x.shape[1]) + x.shape[2:], jnp.float32), pads, constant_values=1.0)
+        bad = (~jnp.isfinite(w)).astype(jnp.float32)
+        hit = jax.lax.conv_general_dilated(
+            mask, bad, stride, [(0, 0)] * nd, rhs_dilation=dilation, dimension_numbers=dn,
+            feature_group_count=groups,
+        )  # fmt: skip
+        return jnp.where(hit > 0, jnp.asarray(jnp.nan, o.dtype), o)
+
+    return jax.lax.cond(jnp.all(jnp.isfinite(w)), lambda o: o, mark, out)
+
+
 def _conv(
     x: Any,
     w: Any,
@@ -131,6 +153,8 @@ def _conv(
             precision=prec,
             preferred_element_type=pet,
         )
+        if any(padding) and jnp.issubdtype(w.dtype, jnp.floating):
+            out = _nan_where_padding_meets_nonfinite(out, x, w, stride, padding, dilation, dn, groups)
     elif (
         cpu_slow_path
         and pet is not None

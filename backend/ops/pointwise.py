@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -10,6 +11,7 @@ import torch
 
 from tpu_workbench.backend import lazy
 from tpu_workbench.backend._jax import cpu_to_jax, jax_to_cpu
+from tpu_workbench.backend.ops import complex_math as cm
 from tpu_workbench.backend.ops._util import as_dtype, aten, float_of, is_float, jdt, result_dtype
 from tpu_workbench.backend.ops.registry import lower
 from tpu_workbench.backend.tensor import TpuTensor, payload, value
@@ -34,8 +36,71 @@ def _compare(fn: Any, *ops: Any) -> None:
 
 
 def _unary_float(fn: Any, *ops: Any) -> None:
-    """Ops that turn integer inputs into the default float dtype (exp, sin, sqrt, ...)."""
-    lower(*ops)(lambda x: fn(float_of(x)))
+    """Ops that turn integer inputs into the default float dtype (exp, sin, sqrt, ...). float16/bfloat16 compute
+    in float32 and round once, as the CPU's kernels do (XLA's low-precision exp2 is off by several ulps)."""
+
+    def impl(x: Any) -> Any:
+        x = float_of(x)
+        if x.dtype in _LOW:
+            return fn(x.astype(jnp.float32)).astype(x.dtype)
+        return fn(x)
+
+    lower(*ops)(impl)
+
+
+def _complex_or(real_fn: Any, complex_fn: Any) -> Any:
+    """``real_fn`` for real inputs, ``complex_fn`` (the CPU's edge values) for complex ones."""
+    return lambda x: complex_fn(x) if jnp.iscomplexobj(x) else real_fn(x)
+
+
+def _cexp(z: Any) -> Any:
+    return cm.make(*cm.exp(*cm.parts(z)), z.dtype)
+
+
+def _cexp2(z: Any) -> Any:
+    """ATen's exp2_impl for complex: exp(ln 2 * z), the real factor applied part by part."""
+    re, im = cm.parts(z)
+    ln2 = math.log(2.0)
+    return cm.make(*cm.exp(re * ln2, im * ln2), z.dtype)
+
+
+def _csqrt(z: Any) -> Any:
+    return cm.make(*cm.sqrt(*cm.parts(z)), z.dtype)
+
+
+def _cexpm1(z: Any) -> Any:
+    """c10's complex expm1: (expm1(x) cos y - 2 sin(y/2)^2) + i e^x sin y (so expm1(inf + 0j) = inf + NaN j)."""
+    x, y = cm.parts(z)
+    a = jnp.sin(y / 2)
+    return cm.make(jnp.expm1(x) * jnp.cos(y) - 2 * a * a, jnp.exp(x) * jnp.sin(y), z.dtype)
+
+
+def _crsqrt(z: Any) -> Any:
+    """c10's complex rsqrt: 1 / sqrt(z) with its division."""
+    return _crecip(_csqrt(z))
+
+
+def _crecip(z: Any) -> Any:
+    re, im = cm.parts(z)
+    return cm.make(*cm.div(jnp.ones_like(re), jnp.zeros_like(im), re, im), z.dtype)
+
+
+def _csigmoid(z: Any) -> Any:
+    """ATen: 1 / (1 + exp(-z)) with glibc's cexp and c10's division."""
+    re, im = cm.parts(z)
+    er, ei = cm.exp(-re, -im)
+    return cm.make(*cm.div(jnp.ones_like(re), jnp.zeros_like(im), 1 + er, ei), z.dtype)
+
+
+def _complex_axpy(a: Any, b: Any, alpha: Any) -> Any:
+    """ATen's complex add/sub kernel: ``a + alpha * b`` with alpha a complex number even when it is 1, so an
+    infinite part of ``b`` makes the other part NaN (0 * inf), as on the CPU."""
+    dt = a.dtype
+    al = complex(alpha)
+    br, bi = cm.parts(b)
+    mr, mi = cm.mul_naive(jnp.asarray(al.real, br.dtype), jnp.asarray(al.imag, br.dtype), br, bi)
+    ar, ai = cm.parts(a)
+    return cm.make(ar + mr, ai + mi, dt)
 
 
 def _unary(fn: Any, *ops: Any) -> None:
@@ -44,7 +109,7 @@ def _unary(fn: Any, *ops: Any) -> None:
 
 # ----------------------------------------------------------------------------- arithmetic
 _Array = jax.Array
-_NO_FAST = (jnp.dtype(jnp.bool_),)
+_NO_FAST = (jnp.dtype(jnp.bool_), jnp.dtype(jnp.complex64), jnp.dtype(jnp.complex128))
 _JIT_ADD, _JIT_SUB, _JIT_MUL = jax.jit(jax.lax.add), jax.jit(jax.lax.sub), jax.jit(jax.lax.mul)
 
 
@@ -66,6 +131,8 @@ def add(a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha == 1 and _same_numeric(a, b):
         return _JIT_ADD(a, b)
     dt = result_dtype(a, b)
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        return _complex_axpy(as_dtype(a, dt), as_dtype(b, dt), alpha)
     b = as_dtype(b, dt)
     if alpha != 1:
         b = b * as_dtype(alpha, dt)
@@ -79,6 +146,8 @@ def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
     dt = result_dtype(a, b)
     if dt == jnp.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported.")
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        return _complex_axpy(as_dtype(a, dt), as_dtype(b, dt), -alpha)
     b = as_dtype(b, dt)
     if alpha != 1:
         b = b * as_dtype(alpha, dt)
@@ -105,6 +174,9 @@ def div(a: Any, b: Any) -> Any:
     dt = result_dtype(a, b)
     if not jnp.issubdtype(dt, jnp.inexact):
         dt = jdt(None)
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        a, b = as_dtype(a, dt), as_dtype(b, dt)
+        return cm.make(*cm.div(*cm.parts(a), *cm.parts(b)), dt)
     return as_dtype(a, dt) / as_dtype(b, dt)
 
 
@@ -191,9 +263,13 @@ def pow_(a: Any, b: Any) -> Any:
         if isinstance(b, int):
             return jax.lax.integer_pow(a2, b)
         # torch truncates: x ** negative is 0 except for bases 1 and -1
-        pos = jnp.power(a2, jnp.maximum(b2, 0))
+        pos = _int_pow_wrapping(a2, jnp.maximum(b2, 0))
         neg = jnp.where(a2 == 1, 1, jnp.where(a2 == -1, jnp.where(b2 % 2 == 0, 1, -1), 0)).astype(dt)
         return jnp.where(b2 < 0, neg, pos)
+    if dt == jnp.bool_:  # x ** y of booleans: 0 ** 0 = 1, 0 ** 1 = 0, 1 ** y = 1
+        return jnp.logical_or(a2, jnp.logical_not(b2))
+    if jnp.issubdtype(dt, jnp.complexfloating):
+        return _complex_pow(a2, b2, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 2:
             return a2 * a2
@@ -202,6 +278,37 @@ def pow_(a: Any, b: Any) -> Any:
         if float(b).is_integer() and abs(b) <= 64:
             return jax.lax.integer_pow(a2, int(b))
     return jnp.power(a2, b2)
+
+
+def _int_pow_wrapping(a: Any, b: Any) -> Any:
+    """Square-and-multiply over every bit of the exponent, wrapping like the CPU's powi (jnp.power stops after
+    6 bits, so an exponent of 64 or more gave another number)."""
+    acc = jnp.ones_like(a)
+    for _ in range(jnp.iinfo(b.dtype).bits - 1):
+        acc = jnp.where((b & 1) == 1, acc * a, acc)
+        a = a * a
+        b = b >> 1
+    return acc
+
+
+def _complex_pow(a: Any, b: Any, scalar: Any) -> Any:
+    """ATen's complex pow: the exponents 2, 3, 0.5, -1, -2 take products, sqrt and c10's division (as
+    pow_tensor_scalar_optimized_kernel does); the rest glibc's cpow."""
+    dt = a.dtype
+    if isinstance(scalar, (int, float, complex)) and not isinstance(scalar, bool):
+        if scalar == 2:
+            return a * a
+        if scalar == 3:
+            return a * a * a
+        if scalar == 0.5:
+            return _csqrt(a)
+        if scalar == -1:
+            return _crecip(a)
+        if scalar == -2:
+            return _crecip(a * a)
+    b = jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape, b.shape)).astype(dt)
+    a = jnp.broadcast_to(a, b.shape)
+    return cm.make(*cm.pow_(*cm.parts(a), *cm.parts(b)), dt)
 
 
 _binary(jnp.arctan2, aten.atan2.default, int_to_float=True)
@@ -272,14 +379,17 @@ def _bool_neg() -> Any:
     )
 
 
-_unary(lambda x: x if x.dtype == jnp.bool_ else jnp.abs(x), aten.abs.default)
+_unary(
+    lambda x: x if x.dtype == jnp.bool_ else cm.abs_(*cm.parts(x)) if jnp.iscomplexobj(x) else jnp.abs(x),
+    aten.abs.default,
+)
 for _name, _fn in [
-    ("exp", jnp.exp), ("exp2", jnp.exp2), ("expm1", jnp.expm1), ("log", jnp.log), ("log2", jnp.log2),
-    ("log10", jnp.log10), ("log1p", jnp.log1p), ("sqrt", jnp.sqrt), ("rsqrt", jax.lax.rsqrt),
+    ("exp", _complex_or(jnp.exp, _cexp)), ("exp2", _complex_or(jnp.exp2, _cexp2)), ("expm1", _complex_or(jnp.expm1, _cexpm1)), ("log", jnp.log), ("log2", jnp.log2),
+    ("log10", jnp.log10), ("log1p", jnp.log1p), ("sqrt", _complex_or(jnp.sqrt, _csqrt)), ("rsqrt", _complex_or(jax.lax.rsqrt, _crsqrt)),
     ("sin", jnp.sin), ("cos", jnp.cos), ("tan", jnp.tan), ("asin", jnp.arcsin), ("acos", jnp.arccos),
     ("atan", jnp.arctan), ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tanh", jnp.tanh), ("asinh", jnp.arcsinh),
-    ("acosh", jnp.arccosh), ("atanh", jnp.arctanh), ("sigmoid", jax.nn.sigmoid), ("erf", jax.scipy.special.erf),
-    ("erfc", jax.scipy.special.erfc), ("erfinv", jax.scipy.special.erfinv), ("reciprocal", lambda x: 1 / x),
+    ("acosh", jnp.arccosh), ("atanh", jnp.arctanh), ("sigmoid", _complex_or(jax.nn.sigmoid, _csigmoid)), ("erf", jax.scipy.special.erf),
+    ("erfc", jax.scipy.special.erfc), ("erfinv", jax.scipy.special.erfinv), ("reciprocal", _complex_or(lambda x: 1 / x, _crecip)),
     ("lgamma", jax.scipy.special.gammaln), ("i0", jax.scipy.special.i0),
     ("sinc", jnp.sinc), ("deg2rad", jnp.deg2rad), ("rad2deg", jnp.rad2deg),
 ]:  # fmt: skip
@@ -306,6 +416,8 @@ def round_decimals(x: Any, *, decimals: int = 0) -> Any:
 def sign(x: Any) -> Any:
     if x.dtype == jnp.bool_:
         return x
+    if jnp.issubdtype(x.dtype, jnp.floating):  # ATen: (0 < x) - (x < 0), so NaN gives 0
+        return jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x))
     return jnp.sign(x)
 
 

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tpu_workbench.backend.ops import complex_math as cm
 from tpu_workbench.backend.ops._util import aten, axes, jdt, wrapdim
 from tpu_workbench.backend.ops.registry import lower
 
@@ -47,14 +48,24 @@ def mean(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -
 @lower(aten.prod.default)
 def prod(x: Any, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
-    return jnp.prod(x.astype(dt))
+    return _single_factor(jnp.prod(x.astype(dt)), x.size)
 
 
 @lower(aten.prod.dim_int)
 def prod_dim(x: Any, dim: int, keepdim: bool = False, *, dtype: Any = None) -> Any:
     dt = _acc_dtype(x, dtype)
     d = wrapdim(dim, x.ndim)  # (checked on a 0-dim tensor too)
-    return jnp.prod(x.astype(dt), axis=d if x.ndim else None, keepdims=keepdim)
+    out = jnp.prod(x.astype(dt), axis=d if x.ndim else None, keepdims=keepdim)
+    return _single_factor(out, x.shape[d] if x.ndim else 1)
+
+
+def _single_factor(out: Any, count: int) -> Any:
+    """A complex product of one factor as the CPU computes it: 1 * z with the naive complex product, so an
+    infinite part makes the other NaN (XLA drops the multiplication by the initial 1)."""
+    if count != 1 or not jnp.iscomplexobj(out):
+        return out
+    re, im = cm.parts(out)
+    return cm.make(*cm.mul_naive(jnp.ones_like(re), jnp.zeros_like(im), re, im), out.dtype)
 
 
 def _check_nonempty(x: Any, ax: Any, name: str) -> None:

@@ -50,3 +50,17 @@ def test_fidelity_mode_refuses_an_op_torchtpu_lacks_and_runs_one_it_has(strict):
 
 def test_without_fidelity_the_op_runs():
     assert float(torch.arange(5.0).to("tpu").median().cpu()) == 2.0
+
+
+def test_fidelity_mode_runs_a_linear_layer_whose_one_op_form_travels_under_a_cpu_schema(strict):
+    """backend/composite.py runs linear as one op under mkldnn_linear's schema, which the wheel does not
+    register; the wheel registers linear itself, so fidelity mode must not refuse it (it refused every model)."""
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(5, 4, requires_grad=True)
+    tl = torch.nn.Linear(4, 3).to("tpu")
+    tl.load_state_dict(lin.state_dict())
+    tx = x.detach().to("tpu").requires_grad_()
+    tl(tx).sum().backward()
+    lin(x).sum().backward()
+    torch.testing.assert_close(tx.grad.cpu(), x.grad)
+    assert fidelity.torchtpu_status("aten::mkldnn_linear") == "registered"

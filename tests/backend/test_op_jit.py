@@ -29,14 +29,27 @@ def test_a_signature_compiles_on_its_second_sighting_and_matches_the_plain_lower
     fn = lookup(torch.ops.aten.add.Tensor).fn
     e = op_jit.op_jit(fn)
     a, b = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3), jnp.full((2, 3), 0.1, jnp.float32)
-    first = e(a, b, alpha=3)
-    assert _entries(e) == [op_jit._SEEN_ONCE]  # one-off calls pay no compile
-    second = e(a, b, alpha=3)
+    first = e(a, b)
+    assert _entries(e) == [op_jit._SEEN_ONCE]  # one-off calls of a one-primitive lowering pay no compile
+    second = e(a, b)
     (entry,) = _entries(e)
     assert isinstance(entry, tuple)  # (lifted, executable)
-    plain = fn(a, b, alpha=3)
-    for got in (first, second, e(a, b, alpha=3)):
+    plain = fn(a, b)
+    for got in (first, second, e(a, b)):
         assert got.dtype == plain.dtype and np.array_equal(np.asarray(got), np.asarray(plain))
+
+
+def test_a_lowering_that_fusion_could_round_differently_runs_its_program_from_the_first_call() -> None:
+    """``add(x, g, alpha=-0.1)`` (SGD's step) is a multiply feeding an add: XLA:CPU contracts them into one FMA
+    inside the program, so a plain first call would round twice and differ in the last bits from later calls."""
+    e = op_jit.op_jit(lookup(torch.ops.aten.add.Tensor).fn)
+    g = np.random.default_rng(0)
+    x, y = (jnp.asarray(g.standard_normal(4096), jnp.float32) for _ in range(2))
+    first = np.asarray(e(x, y, alpha=-0.1))
+    assert op_jit._SEEN_ONCE not in _entries(e)  # built at the first sighting
+    assert all(np.array_equal(first, np.asarray(e(x, y, alpha=-0.1))) for _ in range(2))
+    assert op_jit._fusion_free(lookup(torch.ops.aten.add.Tensor).fn, (x, y), {})
+    assert not op_jit._fusion_free(lookup(torch.ops.aten.add.Tensor).fn, (x, y), {"alpha": -0.1})
 
 
 def test_float_arguments_are_inputs_so_a_schedule_does_not_recompile() -> None:
@@ -171,3 +184,15 @@ def test_the_number_of_programs_kept_is_bounded(monkeypatch: pytest.MonkeyPatch)
         e(x)
         assert np.array_equal(np.asarray(e(x)), np.full((n,), 2.0, np.float32))
         assert sum(isinstance(v, tuple) for v in _entries(e)) <= 3
+
+
+def test_a_lowering_that_picks_its_formula_by_a_floats_value_is_not_lifted() -> None:
+    """pow(z, 0.5) takes sqrt and pow(z, 2.0) a product (as ATen does); with the float traced the lowering
+    would silently take the general formula (no error to catch), so the primitives are compared too."""
+    fn = lookup(torch.ops.aten.pow.Tensor_Scalar).fn
+    e = op_jit.op_jit(fn)
+    z = jnp.asarray([complex(0, np.inf), complex(-2, -0.0), complex(1.5, 2)], jnp.complex64)
+    for s in (2.0, 0.5, 2.0, 0.5, 1.5):
+        got, want = np.asarray(e(z, s)), np.asarray(fn(z, s))
+        assert np.array_equal(got, want, equal_nan=True), (s, got, want)
+    assert op_jit._BY_VALUE in _entries(e)

@@ -133,6 +133,9 @@ def test_assess_end_to_end_leaves_the_tree_byte_identical(tmp_path):
     assert by["python train.py"]["on_tpu"] is True
     assert "aten::embedding" in by["python train.py"]["cpu"]["probe"]["aten_ops"]
     assert by["python train.py"]["torchtpu_020_gaps"] == []
+    # the TorchTPU 0.2.0 check reads what reached the device, by overload
+    assert by["python train.py"]["torchtpu_gaps_from"] == "tpu device"
+    assert "aten::embedding" in by["python train.py"]["tpu"]["probe"]["device_ops"]
     assert by["python broken.py"]["outcome"] == "fails on cpu too"
     assert "TypeError" in by["python broken.py"]["cpu"]["first_error"]
     assert data["migration"]["rewritten"] >= 2
@@ -204,8 +207,14 @@ def test_findings_quote_the_original_line_and_effort_ranks_files(tmp_path):
 def test_torchtpu_020_gaps_name_only_known_absent_ops():
     from tpu_workbench.bench.assess.torchtpu_gaps import gaps
 
-    found = gaps(["aten::mm", "aten::median.dim", "aten::linalg_cholesky_ex", "aten::add.Tensor"])
-    assert [g["op"] for g in found] == ["aten::median.dim", "aten::linalg_cholesky_ex"]
+    found = gaps(
+        ["aten::mm", "aten::median.dim", "aten::linalg_cholesky_ex", "aten::add.Tensor", "aten::_ctc_loss"]
+    )
+    assert [g["op"] for g in found] == ["aten::median.dim", "aten::linalg_cholesky_ex", "aten::_ctc_loss"]
+    # the full table, not a short list: an op no list named, and composites that run there
+    assert [g["op"] for g in gaps(["aten::kthvalue", "aten::logsumexp", "aten::einsum"])] == [
+        "aten::kthvalue"
+    ]
     assert gaps([]) == []
 
 

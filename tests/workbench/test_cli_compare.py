@@ -44,3 +44,14 @@ def test_noisy_cells_are_flagged(capsys):
     assert main(["compare", str(RESULTS / "tiny-phases.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "NOISY" in out and f"IQR above {NOISY_IQR_PCT:g}% of the median" in out
+
+
+def test_the_per_record_table_flags_noisy_runs_too():
+    """The notebooks' per-record table (analysis.measured_table) flags a record whose IQR is above the
+    threshold, as compare does for a cell: the committed tiny-phases runs hold both kinds."""
+    from tpu_workbench.bench import analysis
+
+    table = analysis.measured_table(analysis.load_frames(files=[str(RESULTS / "tiny-phases.jsonl")]))
+    noisy = table["IQR %"] > NOISY_IQR_PCT
+    assert noisy.any() and not noisy.all()
+    assert (table.loc[noisy, "noisy"] == "NOISY").all() and (table.loc[~noisy, "noisy"] == "").all()

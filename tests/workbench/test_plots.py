@@ -183,3 +183,30 @@ def test_make_plots_writes_every_kind(tmp_path):
     written = plots.make_plots([str(RESULTS / "tiny-train.jsonl")], outdir=tmp_path, workload="llama3-8b")
     assert sorted(p.name for p in written) == sorted(f"{k}.png" for k in plots.KINDS)
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+
+
+def test_cost_figure_has_one_ranked_panel_per_kind_of_price_and_of_tokens():
+    """Issue 34: a list price, a committed rent and an owner's TCO never share a ranking, and output and
+    total tokens never share an axis: one panel each, its bars ranked cheapest first."""
+    recs = [project(c, "llama3-70b", "decode", 8, "tp", batch=32) for c in ("TPU v7", "H100 SXM", "B200")]
+    recs.append(project("H100 SXM", "llama3-8b", "train", 8, "fsdp", batch=1, seq=4096))
+    fig = plots.plot_cost_per_tier(recs)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    kinds = {(analysis.price_kind(c), r.tokens_kind) for r in recs for c in r.cost}
+    assert len(panels) == len(kinds) > 2
+    seen = set()
+    for ax in panels:
+        title, unit = ax.get_title(loc="left"), ax.get_ylabel()
+        kind = title.split(" prices")[0]
+        tokens = unit.removeprefix("$ per million ").removesuffix(" tokens")
+        seen.add((kind, tokens))
+        expected = {
+            str(r.chip): min(c["usd_per_mtok"] for c in r.cost if analysis.price_kind(c) == kind)
+            for r in recs
+            if r.tokens_kind == tokens and any(analysis.price_kind(c) == kind for c in r.cost)
+        }
+        shown = [t.get_text().split("\n")[0] for t in ax.get_xticklabels()]  # chip (and its setting)
+        assert set(shown) == set(expected) and shown == sorted(shown, key=expected.get), (title, shown)
+        for text in ax.texts:  # every bar's label is a cost of this panel's kind
+            assert text.get_text().startswith("$")
+    assert seen == kinds

@@ -97,10 +97,11 @@ DOCUMENTED_MISSES = {
 
 
 def test_validation_misses_are_only_the_documented_ones(table):
-    """54 of 60 complete-setting rows within +/-15% once the 2023 MaxText tables are read with the model
-    they ran (ReLU MLP, parallel layer, heads of 256) and v6e Llama 2 70B with its logged batch."""
+    """56 of 62 complete-setting rows within +/-15% once the 2023 MaxText tables are read with the model
+    they ran (ReLU MLP, parallel layer, heads of 256) and v6e Llama 2 70B with its logged batch (62: the
+    tpu7x 70B 128k context-parallel recipe added, tokens/s and MFU)."""
     s = summary(table)
-    assert s["validation_rows"] == 60 and s["within_acceptance"] >= 54
+    assert s["validation_rows"] == 62 and s["within_acceptance"] >= 56
     val = table[table["category"] == "validation"]
     missed = set(val[val["rel_error"].abs() > ACCEPTANCE]["id"])
     assert missed <= DOCUMENTED_MISSES

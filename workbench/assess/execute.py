@@ -152,6 +152,7 @@ def _merge(probes: list[dict]) -> dict:
     recompiles: list[str] = []
     fallback: dict[str, int] = {}
     aten: set[str] = set()
+    device_ops: dict[str, int] = {}
     compile_stats = None
     for p in probes:
         for key, m in p.get("modules", {}).items():
@@ -162,6 +163,8 @@ def _merge(probes: list[dict]) -> dict:
             fallback[op] = fallback.get(op, 0) + n
         compile_stats = p.get("tpu_compile_stats") or compile_stats
         aten.update(p.get("aten_ops", []))
+        for op, n in (p.get("device_ops") or {}).items():
+            device_ops[op] = device_ops.get(op, 0) + n
     return {
         "processes": len(probes),
         "modules": sorted(modules.values(), key=lambda m: -m["parameters"]),
@@ -169,4 +172,5 @@ def _merge(probes: list[dict]) -> dict:
         "cpu_fallback_ops": fallback,
         "tpu_compile_stats": compile_stats,
         "aten_ops": sorted(aten),
+        "device_ops": dict(sorted(device_ops.items())),
     }

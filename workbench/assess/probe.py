@@ -2,7 +2,9 @@
 user's code is unchanged): per top-level module call its class, parameters, the devices its parameters are on,
 the input shapes it saw (each new shape is a new compilation on a TPU) and the tokens it processed; in the
 "cpu" run the FLOPs of its first call (``torch.utils.flop_counter.FlopCounterMode``); Dynamo's recompile
-messages; the ops the "tpu" backend ran on the CPU. Written as JSON at exit, one file per process.
+messages; the ops the "tpu" backend ran on the CPU; in the "tpu" run, from the first model call on, the ATen
+overloads that reached the device (``tpu_workbench.backend.coverage.recording``), which ``torchtpu_gaps``
+checks against TorchTPU 0.2.0's op table. Written as JSON at exit, one file per process.
 
 Nothing here may break the user's run: every observation is guarded, and a failed FLOP count falls back to
 the plain call.
@@ -22,8 +24,21 @@ MAX_FLOP_MODULES = 3
 STUB = "from tpu_workbench.bench.assess.probe import install\ninstall()\n"
 
 _local = threading.local()
-_state: dict = {"modules": {}, "recompiles": [], "aten_ops": set()}
+_state: dict = {"modules": {}, "recompiles": [], "aten_ops": set(), "device_ops": None}
 _recorder = None
+
+
+def _record_device_ops() -> None:
+    """In the "tpu" run, once the device's dispatcher is loaded: count what reaches it (until exit)."""
+    if _state["device_ops"] is not None or os.environ.get("TPU_ASSESS_DEVICE") != "tpu":
+        return
+    if "tpu_workbench.backend.dispatch" not in sys.modules:
+        return
+    from tpu_workbench.backend import coverage  # lazy: jax (already loaded by the run)
+
+    recorder = coverage.recording()  # left open for the process's whole run: kept, or collecting it ends it
+    _state["device_ops"] = recorder.__enter__()
+    _state["device_recorder"] = recorder
 
 
 def _op_recorder():
@@ -34,7 +49,7 @@ def _op_recorder():
 
         class Record(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                _state["aten_ops"].add(func._schema.name)
+                _state["aten_ops"].add(func.name())
                 return func(*args, **(kwargs or {}))
 
         _recorder = Record
@@ -123,6 +138,7 @@ def _wrap(orig, count_flops: bool):
         _local.depth = 1
         try:
             try:
+                _record_device_ops()
                 tensors = _tensors(args, kwargs)
                 rec = _record(self, tensors)
             except Exception:  # noqa: BLE001 - observing must not break the run
@@ -167,8 +183,9 @@ class _Recompiles(logging.Handler):
 
 
 def _dump(path: str) -> None:
-    data = dict(_state)
+    data = {k: v for k, v in _state.items() if k != "device_recorder"}
     data["aten_ops"] = sorted(_state["aten_ops"])
+    data["device_ops"] = dict(_state["device_ops"] or {})
     dispatch = sys.modules.get("tpu_workbench.backend.dispatch")
     data["cpu_fallback_ops"] = dict(getattr(dispatch, "FALLBACK_COUNTS", {}) or {})
     compile_mod = sys.modules.get("tpu_workbench.backend.compile")

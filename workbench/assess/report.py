@@ -122,7 +122,8 @@ def markdown(data: dict) -> str:
         if c.get("aten_ops_used"):
             found = ", ".join(g["op"] for g in c["torchtpu_020_gaps"]) or "none known"
             lines.append(
-                f"- ATen ops its models ran on cpu: {c['aten_ops_used']}; of them not registered by TorchTPU 0.2.0: "
+                f"- ATen overloads its models ran ({c.get('torchtpu_gaps_from', 'cpu run')}): {c['aten_ops_used']}; of "
+                "them not runnable on TorchTPU 0.2.0: "
                 f"{found} ({SOURCE})"
             )
         if c["on_tpu"] is not None:

@@ -23,6 +23,14 @@ def _recompiles(probe: dict) -> list[dict]:
     return out
 
 
+def _torchtpu_gaps(cprobe: dict, tprobe: dict) -> dict:
+    """TorchTPU 0.2.0 gaps from what reached the "tpu" device; from the CPU run's ops when the tpu run
+    dispatched nothing (its names can include CPU-only kernels: said in ``torchtpu_gaps_from``)."""
+    device = sorted(tprobe.get("device_ops") or {})
+    used, source = (device, "tpu device") if device else (cprobe.get("aten_ops", []), "cpu run")
+    return {"aten_ops_used": len(used), "torchtpu_gaps_from": source, "torchtpu_020_gaps": gaps(used)}
+
+
 def judge_command(c: dict) -> dict:
     cpu, tpu = c.get("cpu", {}), c.get("tpu", {})
     tprobe = tpu.get("probe") or {}
@@ -43,8 +51,7 @@ def judge_command(c: dict) -> dict:
         "on_tpu": on_tpu,
         "tpu_recompiles": {"shapes": _recompiles(tprobe), "dynamo": tprobe.get("recompiles", [])},
         "cpu_fallback_ops": tprobe.get("cpu_fallback_ops", {}),
-        "aten_ops_used": len((cpu.get("probe") or {}).get("aten_ops", [])),
-        "torchtpu_020_gaps": gaps((cpu.get("probe") or {}).get("aten_ops", [])),
+        **_torchtpu_gaps(cpu.get("probe") or {}, tprobe),
     }
 
 

@@ -85,6 +85,7 @@ def _choose_remat(s: Setting) -> Fit:
             act_bytes=s.nb,
             weight_bytes=s.wb,
             block=s.block,
+            seq=s.seq,
         )
         fit = Fit(mem, policy, saved, offloaded)
         if k.remat != "auto" or mem.fits:

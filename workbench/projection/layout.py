@@ -9,7 +9,7 @@ over the data-center network). ``ep`` shards experts inside the dp·fsdp chips.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from tpu_workbench.bench.errors import WorkbenchError, unknown
 from tpu_workbench.bench.workloads.config import DecoderConfig
@@ -29,10 +29,36 @@ class Layout:
     tp: int = 1
     ep: int = 1
     slices: int = 1
+    pp: int = 1  # pipeline stages (training), outermost: each chip holds n_layers / pp layers
+    vpp: int = 1  # virtual stages per chip: interleaved 1F1B (1 = plain 1F1B)
+    microbatches: int = 0  # per pipeline per step; 0 = one sequence each
+    cp: int = 1  # context parallelism: groups of cp of the dp x fsdp chips split each sequence
 
     @property
     def n_chips(self) -> int:
-        return self.dp * self.fsdp * self.tp
+        return self.dp * self.fsdp * self.tp * self.pp
+
+    def pipeline_microbatches(self, batch: float) -> int:
+        """Micro-batches per pipeline per step: the layout's, else one sequence each (a pipeline's tp x cp
+        group at each stage sees ``batch`` x pp x tp x cp sequences; ``batch`` per chip)."""
+        return self.microbatches or max(round(batch * self.pp * self.tp * self.cp), 1)
+
+    def bubble_fraction(self, batch: float) -> float:
+        """Idle share of a 1F1B pipeline over its busy time: (pp - 1) / (vpp x m) (Narayanan et al. 2021)."""
+        return (self.pp - 1) / (self.vpp * self.pipeline_microbatches(batch)) if self.pp > 1 else 0.0
+
+    def stage_imbalance(self, n_layers: int) -> float:
+        """The slowest stage's layers over the mean: ceil(L / (pp x vpp)) x pp x vpp / L (uneven split)."""
+        stages = self.pp * self.vpp
+        return math.ceil(n_layers / stages) * stages / n_layers if self.pp > 1 else 1.0
+
+    def inflight_activations(self, batch: float) -> float:
+        """Share of a step's activations the first stage holds at once: min(pp, m) of m micro-batches
+        (1F1B), times 1 + (pp - 1) / (pp x vpp) when interleaved; 1 without a pipeline."""
+        if self.pp == 1:
+            return 1.0
+        m = self.pipeline_microbatches(batch)
+        return min(self.pp, m) / m * (1 + (self.pp - 1) / (self.pp * self.vpp) if self.vpp > 1 else 1.0)
 
     @property
     def dp_across_slices(self) -> int:
@@ -52,10 +78,13 @@ def _explicit(layout: str, n_chips: int) -> Layout:
         lay = Layout(**{k: int(v) for k, v in parts.items()})
     except (TypeError, ValueError):
         raise WorkbenchError(
-            f"bad layout {layout!r}; write e.g. 'dp=2,fsdp=64,tp=4,ep=8' (keys dp, fsdp, tp, ep, slices)"
+            f"bad layout {layout!r}; write e.g. 'dp=2,fsdp=64,tp=4,ep=8' (keys dp, fsdp, tp, ep, slices; "
+            "training also pp, vpp, microbatches, cp)"
         ) from None
     if lay.n_chips != n_chips:
-        raise WorkbenchError(f"layout {layout!r} uses dp*fsdp*tp = {lay.n_chips} chips, not {n_chips}")
+        raise WorkbenchError(f"layout {layout!r} uses dp*fsdp*tp*pp = {lay.n_chips} chips, not {n_chips}")
+    if min(lay.pp, lay.vpp, lay.cp) < 1 or lay.microbatches < 0:
+        raise WorkbenchError(f"layout {layout!r}: pp, vpp and cp must be >= 1, microbatches >= 0")
     return lay
 
 
@@ -73,7 +102,7 @@ def resolve_layout(
     if "=" in layout:
         lay = _explicit(layout, n_chips)
         if slices > 1 and lay.slices == 1:
-            lay = Layout(lay.dp, lay.fsdp, lay.tp, lay.ep, slices)
+            lay = replace(lay, slices=slices)
     else:
         if layout not in LAYOUTS:
             raise WorkbenchError(unknown("layout", layout, LAYOUTS) + " or 'dp=..,fsdp=..,tp=..,ep=..'")
@@ -97,6 +126,14 @@ def resolve_layout(
     if (lay.dp_in_slice * lay.fsdp) % lay.ep:
         raise WorkbenchError(
             f"ep={lay.ep} must divide the data x fsdp chips of one slice ({lay.dp_in_slice * lay.fsdp})"
+        )
+    if lay.pp * lay.vpp > cfg.n_layers:
+        raise WorkbenchError(
+            f"pp x vpp = {lay.pp * lay.vpp} exceeds the layer count ({cfg.n_layers}) of {cfg.name}"
+        )
+    if (lay.dp_in_slice * lay.fsdp) % lay.cp:
+        raise WorkbenchError(
+            f"cp={lay.cp} must divide the data x fsdp chips of one slice ({lay.dp_in_slice * lay.fsdp})"
         )
     if lay.ep > 1 and (not cfg.is_moe or cfg.n_experts % lay.ep):
         raise WorkbenchError(f"ep={lay.ep} must divide the expert count ({cfg.n_experts}) of a MoE model")

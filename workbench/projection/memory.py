@@ -66,24 +66,29 @@ def training_memory(
     act_bytes: float,
     weight_bytes: float,
     block: Block = LLAMA,
+    seq: int = 1,
 ) -> MemoryFit:
-    """Training memory per device. ``saved`` sub-layers stay in HBM unless in ``offloaded``."""
+    """Training memory per device. ``saved`` sub-layers stay in HBM unless in ``offloaded``; with pipeline
+    stages (``lay.pp``), the first stage's in-flight micro-batches (``seq`` turns tokens into sequences)."""
     dense = pc.total - pc.routed_experts
-    shard = lay.fsdp * lay.tp * devices_per_chip
-    expert_shard = max(lay.ep * lay.tp, shard)
+    shard = lay.fsdp * lay.tp * devices_per_chip * lay.pp  # a pipeline stage holds n_layers / pp layers
+    expert_shard = max(lay.ep * lay.tp * lay.pp, shard)
     params = dense / shard + pc.routed_experts / expert_shard
     tok = tokens_per_chip / devices_per_chip
+    # with a pipeline a chip runs pp x tok tokens through n_layers / pp layers, one micro-batch at a time
+    batch = tokens_per_chip / max(seq, 1)
+    micro = tok * lay.pp / lay.pipeline_microbatches(batch) if lay.pp > 1 else tok
     el = sublayer_elements(cfg, block)
     kept = [s for s in saved if s not in offloaded]
     per_layer_tok = (cfg.d_model + sum(el[s] for s in kept)) / lay.tp  # + the layer input
-    working = sum(el.values()) / lay.tp * tok * act_bytes  # one layer recomputed / live
+    working = sum(el.values()) / lay.tp * micro * act_bytes  # one layer recomputed / live
     gathered = 2 * (dense - pc.embedding - pc.lm_head) / max(cfg.n_layers, 1) * weight_bytes / lay.tp
     parts = {
         "weights_grads_optimizer": params * state_bytes_per_param,
-        "saved_activations": per_layer_tok * tok * act_bytes * cfg.n_layers,
+        "saved_activations": per_layer_tok * tok * act_bytes * cfg.n_layers * lay.inflight_activations(batch),
         "layer_working_set": working,
         "gathered_weights_two_layers": gathered if lay.fsdp > 1 else 0.0,
-        "logits_fp32": tok * cfg.vocab * 4 / lay.tp,
+        "logits_fp32": micro * cfg.vocab * 4 / lay.tp,
     }
     gb = {k: v / 1e9 for k, v in parts.items()}
     return MemoryFit(sum(gb.values()), hbm_gb_per_device, gb)

@@ -13,6 +13,7 @@ from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection.requests import NAMED_MIXES, load_trace
 from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, at_interactivity
 from tpu_workbench.bench.projection.serving_sim import simulate
+from tpu_workbench.bench.projection.serving_validation import engine_overhead
 from tpu_workbench.bench.projection.shape import load_hf_config
 from tpu_workbench.bench.workloads.config import get_config
 
@@ -94,7 +95,12 @@ def run_serve(args) -> int:
         for n in counts:
             for layout in _candidates(cfg, n) if args.search else [args.layout]:
                 d = ServingDeployment(
-                    chip.name, n, layout, precision=args.precision, kv_precision=args.kv_precision
+                    chip.name,
+                    n,
+                    layout,
+                    precision=args.precision,
+                    kv_precision=args.kv_precision,
+                    seq_overhead_s=engine_overhead(chip.name),
                 )
                 try:
                     m = StepModel.build(cfg, d, shape=shape, catalog=catalog)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -50,6 +51,13 @@ CALIBRATION_ROWS = {"tpu": ("row 12", "TPU v7", 9364.0), "gpu": ("row 12", "B200
 
 def vendor_of(chip: str) -> str:
     return "tpu" if chip.upper().startswith("TPU") else "gpu"
+
+
+def engine_overhead(chip: str) -> float:
+    """The serving engine's time per running sequence per step beyond the roofline, as calibrated for the
+    chip's vendor (row 12): what the notebooks, the demo and ``--serve`` apply, so they show the model that
+    the validation table measures."""
+    return SEQ_OVERHEAD_S[vendor_of(chip)]
 
 
 @dataclass(frozen=True)
@@ -132,102 +140,131 @@ def _err(projected: float | None, published: float) -> float | None:
     return None if projected is None else 100.0 * (projected / published - 1)
 
 
-def serving_rows(catalog: Catalog | None = None, overheads: dict[str, float] | None = None) -> list[Row]:
-    """Rows 4, 7, 9-14, projected (or why not)."""
-    catalog = catalog or load_catalog()
-    rows: list[Row] = []
-    assumed = (
-        "Qwen3.5-397B-A17B FP8 (config.json shape), 8k in / 1k out, ASSUMED: 1 replica of 8 chips tp=8, FP8 KV, "
-        "chunked prefill 8,192 tokens, <= 512 sequences; own-hyperscaler TCO prices"
-    )
-    for chip, pub in (("TPU v7", 9364.0), ("B200", 8903.0), ("B300", 8925.0)):
-        got = _throughput_at(model_for(chip, overheads), 20.0)
-        v = vendor_of(chip)
-        cal = CALIBRATION_ROWS[v][1] == chip
+@dataclass(frozen=True)
+class _Ctx:
+    """What every row's projection reads: the catalog (prices) and the per-vendor overheads."""
+
+    catalog: Catalog
+    overheads: dict[str, float]
+
+    def model(self, chip: str) -> StepModel:
+        return model_for(chip, self.overheads)
+
+    def price(self, chip: str) -> float:
+        return _price(chip, self.catalog)
+
+    def usd_per_m(self, chip: str, tok_s_per_chip: float | None) -> float | None:
+        return self.price(chip) / (tok_s_per_chip * 3600) * 1e6 if tok_s_per_chip else None
+
+
+def _tput_20(chip: str, c: _Ctx) -> float | None:
+    return _throughput_at(c.model(chip), 20.0)
+
+
+def _usd_at_100(chip: str, c: _Ctx) -> float | None:
+    return c.usd_per_m(chip, _throughput_at(c.model(chip), 100.0))
+
+
+def _v7_tokens_per_usd_ratio(chip: str, c: _Ctx) -> float | None:
+    other = _tput_20(chip, c)
+    return (_tput_20("TPU v7", c) / c.price("TPU v7")) / (other / c.price(chip)) if other else None
+
+
+def _usd_at_e2e_20s(chip: str, c: _Ctx) -> float | None:
+    st = _at_e2e(c.model(chip), 20.0)
+    return c.usd_per_m(chip, st.total_tok_s_per_chip if st else None)
+
+
+ASSUMED = (
+    "Qwen3.5-397B-A17B FP8 (config.json shape), 8k in / 1k out, ASSUMED: 1 replica of 8 chips tp=8, FP8 KV, "
+    "chunked prefill 8,192 tokens, <= 512 sequences; own-hyperscaler TCO prices"
+)
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """One InferenceX figure of rows 11-14: its unit, the published value per chip, how to project it and
+    what its note says (``{price}`` is filled with the chip's catalog price). ``versus``: a TPU v7 vs chip
+    ratio (vendor 'both')."""
+
+    row: str
+    unit: str
+    published: tuple[tuple[str, float], ...]
+    project: Callable[[str, _Ctx], float | None]
+    note: str
+    versus: bool = False
+
+
+SERVE_SPECS = (
+    ServeSpec(
+        "row 12",
+        "total tok/s per chip at 20 tok/s/user",
+        (("TPU v7", 9364.0), ("B200", 8903.0), ("B300", 8925.0)),
+        _tput_20,
+        ASSUMED,
+    ),
+    ServeSpec(
+        "row 11",
+        "$ per M total tokens at 100 tok/s/user",
+        (("TPU v7", 0.181), ("B200", 0.222), ("B300", 0.276)),
+        _usd_at_100,
+        "price ${price:.2f}/chip-hr (catalog own-hyperscaler); " + ASSUMED,
+    ),
+    ServeSpec(
+        "row 13",
+        "tokens per $ ratio at 20 tok/s/user (external TCO)",
+        (("B200", 1.504), ("B300", 1.96)),
+        _v7_tokens_per_usd_ratio,
+        "ratio of the row-12 projections over catalog prices; the published B200/B300 TCO of the article "
+        "is not in the source at hand",
+        versus=True,
+    ),
+    ServeSpec(
+        "row 14",
+        "$ per M total tokens at 20 s median end-to-end latency",
+        (("TPU v7", 0.098), ("B200", 0.106), ("B300", 0.132)),
+        _usd_at_e2e_20s,
+        "median E2E = TTFT + 1023 x TPOT (closed form); price ${price:.2f}; " + ASSUMED,
+    ),
+)
+
+
+def _spec_rows(spec: ServeSpec, c: _Ctx) -> list[Row]:
+    rows = []
+    for chip, pub in spec.published:
+        got = spec.project(chip, c)
+        v = "both" if spec.versus else vendor_of(chip)
+        cal = not spec.versus and CALIBRATION_ROWS[v][:2] == (spec.row, chip)
+        note = spec.note.replace("{price:.2f}", f"{c.price(chip):.2f}")
+        if cal:
+            note = f"fits seq_overhead_s[{v}] = {c.overheads[v]:.3g} s; " + note
+        label = f"TPU v7 vs {chip}" if spec.versus else chip
+        role = "calibration" if cal else "validation"
         rows.append(
             Row(
                 SOURCE_11_14,
                 "2026-09-07",
                 v,
-                chip,
+                label,
                 "serve",
                 "fp8",
-                "calibration" if cal else "validation",
+                role,
                 pub,
                 got,
-                "total tok/s per chip at 20 tok/s/user",
+                spec.unit,
                 _err(got, pub),
-                (f"fits seq_overhead_s[{v}] = {(overheads or SEQ_OVERHEAD_S)[v]:.3g} s; " if cal else "")
-                + assumed,
-                "row 12",
+                note,
+                spec.row,
             )
         )
-    per_chip_20 = {r.chip: r.projected for r in rows}
-    for chip, pub in (("TPU v7", 0.181), ("B200", 0.222), ("B300", 0.276)):
-        tput = _throughput_at(model_for(chip, overheads), 100.0)
-        usd = _price(chip, catalog)
-        got = usd / (tput * 3600) * 1e6 if tput else None
-        rows.append(
-            Row(
-                SOURCE_11_14,
-                "2026-09-07",
-                vendor_of(chip),
-                chip,
-                "serve",
-                "fp8",
-                "validation",
-                pub,
-                got,
-                "$ per M total tokens at 100 tok/s/user",
-                _err(got, pub),
-                f"price ${usd:.2f}/chip-hr (catalog own-hyperscaler); {assumed}",
-                "row 11",
-            )
-        )
-    v7_per_usd = per_chip_20["TPU v7"] / _price("TPU v7", catalog)
-    for chip, gain in (("B200", 0.504), ("B300", 0.96)):
-        got = v7_per_usd / (per_chip_20[chip] / _price(chip, catalog)) if per_chip_20[chip] else None
-        rows.append(
-            Row(
-                SOURCE_11_14,
-                "2026-09-07",
-                "both",
-                f"TPU v7 vs {chip}",
-                "serve",
-                "fp8",
-                "validation",
-                1 + gain,
-                got,
-                "tokens per $ ratio at 20 tok/s/user (external TCO)",
-                _err(got, 1 + gain),
-                "ratio of the row-12 projections over catalog prices; the published B200/B300 TCO of the article "
-                "is not in the source at hand",
-                "row 13",
-            )
-        )
-    for chip, pub in (("TPU v7", 0.098), ("B200", 0.106), ("B300", 0.132)):
-        st = _at_e2e(model_for(chip, overheads), 20.0)
-        usd = _price(chip, catalog)
-        got = usd / (st.total_tok_s_per_chip * 3600) * 1e6 if st else None
-        rows.append(
-            Row(
-                SOURCE_11_14,
-                "2026-09-07",
-                vendor_of(chip),
-                chip,
-                "serve",
-                "fp8",
-                "validation",
-                pub,
-                got,
-                "$ per M total tokens at 20 s median end-to-end latency",
-                _err(got, pub),
-                f"median E2E = TTFT + 1023 x TPOT (closed form); price ${usd:.2f}; {assumed}",
-                "row 14",
-            )
-        )
-    rows += _prefill_row4(catalog) + _unanchored()
     return rows
+
+
+def serving_rows(catalog: Catalog | None = None, overheads: dict[str, float] | None = None) -> list[Row]:
+    """Rows 4, 7, 9-14, projected (or why not)."""
+    c = _Ctx(catalog or load_catalog(), overheads or SEQ_OVERHEAD_S)
+    rows = [r for spec in SERVE_SPECS for r in _spec_rows(spec, c)]
+    return rows + _prefill_row4(c.catalog) + _unanchored()
 
 
 def _prefill_row4(catalog: Catalog) -> list[Row]:
@@ -245,95 +282,51 @@ def _prefill_row4(catalog: Catalog) -> list[Row]:
             "prefill",
             "bf16",
             "validation",
-            25700.0,
-            rec.tokens_per_s_per_chip,
-            "tokens/s per chip",
-            _err(rec.tokens_per_s_per_chip, 25700.0),
+            pub,
+            got,
+            unit,
+            _err(got, pub),
             note,
             "row 4",
-        ),
-        Row(
-            SOURCE_1_8,
-            "2026-11",
-            "tpu",
-            "TPU v7",
-            "prefill",
-            "bf16",
-            "validation",
-            0.59,
-            rec.mfu,
-            "MFU",
-            _err(rec.mfu, 0.59),
-            note,
-            "row 4",
-        ),
+        )
+        for pub, got, unit in (
+            (25700.0, rec.tokens_per_s_per_chip, "tokens/s per chip"),
+            (0.59, rec.mfu, "MFU"),
+        )
     ]
 
 
+WHY_7 = "the model, sequence length and per-chip/per-core basis are not stated: nothing to project"
+WHY_9_10 = "model, lengths, interactivity and price basis unnamed; not matched to a primary InferenceX page"
+# (source, phase, precision, published, unit, note, row): figures with nothing to project
+UNANCHORED = (
+    (SOURCE_1_8, "train", "bf16", 1828.0, "tokens/s", "PyTorch/TorchTitan at 64 chips; " + WHY_7, "row 7"),
+    (SOURCE_1_8, "train", "bf16", 1937.0, "tokens/s", "JAX/MaxText at 64 chips; " + WHY_7, "row 7"),
+    (
+        SOURCE_9_10,
+        "serve",
+        "unstated",
+        0.0201,
+        "$ per M tokens",
+        "MoE inference, vLLM-TorchTPU; " + WHY_9_10,
+        "row 9",
+    ),
+    (
+        SOURCE_9_10,
+        "serve",
+        "unstated",
+        0.0083,
+        "$ per M tokens",
+        "AgentX agentic benchmark; " + WHY_9_10,
+        "row 10",
+    ),
+)
+
+
 def _unanchored() -> list[Row]:
-    why7 = "the model, sequence length and per-chip/per-core basis are not stated: nothing to project"
-    why910 = "model, lengths, interactivity and price basis unnamed; not matched to a primary InferenceX page"
     return [
-        Row(
-            SOURCE_1_8,
-            "2026-11",
-            "tpu",
-            "TPU v7",
-            "train",
-            "bf16",
-            "unanchored",
-            1828.0,
-            None,
-            "tokens/s",
-            None,
-            "PyTorch/TorchTitan at 64 chips; " + why7,
-            "row 7",
-        ),
-        Row(
-            SOURCE_1_8,
-            "2026-11",
-            "tpu",
-            "TPU v7",
-            "train",
-            "bf16",
-            "unanchored",
-            1937.0,
-            None,
-            "tokens/s",
-            None,
-            "JAX/MaxText at 64 chips; " + why7,
-            "row 7",
-        ),
-        Row(
-            SOURCE_9_10,
-            "2026-11",
-            "tpu",
-            "TPU v7",
-            "serve",
-            "unstated",
-            "unanchored",
-            0.0201,
-            None,
-            "$ per M tokens",
-            None,
-            "MoE inference, vLLM-TorchTPU; " + why910,
-            "row 9",
-        ),
-        Row(
-            SOURCE_9_10,
-            "2026-11",
-            "tpu",
-            "TPU v7",
-            "serve",
-            "unstated",
-            "unanchored",
-            0.0083,
-            None,
-            "$ per M tokens",
-            None,
-            "AgentX agentic benchmark; " + why910,
-            "row 10",
-        ),
+        Row(src, "2026-11", "tpu", "TPU v7", phase, prec, "unanchored", pub, None, unit, None, note, rid)
+        for src, phase, prec, pub, unit, note, rid in UNANCHORED
     ]
 
 

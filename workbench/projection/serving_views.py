@@ -13,7 +13,7 @@ from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.cost import comparable_prices
 from tpu_workbench.bench.projection.model import project
 from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, at_interactivity, curve
-from tpu_workbench.bench.projection.serving_validation import INPUT, OUTPUT, model_for
+from tpu_workbench.bench.projection.serving_validation import INPUT, OUTPUT, engine_overhead, model_for
 
 
 def _models(chips, workload, n_chips, layout, precision, kv_precision, max_batch):
@@ -21,7 +21,13 @@ def _models(chips, workload, n_chips, layout, precision, kv_precision, max_batch
         c: StepModel.build(
             workload,
             ServingDeployment(
-                c, n_chips, layout, precision=precision, kv_precision=kv_precision, max_batch=max_batch
+                c,
+                n_chips,
+                layout,
+                precision=precision,
+                kv_precision=kv_precision,
+                max_batch=max_batch,
+                seq_overhead_s=engine_overhead(c),
             ),
         )
         for c in chips

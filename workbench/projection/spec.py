@@ -120,6 +120,14 @@ def slices_for(chip: Chip, n_chips: int, slices: int, domain: int) -> tuple[int,
     raise WorkbenchError(f"cannot split {n_chips} chips into slices of at most {domain}")
 
 
+def _attention_peak_share(chip: Chip, phase: str, precision: str) -> float:
+    """Low-precision training (torchtitan Float8 linears, Transformer Engine, MaxText fp8 matmuls) quantizes
+    the linears only: flash attention runs in bf16, so against the fp8/fp4 peak it reaches bf16/peak of it."""
+    if phase != "train" or BYTES[precision] >= 2 or "bf16" not in chip.peak_tflops:
+        return 1.0
+    return chip.peak("bf16", per="chip") / chip.peak(precision, per="chip")
+
+
 def resolve(
     w: Workload, d: Deployment, k: Kernels, a: Assumptions | None = None, catalog: Catalog | None = None
 ) -> Setting:
@@ -143,6 +151,11 @@ def resolve(
     is_torus = chip.scaleup_topology.startswith("torus")
     slice_chips = min(d.n_chips // slices, domain) if is_torus else None
     lay = resolve_layout(d.layout, d.n_chips, cfg, slice_chips or domain, a.max_tp, slices=slices)
+    if w.phase != "train" and (lay.pp > 1 or lay.cp > 1):
+        raise WorkbenchError(
+            "pipeline (pp) and context (cp) parallelism are modelled for training; for serving stages use "
+            "`tpu-bench project --serve` (ServingDeployment.pp)"
+        )
     wb = BYTES[d.precision]
     nb = a.activation_bytes if d.precision in ("bf16", "fp16", "fp32") else wb
     hosts = max(math.ceil(d.n_chips / chip.chips_per_host), 1)
@@ -169,7 +182,8 @@ def resolve(
         eff={
             "gemm": a.gemm_efficiency,
             "grouped_gemm": a.gemm_efficiency * a.grouped_gemm_relative,
-            "attention": k.attention_efficiency or a.gemm_efficiency * a.attention_relative,
+            "attention": (k.attention_efficiency or a.gemm_efficiency * a.attention_relative)
+            * _attention_peak_share(chip, w.phase, d.precision),
             "elementwise": 1.0,
         },
         tokens=batch * (1 if w.phase == "decode" else w.seq),

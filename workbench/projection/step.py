@@ -6,12 +6,15 @@ what the memory stage chose (remat).
     T_async    = FSDP gathers/reduce-scatters + data-parallel gradient reduction (ICI/NVLink and DCN)
                  + die-to-die copies; hidden under compute up to overlap x T_compute
     T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path
+    pipeline   : T_compute += bubble (pp - 1) / (vpp x m) x T_compute; stage sends/receives are async;
+    context    : the ring attention's key/value gathers are async
     T_step     = (T_compute + exposed T_async + (1 - critical_overlap) x T_critical)
                  x (1 + straggler_cv x sqrt(2 ln hosts))
 """
 
 from __future__ import annotations
 
+from tpu_workbench.bench.flops import kv_bytes_per_token
 from tpu_workbench.bench.projection.assumptions import Assumptions
 from tpu_workbench.bench.projection.block import Block
 from tpu_workbench.bench.projection.fit import Fit
@@ -101,11 +104,12 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     step.add_ops("backward", work, s, factor=lambda op: BACKWARD[op.kind])
     step.add_ops("recompute", work, s, only=again)
     step.add_memory("loss", work.loss_bytes, s.hbm)
-    local_params = x["dense"] / (lay.fsdp * lay.tp) + s.pc.routed_experts / (
-        max(lay.ep, 1) * lay.tp * max(x["f_exp"], 1)
-    )
+    local_params = (
+        x["dense"] / (lay.fsdp * lay.tp)
+        + s.pc.routed_experts / (max(lay.ep, 1) * lay.tp * max(x["f_exp"], 1))
+    ) / lay.pp
     step.add_memory("optimizer", local_params * (2 * a.optimizer_state_bytes_per_param + 2 * s.wb), s.hbm)
-    dg, eg = x["dense_gathered"], x["expert_gathered"]
+    dg, eg = x["dense_gathered"] / lay.pp, x["expert_gathered"] / lay.pp  # one stage's layers
     fsdp = 3 * fabric.ring(dg, lay.fsdp, lay.tp)
     fsdp += 3 * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
     step.async_comm["fsdp_gather_scatter"] = fsdp
@@ -122,6 +126,28 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
     async_a2a = "all_to_all" in s.kernels.async_collectives
     (step.async_comm if async_a2a else step.critical_comm)["ep_all_to_all"] = a2a
+    _pipeline_and_context(step, s)
+
+
+def _pipeline_and_context(step: Step, s: Setting) -> None:
+    """Pipeline stages: the slowest stage's extra layers when pp x vpp does not divide them, the 1F1B bubble ((pp - 1) / (vpp x m) of the busy time, idle) and the activations
+    and their gradients sent between stages (vpp times per micro-batch, overlapped with compute in the
+    steady state). Context parallelism: ring attention gathers the keys and values of the whole sequence
+    from the cp chips that share it, every layer, forward and twice backward (again + their gradients'
+    reduce-scatter), overlapped with the attention it feeds. Causal load balance (zig-zag) is assumed."""
+    lay, cfg = s.lay, s.cfg
+    if lay.pp > 1:
+        busy = sum(t for k, t in step.compute.items() if k != "optimizer")
+        step.compute["pipeline_imbalance"] = (lay.stage_imbalance(cfg.n_layers) - 1) * busy
+        busy *= lay.stage_imbalance(cfg.n_layers)
+        step.compute["pipeline_bubble"] = lay.bubble_fraction(s.batch) * busy
+        per_direction = s.tokens * lay.pp * cfg.d_model * s.nb * lay.vpp
+        step.async_comm["pp_send_recv"] = s.fabric.ring(per_direction, 2, lay.n_chips // lay.pp, 4)
+    if lay.cp > 1:
+        kv_layer = (
+            s.tokens * lay.cp * kv_bytes_per_token(cfg, s.nb) / cfg.n_layers / min(lay.tp, cfg.n_kv_heads)
+        )
+        step.async_comm["cp_kv_ring"] = 3 * cfg.n_layers * s.fabric.ring(kv_layer, lay.cp, lay.tp)
 
 
 def _inference(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:

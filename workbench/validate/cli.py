@@ -160,6 +160,10 @@ def run(args) -> int:
         )
         for label, archs in s["failure_classes"][:10]:
             print(f"  {len(archs):>4}  {label}  ({', '.join(archs[:6])}{' …' if len(archs) > 6 else ''})")
+        if s["device_overloads"]:
+            for kind in ("absent_on_torchtpu", "missing_here"):
+                listed = ", ".join(f"{op} ({', '.join(a[:4])})" for op, a in s[kind].items()) or "none"
+                print(f"  ops {kind.replace('_', ' ').replace('torchtpu', 'TorchTPU 0.2.0')}: {listed}")
         print(f"records: {result.records_path}\nreport:  {result.report_path}")
     if args.harness_only:
         return 0 if s["built"] == s["architectures"] else 1

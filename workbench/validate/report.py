@@ -62,6 +62,7 @@ def record_for(result: dict, source: dict, wall_s: float, options: dict, log: st
         "stages": result.get("stages"),
         "agreement": result.get("agreement"),
         "cpu_rescued": result.get("cpu_rescued"),
+        "device_ops": result.get("device_ops"),
         "generate": _strip(result.get("generate")),
         "generate_class": classify.check_class(result.get("generate")),
         "compile": _strip(result.get("compile")),
@@ -131,6 +132,17 @@ def summarise(records: list[Record]) -> dict[str, Any]:
     def pct(n: int, d: int) -> float | None:
         return round(100.0 * n / d, 1) if d else None
 
+    absent: dict[str, list[str]] = collections.defaultdict(list)
+    missing: dict[str, list[str]] = collections.defaultdict(list)
+    overloads: set[str] = set()
+    for r in rows:
+        ops = r.extra.get("device_ops") or {}
+        overloads.update(ops.get("overloads", {}))
+        for name in ops.get("absent_on_torchtpu", []):
+            absent[name].append(str(r.config.get("model_type")))
+        for name in ops.get("missing_here", []):
+            missing[name].append(str(r.config.get("model_type")))
+
     return {
         "architectures": len(rows),
         "built": len(built),
@@ -148,6 +160,9 @@ def summarise(records: list[Record]) -> dict[str, Any]:
             ([k, sorted(v)] for k, v in classes.items()), key=lambda kv: (-len(kv[1]), kv[0])
         ),
         "harness_failures": dict(sorted(harness.items())),
+        "device_overloads": len(overloads),
+        "absent_on_torchtpu": dict(sorted(absent.items())),
+        "missing_here": dict(sorted(missing.items())),
         "wall_s_sum": round(sum(r.extra.get("wall_s") or 0 for r in rows), 1),
     }
 
@@ -267,6 +282,23 @@ def markdown(records: list[Record], title: str = "Model-zoo validation") -> str:
         ]
         for label, archs in sorted(checks.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             out.append(f"| {_cell(label)} | {len(archs)} | {', '.join(archs[:12])} |")
+    out += [
+        "",
+        "## TorchTPU 0.2.0 op table: what the device dispatched",
+        "",
+        f"{s['device_overloads']} distinct ATen overloads reached the device (the PrivateUse1 level: ops decomposed "
+        "above it by CompositeImplicitAutograd are not counted), each looked up in the released TorchTPU 0.2.0 "
+        "wheel's op table (backend/torchtpu_0_2_0_ops.json) and in this backend's registry.",
+        "",
+        "| overload | absent on TorchTPU 0.2.0 (fails on a real TPU) / missing here | architectures |",
+        "|---|---|---|",
+    ]
+    for kind, table in (
+        ("absent on TorchTPU 0.2.0", s["absent_on_torchtpu"]),
+        ("missing here", s["missing_here"]),
+    ):
+        for name, archs in table.items():
+            out.append(f"| {name} | {kind} | {', '.join(archs[:12])}{' …' if len(archs) > 12 else ''} |")
     out += [
         "",
         "## Harness failures (not built: listed with the reason, never counted as a pass)",

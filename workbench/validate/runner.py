@@ -13,6 +13,7 @@ A backward op rescued on the CPU or any CPU fallback during the "tpu" stages is 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -307,6 +308,7 @@ def validate(
     run = Run(emit)
     res = run.result
     res.update({"model_type": model_type or user_model, "device": device})
+    ops = contextlib.ExitStack()  # the "tpu" stages run under the device-op recorder
     try:
         if user_model:
             res["family"] = "user"
@@ -365,6 +367,10 @@ def validate(
         if harness_only:
             res["status"] = "built"
             return res
+        if device == "tpu":
+            from tpu_workbench.backend import coverage  # lazy: jax
+
+            res["device_ops"] = ops.enter_context(coverage.recording())
         tpu_model = run.stage("tpu_move", lambda: tpu_model.to(device))
         tpu_args = _to(args, device)
         before = compare.fallback_counters()
@@ -413,7 +419,10 @@ def validate(
             res["tier1"] and res["agreement"]["forward"]["ok"] and res["agreement"]["gradients"]["ok"]
         )
         res["status"] = "pass" if res["tier2"] else ("tier1" if res["tier1"] else "fail")
-        emit("partial", dict(res))  # kept by the parent if generate/compile later crash or hang
+        partial = dict(res)  # kept by the parent if generate/compile later crash or hang
+        if "device_ops" in partial:
+            partial["device_ops"] = _device_ops(partial["device_ops"])
+        emit("partial", partial)
         if (
             check_generate
             and family in GENERATE_FAMILIES
@@ -434,7 +443,18 @@ def validate(
             res["tier1"] = False
             res["tier2"] = False
             res["cpu_rescued"] = compare.counter_diff(before) if "before" in locals() else {}
+    finally:
+        ops.close()
+        if "device_ops" in res:
+            res["device_ops"] = _device_ops(res["device_ops"])
     return res
+
+
+def _device_ops(counts: dict[str, int]) -> dict:
+    """The overloads the "tpu" stages dispatched, against TorchTPU 0.2.0's table and our registry."""
+    from tpu_workbench.backend import coverage  # lazy: jax
+
+    return coverage.device_ops(counts)
 
 
 _FILL_TRIES = 4  # attributes a config may lack, filled one per failed attempt

@@ -1,0 +1,274 @@
+"""Real scripts of the fresh corpus, migrated by tpu-migrate and run on "tpu" with zero hand edits, against the CPU.
+
+For each script in ``SCRIPTS``: its repository folder is extracted at the manifest's commit from a bare git mirror
+(``--mirror``, what the ``fetch`` tool writes) twice, into ``<scratch>/cpu`` and ``<scratch>/tpu``. The ``tpu`` copy is
+migrated with ``python -m tpu_workbench.migrate.cli --write`` and then run exactly as its README says (one
+subprocess, a timeout, ``nice``). The ``cpu`` copy is the unmigrated original; where the original hard-codes CUDA
+(``device='cuda'``) the reference copy alone gets ``cpu_patch`` so that it runs on the CPU -- the migrated copy is
+never edited. The numbers each run prints (losses, accuracies; ``numbers``) are compared with a tolerance, and the
+migrated run must show that it ran on the "tpu": a ``sitecustomize`` on ``PYTHONPATH`` (the script is untouched)
+installs a global module forward pre-hook in every process of the run and prints the device types of the tensors
+that modules were called with, which must include "tpu".
+
+    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only bigram]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "migrate_corpus_fresh.txt"
+
+#: A sitecustomize put on PYTHONPATH for the runs: every Python process of the run (spawned workers too) starts from
+#: the same seeds on both sides (a script that seeds itself overrides them; one that does not, or whose spawned
+#: workers do not, becomes comparable), notes the device types of the tensors that modules are called with and prints
+#: them at exit; the script itself is untouched.
+HOOK = (
+    "import atexit, random, torch\n"
+    "random.seed(0)\n"
+    "torch.manual_seed(0)\n"
+    "_devs = set()\n"
+    "def _seen(module, args):\n"
+    "    _devs.update(a.device.type for a in args if isinstance(a, torch.Tensor))\n"
+    "torch.nn.modules.module.register_module_forward_pre_hook(_seen)\n"
+    "atexit.register(lambda: print('@@devices', ','.join(sorted(_devs)), flush=True))\n"
+)
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script of the corpus: where it lives, how its README runs it, and which printed numbers to compare."""
+
+    name: str
+    repo: str
+    folder: str  # repository folder extracted and migrated (the script's own folder)
+    argv: tuple[str, ...]  # the command line, relative to ``folder``
+    numbers: str  # regex whose groups are the numbers compared (losses, accuracies)
+    timeout: int = 900
+    cpu_patch: tuple[tuple[str, str], ...] = ()  # (file, 'old=>new') applied to the CPU reference copy only
+    rtol: float = 1e-3
+    atol: float = 1e-4
+
+
+SCRIPTS = [
+    *(
+        Script(
+            f"RWKV-v8 {stem}.py (inference, committed weights, as-is)",
+            "BlinkDL/RWKV-LM",
+            "RWKV-v8",
+            (f"{stem}.py",),
+            r"correct (\d+)/(\d+)",
+            cpu_patch=((f"{stem}.py", "device='cuda'=>device='cpu'"),),
+            rtol=0.0,
+            atol=0.0,
+        )
+        for stem in (
+            "251016_rosa_1bit_run",
+            "251018_rosa_4bit_run",
+        )
+    ),
+    *(
+        Script(
+            f"LLMs-from-scratch appendix-A {script} (DDP training, toy data, as-is)",
+            "rasbt/LLMs-from-scratch",
+            "appendix-A/01_main-chapter-code",
+            (script,),
+            r"Train/Val Loss: ([\d.]+)|accuracy ([\d.]+)",
+            cpu_patch=tuple(
+                (script, spec)
+                for spec in (
+                    'backend="nccl"=>backend="gloo"',
+                    "torch.cuda.set_device(rank)=>pass",
+                    "model.to(rank)=>model.to('cpu')",
+                    "DDP(model, device_ids=[rank])=>DDP(model)",
+                    "features.to(rank), labels.to(rank)=>features.to('cpu'), labels.to('cpu')",
+                    "train_loader, device=rank)=>train_loader, device='cpu')",
+                    "test_loader, device=rank)=>test_loader, device='cpu')",
+                    *extra,
+                )
+            ),
+            atol=0.0051,  # the script prints losses with 2 decimals
+        )
+        for script, extra in (
+            ("DDP-script-torchrun.py", ()),
+            ("DDP-script.py", ("world_size = torch.cuda.device_count()=>world_size = 1",)),
+        )
+    ),
+    Script(
+        "RWKV-v8 251014_rosa_onlyemb_train.py (train 1000 steps, synthetic digit sequences, as-is)",
+        "BlinkDL/RWKV-LM",
+        "RWKV-v8",
+        ("251014_rosa_onlyemb_train.py",),
+        r"loss ([\d.]+)|correct (\d+)/",
+        timeout=1500,
+        cpu_patch=(("251014_rosa_onlyemb_train.py", "device='cuda'=>device='cpu'"),),
+        rtol=2e-3,
+        atol=2e-3,
+    ),
+    Script(
+        "RWKV-v8 251014_rosa_1bit_layer.py (forward + backward of the 1-bit ROSA layer, as-is)",
+        "BlinkDL/RWKV-LM",
+        "RWKV-v8",
+        ("251014_rosa_1bit_layer.py",),
+        r"(-?\d+\.\d+(?:e[-+]?\d+)?)",
+        cpu_patch=(
+            ("251014_rosa_1bit_layer.py", "1e-3).cuda()=>1e-3)"),
+            ("251014_rosa_1bit_layer.py", 'device="cuda"=>device="cpu"'),
+        ),
+        rtol=1e-5,
+        atol=1e-7,
+    ),
+]
+
+
+@dataclass
+class Result:
+    name: str
+    cmd: str
+    rc: dict[str, object] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    devices: str = ""
+    match: bool = False
+    why: str = ""
+
+
+def _commit(repo: str) -> str:
+    for line in MANIFEST.read_text().splitlines():
+        parts = line.split("#", 1)[0].split()
+        if len(parts) == 2 and parts[0] == repo:
+            return parts[1]
+    raise SystemExit(f"{repo} is not in {MANIFEST.name}")
+
+
+def _extract(mirror: Path, repo: str, folder: str, dest: Path) -> None:
+    """Write the files under ``folder`` at the manifest's commit (blobs absent from the mirror are skipped)."""
+    git_dir = f"--git-dir={mirror / repo.replace('/', '+') / 'repo'}"
+    args = ["git", git_dir, "ls-tree", "-r", "-z", _commit(repo)]
+    if folder != ".":
+        args += ["--", folder]
+    listing = subprocess.run(args, capture_output=True, check=True).stdout.decode().split("\0")
+    for entry in filter(None, listing):
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind != "blob" or mode == "120000":
+            continue
+        blob = subprocess.run(["git", git_dir, "cat-file", "blob", sha], capture_output=True)
+        if blob.returncode == 0:
+            out = dest / path
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(blob.stdout)
+
+
+def _patch(tree: Path, patches: tuple[tuple[str, str], ...]) -> None:
+    for rel, spec in patches:
+        old, new = spec.split("=>", 1)
+        path = tree / rel
+        data = path.read_bytes()  # bytes: keep the file's line endings
+        if old.encode() not in data:
+            raise SystemExit(f"cpu_patch: {old!r} not in {path}")
+        path.write_bytes(data.replace(old.encode(), new.encode()))
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path) -> tuple[object, str, float]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+    }
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run(
+            ["nice", "-n", "10", *cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        rc: object = out.returncode
+        text = out.stdout + out.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = "timeout"
+        text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return rc, text, time.perf_counter() - t0
+
+
+def _values(rx: str, text: str) -> list[float]:
+    return [float(g) for m in re.finditer(rx, text) for g in m.groups() if g is not None]
+
+
+def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
+    res = Result(s.name, " ".join(s.argv))
+    base = scratch / re.sub(r"[^A-Za-z0-9_.-]+", "_", s.name)
+    for side in ("cpu", "tpu"):
+        tree = base / side
+        if not tree.exists():
+            _extract(mirror, s.repo, s.folder, tree)
+            if side == "cpu":
+                _patch(tree / s.folder, s.cpu_patch)
+            else:
+                mig = subprocess.run(
+                    [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", "."],
+                    cwd=tree / s.folder,
+                    capture_output=True,
+                    text=True,
+                )
+                if mig.returncode not in (0, 1, 3):
+                    res.why = f"migration failed: {mig.stderr[-500:]}"
+                    return res
+        hook = base / "hook"
+        hook.mkdir(exist_ok=True)
+        (hook / "sitecustomize.py").write_text(HOOK)
+        rc, text, secs = _run([sys.executable, *s.argv], tree / s.folder, s.timeout, hook)
+        (base / f"{side}.log").write_text(text)
+        res.rc[side], res.seconds[side] = rc, round(secs, 1)
+        res.values[side] = _values(s.numbers, text)
+        if side == "tpu":
+            seen = {d for m in re.finditer(r"@@devices (\S*)", text) for d in m.group(1).split(",") if d}
+            res.devices = ",".join(sorted(seen))
+    cpu, tpu = res.values["cpu"], res.values["tpu"]
+    if res.rc != {"cpu": 0, "tpu": 0}:
+        res.why = f"exit status {res.rc}"
+    elif not cpu or len(cpu) != len(tpu):
+        res.why = f"{len(cpu)} numbers on cpu, {len(tpu)} on tpu"
+    elif "tpu" not in res.devices.split(","):
+        res.why = "the migrated run put nothing on the tpu"
+    else:
+        bad = [
+            (a, b)
+            for a, b in zip(cpu, tpu, strict=True)
+            if not math.isclose(a, b, rel_tol=s.rtol, abs_tol=s.atol)
+        ]
+        res.match = not bad
+        res.why = "" if not bad else f"{len(bad)} of {len(cpu)} numbers differ, first {bad[0]}"
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--mirror", type=Path, default=Path("/work/.mirror"), help="bare git mirrors (owner+name/repo)"
+    )
+    p.add_argument("--scratch", type=Path, default=Path("/tmp/corpus-run"), help="where the copies are run")
+    p.add_argument("--only", action="append", default=[], help="run scripts whose name contains this")
+    a = p.parse_args(argv)
+    ok = 0
+    chosen = [s for s in SCRIPTS if not a.only or any(o in s.name for o in a.only)]
+    for s in chosen:
+        r = run_script(s, a.mirror, a.scratch)
+        ok += r.match
+        print(json.dumps(r.__dict__), flush=True)
+    print(
+        f"{ok}/{len(chosen)} scripts ran on tpu after migration with numbers matching the CPU",
+        file=sys.stderr,
+    )
+    return 0 if ok == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

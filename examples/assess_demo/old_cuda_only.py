@@ -1,0 +1,3 @@
+import torch
+if __name__ == '__main__':
+    torch.cuda.synchronize()

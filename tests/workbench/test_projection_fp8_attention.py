@@ -1,0 +1,31 @@
+"""FP8 training quantizes the linears only: attention runs at the bf16 peak (torchtitan Float8, Transformer
+Engine), so its share of the fp8 peak is bf16/fp8; bf16 training and fp8 serving are unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection.spec import Deployment, Kernels, Workload, resolve
+
+
+def _eff(phase: str, precision: str, chip: str = "H100 SXM") -> float:
+    s = resolve(
+        Workload("llama3-8b", phase, 1, 8192),
+        Deployment(chip, 8, "fsdp=8" if phase == "train" else "tp=8", precision=precision),
+        Kernels(attention_efficiency=0.35),
+    )
+    return s.eff["attention"]
+
+
+def test_fp8_training_attention_runs_at_the_bf16_peak():
+    c = load_catalog().chip("H100 SXM")
+    assert _eff("train", "fp8") == pytest.approx(
+        0.35 * c.peak("bf16", per="chip") / c.peak("fp8", per="chip")
+    )
+    assert _eff("train", "bf16") == pytest.approx(0.35)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_fp8_inference_keeps_its_attention_efficiency(phase):
+    assert _eff(phase, "fp8") == pytest.approx(0.35)
