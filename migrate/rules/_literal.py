@@ -48,12 +48,16 @@ _WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True
 _QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
 
 
+#: A TODO line tpu-migrate wrote (its text quotes device names: they are not the program's).
+_OWN_TODO = re.compile(r"^[ \t]*# TODO\(tpu-migrate [^\n]*$", re.M)
+
+
 def _names_in(ctx: Context, node: cst.CSTNode) -> frozenset[str]:
     """Quoted device/backend names in a def or class (cached per file)."""
     cache: dict[int, frozenset[str]] = ctx.scratch.setdefault("literal-scopes", {})  # type: ignore[assignment]
     found = cache.get(id(node))
     if found is None:
-        found = cache[id(node)] = frozenset(_QUOTED.findall(code(node)))
+        found = cache[id(node)] = frozenset(_QUOTED.findall(_OWN_TODO.sub("", code(node))))
     return found
 
 

@@ -130,3 +130,14 @@ def test_a_cpp_only_extension_is_not_flagged():
         "import torch\nfrom torch.utils.cpp_extension import load\next = load(name='k', sources=['k.cpp'])\n"
     )
     assert "TPU211" not in codes(run(src))
+
+
+def test_a_todo_quoting_device_names_does_not_make_a_dispatch_on_the_second_run():
+    """A TODO tpu-migrate wrote quotes 'tpu' / 'xla': on a second run that text must not read as the function
+    naming other accelerators (TinyLlama speed_monitor.py was not a fixed point)."""
+    src = (
+        "import torch\ndef flops(device):\n    if device.type == 'cuda':\n        return torch.cuda.get_device_name(device)\n"
+        "    elif device.type == 'xla':\n        from torch_xla.experimental import tpu\n"
+        "        return tpu.get_tpu_env()['TYPE']\n    return None\n"
+    )
+    run(src)  # (run() asserts the second pass changes nothing)
