@@ -203,6 +203,13 @@ def _walk_strings(node: cst.CSTNode):
             yield from _walk_strings(el.value)
 
 
+#: Libraries whose ``device=`` argument is a torch device, passed on to torch as it is (their ``device_map=``
+#: is their own vocabulary and stays flagged).
+TORCH_DEVICE_LIBRARIES = frozenset(
+    {"transformers", "diffusers", "timm", "sentence_transformers", "peft", "trl", "kornia", "einops"}
+)
+
+
 def _chosen_strings(node: cst.CSTNode):
     """Literal strings a value can be: itself, both branches of ``a if c else b``, both sides of and/or,
     the elements of a display, the values of a dict."""
@@ -421,7 +428,10 @@ class LiteralRule(Rule):
         """Device names handed to a third-party library (``isaacgymenvs.make(sim_device="cuda:0")``,
         ``from_pretrained(device_map="cuda")``) are its vocabulary: renaming them moves nothing to the TPU."""
         callee = code(call.func)
+        torch_native = (ctx.qname(call.func) or "").split(".")[0] in TORCH_DEVICE_LIBRARIES
         for a in call.args:
+            if torch_native and a.keyword is not None and a.keyword.value == "device":
+                continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
             for s in _chosen_strings(a.value):
                 body = string_body(s)
                 if self.new_body(body) is not None:
