@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import (
+    GlobalScope,
     MetadataWrapper,
     QualifiedNameSource,
     ScopeProvider,
@@ -72,6 +73,8 @@ class Check:
     regions: list[cst.CSTNode] = field(default_factory=list)
     #: Why the effect cannot be followed (the check must not be rewritten), or None.
     unseen: str | None = None
+    #: A flag other modules can read (a module-level name, ``args.cuda``) that holds the check, or None.
+    exported: str | None = None
 
 
 class Flow:
@@ -156,7 +159,9 @@ class Flow:
     def _check(self, node: cst.CSTNode, predicate: str, positive: bool = True) -> Check:
         check = Check(node, predicate, _code(node))
         check.key = node
+        self._exported: list[str] = []
         found = self._follow(node, positive, 0)
+        check.exported = self._exported[0] if self._exported else None
         if isinstance(found, str):
             check.unseen = found
         else:
@@ -190,6 +195,8 @@ class Flow:
         if t is cst.Assign and parent.value is child and hops < _MAX_HOPS:
             regions: list[cst.CSTNode] = []
             for target in parent.targets:
+                if self._visible_elsewhere(target.target):
+                    self._exported.append(_code(target.target))
                 uses = self.uses(target.target)
                 if type(target.target) not in (cst.Name, cst.Attribute) or (
                     type(target.target) is cst.Attribute and type(target.target.value) is not cst.Name
@@ -217,6 +224,18 @@ class Flow:
         if t is cst.Expr:
             return []
         return f"it is used as `{_code(parent)[:40]}`"
+
+    def _visible_elsewhere(self, target: cst.BaseExpression) -> bool:
+        """A public module-level name or an attribute of something other than self/cls: other modules can
+        read it (``from config import USE_CUDA``, ``train(args)`` reading ``args.cuda``), out of this file's sight."""
+        if type(target) is cst.Name:
+            scope = self.scopes.get(target)
+            return isinstance(scope, GlobalScope) and not target.value.startswith("_")
+        return (
+            type(target) is cst.Attribute
+            and type(target.value) is cst.Name
+            and target.value.value not in ("self", "cls")
+        )
 
     def _foreign_sink(self, value: cst.CSTNode) -> str | None:
         """The third-party callee (see migrate._foreign) that ``value`` is passed to, through and/or and
@@ -460,15 +479,17 @@ def reachable(module: cst.Module, texts: list[str] | None) -> tuple[cst.Module, 
     aliases = {m.group(1) for t in texts for m in _ALIAS.finditer(t)}
     words: set[str] = set(aliases)
     seen: set[str] = set()
+    bound: dict[int, set[str]] = {}  # statement index -> what it binds (computed once)
     while True:
         new = words - seen
         if new:
             rx = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, new))) + r")\b")
             worth = [w or rx.search(t) is not None for w, t in zip(worth, texts, strict=True)]
             seen |= new
-        for stmt, w in zip(module.body, worth, strict=True):
-            if w:
-                words |= _module_bindings(stmt)
+        for i, (stmt, w) in enumerate(zip(module.body, worth, strict=True)):
+            if w and i not in bound:
+                bound[i] = _module_bindings(stmt)
+                words |= bound[i]
         if words <= seen:
             break
     part = [s for s, w in zip(module.body, worth, strict=True) if w]

@@ -48,12 +48,16 @@ _WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True
 _QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
 
 
+#: A TODO line tpu-migrate wrote (its text quotes device names: they are not the program's).
+_OWN_TODO = re.compile(r"^[ \t]*# TODO\(tpu-migrate [^\n]*$", re.M)
+
+
 def _names_in(ctx: Context, node: cst.CSTNode) -> frozenset[str]:
     """Quoted device/backend names in a def or class (cached per file)."""
     cache: dict[int, frozenset[str]] = ctx.scratch.setdefault("literal-scopes", {})  # type: ignore[assignment]
     found = cache.get(id(node))
     if found is None:
-        found = cache[id(node)] = frozenset(_QUOTED.findall(code(node)))
+        found = cache[id(node)] = frozenset(_QUOTED.findall(_OWN_TODO.sub("", code(node))))
     return found
 
 
@@ -197,6 +201,13 @@ def _walk_strings(node: cst.CSTNode):
     elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         for el in node.elements:
             yield from _walk_strings(el.value)
+
+
+#: Libraries whose ``device=`` argument is a torch device, passed on to torch as it is (their ``device_map=``
+#: is their own vocabulary and stays flagged).
+TORCH_DEVICE_LIBRARIES = frozenset(
+    {"transformers", "diffusers", "timm", "sentence_transformers", "peft", "trl", "kornia", "einops"}
+)
 
 
 def _chosen_strings(node: cst.CSTNode):
@@ -417,7 +428,10 @@ class LiteralRule(Rule):
         """Device names handed to a third-party library (``isaacgymenvs.make(sim_device="cuda:0")``,
         ``from_pretrained(device_map="cuda")``) are its vocabulary: renaming them moves nothing to the TPU."""
         callee = code(call.func)
+        torch_native = (ctx.qname(call.func) or "").split(".")[0] in TORCH_DEVICE_LIBRARIES
         for a in call.args:
+            if torch_native and a.keyword is not None and a.keyword.value == "device":
+                continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
             for s in _chosen_strings(a.value):
                 body = string_body(s)
                 if self.new_body(body) is not None:

@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DICT_KEY_CODE, LiteralRule, creates_group
+from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DEVICE_WORDS, DICT_KEY_CODE, LiteralRule, creates_group
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
@@ -114,6 +114,13 @@ class ArgparseDefault(Rule):
         return set_kwarg(node, "choices", choices.value.with_changes(elements=new_elements))
 
 
+def _a_flag(value: cst.BaseExpression) -> bool:
+    """A truth value: ``True``/``False``, a test (``torch.cuda.is_available()``, ``not args.no_cuda``, ``a and b``)."""
+    if type(value) is cst.Name:
+        return value.value in ("True", "False")
+    return type(value) in (cst.Call, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison)
+
+
 @register
 class DeviceDictKey(Rule):
     code = DICT_KEY_CODE
@@ -137,6 +144,8 @@ class DeviceDictKey(Rule):
         el = node.elements[keys.index("cuda")]
         assert isinstance(el, cst.DictElement)
         value = el.value
+        if _a_flag(value) and not any(k in DEVICE_WORDS for k in keys if k != "cuda"):
+            return None  # {'cuda': True, 'lr': 1e-3}: an option "use CUDA", not a table keyed by device type
         if string_body(value) == "nccl":
             value = with_body(value, "tpu_dist")  # type: ignore[arg-type]
         key = with_body(el.key, "tpu")  # type: ignore[arg-type]

@@ -277,3 +277,37 @@ def test_the_part_analysed_leaves_unrelated_statements_out():
     module = cst.parse_module(src)
     part, _ = flow.reachable(module, SourceMap(src, module).texts())
     assert len(part.body) == 2  # the import and the check
+
+
+@pytest.mark.parametrize(
+    "src, name",
+    [
+        (
+            "import torch\nUSE_CUDA = torch.cuda.is_available()\ndef f(x):\n    if USE_CUDA:\n        x = x.cuda()\n",
+            "USE_CUDA",
+        ),
+        (
+            "import torch\nargs.cuda = not args.no_cuda and torch.cuda.is_available()\nif args.cuda:\n    m.cuda()\n",
+            "args.cuda",
+        ),
+    ],
+)
+def test_a_flag_other_modules_can_read_is_said_on_its_rewrite(src, name):
+    """Flags read in other modules are out of this file's sight: the rewrite says so (warned), once."""
+    res = run(src)
+    (d,) = [d for d in res.diagnostics if d.code == "TPU201"]
+    assert d.outcome == "warned" and f"`{name}` can be read by other modules" in d.message
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ndef f(x):\n    use = torch.cuda.is_available()\n    if use:\n        x = x.cuda()\n",
+        "import torch\n_USE = torch.cuda.is_available()\nif _USE:\n    m.cuda()\n",
+        "import torch\nclass A:\n    def __init__(self):\n        self.cuda = torch.cuda.is_available()\n",
+    ],
+    ids=["local", "private", "self"],
+)
+def test_a_flag_private_to_the_file_is_rewritten_quietly(src):
+    res = run(src)
+    assert all(d.outcome == "rewritten" for d in res.diagnostics if d.code == "TPU201")

@@ -93,3 +93,16 @@ def test_a_module_of_the_project_beside_the_file_is_the_project_s_own(tmp_path):
     assert "device='tpu'" in run(src, path=str(script)).new_source
     # the same call with no such module around: a third-party library's
     assert "device='cuda'" in run(src).new_source
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "from transformers import pipeline\np = pipeline('text-generation', model='gpt2', device='cuda:0')\n",
+        "import diffusers\np = diffusers.StableDiffusionPipeline.from_pretrained('x', device='cuda')\n",
+    ],
+)
+def test_a_torch_native_library_s_device_argument_still_migrates(src):
+    """transformers/diffusers hand ``device=`` to torch.device as it is (their device_map= stays flagged)."""
+    res = run(src)
+    assert "device='tpu" in res.new_source and "TODO" not in res.new_source

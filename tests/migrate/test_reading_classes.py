@@ -130,3 +130,32 @@ def test_a_cpp_only_extension_is_not_flagged():
         "import torch\nfrom torch.utils.cpp_extension import load\next = load(name='k', sources=['k.cpp'])\n"
     )
     assert "TPU211" not in codes(run(src))
+
+
+def test_a_todo_quoting_device_names_does_not_make_a_dispatch_on_the_second_run():
+    """A TODO tpu-migrate wrote quotes 'tpu' / 'xla': on a second run that text must not read as the function
+    naming other accelerators (TinyLlama speed_monitor.py was not a fixed point)."""
+    src = (
+        "import torch\ndef flops(device):\n    if device.type == 'cuda':\n        return torch.cuda.get_device_name(device)\n"
+        "    elif device.type == 'xla':\n        from torch_xla.experimental import tpu\n"
+        "        return tpu.get_tpu_env()['TYPE']\n    return None\n"
+    )
+    run(src)  # (run() asserts the second pass changes nothing)
+
+
+# --- a 'cuda' option in a config dict is not a device-keyed table (UGLY-1/2) ---------------------------------
+@pytest.mark.parametrize(
+    "src",
+    [
+        "args = dotdict({'lr': 0.001, 'cuda': True, 'num_channels': 512})\nx = y.cuda()\n",
+        "import torch\nargs = dotdict({'lr': 0.001, 'cuda': torch.cuda.is_available()})\nx = y.cuda()\n",
+        "args = {'cuda': not no_cuda, 'epochs': 10}\nx = y.cuda()\n",
+    ],
+)
+def test_a_use_cuda_option_in_a_config_dict_gains_no_tpu_entry(src):
+    assert "'tpu'" not in run(src).new_source  # (nothing reads args.tpu)
+
+
+def test_a_table_keyed_by_device_type_still_gains_a_tpu_entry():
+    out = run("BACKENDS = {'cuda': True, 'cpu': False}\nx = y.cuda()\n").new_source
+    assert "'tpu': True" in out
