@@ -10,7 +10,7 @@ migrated run must show that it ran on the "tpu": a ``sitecustomize`` on ``PYTHON
 installs a global module forward pre-hook in every process of the run and prints the device types of the tensors
 that modules were called with, which must include "tpu".
 
-    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only bigram]
+    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only DDP]
 """
 
 from __future__ import annotations
