@@ -26,14 +26,15 @@ from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import backward_errors, lazy, state
 from tpu_workbench.backend import random as _random
 from tpu_workbench.backend._jax import jax_module
+from tpu_workbench.backend.fidelity import fidelity_enabled, set_fidelity
 from tpu_workbench.backend.state import EagerMode, Precision
 
 __all__ = [
     "EagerMode", "Event", "Precision", "Stream", "current_device", "current_stream", "default_generators",
-    "default_stream", "device", "device_count", "device_of", "get_amp_supported_dtype",
+    "default_stream", "device", "device_count", "device_of", "fidelity_enabled", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_available",
     "is_initialized", "manual_seed", "manual_seed_all", "precision", "set_device", "set_eager_mode",
-    "set_rng_state", "set_stream", "stream", "synchronize",
+    "set_fidelity", "set_rng_state", "set_stream", "stream", "synchronize",
 ]  # fmt: skip
 
 _legacy_warned = False

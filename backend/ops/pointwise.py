@@ -177,7 +177,16 @@ def div(a: Any, b: Any) -> Any:
     if jnp.issubdtype(dt, jnp.complexfloating):
         a, b = as_dtype(a, dt), as_dtype(b, dt)
         return cm.make(*cm.div(*cm.parts(a), *cm.parts(b)), dt)
-    return as_dtype(a, dt) / as_dtype(b, dt)
+    return _from_bool(a, dt) / _from_bool(b, dt)
+
+
+def _from_bool(x: Any, dt: Any) -> Any:
+    """``x`` as ``dt``; a boolean array behind an optimization barrier: XLA rewrites convert(pred) / c into
+    select(pred, 1 / c, 0 / c) and folds 0 / 0 to 0 (the CPU gives NaN for False / False)."""
+    y = as_dtype(x, dt)
+    if getattr(x, "dtype", None) == jnp.bool_:
+        return jax.lax.optimization_barrier(y)
+    return y
 
 
 @lower(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -296,6 +305,10 @@ def _complex_pow(a: Any, b: Any, scalar: Any) -> Any:
     pow_tensor_scalar_optimized_kernel does); the rest glibc's cpow."""
     dt = a.dtype
     if isinstance(scalar, (int, float, complex)) and not isinstance(scalar, bool):
+        if scalar == 0:  # ATen fills ones (cpow(inf, 0) would be NaN)
+            return jnp.ones_like(a)
+        if scalar == 1:  # ATen copies the base
+            return a
         if scalar == 2:
             return a * a
         if scalar == 3:

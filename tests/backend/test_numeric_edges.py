@@ -42,7 +42,7 @@ COMPLEX_CASES = {
     "div_wz": lambda z, w: w[None] / z[:, None],
     "pow_zw": lambda z, w: torch.pow(z[:, None], w[None]),
     "pow_wz": lambda z, w: torch.pow(w[None], z[:, None]),
-    "pow_scalar": lambda z, w: torch.stack([z**e for e in (2, 3, -1, -2, 0.5, 1.5)]),
+    "pow_scalar": lambda z, w: torch.stack([z**e for e in (0, 1, 2, 3, -1, -2, 0.5, 1.5)]),
     "mul": lambda z, w: z[:, None] * w[None],
     "add": lambda z, w: z[:, None] + w[None],
     "sub": lambda z, w: w[None] - z[:, None],
@@ -119,3 +119,11 @@ def test_pow_of_booleans_and_a_float16_exponent_overflow_match_the_cpu():
     with pytest.raises(RuntimeError, match="Half without overflow"):
         h.to("tpu").pow(1e30)
     assert torch.equal(h.to("tpu").pow(2.5).cpu(), h.pow(2.5))
+
+
+def test_division_of_booleans_gives_nan_for_false_by_false_as_on_the_cpu():
+    a, b = torch.tensor([False, True, False, True]), torch.tensor([False, False, True, True])
+    for args in ((a, b), (a, 0), (a, torch.tensor(False))):
+        cpu = torch.div(*args)
+        tpu = torch.div(*(x.to("tpu") if isinstance(x, torch.Tensor) else x for x in args)).cpu()
+        assert torch.equal(cpu.isnan(), tpu.isnan()) and torch.equal(cpu.nan_to_num(), tpu.nan_to_num())
