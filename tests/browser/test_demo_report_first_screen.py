@@ -69,7 +69,9 @@ def first_screen(html: Path, name: str) -> dict:
                 out["first_row"] = table.locator("tbody tr").first.inner_text()
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"{name}-first-screen.png"))
-            page.screenshot(path=str(SHOTS / f"{name}-full.png"), full_page=True)
+            page.screenshot(
+                path=str(SHOTS / f"{name}-full.png"), full_page=True, timeout=180_000
+            )  # ~22,000 px
             return out
         finally:
             browser.close()

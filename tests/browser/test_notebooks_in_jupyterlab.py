@@ -361,22 +361,8 @@ def _verdict_report(name: str, seen: dict, shot: Path) -> None:
     )
 
 
-MOVING = {"03_mfu", "04_tco", "05_scaling"}  # the serving2 branch moves their verdict first (issue 30)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            p.stem,
-            marks=[pytest.mark.xfail(strict=False, reason="serving2 moving the verdict first")]
-            if p.stem in MOVING
-            else [],
-        )
-        for p in sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
-    ],
-)
+@pytest.mark.parametrize("name", [p.stem for p in sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))])
 def test_the_verdict_is_the_first_output_and_on_the_first_screen(name, lab, browser):
     """Each notebook's first rich output (a table, a sentence or a figure; progress lines and bars may precede
     it) is its answer, and it ends within a 1280 x 800 screen after "run all", scrolled to the top."""
