@@ -412,14 +412,22 @@ nbv.scaling_explorer(CHIPS, [(DENSE, DENSE_LAYOUTS), (MOE, MOE_LAYOUTS)], CHIP_C
     md("""
 **What to see:** dense training stays near 1.0 to thousands of chips because gradient and FSDP traffic is
 overlapped with a large step; expert parallelism drops once its all-to-all leaves the scale-up domain (8 GPUs;
-one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. Projected vs published, with the
-relative error:
+one TPU slice), which is why the TPU's large ICI domain keeps MoE scaling flat. How far to trust these curves:
+the projection against published results, one row per group (every row with its inputs and source:
+`tpu-bench project --vs-published`, and notebook 06_validation):
 """),
     code("""
 from tpu_workbench.bench.projection import projection_vs_published
 
 vs = projection_vs_published()
-nbv.show_table(vs[vs["rel_error"].notna()])
+vs = vs[vs["rel_error"].notna()].assign(abs_error_pct=lambda d: 100 * d["rel_error"].abs())
+by_group = vs.groupby(["group", "category"], sort=False)["abs_error_pct"]
+nbv.show_table(by_group.agg(
+    rows="size",
+    within_15_pct=lambda e: int((e <= 15).sum()),
+    median_abs_error_pct="median",
+    max_abs_error_pct="max",
+).round(1).reset_index())
 """),
     md("""
 ## Serving: one replica on more chips (the serving model, 1k in / 1k out, tensor parallel)
