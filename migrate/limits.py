@@ -11,11 +11,13 @@ worker (see engine.ISOLATE_BYTES).
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 #: Stages of one file, in order (the rewrite also reports statements done / total).
@@ -196,3 +198,17 @@ class LocalWatch(Watch):
                 raise FileLimitError(memory_exceeded(lim, used))
         if self.on_stage is not None:
             self.on_stage(self.path, stage_text(self._name, counts), elapsed)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one file: a big file's libcst tree holds millions of objects
+    but no cycles worth collecting, and every full collection walks them all again (a fifth to a third of the
+    time on a 1 MB file, the same peak memory)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

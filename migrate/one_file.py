@@ -7,7 +7,6 @@ leaving a half-written file, and an interrupted run knows exactly what it wrote.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -18,7 +17,16 @@ from dataclasses import dataclass
 import patiencediff
 
 from .fileio import NotWritable, SourceFile, Stamp, decode, encode, read_file, write_back
-from .limits import DEFAULT_LIMITS, FileLimitError, Limits, LocalWatch, StageCallback, Watch, give_back_memory
+from .limits import (
+    DEFAULT_LIMITS,
+    FileLimitError,
+    Limits,
+    LocalWatch,
+    StageCallback,
+    Watch,
+    collector_paused,
+    give_back_memory,
+)
 from .notebook import migrate_notebook
 from .results import FileResult
 from .selection import RuleSet, as_rule_set
@@ -40,20 +48,6 @@ def unified_diff(old: str, new: str, path: str) -> str:
             sequencematcher=patiencediff.PatienceSequenceMatcher,
         )
     )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one file: a big file's syntax tree holds millions of
-    objects that every full collection would walk again (about a fifth of the time), and the tree holds
-    no cycles to collect."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 #: Python frames a file's syntax tree may need: libcst walks it recursively, and a 1,000-term ``1 + 1 + ...``
@@ -84,7 +78,7 @@ def migrate_text(
     """Migrate already-read text (``.ipynb`` by suffix); returns the result and the new text."""
     rules = as_rule_set(rules, select, ignore)
     try:
-        with _collector_paused(), _deep_stack():
+        with collector_paused(), _deep_stack():
             if path.endswith(".ipynb"):
                 res = migrate_notebook(text, path, rules=rules)
             else:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ast
-import gc
 import re
 import warnings
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from functools import lru_cache
 
 import libcst as cst
@@ -17,7 +15,7 @@ from . import _walk as walk
 from . import flow, imports
 from ._spans import SourceMap
 from ._syntax import describe as describe_syntax_error
-from .limits import Watch
+from .limits import Watch, collector_paused
 from .names import ImportTable, import_table
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
@@ -237,22 +235,8 @@ def migrate_source(
     """
     if not needs_parse(source):
         return MigrationResult(source, False, [])
-    with _no_gc():
+    with collector_paused():
         return _migrate_parsed(source, path, as_rule_set(rules, select, ignore).codes, watch or _QUIET)
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused for one file: libcst's trees hold millions of objects but no
-    cycles worth collecting, and each full collection walks all of them (a third of the time on a 1 MB file,
-    the same peak memory)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch) -> MigrationResult:
