@@ -127,7 +127,29 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
     async_a2a = "all_to_all" in s.kernels.async_collectives
     (step.async_comm if async_a2a else step.critical_comm)["ep_all_to_all"] = a2a
+    if s.cfg.is_moe and s.capacity_factor is None:
+        _dropless_moe_passes(step, s, elementwise_recomputed="elementwise" in again)
     _pipeline_and_context(step, s, again)
+
+
+# MaxText's dropless MoE (sparse_matmul=True with the default use_custom_sort_vjp=True, no ring of experts, no
+# ragged sort: AI-Hypercomputer/maxtext@e591f30cb src/maxtext/layers/moe.py permute / unpermute /
+# _sort_activations): HBM elements per token and layer, in units of d_model, k = experts per token.
+# forward: the k token copies gathered in expert order (jnp.repeat fused into inputs[sort_indices]: read k,
+# write k), the un-permute gather (read k, write k), the weighted sum over k (read k, write 1) = 5k + 1;
+# backward: the weighted sum's VJP (d intermediate: read 1, write k; d weights: read k + 1), the two custom-VJP
+# gathers run with the inverse permutation (2 x (read k, write k)), jnp.repeat's VJP (sum over k: read k,
+# write 1) = 7k + 3. forward_ops' elementwise op already counts (2 + 2k) of them per forward pass and twice that
+# in the backward (step.BACKWARD); this adds the rest, training only (serving engines fuse differently).
+def _dropless_moe_passes(step: Step, s: Setting, *, elementwise_recomputed: bool) -> None:
+    """The dispatch/combine copies of a dropless MoE training step beyond the elementwise op's routing
+    passes (HBM, on the critical path). The argsorts of the routing keys are not costed (no source for the
+    sort's speed on the chip)."""
+    k, passes = s.cfg.top_k, 2 if elementwise_recomputed else 1
+    actual = (5 * k + 1) * passes + (7 * k + 3)
+    counted = (2 + 2 * k) * (passes + BACKWARD["elementwise"])
+    elems = max(actual - counted, 0) * s.cfg.d_model * s.tokens * s.cfg.n_layers
+    step.add_memory("moe_dispatch", elems * s.nb, s.hbm)
 
 
 def _pipeline_and_context(step: Step, s: Setting, again: frozenset[str]) -> None:
