@@ -253,9 +253,9 @@ _TORCHTPU_ASSUMED = {
 _TORCHTPU_GAP = {
     "record_check": "release figures without batch, sequence or layout; set up as MaxText's TPU7x qwen3-235b-a22b "
     "recipe (see that row's record check)",
-    "hypothesis": "HYPOTHESIS: as maxtext-tpu7x-qwen3-235b-4k-256 (the same model and assumed recipe, +28 %): "
-    "non-matmul work of the dropless MoE (argsort of 8 x tokens routing keys per layer, repeat + gathers of the "
-    "token copies forward and back, the weighted un-permute) that the model costs as a few HBM passes only",
+    "hypothesis": "HYPOTHESIS: as maxtext-tpu7x-qwen3-235b-4k-256 (the same model and assumed recipe): non-matmul "
+    "work of the dropless MoE beyond its gathers and un-permute (costed as HBM passes): the argsorts of 8 x tokens "
+    "routing keys per layer, whose speed on TPU no source gives",
 }
 _UNANCHORED = {
     4: "model unnamed ('a 30B model'): the published pair 25.7k tok/s at 59% MFU implies about 53 GFLOP/token "
