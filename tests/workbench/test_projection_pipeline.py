@@ -136,3 +136,20 @@ def test_published_pipeline_and_context_points_are_validated_not_unanchored():
     # torchtitan Table 5: interleaved 1F1B is 128/100 = 1.28x the plain schedule; the bubble model gives the same
     ratio = by["torchtitan-h100-llama3.1-405b-512-i1f1b"] / by["torchtitan-h100-llama3.1-405b-512-1f1b"]
     assert ratio == pytest.approx(1.28, rel=0.05)
+
+
+def test_gradients_are_reduced_in_fp32_whatever_the_weight_precision():
+    """MaxText (grad_dtype float32) and torchtitan (FSDP2 reduce_dtype float32) reduce gradients in fp32: the
+    data-parallel gradient traffic is the same for bf16 and fp8 weights, while the weight gathers halve."""
+
+    def comm(precision):
+        r = project(
+            "TPU v5p", "llama3-8b", "train", 512, "fsdp", batch=1, seq=4096, precision=precision, slices=2
+        )
+        return r.extra["comm_breakdown_s"]
+
+    bf16, fp8 = comm("bf16"), comm("fp8")
+    dcn = "dp_allreduce_across_slices_dcn"
+    assert bf16[dcn] > 0 and fp8[dcn] == pytest.approx(bf16[dcn], rel=0.02)
+    # FSDP: 2 gathers at the weights' width + 1 reduce-scatter in fp32: (2 x 2 + 4) / (2 x 1 + 4) for bf16 / fp8
+    assert bf16["fsdp_gather_scatter"] / fp8["fsdp_gather_scatter"] == pytest.approx(8 / 6, rel=0.05)

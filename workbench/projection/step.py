@@ -24,6 +24,11 @@ from tpu_workbench.bench.projection.spec import Setting
 from tpu_workbench.bench.projection.work import StepWork
 
 BACKWARD = {"gemm": 2.0, "grouped_gemm": 2.0, "attention": 2.5, "elementwise": 2.0}
+# Bytes per gradient element in the data-parallel reductions (FSDP reduce-scatter, DP all-reduce): fp32 in
+# both frameworks' defaults: MaxText grad_dtype "float32" (AI-Hypercomputer/maxtext@e591f30cb
+# src/maxtext/configs/base.yml), torchtitan FSDP2 MixedPrecisionPolicy(reduce_dtype=mixed_precision_reduce,
+# default "float32"; torchtitan parallelize_llama / config_manager).
+GRAD_REDUCE_BYTES = 4.0
 
 
 class Step:
@@ -111,16 +116,17 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     ) / lay.pp
     step.add_memory("optimizer", local_params * (2 * a.optimizer_state_bytes_per_param + 2 * s.wb), s.hbm)
     dg, eg = x["dense_gathered"] / lay.pp, x["expert_gathered"] / lay.pp  # one stage's layers
-    fsdp = 3 * fabric.ring(dg, lay.fsdp, lay.tp)
-    fsdp += 3 * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
+    g = GRAD_REDUCE_BYTES / s.wb  # gradients are reduced in fp32, weights gathered at their own width
+    fsdp = (2 + g) * fabric.ring(dg, lay.fsdp, lay.tp)
+    fsdp += (2 + g) * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
     step.async_comm["fsdp_gather_scatter"] = fsdp
-    grads_local = (dg / lay.fsdp + eg / x["f_exp"]) if lay.fsdp > 1 else (dg + eg)
+    grads_local = g * ((dg / lay.fsdp + eg / x["f_exp"]) if lay.fsdp > 1 else (dg + eg))
     step.async_comm["dp_allreduce_in_slice"] = fabric.ring(grads_local, lay.dp_in_slice, lay.tp * lay.fsdp, 2)
     step.async_comm["dp_allreduce_across_slices_dcn"] = fabric.across_slices(
         grads_local, lay.dp_across_slices
     )
     if s.chip.devices_per_chip > 1:
-        step.async_comm["die_to_die"] = fabric.die_to_die(3 * (dg + eg))
+        step.async_comm["die_to_die"] = fabric.die_to_die((2 + g) * (dg + eg))
     passes = tp_allreduces_per_layer(s.block, recomputed_outputs=bool(again & {"out_proj", "mlp_wo"}))
     _tp_comm(step, passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2), s.kernels.async_collectives)
     a2a_passes = 4 + (2 if again & {"mlp_wi_0", "mlp_wi_1"} else 0)
