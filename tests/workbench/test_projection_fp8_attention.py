@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.projection import project
 from tpu_workbench.bench.projection.spec import Deployment, Kernels, Workload, resolve
 
 
@@ -29,3 +30,27 @@ def test_fp8_training_attention_runs_at_the_bf16_peak():
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_fp8_inference_keeps_its_attention_efficiency(phase):
     assert _eff(phase, "fp8") == pytest.approx(0.35)
+
+
+def test_attention_backward_relative_slows_only_the_attention_backward():
+    """FlashAttention-2 runs its backward at ~2/3 of its forward rate (attention_backward_relative): the
+    backward's attention time grows by 1/relative, the forward and every other kernel stay."""
+
+    def run(rel):
+        return project(
+            "H100 SXM",
+            "llama3-8b",
+            "train",
+            8,
+            "fsdp=8",
+            batch=1,
+            seq=32768,
+            remat="full",
+            attention_efficiency=0.35,
+            attention_backward_relative=rel,
+        ).extra["time_breakdown_s"]
+
+    base, slow = run(None), run(0.5)
+    assert slow["forward"] == base["forward"] and slow["recompute"] == base["recompute"]
+    assert base["backward"] < slow["backward"] < 2 * base["backward"]
+    assert run(1.0) == base

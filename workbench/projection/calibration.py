@@ -96,6 +96,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         "attention_efficiency": st.get("attention_efficiency"),
         "gmm_tile": st.get("gmm_tile"),
         "ring_attention": st.get("ring_attention", "allgather"),
+        "attention_backward_relative": st.get("attention_backward_relative"),
     }
     assumed = st.get("assumed", "")
     if p["id"] in (CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT):

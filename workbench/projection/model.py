@@ -91,6 +91,7 @@ def project(
     block: Block | None = None,
     kv_precision: str | None = None,
     ring_attention: str = "allgather",
+    attention_backward_relative: float | None = None,
     require_fit: bool = True,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout`` (the keyword
@@ -114,6 +115,8 @@ def project(
     ``kv_precision``: precision of the KV cache (None: the activations').
     ``ring_attention``: how context parallelism runs attention (step.RING_ATTENTION: 'allgather', the
     MaxText/XLA way, or 'torch', PyTorch's context_parallel with its eager per-step merges).
+    ``attention_backward_relative``: the attention kernel's backward efficiency over its forward one (None: the
+    same; FlashAttention-2's backward runs at ~2/3 of its forward rate).
     ``require_fit``: a setting that does not fit in HBM gets no throughput, MFU or price (``extra['infeasible']``
     says why); False keeps the throughput (never the price) for published settings known to have run, where
     the memory model, not the setting, is wrong.
@@ -133,6 +136,7 @@ def project(
             attention_efficiency,
             gmm_tile,
             ring_attention,
+            attention_backward_relative,
         ),
         assumptions=a,
         catalog=catalog,

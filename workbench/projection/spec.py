@@ -73,6 +73,7 @@ class Kernels:
     attention_efficiency: float | None = None
     gmm_tile: tuple[int, int, int] | None = None
     ring_attention: str = "allgather"  # context parallelism's attention: one of RING_ATTENTION
+    attention_backward_relative: float | None = None  # the attention kernel's backward efficiency / forward
 
 
 @dataclass

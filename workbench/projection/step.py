@@ -107,7 +107,13 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     lay, fabric, a, x = s.lay, s.fabric, s.a, _shapes(s)
     again = recomputed(fit.saved)
     step.add_ops("forward", work, s)
-    step.add_ops("backward", work, s, factor=lambda op: BACKWARD[op.kind])
+    bwd_rel = s.kernels.attention_backward_relative or 1.0
+    step.add_ops(
+        "backward",
+        work,
+        s,
+        factor=lambda op: BACKWARD[op.kind] / (bwd_rel if op.kind == "attention" else 1.0),
+    )
     step.add_ops("recompute", work, s, only=again)
     step.add_memory("loss", work.loss_bytes, s.hbm)
     local_params = (
