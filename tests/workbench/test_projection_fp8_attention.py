@@ -54,3 +54,17 @@ def test_attention_backward_relative_slows_only_the_attention_backward():
     assert slow["forward"] == base["forward"] and slow["recompute"] == base["recompute"]
     assert base["backward"] < slow["backward"] < 2 * base["backward"]
     assert run(1.0) == base
+
+
+def test_fp8_training_keeps_bf16_activations_serving_does_not():
+    """Float8/TE/MaxText fp8 training quantizes the linears only: activations stay 2 bytes; fp8 serving (W8A8)
+    keeps 1-byte activations."""
+
+    def nb(phase):
+        return resolve(
+            Workload("llama3-8b", phase, 1, 8192),
+            Deployment("H100 SXM", 8, "fsdp=8" if phase == "train" else "tp=8", precision="fp8"),
+            Kernels(),
+        ).nb
+
+    assert nb("train") == 2.0 and nb("prefill") == 1.0 and nb("decode") == 1.0

@@ -167,7 +167,10 @@ def resolve(
             "`tpu-bench project --serve` (ServingDeployment.pp)"
         )
     wb = BYTES[d.precision]
-    nb = a.activation_bytes if d.precision in ("bf16", "fp16", "fp32") else wb
+    # fp8/fp4 training quantizes the linears only (torchao Float8Linear in torchtitan, Transformer Engine, MaxText
+    # fp8 matmuls): activations, norms, residuals and the activation collectives stay bf16. Serving keeps
+    # low-precision activations where the engine runs them (W8A8).
+    nb = a.activation_bytes if d.precision in ("bf16", "fp16", "fp32") or w.phase == "train" else wb
     hosts = max(math.ceil(d.n_chips / chip.chips_per_host), 1)
     return Setting(
         chip=chip,
