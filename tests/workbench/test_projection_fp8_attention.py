@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpu_workbench.bench.catalog import load_catalog
+from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection import project
 from tpu_workbench.bench.projection.spec import Deployment, Kernels, Workload, resolve
 
@@ -68,3 +69,11 @@ def test_fp8_training_keeps_bf16_activations_serving_does_not():
         ).nb
 
     assert nb("train") == 2.0 and nb("prefill") == 1.0 and nb("decode") == 1.0
+
+
+@pytest.mark.parametrize("rel", [0.0, -0.5, 1.5])
+def test_attention_backward_relative_outside_zero_one_is_refused(rel):
+    with pytest.raises(WorkbenchError, match="attention_backward_relative"):
+        project(
+            "H100 SXM", "llama3-8b", "train", 8, "fsdp=8", batch=1, seq=4096, attention_backward_relative=rel
+        )

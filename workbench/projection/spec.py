@@ -148,6 +148,9 @@ def resolve(
     for p in (d.precision, d.kv_precision or d.precision):
         if p not in BYTES:
             raise WorkbenchError(unknown("precision", p, BYTES))
+    rel = k.attention_backward_relative
+    if rel is not None and not 0 < rel <= 1:
+        raise WorkbenchError(f"attention_backward_relative must be in (0, 1], got {rel}")
     if k.ring_attention not in RING_ATTENTION:
         raise WorkbenchError(unknown("ring attention", k.ring_attention, RING_ATTENTION))
     bad = set(k.async_collectives) - set(ASYNC_KINDS)
