@@ -153,3 +153,28 @@ def test_gradients_are_reduced_in_fp32_whatever_the_weight_precision():
     assert bf16[dcn] > 0 and fp8[dcn] == pytest.approx(bf16[dcn], rel=0.02)
     # FSDP: 2 gathers at the weights' width + 1 reduce-scatter in fp32: (2 x 2 + 4) / (2 x 1 + 4) for bf16 / fp8
     assert bf16["fsdp_gather_scatter"] / fp8["fsdp_gather_scatter"] == pytest.approx(8 / 6, rel=0.05)
+
+
+def test_torch_ring_all_gather_is_hidden_only_by_the_first_ring_step():
+    """PyTorch's ALL_GATHER rotater waits for the whole K/V gather at ring step 1: only step 0's attention hides
+    it. Inside an NVLink node that suffices; a cp ring over the scale-out network (tp = 8 fills the node) leaves
+    part of it on the critical path, more as cp grows."""
+
+    def exposed(cp, tp):
+        n = 8 * tp  # cp groups split the fsdp chips
+        r = project(
+            "H100 SXM",
+            "llama3-70b",
+            "train",
+            n,
+            f"fsdp=8,tp={tp},cp={cp}",
+            batch=1 / cp,
+            seq=32768 * cp,
+            remat="full",
+            ring_attention="torch",
+            require_fit=False,
+        )
+        return r.extra["comm_breakdown_s"].get("cp_kv_ring_exposed", 0.0)
+
+    assert exposed(4, 1) == 0.0
+    assert 0.0 < exposed(4, 8) < exposed(8, 8)

@@ -141,7 +141,7 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     (step.async_comm if async_a2a else step.critical_comm)["ep_all_to_all"] = a2a
     if s.cfg.is_moe and s.capacity_factor is None:
         _dropless_moe_passes(step, s, elementwise_recomputed="elementwise" in again)
-    _pipeline_and_context(step, s, again)
+    _pipeline_and_context(step, s, work, again)
 
 
 # MaxText's dropless MoE (sparse_matmul=True with the default use_custom_sort_vjp=True, no ring of experts, no
@@ -164,7 +164,7 @@ def _dropless_moe_passes(step: Step, s: Setting, *, elementwise_recomputed: bool
     step.add_memory("moe_dispatch", elems * s.nb, s.hbm)
 
 
-def _pipeline_and_context(step: Step, s: Setting, again: frozenset[str]) -> None:
+def _pipeline_and_context(step: Step, s: Setting, work: StepWork, again: frozenset[str]) -> None:
     """Pipeline stages: the slowest stage's extra layers when pp x vpp does not divide them, the 1F1B bubble ((pp - 1) / (vpp x m) of the busy time, idle) and the activations
     and their gradients sent between stages (vpp times per micro-batch, overlapped with compute in the
     steady state). Context parallelism: ring attention gathers the keys and values of the whole sequence
@@ -172,7 +172,8 @@ def _pipeline_and_context(step: Step, s: Setting, again: frozenset[str]) -> None
     reduce-scatter), overlapped with the attention it feeds. Causal load balance (zig-zag) is assumed."""
     lay, cfg = s.lay, s.cfg
     if lay.cp > 1 and s.kernels.ring_attention == "torch":
-        _torch_ring(step, s, attention_recomputed="attention" in again)
+        attention_fwd = sum(op.time(s.peak, s.hbm, s.eff) for op in work.ops if op.kind == "attention")
+        _torch_ring(step, s, attention_recomputed="attention" in again, attention_fwd_s=attention_fwd)
     elif lay.cp > 1:
         kv_layer = (
             s.tokens * lay.cp * kv_bytes_per_token(cfg, s.nb) / cfg.n_layers / min(lay.tp, cfg.n_kv_heads)
@@ -209,24 +210,30 @@ TORCH_RING_BWD_PER_STEP = 8 + 11.5 + 23 + 16
 TORCH_RING_BWD_FIXED = 12 + 30 + 16 + 18
 
 
-def _torch_ring(step: Step, s: Setting, *, attention_recomputed: bool) -> None:
+def _torch_ring(step: Step, s: Setting, *, attention_recomputed: bool, attention_fwd_s: float) -> None:
     """PyTorch's ring attention: the eager fp32 merges and accumulations of each ring step (HBM passes,
     on the critical path), and its communication: the keys and values after ``repeat_kv`` (torchtitan's
     Llama repeats the KV heads to all query heads before SDPA) all-gathered in bf16 for the forward, the
-    recomputed forward and the backward, and the fp32 dK/dV passed to the next rank at every backward step
-    (all async, overlapped with the attention)."""
+    recomputed forward and the backward, and the fp32 dK/dV passed to the next rank at every backward step.
+    With the ALL_GATHER rotater the gather is issued at ring step 0 and waited at step 1, so only step 0's
+    attention (1/cp of it) hides it; each dK/dV exchange is waited one step later. What those steps do not
+    hide is on the critical path (``attention_fwd_s``: the step's forward attention time)."""
     lay, cfg = s.lay, s.cfg
     out_elems = s.tokens * cfg.n_heads * cfg.head_dim  # the TP group's tokens x this chip's heads
     steps = lay.cp - 1
     fwd = (TORCH_RING_FWD_FIXED + TORCH_RING_FWD_PER_STEP * steps) * out_elems * cfg.n_layers
     bwd = (TORCH_RING_BWD_FIXED + TORCH_RING_BWD_PER_STEP * steps) * out_elems * cfg.n_layers
     step.add_memory("cp_ring_merge", fwd * (2 if attention_recomputed else 1) + bwd, s.hbm)
-    kv_full = lay.cp * 2 * out_elems * s.a.activation_bytes  # gathered K and V of one layer
-    gathers = 3 if attention_recomputed else 2
-    dkv = lay.cp * 2 * out_elems * 4  # fp32 dK/dV sent once per ring step
-    step.async_comm["cp_kv_ring"] = cfg.n_layers * (
-        gathers * s.fabric.ring(kv_full, lay.cp, lay.tp) + s.fabric.ring(dkv, lay.cp, lay.tp)
-    )
+    gather = s.fabric.ring(lay.cp * 2 * out_elems * s.a.activation_bytes, lay.cp, lay.tp)  # one layer's K/V
+    exchange = s.fabric.ring(lay.cp * 2 * out_elems * 4, lay.cp, lay.tp) / lay.cp  # one step's fp32 dK/dV
+    fwd_step = attention_fwd_s / cfg.n_layers / lay.cp  # one ring step of one layer
+    bwd_step = fwd_step * BACKWARD["attention"] / (s.kernels.attention_backward_relative or 1.0)
+    passes = 2 if attention_recomputed else 1
+    exposed = passes * max(gather - fwd_step, 0.0) + max(gather - bwd_step, 0.0)
+    exposed += lay.cp * max(exchange - bwd_step, 0.0)
+    total = passes * gather + gather + lay.cp * exchange
+    step.async_comm["cp_kv_ring"] = cfg.n_layers * (total - exposed)
+    step.critical_comm["cp_kv_ring_exposed"] = cfg.n_layers * exposed
 
 
 def _inference(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
