@@ -34,6 +34,7 @@ from tpu_workbench.bench.projection.serving import (
     at_interactivity,
     steady_state,
 )
+from tpu_workbench.bench.projection.serving_mlperf import projections as mlperf_projections
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 MODELS = Path(__file__).resolve().parents[1] / "published" / "models"
@@ -264,7 +265,33 @@ def serving_rows(catalog: Catalog | None = None, overheads: dict[str, float] | N
     """Rows 4, 7, 9-14, projected (or why not)."""
     c = _Ctx(catalog or load_catalog(), overheads or SEQ_OVERHEAD_S)
     rows = [r for spec in SERVE_SPECS for r in _spec_rows(spec, c)]
-    return rows + _prefill_row4(c.catalog) + _unanchored()
+    return rows + _mlperf_rows(c) + _prefill_row4(c.catalog) + _unanchored()
+
+
+def _mlperf_rows(c: _Ctx) -> list[Row]:
+    """MLPerf Inference v4.1 llama2-70b offline and server results (validation; nothing is fitted on them)."""
+    rows = []
+    for pr in mlperf_projections(c.overheads["gpu"]):
+        p, src = pr.point, pr.point["source"]
+        got, pub = pr.output_tok_s_per_chip, pr.published_per_chip
+        rows.append(
+            Row(
+                f"{src['title']} ({src['repo']}@{src['commit'][:9]} {src['path']})",
+                src["date"],
+                vendor_of(p["chip"]),
+                p["chip"],
+                "serve",
+                p["precision"],
+                "validation",
+                pub,
+                got,
+                f"output tok/s per chip (MLPerf {p['scenario']})",
+                _err(got, pub),
+                pr.note(),
+                p["id"],
+            )
+        )
+    return rows
 
 
 def _prefill_row4(catalog: Catalog) -> list[Row]:
