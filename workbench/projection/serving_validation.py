@@ -34,7 +34,7 @@ from tpu_workbench.bench.projection.serving import (
     at_interactivity,
     steady_state,
 )
-from tpu_workbench.bench.projection.serving_mlperf import projections as mlperf_projections
+from tpu_workbench.bench.projection.serving_benchmarks import projections as bench_projections
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 MODELS = Path(__file__).resolve().parents[1] / "published" / "models"
@@ -265,13 +265,14 @@ def serving_rows(catalog: Catalog | None = None, overheads: dict[str, float] | N
     """Rows 4, 7, 9-14, projected (or why not)."""
     c = _Ctx(catalog or load_catalog(), overheads or SEQ_OVERHEAD_S)
     rows = [r for spec in SERVE_SPECS for r in _spec_rows(spec, c)]
-    return rows + _mlperf_rows(c) + _prefill_row4(c.catalog) + _unanchored()
+    return rows + _bench_rows(c) + _prefill_row4(c.catalog) + _unanchored()
 
 
-def _mlperf_rows(c: _Ctx) -> list[Row]:
-    """MLPerf Inference v4.1 llama2-70b offline and server results (validation; nothing is fitted on them)."""
+def _bench_rows(c: _Ctx) -> list[Row]:
+    """Published serving benchmarks (MLPerf Inference llama2-70b on GPUs, jetstream-pytorch on TPU v5e): validation
+    rows; nothing is fitted on them."""
     rows = []
-    for pr in mlperf_projections(c.overheads["gpu"]):
+    for pr in bench_projections(c.overheads):
         p, src = pr.point, pr.point["source"]
         got, pub = pr.output_tok_s_per_chip, pr.published_per_chip
         rows.append(
@@ -285,7 +286,7 @@ def _mlperf_rows(c: _Ctx) -> list[Row]:
                 "validation",
                 pub,
                 got,
-                f"output tok/s per chip (MLPerf {p['scenario']})",
+                p["unit"],
                 _err(got, pub),
                 pr.note(),
                 p["id"],
