@@ -64,6 +64,7 @@ class PointSetup:
     source: dict = field(default_factory=dict)
     setting_text: str = ""
     block: Block = LLAMA
+    attention_relative: float | None = None  # the setting's attention kernel vs its GEMMs (training.json)
 
 
 def _config(name: str) -> DecoderConfig:
@@ -116,6 +117,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         source=p["source"],
         setting_text=st["text"],
         block=_block(st["model"]),
+        attention_relative=st.get("attention_relative"),
     )
 
 
@@ -124,6 +126,8 @@ def project_point(
 ) -> Record:
     kw = dict(s.kwargs)
     n, layout = kw.pop("n_chips"), kw.pop("layout")
+    if s.attention_relative is not None:  # relative to the (fitted) GEMMs: a power cap slows both alike
+        assumptions = (assumptions or Assumptions()).with_(attention_relative=s.attention_relative)
     return project(
         s.chip,
         s.cfg,
@@ -336,8 +340,11 @@ def vs_published(
     if calibrated:
         eff, _ = calibrate(CALIBRATION_POINT, a, catalog)
         gpu_eff, _ = calibrate(GPU_CALIBRATION_POINT, a, catalog)
-        gpu8_eff, _ = calibrate(GPU_FP8_CALIBRATION_POINT, a, catalog)
-        a, a_gpu, a_gpu8 = (a.with_(gemm_efficiency=e) for e in (eff, gpu_eff, gpu8_eff))
+        # fp8 settings run attention as a bf16 kernel: relative to the bf16 GEMMs fitted just above
+        a8 = a.with_(attention_gemm_efficiency=gpu_eff)
+        gpu8_eff, _ = calibrate(GPU_FP8_CALIBRATION_POINT, a8, catalog)
+        a, a_gpu = (a.with_(gemm_efficiency=e) for e in (eff, gpu_eff))
+        a_gpu8 = a8.with_(gemm_efficiency=gpu8_eff)
     rows = []
     for p in training_points():
         st = p["setting"]

@@ -198,7 +198,10 @@ def resolve(
         eff={
             "gemm": a.gemm_efficiency,
             "grouped_gemm": a.gemm_efficiency * a.grouped_gemm_relative,
-            "attention": (k.attention_efficiency or a.gemm_efficiency * a.attention_relative)
+            "attention": (
+                k.attention_efficiency
+                or (a.attention_gemm_efficiency or a.gemm_efficiency) * a.attention_relative
+            )
             * _attention_peak_share(chip, w.phase, d.precision),
             "elementwise": 1.0,
         },
