@@ -259,8 +259,9 @@ _TORCHTPU_GAP = {
     "record_check": "release figures without batch, sequence or layout; set up as MaxText's TPU7x qwen3-235b-a22b "
     "recipe (see that row's record check)",
     "hypothesis": "HYPOTHESIS: as maxtext-tpu7x-qwen3-235b-4k-256 (the same model and assumed recipe): non-matmul "
-    "work of the dropless MoE beyond its gathers and un-permute (costed as HBM passes): the argsorts of 8 x tokens "
-    "routing keys per layer, whose speed on TPU no source gives",
+    "work of the dropless MoE beyond its gathers and un-permute costed at HBM streaming speed (XLA's row gathers "
+    "slower than that, or the grouped matmuls on 1,536-wide experts); not the routing argsorts (~0.1 ms each on "
+    "TPU v7x, vllm-project/tpu-inference#3488)",
 }
 _UNANCHORED = {
     4: "model unnamed ('a 30B model'): the published pair 25.7k tok/s at 59% MFU implies about 53 GFLOP/token "
