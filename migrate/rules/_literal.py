@@ -478,15 +478,35 @@ class LiteralRule(Rule):
                     value=None,
                 )
             return
-        ctx.claim_string(  # the index is kept: code reads device.index later (set_device, device_ids, logs)
+        ctx.claim_string(  # the index is dropped in leave_node (_drop_runtime_index), like f"cuda:{i}"
             node.args[0].value,  # type: ignore[arg-type]
             self.code,
             "warned",
             f"torch.device('{string_body(node.args[0].value)}', {code(index)}) -> torch.device("  # type: ignore[arg-type]
-            f"'{self.replacement}', {code(index)}): the index is kept and must be this process's "
-            "LOCAL_RANK (one device per process)",
+            f"'{self.replacement}') (one device per process: the ordinal chose this process's GPU; a kept "
+            "ordinal above 0 raises where the launcher sets no LOCAL_RANK, e.g. mp.spawn workers)",
             value=None,
         )
+
+    def _drop_runtime_index(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call | None:
+        """``torch.device("cuda", i)`` whose string became the replacement: ``torch.device("tpu")``. One rule
+        for every form of a run-time ordinal (f"cuda:{i}", "cuda:{}".format(i), .cuda(i), .to(i) lose it too):
+        the process's own device is valid on every rank under any launcher; tpu:<i> only where LOCAL_RANK == i
+        (measured, /work/wt/mread.notes.md)."""
+        if not (
+            isinstance(orig.func, cst.Attribute)
+            and orig.func.attr.value == "device"
+            and len(orig.args) == 2 == len(node.args)
+            and orig.args[1].keyword is None
+            and not isinstance(orig.args[1].value, cst.Integer)
+            and isinstance(orig.args[0].value, cst.SimpleString)
+            and isinstance(node.args[0].value, cst.SimpleString)
+            and string_body(node.args[0].value) == self.replacement
+            and string_body(orig.args[0].value) != self.replacement
+            and ctx.qname(orig.func) == "torch.device"
+        ):
+            return None
+        return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
     def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
@@ -516,6 +536,10 @@ class LiteralRule(Rule):
         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(orig, cst.Call) and isinstance(node, cst.Call) and len(orig.args) == 2:
+            dropped = self._drop_runtime_index(ctx, orig, node)
+            if dropped is not None:
+                return dropped
         if isinstance(orig, (cst.Call, cst.BinaryOperation)):
             return self._runtime_ordinal(ctx, orig, node)
         if isinstance(orig, cst.SimpleString) and isinstance(node, cst.SimpleString):
