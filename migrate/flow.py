@@ -27,6 +27,7 @@ from libcst.metadata import (
 )
 
 from ._foreign import third_party
+from ._frameworks import FRAMEWORK_ENTRIES
 from ._walk import _PLANS as _walk_plans
 from ._walk import _plan
 
@@ -188,6 +189,11 @@ class Flow:
         t = type(parent)
         if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
+        if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
+            return (
+                f"it chooses a value handed to `{entry}`, which picks its own device (Lightning's default "
+                "'auto' is CUDA or the CPU, never the native TPU)"
+            )
         if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
             return self._branches(parent, positive)
         if t is cst.Assert and parent.test is child:
@@ -250,6 +256,30 @@ class Flow:
         call = self.parents.get(parent)
         name = self._qname(call.func) if type(call) is cst.Call else None
         return name if third_party(name, self.path) else None
+
+    def _framework_sink(self, value: cst.CSTNode) -> str | None:
+        """The framework entry point (Lightning Trainer/Fabric, composer's Trainer, transformers'
+        TrainingArguments) that ``value`` reaches as an argument, directly or through one local name
+        (`precision = "bf16-true" if torch.cuda.is_available() else "32-true"; Fabric(precision=precision)`).
+        Such a framework chooses the device itself, so a check made true by the migration changes its
+        settings for a device it does not use. (Module-wide context: the name's uses, through its scope.)"""
+        child, parent = value, self.parents.get(value)
+        while type(parent) in (cst.IfExp, cst.BooleanOperation) and child is not getattr(
+            parent, "test", None
+        ):
+            child, parent = parent, self.parents.get(parent)
+        args: list[cst.CSTNode] = []
+        if type(parent) is cst.Arg:
+            args.append(parent)
+        elif type(parent) is cst.Assign and parent.value is child and len(parent.targets) == 1:
+            if type(parent.targets[0].target) is cst.Name:
+                args.extend(self.parents.get(use) for use in self.uses(parent.targets[0].target))
+        for arg in args:
+            call = self.parents.get(arg) if type(arg) is cst.Arg else None
+            name = self._qname(call.func) if type(call) is cst.Call else None
+            if name in FRAMEWORK_ENTRIES:
+                return name.rsplit(".", 1)[1]
+        return None
 
     def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
         """A check returned by a function: what its calls in this module control."""

@@ -592,8 +592,22 @@ class Bf16Supported(Rule):
     node_types = (cst.BooleanOperation, cst.IfExp)
 
     def call(self, ctx, orig, node, qname):
+        if id(orig) in ctx.scratch.get("bf16-beside-kept", ()):
+            return (
+                None  # `torch.cuda.is_available() and is_bf16_supported()` with the guard kept: CUDA's test
+            )
         ctx.report(orig, "`torch.cuda.is_bf16_supported()` -> `True`", code=self.code)
         return expr("True")
+
+    def visit_node(self, ctx, node):
+        """An and/or holding a CUDA check the flow layer kept: its is_bf16_supported() stays CUDA's test too."""
+        if not isinstance(node, cst.BooleanOperation):
+            return
+        kept = ctx.scratch.get("cuda-guards", {})
+        calls = _calls_in(node) if kept else []
+        if any(id(c) in kept for c in calls):
+            beside = ctx.scratch.setdefault("bf16-beside-kept", set())
+            beside.update(id(c) for c in calls)
 
     def _was_check(self, ctx, orig: cst.BaseExpression, node: cst.BaseExpression) -> bool:
         return (

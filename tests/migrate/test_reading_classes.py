@@ -159,3 +159,57 @@ def test_a_use_cuda_option_in_a_config_dict_gains_no_tpu_entry(src):
 def test_a_table_keyed_by_device_type_still_gains_a_tpu_entry():
     out = run("BACKENDS = {'cuda': True, 'cpu': False}\nx = y.cuda()\n").new_source
     assert "'tpu': True" in out
+
+
+# --- held-out check 2 (lit-llama): a check whose value reaches a framework that picks its own device ---------
+# `precision = "bf16-true" if <cuda check> else "32-true"; Fabric(precision=precision)`: Fabric's accelerator is
+# 'auto' (CUDA or the CPU, never the native TPU), so a check made true by the migration would run bf16 on the CPU.
+FRAMEWORK_SINKS = [
+    "import torch\nimport lightning as L\n"
+    "prec = '16-mixed' if torch.cuda.is_available() else '32'\nfab = L.Fabric(precision=prec)\n",
+    "import torch\nfrom lightning.fabric import Fabric\n"
+    "def make():\n    p = 'bf16-true' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else '32-true'\n"
+    "    return Fabric(devices=1, precision=p)\n",
+    "import torch\nimport pytorch_lightning as pl\n"
+    "t = pl.Trainer(precision=16 if torch.cuda.is_available() else 32, max_epochs=1)\n",
+]
+
+
+@pytest.mark.parametrize("src", FRAMEWORK_SINKS, ids=["fabric-name", "fabric-and-bf16", "trainer-direct"])
+def test_a_check_feeding_a_framework_setting_stays(src):
+    res = run(src)
+    code = _code(res.new_source)
+    assert "torch.cuda.is_available()" in code and "torch.accelerator" not in code
+    if "is_bf16_supported" in src:
+        assert (
+            "torch.cuda.is_bf16_supported()" in code
+        )  # the pair stays CUDA's test, not `... and True` folded
+    assert "TPU201" in codes(res)
+
+
+def test_a_check_feeding_torch_is_still_migrated_beside_a_framework():
+    src = (
+        "import torch\nimport lightning as L\n"
+        "dev = 'cuda' if torch.cuda.is_available() else 'cpu'\nx = torch.ones(2, device=dev)\n"
+        "fab = L.Fabric(accelerator='cpu')\n"
+    )
+    code = _code(run(src).new_source)
+    assert "torch.accelerator.is_available()" in code and "'tpu'" in code
+
+
+@pytest.mark.parametrize(
+    "call, flagged",
+    [
+        ("L.Fabric(devices=1)", True),
+        ("L.Trainer(max_epochs=3)", True),
+        ("L.Trainer()", True),
+        ("L.Trainer(accelerator='cpu')", False),
+        ("L.Trainer(**cfg)", False),
+        ("L.Fabric('cpu')", False),
+    ],
+)
+def test_lightning_without_an_accelerator_is_flagged_as_auto(call, flagged):
+    """(In a file the migration touches: a file naming no CUDA/XLA API is not read at all.)"""
+    res = run(f"import torch\nimport lightning as L\nx = {call}\ny = torch.ones(1).cuda()\n")
+    assert ("TPU911" in codes(res)) is flagged
+    assert res.new_source.count("TPU911") == int(flagged)
