@@ -617,7 +617,39 @@ def checks_to_keep(
                     break
         if why is not None:
             new[id(c.key)] = why
+    new.update(_state_twins(flow, rewritten, {**kept, **new}, flagged))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged: set[int]) -> dict[int, str]:
+    """Rewritten checks whose twin (same predicate, same module) is kept while the twin's branch sets
+    ``self.x`` that this check's function reads: `__exit__` fills self.peak under a kept CUDA check and
+    `print_stats` reads self.peak under its own check; rewriting only the second reads state never set on TPU.
+    (Module-wide context: the twin may sit in another method of the class.)"""
+    stored: dict[str, dict[str, str]] = {}  # predicate -> attribute -> the kept check's text
+    for c in flow.checks:
+        if id(c.key) in kept or (id(c.key) in flagged and id(c.key) not in rewritten):
+            for n in walk_regions(c.regions):
+                if type(n) is cst.Attribute and _self_attr(n) and flow._stored(n):
+                    stored.setdefault(c.predicate, {}).setdefault(n.attr.value, c.line_hint)
+    out: dict[int, str] = {}
+    for c in flow.checks:
+        attrs = stored.get(c.predicate)
+        if not attrs or id(c.key) in kept or id(c.key) not in rewritten:
+            continue
+        fn = flow._enclosing(c.node, cst.FunctionDef)
+        for n in _walk(fn) if fn is not None else ():
+            if type(n) is cst.Attribute and _self_attr(n) and n.attr.value in attrs and not flow._stored(n):
+                out[id(c.key)] = (
+                    f"a twin check of the same predicate is kept and its branch sets `self.{n.attr.value}`, "
+                    "which this function reads"
+                )
+                break
+    return out
+
+
+def _self_attr(node: cst.Attribute) -> bool:
+    return type(node.value) is cst.Name and node.value.value == "self"
 
 
 def _first(items: Iterator[str | None]) -> str | None:

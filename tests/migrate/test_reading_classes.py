@@ -213,3 +213,32 @@ def test_lightning_without_an_accelerator_is_flagged_as_auto(call, flagged):
     res = run(f"import torch\nimport lightning as L\nx = {call}\ny = torch.ones(1).cuda()\n")
     assert ("TPU911" in codes(res)) is flagged
     assert res.new_source.count("TPU911") == int(flagged)
+
+
+# --- held-out check 2 (llama-recipes MemoryTrace): twin checks sharing state across methods --------------------
+# One method fills `self.x` under a CUDA check that must stay (its branch is CUDA-only); another method has its
+# own copy of the check and then reads `self.x`. Rewriting only the second reads state never set on TPU.
+_GAUGE = (
+    "import torch\nclass Gauge:\n    def start(self):\n        if torch.cuda.is_available():\n"
+    "            self.base = torch.cuda.memory_allocated()\n            self.top = torch.cuda.max_memory_allocated()\n"
+    "    def report(self):\n        label = None\n        if torch.cuda.is_available():\n            label = 'gpu'\n"
+    "        if label:\n            print(label, self.top - self.base)\n"
+)
+
+
+def test_a_twin_check_whose_function_reads_the_kept_branch_state_stays():
+    res = run(_GAUGE)
+    code = _code(res.new_source)
+    assert code.count("torch.cuda.is_available()") == 2 and "torch.accelerator" not in code
+    assert "twin check" in res.new_source
+
+
+def test_a_twin_check_that_reads_none_of_that_state_is_migrated():
+    src = (
+        _GAUGE
+        + "def pick():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\nx = torch.ones(1, device=pick())\n"
+    )
+    code = _code(run(src).new_source)
+    assert (
+        code.count("torch.cuda.is_available()") == 2 and code.count("torch.accelerator.is_available()") == 1
+    )
