@@ -368,6 +368,13 @@ class Flow:
         found = sorted(q.name for q in self._names(node) if q.source is QualifiedNameSource.IMPORT)
         return found[0] if found else None
 
+    def collective(self, region: cst.CSTNode) -> str | None:
+        """The first torch.distributed call in ``region`` (a collective a multi-process job runs), else None."""
+        for n in _walk(region):
+            if type(n) is cst.Call and (q := self._qname(n.func)) and q.startswith("torch.distributed."):
+                return _code(n.func)
+        return None
+
     def foreign_call(self, region: cst.CSTNode) -> str | None:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
         fused paths and local helpers that an `is_cuda` test may be selecting."""
@@ -602,6 +609,15 @@ def checks_to_keep(
         why = None
         if c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
+        elif (
+            c.predicate.endswith("device_count")
+            and _above_one(flow, c.node)
+            and (f := _first(flow.collective(r) for r in c.regions))
+        ):
+            why = (
+                f"it tests for a multi-device job and its branch runs `{f}`; TorchTPU counts one device per "
+                "process, so the test turns false: test the world size (dist.get_world_size() > 1) instead"
+            )
         elif c.predicate == "is_cuda" and (f := _first(flow.foreign_call(r) for r in c.regions)):
             why = f"it selects `{f}`, which may be CUDA-only"
         else:
@@ -650,6 +666,20 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
 
 def _self_attr(node: cst.Attribute) -> bool:
     return type(node.value) is cst.Name and node.value.value == "self"
+
+
+def _above_one(flow: Flow, call: cst.CSTNode) -> bool:
+    """``device_count() > 1`` / ``>= 2``: a test for more than one device, not for one being there."""
+    cmp = flow.parents.get(call)
+    if type(cmp) is not cst.Comparison or cmp.left is not call or len(cmp.comparisons) != 1:
+        return False
+    c = cmp.comparisons[0]
+    if type(c.comparator) is not cst.Integer:
+        return False
+    n = int(c.comparator.value, 0)
+    return (type(c.operator) is cst.GreaterThan and n >= 1) or (
+        type(c.operator) is cst.GreaterThanEqual and n >= 2
+    )
 
 
 def _first(items: Iterator[str | None]) -> str | None:

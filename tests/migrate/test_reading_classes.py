@@ -242,3 +242,20 @@ def test_a_twin_check_that_reads_none_of_that_state_is_migrated():
     assert (
         code.count("torch.cuda.is_available()") == 2 and code.count("torch.accelerator.is_available()") == 1
     )
+
+
+# --- held-out check 2 (llama-recipes train_utils): device_count() > 1 meaning "a multi-process job" -------------
+# TorchTPU counts one device per process, so `device_count() > 1` turns false: a branch that sums the loss over
+# ranks silently stops running while the code after it still divides by the world size.
+@pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "torch.cuda.device_count() >= 2 and fsdp"])
+@pytest.mark.parametrize("collective", ["dist.all_reduce(x)", "dist.barrier()"])
+def test_a_multi_device_count_guarding_a_collective_stays(test, collective):
+    src = f"import torch\nimport torch.distributed as dist\ndef f(x, fsdp):\n    if {test}:\n        {collective}\n    return x\n"
+    res = run(src)
+    assert "torch.cuda.device_count()" in _code(res.new_source) and "world size" in res.new_source
+
+
+@pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "torch.cuda.device_count() > 0"])
+def test_a_device_count_test_without_a_collective_is_migrated(test):
+    src = f"import torch\ndef f(m):\n    if {test}:\n        m = torch.nn.DataParallel(m)\n    return m\n"
+    assert "torch.accelerator.device_count()" in run(src).new_source
