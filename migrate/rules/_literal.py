@@ -432,6 +432,21 @@ class LiteralRule(Rule):
         for a in call.args:
             if torch_native and a.keyword is not None and a.keyword.value == "device":
                 continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
+            if isinstance(a.value, (cst.FormattedString, cst.Call, cst.BinaryOperation)):
+                # f"cuda:{rank}" / "cuda:{}".format(rank) as device_map=: the library's name, like "cuda"
+                where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"
+                ctx.scratch.setdefault("foreign-ordinals", {})[id(a.value)] = (  # type: ignore[index]
+                    f"{self.what} with a run-time ordinal is handed to `{callee}` ({where}), a library that is "
+                    "not torch: its device names are its own; kept: give it a device it supports (often 'cpu') "
+                    "or its own TPU option"
+                )
+                v = a.value
+                template = (
+                    v.func.value if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) else None
+                )
+                template = v.left if isinstance(v, cst.BinaryOperation) else template
+                if isinstance(template, cst.SimpleString):
+                    ctx.claim_string(template, "", "rewritten", "", value=None)  # kept with its ordinal
             for s in _chosen_strings(a.value):
                 body = string_body(s)
                 if self.new_body(body) is not None:
@@ -445,6 +460,14 @@ class LiteralRule(Rule):
                         "its own TPU option",
                         value=None,
                     )
+
+    def _foreign_ordinal(self, ctx: Context, orig: cst.CSTNode) -> bool:
+        """A run-time ordinal string handed to a third-party library: flagged once, kept as written."""
+        why = ctx.scratch.get("foreign-ordinals", {}).pop(id(orig), None)  # type: ignore[union-attr]
+        if why is None:
+            return False
+        ctx.flag(orig, why, code=self.code)
+        return True
 
     def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
         new = self.new_body(string_body(s))
@@ -523,7 +546,9 @@ class LiteralRule(Rule):
             return None
         body = string_body(template)
         m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
-        if m is None or self.new_body(m.group(1)) is None or id(template) in ctx.string_claims:
+        if m is None or self.new_body(m.group(1)) is None or self._foreign_ordinal(ctx, orig):
+            return None
+        if id(template) in ctx.string_claims:
             return None
         ctx.report(
             orig,
@@ -582,6 +607,8 @@ class LiteralRule(Rule):
             if isinstance(first, cst.FormattedStringText):
                 m = re.fullmatch(r"(cuda|xla):", first.value)
                 if m and self.new_body(m.group(1)) is not None:
+                    if self._foreign_ordinal(ctx, orig):
+                        return None
                     if len(node.parts) == 2 and isinstance(node.parts[1], cst.FormattedStringExpression):
                         # f"cuda:{local_rank}": the ordinal picked this process's GPU; TorchTPU binds one device
                         # per process (its own is "tpu", another ordinal does not exist there)

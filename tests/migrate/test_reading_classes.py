@@ -259,3 +259,17 @@ def test_a_multi_device_count_guarding_a_collective_stays(test, collective):
 def test_a_device_count_test_without_a_collective_is_migrated(test):
     src = f"import torch\ndef f(m):\n    if {test}:\n        m = torch.nn.DataParallel(m)\n    return m\n"
     assert "torch.accelerator.device_count()" in run(src).new_source
+
+
+# --- held-out check 2 (llama-recipes label_script): a run-time ordinal handed to a library's device_map ---------
+# device_map="cuda" is kept and flagged (the library's own vocabulary); f"cuda:{rank}" there must be treated alike.
+@pytest.mark.parametrize("value", ['f"cuda:{rank}"', '"cuda:{}".format(rank)', '"cuda:%d" % rank'])
+def test_a_run_time_ordinal_for_a_library_device_map_is_kept(value):
+    src = f"import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('x', device_map={value})\n"
+    res = run(src)
+    assert f"device_map={value})" in res.new_source and res.new_source.count("TODO(tpu-migrate TPU101)") == 1
+
+
+def test_a_run_time_ordinal_for_torch_beside_it_is_still_migrated():
+    src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('x', device_map=f'cuda:{r}')\nt = torch.ones(1, device=f'cuda:{r}')\n"
+    assert "t = torch.ones(1, device='tpu')" in run(src).new_source
