@@ -21,7 +21,16 @@ import time
 
 from tpu_workbench.bench.catalog import load_catalog
 from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, at_interactivity
-from tpu_workbench.bench.projection.serving_validation import INPUT, OUTPUT, group_of, serving_rows
+from tpu_workbench.bench.projection.serving_benchmarks import PUBLISHED
+from tpu_workbench.bench.projection.serving_benchmarks import projections as bench_projections
+from tpu_workbench.bench.projection.serving_validation import (
+    INPUT,
+    OUTPUT,
+    SEQ_OVERHEAD_S,
+    group_of,
+    serving_rows,
+)
+from tpu_workbench.bench.projection.shape import load_hf_config
 
 CHIPS = ("TPU v7", "B200", "B300")
 
@@ -37,7 +46,7 @@ def _genz():
 
 def _system(chip) -> dict:
     return {
-        "Flops": chip.peak_tflops["fp8"],
+        "Flops": chip.peak_tflops.get("fp8", 0.0),
         "Memory_size": chip.hbm_gbytes_per_device * chip.devices_per_chip,
         "Memory_BW": chip.hbm_bw_gbps,
         "ICN": chip.scaleup_gbytes_per_s_uni,
@@ -91,6 +100,53 @@ def genz_throughput(api, chip, tok_s_per_user: float) -> float | None:
     return best
 
 
+def genz_bench(api, pr, chip) -> float | None:
+    """A published serving benchmark (MLPerf / jetstream-pytorch row) in GenZ: the same dense model, chip,
+    precision and tensor parallelism, decode steps at our concurrency and decode context, each sequence's
+    prompt prefilled in a GenZ prefill pass spread over its outputs -> output tok/s per chip. GenZ's
+    ``Flops`` is its bf16 figure (it scales by precision itself)."""
+    decode, prefill, ModelConfig = api
+    m, p = pr.state, pr.point
+    if m is None:
+        return None
+    c, _ = load_hf_config(PUBLISHED / "models" / p["model"])
+    model = ModelConfig(
+        model=p["model"],
+        vocab_size=c.vocab,
+        hidden_size=c.d_model,
+        intermediate_size=c.ffn_dim,
+        num_decoder_layers=c.n_layers,
+        num_attention_heads=c.n_heads,
+        head_dim=c.head_dim,
+        num_key_value_heads=c.n_kv_heads,
+    )
+    sysd = {**_system(chip), "Flops": chip.peak_tflops["bf16"]}
+    bits = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}[p["precision"]]
+    ctx = p["cache_tokens"] if p["kv_allocation"] == "fixed" else pr.input_tokens + pr.output_tokens // 2
+    try:
+        d = decode(
+            model=model,
+            batch_size=pr.concurrency,
+            input_tokens=ctx,
+            output_tokens=0,
+            system_name=sysd,
+            bits=bits,
+            tensor_parallel=p["tp"],
+        )
+        pf = prefill(
+            model=model,
+            batch_size=1,
+            input_tokens=pr.input_tokens,
+            system_name=sysd,
+            bits=bits,
+            tensor_parallel=p["tp"],
+        )
+    except Exception:  # GenZ refuses what does not fit  # noqa: BLE001
+        return None
+    step_s = d["Latency"] / 1e3 + pf["Latency"] / 1e3 * pr.concurrency / pr.output_tokens
+    return pr.concurrency / step_s / p["tp"]
+
+
 def sweep_time(n: int = 10_000) -> float:
     """Seconds to project ``n`` serving configurations (chip x layout x concurrency x mix)."""
     t = time.perf_counter()
@@ -117,10 +173,18 @@ def main(argv=None) -> int:
     ours = [r for r in serving_rows(catalog) if r.role == "validation" and r.error_pct is not None]
     api, why = _genz()
     table = []
+    bench = {pr.point["id"]: pr for pr in bench_projections(SEQ_OVERHEAD_S)}
     for r in ours:
         g = None
         note = why
-        if api and r.id == "row 12" and r.chip in CHIPS:
+        if api and r.id in bench:
+            g = genz_bench(api, bench[r.id], catalog.chip(r.chip))
+            note = (
+                "GenZ: same model/chip/precision/tp, decode at our concurrency and context + prefill passes"
+            )
+            if g is None:
+                note = "GenZ cannot express it (refused the setting: does not fit in its memory model)"
+        elif api and r.id == "row 12" and r.chip in CHIPS:
             g = genz_throughput(api, catalog.chip(r.chip), 20.0)
             note = "GenZ: GDN layers as GQA; decode steps + separate prefill passes"
         elif api and r.id == "row 11" and r.chip in CHIPS:

@@ -136,3 +136,28 @@ def test_the_v5p_512b_point_is_the_bf16_script_of_the_table_not_its_int8_first_v
     assert (st["precision"], st["per_device_batch"], st["remat"]) == ("bf16", 2, "full")
     check = p["model_gap"]["record_check"]
     assert "int8_training=false" in check and "b1bd9f03f" in check and "5f8614c41" in check
+
+
+def test_every_miss_says_why_first(table):
+    """A validation row outside +/-15 % stays, and its note opens with its error and the recorded reason
+    (training.json model_gap, or the TorchTPU rows' shared one), before the setting."""
+    val = table[table["category"].str.startswith("validation") & table["rel_error"].notna()]
+    missed = val[val["rel_error"].abs() > ACCEPTANCE]
+    assert len(missed) > 0
+    for note in missed["assumptions"]:
+        assert note.startswith("MISS (") and "HYPOTHESIS" in note, note[:120]
+    within = val[val["rel_error"].abs() <= ACCEPTANCE]
+    assert not within["assumptions"].str.startswith("MISS").any()
+
+
+def test_gpu_training_meets_the_target_with_flash_attention_relative_to_the_gemms(table):
+    """torchtitan's H100 rows (FlashAttention-2 at 0.41 of the fitted GEMM efficiency, fp8 rows relative to
+    the bf16 GEMMs): 14 of 15 within +/-15 %, none beyond +/-25 % (with the eager-ring cost of the context-parallel stage, the 8B 64k CP 2 row is the miss, -17.7 %). With
+    attention at 35 % of the peak absolute the CP rows were +16...+82 % and 6 of 15 within."""
+    gpu = table[
+        table["chip"].astype(str).str.startswith("H100") & table["category"].str.startswith("validation")
+    ]
+    err = gpu["rel_error"].dropna().abs()
+    assert len(err) == 15 and (err <= ACCEPTANCE).sum() >= 14 and err.max() <= 0.25
+    cp = gpu[gpu["id"].str.contains("-cp")].set_index("id")["rel_error"]
+    assert cp["torchtitan-h100-llama3.1-8b-8-cp8-256k"] < 0.25

@@ -24,6 +24,9 @@ REASONS = {
     "attention_relative": "flash-attention matmul efficiency relative to dense GEMMs beyond tile padding of "
     "head_dim and the 2.5x backward (FlashAttention-2: 5 matmuls backward vs 2 "
     "forward); 1 = no extra penalty assumed",
+    "attention_gemm_efficiency": "efficiency of the bf16 GEMMs that attention_relative refers to, where it "
+    "differs from gemm_efficiency: a fp8 setting's attention runs as a bf16 kernel, so its efficiency follows "
+    "the bf16 GEMMs, not the fitted fp8 ones; None = gemm_efficiency",
     "memory_efficiency": "fraction of HBM bandwidth streaming (elementwise, optimizer, decode) kernels reach, "
     "typically 70-90%",
     "collective_efficiency": "fraction of link bandwidth large collectives reach (bus bandwidth vs line rate)",
@@ -64,6 +67,7 @@ class Assumptions:
     gemm_efficiency: float = CALIBRATED_GEMM_EFFICIENCY
     grouped_gemm_relative: float = 1.0
     attention_relative: float = 1.0
+    attention_gemm_efficiency: float | None = None
     memory_efficiency: float = 0.8
     collective_efficiency: float = 0.8
     collective_latency_us: float = 10.0
@@ -92,6 +96,10 @@ class Assumptions:
         for name in ("grouped_gemm_relative", "attention_relative"):
             if not 0 < getattr(self, name) <= 1:
                 raise WorkbenchError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if self.attention_gemm_efficiency is not None and not 0 < self.attention_gemm_efficiency <= 1:
+            raise WorkbenchError(
+                f"attention_gemm_efficiency must be in (0, 1], got {self.attention_gemm_efficiency}"
+            )
         for name in ("overlap", "critical_overlap"):
             if not 0 <= getattr(self, name) <= 1:
                 raise WorkbenchError(f"{name} must be in [0, 1], got {getattr(self, name)}")

@@ -325,10 +325,15 @@ class SteadyState:
         return self.output_tok_s_per_chip + self.input_tok_s_per_chip
 
 
-def steady_state(m: StepModel, input_tokens: int, output_tokens: int, concurrency: int) -> SteadyState:
-    """Closed form of a saturated replica (see the module docstring)."""
+def steady_state(
+    m: StepModel, input_tokens: int, output_tokens: int, concurrency: int, decode_context: float | None = None
+) -> SteadyState:
+    """Closed form of a saturated replica (see the module docstring). ``decode_context``: the positions each
+    decode step attends over; default the mean resident context I + O/2 (paged attention reads what is
+    there); an engine with a dense preallocated cache that masks unused slots (jetstream-pytorch) reads
+    all of it."""
     b, i, o = concurrency, input_tokens, output_tokens
-    ctx = i + o / 2
+    ctx = decode_context or i + o / 2
     prefill = b * i / o
     step = m.time(b, ctx, prefill, i / 2)
     decode_only = m.time(b, ctx, 0)

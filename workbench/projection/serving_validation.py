@@ -34,6 +34,7 @@ from tpu_workbench.bench.projection.serving import (
     at_interactivity,
     steady_state,
 )
+from tpu_workbench.bench.projection.serving_benchmarks import projections as bench_projections
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 MODELS = Path(__file__).resolve().parents[1] / "published" / "models"
@@ -264,7 +265,34 @@ def serving_rows(catalog: Catalog | None = None, overheads: dict[str, float] | N
     """Rows 4, 7, 9-14, projected (or why not)."""
     c = _Ctx(catalog or load_catalog(), overheads or SEQ_OVERHEAD_S)
     rows = [r for spec in SERVE_SPECS for r in _spec_rows(spec, c)]
-    return rows + _prefill_row4(c.catalog) + _unanchored()
+    return rows + _bench_rows(c) + _prefill_row4(c.catalog) + _unanchored()
+
+
+def _bench_rows(c: _Ctx) -> list[Row]:
+    """Published serving benchmarks (MLPerf Inference llama2-70b on GPUs, jetstream-pytorch on TPU v5e): validation
+    rows; nothing is fitted on them."""
+    rows = []
+    for pr in bench_projections(c.overheads):
+        p, src = pr.point, pr.point["source"]
+        got, pub = pr.output_tok_s_per_chip, pr.published_per_chip
+        rows.append(
+            Row(
+                f"{src['title']} ({src['repo']}@{src['commit'][:9]} {src['path']})",
+                src["date"],
+                vendor_of(p["chip"]),
+                p["chip"],
+                "serve",
+                p["precision"],
+                "validation",
+                pub,
+                got,
+                p["unit"],
+                _err(got, pub),
+                pr.note(),
+                p["id"],
+            )
+        )
+    return rows
 
 
 def _prefill_row4(catalog: Catalog) -> list[Row]:

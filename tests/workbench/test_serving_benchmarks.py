@@ -1,0 +1,86 @@
+"""Published serving benchmarks (MLPerf Inference llama2-70b on GPUs, jetstream-pytorch on TPU v5e): every
+point names its source (repository, commit, path), is projected as a validation row, and the projection
+follows the scenario's rules (offline at the batch or KV limit, server within the latency limits; a dense
+preallocated cache is read whole every decode step)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpu_workbench.bench.projection.serving import kv_capacity, steady_state
+from tpu_workbench.bench.projection.serving_benchmarks import (
+    SERVER_TPOT_S,
+    SERVER_TTFT_S,
+    _model,
+    points,
+    project_point,
+    projections,
+)
+from tpu_workbench.bench.projection.serving_validation import SEQ_OVERHEAD_S, serving_rows
+
+GPU = SEQ_OVERHEAD_S["gpu"]
+
+
+def _mlperf():
+    return [p for p in points() if p["file"] == "mlperf_inference.json"]
+
+
+def test_every_point_names_its_source_and_mlperf_systems_have_both_scenarios():
+    ps = points()
+    assert len(ps) >= 12 and {p["chip"] for p in ps} >= {"H100 SXM", "H200", "B200", "TPU v5e"}
+    for p in ps:
+        s = p["source"]
+        assert s["repo"] and len(s["commit"]) == 40 and s["path"] and s["date"]
+        assert p["tokens_per_s"] > 0 and p["unit"].startswith("output tok/s per chip")
+    for p in _mlperf():
+        assert p["source"]["path"].endswith("mlperf_log_summary.txt")
+        assert p["scenario"].capitalize() in p["source"]["path"]
+    systems = {(p["chip"], p["chips"]) for p in _mlperf()}
+    for sys_ in systems:
+        assert {p["scenario"] for p in _mlperf() if (p["chip"], p["chips"]) == sys_} == {"offline", "server"}
+
+
+def test_each_point_is_a_validation_row_with_its_error():
+    rows = {r.id: r for r in serving_rows()}
+    for p in points():
+        r = rows[p["id"]]
+        assert r.role == "validation" and r.phase == "serve"
+        assert r.vendor == ("tpu" if p["chip"].startswith("TPU") else "gpu")
+        assert r.published == pytest.approx(p["tokens_per_s"] / p["chips"])
+        assert r.projected and r.error_pct == pytest.approx(100 * (r.projected / r.published - 1))
+        assert "ASSUMED" in r.note and p["source"]["commit"][:9] in r.source
+
+
+def test_offline_runs_at_the_batch_or_kv_limit_and_server_within_the_latency_limits():
+    for pr in projections(SEQ_OVERHEAD_S):
+        p = pr.point
+        if p["file"] != "mlperf_inference.json":
+            continue
+        m = _model(p, GPU)
+        cap = kv_capacity(m, pr.input_tokens + pr.output_tokens // 2).max_seqs
+        if p["scenario"] == "offline":
+            assert pr.concurrency == cap  # max_batch (the config's batch) already caps the capacity
+        else:
+            assert pr.concurrency <= cap
+            assert pr.state.ttft_s <= SERVER_TTFT_S and pr.state.tpot_s <= SERVER_TPOT_S
+            if pr.concurrency < cap:  # one more sequence would break a limit
+                nxt = steady_state(m, pr.input_tokens, pr.output_tokens, pr.concurrency + 1)
+                assert nxt.ttft_s > SERVER_TTFT_S or nxt.tpot_s > SERVER_TPOT_S
+
+
+def test_longer_prompts_hold_fewer_sequences_and_give_less_throughput():
+    p = next(p for p in _mlperf() if p["scenario"] == "offline")
+    short, long_ = project_point(p, GPU, 256), project_point(p, GPU, 1024)
+    assert long_.concurrency < short.concurrency
+    assert long_.output_tok_s_per_chip < short.output_tok_s_per_chip
+    assert project_point(p, GPU).input_tokens == p["input_tokens"]
+
+
+def test_a_dense_preallocated_cache_is_read_whole_every_decode_step():
+    p = next(p for p in points() if p["kv_allocation"] == "fixed" and "llama-2-7b" in p["model"])
+    pr = project_point(p, SEQ_OVERHEAD_S["tpu"])
+    m = _model(p, SEQ_OVERHEAD_S["tpu"])
+    assert pr.concurrency == p["engine_batch"]
+    paged = steady_state(m, pr.input_tokens, pr.output_tokens, pr.concurrency)
+    assert pr.state.step_s > paged.step_s  # 2,048 positions read per slot, not the ~384 resident
+    assert pr.state == steady_state(m, pr.input_tokens, pr.output_tokens, pr.concurrency, p["cache_tokens"])

@@ -1,0 +1,148 @@
+"""Published serving-throughput benchmarks projected with the serving model, from data files in published/:
+
+- ``mlperf_inference.json``: MLPerf Inference v4.1 llama2-70b, offline and server, on NVIDIA GPUs;
+- ``jetstream_pytorch.json``: jetstream-pytorch on one TPU v5e-8 host, all prompts sent at once.
+
+Each file has ``defaults`` merged under every point. Offline (no latency limit): the saturated replica at the
+most sequences it can hold, i.e. the engine's batch from the run's config or the KV capacity, whichever is
+smaller. Server: the largest such concurrency whose closed-form TTFT and TPOT stay within MLPerf's limits
+(2 s, 200 ms; the closed form gives means where MLPerf bounds the 99th percentile, so this is an upper
+bound). KV allocation: ``on demand`` (paged, capacity at the mean resident context I + O/2) or ``fixed``
+(a cache of ``cache_tokens`` per slot, as jetstream-pytorch preallocates, and its decode attends over
+all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.py at the benchmark's date). What a source leaves open is an assumption
+named in the row's note; the per-sequence engine overhead is the vendor's, calibrated on InferenceX row 12.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from tpu_workbench.bench.projection.serving import (
+    ServingDeployment,
+    SteadyState,
+    StepModel,
+    kv_capacity,
+    steady_state,
+)
+from tpu_workbench.bench.projection.shape import load_hf_config
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "published"
+FILES = ("mlperf_inference.json", "jetstream_pytorch.json")
+SERVER_TTFT_S, SERVER_TPOT_S = 2.0, 0.2
+MAX_BATCH_UNSTATED = 4096  # where the config gives no engine batch: the KV capacity decides
+
+
+@lru_cache(maxsize=1)
+def points() -> tuple[dict, ...]:
+    out = []
+    for name in FILES:
+        doc = json.loads((PUBLISHED / name).read_text())
+        out += [{**doc.get("defaults", {}), **p, "file": name} for p in doc["points"]]
+    return tuple(out)
+
+
+def output_tokens(p: dict) -> int:
+    """Tokens per request: the log's tokens/s over samples/s where the source gives both, else the file's."""
+    if "samples_per_s" in p:
+        return round(p["tokens_per_s"] / p["samples_per_s"])
+    return int(p["output_tokens"])
+
+
+@dataclass(frozen=True)
+class BenchProjection:
+    """One published point projected: output tok/s per chip, or why there is none."""
+
+    point: dict
+    input_tokens: int
+    output_tokens: int
+    concurrency: int | None
+    state: SteadyState | None
+    output_tok_s_per_chip: float | None
+    why_none: str | None = None
+
+    @property
+    def published_per_chip(self) -> float:
+        return self.point["tokens_per_s"] / self.point["chips"]
+
+    def note(self) -> str:
+        p = self.point
+        batch = (
+            f"engine batch {p['engine_batch']} (config)" if p.get("engine_batch") else "engine batch unstated"
+        )
+        lengths = (
+            f"input {self.input_tokens} / output {self.output_tokens} tokens"
+            if p.get("lengths_assumed")
+            else f"output {self.output_tokens} tokens/sample (log); ASSUMED: input {self.input_tokens} tokens "
+            "(dataset mean not in the sources)"
+        )
+        kv = (
+            f"KV {p['kv_precision']} preallocated, {p['cache_tokens']} tokens per slot, all read each decode step "
+            "(dense cache with a mask, jetstream-pytorch@781ec9e jetstream_pt/cache_manager.py + layers.py)"
+            if p["kv_allocation"] == "fixed"
+            else f"KV {p['kv_precision']} allocated on demand (mean resident context)"
+        )
+        head = (
+            f"{p['model'].removesuffix('.json')} {p['precision']} weights, {p['chips']} x {p['chip']} as "
+            f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; ASSUMED: {lengths}, {kv}, prefill budget "
+            f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
+        )
+        if p.get("unit_note"):
+            head += f"; {p['unit_note']}"
+        if self.why_none:
+            return f"{self.why_none}; {head}"
+        st = self.state
+        lim = "; server limits on closed-form means (MLPerf bounds p99)" if p["scenario"] == "server" else ""
+        return (
+            f"{head}; projected at {self.concurrency} sequences/replica, TPOT {st.tpot_s * 1e3:.0f} ms, "
+            f"TTFT {st.ttft_s:.2f} s{lim}"
+        )
+
+
+def _model(p: dict, overhead_s: float) -> StepModel:
+    cfg, shape = load_hf_config(PUBLISHED / "models" / p["model"], name=p["model"].removesuffix(".json"))
+    d = ServingDeployment(
+        p["chip"],
+        p["tp"],
+        "tp",
+        precision=p["precision"],
+        kv_precision=p["kv_precision"],
+        max_batch=p.get("engine_batch") or MAX_BATCH_UNSTATED,
+        chunk_tokens=p["chunk_tokens"],
+        seq_overhead_s=overhead_s,
+    )
+    return StepModel.build(cfg, d, shape=shape)
+
+
+def _meets_server_limits(st: SteadyState) -> bool:
+    return st.ttft_s <= SERVER_TTFT_S and st.tpot_s <= SERVER_TPOT_S
+
+
+def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -> BenchProjection:
+    """The scenario's throughput per chip for one published point (see the module docstring)."""
+    i, o = input_tokens or p["input_tokens"], output_tokens(p)
+    m = _model(p, overhead_s)
+    fixed = p["kv_allocation"] == "fixed"
+    cap = kv_capacity(m, p["cache_tokens"] if fixed else i + o // 2)
+    ctx = p["cache_tokens"] if fixed else None  # a dense cache: decode attends over every slot position
+    if cap.infeasible:
+        return BenchProjection(p, i, o, None, None, None, cap.infeasible)
+    best = cap.max_seqs
+    if p["scenario"] == "server":
+        lo, hi = 0, cap.max_seqs  # TPOT and TTFT grow with concurrency
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if _meets_server_limits(steady_state(m, i, o, mid, ctx)) else (lo, mid - 1)
+        if lo == 0:
+            why = "misses the server limits (TTFT 2 s, TPOT 200 ms) even at one sequence"
+            return BenchProjection(p, i, o, None, None, None, why)
+        best = lo
+    st = steady_state(m, i, o, best, ctx)
+    return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip)
+
+
+def projections(overheads: dict[str, float]) -> list[BenchProjection]:
+    """Every point, with its vendor's engine overhead (``overheads`` keyed 'tpu' / 'gpu')."""
+    return [project_point(p, overheads["tpu" if p["chip"].startswith("TPU") else "gpu"]) for p in points()]
