@@ -194,6 +194,19 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
     return False
 
 
+#: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
+_CUDA_PATCH_TARGET = re.compile(r"""["']((?:[\w]+\.)*torch\.cuda\.\w+)["']""")
+
+
+def _mocked_cuda(ctx: Context) -> str | None:
+    """The torch.cuda function a test file patches by name, else None. (Module-wide context: the whole
+    file's text, read once per file.)"""
+    if "mocked-cuda" not in ctx.scratch:
+        m = _CUDA_PATCH_TARGET.search(getattr(ctx, "source_text", ""))
+        ctx.scratch["mocked-cuda"] = m.group(1) if m else None
+    return ctx.scratch["mocked-cuda"]  # type: ignore[return-value]
+
+
 def _walk_strings(node: cst.CSTNode):
     """Literal strings directly in ``node`` or in list/tuple/set displays inside it."""
     if isinstance(node, cst.SimpleString):
@@ -319,6 +332,16 @@ class LiteralRule(Rule):
                             f"{self.what} '{string_body(s)}' in a comparison gates "
                             f"{string_body(s).upper()}-specific code (device_ids, streams): kept; give "
                             f"'{self.replacement}' its own branch if it needs one",
+                            value=None,
+                        )
+                    elif self.new_body(string_body(s)) is not None and (target := _mocked_cuda(ctx)):
+                        ctx.claim_string(
+                            s,
+                            COMPARISON_CODE,
+                            "flagged",
+                            f"{self.what} '{string_body(s)}' is compared in a file that mocks `{target}`: it checks "
+                            "what the code under test does on CUDA (that code may keep its CUDA branch); kept, "
+                            "migrate the test with the code it patches",
                             value=None,
                         )
                     elif external and self.new_body(string_body(s)) is not None:

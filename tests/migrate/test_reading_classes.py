@@ -273,3 +273,25 @@ def test_a_run_time_ordinal_for_a_library_device_map_is_kept(value):
 def test_a_run_time_ordinal_for_torch_beside_it_is_still_migrated():
     src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('x', device_map=f'cuda:{r}')\nt = torch.ones(1, device=f'cuda:{r}')\n"
     assert "t = torch.ones(1, device='tpu')" in run(src).new_source
+
+
+# --- held-out check 2 (llama-recipes test_finetuning): a test that mocks torch.cuda asserts CUDA's names --------
+# The test patches `pkg.train.torch.cuda.is_available` to True and checks that the code moved the model to "cuda";
+# the code under test may keep that CUDA branch (it does when it is an xpu/cuda dispatch), so the expected name stays.
+@pytest.mark.parametrize(
+    "patch",
+    ['@patch("pkg.train.torch.cuda.is_available")', "@mock.patch('torch.cuda.device_count')"],
+)
+def test_a_device_name_asserted_by_a_test_that_mocks_cuda_stays(patch):
+    src = (
+        "import torch\nfrom unittest import mock\nfrom unittest.mock import patch\n"
+        f"{patch}\ndef test_moves(cuda):\n    cuda.return_value = True\n    run()\n"
+        "    assert moved.call_args.args[0] == 'cuda'\n"
+    )
+    res = run(src)
+    assert "== 'cuda'" in res.new_source and "TPU102" in codes(res)
+
+
+def test_a_test_without_cuda_mocks_still_migrates_its_comparisons():
+    src = "import torch\ndef test_dev():\n    d = 'cuda'\n    assert d == 'cuda'\n"
+    assert "== 'tpu'" in run(src).new_source
