@@ -33,6 +33,10 @@ from ._walk import _plan
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+#: How a kept device count's finding starts (the rule words it as a count, not as a test).
+PER_HOST = "it counts devices per host"
+_DIVIDE = (cst.Divide, cst.FloorDivide)
+_DIVIDE_ASSIGN = (cst.DivideAssign, cst.FloorDivideAssign)
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
 _WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"](?:cuda|xla)(?::\d+)?['"]""")
 #: A device literal that still names CUDA after the pass.
@@ -76,6 +80,8 @@ class Check:
     unseen: str | None = None
     #: A flag other modules can read (a module-level name, ``args.cuda``) that holds the check, or None.
     exported: str | None = None
+    #: For a device count that divides work (``batch_size / ngpus_per_node``): that division, else None.
+    divides: str | None = None
 
 
 class Flow:
@@ -109,7 +115,12 @@ class Flow:
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
                 name = self._qname(node.func) or ""
                 if name.endswith("device_count") and not self._truth_use(node):
-                    continue  # a count (`rank % device_count()`), not a test that CUDA is here
+                    # a count (`rank % device_count()`), not a test that CUDA is here; but a count that
+                    # divides work is CUDA's devices per host, which TorchTPU's one device per process is not
+                    if (share := self._divides_work(node)) is not None:
+                        count = Check(node, "device-count-share", _code(node), key=node, divides=share)
+                        self.checks.append(count)
+                    continue
                 self.checks.append(self._check(node, name))
             elif (
                 type(node) is cst.Attribute
@@ -230,6 +241,25 @@ class Flow:
         if t is cst.Expr:
             return []
         return f"it is used as `{_code(parent)[:40]}`"
+
+    def _divides_work(self, call: cst.CSTNode) -> str | None:
+        """The division that ``call`` (a device count) ends up in: ``x / device_count()``, or the count bound to
+        a name or attribute that some division in the module takes as its divisor (``args.batch_size /
+        ngpus_per_node``, the same name handed on as a parameter, as pytorch/examples' imagenet does). Matched by
+        name across the module: over-inclusive on purpose, as the answer only decides rewrite vs flag."""
+        parent = self.parents.get(call)
+        if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is call:
+            return _code(parent)
+        if type(parent) is not cst.Assign or parent.value is not call:
+            return None
+        names = {n for t in parent.targets if (n := _last_name(t.target))}
+        for n in _walk(self.module) if names else ():
+            t = type(n)
+            if t is cst.BinaryOperation and type(n.operator) in _DIVIDE and _last_name(n.right) in names:
+                return _code(n)
+            if t is cst.AugAssign and type(n.operator) in _DIVIDE_ASSIGN and _last_name(n.value) in names:
+                return _code(n)
+        return None
 
     def _visible_elsewhere(self, target: cst.BaseExpression) -> bool:
         """A public module-level name or an attribute of something other than self/cls: other modules can
@@ -607,7 +637,13 @@ def checks_to_keep(
         if id(c.key) in kept or id(c.key) not in rewritten:
             continue
         why = None
-        if c.unseen is not None:
+        if c.divides is not None:
+            why = (
+                f"{PER_HOST} and divides work (`{c.divides[:60]}`): TorchTPU counts one device "
+                "per process, so every process would keep the whole share; under torchrun use "
+                "int(os.environ['LOCAL_WORLD_SIZE'])"
+            )
+        elif c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
         elif (
             c.predicate.endswith("device_count")

@@ -11,6 +11,7 @@ import re
 import libcst as cst
 
 from .._foreign import third_party
+from ..flow import PER_HOST
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -352,6 +353,11 @@ class CudaToAccelerator(Rule):
             )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
+            ctx.flag(
+                orig, f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: a loud error)", code=self.code
+            )
+            return None
         if guarded is not None:
             ctx.flag(
                 orig,

@@ -295,3 +295,38 @@ def test_a_device_name_asserted_by_a_test_that_mocks_cuda_stays(patch):
 def test_a_test_without_cuda_mocks_still_migrates_its_comparisons():
     src = "import torch\ndef test_dev():\n    d = 'cuda'\n    assert d == 'cuda'\n"
     assert "== 'tpu'" in run(src).new_source
+
+
+# --- a device count that splits work per host (fresh corpus: DeepSpeedExamples imagenet, vit_finetuning) ---------
+_SHARES = {
+    "param-handed-on": "import torch\ndef worker(i, per_host, cfg):\n    cfg.bs = int(cfg.bs / per_host)\n"
+    "def main(cfg):\n    per_host = torch.cuda.device_count()\n    worker(0, per_host, cfg)\n",
+    "floor-division": "import torch\ndef share(n):\n    return n // torch.cuda.device_count()\n",
+    "augmented": "import torch\nn_dev = torch.cuda.device_count()\nworkers = 8\nworkers //= n_dev\n",
+    "attribute": "import torch\ndef setup(args):\n    args.n_gpu = torch.cuda.device_count()\n"
+    "    args.batch = args.batch / args.n_gpu\n",
+}
+
+
+@pytest.mark.parametrize("src", list(_SHARES.values()), ids=list(_SHARES))
+def test_a_device_count_that_divides_work_is_kept_and_flagged(src):
+    """CUDA's count is the devices of the host; TorchTPU's is 1 per process, so a rewritten count would leave
+    every process of a multi-process launch with the whole batch (the global batch N times larger, silently)."""
+    res = run(src)
+    assert "torch.accelerator.device_count" not in _code(res.new_source)
+    assert "torch.cuda.device_count()" in _code(res.new_source)
+    assert "TPU201" in codes(res) and "LOCAL_WORLD_SIZE" in res.new_source
+    assert run(res.new_source).new_source == res.new_source  # one TODO, never twice
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ndef dev(rank):\n    return rank % torch.cuda.device_count()\n",
+        "import torch\nn = torch.cuda.device_count()\nprint(f'{n} devices')\n",
+        "import torch\nn = torch.cuda.device_count()\ntotal = 8 * n\n",
+    ],
+    ids=["modulo", "printed", "multiplied"],
+)
+def test_a_device_count_that_divides_nothing_is_still_migrated(src):
+    assert "torch.accelerator.device_count()" in run(src).new_source
