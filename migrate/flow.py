@@ -27,11 +27,16 @@ from libcst.metadata import (
 )
 
 from ._foreign import third_party
+from ._frameworks import FRAMEWORK_ENTRIES
 from ._walk import _PLANS as _walk_plans
 from ._walk import _plan
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+#: How a kept device count's finding starts (the rule words it as a count, not as a test).
+PER_HOST = "it counts devices per host"
+_DIVIDE = (cst.Divide, cst.FloorDivide)
+_DIVIDE_ASSIGN = (cst.DivideAssign, cst.FloorDivideAssign)
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
 _WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"](?:cuda|xla)(?::\d+)?['"]""")
 #: A device literal that still names CUDA after the pass.
@@ -75,6 +80,8 @@ class Check:
     unseen: str | None = None
     #: A flag other modules can read (a module-level name, ``args.cuda``) that holds the check, or None.
     exported: str | None = None
+    #: For a device count that divides work (``batch_size / ngpus_per_node``): that division, else None.
+    divides: str | None = None
 
 
 class Flow:
@@ -108,7 +115,12 @@ class Flow:
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
                 name = self._qname(node.func) or ""
                 if name.endswith("device_count") and not self._truth_use(node):
-                    continue  # a count (`rank % device_count()`), not a test that CUDA is here
+                    # a count (`rank % device_count()`), not a test that CUDA is here; but a count that
+                    # divides work is CUDA's devices per host, which TorchTPU's one device per process is not
+                    if (share := self._divides_work(node)) is not None:
+                        count = Check(node, "device-count-share", _code(node), key=node, divides=share)
+                        self.checks.append(count)
+                    continue
                 self.checks.append(self._check(node, name))
             elif (
                 type(node) is cst.Attribute
@@ -188,6 +200,11 @@ class Flow:
         t = type(parent)
         if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
+        if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
+            return (
+                f"it chooses a value handed to `{entry}`, which picks its own device (Lightning's default "
+                "'auto' is CUDA or the CPU, never the native TPU)"
+            )
         if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
             return self._branches(parent, positive)
         if t is cst.Assert and parent.test is child:
@@ -225,6 +242,25 @@ class Flow:
             return []
         return f"it is used as `{_code(parent)[:40]}`"
 
+    def _divides_work(self, call: cst.CSTNode) -> str | None:
+        """The division that ``call`` (a device count) ends up in: ``x / device_count()``, or the count bound to
+        a name or attribute that some division in the module takes as its divisor (``args.batch_size /
+        ngpus_per_node``, the same name handed on as a parameter, as pytorch/examples' imagenet does). Matched by
+        name across the module: over-inclusive on purpose, as the answer only decides rewrite vs flag."""
+        parent = self.parents.get(call)
+        if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is call:
+            return _code(parent)
+        if type(parent) is not cst.Assign or parent.value is not call:
+            return None
+        names = {n for t in parent.targets if (n := _last_name(t.target))}
+        for n in _walk(self.module) if names else ():
+            t = type(n)
+            if t is cst.BinaryOperation and type(n.operator) in _DIVIDE and _last_name(n.right) in names:
+                return _code(n)
+            if t is cst.AugAssign and type(n.operator) in _DIVIDE_ASSIGN and _last_name(n.value) in names:
+                return _code(n)
+        return None
+
     def _visible_elsewhere(self, target: cst.BaseExpression) -> bool:
         """A public module-level name or an attribute of something other than self/cls: other modules can
         read it (``from config import USE_CUDA``, ``train(args)`` reading ``args.cuda``), out of this file's sight."""
@@ -250,6 +286,30 @@ class Flow:
         call = self.parents.get(parent)
         name = self._qname(call.func) if type(call) is cst.Call else None
         return name if third_party(name, self.path) else None
+
+    def _framework_sink(self, value: cst.CSTNode) -> str | None:
+        """The framework entry point (Lightning Trainer/Fabric, composer's Trainer, transformers'
+        TrainingArguments) that ``value`` reaches as an argument, directly or through one local name
+        (`precision = "bf16-true" if torch.cuda.is_available() else "32-true"; Fabric(precision=precision)`).
+        Such a framework chooses the device itself, so a check made true by the migration changes its
+        settings for a device it does not use. (Module-wide context: the name's uses, through its scope.)"""
+        child, parent = value, self.parents.get(value)
+        while type(parent) in (cst.IfExp, cst.BooleanOperation) and child is not getattr(
+            parent, "test", None
+        ):
+            child, parent = parent, self.parents.get(parent)
+        args: list[cst.CSTNode] = []
+        if type(parent) is cst.Arg:
+            args.append(parent)
+        elif type(parent) is cst.Assign and parent.value is child and len(parent.targets) == 1:
+            if type(parent.targets[0].target) is cst.Name:
+                args.extend(self.parents.get(use) for use in self.uses(parent.targets[0].target))
+        for arg in args:
+            call = self.parents.get(arg) if type(arg) is cst.Arg else None
+            name = self._qname(call.func) if type(call) is cst.Call else None
+            if name in FRAMEWORK_ENTRIES:
+                return name.rsplit(".", 1)[1]
+        return None
 
     def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
         """A check returned by a function: what its calls in this module control."""
@@ -337,6 +397,13 @@ class Flow:
         """The imported name ``node`` stands for (``torch.cuda.is_available``), else None."""
         found = sorted(q.name for q in self._names(node) if q.source is QualifiedNameSource.IMPORT)
         return found[0] if found else None
+
+    def collective(self, region: cst.CSTNode) -> str | None:
+        """The first torch.distributed call in ``region`` (a collective a multi-process job runs), else None."""
+        for n in _walk(region):
+            if type(n) is cst.Call and (q := self._qname(n.func)) and q.startswith("torch.distributed."):
+                return _code(n.func)
+        return None
 
     def foreign_call(self, region: cst.CSTNode) -> str | None:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
@@ -570,8 +637,23 @@ def checks_to_keep(
         if id(c.key) in kept or id(c.key) not in rewritten:
             continue
         why = None
-        if c.unseen is not None:
+        if c.divides is not None:
+            why = (
+                f"{PER_HOST} and divides work (`{c.divides[:60]}`): TorchTPU counts one device "
+                "per process, so every process would keep the whole share; under torchrun use "
+                "int(os.environ['LOCAL_WORLD_SIZE'])"
+            )
+        elif c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
+        elif (
+            c.predicate.endswith("device_count")
+            and _above_one(flow, c.node)
+            and (f := _first(flow.collective(r) for r in c.regions))
+        ):
+            why = (
+                f"it tests for a multi-device job and its branch runs `{f}`; TorchTPU counts one device per "
+                "process, so the test turns false: test the world size (dist.get_world_size() > 1) instead"
+            )
         elif c.predicate == "is_cuda" and (f := _first(flow.foreign_call(r) for r in c.regions)):
             why = f"it selects `{f}`, which may be CUDA-only"
         else:
@@ -587,7 +669,53 @@ def checks_to_keep(
                     break
         if why is not None:
             new[id(c.key)] = why
+    new.update(_state_twins(flow, rewritten, {**kept, **new}, flagged))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged: set[int]) -> dict[int, str]:
+    """Rewritten checks whose twin (same predicate, same module) is kept while the twin's branch sets
+    ``self.x`` that this check's function reads: `__exit__` fills self.peak under a kept CUDA check and
+    `print_stats` reads self.peak under its own check; rewriting only the second reads state never set on TPU.
+    (Module-wide context: the twin may sit in another method of the class.)"""
+    stored: dict[str, dict[str, str]] = {}  # predicate -> attribute -> the kept check's text
+    for c in flow.checks:
+        if id(c.key) in kept or (id(c.key) in flagged and id(c.key) not in rewritten):
+            for n in walk_regions(c.regions):
+                if type(n) is cst.Attribute and _self_attr(n) and flow._stored(n):
+                    stored.setdefault(c.predicate, {}).setdefault(n.attr.value, c.line_hint)
+    out: dict[int, str] = {}
+    for c in flow.checks:
+        attrs = stored.get(c.predicate)
+        if not attrs or id(c.key) in kept or id(c.key) not in rewritten:
+            continue
+        fn = flow._enclosing(c.node, cst.FunctionDef)
+        for n in _walk(fn) if fn is not None else ():
+            if type(n) is cst.Attribute and _self_attr(n) and n.attr.value in attrs and not flow._stored(n):
+                out[id(c.key)] = (
+                    f"a twin check of the same predicate is kept and its branch sets `self.{n.attr.value}`, "
+                    "which this function reads"
+                )
+                break
+    return out
+
+
+def _self_attr(node: cst.Attribute) -> bool:
+    return type(node.value) is cst.Name and node.value.value == "self"
+
+
+def _above_one(flow: Flow, call: cst.CSTNode) -> bool:
+    """``device_count() > 1`` / ``>= 2``: a test for more than one device, not for one being there."""
+    cmp = flow.parents.get(call)
+    if type(cmp) is not cst.Comparison or cmp.left is not call or len(cmp.comparisons) != 1:
+        return False
+    c = cmp.comparisons[0]
+    if type(c.comparator) is not cst.Integer:
+        return False
+    n = int(c.comparator.value, 0)
+    return (type(c.operator) is cst.GreaterThan and n >= 1) or (
+        type(c.operator) is cst.GreaterThanEqual and n >= 2
+    )
 
 
 def _first(items: Iterator[str | None]) -> str | None:

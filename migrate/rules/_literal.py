@@ -194,6 +194,19 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
     return False
 
 
+#: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
+_CUDA_PATCH_TARGET = re.compile(r"""["']((?:[\w]+\.)*torch\.cuda\.\w+)["']""")
+
+
+def _mocked_cuda(ctx: Context) -> str | None:
+    """The torch.cuda function a test file patches by name, else None. (Module-wide context: the whole
+    file's text, read once per file.)"""
+    if "mocked-cuda" not in ctx.scratch:
+        m = _CUDA_PATCH_TARGET.search(getattr(ctx, "source_text", ""))
+        ctx.scratch["mocked-cuda"] = m.group(1) if m else None
+    return ctx.scratch["mocked-cuda"]  # type: ignore[return-value]
+
+
 def _walk_strings(node: cst.CSTNode):
     """Literal strings directly in ``node`` or in list/tuple/set displays inside it."""
     if isinstance(node, cst.SimpleString):
@@ -321,6 +334,16 @@ class LiteralRule(Rule):
                             f"'{self.replacement}' its own branch if it needs one",
                             value=None,
                         )
+                    elif self.new_body(string_body(s)) is not None and (target := _mocked_cuda(ctx)):
+                        ctx.claim_string(
+                            s,
+                            COMPARISON_CODE,
+                            "flagged",
+                            f"{self.what} '{string_body(s)}' is compared in a file that mocks `{target}`: it checks "
+                            "what the code under test does on CUDA (that code may keep its CUDA branch); kept, "
+                            "migrate the test with the code it patches",
+                            value=None,
+                        )
                     elif external and self.new_body(string_body(s)) is not None:
                         ctx.claim_string(
                             s,
@@ -432,6 +455,21 @@ class LiteralRule(Rule):
         for a in call.args:
             if torch_native and a.keyword is not None and a.keyword.value == "device":
                 continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
+            if isinstance(a.value, (cst.FormattedString, cst.Call, cst.BinaryOperation)):
+                # f"cuda:{rank}" / "cuda:{}".format(rank) as device_map=: the library's name, like "cuda"
+                where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"
+                ctx.scratch.setdefault("foreign-ordinals", {})[id(a.value)] = (  # type: ignore[index]
+                    f"{self.what} with a run-time ordinal is handed to `{callee}` ({where}), a library that is "
+                    "not torch: its device names are its own; kept: give it a device it supports (often 'cpu') "
+                    "or its own TPU option"
+                )
+                v = a.value
+                template = (
+                    v.func.value if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) else None
+                )
+                template = v.left if isinstance(v, cst.BinaryOperation) else template
+                if isinstance(template, cst.SimpleString):
+                    ctx.claim_string(template, "", "rewritten", "", value=None)  # kept with its ordinal
             for s in _chosen_strings(a.value):
                 body = string_body(s)
                 if self.new_body(body) is not None:
@@ -445,6 +483,14 @@ class LiteralRule(Rule):
                         "its own TPU option",
                         value=None,
                     )
+
+    def _foreign_ordinal(self, ctx: Context, orig: cst.CSTNode) -> bool:
+        """A run-time ordinal string handed to a third-party library: flagged once, kept as written."""
+        why = ctx.scratch.get("foreign-ordinals", {}).pop(id(orig), None)  # type: ignore[union-attr]
+        if why is None:
+            return False
+        ctx.flag(orig, why, code=self.code)
+        return True
 
     def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
         new = self.new_body(string_body(s))
@@ -478,15 +524,35 @@ class LiteralRule(Rule):
                     value=None,
                 )
             return
-        ctx.claim_string(  # the index is kept: code reads device.index later (set_device, device_ids, logs)
+        ctx.claim_string(  # the index is dropped in leave_node (_drop_runtime_index), like f"cuda:{i}"
             node.args[0].value,  # type: ignore[arg-type]
             self.code,
             "warned",
             f"torch.device('{string_body(node.args[0].value)}', {code(index)}) -> torch.device("  # type: ignore[arg-type]
-            f"'{self.replacement}', {code(index)}): the index is kept and must be this process's "
-            "LOCAL_RANK (one device per process)",
+            f"'{self.replacement}') (one device per process: the ordinal chose this process's GPU; a kept "
+            "ordinal above 0 raises where the launcher sets no LOCAL_RANK, e.g. mp.spawn workers)",
             value=None,
         )
+
+    def _drop_runtime_index(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call | None:
+        """``torch.device("cuda", i)`` whose string became the replacement: ``torch.device("tpu")``. One rule
+        for every form of a run-time ordinal (f"cuda:{i}", "cuda:{}".format(i), .cuda(i), .to(i) lose it too):
+        the process's own device is valid on every rank under any launcher; tpu:<i> only where LOCAL_RANK == i
+        (measured, /work/wt/mread.notes.md)."""
+        if not (
+            isinstance(orig.func, cst.Attribute)
+            and orig.func.attr.value == "device"
+            and len(orig.args) == 2 == len(node.args)
+            and orig.args[1].keyword is None
+            and not isinstance(orig.args[1].value, cst.Integer)
+            and isinstance(orig.args[0].value, cst.SimpleString)
+            and isinstance(node.args[0].value, cst.SimpleString)
+            and string_body(node.args[0].value) == self.replacement
+            and string_body(orig.args[0].value) != self.replacement
+            and ctx.qname(orig.func) == "torch.device"
+        ):
+            return None
+        return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
     def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
@@ -503,7 +569,9 @@ class LiteralRule(Rule):
             return None
         body = string_body(template)
         m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
-        if m is None or self.new_body(m.group(1)) is None or id(template) in ctx.string_claims:
+        if m is None or self.new_body(m.group(1)) is None or self._foreign_ordinal(ctx, orig):
+            return None
+        if id(template) in ctx.string_claims:
             return None
         ctx.report(
             orig,
@@ -516,6 +584,10 @@ class LiteralRule(Rule):
         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(orig, cst.Call) and isinstance(node, cst.Call) and len(orig.args) == 2:
+            dropped = self._drop_runtime_index(ctx, orig, node)
+            if dropped is not None:
+                return dropped
         if isinstance(orig, (cst.Call, cst.BinaryOperation)):
             return self._runtime_ordinal(ctx, orig, node)
         if isinstance(orig, cst.SimpleString) and isinstance(node, cst.SimpleString):
@@ -558,6 +630,8 @@ class LiteralRule(Rule):
             if isinstance(first, cst.FormattedStringText):
                 m = re.fullmatch(r"(cuda|xla):", first.value)
                 if m and self.new_body(m.group(1)) is not None:
+                    if self._foreign_ordinal(ctx, orig):
+                        return None
                     if len(node.parts) == 2 and isinstance(node.parts[1], cst.FormattedStringExpression):
                         # f"cuda:{local_rank}": the ordinal picked this process's GPU; TorchTPU binds one device
                         # per process (its own is "tpu", another ordinal does not exist there)

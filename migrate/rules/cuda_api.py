@@ -11,6 +11,7 @@ import re
 import libcst as cst
 
 from .._foreign import third_party
+from ..flow import PER_HOST
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -352,6 +353,11 @@ class CudaToAccelerator(Rule):
             )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
+            ctx.flag(
+                orig, f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: a loud error)", code=self.code
+            )
+            return None
         if guarded is not None:
             ctx.flag(
                 orig,
@@ -592,8 +598,22 @@ class Bf16Supported(Rule):
     node_types = (cst.BooleanOperation, cst.IfExp)
 
     def call(self, ctx, orig, node, qname):
+        if id(orig) in ctx.scratch.get("bf16-beside-kept", ()):
+            return (
+                None  # `torch.cuda.is_available() and is_bf16_supported()` with the guard kept: CUDA's test
+            )
         ctx.report(orig, "`torch.cuda.is_bf16_supported()` -> `True`", code=self.code)
         return expr("True")
+
+    def visit_node(self, ctx, node):
+        """An and/or holding a CUDA check the flow layer kept: its is_bf16_supported() stays CUDA's test too."""
+        if not isinstance(node, cst.BooleanOperation):
+            return
+        kept = ctx.scratch.get("cuda-guards", {})
+        calls = _calls_in(node) if kept else []
+        if any(id(c) in kept for c in calls):
+            beside = ctx.scratch.setdefault("bf16-beside-kept", set())
+            beside.update(id(c) for c in calls)
 
     def _was_check(self, ctx, orig: cst.BaseExpression, node: cst.BaseExpression) -> bool:
         return (

@@ -23,7 +23,7 @@ class CudaDeviceLiteral(LiteralRule):
     family = "cuda_device"
     summary = (
         "Rewrite the device strings 'cuda' and 'cuda:0' to 'tpu'/'tpu:0'; a run-time ordinal (f'cuda:{rank}', "
-        "'cuda:{}'.format(i), 'cuda:%d' % i) to 'tpu'; flag 'cuda:1' and higher."
+        "'cuda:{}'.format(i), 'cuda:%d' % i, torch.device('cuda', i)) to 'tpu'; flag 'cuda:1' and higher."
     )
     rationale = (
         "TorchTPU registers the device type 'tpu' and binds one device per process: a run-time ordinal "

@@ -17,6 +17,7 @@ _INIT = frozenset(
 _DDP = frozenset(
     {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
 )
+_BARRIER = frozenset({"torch.distributed.barrier", "torch.distributed.distributed_c10d.barrier"})
 
 
 @register
@@ -56,18 +57,29 @@ class DdpDeviceIds(Rule):
     name = "ddp-device-ids"
     family = "distributed"
     outcome = "warned"
-    summary = "Drop device_ids / output_device from DistributedDataParallel(...)."
+    summary = "Drop device_ids / output_device from DistributedDataParallel(...) and device_ids from dist.barrier(...)."
     rationale = (
-        "TorchTPU builds DDP without device_ids (one device per process); integer ids are CUDA ordinals."
+        "TorchTPU builds DDP without device_ids (one device per process); integer ids are CUDA ordinals. "
+        "barrier(device_ids=[device.index]) is the same ordinal, and None once the device is the process's own 'tpu'."
     )
     before = (
         "from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
         "model = DDP(model.cuda(), device_ids=[local_rank], output_device=local_rank)\n"
     )
     after = "from torch.nn.parallel import DistributedDataParallel as DDP\n\nmodel = DDP(model.cuda())\n"
-    calls = _DDP
+    calls = _DDP | _BARRIER
 
     def call(self, ctx, orig, node, qname):
+        if qname in _BARRIER:
+            if kwarg(node, "device_ids") is None:
+                return None
+            ctx.report(
+                orig,
+                "dropped barrier device_ids (CUDA ordinals; TorchTPU: one device per process)",
+                code=self.code,
+                outcome="warned",
+            )
+            return drop_kwargs(node, {"device_ids"})
         names = {"device_ids", "output_device"}
         if not any(a.keyword is not None and a.keyword.value in names for a in node.args):
             positional = [a for a in node.args if a.keyword is None and not a.star]

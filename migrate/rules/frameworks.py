@@ -12,33 +12,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .._frameworks import COMPOSER_ENTRIES, HF_ENTRIES, LIGHTNING_ENTRIES
 from ._util import literals, string_body
 from .base import Rule, register
 
-
-def _qualified(roots: tuple[str, ...], paths: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(f"{r}.{p}" for r in roots for p in paths)
-
-
-_LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
-_FABRIC = ("lightning.fabric", "lightning_fabric")
-LIGHTNING_ENTRIES = (
-    _qualified(_LIGHTNING, ("Trainer", "trainer.Trainer", "trainer.trainer.Trainer"))
-    | _qualified(_FABRIC, ("Fabric", "fabric.Fabric"))
-    | {"lightning.Trainer", "lightning.Fabric"}
-)
-COMPOSER_ENTRIES = frozenset(
-    {"composer.Trainer", "composer.trainer.Trainer", "composer.trainer.trainer.Trainer"}
-)
-HF_ENTRIES = _qualified(
-    ("transformers",),
-    (
-        "TrainingArguments",
-        "training_args.TrainingArguments",
-        "Seq2SeqTrainingArguments",
-        "training_args_seq2seq.Seq2SeqTrainingArguments",
-    ),
-)
 #: The last name of every entry point: a cheap text test before a qualified-name look-up.
 _ENTRY_NAMES = frozenset(q.rsplit(".", 1)[1] for q in LIGHTNING_ENTRIES | COMPOSER_ENTRIES | HF_ENTRIES)
 
@@ -143,11 +120,15 @@ class _KnobRule(Rule):
         """What the knobs select, in words."""
         return "torch_xla" if "tpu" in found or "xla" in found else "CUDA"
 
+    def implicit(self, qname: str, call: cst.Call) -> list[tuple[str, cst.Arg]]:
+        """Knobs a call sets by leaving them out (Lightning's accelerator defaults to 'auto')."""
+        return []
+
     def visit_node(self, ctx, node):
         q = _entry(ctx, node)
         if q is None or q not in self.entries:
             return
-        found = _knobs(node, self.knobs)
+        found = _knobs(node, self.knobs) or self.implicit(q, node)
         if found:
             for _text, a in found:
                 for lit in literals(a.value):
@@ -162,7 +143,7 @@ class LightningKnobs(_KnobRule):
     family = "frameworks"
     outcome = "flagged"
     summary = (
-        "Flag Lightning's device knobs: Trainer/Fabric(accelerator='tpu'/'xla'/'gpu'/'cuda', "
+        "Flag Lightning's device knobs: Trainer/Fabric(accelerator='tpu'/'xla'/'gpu'/'cuda'/'auto' or left out, "
         "strategy='xla'…, tpu_cores=, gpus=) and its XLA/TPU strategy, accelerator and precision classes."
     )
     rationale = (
@@ -193,6 +174,15 @@ class LightningKnobs(_KnobRule):
         else:
             what = f"selects Lightning's {self.backend(found)} integration"
         return f"`{short}({found})` {what}; TorchTPU support depends on Lightning: choose the device by hand"
+
+    def implicit(self, qname, call):
+        """Trainer()/Fabric() without an accelerator: Lightning's 'auto' (CUDA or the CPU; torch_xla's 'tpu'),
+        the same as accelerator='auto' written out. Not when arguments come positionally or from a splat."""
+        if qname not in LIGHTNING_ENTRIES or any(a.keyword is None for a in call.args):
+            return []
+        if any(a.keyword.value == "accelerator" for a in call.args if a.keyword is not None):
+            return []
+        return [("accelerator='auto' by default", cst.Arg(cst.Name("_")))]
 
     def ref(self, ctx, orig, node, qname):
         name = next((p for p in qname.split(".") if p in _LIGHTNING_XLA_CLASSES), None)

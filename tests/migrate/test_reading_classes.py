@@ -159,3 +159,174 @@ def test_a_use_cuda_option_in_a_config_dict_gains_no_tpu_entry(src):
 def test_a_table_keyed_by_device_type_still_gains_a_tpu_entry():
     out = run("BACKENDS = {'cuda': True, 'cpu': False}\nx = y.cuda()\n").new_source
     assert "'tpu': True" in out
+
+
+# --- held-out check 2 (lit-llama): a check whose value reaches a framework that picks its own device ---------
+# `precision = "bf16-true" if <cuda check> else "32-true"; Fabric(precision=precision)`: Fabric's accelerator is
+# 'auto' (CUDA or the CPU, never the native TPU), so a check made true by the migration would run bf16 on the CPU.
+FRAMEWORK_SINKS = [
+    "import torch\nimport lightning as L\n"
+    "prec = '16-mixed' if torch.cuda.is_available() else '32'\nfab = L.Fabric(precision=prec)\n",
+    "import torch\nfrom lightning.fabric import Fabric\n"
+    "def make():\n    p = 'bf16-true' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else '32-true'\n"
+    "    return Fabric(devices=1, precision=p)\n",
+    "import torch\nimport pytorch_lightning as pl\n"
+    "t = pl.Trainer(precision=16 if torch.cuda.is_available() else 32, max_epochs=1)\n",
+]
+
+
+@pytest.mark.parametrize("src", FRAMEWORK_SINKS, ids=["fabric-name", "fabric-and-bf16", "trainer-direct"])
+def test_a_check_feeding_a_framework_setting_stays(src):
+    res = run(src)
+    code = _code(res.new_source)
+    assert "torch.cuda.is_available()" in code and "torch.accelerator" not in code
+    if "is_bf16_supported" in src:
+        assert (
+            "torch.cuda.is_bf16_supported()" in code
+        )  # the pair stays CUDA's test, not `... and True` folded
+    assert "TPU201" in codes(res)
+
+
+def test_a_check_feeding_torch_is_still_migrated_beside_a_framework():
+    src = (
+        "import torch\nimport lightning as L\n"
+        "dev = 'cuda' if torch.cuda.is_available() else 'cpu'\nx = torch.ones(2, device=dev)\n"
+        "fab = L.Fabric(accelerator='cpu')\n"
+    )
+    code = _code(run(src).new_source)
+    assert "torch.accelerator.is_available()" in code and "'tpu'" in code
+
+
+@pytest.mark.parametrize(
+    "call, flagged",
+    [
+        ("L.Fabric(devices=1)", True),
+        ("L.Trainer(max_epochs=3)", True),
+        ("L.Trainer()", True),
+        ("L.Trainer(accelerator='cpu')", False),
+        ("L.Trainer(**cfg)", False),
+        ("L.Fabric('cpu')", False),
+    ],
+)
+def test_lightning_without_an_accelerator_is_flagged_as_auto(call, flagged):
+    """(In a file the migration touches: a file naming no CUDA/XLA API is not read at all.)"""
+    res = run(f"import torch\nimport lightning as L\nx = {call}\ny = torch.ones(1).cuda()\n")
+    assert ("TPU911" in codes(res)) is flagged
+    assert res.new_source.count("TPU911") == int(flagged)
+
+
+# --- held-out check 2 (llama-recipes MemoryTrace): twin checks sharing state across methods --------------------
+# One method fills `self.x` under a CUDA check that must stay (its branch is CUDA-only); another method has its
+# own copy of the check and then reads `self.x`. Rewriting only the second reads state never set on TPU.
+_GAUGE = (
+    "import torch\nclass Gauge:\n    def start(self):\n        if torch.cuda.is_available():\n"
+    "            self.base = torch.cuda.memory_allocated()\n            self.top = torch.cuda.max_memory_allocated()\n"
+    "    def report(self):\n        label = None\n        if torch.cuda.is_available():\n            label = 'gpu'\n"
+    "        if label:\n            print(label, self.top - self.base)\n"
+)
+
+
+def test_a_twin_check_whose_function_reads_the_kept_branch_state_stays():
+    res = run(_GAUGE)
+    code = _code(res.new_source)
+    assert code.count("torch.cuda.is_available()") == 2 and "torch.accelerator" not in code
+    assert "twin check" in res.new_source
+
+
+def test_a_twin_check_that_reads_none_of_that_state_is_migrated():
+    src = (
+        _GAUGE
+        + "def pick():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\nx = torch.ones(1, device=pick())\n"
+    )
+    code = _code(run(src).new_source)
+    assert (
+        code.count("torch.cuda.is_available()") == 2 and code.count("torch.accelerator.is_available()") == 1
+    )
+
+
+# --- held-out check 2 (llama-recipes train_utils): device_count() > 1 meaning "a multi-process job" -------------
+# TorchTPU counts one device per process, so `device_count() > 1` turns false: a branch that sums the loss over
+# ranks silently stops running while the code after it still divides by the world size.
+@pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "torch.cuda.device_count() >= 2 and fsdp"])
+@pytest.mark.parametrize("collective", ["dist.all_reduce(x)", "dist.barrier()"])
+def test_a_multi_device_count_guarding_a_collective_stays(test, collective):
+    src = f"import torch\nimport torch.distributed as dist\ndef f(x, fsdp):\n    if {test}:\n        {collective}\n    return x\n"
+    res = run(src)
+    assert "torch.cuda.device_count()" in _code(res.new_source) and "world size" in res.new_source
+
+
+@pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "torch.cuda.device_count() > 0"])
+def test_a_device_count_test_without_a_collective_is_migrated(test):
+    src = f"import torch\ndef f(m):\n    if {test}:\n        m = torch.nn.DataParallel(m)\n    return m\n"
+    assert "torch.accelerator.device_count()" in run(src).new_source
+
+
+# --- held-out check 2 (llama-recipes label_script): a run-time ordinal handed to a library's device_map ---------
+# device_map="cuda" is kept and flagged (the library's own vocabulary); f"cuda:{rank}" there must be treated alike.
+@pytest.mark.parametrize("value", ['f"cuda:{rank}"', '"cuda:{}".format(rank)', '"cuda:%d" % rank'])
+def test_a_run_time_ordinal_for_a_library_device_map_is_kept(value):
+    src = f"import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('x', device_map={value})\n"
+    res = run(src)
+    assert f"device_map={value})" in res.new_source and res.new_source.count("TODO(tpu-migrate TPU101)") == 1
+
+
+def test_a_run_time_ordinal_for_torch_beside_it_is_still_migrated():
+    src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained('x', device_map=f'cuda:{r}')\nt = torch.ones(1, device=f'cuda:{r}')\n"
+    assert "t = torch.ones(1, device='tpu')" in run(src).new_source
+
+
+# --- held-out check 2 (llama-recipes test_finetuning): a test that mocks torch.cuda asserts CUDA's names --------
+# The test patches `pkg.train.torch.cuda.is_available` to True and checks that the code moved the model to "cuda";
+# the code under test may keep that CUDA branch (it does when it is an xpu/cuda dispatch), so the expected name stays.
+@pytest.mark.parametrize(
+    "patch",
+    ['@patch("pkg.train.torch.cuda.is_available")', "@mock.patch('torch.cuda.device_count')"],
+)
+def test_a_device_name_asserted_by_a_test_that_mocks_cuda_stays(patch):
+    src = (
+        "import torch\nfrom unittest import mock\nfrom unittest.mock import patch\n"
+        f"{patch}\ndef test_moves(cuda):\n    cuda.return_value = True\n    run()\n"
+        "    assert moved.call_args.args[0] == 'cuda'\n"
+    )
+    res = run(src)
+    assert "== 'cuda'" in res.new_source and "TPU102" in codes(res)
+
+
+def test_a_test_without_cuda_mocks_still_migrates_its_comparisons():
+    src = "import torch\ndef test_dev():\n    d = 'cuda'\n    assert d == 'cuda'\n"
+    assert "== 'tpu'" in run(src).new_source
+
+
+# --- a device count that splits work per host (fresh corpus: DeepSpeedExamples imagenet, vit_finetuning) ---------
+_SHARES = {
+    "param-handed-on": "import torch\ndef worker(i, per_host, cfg):\n    cfg.bs = int(cfg.bs / per_host)\n"
+    "def main(cfg):\n    per_host = torch.cuda.device_count()\n    worker(0, per_host, cfg)\n",
+    "floor-division": "import torch\ndef share(n):\n    return n // torch.cuda.device_count()\n",
+    "augmented": "import torch\nn_dev = torch.cuda.device_count()\nworkers = 8\nworkers //= n_dev\n",
+    "attribute": "import torch\ndef setup(args):\n    args.n_gpu = torch.cuda.device_count()\n"
+    "    args.batch = args.batch / args.n_gpu\n",
+}
+
+
+@pytest.mark.parametrize("src", list(_SHARES.values()), ids=list(_SHARES))
+def test_a_device_count_that_divides_work_is_kept_and_flagged(src):
+    """CUDA's count is the devices of the host; TorchTPU's is 1 per process, so a rewritten count would leave
+    every process of a multi-process launch with the whole batch (the global batch N times larger, silently)."""
+    res = run(src)
+    assert "torch.accelerator.device_count" not in _code(res.new_source)
+    assert "torch.cuda.device_count()" in _code(res.new_source)
+    assert "TPU201" in codes(res) and "LOCAL_WORLD_SIZE" in res.new_source
+    assert run(res.new_source).new_source == res.new_source  # one TODO, never twice
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\ndef dev(rank):\n    return rank % torch.cuda.device_count()\n",
+        "import torch\nn = torch.cuda.device_count()\nprint(f'{n} devices')\n",
+        "import torch\nn = torch.cuda.device_count()\ntotal = 8 * n\n",
+    ],
+    ids=["modulo", "printed", "multiplied"],
+)
+def test_a_device_count_that_divides_nothing_is_still_migrated(src):
+    assert "torch.accelerator.device_count()" in run(src).new_source

@@ -16,12 +16,41 @@ def _code_lines(src: str) -> str:
     return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("#"))
 
 
-# --- torch.device("cuda", index): the index is kept ----------------------------------------------------------
+# --- a run-time ordinal: one rule for every form ------------------------------------------------------------
+# The ordinal chose this process's GPU. Measured under torchrun, a deepspeed-style env (LOCAL_RANK + --local_rank)
+# and mp.spawn (no LOCAL_RANK) with 2 processes: "tpu" works on every rank; a kept tpu:<rank> raises "invalid
+# device ordinal" on rank 1 of mp.spawn. So every form loses the ordinal alike (it used to survive only in
+# torch.device("cuda", i)), and code that hands the ordinal back (barrier device_ids) loses that too.
+RUN_TIME_FORMS = [
+    "torch.device({q}cuda{q}, {i})",
+    "torch.device(f{q}cuda:{{{i}}}{q})",
+    "torch.device({q}cuda:{{}}{q}.format({i}))",
+    "torch.device({q}cuda:%d{q} % {i})",
+]
+
+
 @pytest.mark.parametrize("index", ["rank", "args.local_rank", "self.gpu", "int(os.environ['LOCAL_RANK'])"])
 @pytest.mark.parametrize("quote", ["'", '"'])
-def test_device_with_a_run_time_index_keeps_it(index, quote):
-    out = run(f"import os\nimport torch\nd = torch.device({quote}cuda{quote}, {index})\n").new_source
-    assert f"torch.device({quote}tpu{quote}, {index})" in out
+@pytest.mark.parametrize("form", RUN_TIME_FORMS, ids=["two-args", "f-string", "format", "percent"])
+def test_a_run_time_ordinal_becomes_the_process_device(index, quote, form):
+    src = "import os\nimport torch\nd = " + form.format(q=quote, i=index) + "\n"
+    out = run(src).new_source
+    assert f"d = torch.device({quote}tpu{quote})" in out, out
+    assert "cuda" not in out
+
+
+@pytest.mark.parametrize("index", ["0", "1"])
+def test_a_literal_index_is_not_a_run_time_ordinal(index):
+    out = run(f"import torch\nd = torch.device('cuda', {index})\n")
+    assert f"torch.device('tpu', {index})" in out.new_source or "TPU101" in codes(out)
+
+
+@pytest.mark.parametrize("module", ["torch.distributed", "dist"])
+def test_barrier_loses_its_cuda_ordinal(module):
+    imp = "import torch.distributed as dist\n" if module == "dist" else ""
+    src = f"import torch\n{imp}d = torch.device('cuda', rank)\n{module}.barrier(device_ids=[d.index])\n"
+    out = run(src).new_source
+    assert f"{module}.barrier()" in out and "device_ids" not in out
 
 
 # --- device ladders: every branch of the ladder agrees after the migration ----------------------------------
