@@ -89,8 +89,7 @@ class BenchProjection:
             f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; ASSUMED: {lengths}, {kv}, prefill budget "
             f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
         )
-        if p.get("unit_note"):
-            head += f"; {p['unit_note']}"
+        head += "".join(f"; {p[k]}" for k in ("setting_note", "unit_note") if p.get(k))
         if self.why_none:
             return f"{self.why_none}; {head}"
         st = self.state
