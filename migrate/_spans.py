@@ -27,13 +27,16 @@ import libcst as cst
 from ._positions import Spans, line_starts_of, position_lookup, recorded_codegen, reusing_codegen
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: SourceMap(tree=) default: parse the source here.
+_PARSE = object()
 _BACKSLASH_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)")
 
 
 class SourceMap:
     """Offsets of ``module.body`` statements in ``source`` (``ok`` False when they could not be found)."""
 
-    def __init__(self, source: str, module: cst.Module) -> None:
+    def __init__(self, source: str, module: cst.Module, tree: ast.Module | None | object = _PARSE) -> None:
+        """``tree``: ``ast.parse(source)`` when the caller already has it, None when that failed."""
         self.source = source
         self.module = module
         self.line_starts = line_starts_of(source)
@@ -45,19 +48,23 @@ class SourceMap:
         #: Code of new statements already generated: id -> (statement, code); a second splice after the
         #: import clean-up regenerates only the statements it changed.
         self._generated: dict[int, tuple[cst.CSTNode, str]] = {}
-        self.starts = self._find_starts()
+        self.starts = self._find_starts(tree)
         self.ok = self.starts is not None
 
-    def _find_starts(self) -> list[int] | None:
+    def _find_starts(self, tree: ast.Module | None | object) -> list[int] | None:
         m = self.module
         if not m.has_trailing_newline or not m.body or _BACKSLASH_LINE.search(self.source):
             return None  # libcst folds a line holding only a backslash into a neighbour: spans would be off
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SyntaxWarnings (odd escapes) are not ours to print
-                stmts = ast.parse(self.source).body
-        except Exception:  # noqa: BLE001 - any failure just means "do it the slow way"
+        if tree is _PARSE:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # SyntaxWarnings (odd escapes) are not ours to print
+                    tree = ast.parse(self.source)
+            except Exception:  # noqa: BLE001 - any failure just means "do it the slow way"
+                return None
+        if not isinstance(tree, ast.Module):
             return None
+        stmts = tree.body
         starts: list[int] = []
         k = 0
         for s in m.body:

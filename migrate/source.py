@@ -195,23 +195,37 @@ def too_deep(source: str) -> str | None:
     """Why ``source`` is refused before libcst sees it (None: go on): an expression nested deeper than
     :data:`MAX_TREE_DEPTH`. Python's own parser (C, milliseconds) builds the tree; a file it cannot parse
     goes on to libcst, which says where the syntax error is."""
+    return python_tree(source)[1]
+
+
+def python_tree(source: str) -> tuple[ast.Module | None, str | None]:
+    """Python's own tree of ``source`` (None when it does not parse) and :func:`too_deep`'s answer; the tree
+    is handed on to the SourceMap, so a file is parsed by ``ast`` once, not twice."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
     except (RecursionError, MemoryError):
-        return f"an expression nested over {MAX_TREE_DEPTH:,} levels deep: Python itself cannot compile it"
+        return (
+            None,
+            f"an expression nested over {MAX_TREE_DEPTH:,} levels deep: Python itself cannot compile it",
+        )
     except (SyntaxError, ValueError):
-        return None
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
+        return None, None
+    # Level by level (twice as fast as a depth-first stack); the node named is the last one of the first
+    # level past the limit, the one a depth-first walk that pushes children in order would meet first.
+    level: list[ast.AST] = [tree]
+    depth = 1
+    while level:
         if depth > MAX_TREE_DEPTH:
-            line = getattr(node, "lineno", 0)
+            line = getattr(level[-1], "lineno", 0)
             where = f" (line {line})" if line else ""
-            return f"an expression nested over {MAX_TREE_DEPTH:,} levels deep{where}: Python itself cannot compile it"
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return None
+            return tree, (
+                f"an expression nested over {MAX_TREE_DEPTH:,} levels deep{where}: Python itself cannot compile it"
+            )
+        level = [c for n in level for c in ast.iter_child_nodes(n)]
+        depth += 1
+    return tree, None
 
 
 def needs_parse(source: str) -> bool:
@@ -241,7 +255,8 @@ def migrate_source(
 
 def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch) -> MigrationResult:
     watch.stage("parsing")
-    if (deep := too_deep(source)) is not None:
+    tree, deep = python_tree(source)
+    if deep is not None:
         raise UnparsableError(deep)
     try:
         module = cst.parse_module(source)
@@ -255,7 +270,7 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
     transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
-    smap = SourceMap(source, module)
+    smap = SourceMap(source, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
         facts = flow.Flow(module, smap.texts(), path)

@@ -136,3 +136,15 @@ def test_the_v5p_512b_point_is_the_bf16_script_of_the_table_not_its_int8_first_v
     assert (st["precision"], st["per_device_batch"], st["remat"]) == ("bf16", 2, "full")
     check = p["model_gap"]["record_check"]
     assert "int8_training=false" in check and "b1bd9f03f" in check and "5f8614c41" in check
+
+
+def test_every_miss_says_why_first(table):
+    """A validation row outside +/-15 % stays, and its note opens with its error and the recorded reason
+    (training.json model_gap, or the TorchTPU rows' shared one), before the setting."""
+    val = table[table["category"].str.startswith("validation") & table["rel_error"].notna()]
+    missed = val[val["rel_error"].abs() > ACCEPTANCE]
+    assert len(missed) > 0
+    for note in missed["assumptions"]:
+        assert note.startswith("MISS (") and "HYPOTHESIS" in note, note[:120]
+    within = val[val["rel_error"].abs() <= ACCEPTANCE]
+    assert not within["assumptions"].str.startswith("MISS").any()

@@ -73,6 +73,45 @@ def test_context_parallelism_adds_the_key_value_ring_and_grows_with_cp():
     assert ring(1) == 0.0 < ring(2) < ring(8)
 
 
+def _torch_cp(cp: int, ring: str = "torch"):
+    return project(
+        "H100 SXM",
+        "llama3-8b",
+        "train",
+        8,
+        f"fsdp=8,cp={cp}",
+        batch=1 / cp,
+        seq=32768 * cp,
+        remat="full",
+        ring_attention=ring,
+    )
+
+
+def test_torch_ring_attention_merges_cost_hbm_passes_per_ring_step():
+    """PyTorch's context_parallel merges each ring step's SDPA output in eager fp32 ops: HBM time that grows
+    with the ring steps (cp - 1) at a fixed local sequence, absent from the all-gather (XLA) attention and
+    at cp = 1."""
+    merge = {cp: _torch_cp(cp).extra["time_breakdown_s"].get("cp_ring_merge", 0.0) for cp in (1, 2, 4, 8)}
+    assert merge[1] == 0.0 < merge[2] < merge[4] < merge[8]
+    # per ring step the same work: the growth is linear in cp - 1 past the fixed part
+    assert merge[8] - merge[4] == pytest.approx((merge[4] - merge[2]) * 2, rel=1e-6)
+    assert "cp_ring_merge" not in _torch_cp(4, "allgather").extra["time_breakdown_s"]
+    assert _torch_cp(4).tokens_per_s_per_chip < _torch_cp(4, "allgather").tokens_per_s_per_chip
+
+
+def test_torch_ring_gathers_the_repeated_kv_heads():
+    """torchtitan repeats the KV heads to all query heads before SDPA, so its ring moves n_heads / n_kv_heads
+    (4 for Llama 3 8B) times the all-gather ring's keys and values, plus the fp32 dK/dV each step."""
+    torch_ring = _torch_cp(8).extra["comm_breakdown_s"]["cp_kv_ring"]
+    xla_ring = _torch_cp(8, "allgather").extra["comm_breakdown_s"]["cp_kv_ring"]
+    assert torch_ring > 4 * xla_ring
+
+
+def test_unknown_ring_attention_is_refused():
+    with pytest.raises(WorkbenchError, match="ring attention"):
+        _torch_cp(2, "ulysses")
+
+
 @pytest.mark.parametrize(
     "phase,layout,n",
     [

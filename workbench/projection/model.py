@@ -90,6 +90,7 @@ def project(
     gmm_tile: tuple[int, int, int] | None = None,
     block: Block | None = None,
     kv_precision: str | None = None,
+    ring_attention: str = "allgather",
     require_fit: bool = True,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout`` (the keyword
@@ -111,6 +112,8 @@ def project(
     MLP; attention and MLP in parallel); it changes the matmuls, the elementwise passes, the tensor-parallel
     collectives and the model FLOPs.
     ``kv_precision``: precision of the KV cache (None: the activations').
+    ``ring_attention``: how context parallelism runs attention (step.RING_ATTENTION: 'allgather', the
+    MaxText/XLA way, or 'torch', PyTorch's context_parallel with its eager per-step merges).
     ``require_fit``: a setting that does not fit in HBM gets no throughput, MFU or price (``extra['infeasible']``
     says why); False keeps the throughput (never the price) for published settings known to have run, where
     the memory model, not the setting, is wrong.
@@ -122,7 +125,15 @@ def project(
     return project_spec(
         Workload(config, phase, batch, seq, convention, block, capacity_factor),
         Deployment(chip, n_chips, layout, slices, precision, kv_precision),
-        Kernels(remat, remat_names, attn_block, tuple(async_collectives), attention_efficiency, gmm_tile),
+        Kernels(
+            remat,
+            remat_names,
+            attn_block,
+            tuple(async_collectives),
+            attention_efficiency,
+            gmm_tile,
+            ring_attention,
+        ),
         assumptions=a,
         catalog=catalog,
         require_fit=require_fit,

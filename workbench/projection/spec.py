@@ -56,6 +56,12 @@ class Deployment:
     kv_precision: str | None = None
 
 
+# How context parallelism runs attention (docs/projection.md, "Context parallelism"):
+#   allgather: K/V all-gathered once per layer, one fused attention kernel per chip (MaxText/XLA)
+#   torch    : PyTorch's context_parallel: one SDPA call per ring step, merged in eager fp32 ops
+RING_ATTENTION = ("allgather", "torch")
+
+
 @dataclass(frozen=True)
 class Kernels:
     """How the software runs it (see :func:`tpu_workbench.bench.projection.model.project` for each)."""
@@ -66,6 +72,7 @@ class Kernels:
     async_collectives: tuple[str, ...] = ()
     attention_efficiency: float | None = None
     gmm_tile: tuple[int, int, int] | None = None
+    ring_attention: str = "allgather"  # context parallelism's attention: one of RING_ATTENTION
 
 
 @dataclass
@@ -140,6 +147,8 @@ def resolve(
     for p in (d.precision, d.kv_precision or d.precision):
         if p not in BYTES:
             raise WorkbenchError(unknown("precision", p, BYTES))
+    if k.ring_attention not in RING_ATTENTION:
+        raise WorkbenchError(unknown("ring attention", k.ring_attention, RING_ATTENTION))
     bad = set(k.async_collectives) - set(ASYNC_KINDS)
     if bad:
         raise WorkbenchError(unknown("async collective", sorted(bad)[0], ASYNC_KINDS))

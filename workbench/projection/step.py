@@ -7,7 +7,8 @@ what the memory stage chose (remat).
                  + die-to-die copies; hidden under compute up to overlap x T_compute
     T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path
     pipeline   : T_compute += bubble (pp - 1) / (vpp x m) x T_compute; stage sends/receives are async;
-    context    : the ring attention's key/value gathers are async
+    context    : the ring attention's key/value gathers are async; PyTorch's ring adds its eager fp32
+                 merges per ring step (HBM passes)
     T_step     = (T_compute + exposed T_async + (1 - critical_overlap) x T_critical)
                  x (1 + straggler_cv x sqrt(2 ln hosts))
 """
@@ -126,16 +127,24 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
     async_a2a = "all_to_all" in s.kernels.async_collectives
     (step.async_comm if async_a2a else step.critical_comm)["ep_all_to_all"] = a2a
-    _pipeline_and_context(step, s)
+    _pipeline_and_context(step, s, again)
 
 
-def _pipeline_and_context(step: Step, s: Setting) -> None:
+def _pipeline_and_context(step: Step, s: Setting, again: frozenset[str]) -> None:
     """Pipeline stages: the slowest stage's extra layers when pp x vpp does not divide them, the 1F1B bubble ((pp - 1) / (vpp x m) of the busy time, idle) and the activations
     and their gradients sent between stages (vpp times per micro-batch, overlapped with compute in the
     steady state). Context parallelism: ring attention gathers the keys and values of the whole sequence
     from the cp chips that share it, every layer, forward and twice backward (again + their gradients'
     reduce-scatter), overlapped with the attention it feeds. Causal load balance (zig-zag) is assumed."""
     lay, cfg = s.lay, s.cfg
+    if lay.cp > 1 and s.kernels.ring_attention == "torch":
+        _torch_ring(step, s, attention_recomputed="attention" in again)
+    elif lay.cp > 1:
+        kv_layer = (
+            s.tokens * lay.cp * kv_bytes_per_token(cfg, s.nb) / cfg.n_layers / min(lay.tp, cfg.n_kv_heads)
+        )
+        step.async_comm["cp_kv_ring"] = 3 * cfg.n_layers * s.fabric.ring(kv_layer, lay.cp, lay.tp)
+
     if lay.pp > 1:
         busy = sum(t for k, t in step.compute.items() if k != "optimizer")
         step.compute["pipeline_imbalance"] = (lay.stage_imbalance(cfg.n_layers) - 1) * busy
@@ -143,11 +152,47 @@ def _pipeline_and_context(step: Step, s: Setting) -> None:
         step.compute["pipeline_bubble"] = lay.bubble_fraction(s.batch) * busy
         per_direction = s.tokens * lay.pp * cfg.d_model * s.nb * lay.vpp
         step.async_comm["pp_send_recv"] = s.fabric.ring(per_direction, 2, lay.n_chips // lay.pp, 4)
-    if lay.cp > 1:
-        kv_layer = (
-            s.tokens * lay.cp * kv_bytes_per_token(cfg, s.nb) / cfg.n_layers / min(lay.tp, cfg.n_kv_heads)
-        )
-        step.async_comm["cp_kv_ring"] = 3 * cfg.n_layers * s.fabric.ring(kv_layer, lay.cp, lay.tp)
+
+
+# PyTorch context_parallel (torch/distributed/tensor/experimental/_attention.py, pytorch/pytorch@0123248a,
+# _templated_ring_attention and its backward; torchtitan 9dec370 runs it with the defaults
+# convert_to_f32=True, enable_load_balance=True, rotate_method=ALL_GATHER): one SDPA call per ring step on
+# the local queries and one chunk of keys/values, each result merged into an fp32 output by eager ops.
+# HBM bytes per element of the chip's attention output O (tokens x heads x head_dim) and per layer:
+# forward, each step after the first: torch.cat of the local K/V for the exchange (K and V = 2 O elements,
+# read + write in bf16: 8), the merge of a block of O (all steps i <= rank) or O/2 (partial, i > rank; half
+# the steps on average): block_out.to(fp32) (r2 w4), out - block_out (r8 w4), sigmoid(..) * (..) (r4 w4),
+# out - (..) (r8 w4) = 38 per block element, plus torch.cat of the partial update (r4 w4 over O):
+# 0.5 x 38 + 0.5 x (19 + 8) = 32.5; fixed: the first step's fp32 cast (6) and out.to(bf16) (6).
+TORCH_RING_FWD_PER_STEP = 8 + 32.5
+TORCH_RING_FWD_FIXED = 6 + 6
+# backward, each step after the first: torch.cat of K/V (8); grad_query += its bf16 block (r6 w4 = 10, full)
+# or the partial update + cat (13), avg 11.5; dK and dV the same in fp32 over 2 O (20 full, 26 partial),
+# avg 23; torch.cat of the fp32 dK/dV for the ring exchange (r8 w8 = 16, every step). Fixed: zeros_like
+# of dQ, dK, dV in fp32 (12), the first step's accumulations (10 + 20) and exchange (16), and the final
+# casts dQ.to(bf16) (6) and dK/dV.to(bf16) (12).
+TORCH_RING_BWD_PER_STEP = 8 + 11.5 + 23 + 16
+TORCH_RING_BWD_FIXED = 12 + 30 + 16 + 18
+
+
+def _torch_ring(step: Step, s: Setting, *, attention_recomputed: bool) -> None:
+    """PyTorch's ring attention: the eager fp32 merges and accumulations of each ring step (HBM passes,
+    on the critical path), and its communication: the keys and values after ``repeat_kv`` (torchtitan's
+    Llama repeats the KV heads to all query heads before SDPA) all-gathered in bf16 for the forward, the
+    recomputed forward and the backward, and the fp32 dK/dV passed to the next rank at every backward step
+    (all async, overlapped with the attention)."""
+    lay, cfg = s.lay, s.cfg
+    out_elems = s.tokens * cfg.n_heads * cfg.head_dim  # the TP group's tokens x this chip's heads
+    steps = lay.cp - 1
+    fwd = (TORCH_RING_FWD_FIXED + TORCH_RING_FWD_PER_STEP * steps) * out_elems * cfg.n_layers
+    bwd = (TORCH_RING_BWD_FIXED + TORCH_RING_BWD_PER_STEP * steps) * out_elems * cfg.n_layers
+    step.add_memory("cp_ring_merge", fwd * (2 if attention_recomputed else 1) + bwd, s.hbm)
+    kv_full = lay.cp * 2 * out_elems * s.a.activation_bytes  # gathered K and V of one layer
+    gathers = 3 if attention_recomputed else 2
+    dkv = lay.cp * 2 * out_elems * 4  # fp32 dK/dV sent once per ring step
+    step.async_comm["cp_kv_ring"] = cfg.n_layers * (
+        gathers * s.fabric.ring(kv_full, lay.cp, lay.tp) + s.fabric.ring(dkv, lay.cp, lay.tp)
+    )
 
 
 def _inference(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
