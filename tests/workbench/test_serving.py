@@ -53,6 +53,22 @@ def test_the_simulation_and_the_closed_form_agree_on_a_steady_state(v6e):
     assert sim.pct("ttft_s", 99) > sim.pct("ttft_s", 50)  # offline: later requests queue
 
 
+def test_a_dense_cache_is_read_whole_in_the_closed_form_and_the_simulation_alike():
+    """jetstream-pytorch's preallocated cache: every decode step attends over all of it, so the step is
+    slower than a paged one at the same lengths, and the simulation and the closed form still agree."""
+    dense = StepModel.build(
+        "llama3-8b", ServingDeployment("TPU v6e", 8, "tp", max_batch=64, dense_cache_tokens=4096)
+    )
+    paged = StepModel.build("llama3-8b", ServingDeployment("TPU v6e", 8, "tp", max_batch=64))
+    st = steady_state(dense, 1024, 256, 64)
+    assert st.tpot_s > steady_state(paged, 1024, 256, 64).tpot_s
+    assert st.tpot_s == pytest.approx(dense.time(64, 4096, 64 * 1024 / 256, 512))
+    assert kv_capacity(dense, 1280).max_seqs == kv_capacity(paged, 4096).max_seqs  # a slot holds it all
+    sim = simulate(dense, RequestMix(1024, 256, n=640).sample())
+    assert sim.output_tok_s_per_chip == pytest.approx(st.output_tok_s_per_chip, rel=0.06)
+    assert sim.pct("tpot_s", 50) == pytest.approx(st.tpot_s, rel=0.05)
+
+
 def test_poisson_arrivals_below_capacity_keep_ttft_short(v6e):
     light = simulate(v6e, RequestMix(1024, 128, rate_per_s=2.0, n=100).sample())
     heavy = simulate(v6e, RequestMix(1024, 128, n=100).sample())

@@ -5,9 +5,11 @@ preallocated cache is read whole every decode step)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from tpu_workbench.bench.projection.serving import kv_capacity, steady_state
+from tpu_workbench.bench.projection.serving import StepModel, kv_capacity, steady_state
 from tpu_workbench.bench.projection.serving_benchmarks import (
     SERVER_TPOT_S,
     SERVER_TTFT_S,
@@ -80,7 +82,7 @@ def test_a_dense_preallocated_cache_is_read_whole_every_decode_step():
     p = next(p for p in points() if p["kv_allocation"] == "fixed" and "llama-2-7b" in p["model"])
     pr = project_point(p, SEQ_OVERHEAD_S["tpu"])
     m = _model(p, SEQ_OVERHEAD_S["tpu"])
+    assert m.deployment.dense_cache_tokens == p["cache_tokens"] == 2048
     assert pr.concurrency == p["engine_batch"]
-    paged = steady_state(m, pr.input_tokens, pr.output_tokens, pr.concurrency)
-    assert pr.state.step_s > paged.step_s  # 2,048 positions read per slot, not the ~384 resident
-    assert pr.state == steady_state(m, pr.input_tokens, pr.output_tokens, pr.concurrency, p["cache_tokens"])
+    paged = StepModel(m.cfg, replace(m.deployment, dense_cache_tokens=0), m.setting, m.shape)
+    assert pr.state.step_s > steady_state(paged, pr.input_tokens, pr.output_tokens, pr.concurrency).step_s

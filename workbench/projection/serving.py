@@ -56,6 +56,9 @@ class ServingDeployment:
     block_tokens: int = 16
     hbm_utilization: float = HBM_UTILIZATION
     seq_overhead_s: float = 0.0  # engine time per running sequence per step beyond the roofline (fitted)
+    # > 0: a dense KV cache of this many positions preallocated per slot and attended over whole every decode
+    # step with a mask (jetstream-pytorch); 0: paged, a decode reads only its sequence's positions
+    dense_cache_tokens: int = 0
 
     @property
     def chips_per_replica(self) -> int:
@@ -276,6 +279,7 @@ def kv_capacity(m: StepModel, max_len: int) -> Capacity:
     blocks, vLLM without preemption) after the weights and the step's activations, at ``hbm_utilization``
     of HBM. A replica whose weights alone do not fit has capacity 0 and an ``infeasible`` reason."""
     d, s = m.deployment, m.setting
+    max_len = d.dense_cache_tokens or max_len  # a dense cache holds its full length per slot
     hbm = s.chip.hbm_gbytes_per_device * s.chip.devices_per_chip * 1e9 * d.hbm_utilization
     weights = m.weights_bytes_per_chip()
     rows = d.chunk_tokens / d.chips
@@ -325,15 +329,11 @@ class SteadyState:
         return self.output_tok_s_per_chip + self.input_tok_s_per_chip
 
 
-def steady_state(
-    m: StepModel, input_tokens: int, output_tokens: int, concurrency: int, decode_context: float | None = None
-) -> SteadyState:
-    """Closed form of a saturated replica (see the module docstring). ``decode_context``: the positions each
-    decode step attends over; default the mean resident context I + O/2 (paged attention reads what is
-    there); an engine with a dense preallocated cache that masks unused slots (jetstream-pytorch) reads
-    all of it."""
+def steady_state(m: StepModel, input_tokens: int, output_tokens: int, concurrency: int) -> SteadyState:
+    """Closed form of a saturated replica (see the module docstring). A decode step attends over the mean
+    resident context I + O/2 (paged), or over the whole preallocated cache with ``dense_cache_tokens``."""
     b, i, o = concurrency, input_tokens, output_tokens
-    ctx = decode_context or i + o / 2
+    ctx = m.deployment.dense_cache_tokens or i + o / 2
     prefill = b * i / o
     step = m.time(b, ctx, prefill, i / 2)
     decode_only = m.time(b, ctx, 0)

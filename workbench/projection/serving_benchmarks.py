@@ -9,7 +9,8 @@ smaller. Server: the largest such concurrency whose closed-form TTFT and TPOT st
 (2 s, 200 ms; the closed form gives means where MLPerf bounds the 99th percentile, so this is an upper
 bound). KV allocation: ``on demand`` (paged, capacity at the mean resident context I + O/2) or ``fixed``
 (a cache of ``cache_tokens`` per slot, as jetstream-pytorch preallocates, and its decode attends over
-all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.py at the benchmark's date). What a source leaves open is an assumption
+all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.py at the benchmark's date;
+``ServingDeployment.dense_cache_tokens``). What a source leaves open is an assumption
 named in the row's note; the per-sequence engine overhead is the vendor's, calibrated on InferenceX row 12.
 """
 
@@ -89,8 +90,7 @@ class BenchProjection:
             f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; ASSUMED: {lengths}, {kv}, prefill budget "
             f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
         )
-        if p.get("unit_note"):
-            head += f"; {p['unit_note']}"
+        head += "".join(f"; {p[k]}" for k in ("setting_note", "unit_note") if p.get(k))
         if self.why_none:
             return f"{self.why_none}; {head}"
         st = self.state
@@ -112,6 +112,7 @@ def _model(p: dict, overhead_s: float) -> StepModel:
         max_batch=p.get("engine_batch") or MAX_BATCH_UNSTATED,
         chunk_tokens=p["chunk_tokens"],
         seq_overhead_s=overhead_s,
+        dense_cache_tokens=p["cache_tokens"] if p["kv_allocation"] == "fixed" else 0,
     )
     return StepModel.build(cfg, d, shape=shape)
 
@@ -124,9 +125,7 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
     """The scenario's throughput per chip for one published point (see the module docstring)."""
     i, o = input_tokens or p["input_tokens"], output_tokens(p)
     m = _model(p, overhead_s)
-    fixed = p["kv_allocation"] == "fixed"
-    cap = kv_capacity(m, p["cache_tokens"] if fixed else i + o // 2)
-    ctx = p["cache_tokens"] if fixed else None  # a dense cache: decode attends over every slot position
+    cap = kv_capacity(m, i + o // 2)  # a dense cache (kv_allocation 'fixed') holds cache_tokens per slot
     if cap.infeasible:
         return BenchProjection(p, i, o, None, None, None, cap.infeasible)
     best = cap.max_seqs
@@ -134,12 +133,12 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
         lo, hi = 0, cap.max_seqs  # TPOT and TTFT grow with concurrency
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if _meets_server_limits(steady_state(m, i, o, mid, ctx)) else (lo, mid - 1)
+            lo, hi = (mid, hi) if _meets_server_limits(steady_state(m, i, o, mid)) else (lo, mid - 1)
         if lo == 0:
             why = "misses the server limits (TTFT 2 s, TPOT 200 ms) even at one sequence"
             return BenchProjection(p, i, o, None, None, None, why)
         best = lo
-    st = steady_state(m, i, o, best, ctx)
+    st = steady_state(m, i, o, best)
     return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip)
 
 

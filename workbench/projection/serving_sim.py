@@ -111,6 +111,7 @@ def simulate(
                 chunks.append((x, take))
                 budget -= take
         ctx = sum(x.req.input_tokens + x.emitted for x in decoding) / len(decoding) if decoding else 0.0
+        ctx = d.dense_cache_tokens if decoding and d.dense_cache_tokens else ctx
         p_tok = sum(t for _, t in chunks)
         p_ctx = sum(x.prefilled for x, _ in chunks) / len(chunks) if chunks else 0.0
         now += m.time(len(decoding), ctx, p_tok, p_ctx)

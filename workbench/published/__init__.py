@@ -7,6 +7,9 @@ Data beside this file:
 - ``training.json``: training benchmarks with complete settings (MaxText v5e/v5p tables, MaxText model
   tiering on v6e/v5p, MaxText TPU7x recipes, torchtitan H100), each with repository, file, commit, date
   and the config it was run with -> :func:`training_points`, :func:`training_records`.
+- ``mlperf_inference.json`` (MLPerf Inference v4.1 llama2-70b logs and configs) and ``jetstream_pytorch.json``
+  (jetstream-pytorch's TPU v5e table): serving benchmarks with repository, commit, path and date, read by
+  :mod:`~workbench.projection.serving_benchmarks`; ``models/``: the config.json fields of their models.
 """
 
 from __future__ import annotations
