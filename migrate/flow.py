@@ -99,6 +99,7 @@ class Flow:
         self.scopes = MetadataWrapper(part, unsafe_skip_copy=True).resolve(ScopeProvider)
         self.part = part
         self.checks: list[Check] = []
+        self._divisor_names: dict[str, str] | None = None
         own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
             _code(n.value)
             for n in self.parents
@@ -252,14 +253,25 @@ class Flow:
             return _code(parent)
         if type(parent) is not cst.Assign or parent.value is not call:
             return None
-        names = {n for t in parent.targets if (n := _last_name(t.target))}
-        for n in _walk(self.module) if names else ():
-            t = type(n)
-            if t is cst.BinaryOperation and type(n.operator) in _DIVIDE and _last_name(n.right) in names:
-                return _code(n)
-            if t is cst.AugAssign and type(n.operator) in _DIVIDE_ASSIGN and _last_name(n.value) in names:
-                return _code(n)
-        return None
+        divisors = self._divisors()
+        return next((divisors[n] for t in parent.targets if (n := _last_name(t.target)) in divisors), None)
+
+    def _divisors(self) -> dict[str, str]:
+        """Names (or attribute names) the module divides by, each with its first division; one walk per file."""
+        if self._divisor_names is None:
+            found: dict[str, str] = {}
+            for n in _walk(self.module):
+                t = type(n)
+                if t is cst.BinaryOperation and type(n.operator) in _DIVIDE:
+                    divisor = _last_name(n.right)
+                elif t is cst.AugAssign and type(n.operator) in _DIVIDE_ASSIGN:
+                    divisor = _last_name(n.value)
+                else:
+                    continue
+                if divisor is not None:
+                    found.setdefault(divisor, _code(n))
+            self._divisor_names = found
+        return self._divisor_names
 
     def _visible_elsewhere(self, target: cst.BaseExpression) -> bool:
         """A public module-level name or an attribute of something other than self/cls: other modules can
