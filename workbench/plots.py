@@ -919,6 +919,7 @@ def make_plots(
     outdir = Path(outdir)
     catalog = load_catalog()
     chip_objs = [catalog.chip(c) for c in chips]
+    get_config(workload)  # an unknown workload is refused before any figure is written
     measured = load_results(*files) if files else pd.DataFrame()
     written: list[Path] = []
     for kind in kinds:
