@@ -19,15 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import (
-    GlobalScope,
-    MetadataWrapper,
-    QualifiedNameSource,
-    ScopeProvider,
-)
+from libcst.metadata import GlobalScope, QualifiedNameSource
 
 from ._foreign import third_party
 from ._frameworks import FRAMEWORK_ENTRIES
+from ._scopes import scopes as _scopes
 from ._walk import _PLANS as _walk_plans
 from ._walk import _plan
 
@@ -96,7 +92,7 @@ class Flow:
         self.parents = _parents(part)
         for stmt in part.body:  # (a top-level statement's block is the whole module's body)
             self.parents[stmt] = module
-        self.scopes = MetadataWrapper(part, unsafe_skip_copy=True).resolve(ScopeProvider)
+        self.scopes = _scopes(part)  # (libcst's ScopeProvider, same answers, without its traversal cost)
         self.part = part
         self.checks: list[Check] = []
         self._divisor_names: dict[str, str] | None = None
