@@ -282,3 +282,17 @@ def test_skipped_hooks_do_nothing_in_libcst() -> None:
             assert f"visit_{t.__name__}" not in own and f"leave_{t.__name__}" not in own
     visitor = ScopeVisitor(ScopeProvider())
     assert visitor.visit_ClassDef(cst.parse_statement("class A:\n    pass\n")) is False
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_parent_map_is_libcsts_without_trivia(source: str) -> None:
+    """flow._parents == ParentNodeProvider (same pairs, same order) once punctuation and whitespace are left out."""
+    from libcst.metadata import ParentNodeProvider
+
+    from tpu_workbench.migrate import flow
+
+    module = cst.parse_module(source + FEATURES)
+    theirs = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    expected = [(id(k), id(v)) for k, v in theirs.items() if type(k) not in _scopes._SKIP]
+    assert [(id(k), id(v)) for k, v in flow._parents(module).items()] == expected
