@@ -81,8 +81,36 @@ def _opt(node: cst.CSTNode | None, visitor: CSTVisitor) -> None:
         _read(node, visitor)
 
 
-class _Contexts(ExpressionContextVisitor):
+class _Dispatch:
+    """CSTVisitor's on_visit / on_leave, with the ``visit_<Type>`` / ``leave_<Type>`` function looked up once
+    per node type and class (libcst formats the name and looks it up for every node)."""
+
+    _visits: dict[type, object]
+    _leaves: dict[type, object]
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        t = type(node)
+        try:
+            hook = self._visits[t]
+        except KeyError:
+            hook = self._visits[t] = getattr(type(self), f"visit_{t.__name__}", None)
+        return hook is None or hook(self, node) is not False
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        t = type(original_node)
+        try:
+            hook = self._leaves[t]
+        except KeyError:
+            hook = self._leaves[t] = getattr(type(self), f"leave_{t.__name__}", None)
+        if hook is not None:
+            hook(self, original_node)
+
+
+class _Contexts(_Dispatch, ExpressionContextVisitor):
     """libcst's ExpressionContextVisitor; its hand-made recursion through :func:`_read`."""
+
+    _visits: dict[type, object] = {}
+    _leaves: dict[type, object] = {}
 
     def _as(self, context: ExpressionContext) -> _Contexts:
         return _Contexts(self.provider, context)
@@ -170,15 +198,18 @@ class _Contexts(ExpressionContextVisitor):
         return False
 
 
-class _Scopes(ScopeVisitor):
+class _Scopes(_Dispatch, ScopeVisitor):
     """libcst's ScopeVisitor; its hand-made recursion through :func:`_read`, and its on_leave testing the
     node's type against a set (libcst's isinstance over a tuple of ABCs costs more than the rest)."""
+
+    _visits: dict[type, object] = {}
+    _leaves: dict[type, object] = {}
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self.provider.set_metadata(original_node, self.scope)
         if type(original_node) in _ASSIGNMENT_LIKE:
             self.scope._assignment_count += 1
-        CSTVisitor.on_leave(self, original_node)
+        _Dispatch.on_leave(self, original_node)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         stack = self._ScopeVisitor__top_level_attribute_stack
