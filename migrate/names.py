@@ -321,13 +321,13 @@ class ImportTable(cst.CSTVisitor):
         if type(node) is not cst.Name:
             return None
         root = node.value
-        rest = "".join("." + p for p in reversed(parts))
         found, qualified = self.lookup(root, scopes or [])
+        if found and qualified is None or not found and (not parts or root not in ("torch", "torch_xla")):
+            return None  # (most names: a local, or not an import; decided before building the dotted text)
+        rest = "." + ".".join(reversed(parts)) if parts else ""
         if found:
-            return None if qualified is None else qualified + rest
-        if root in ("torch", "torch_xla") and rest:
-            return root + rest  # the import lives in another notebook cell, or is about to be added
-        return None
+            return qualified + rest
+        return root + rest  # the import lives in another notebook cell, or is about to be added
 
 
 def import_table(module: cst.Module) -> ImportTable:
