@@ -33,6 +33,7 @@ and ``benchmarks/migrate_paths_compare.py``).
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import os
 import re
@@ -40,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .flow import _WORTH
+from .flow import _ALIAS, _WORTH
 from .prefilter import PREFILTER, needs_parse
 from .rules._helpers import all_helpers
 from .rules.base import all_rules
@@ -100,9 +101,28 @@ class _Unit:
     last: int
     stmts: list[ast.stmt]
     words: frozenset[str] = frozenset()  # words of its text and of the gaps around it
-    exports: frozenset[str] = frozenset()  # module-level bindings and attributes stored
-    divisors: frozenset[str] = frozenset()
     keep: bool = False
+    top: bool = True  # a top-level statement (else a class member)
+    slash: bool = False  # its text holds a ``/``
+    #: In the flow layer's reachable part (a device check's word, or linked to such a unit): its bindings
+    #: spread the closure.
+    flow: bool = False
+    walrus: bool = False  # its text holds a ``:=``
+    _exports: frozenset[str] | None = None
+    _divisors: frozenset[str] | None = None
+
+    @property
+    def exports(self) -> frozenset[str]:
+        """Module-level bindings and attributes stored (computed when first asked)."""
+        if self._exports is None:
+            self._exports = _exports(self.stmts, self.walrus, top=self.top)
+        return self._exports
+
+    @property
+    def divisors(self) -> frozenset[str]:
+        if self._divisors is None:
+            self._divisors = _divisors(self.stmts) if self.slash else frozenset()
+        return self._divisors
 
 
 #: Words that generic rule hooks react to without a trigger or a rule's qualified name in the statement.
@@ -135,11 +155,33 @@ def _trigger(text: str) -> bool:
     return needs_parse(text)
 
 
+@dataclass
+class _File:
+    """What the selection reads from one file."""
+
+    source: str
+    lines: list[str]
+    starts: list[int]
+    sensitive: set[str]
+    imported: set[str]
+    helpers: frozenset[str]
+    #: Names a device check is imported as (flow._ALIAS).
+    check_aliases: set[str]
+    #: Imported names and the helpers' (a statement binding one is kept).
+    rebindable: set[str]
+    triggers: _Hits
+    worth: _Hits
+    imports: _Hits
+
+    def line_end(self, line: int) -> int:
+        """Offset just past line ``line``'s newline (the text's end for the last line)."""
+        return self.starts[line] if line < len(self.starts) else len(self.source)
+
+
 def reduce(source: str, tree: ast.Module) -> Reduced | None:
     """The reduced text for ``source`` (parsed by ``ast`` as ``tree``), or None: parse it whole."""
     if len(source) < MIN_BYTES or "\r" in source or '"@@' in source or len(tree.body) < 3:
         return None
-
     lines = source.split("\n")
     starts = [0]
     for ln in lines[:-1]:
@@ -148,43 +190,184 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     if units is None:
         return None
     keys, prefixes, words, helpers = _rule_words()
-    found = _aliases(tree, keys, prefixes) if _IMPORT.search(source) else (set(), set())
+    found = _aliases(_import_nodes(tree, source, starts), keys, prefixes)
     if found is None:
         return None
     aliases, imported = found
-    sensitive = aliases | words
-    end_of = len(source)
+    f = _File(
+        source,
+        lines,
+        starts,
+        aliases | words,
+        imported,
+        helpers,
+        set(_ALIAS.findall(source)),
+        imported | helpers,
+        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods()]),
+        _Hits(source, [_WORTH]),
+        _Hits(source, [_IMPORT]),
+    )
+    _seed(f, units, len(source), top=True)
+    _close(units, set(), set())
+    bound = set().union(*(u.exports for u in units if u.flow))
+    used = set().union(*(u.words for u in units if u.flow))
+    holes: list[_Unit] = [u for u in units if not u.keep]
     for k, u in enumerate(units):
-        gap_start = starts[units[k - 1].last] if k else 0  # (line after the previous unit)
-        gap_end = starts[units[k + 1].first - 1] if k + 1 < len(units) else end_of
+        if u.keep and len(u.stmts) == 1 and type(u.stmts[0]) is ast.ClassDef:
+            end = starts[units[k + 1].first - 1] if k + 1 < len(units) else len(source)
+            holes += _hidden_members(f, u.stmts[0], end, bound, used)
+    builtin = _BUILTINS & used  # (flow.Flow._shadowing: a builtin's name bound at module level)
+    for u in holes:
+        if u.top and not u.words.isdisjoint(builtin) and not u.exports.isdisjoint(builtin):
+            u.keep = True
+    holes = [u for u in holes if not u.keep]
+    hidden_bytes = sum(f.line_end(u.last) - starts[u.first - 1] for u in holes)
+    if not holes or hidden_bytes < MIN_HIDDEN_SHARE * len(source):
+        return None
+    return _build(f, units, sorted(holes, key=lambda u: u.first))
+
+
+def _seed(f: _File, units: list[_Unit], end: int, *, top: bool) -> None:
+    """Mark the units kept for what they hold themselves (see the module docstring); ``end``: where the text
+    after the last unit stops (the next top-level statement for a class's members)."""
+    source, starts = f.source, f.starts
+    after_check = False  # a device check that may end its block: the rest of the block is its region
+    for k, u in enumerate(units):
+        gap_start = starts[units[k - 1].last] if k else starts[u.first - 1] if not top else 0
+        gap_end = starts[units[k + 1].first - 1] if k + 1 < len(units) else end
         text = source[gap_start:gap_end]
-        own_end = starts[u.last] if u.last < len(starts) else end_of
-        after = source[own_end:gap_end]
+        after = source[f.line_end(u.last) : gap_end]
+        indent = len(f.lines[u.first - 1]) - len(f.lines[u.first - 1].lstrip())
         u.words = frozenset(_WORD.findall(text))
+        worth = f.worth.meets(gap_start, gap_end)
+        imports = f.imports.meets(gap_start, gap_end)
+        u.flow = worth or imports or not u.words.isdisjoint(f.check_aliases)  # (flow.reachable's seeds)
         u.keep = (
             k == 0
-            or not u.words.isdisjoint(sensitive)
-            or _IMPORT.search(text) is not None
-            or _methods().search(text) is not None
-            or _WORTH.search(text) is not None
-            or any(w in text and rx.search(text) is not None for w, rx in PREFILTER)
-            or any(ln[:1] in (" ", "\t", "\f") and ln.strip() for ln in after.split("\n"))
+            or after_check
+            or u.flow
+            or not u.words.isdisjoint(f.sensitive)
+            or f.triggers.meets(gap_start, gap_end)
+            or any(
+                _indent(ln) > indent or (not top and k + 1 == len(units) and _indent(ln))
+                for ln in after.split("\n")
+            )
         )
-        u.exports, binds, u.divisors = _facts(u.stmts, "/" in text)
-        if not u.keep and (
-            not u.exports.isdisjoint(helpers | _BUILTINS | imported) or not binds.isdisjoint(imported)
+        if any(type(s) is ast.Assert or (type(s) is ast.If and _ends(s.body)) for s in u.stmts):
+            after_check = True  # (flow.Flow._rest_of_block: a check here may control the rest of the block)
+        u.top, u.slash, u.walrus = top, "/" in text, ":=" in text
+        if not u.keep and not f.rebindable.isdisjoint(g for m in _BINDING.findall(text) for g in m if g):
+            u.keep = _binds(
+                u, f.rebindable
+            )  # (a rebound import changes how names resolve: names.ImportTable)
+
+
+def _ends(body: list[ast.stmt]) -> bool:
+    """A block that always leaves at its end (flow._ends, on ``ast``; any call named exit counts)."""
+    last = body[-1] if body else None
+    if type(last) in (ast.Return, ast.Raise, ast.Continue, ast.Break):
+        return True
+    if type(last) is ast.Expr and type(last.value) is ast.Call:
+        fn = last.value.func
+        return (fn.attr if type(fn) is ast.Attribute else getattr(fn, "id", "")) in ("exit", "_exit")
+    return False
+
+
+#: Words that may be bound where they stand (an assignment, a parameter, a def, an ``as`` …; more than that is
+#: fine: it only makes :func:`_binds` look).
+_BINDING = re.compile(
+    r"(?<![\w.])(\w+)\s*(?:=(?!=)|:|,|\)|\]|\}|\bin\b)"
+    r"|\b(?:def|class|as|global|nonlocal|lambda|del|import)\s+(\w+)|\*\s*(\w+)\b(?!\s*\.)"
+)
+
+
+class _Hits:
+    """Where some regexes match in a text: does any match meet the span [a, b)? (One search of the whole text
+    instead of one per statement; a match crossing a span's edge counts for both sides.)"""
+
+    def __init__(self, text: str, regexes: list[re.Pattern[str]]) -> None:
+        spans = sorted((m.start(), m.end()) for rx in regexes for m in rx.finditer(text))
+        self.starts = [a for a, _ in spans]
+        self.reach: list[int] = []  # the furthest end among the matches so far
+        far = -1
+        for _, e in spans:
+            far = max(far, e)
+            self.reach.append(far)
+
+    def meets(self, a: int, b: int) -> bool:
+        i = bisect.bisect_left(self.starts, b)
+        return i > 0 and self.reach[i - 1] > a
+
+
+def _binds(u: _Unit, names: set[str]) -> bool:
+    """``u`` binds one of ``names`` anywhere (module level, a class, a function, a parameter)."""
+    return any(
+        (type(n) is ast.Name and type(n.ctx) is not ast.Load and n.id in names)
+        or (type(n) is ast.arg and n.arg in names)
+        or (type(n) in _SCOPES and type(n) is not ast.Lambda and n.name in names)
+        or (type(n) in (ast.Global, ast.Nonlocal) and not names.isdisjoint(n.names))
+        or (type(n) in (ast.ExceptHandler, ast.MatchAs, ast.MatchStar) and n.name in names)
+        or (type(n) is ast.MatchMapping and n.rest in names)
+        or (type(n) in (ast.Import, ast.ImportFrom) and any((a.asname or a.name) in names for a in n.names))
+        for s in u.stmts
+        for n in ast.walk(s)
+    )
+
+
+def _indent(line: str) -> int:
+    """Indentation of a non-blank line (0 for a blank one)."""
+    stripped = line.lstrip(" \t\f")
+    return len(line) - len(stripped) if stripped else 0
+
+
+def _hidden_members(f: _File, cls: ast.ClassDef, end: int, bound: set[str], used: set[str]) -> list[_Unit]:
+    """The members of a kept top-level class that no rule can touch (same tests as for top-level statements,
+    with the class's own names and every attribute stored, self's included, in the closure); a member that
+    stores an attribute on anything else or declares a global is kept (the flow layer's reachable part reads
+    those from the class's text)."""
+    members = _units(cls.body)
+    if members is None or len(members) < 2 or members[0].first == cls.lineno:
+        return []
+    for m in members:
+        line = f.lines[m.first - 1]
+        decorated = bool(getattr(m.stmts[0], "decorator_list", ()))
+        if _indent(line) != (len(line) - len(line.lstrip()) if decorated else m.stmts[0].col_offset) or (
+            decorated and not line.lstrip().startswith("@")
         ):
-            u.keep = True  # (a rebound import changes how names resolve: see names.ImportTable.needs_scopes)
-    _close(units)
-    hidden = [u for u in units if not u.keep]
-    hidden_bytes = sum(starts[min(u.last, len(starts) - 1)] - starts[u.first - 1] for u in hidden)
-    if not hidden or hidden_bytes < MIN_HIDDEN_SHARE * len(source):
-        return None
-    return _build(source, lines, starts, units)
+            return []  # (the member does not start its own line)
+    _seed(f, members, end, top=False)
+    for m in members:
+        if not m.keep and _reaches_out(m.stmts):
+            m.keep = True
+    _close(members, bound, used)
+    return [m for m in members if not m.keep]
+
+
+def _reaches_out(stmts: list[ast.stmt]) -> bool:
+    for s in stmts:
+        for n in ast.walk(s):
+            if type(n) in (ast.Global, ast.Nonlocal):
+                return True
+            if type(n) is ast.Attribute and type(n.ctx) is not ast.Load:
+                v = n.value
+                if not (type(v) is ast.Name and v.id in ("self", "cls")):
+                    return True
+    return False
+
+
+def _import_nodes(tree: ast.Module, source: str, starts: list[int]) -> Iterable[ast.AST]:
+    """Every import statement: the top-level ones, and those inside a statement whose text says ``import``."""
+    for s in tree.body:
+        if type(s) in (ast.Import, ast.ImportFrom):
+            yield s
+        elif s.end_lineno is not None:
+            end = starts[s.end_lineno] if s.end_lineno < len(starts) else len(source)
+            if _IMPORT.search(source, starts[s.lineno - 1], end):
+                yield from (n for n in ast.walk(s) if type(n) in (ast.Import, ast.ImportFrom))
 
 
 def _aliases(
-    tree: ast.Module, keys: frozenset[str], prefixes: frozenset[str]
+    nodes: Iterable[ast.AST], keys: frozenset[str], prefixes: frozenset[str]
 ) -> tuple[set[str], set[str]] | None:
     """Names imports bind to a rule's qualified name (or one under a rule's prefix, or one holding a trigger),
     and every name any import binds; None for a star import. A use of any other imported name that
@@ -202,7 +385,7 @@ def _aliases(
         ):
             out.add(bound)
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 add(a.asname, a.name) if a.asname else add(a.name.split(".")[0], a.name.split(".")[0])
@@ -232,43 +415,75 @@ def _units(body: list[ast.stmt]) -> list[_Unit] | None:
     return units
 
 
-def _facts(stmts: list[ast.stmt], divides: bool) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """What ``stmts`` bind at module level (names; attributes stored on anything but self/cls), what they bind
-    elsewhere (locals, parameters), and the names and attribute names in what they divide by."""
-    exports: set[str] = set()
-    binds: set[str] = set()
-    divisors: set[str] = set()
+def _exports(stmts: list[ast.stmt], walrus: bool, *, top: bool) -> frozenset[str]:
+    """What ``stmts`` bind at module level (names, defs, globals) and the attributes they store (on anything but
+    self/cls for top-level statements; flow.reachable's _module_bindings, a superset). Statements and their
+    targets only: expressions are entered for ``:=`` alone (``walrus``: the text holds one)."""
+    out: set[str] = set()
+    own = ("self", "cls") if top else ()
+
+    def target(t: ast.AST, module: bool) -> None:
+        todo = [t]
+        while todo:
+            n = todo.pop()
+            if type(n) is ast.Name:
+                if module:
+                    out.add(n.id)
+            elif type(n) is ast.Attribute:
+                if not (type(n.value) is ast.Name and n.value.id in own):
+                    out.add(n.attr)
+            elif type(n) in (ast.Tuple, ast.List, ast.Starred):
+                todo.extend(ast.iter_child_nodes(n))
+
     todo: list[tuple[ast.AST, bool]] = [(s, True) for s in stmts]
     while todo:
-        n, top = todo.pop()
+        n, module = todo.pop()
         t = type(n)
-        if t in _SCOPES:
-            if t is not ast.Lambda:
-                (exports if top else binds).add(n.name)  # type: ignore[attr-defined]
-            top = False
-        elif t is ast.arg:
-            binds.add(n.arg)  # type: ignore[attr-defined]
-        elif t is ast.Name:
-            if type(n.ctx) is not ast.Load:  # type: ignore[attr-defined]
-                (exports if top else binds).add(n.id)  # type: ignore[attr-defined]
-        elif t is ast.Attribute:
-            v = n.value  # type: ignore[attr-defined]
-            if type(n.ctx) is not ast.Load and not (type(v) is ast.Name and v.id in ("self", "cls")):  # type: ignore[attr-defined]
-                exports.add(n.attr)  # type: ignore[attr-defined]
-        elif t is ast.Global or t is ast.Nonlocal:
-            exports.update(n.names)  # type: ignore[attr-defined]
-        elif t is ast.ExceptHandler or t is ast.MatchAs or t is ast.MatchStar:
-            if n.name:  # type: ignore[attr-defined]
-                (exports if top else binds).add(n.name)  # type: ignore[attr-defined]
-        elif t is ast.MatchMapping:
-            if n.rest:  # type: ignore[attr-defined]
-                (exports if top else binds).add(n.rest)  # type: ignore[attr-defined]
-        elif divides and t is ast.BinOp and type(n.op) in (ast.Div, ast.FloorDiv):  # type: ignore[attr-defined]
-            divisors.update(_last_words(n.right))  # type: ignore[attr-defined]
-        elif divides and t is ast.AugAssign and type(n.op) in (ast.Div, ast.FloorDiv):  # type: ignore[attr-defined]
-            divisors.update(_last_words(n.value))  # type: ignore[attr-defined]
-        todo.extend((c, top) for c in ast.iter_child_nodes(n))
-    return frozenset(exports), frozenset(binds), frozenset(divisors)
+        if t in (ast.Import, ast.ImportFrom):
+            continue
+        if t in _DEFS:
+            if module:
+                out.add(n.name)  # type: ignore[attr-defined]
+            todo.extend((c, False) for c in n.body)  # type: ignore[attr-defined]
+            continue
+        if t in (ast.Global, ast.Nonlocal):
+            out.update(n.names)  # type: ignore[attr-defined]
+        elif t in (ast.Assign, ast.Delete):
+            for x in n.targets:  # type: ignore[attr-defined]
+                target(x, module)
+        elif t in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+            target(n.target, module)  # type: ignore[attr-defined]
+        elif t in (ast.With, ast.AsyncWith):
+            for item in n.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    target(item.optional_vars, module)
+        elif t is ast.ExceptHandler:
+            if module and n.name:  # type: ignore[attr-defined]
+                out.add(n.name)  # type: ignore[attr-defined]
+        elif t is ast.match_case and module:
+            for p in ast.walk(n.pattern):  # type: ignore[attr-defined]
+                name = getattr(p, "name", None) or getattr(p, "rest", None)
+                if isinstance(name, str):
+                    out.add(name)
+        if walrus and module:
+            for e in ast.walk(n):
+                if type(e) is ast.NamedExpr:
+                    target(e.target, True)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend((c, module) for c in getattr(n, field, ()) or ())
+    return frozenset(out)
+
+
+def _divisors(stmts: list[ast.stmt]) -> frozenset[str]:
+    """The names and attribute names in what ``stmts`` divide by (flow.Flow._divisors, a superset)."""
+    out: set[str] = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if type(n) is ast.BinOp and type(n.op) in (ast.Div, ast.FloorDiv):
+                out.update(_last_words(n.right))
+            elif type(n) is ast.AugAssign and type(n.op) in (ast.Div, ast.FloorDiv):
+                out.update(_last_words(n.value))
+    return frozenset(out)
 
 
 def _last_words(node: ast.AST) -> Iterable[str]:
@@ -280,45 +495,53 @@ def _last_words(node: ast.AST) -> Iterable[str]:
             yield n.attr
 
 
-def _close(units: list[_Unit]) -> None:
-    """Keep, to a fixed point, every statement linked to a kept one (see the module docstring)."""
-    bound: set[str] = set()  # what kept statements bind at module level
-    used: set[str] = set()  # words of kept statements
+def _close(units: list[_Unit], bound: set[str], used: set[str]) -> None:
+    """Keep, to a fixed point, every unit linked to the flow layer's part: it names something a part unit
+    binds, or divides by a word a part unit uses (flow.Flow._divisors). ``bound`` and ``used`` start with
+    what the enclosing level's part holds."""
+    bound, used = set(bound), set(used)
     done: set[int] = set()
     while True:
         for i, u in enumerate(units):
-            if u.keep and i not in done:
+            if u.flow and i not in done:
                 done.add(i)
                 bound |= u.exports
                 used |= u.words
         changed = False
         for u in units:
-            if not u.keep and (not u.words.isdisjoint(bound) or not u.divisors.isdisjoint(used)):
-                u.keep = changed = True
+            if not u.flow and (
+                not u.words.isdisjoint(bound)
+                or (u.slash and not u.words.isdisjoint(used) and not u.divisors.isdisjoint(used))
+            ):
+                u.keep = u.flow = changed = True
         if not changed:
             return
 
 
-def _build(source: str, lines: list[str], starts: list[int], units: list[_Unit]) -> Reduced:
+def _build(f: _File, units: list[_Unit], holes: list[_Unit]) -> Reduced:
+    source, lines, starts = f.source, f.lines, f.starts
     parts: list[str] = []
-    body: list[ast.stmt] = []
-    holes: list[tuple[str, str]] = []
+    placed: list[tuple[str, str]] = []
     at = 0
+    for u in holes:
+        a = starts[u.first - 1]
+        b = a + sum(len(ln) + 1 for ln in lines[u.first - 1 : u.last]) - 1  # (end of its last line)
+        first = lines[u.first - 1]
+        indent = first[: len(first) - len(first.lstrip(" \t\f"))]
+        span = u.last - u.first + 1
+        mark = f'"@@{len(placed)}@@"'
+        placeholder = f"{indent}({mark})" if span == 1 else f"{indent}({mark}" + "\n" * (span - 1) + ")"
+        parts.append(source[at:a])
+        parts.append(placeholder)
+        placed.append((placeholder, source[a:b]))
+        at = b
+    parts.append(source[at:])
+    body: list[ast.stmt] = []
     for u in units:
         if u.keep:
             body.extend(u.stmts)
             continue
-        a = starts[u.first - 1]
-        b = a + sum(len(ln) + 1 for ln in lines[u.first - 1 : u.last]) - 1  # (end of its last line)
-        n = len(holes)
-        span = u.last - u.first + 1
-        placeholder = f'("@@{n}@@")' if span == 1 else f'("@@{n}@@"' + "\n" * (span - 1) + ")"
-        parts.append(source[at:a])
-        parts.append(placeholder)
-        holes.append((placeholder, source[a:b]))
-        at = b
         stub = ast.Expr(ast.Constant(""))
         stub.lineno, stub.col_offset, stub.end_lineno, stub.end_col_offset = u.first, 0, u.last, 1
         body.append(stub)
-    parts.append(source[at:])
-    return Reduced("".join(parts), ast.Module(body=body, type_ignores=[]), holes)
+    return Reduced("".join(parts), ast.Module(body=body, type_ignores=[]), placed)

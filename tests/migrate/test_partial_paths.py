@@ -91,6 +91,15 @@ _DEVICE = [
     "scaler = torch.cuda.amp.GradScaler()\n",
     "xm.mark_step()\n",
     "state = torch.load(path)\n",
+    "if not torch.cuda.is_available():\n    raise SystemExit('needs a GPU')\n",
+    "assert torch.cuda.is_available()\n",
+    "class Runner:\n    'Docs.'\n\n    def __init__(self):\n        self.use_cuda = torch.cuda.is_available()\n"
+    "        self.buf = None\n\n    def plain(self, a):\n        return a * 2\n\n    def reads(self):\n"
+    "        return self.use_cuda\n\n    @property\n    def size(self):\n        # a comment\n        return 3\n\n"
+    "    def gpu(self, x):\n        return x.cuda()\n",
+    "class Twin:\n    def a(self):\n        if torch.cuda.is_available():\n            self.peak = 1\n\n"
+    "    def b(self):\n        return self.peak\n\n    def c(self):\n        if torch.cuda.is_available():\n"
+    "            print(self.peak)\n\n    def d(self, n):\n        return n / 2\n        # trailing\n",
 ]
 _PLAIN = [
     "def helper(a, b):\n    return a + b\n",
@@ -114,6 +123,9 @@ _PLAIN = [
     "def main():\n    setup(0)\n    train(None)\n",
     "LIST = [\n    1,\n\n    2,\n]\n",
     "def per_gpu2(bs, n):\n    return bs / n\n",
+    "class Helper:\n    x = 1\n\n    def f(self):\n        return self.x\n\n    def g(self, args):\n        args.flag = 1\n",
+    "def exits():\n    if args.help:\n        return\n    run()\n",
+    "if args.quit:\n    sys.exit()\n",
 ]
 _HEADERS = [
     "import torch\n",
