@@ -189,6 +189,13 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     units = _units(tree.body)
     if units is None:
         return None
+    hits = [
+        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods()]),
+        _Hits(source, [_WORTH]),
+        _Hits(source, [_IMPORT]),
+    ]
+    if _at_most(source, starts, units, hits) < MIN_HIDDEN_SHARE * len(source):
+        return None  # (decided before the costlier tests: most files end here)
     keys, prefixes, words, helpers = _rule_words()
     found = _aliases(_import_nodes(tree, source, starts), keys, prefixes)
     if found is None:
@@ -203,9 +210,7 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
         helpers,
         set(_ALIAS.findall(source)),
         imported | helpers,
-        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods()]),
-        _Hits(source, [_WORTH]),
-        _Hits(source, [_IMPORT]),
+        *hits,
     )
     _seed(f, units, len(source), top=True)
     _close(units, set(), set())
@@ -225,6 +230,27 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     if not holes or hidden_bytes < MIN_HIDDEN_SHARE * len(source):
         return None
     return _build(f, units, sorted(holes, key=lambda u: u.first))
+
+
+def _at_most(source: str, starts: list[int], units: list[_Unit], hits: list[_Hits]) -> int:
+    """An upper bound of the bytes :func:`reduce` can hide: top-level statements (after the first) and members
+    of top-level classes (after the first) whose own lines hold no trigger, device-check word or import."""
+
+    def span(u: _Unit) -> tuple[int, int]:
+        return starts[u.first - 1], starts[u.last] if u.last < len(starts) else len(source)
+
+    total = 0
+    for k, u in enumerate(units):
+        a, b = span(u)
+        if k and not any(h.meets(a, b) for h in hits):
+            total += b - a
+        elif len(u.stmts) == 1 and type(u.stmts[0]) is ast.ClassDef:
+            members = _units(u.stmts[0].body) or []
+            for m in members[1:]:
+                a, b = span(m)
+                if not any(h.meets(a, b) for h in hits):
+                    total += b - a
+    return total
 
 
 def _seed(f: _File, units: list[_Unit], end: int, *, top: bool) -> None:
@@ -536,12 +562,21 @@ def _build(f: _File, units: list[_Unit], holes: list[_Unit]) -> Reduced:
         placed.append((placeholder, source[a:b]))
         at = b
     parts.append(source[at:])
+    # Only what SourceMap reads (first lines, decorators' lines), so the original tree can be freed before the
+    # parse (on a 5 MB file it is hundreds of MB).
     body: list[ast.stmt] = []
     for u in units:
-        if u.keep:
-            body.extend(u.stmts)
-            continue
-        stub = ast.Expr(ast.Constant(""))
-        stub.lineno, stub.col_offset, stub.end_lineno, stub.end_col_offset = u.first, 0, u.last, 1
-        body.append(stub)
+        body.extend(_stub(s, s.lineno) for s in u.stmts) if u.keep else body.append(_stub(None, u.first))
     return Reduced("".join(parts), ast.Module(body=body, type_ignores=[]), placed)
+
+
+def _stub(stmt: ast.stmt | None, line: int) -> ast.stmt:
+    """A statement that says where ``stmt`` starts (a placeholder's statement for None)."""
+    decorators = getattr(stmt, "decorator_list", None)
+    if decorators:
+        out: ast.stmt = ast.ClassDef() if type(stmt) is ast.ClassDef else ast.FunctionDef()
+        out.decorator_list = [ast.Name(lineno=d.lineno) for d in decorators]  # type: ignore[attr-defined]
+    else:
+        out = ast.Pass()
+    out.lineno = line
+    return out

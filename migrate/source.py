@@ -197,12 +197,14 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
         raise UnparsableError(deep)
     reduced = partial.reduce(source, tree) if tree is not None and partial.enabled() else None
     if reduced is not None:
+        tree = None  # (freed before the parse; the reduced text has its own statement layout)
         res = _migrate_text(source, reduced.text, reduced.tree, path, codes, watch)
         if not res.changed:
             return MigrationResult(source, False, res.diagnostics)
         restored = reduced.restore(res.new_source)
         if restored is not None:
             return MigrationResult(restored, restored != source, res.diagnostics)
+        tree = python_tree(source)[0]
     return _migrate_text(source, source, tree, path, codes, watch)
 
 
