@@ -1,6 +1,6 @@
 """The partial-parse path (migrate.partial) against the whole-file path, file by file, over trees of code.
 
-Every ``.py`` file under the given folders is migrated twice in this process (``TPU_MIGRATE_WHOLE_FILE`` off,
+Every ``.py`` and ``.ipynb`` file under the given folders is migrated twice in this process (``TPU_MIGRATE_WHOLE_FILE`` off,
 then on); the result (status, new text, diff, every finding, error) must be identical. Prints each file
 that differs, the CPU seconds of both paths over the files that pass the prefilter, and how many of them
 took the partial path.
@@ -25,7 +25,7 @@ def _files(roots: list[str]) -> list[str]:
     for root in roots:
         for d, dirs, names in os.walk(root):
             dirs.sort()
-            out += [os.path.join(d, n) for n in sorted(names) if n.endswith(".py")]
+            out += [os.path.join(d, n) for n in sorted(names) if n.endswith((".py", ".ipynb"))]
     return out
 
 
@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
                 text = fh.read()
         except (OSError, UnicodeDecodeError):
             continue
-        if not needs_parse(text):
+        notebook = f.endswith(".ipynb")  # (its code cells are joined into one module: see migrate.notebook)
+        if not notebook and not needs_parse(text):
             continue
         parsed += 1
-        tree = python_tree(text)[0]
+        tree = None if notebook else python_tree(text)[0]
         took += tree is not None and partial.reduce(text, tree) is not None
         got = {}
         for whole in (False, True):
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"DIFFERS {f}: {', '.join(what)}", flush=True)
     os.environ.pop(partial.WHOLE_FILE_ENV, None)
     print(
-        f"{len(files)} files, {parsed} past the prefilter, {took} took the partial path; differences: {diffs}; "
+        f"{len(files)} files, {parsed} past the prefilter (notebooks: all), {took} .py took the partial path; differences: {diffs}; "
         f"CPU s partial {cpu[False]:.1f}, whole {cpu[True]:.1f} ({cpu[False] / max(cpu[True], 1e-9):.2f}x); "
         f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
