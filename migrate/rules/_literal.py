@@ -46,6 +46,9 @@ OTHER_DEVICES = frozenset(
 )
 _WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True))
 _QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
+#: The ordinal slot of a device-string template filled at run time: '{}', '{0}', '{rank}', '{:d}', '{0:d}' (.format)
+#: and '%d' / '%s' / '%i' (%); every form of the same run-time ordinal (hifi-gan wrote 'cuda:{:d}'.format(rank)).
+ORDINAL_SLOT = r"\{\w*(?::d)?\}|%[dis]"
 
 
 #: A TODO line tpu-migrate wrote (its text quotes device names: they are not the program's).
@@ -568,7 +571,7 @@ class LiteralRule(Rule):
         else:
             return None
         body = string_body(template)
-        m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
+        m = re.fullmatch(rf"(\w+):({ORDINAL_SLOT})", body or "")
         if m is None or self.new_body(m.group(1)) is None or self._foreign_ordinal(ctx, orig):
             return None
         if id(template) in ctx.string_claims:
