@@ -894,6 +894,13 @@ _JIT_BUILDS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_exte
 _CU_SOURCE = re.compile(r"\.(?:cu|cuh)$")
 
 
+#: Another library's CUDA build or CUDA provider named as data (a pip requirement, an ONNX Runtime provider).
+_CUDA_BUILD = re.compile(
+    r"(?:onnxruntime|paddlepaddle|tensorflow|faiss|mxnet|jaxlib|cupy)-gpu\b|"
+    r"(?:CUDA|Tensorrt|TensorRT)ExecutionProvider\b|cupy-cuda\w*"
+)
+
+
 def _builds_cuda(call: cst.Call) -> bool:
     """``load(sources=["k.cpp", "k_cuda.cu"])`` / ``load_inline(cuda_sources=...)``: a CUDA build."""
     if kwarg(call, "cuda_sources") is not None:
@@ -967,6 +974,15 @@ class CustomKernels(Rule):
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")
         elif isinstance(orig, cst.ImportFrom) and orig.module is not None and not orig.relative:
             self._flag(ctx, orig, cst.helpers.get_full_name_for_node(orig.module) or "")
+        elif type(orig) is cst.SimpleString and (m := _CUDA_BUILD.match(string_body(orig) or "")):
+            # a device check that picks this name (`"onnxruntime-gpu" if cuda else "onnxruntime"`) is kept by the
+            # flow layer through this finding: made true on TPU it would install / select CUDA's build
+            ctx.flag(
+                orig,
+                f"`{m.group(0)}` is another library's CUDA build or provider: it has no TPU variant; on TPU use "
+                "its CPU build (onnxruntime, CPUExecutionProvider, paddlepaddle) or keep this path CUDA-only",
+                code=self.code,
+            )
         elif type(orig) is cst.SimpleString and "nvidia-smi" in orig.value:
             ctx.flag(
                 orig,

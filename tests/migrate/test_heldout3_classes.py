@@ -4,7 +4,7 @@ each as a class in its own words, each asserting the rewrite it must not make (o
 from __future__ import annotations
 
 import pytest
-from migrate_helpers import run
+from migrate_helpers import codes, run
 
 
 def _code(out: str) -> str:
@@ -34,3 +34,74 @@ def test_every_spelling_of_a_run_time_ordinal_becomes_the_process_device(expr):
 def test_a_format_template_for_another_word_is_not_a_device():
     src = "def label(i):\n    return 'cudagraph:{:d}'.format(i)\n"
     assert run(src).new_source == src
+
+
+# --- a GradScaler whose autocast lives in another module, or beside fp16 code (open_clip precision == "amp") ----
+@pytest.mark.parametrize(
+    "src",
+    [
+        # the scaler is made where the program decided it computes in fp16; the autocast is in another module
+        "import torch\ndef setup(args, device):\n    scaler = None\n    if args.precision == 'amp':\n"
+        "        scaler = torch.amp.GradScaler(device=device)\n    return scaler\n",
+        "import torch\nneed = mp_dtype == torch.float16\nscaler = torch.cuda.amp.GradScaler() if need else None\n",
+        # an autocast here, but the model itself is cast to fp16 too
+        "import torch\nmodel = model.half()\nscaler = torch.cuda.amp.GradScaler()\n"
+        "with torch.cuda.amp.autocast():\n    y = model(x)\n",
+    ],
+    ids=["autocast-elsewhere", "fp16-policy-elsewhere", "half-model"],
+)
+def test_a_scaler_whose_dtype_this_file_cannot_show_stays_on(src):
+    res = run(src)
+    out = _code(res.new_source)
+    assert 'torch.amp.GradScaler("tpu"' in out
+    assert "enabled=False" not in out  # the wrong rewrite: fp16 training with loss scaling switched off
+    assert "TPU302" in codes(res)
+
+
+def test_a_scaler_beside_an_autocast_that_becomes_bf16_is_still_disabled():
+    src = (
+        "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    y = m(x)\n"
+    )
+    assert 'torch.amp.GradScaler("tpu", enabled=False)' in run(src).new_source
+
+
+@pytest.mark.parametrize(
+    "call", ["torch.amp.GradScaler(device='cpu', init_scale=2048.)", "torch.amp.GradScaler('cpu')"]
+)
+def test_a_scaler_for_the_cpu_is_left_alone(call):
+    src = f"import torch\nscaler = {call}\nwith torch.autocast('cpu', dtype=torch.bfloat16):\n    y = m(x)\n"
+    assert run(src).new_source == src  # (a disabled scaler's state_dict() is empty: the test read ['scale'])
+
+
+# --- a device check whose flag picks another library's CUDA build (yolov5 onnxruntime-gpu / CUDAExecutionProvider) --
+@pytest.mark.parametrize(
+    "use",
+    [
+        "    check_requirements('onnxruntime-gpu' if cuda else 'onnxruntime')\n",
+        "    providers = ['CUDAExecutionProvider', 'CPUExecutionProvider'] if cuda else ['CPUExecutionProvider']\n",
+        "    if cuda:\n        pip_install('paddlepaddle-gpu')\n",
+    ],
+    ids=["requirement", "ort-provider", "branch"],
+)
+def test_a_check_choosing_a_cuda_build_of_another_library_stays(use):
+    src = f"import torch\ndef backend(device):\n    cuda = torch.cuda.is_available() and device.type != 'cpu'\n{use}"
+    res = run(src)
+    out = _code(res.new_source)
+    assert (
+        "torch.cuda.is_available()" in out
+    )  # the wrong rewrite: a TPU host told to install / use CUDA's build
+    assert "torch.accelerator" not in out
+    assert res.new_source.count("TODO(tpu-migrate") == 1  # one TODO: on the kept check
+
+
+def test_a_check_beside_only_cpu_builds_is_still_migrated():
+    src = "import torch\ndef backend():\n    cuda = torch.cuda.is_available()\n    print('onnxruntime' if cuda else 'cpu')\n"
+    assert "torch.accelerator.is_available()" in run(src).new_source
+
+
+def test_a_cuda_provider_named_outside_any_check_is_flagged():
+    res = run(
+        "import torch\nimport onnxruntime as ort\nx = torch.zeros(2).cuda()\n"
+        "sess = ort.InferenceSession(f, providers=['CUDAExecutionProvider'])\n"
+    )
+    assert "TPU211" in codes(res)
