@@ -73,6 +73,11 @@ _GATE_NAME = re.compile(r"(?:requires?|needs?|skip_?if_?no|only)_?(?:cuda|gpus?)
 _GATE_KEYWORD = re.compile(r"cuda|gpu", re.I)
 
 
+def _gate_helper(name: str) -> bool:
+    """A definition named like a test gate on CUDA (``RunIf``, ``requires_gpu``, ``skip_if_no_cuda``)."""
+    return name in ("RunIf", "run_if") or _GATE_NAME.search(name) is not None
+
+
 def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     """A decorator or mark that runs a test only where CUDA is: ``@skipUnless(torch.cuda.is_available(),
     "needs CUDA")``, ``@pytest.mark.skipif(not torch.cuda.is_available(), reason="requires a GPU")``,
@@ -353,6 +358,11 @@ class CudaToAccelerator(Rule):
             )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        gate = next((d.name.value for d in ctx.enclosing_definitions() if _gate_helper(d.name.value)), None)
+        if guarded is None and gate is not None and qname in _GUARDS:
+            # the helper behind `@RunIf(min_gpus=1)` / `@requires_gpu`: each decorated test is kept as CUDA's
+            # test (cuda_test_gate), so the helper's own CUDA test must stay too, or those tests run on TPU
+            guarded = f"it is inside `{gate}`, a helper that gates tests on CUDA, whose tests stay CUDA's"
         if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
             ctx.flag(
                 orig, f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: a loud error)", code=self.code

@@ -105,3 +105,27 @@ def test_a_cuda_provider_named_outside_any_check_is_flagged():
         "sess = ort.InferenceSession(f, providers=['CUDAExecutionProvider'])\n"
     )
     assert "TPU211" in codes(res)
+
+
+# --- the helper behind a CUDA test gate (lightning-hydra-template RunIf: torch.cuda.device_count() < min_gpus) -----
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "class RunIf:\n    def __new__(self, min_gpus=0, **kw):\n        conditions = []\n        if min_gpus:\n"
+        "            conditions.append(torch.cuda.device_count() < min_gpus)\n"
+        "        return pytest.mark.skipif(condition=any(conditions), reason='GPUs', **kw)\n",
+        "def requires_gpu(fn):\n    return pytest.mark.skipif(torch.cuda.device_count() == 0, reason='x')(fn)\n",
+    ],
+    ids=["RunIf", "requires_gpu"],
+)
+def test_a_test_gate_helper_keeps_its_cuda_check(helper):
+    res = run(f"import pytest, torch\n{helper}")
+    out = _code(res.new_source)
+    assert "torch.cuda.device_count()" in out  # the wrong rewrite: RunIf(min_gpus=1) now true on TPU, so the
+    assert "torch.accelerator" not in out  # CUDA tests it guards (flagged as CUDA's) run there and fail
+    assert "TPU201" in codes(res)
+
+
+def test_a_check_in_an_ordinary_helper_is_still_migrated():
+    src = "import torch\ndef pick_device():\n    return 'cuda' if torch.cuda.device_count() > 0 else 'cpu'\n"
+    assert "torch.accelerator.device_count()" in run(src).new_source
