@@ -436,22 +436,53 @@ class CudaManualSeed(Rule):
     name = "cuda-manual-seed"
     family = "cuda_api"
     outcome = "warned"
-    summary = "Rewrite torch.cuda.manual_seed(_all)(s) to torch.manual_seed(s)."
-    rationale = "torch.manual_seed seeds every device, including 'tpu' (it also reseeds the CPU generator)."
-    before = "import torch\n\ntorch.cuda.manual_seed_all(0)\n"
-    after = "import torch\n\ntorch.manual_seed(0)\n"
+    summary = (
+        "Rewrite torch.cuda.manual_seed(_all)(s) to torch.tpu.manual_seed(_all)(s), or to torch.manual_seed(s) "
+        "where the file already seeds the CPU with that same s."
+    )
+    rationale = (
+        "torch.cuda.manual_seed seeds the GPU only; torch.manual_seed would also reseed the CPU generator, "
+        "which changes every later CPU draw when the value differs (Rainbow seeds the GPU with a second "
+        "np.random.randint). torch.tpu.manual_seed(_all) is the contract's mapping (TorchTPU 0.2.0: a no-op "
+        "without a TPU, like CUDA's without a GPU). Where torch.manual_seed(s) with the same call-free s is "
+        "in the file, one torch.manual_seed(s) seeds both and the repeated line goes."
+    )
+    before = "import torch\n\ntorch.cuda.manual_seed_all(seed + rank)\n"
+    after = "import torch\n\ntorch.tpu.manual_seed_all(seed + rank)\n"
     calls = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
-    emits = ("torch.manual_seed",)
+    emits = ("torch.manual_seed", "torch.tpu.manual_seed", "torch.tpu.manual_seed_all")
 
     def call(self, ctx, orig, node, qname):
+        seed = arg(node, 0, "seed")
+        if seed is not None and _seeds_cpu_alike(ctx, seed.value):
+            ctx.report(
+                orig,
+                f"`{qname}({code(seed.value)})` -> `torch.manual_seed`: the file seeds the CPU with the same "
+                "value, and torch.manual_seed seeds every device",
+                code=self.code,
+                outcome="warned",
+            )
+            ctx.need_import("torch")
+            return node.with_changes(func=expr("torch.manual_seed"))
+        new = f"torch.tpu.{qname.rsplit('.', 1)[1]}"
         ctx.report(
             orig,
-            f"`{qname}` -> `torch.manual_seed` (seeds every device, the CPU included)",
+            f"`{qname}` -> `{new}` (seeds the TPU only, as CUDA's seeded the GPU only; torch.manual_seed would "
+            "reseed the CPU generator too)",
             code=self.code,
             outcome="warned",
         )
         ctx.need_import("torch")
-        return node.with_changes(func=expr("torch.manual_seed"))
+        return node.with_changes(func=expr(new))
+
+
+def _seeds_cpu_alike(ctx: Context, seed: cst.BaseExpression) -> bool:
+    """``torch.manual_seed(<the same seed>)`` is in the file and the seed has no call in it (a second
+    ``np.random.randint(...)`` is another value). Reads the whole file's text (module-wide context)."""
+    if any(isinstance(n, cst.Call) for n in _calls_in(seed)):
+        return False
+    pattern = rf"(?<![\w.])(?:torch|th)\.manual_seed\(\s*{re.escape(code(seed))}\s*\)"
+    return re.search(pattern, ctx.source_text) is not None
 
 
 _MEMORY = (

@@ -129,3 +129,22 @@ def test_a_test_gate_helper_keeps_its_cuda_check(helper):
 def test_a_check_in_an_ordinary_helper_is_still_migrated():
     src = "import torch\ndef pick_device():\n    return 'cuda' if torch.cuda.device_count() > 0 else 'cpu'\n"
     assert "torch.accelerator.device_count()" in run(src).new_source
+
+
+# --- torch.cuda.manual_seed(x) seeds the GPU only (job 2; Rainbow seeds the GPU with a second random draw) ----------
+def test_a_gpu_seed_of_another_value_seeds_the_tpu_only():
+    src = (
+        "import torch, numpy as np\ntorch.manual_seed(np.random.randint(1, 10000))\n"
+        "torch.cuda.manual_seed(np.random.randint(1, 10000))\ntorch.cuda.manual_seed_all(base + rank)\n"
+    )
+    out = _code(run(src).new_source)
+    # the wrong rewrite: torch.manual_seed(<second draw>) reseeds the CPU generator, changing every later CPU draw
+    assert out.count("torch.manual_seed(") == 1
+    assert "torch.tpu.manual_seed(np.random.randint(1, 10000))" in out
+    assert "torch.tpu.manual_seed_all(base + rank)" in out
+
+
+def test_a_gpu_seed_equal_to_the_cpu_seed_folds_into_it():
+    src = "import torch\ndef seed_all(s):\n    torch.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n"
+    out = _code(run(src).new_source)
+    assert out.count("manual_seed") == 1 and "torch.manual_seed(s)" in out
