@@ -148,3 +148,25 @@ def test_a_gpu_seed_equal_to_the_cpu_seed_folds_into_it():
     src = "import torch\ndef seed_all(s):\n    torch.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n"
     out = _code(run(src).new_source)
     assert out.count("manual_seed") == 1 and "torch.manual_seed(s)" in out
+
+
+# --- `if <other accelerator>: ... else: <CUDA>`: the else is the default path a TPU host takes (job 2) -------------
+@pytest.mark.parametrize(
+    "test", ["is_xpu_available()", "torch.xpu.is_available()", "torch.backends.mps.is_available()"]
+)
+def test_the_default_branch_after_another_accelerator_is_migrated(test):
+    other = "mps" if "mps" in test else "xpu"
+    src = (
+        f"import torch\nimport torch.distributed as dist\ndef setup(model):\n    if {test}:\n"
+        f"        dist.init_process_group('ccl')\n        model.to('{other}')\n    else:\n"
+        "        dist.init_process_group('nccl')\n        model.to('cuda:0')\n"
+    )
+    out = _code(run(src).new_source)
+    # the ugly rewrite: 'cuda'/'nccl' kept as 'one branch of a dispatch' though a TPU host runs exactly this branch
+    assert "'tpu_dist'" in out and "'tpu:0'" in out and "cuda" not in out and "nccl" not in out
+    assert f"'{other}'" in out and "'ccl'" in out
+
+
+def test_a_dispatch_comparing_device_names_still_keeps_its_cuda_branch():
+    src = "def pick(d):\n    if d == 'cuda':\n        return 1\n    elif d == 'xpu':\n        return 2\n"
+    assert "d == 'cuda'" in run(src).new_source
