@@ -214,6 +214,9 @@ def _mocked_cuda(ctx: Context) -> str | None:
 _OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
 
 
+_CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+
+
 def _walk_code(node: cst.CSTNode):
     """Every node of ``node`` outside nested definitions (they run elsewhere)."""
     todo = [node]
@@ -292,6 +295,16 @@ class LiteralRule(Rule):
         """``if is_xpu_available(): x.to("xpu") else: x.to("cuda")``: the test picks another accelerator and the
         plain ``else`` is the default path, the one a TPU host takes; its CUDA literals are that path's device,
         not one branch of a dispatch (the dispatch rule would keep them, and the TPU host would run 'cuda')."""
+        if any(ctx.qname(c.func) in _CUDA_TESTS for c in _walk_code(node.test) if type(c) is cst.Call):
+            # `elif torch.cuda.is_available(): model.to("cuda")`: the branch of a check that TPU201 migrates (or
+            # keeps, with its region frozen): its literals follow the check, not the dispatch rule
+            body = [
+                n
+                for n in _walk_code(node.body)
+                if type(n) is cst.SimpleString and self.new_body(string_body(n))
+            ]
+            ctx.scratch.setdefault("literal-default-branch", set()).update(id(n) for n in body)  # type: ignore[union-attr]
+            return
         if not isinstance(node.orelse, cst.Else) or not _OTHER_ACCELERATOR.search(code(node.test)):
             return
         mine = [

@@ -170,3 +170,13 @@ def test_the_default_branch_after_another_accelerator_is_migrated(test):
 def test_a_dispatch_comparing_device_names_still_keeps_its_cuda_branch():
     src = "def pick(d):\n    if d == 'cuda':\n        return 1\n    elif d == 'xpu':\n        return 2\n"
     assert "d == 'cuda'" in run(src).new_source
+
+
+def test_the_branch_of_a_migrated_cuda_check_follows_it_beside_another_accelerator():
+    src = (
+        "import torch\ndef place(model):\n    if is_xpu_available():\n        model.to('xpu:0')\n"
+        "    elif torch.cuda.is_available():\n        model.to('cuda')\n    return model\n"
+    )
+    out = _code(run(src).new_source)
+    # the ugly rewrite: the check and 'cuda' both kept (dispatch), so the model stayed on the CPU on TPU
+    assert "torch.accelerator.is_available()" in out and "model.to('tpu')" in out and "'xpu:0'" in out
