@@ -626,6 +626,18 @@ class CudaDeviceInfo(Rule):
         return None
 
 
+def _reads_cuda_version(ctx: Context, node: cst.CSTNode) -> bool:
+    """``torch.version.cuda`` read in ``node`` (outside nested scopes): CUDA's toolkit version, None elsewhere."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Attribute and n.attr.value == "cuda" and ctx.qname(n) == "torch.version.cuda":
+            return True
+        if n is node or not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+    return False
+
+
 @register
 class Bf16Supported(Rule):
     code = "TPU206"
@@ -651,8 +663,10 @@ class Bf16Supported(Rule):
         if not isinstance(node, cst.BooleanOperation):
             return
         kept = ctx.scratch.get("cuda-guards", {})
-        calls = _calls_in(node) if kept else []
-        if any(id(c) in kept for c in calls):
+        calls = _calls_in(node) if kept or "torch.version.cuda" in ctx.source_text else []
+        if any(id(c) in kept for c in calls) or (calls and _reads_cuda_version(ctx, node)):
+            # (`torch.version.cuda and torch.cuda.is_bf16_supported() and ...`: a CUDA-version test, kept and
+            # flagged, beside it; folding only the bf16 part half-migrates the conjunction)
             beside = ctx.scratch.setdefault("bf16-beside-kept", set())
             beside.update(id(c) for c in calls)
 

@@ -180,3 +180,19 @@ def test_the_branch_of_a_migrated_cuda_check_follows_it_beside_another_accelerat
     out = _code(run(src).new_source)
     # the ugly rewrite: the check and 'cuda' both kept (dispatch), so the model stayed on the CPU on TPU
     assert "torch.accelerator.is_available()" in out and "model.to('tpu')" in out and "'xpu:0'" in out
+
+
+# --- an and-chain that tests CUDA's toolkit version stays CUDA's test whole (job 2; llama-recipes fsdp_utils) -------
+def test_a_conjunction_reading_the_cuda_version_is_not_half_migrated():
+    src = (
+        "import torch\nimport torch.distributed as dist\ndef ok():\n    return (\n        torch.version.cuda\n"
+        "        and torch.cuda.is_bf16_supported()\n        and dist.is_nccl_available()\n    )\n"
+    )
+    out = _code(run(src).new_source)
+    # the ugly rewrite: is_bf16_supported() folded away and is_nccl_available() renamed beside a kept CUDA version
+    assert "torch.cuda.is_bf16_supported()" in out and "dist.is_nccl_available()" in out
+
+
+def test_is_bf16_supported_alone_still_folds():
+    out = run("import torch\ndtype = 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'\n").new_source
+    assert "dtype = 'bf16'\n" in out
