@@ -41,6 +41,7 @@ _MIGRATED = frozenset(
         "torch.cuda.Event",
         "torch.cuda.Stream",
         "torch.cuda.get_device_name",
+        "torch.cuda.get_device_properties",  # (TPU205: rewritten, or flagged where a capability is read)
     }
 )
 _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
@@ -591,7 +592,13 @@ class CudaDeviceInfo(Rule):
             target = node.targets[0].target
             if isinstance(target, (cst.Name, cst.Attribute)):
                 name = code(target)
-                attrs = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", ctx.source_text)
+                # a local name is read in its function (another `p` elsewhere, `p.numel()` in a generator, is
+                # not these properties); a module-level or attribute target anywhere in the file
+                fn = next(
+                    (d for d in reversed(ctx.enclosing_definitions()) if isinstance(d, cst.FunctionDef)), None
+                )
+                text = code(fn) if fn is not None and isinstance(target, cst.Name) else ctx.source_text
+                attrs = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", text)
         if call is None or ctx.qname(call.func) != _PROPS:
             return
         unknown = sorted(set(attrs) - _TPU_PROPERTIES)

@@ -196,3 +196,26 @@ def test_a_conjunction_reading_the_cuda_version_is_not_half_migrated():
 def test_is_bf16_supported_alone_still_folds():
     out = run("import torch\ndtype = 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'\n").new_source
     assert "dtype = 'bf16'\n" in out
+
+
+# --- a device ladder whose CUDA branch reads device properties TPU has (yolov5 select_device; held-out 3 ugly) ------
+def test_a_ladder_reading_name_and_memory_is_migrated_whole():
+    src = (
+        "import torch\ndef select(s=''):\n    if torch.cuda.is_available():\n        p = torch.cuda.get_device_properties(0)\n"
+        "        s += f'{p.name} {p.total_memory}'\n        arg = 'cuda:0'\n    else:\n        arg = 'cpu'\n"
+        "    return torch.device(arg)\n"
+        "def info(m):\n    return sum(p.numel() for p in m.parameters())\n"  # another `p`, elsewhere
+    )
+    out = _code(run(src).new_source)
+    # the ugly rewrite: the check kept (p.numel() read elsewhere taken for a CUDA capability) -> CPU on TPU
+    assert "torch.accelerator.is_available()" in out and "torch.tpu.get_device_properties(0)" in out
+    assert "'tpu:0'" in out
+
+
+def test_a_capability_read_of_the_properties_still_keeps_the_check():
+    src = (
+        "import torch\ndef tf32_ok():\n    if torch.cuda.is_available():\n"
+        "        p = torch.cuda.get_device_properties(0)\n        return p.major >= 8\n    return False\n"
+    )
+    out = _code(run(src).new_source)
+    assert "torch.cuda.is_available()" in out and "p.major" in out
