@@ -219,3 +219,22 @@ def test_a_capability_read_of_the_properties_still_keeps_the_check():
     )
     out = _code(run(src).new_source)
     assert "torch.cuda.is_available()" in out and "p.major" in out
+
+
+# --- device_map="auto": accelerate never places on TorchTPU (llama-recipes load_model; missed in held-out 2) --------
+@pytest.mark.parametrize(
+    "line",
+    [
+        "m = AutoModelForCausalLM.from_pretrained(name, device_map='auto')\n",
+        "kwargs['device_map'] = 'auto'\n",
+    ],
+)
+def test_an_automatic_device_map_is_flagged(line):
+    src = f"import torch\nfrom transformers import AutoModelForCausalLM\n{line}x = torch.zeros(2).cuda()\n"
+    res = run(src)
+    assert "TPU915" in codes(res) and "device_map" in res.new_source  # flagged, never rewritten
+
+
+def test_an_explicit_cpu_device_map_is_not_flagged():
+    src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained(n, device_map='cpu')\n"
+    assert "TPU915" not in codes(run(src))
