@@ -46,6 +46,9 @@ OTHER_DEVICES = frozenset(
 )
 _WORDS = "|".join(sorted(OTHER_DEVICES | {"cuda", "nccl"}, key=len, reverse=True))
 _QUOTED = re.compile(rf"""['"]({_WORDS})(?::\d+)?['"]""")
+#: The ordinal slot of a device-string template filled at run time: '{}', '{0}', '{rank}', '{:d}', '{0:d}' (.format)
+#: and '%d' / '%s' / '%i' (%); every form of the same run-time ordinal (hifi-gan wrote 'cuda:{:d}'.format(rank)).
+ORDINAL_SLOT = r"\{\w*(?::d)?\}|%[dis]"
 
 
 #: A TODO line tpu-migrate wrote (its text quotes device names: they are not the program's).
@@ -207,6 +210,23 @@ def _mocked_cuda(ctx: Context) -> str | None:
     return ctx.scratch["mocked-cuda"]  # type: ignore[return-value]
 
 
+#: A test that picks another accelerator (`is_xpu_available()`, `torch.backends.mps.is_available()`, `d == "npu"`).
+_OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
+
+
+_CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+
+
+def _walk_code(node: cst.CSTNode):
+    """Every node of ``node`` outside nested definitions (they run elsewhere)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if n is node or not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            todo.extend(n.children)
+
+
 def _walk_strings(node: cst.CSTNode):
     """Literal strings directly in ``node`` or in list/tuple/set displays inside it."""
     if isinstance(node, cst.SimpleString):
@@ -268,7 +288,36 @@ class LiteralRule(Rule):
         cst.Subscript,
         cst.BinaryOperation,
         cst.FunctionDef,
+        cst.If,
     )
+
+    def _default_branch(self, ctx: Context, node: cst.If) -> None:
+        """``if is_xpu_available(): x.to("xpu") else: x.to("cuda")``: the test picks another accelerator and the
+        plain ``else`` is the default path, the one a TPU host takes; its CUDA literals are that path's device,
+        not one branch of a dispatch (the dispatch rule would keep them, and the TPU host would run 'cuda')."""
+        if any(ctx.qname(c.func) in _CUDA_TESTS for c in _walk_code(node.test) if type(c) is cst.Call):
+            # `elif torch.cuda.is_available(): model.to("cuda")`: the branch of a check that TPU201 migrates (or
+            # keeps, with its region frozen): its literals follow the check, not the dispatch rule
+            body = [
+                n
+                for n in _walk_code(node.body)
+                if type(n) is cst.SimpleString and self.new_body(string_body(n))
+            ]
+            ctx.scratch.setdefault("literal-default-branch", set()).update(id(n) for n in body)  # type: ignore[union-attr]
+            return
+        if not isinstance(node.orelse, cst.Else) or not _OTHER_ACCELERATOR.search(code(node.test)):
+            return
+        mine = [
+            n
+            for n in _walk_code(node.orelse.body)
+            if type(n) is cst.SimpleString and self.new_body(string_body(n))
+        ]
+        theirs = any(
+            type(n) is cst.SimpleString and self.new_body(string_body(n)) for n in _walk_code(node.body)
+        )
+        if mine and not theirs:
+            default: set[int] = ctx.scratch.setdefault("literal-default-branch", set())  # type: ignore[assignment]
+            default.update(id(n) for n in mine)
 
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
@@ -301,6 +350,9 @@ class LiteralRule(Rule):
         t = type(node)
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
+        if t is cst.If:
+            self._default_branch(ctx, node)  # type: ignore[arg-type]
+            return
         if t is cst.FunctionDef:
             graph = ctx.scratch.get("graph-words")
             if graph is None:  # (once per file: searching the text per function would be quadratic)
@@ -568,7 +620,7 @@ class LiteralRule(Rule):
         else:
             return None
         body = string_body(template)
-        m = re.fullmatch(r"(\w+):(\{\d*\}|%d|%s)", body or "")
+        m = re.fullmatch(rf"(\w+):({ORDINAL_SLOT})", body or "")
         if m is None or self.new_body(m.group(1)) is None or self._foreign_ordinal(ctx, orig):
             return None
         if id(template) in ctx.string_claims:
@@ -615,7 +667,12 @@ class LiteralRule(Rule):
                 ctx.keep_branch()
                 return None
             body = string_body(node) or ""
-            reason = kept_reason(ctx, body.split(":")[0], self.others) or self.data_reason(ctx)
+            default = id(orig) in ctx.scratch.get("literal-default-branch", ())  # type: ignore[operator]
+            reason = (
+                None
+                if default
+                else kept_reason(ctx, body.split(":")[0], self.others) or self.data_reason(ctx)
+            )
             if reason is not None:
                 ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
                 ctx.keep_branch()  # (when the literal is in an if's test, that if's body is CUDA's branch)

@@ -151,6 +151,30 @@ def _runtime_autocast_dtype(ctx) -> str | None:
     return ctx.scratch[key]  # type: ignore[return-value]
 
 
+#: An autocast call in a file's text (torch.autocast(, torch.cuda.amp.autocast(, autocast( imported), not get_autocast(.
+_AUTOCAST_CALL = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*autocast\s*\(")
+#: fp16 in code outside an autocast dtype= (a model cast to half, an fp16 mixed-precision policy).
+_FP16_CODE = re.compile(r"\btorch\.(?:float16|half)\b|\.half\(\)")
+
+
+def _scaler_dtype_unseen(ctx) -> str | None:
+    """Why this file cannot show that every scaled loss is bf16 (so the scaler must stay on), else None. Reads the
+    whole file's text (module-wide context: a partial parse must hand this rule the full text)."""
+    key = "amp-scaler-unseen"
+    if key not in ctx.scratch:
+        text = ctx.source_text
+        if _AUTOCAST_CALL.search(text) is None:
+            why = "the file has no autocast: the dtype it scales is chosen in another module (fp16 there needs it)"
+        elif _FP16_CODE.search(_AUTOCAST_DTYPE.sub("", text)) is not None:
+            why = (
+                "the file also computes in float16 outside autocast (torch.float16 / .half()), which needs it"
+            )
+        else:
+            why = None
+        ctx.scratch[key] = why
+    return ctx.scratch[key]  # type: ignore[return-value]
+
+
 @register
 class GradScalerRule(Rule):
     code = "TPU302"
@@ -163,10 +187,16 @@ class GradScalerRule(Rule):
     rationale = (
         "bf16 has fp32's exponent range, so loss scaling is pointless; a disabled scaler keeps "
         "scaler.scale/step/update calls working unchanged. An explicit enabled= expression is kept "
-        "(with a warning: it must be False unless you really train in fp16)."
+        "(with a warning: it must be False unless you really train in fp16). Disabled only where the file shows "
+        "that every autocast becomes bf16: with no autocast in the file (the dtype is chosen in another module), "
+        "a run-time autocast dtype, or fp16 used outside autocast, loss scaling stays on; a scaler for the CPU is "
+        "left alone."
     )
-    before = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
-    after = 'import torch\n\nscaler = torch.amp.GradScaler("tpu", enabled=False)\n'
+    before = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    y = m(x)\n"
+    after = (
+        'import torch\n\nscaler = torch.amp.GradScaler("tpu", enabled=False)\n'
+        "with torch.cuda.amp.autocast():\n    y = m(x)\n"  # (TPU301 makes this autocast bf16)
+    )
     calls = _SCALERS
     emits = ("torch.amp.GradScaler",)
 
@@ -178,11 +208,14 @@ class GradScalerRule(Rule):
         dev = (
             positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
         )
+        where = string_body(dev.value) if dev is not None else None
+        if where is not None and where.split(":")[0] not in ("cuda", "xla", "tpu"):
+            return None  # a scaler for the CPU (or another device) is not CUDA code
         if (
             takes_device
             and dev is not None
-            and string_body(dev.value) == "tpu"
-            and (kwarg(node, "enabled") or _runtime_autocast_dtype(ctx))
+            and where == "tpu"
+            and (kwarg(node, "enabled") or _runtime_autocast_dtype(ctx) or _scaler_dtype_unseen(ctx))
         ):
             return None  # already migrated
         extra_positional = positional[1:] if takes_device else positional
@@ -208,6 +241,14 @@ class GradScalerRule(Rule):
                 orig,
                 f'GradScaler -> torch.amp.GradScaler("tpu"): the file\'s autocast dtype `{runtime}` is chosen at '
                 "run time, so loss scaling stays on (needed under fp16, a small cost under bf16)",
+                code=self.code,
+                outcome="warned",
+            )
+        elif kwarg(new, "enabled") is None and _scaler_dtype_unseen(ctx) is not None:
+            ctx.report(
+                orig,
+                f'GradScaler -> torch.amp.GradScaler("tpu"): loss scaling stays on: {_scaler_dtype_unseen(ctx)} '
+                "(under bf16 it is a small cost; disable it there by hand)",
                 code=self.code,
                 outcome="warned",
             )

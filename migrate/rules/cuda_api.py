@@ -41,6 +41,7 @@ _MIGRATED = frozenset(
         "torch.cuda.Event",
         "torch.cuda.Stream",
         "torch.cuda.get_device_name",
+        "torch.cuda.get_device_properties",  # (TPU205: rewritten, or flagged where a capability is read)
     }
 )
 _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
@@ -71,6 +72,11 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
 
 _GATE_NAME = re.compile(r"(?:requires?|needs?|skip_?if_?no|only)_?(?:cuda|gpus?)|(?:cuda|gpus?)_?only", re.I)
 _GATE_KEYWORD = re.compile(r"cuda|gpu", re.I)
+
+
+def _gate_helper(name: str) -> bool:
+    """A definition named like a test gate on CUDA (``RunIf``, ``requires_gpu``, ``skip_if_no_cuda``)."""
+    return name in ("RunIf", "run_if") or _GATE_NAME.search(name) is not None
 
 
 def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
@@ -353,6 +359,11 @@ class CudaToAccelerator(Rule):
             )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
+        gate = next((d.name.value for d in ctx.enclosing_definitions() if _gate_helper(d.name.value)), None)
+        if guarded is None and gate is not None and qname in _GUARDS:
+            # the helper behind `@RunIf(min_gpus=1)` / `@requires_gpu`: each decorated test is kept as CUDA's
+            # test (cuda_test_gate), so the helper's own CUDA test must stay too, or those tests run on TPU
+            guarded = f"it is inside `{gate}`, a helper that gates tests on CUDA, whose tests stay CUDA's"
         if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
             ctx.flag(
                 orig, f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: a loud error)", code=self.code
@@ -426,22 +437,53 @@ class CudaManualSeed(Rule):
     name = "cuda-manual-seed"
     family = "cuda_api"
     outcome = "warned"
-    summary = "Rewrite torch.cuda.manual_seed(_all)(s) to torch.manual_seed(s)."
-    rationale = "torch.manual_seed seeds every device, including 'tpu' (it also reseeds the CPU generator)."
-    before = "import torch\n\ntorch.cuda.manual_seed_all(0)\n"
-    after = "import torch\n\ntorch.manual_seed(0)\n"
+    summary = (
+        "Rewrite torch.cuda.manual_seed(_all)(s) to torch.tpu.manual_seed(_all)(s), or to torch.manual_seed(s) "
+        "where the file already seeds the CPU with that same s."
+    )
+    rationale = (
+        "torch.cuda.manual_seed seeds the GPU only; torch.manual_seed would also reseed the CPU generator, "
+        "which changes every later CPU draw when the value differs (Rainbow seeds the GPU with a second "
+        "np.random.randint). torch.tpu.manual_seed(_all) is the contract's mapping (TorchTPU 0.2.0: a no-op "
+        "without a TPU, like CUDA's without a GPU). Where torch.manual_seed(s) with the same call-free s is "
+        "in the file, one torch.manual_seed(s) seeds both and the repeated line goes."
+    )
+    before = "import torch\n\ntorch.cuda.manual_seed_all(seed + rank)\n"
+    after = "import torch\n\ntorch.tpu.manual_seed_all(seed + rank)\n"
     calls = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
-    emits = ("torch.manual_seed",)
+    emits = ("torch.manual_seed", "torch.tpu.manual_seed", "torch.tpu.manual_seed_all")
 
     def call(self, ctx, orig, node, qname):
+        seed = arg(node, 0, "seed")
+        if seed is not None and _seeds_cpu_alike(ctx, seed.value):
+            ctx.report(
+                orig,
+                f"`{qname}({code(seed.value)})` -> `torch.manual_seed`: the file seeds the CPU with the same "
+                "value, and torch.manual_seed seeds every device",
+                code=self.code,
+                outcome="warned",
+            )
+            ctx.need_import("torch")
+            return node.with_changes(func=expr("torch.manual_seed"))
+        new = f"torch.tpu.{qname.rsplit('.', 1)[1]}"
         ctx.report(
             orig,
-            f"`{qname}` -> `torch.manual_seed` (seeds every device, the CPU included)",
+            f"`{qname}` -> `{new}` (seeds the TPU only, as CUDA's seeded the GPU only; torch.manual_seed would "
+            "reseed the CPU generator too)",
             code=self.code,
             outcome="warned",
         )
         ctx.need_import("torch")
-        return node.with_changes(func=expr("torch.manual_seed"))
+        return node.with_changes(func=expr(new))
+
+
+def _seeds_cpu_alike(ctx: Context, seed: cst.BaseExpression) -> bool:
+    """``torch.manual_seed(<the same seed>)`` is in the file and the seed has no call in it (a second
+    ``np.random.randint(...)`` is another value). Reads the whole file's text (module-wide context)."""
+    if any(isinstance(n, cst.Call) for n in _calls_in(seed)):
+        return False
+    pattern = rf"(?<![\w.])(?:torch|th)\.manual_seed\(\s*{re.escape(code(seed))}\s*\)"
+    return re.search(pattern, ctx.source_text) is not None
 
 
 _MEMORY = (
@@ -550,7 +592,13 @@ class CudaDeviceInfo(Rule):
             target = node.targets[0].target
             if isinstance(target, (cst.Name, cst.Attribute)):
                 name = code(target)
-                attrs = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", ctx.source_text)
+                # a local name is read in its function (another `p` elsewhere, `p.numel()` in a generator, is
+                # not these properties); a module-level or attribute target anywhere in the file
+                fn = next(
+                    (d for d in reversed(ctx.enclosing_definitions()) if isinstance(d, cst.FunctionDef)), None
+                )
+                text = code(fn) if fn is not None and isinstance(target, cst.Name) else ctx.source_text
+                attrs = re.findall(rf"(?<![\w.]){re.escape(name)}\.(\w+)", text)
         if call is None or ctx.qname(call.func) != _PROPS:
             return
         unknown = sorted(set(attrs) - _TPU_PROPERTIES)
@@ -585,6 +633,18 @@ class CudaDeviceInfo(Rule):
         return None
 
 
+def _reads_cuda_version(ctx: Context, node: cst.CSTNode) -> bool:
+    """``torch.version.cuda`` read in ``node`` (outside nested scopes): CUDA's toolkit version, None elsewhere."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Attribute and n.attr.value == "cuda" and ctx.qname(n) == "torch.version.cuda":
+            return True
+        if n is node or not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+    return False
+
+
 @register
 class Bf16Supported(Rule):
     code = "TPU206"
@@ -610,8 +670,10 @@ class Bf16Supported(Rule):
         if not isinstance(node, cst.BooleanOperation):
             return
         kept = ctx.scratch.get("cuda-guards", {})
-        calls = _calls_in(node) if kept else []
-        if any(id(c) in kept for c in calls):
+        calls = _calls_in(node) if kept or "torch.version.cuda" in ctx.source_text else []
+        if any(id(c) in kept for c in calls) or (calls and _reads_cuda_version(ctx, node)):
+            # (`torch.version.cuda and torch.cuda.is_bf16_supported() and ...`: a CUDA-version test, kept and
+            # flagged, beside it; folding only the bf16 part half-migrates the conjunction)
             beside = ctx.scratch.setdefault("bf16-beside-kept", set())
             beside.update(id(c) for c in calls)
 
@@ -894,6 +956,13 @@ _JIT_BUILDS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_exte
 _CU_SOURCE = re.compile(r"\.(?:cu|cuh)$")
 
 
+#: Another library's CUDA build or CUDA provider named as data (a pip requirement, an ONNX Runtime provider).
+_CUDA_BUILD = re.compile(
+    r"(?:onnxruntime|paddlepaddle|tensorflow|faiss|mxnet|jaxlib|cupy)-gpu\b|"
+    r"(?:CUDA|Tensorrt|TensorRT)ExecutionProvider\b|cupy-cuda\w*"
+)
+
+
 def _builds_cuda(call: cst.Call) -> bool:
     """``load(sources=["k.cpp", "k_cuda.cu"])`` / ``load_inline(cuda_sources=...)``: a CUDA build."""
     if kwarg(call, "cuda_sources") is not None:
@@ -967,6 +1036,15 @@ class CustomKernels(Rule):
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")
         elif isinstance(orig, cst.ImportFrom) and orig.module is not None and not orig.relative:
             self._flag(ctx, orig, cst.helpers.get_full_name_for_node(orig.module) or "")
+        elif type(orig) is cst.SimpleString and (m := _CUDA_BUILD.match(string_body(orig) or "")):
+            # a device check that picks this name (`"onnxruntime-gpu" if cuda else "onnxruntime"`) is kept by the
+            # flow layer through this finding: made true on TPU it would install / select CUDA's build
+            ctx.flag(
+                orig,
+                f"`{m.group(0)}` is another library's CUDA build or provider: it has no TPU variant; on TPU use "
+                "its CPU build (onnxruntime, CPUExecutionProvider, paddlepaddle) or keep this path CUDA-only",
+                code=self.code,
+            )
         elif type(orig) is cst.SimpleString and "nvidia-smi" in orig.value:
             ctx.flag(
                 orig,

@@ -11,7 +11,15 @@ import re
 
 import libcst as cst
 
-from ._literal import ARGPARSE_CODE, COMPARISON_CODE, DEVICE_WORDS, DICT_KEY_CODE, LiteralRule, creates_group
+from ._literal import (
+    ARGPARSE_CODE,
+    COMPARISON_CODE,
+    DEVICE_WORDS,
+    DICT_KEY_CODE,
+    ORDINAL_SLOT,
+    LiteralRule,
+    creates_group,
+)
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
@@ -33,7 +41,7 @@ class CudaDeviceLiteral(LiteralRule):
     )
     before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
     after = 'import torch\n\ndevice = torch.device("tpu")\nloc = "tpu"\n'
-    pattern = re.compile(r"cuda(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
+    pattern = re.compile(rf"cuda(?P<suffix>:(\d+|{ORDINAL_SLOT})?)?")
     replacement = "tpu"
 
 

@@ -207,6 +207,8 @@ class BackendFromData(Rule):
     calls = _INIT | _NEW_GROUP | _NCCL_QUERIES
 
     def call(self, ctx, orig, node, qname):
+        if qname in _NCCL_QUERIES and id(orig) in ctx.scratch.get("bf16-beside-kept", ()):  # type: ignore[operator]
+            return None  # in an and/or that stays CUDA's test (torch.version.cuda, a kept check): kept whole
         if qname in _NCCL_QUERIES:
             ctx.report(orig, "`is_nccl_available()` -> `is_backend_available('tpu_dist')`", code=self.code)
             ctx.need_import("torch")

@@ -342,3 +342,54 @@ class AccelerateLaunchTpu(Rule):
                 "(or accelerate launch without --tpu)",
                 code=self.code,
             )
+
+
+#: Hugging Face accelerate's automatic placements: it spreads the model over the devices it knows.
+_AUTO_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+
+
+@register
+class HfDeviceMapAuto(Rule):
+    code = "TPU915"
+    name = "hf-device-map-auto"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = "Flag device_map='auto' (balanced, sequential) handed to a library (from_pretrained, pipeline)."
+    rationale = (
+        "accelerate places such a model on the devices it knows (CUDA, XPU, NPU, MPS ...) or on the CPU; "
+        "TorchTPU's 'tpu' is not one of them, so on a TPU host the model stays on the CPU while the "
+        "migrated inputs go to 'tpu'. Load without device_map and move the model with .to('tpu')."
+    )
+    before = 'from transformers import AutoModel\n\nm = AutoModel.from_pretrained(name, device_map="auto")\nx = x.cuda()\n'
+    after = (
+        "from transformers import AutoModel\n\n# TODO(tpu-migrate TPU915): `device_map='auto'` lets accelerate "
+        "place the model on the devices it knows (CUDA, XPU, NPU, MPS) or the CPU, never TorchTPU's 'tpu': "
+        "load without device_map and move the model with .to('tpu')\n"
+        'm = AutoModel.from_pretrained(name, device_map="auto")\nx = x.cuda()\n'
+    )
+    node_types = (cst.Call, cst.Assign)
+
+    def visit_node(self, ctx, node):
+        if type(node) is cst.Call:
+            value = next(
+                (a.value for a in node.args if a.keyword is not None and a.keyword.value == "device_map"),
+                None,
+            )
+        else:  # kwargs["device_map"] = "auto"
+            t = node.targets[0].target if len(node.targets) == 1 else None
+            key = (
+                t.slice[0].slice.value
+                if isinstance(t, cst.Subscript)
+                and len(t.slice) == 1
+                and isinstance(t.slice[0].slice, cst.Index)
+                else None
+            )
+            value = node.value if string_body(key) == "device_map" else None
+        if value is not None and string_body(value) in _AUTO_MAPS:
+            ctx.flag(
+                node,
+                f"`device_map='{string_body(value)}'` lets accelerate place the model on the devices it knows "
+                "(CUDA, XPU, NPU, MPS) or the CPU, never TorchTPU's 'tpu': load without device_map and move "
+                "the model with .to('tpu')",
+                code=self.code,
+            )

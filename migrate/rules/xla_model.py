@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from . import _helpers
-from ._literal import LiteralRule
+from ._literal import ORDINAL_SLOT, LiteralRule
 from ._util import arg, code, expr, kwarg, stmts
 from ._xla import DIST_EMITS, LOCAL_RANK, RANK, WORLD, XM, needs, xm
 from .base import Rule, register
@@ -77,7 +77,7 @@ class XlaDeviceLiteral(LiteralRule):
     )
     before = 'import torch\n\nt = torch.zeros(2, device="xla")\n'
     after = 'import torch\n\nt = torch.zeros(2, device="tpu")\n'
-    pattern = re.compile(r"xla(?P<suffix>:(\d+|\{\d*\}|%[ds])?)?")
+    pattern = re.compile(rf"xla(?P<suffix>:(\d+|{ORDINAL_SLOT})?)?")
     replacement = "tpu"
     others = frozenset({"tpu"})  # the XLA path becomes the TPU path, unless the code has a 'tpu' one already
     keep_in_choices = False
