@@ -74,6 +74,9 @@ class Kernels:
     gmm_tile: tuple[int, int, int] | None = None
     ring_attention: str = "allgather"  # context parallelism's attention: one of RING_ATTENTION
     attention_backward_relative: float | None = None  # the attention kernel's backward efficiency / forward
+    # False: the FSDP gradient reduce-scatter is on the critical path (XLA flags that neither pipeline
+    # data-parallel reductions nor offload reduce-scatters to SparseCore; see step._train)
+    grad_reduce_async: bool = True
 
 
 @dataclass

@@ -123,9 +123,18 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     step.add_memory("optimizer", local_params * (2 * a.optimizer_state_bytes_per_param + 2 * s.wb), s.hbm)
     dg, eg = x["dense_gathered"] / lay.pp, x["expert_gathered"] / lay.pp  # one stage's layers
     g = GRAD_REDUCE_BYTES / s.wb  # gradients are reduced in fp32, weights gathered at their own width
-    fsdp = (2 + g) * fabric.ring(dg, lay.fsdp, lay.tp)
-    fsdp += (2 + g) * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
-    step.async_comm["fsdp_gather_scatter"] = fsdp
+    ring = fabric.ring(dg, lay.fsdp, lay.tp)
+    ring += fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
+    step.async_comm["fsdp_gather"] = 2 * ring  # forward and backward (re-)gathers
+    # The gradient reduce-scatter hides under compute only where the software overlaps it: PyTorch FSDP2 on
+    # its own stream; XLA where the flags pipeline data-parallel reductions across iterations
+    # (xla_tpu_enable_data_parallel_all_reduce_opt / _data_parallel_opt_different_sized_ops, "enable pipelining
+    # of data parallel ops across multiple iterations") or offload reduce-scatters to SparseCore (default on
+    # Ironwood): AI-Hypercomputer/maxtext@e591f30cb benchmarks/xla_flags_library.py DATA_PARALLEL_OVERLAP,
+    # ENABLE_SPARSECORE_OFFLOADING_FOR_REDUCE_SCATTER. Flags with neither (CF_FOR_ALL_GATHER makes only
+    # all-gathers continuation-fused) leave it on the critical path (grad_reduce_async=False).
+    rs = step.async_comm if s.kernels.grad_reduce_async else step.critical_comm
+    rs["fsdp_grad_reduce_scatter"] = g * ring
     grads_local = g * ((dg / lay.fsdp + eg / x["f_exp"]) if lay.fsdp > 1 else (dg + eg))
     step.async_comm["dp_allreduce_in_slice"] = fabric.ring(grads_local, lay.dp_in_slice, lay.tp * lay.fsdp, 2)
     step.async_comm["dp_allreduce_across_slices_dcn"] = fabric.across_slices(
