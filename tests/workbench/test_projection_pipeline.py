@@ -208,7 +208,9 @@ def test_every_row_with_a_blocking_gradient_reduce_scatter_names_its_flags():
     """A published setting marked grad_reduce_async false says which flags (repo@commit) leave it blocking."""
     from tpu_workbench.bench.projection.calibration import training_points
 
-    marked = [p for p in training_points() if p["setting"].get("grad_reduce_async") is False]
+    points = training_points()
+    assert all(isinstance(p["setting"].get("grad_reduce_async", True), bool) for p in points)
+    marked = [p for p in points if p["setting"].get("grad_reduce_async") is False]
     assert {p["id"] for p in marked} >= {"maxtext-v6e-llama2-70b-256"}
     for p in marked:
         basis = p["setting"]["grad_reduce_basis"]
