@@ -200,6 +200,13 @@ def _inputs(s: Setting, fit: Fit) -> dict:
                 "setting (compiler flags that overlap these "
                 "activation collectives with compute); FSDP gathers and DP all-reduces are always async",
             ),
+            "tp_gather_bytes": _input(
+                k.tp_gather_bytes or s.nb,
+                "bytes per element",
+                "setting (the framework casts before the TP all-gather)"
+                if k.tp_gather_bytes
+                else "the activations' width",
+            ),
             "grad_reduce_async": _input(
                 k.grad_reduce_async,
                 "-",

@@ -77,6 +77,9 @@ class Kernels:
     # False: the FSDP gradient reduce-scatter is on the critical path (XLA flags that neither pipeline
     # data-parallel reductions nor offload reduce-scatters to SparseCore; see step._train)
     grad_reduce_async: bool = True
+    # bytes per element of the tensor-parallel all-gathers (None: the activations' width); torchao's float8
+    # TP casts before gathering (1 byte), see step._train
+    tp_gather_bytes: float | None = None
 
 
 @dataclass

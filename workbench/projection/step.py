@@ -143,7 +143,13 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     if s.chip.devices_per_chip > 1:
         step.async_comm["die_to_die"] = fabric.die_to_die((2 + g) * (dg + eg))
     passes = tp_allreduces_per_layer(s.block, recomputed_outputs=bool(again & {"out_proj", "mlp_wo"}))
-    _tp_comm(step, passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2), s.kernels.async_collectives)
+    gather = (s.kernels.tp_gather_bytes or s.nb) / s.nb
+    _tp_comm(
+        step,
+        passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2),
+        s.kernels.async_collectives,
+        gather_relative=gather,
+    )
     a2a_passes = 4 + (2 if again & {"mlp_wi_0", "mlp_wi_1"} else 0)
     a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
     async_a2a = "all_to_all" in s.kernels.async_collectives
@@ -268,10 +274,16 @@ def tp_allreduces_per_layer(block: Block, *, recomputed_outputs: bool) -> int:
     return outputs * (3 if recomputed_outputs else 2)
 
 
-def _tp_comm(step: Step, t_allreduce: float, async_collectives: tuple[str, ...]) -> None:
+def _tp_comm(
+    step: Step, t_allreduce: float, async_collectives: tuple[str, ...], *, gather_relative: float = 1.0
+) -> None:
     """Tensor-parallel activation collectives: an all-reduce = an all-gather + a reduce-scatter of the same
-    volume; the half the setting's compiler makes asynchronous goes with the async collectives."""
-    halves = {"all_gather": t_allreduce / 2, "reduce_scatter": t_allreduce / 2}
+    volume; the half the setting's compiler makes asynchronous goes with the async collectives.
+    ``gather_relative``: the all-gathers' bytes per element over the activations' (torchao float8 TP casts
+    to float8 before gathering, forward and backward: torchao@eab345c torchao/float8/float8_tensor_parallel.py
+    Float8ColwiseParallel / PrepareFloat8ModuleInput cast inputs, NoopFwToFloat8BwDynamic casts the rowwise
+    outputs' gradients to e5m2 ahead of the backward gather; the reduce-scatters stay bf16)."""
+    halves = {"all_gather": gather_relative * t_allreduce / 2, "reduce_scatter": t_allreduce / 2}
     for kind, t in halves.items():
         target = step.async_comm if kind in async_collectives else step.critical_comm
         target[f"tp_{kind}"] = t
