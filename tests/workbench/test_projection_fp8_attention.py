@@ -133,3 +133,9 @@ def test_every_row_with_float8_tp_gathers_is_float8_torchtitan_and_names_its_sou
         st = p["setting"]
         assert st["precision"] == "fp8" and st["framework"].startswith("torchtitan"), p["id"]
         assert "torchao@" in st["tp_gather_basis"] and "tp=" in st["layout"], p["id"]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0])
+def test_a_non_positive_tp_gather_width_is_refused(bad):
+    with pytest.raises(WorkbenchError, match="tp_gather_bytes"):
+        project("H100", "llama3-70b", "train", 256, "fsdp=32,tp=8", batch=2, seq=8192, tp_gather_bytes=bad)

@@ -157,6 +157,8 @@ def resolve(
     rel = k.attention_backward_relative
     if rel is not None and not 0 < rel <= 1:
         raise WorkbenchError(f"attention_backward_relative must be in (0, 1], got {rel}")
+    if k.tp_gather_bytes is not None and not k.tp_gather_bytes > 0:
+        raise WorkbenchError(f"tp_gather_bytes must be > 0, got {k.tp_gather_bytes}")
     if k.ring_attention not in RING_ATTENTION:
         raise WorkbenchError(unknown("ring attention", k.ring_attention, RING_ATTENTION))
     bad = set(k.async_collectives) - set(ASYNC_KINDS)

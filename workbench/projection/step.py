@@ -5,7 +5,9 @@ what the memory stage chose (remat).
                              + T_recompute (sub-layers the remat policy does not save) + loss + optimizer
     T_async    = FSDP gathers/reduce-scatters + data-parallel gradient reduction (ICI/NVLink and DCN)
                  + die-to-die copies; hidden under compute up to overlap x T_compute
-    T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path
+    T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path (the halves the
+                 setting's flags make async excepted), and the FSDP gradient reduce-scatter where the
+                 flags do not overlap it (Kernels.grad_reduce_async)
     pipeline   : T_compute += bubble (pp - 1) / (vpp x m) x T_compute; stage sends/receives are async;
     context    : the ring attention's key/value gathers are async; PyTorch's ring adds its eager fp32
                  merges per ring step (HBM passes)
