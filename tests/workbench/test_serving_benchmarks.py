@@ -5,12 +5,14 @@ preallocated cache is read whole every decode step)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from tpu_workbench.bench.projection.serving import StepModel, kv_capacity, steady_state
 from tpu_workbench.bench.projection.serving_benchmarks import (
+    PUBLISHED,
     SERVER_TPOT_S,
     SERVER_TTFT_S,
     _model,
@@ -86,3 +88,17 @@ def test_a_dense_preallocated_cache_is_read_whole_every_decode_step():
     assert pr.concurrency == p["engine_batch"]
     paged = StepModel(m.cfg, replace(m.deployment, dense_cache_tokens=0), m.setting, m.shape)
     assert pr.state.step_s > steady_state(paged, pr.input_tokens, pr.output_tokens, pr.concurrency).step_s
+
+
+def test_mlperf_input_length_is_the_sourced_dataset_mean_not_an_assumption():
+    doc = json.loads((PUBLISHED / "mlperf_inference.json").read_text())
+    lengths = doc["input_lengths"]
+    assert (
+        lengths["samples"] == 24576 and lengths["max"] < 1024
+    )  # the dataset's count and processorca's limit
+    assert lengths["median"] <= lengths["mean"] <= lengths["p90"] <= lengths["max"]
+    assert "@" in lengths["source"] and ".csv" in lengths["source"]
+    for p in _mlperf():
+        assert p["input_tokens"] == round(lengths["mean"])
+        r = project_point(p, GPU)
+        assert "ASSUMED: input" not in r.note() and f"input {r.input_tokens} tokens (dataset mean" in r.note()

@@ -73,11 +73,14 @@ class BenchProjection:
         batch = (
             f"engine batch {p['engine_batch']} (config)" if p.get("engine_batch") else "engine batch unstated"
         )
-        lengths = (
-            f"input {self.input_tokens} / output {self.output_tokens} tokens"
+        sourced, lengths = (
+            ("", f"input {self.input_tokens} / output {self.output_tokens} tokens, ")
             if p.get("lengths_assumed")
-            else f"output {self.output_tokens} tokens/sample (log); ASSUMED: input {self.input_tokens} tokens "
-            "(dataset mean not in the sources)"
+            else (
+                f"input {self.input_tokens} tokens ({p['input_source']}), output "
+                f"{self.output_tokens} tokens/sample (log); ",
+                "",
+            )
         )
         kv = (
             f"KV {p['kv_precision']} preallocated, {p['cache_tokens']} tokens per slot, all read each decode step "
@@ -87,7 +90,7 @@ class BenchProjection:
         )
         head = (
             f"{p['model'].removesuffix('.json')} {p['precision']} weights, {p['chips']} x {p['chip']} as "
-            f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; ASSUMED: {lengths}, {kv}, prefill budget "
+            f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; {sourced}ASSUMED: {lengths}{kv}, prefill budget "
             f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
         )
         head += "".join(f"; {p[k]}" for k in ("setting_note", "unit_note") if p.get(k))
