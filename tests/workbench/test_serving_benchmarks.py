@@ -102,3 +102,14 @@ def test_mlperf_input_length_is_the_sourced_dataset_mean_not_an_assumption():
         assert p["input_tokens"] == round(lengths["mean"])
         r = project_point(p, GPU)
         assert "ASSUMED: input" not in r.note() and f"input {r.input_tokens} tokens (dataset mean" in r.note()
+
+
+def test_mlperf_server_rows_report_the_poisson_bound_below_the_saturated_projection():
+    for pr in projections(SEQ_OVERHEAD_S):
+        if pr.point["file"] != "mlperf_inference.json":
+            continue
+        if pr.point["scenario"] == "offline":
+            assert pr.poisson_bound is None and "Poisson" not in pr.note()
+            continue
+        assert 0.8 * pr.output_tok_s_per_chip < pr.poisson_bound < pr.output_tok_s_per_chip
+        assert f"{pr.poisson_bound:.0f} tok/s/chip" in pr.note()

@@ -28,6 +28,7 @@ from tpu_workbench.bench.projection.serving import (
     kv_capacity,
     steady_state,
 )
+from tpu_workbench.bench.projection.serving_queue import server_bound
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published"
@@ -63,6 +64,9 @@ class BenchProjection:
     state: SteadyState | None
     output_tok_s_per_chip: float | None
     why_none: str | None = None
+    poisson_bound: float | None = (
+        None  # server: serving_queue's p99-TTFT bound, reported beside (not adopted)
+    )
 
     @property
     def published_per_chip(self) -> float:
@@ -98,6 +102,13 @@ class BenchProjection:
             return f"{self.why_none}; {head}"
         st = self.state
         lim = "; server limits on closed-form means (MLPerf bounds p99)" if p["scenario"] == "server" else ""
+        if self.poisson_bound:
+            err = 100 * (self.poisson_bound / self.published_per_chip - 1)
+            lim += (
+                f"; Poisson-arrival bound (M/M/c slots, p99 TTFT {SERVER_TTFT_S:.0f} s, serving_queue): "
+                f"{self.poisson_bound:.0f} tok/s/chip ({err:+.1f} %), reported beside, not adopted "
+                "(docs/projection.md)"
+            )
         return (
             f"{head}; projected at {self.concurrency} sequences/replica, TPOT {st.tpot_s * 1e3:.0f} ms, "
             f"TTFT {st.ttft_s:.2f} s{lim}"
@@ -142,7 +153,11 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
             return BenchProjection(p, i, o, None, None, None, why)
         best = lo
     st = steady_state(m, i, o, best)
-    return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip)
+    bound = None
+    if p["scenario"] == "server":
+        b = server_bound(m, i, o, best, ttft_limit_s=SERVER_TTFT_S)
+        bound = b.output_tok_s_per_chip if b else None
+    return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip, poisson_bound=bound)
 
 
 def projections(overheads: dict[str, float]) -> list[BenchProjection]:
