@@ -113,3 +113,31 @@ def test_mlperf_server_rows_report_the_poisson_bound_below_the_saturated_project
             continue
         assert 0.8 * pr.output_tok_s_per_chip < pr.poisson_bound < pr.output_tok_s_per_chip
         assert f"{pr.poisson_bound:.0f} tok/s/chip" in pr.note()
+
+
+def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_host():
+    from tpu_workbench.bench.projection.serving_benchmarks import interleaved_state
+
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        assert p["orchestrator"] == "interleaved" and "@" in p["orchestrator_source"]
+        pr, m = project_point(p, tpu), _model(p, tpu)
+        replicas = p["chips"] // p["tp"]
+        st = pr.state
+        assert st.concurrency == pr.concurrency * replicas
+        # each prompt's batch-1 prefill is serialized with the generate steps: B tokens every g + B p / O
+        prefill = m.time(0, 0, pr.input_tokens)
+        g = m.time(pr.concurrency, p["cache_tokens"], 0) + tpu * (st.concurrency - pr.concurrency)
+        assert st.step_s == pytest.approx(g + st.concurrency * prefill / pr.output_tokens)
+        assert pr.output_tok_s_per_chip == pytest.approx(st.concurrency / st.step_s / p["chips"])
+        assert "interleaved orchestrator" in pr.note()
+    # one engine over 8 data-parallel chips pays its host cost on all 512 slots: slower per chip than
+    # 8 separate engines of 64 would be
+    dp = next(q for q in points() if q["id"] == "jetstream-pt-gemma-2b-bf16-v5e8")
+    m = _model(dp, tpu)
+    one_engine = interleaved_state(m, dp, 256, 256, tpu, 64)
+    separate = interleaved_state(m, {**dp, "chips": 1}, 256, 256, tpu, 64)
+    assert one_engine.output_tok_s_per_chip < separate.output_tok_s_per_chip
+    assert (
+        interleaved_state(m, dp, 256, 256, 0.0, 64).output_tok_s_per_chip > one_engine.output_tok_s_per_chip
+    )

@@ -12,6 +12,8 @@ bound). KV allocation: ``on demand`` (paged, capacity at the mean resident conte
 all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.py at the benchmark's date;
 ``ServingDeployment.dense_cache_tokens``). What a source leaves open is an assumption
 named in the row's note; the per-sequence engine overhead is the vendor's, calibrated on InferenceX row 12.
+jetstream-pytorch runs JetStream's interleaved orchestrator (``orchestrator: interleaved``, see
+:func:`interleaved_state`): batch-1 prefills serialized with the generate steps, one engine per host.
 """
 
 from __future__ import annotations
@@ -109,6 +111,13 @@ class BenchProjection:
                 f"{self.poisson_bound:.0f} tok/s/chip ({err:+.1f} %), reported beside, not adopted "
                 "(docs/projection.md)"
             )
+        if p.get("orchestrator") == "interleaved":
+            return (
+                f"{head}; projected at {self.concurrency} slots/replica ({st.concurrency} on the engine), "
+                f"interleaved orchestrator ({p['orchestrator_source']}): generate step "
+                f"{st.decode_only_step_s * 1e3:.1f} ms, one prompt's prefill {st.ttft_s * 1e3:.1f} ms, "
+                f"{st.step_s * 1e3:.1f} ms per {st.concurrency} tokens"
+            )
         return (
             f"{head}; projected at {self.concurrency} sequences/replica, TPOT {st.tpot_s * 1e3:.0f} ms, "
             f"TTFT {st.ttft_s:.2f} s{lim}"
@@ -135,6 +144,22 @@ def _meets_server_limits(st: SteadyState) -> bool:
     return st.ttft_s <= SERVER_TTFT_S and st.tpot_s <= SERVER_TPOT_S
 
 
+def interleaved_state(
+    m: StepModel, p: dict, i: int, o: int, overhead_s: float, per_replica: int
+) -> SteadyState:
+    """JetStream's interleaved orchestrator with every prompt queued (``orchestrator: interleaved``): prefill
+    and generate share the chips; each prompt is prefilled alone (batch 1) and inserted before the next
+    generate step, which runs only with every slot filled while prompts wait. Per request: one prefill p
+    plus O generate steps g shared by B slots, so the engine emits B tokens every g + B p / O. One engine
+    spans the host's chips (``--shard_on_batch`` shards every tensor on the batch axis), so its host cost
+    per step is paid on all B = replicas x ``per_replica`` slots, while each chip steps its own share."""
+    b = per_replica * p["chips"] // p["tp"]
+    g = m.time(per_replica, p["cache_tokens"], 0) + overhead_s * (b - per_replica)
+    prefill = m.time(0, 0, i)  # one prompt, batch 1, on one replica's chips
+    step = g + b * prefill / o
+    return SteadyState(b, step, g, prefill, b / step / p["chips"], b * i / o / step / p["chips"])
+
+
 def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -> BenchProjection:
     """The scenario's throughput per chip for one published point (see the module docstring)."""
     i, o = input_tokens or p["input_tokens"], output_tokens(p)
@@ -142,6 +167,9 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
     cap = kv_capacity(m, i + o // 2)  # a dense cache (kv_allocation 'fixed') holds cache_tokens per slot
     if cap.infeasible:
         return BenchProjection(p, i, o, None, None, None, cap.infeasible)
+    if p.get("orchestrator") == "interleaved":  # slots: the engine batch or the KV capacity, the smaller
+        st = interleaved_state(m, p, i, o, overhead_s, cap.max_seqs)
+        return BenchProjection(p, i, o, cap.max_seqs, st, st.output_tok_s_per_chip)
     best = cap.max_seqs
     if p["scenario"] == "server":
         lo, hi = 0, cap.max_seqs  # TPOT and TTFT grow with concurrency
