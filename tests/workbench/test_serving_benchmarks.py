@@ -141,3 +141,17 @@ def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_h
     assert (
         interleaved_state(m, dp, 256, 256, 0.0, 64).output_tok_s_per_chip > one_engine.output_tok_s_per_chip
     )
+
+
+def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        m = _model(p, tpu)
+        assert m.deployment.weight_only == (p["precision"] == "int8")
+        if p["precision"] != "int8":
+            continue
+        w8a8 = StepModel.build(m.cfg, replace(m.deployment, weight_only=False), shape=m.shape)
+        assert m.setting.wb == w8a8.setting.wb == 1.0  # int8 weights read either way
+        assert m.setting.peak == m.chip.peak("bf16", per="chip") < w8a8.setting.peak
+        assert m.time(0, 0, 2048) > w8a8.time(0, 0, 2048)  # a compute-bound prefill runs at the bf16 peak
+        assert "W8A16" in project_point(p, tpu).note()

@@ -95,7 +95,13 @@ class BenchProjection:
             else f"KV {p['kv_precision']} allocated on demand (mean resident context)"
         )
         head = (
-            f"{p['model'].removesuffix('.json')} {p['precision']} weights, {p['chips']} x {p['chip']} as "
+            f"{p['model'].removesuffix('.json')} {p['precision']} weights"
+            + (
+                " only (W8A16: bf16 matmuls, weight_only_source in the data file)"
+                if p.get("weight_only")
+                else ""
+            )
+            + f", {p['chips']} x {p['chip']} as "
             f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; {sourced}ASSUMED: {lengths}{kv}, prefill budget "
             f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
         )
@@ -136,6 +142,7 @@ def _model(p: dict, overhead_s: float) -> StepModel:
         chunk_tokens=p["chunk_tokens"],
         seq_overhead_s=overhead_s,
         dense_cache_tokens=p["cache_tokens"] if p["kv_allocation"] == "fixed" else 0,
+        weight_only=bool(p.get("weight_only")),
     )
     return StepModel.build(cfg, d, shape=shape)
 
