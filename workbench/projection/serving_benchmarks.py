@@ -66,9 +66,8 @@ class BenchProjection:
     state: SteadyState | None
     output_tok_s_per_chip: float | None
     why_none: str | None = None
-    poisson_bound: float | None = (
-        None  # server: serving_queue's p99-TTFT bound, reported beside (not adopted)
-    )
+    # server scenario: serving_queue's p99-TTFT bound under Poisson arrivals, reported beside (not adopted)
+    poisson_bound: float | None = None
 
     @property
     def published_per_chip(self) -> float:
