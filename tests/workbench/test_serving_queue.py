@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tpu_workbench.bench.projection.requests import RequestMix
 from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel, steady_state
@@ -58,3 +60,19 @@ def test_agrees_with_the_discrete_event_server_scenario_spread_lengths():
         des, _ = server_throughput(m, mix, ttft_p99_s=1.0, tpot_p99_s=10.0, iterations=12)
         closed = server_bound(m, i, 128, c, ttft_limit_s=1.0, cv2=math.exp(sigma**2) - 1).rate_per_s
         assert 0.93 * des <= closed <= des, (c, des, closed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 400), rho=st.floats(0.01, 0.99), bump=st.floats(1.001, 1.2))
+def test_erlang_c_is_a_probability_rising_with_load(c, rho, bump):
+    a = rho * c
+    p = erlang_c(c, a)
+    assert 0.0 <= p <= 1.0
+    if rho * bump < 1:
+        assert erlang_c(c, a * bump) >= p
+    # the wait tail falls with the time waited and rises with the arrival rate
+    service = 10.0
+    rate = a / service
+    assert wait_tail(c, service, rate, 1.0) >= wait_tail(c, service, rate, 2.0)
+    assert wait_tail(c, service, rate * min(bump, 1 / rho), 1.0) >= wait_tail(c, service, rate, 1.0)
+    assert wait_tail(c, service, c / service, 1.0) == 1.0  # at capacity the queue never drains
