@@ -10,7 +10,8 @@ original text.
 
 A statement is kept (parsed) when it, or the blank/comment lines around it,
 
-- holds a trigger of the prefilter (``source.PREFILTER``), a device-check word of the flow layer, or
+- holds a trigger of the prefilter (``prefilter.PREFILTER``), a device or backend name in any case inside any
+  word (``CUDAExecutionProvider``, ``use_nccl``; ``device_map``), a device-check word of the flow layer, or
   ``import``;
 - names something imported from a module the rules know (``torch``, ``torch_xla`` …, always ``torch`` and
   ``torch_xla`` themselves), or a method name a rule hooks (``.to``, ``.cuda`` …);
@@ -127,6 +128,9 @@ class _Unit:
 
 #: Words that generic rule hooks react to without a trigger or a rule's qualified name in the statement.
 _HOOK_WORDS = frozenset({"add_argument"})
+#: Device and backend names in any case and any word (``'CUDAExecutionProvider'``, ``use_nccl``): rules read
+#: strings and names more widely than the prefilter's triggers, so any statement holding one is parsed.
+_DEVICE_TEXT = re.compile(r"(?i)cuda|nccl|cudnn|xla|tpu|nvidia|device_map")
 
 
 @lru_cache(maxsize=1)
@@ -190,7 +194,7 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     if units is None:
         return None
     hits = [
-        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods()]),
+        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods(), _DEVICE_TEXT]),
         _Hits(source, [_WORTH]),
         _Hits(source, [_IMPORT]),
     ]
