@@ -42,6 +42,17 @@ print(json.dumps({"wall": wall, "cpu": cpu, "peak": peak, "status": r.status, "f
                   "diff_lines": r.diff.count("\n")}))
 """
 
+_BARE_CHILD = r"""
+import json, resource, sys, time
+import libcst
+text = open(sys.argv[1], encoding="utf-8").read()
+c0 = time.process_time()
+libcst.parse_module(text)
+cpu = time.process_time() - c0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"cpu": cpu, "peak": peak}))
+"""
+
 
 def generate(n: int, rewrites: bool = True) -> str:
     """``n`` small functions; with ``rewrites`` every other one holds two CUDA idioms."""
@@ -60,12 +71,12 @@ def generate(n: int, rewrites: bool = True) -> str:
     return "".join(out)
 
 
-def measure(path: str, timeout: float) -> dict:
+def measure(path: str, timeout: float, child: str = _CHILD) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     start = time.perf_counter()
     try:
         out = subprocess.run(
-            [sys.executable, "-c", _CHILD, path],
+            [sys.executable, "-c", child, path],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -86,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="numbers of functions")
     p.add_argument("--clean", action="store_true", help="functions that need no rewrite")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per size before giving up")
+    p.add_argument(
+        "--bare", action="store_true", help="also time a bare libcst parse of each file (its own process)"
+    )
     args = p.parse_args(argv)
 
     from importlib.metadata import version
@@ -124,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['peak'] / 2**20:>9.0f} {r['peak'] / len(text):>12.0f} {r['findings']:>8}  {r['status']}",
                 flush=True,
             )
+            if args.bare:
+                b = measure(path, args.timeout, _BARE_CHILD)
+                if "cpu" in b:
+                    print(
+                        f"{'':>9} bare libcst parse: {b['cpu']:.1f} CPU s, peak {b['peak'] / 2**20:.0f} MiB; "
+                        f"migration / parse: {r['cpu'] / b['cpu']:.2f}x CPU, {r['peak'] / b['peak']:.2f}x memory",
+                        flush=True,
+                    )
     return 0
 
 

@@ -8,6 +8,11 @@ and which is everything after it.
 
     python benchmarks/bench_migrate_stages.py /tmp/corpus2
     python benchmarks/bench_migrate_stages.py /tmp/corpus2 --profile 40   # + cProfile, 40 rows by cumulative time
+    python benchmarks/bench_migrate_stages.py /tmp/corpus2 --check-jobs 1,2  # + `tpu-migrate --check` wall and CPU
+
+``--check-jobs`` runs the real command (``--check --no-diff -q --jobs N --exclude '*.ipynb'``, so it covers the
+same .py files as the bare parse) after the stages, and sets its wall and CPU (its processes' user+system time)
+against the bare parse's, measured in the same run with the load average printed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import cProfile
 import os
 import platform
 import pstats
+import resource
+import subprocess
 import sys
 import time
 
@@ -44,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("root", help="a folder of .py files")
     p.add_argument("--profile", type=int, default=0, metavar="ROWS", help="also cProfile the migrations")
+    p.add_argument(
+        "--check-jobs", default="", metavar="N,N", help="also time `tpu-migrate --check` with these --jobs"
+    )
     args = p.parse_args(argv)
     texts: list[tuple[str, str]] = []
     for path in python_files(args.root):
@@ -53,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError):
             continue
     total_bytes = sum(len(t) for _, t in texts)
+    wall = time.monotonic()
     bare_all = sum(_cpu(cst.parse_module, t) for _, t in texts)
+    bare_wall = time.monotonic() - wall
     start = time.process_time()
     passed = [(p, t) for p, t in texts if needs_parse(t)]
     prefilter = time.process_time() - start
@@ -82,7 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
+    if args.check_jobs:
+        print(f"bare libcst parse of all: {bare_wall:.1f} s wall, {bare_all:.1f} s CPU (one process)")
+        for jobs in (int(j) for j in args.check_jobs.split(",")):
+            cpu, took = _check(args.root, jobs)
+            print(
+                f"tpu-migrate --check --jobs {jobs}: {took:.1f} s wall ({took / max(bare_wall, 1e-9):.2f}x the bare "
+                f"parse's wall), {cpu:.1f} s CPU ({cpu / max(bare_all, 1e-9):.2f}x its CPU); "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
     return 0
+
+
+def _check(root: str, jobs: int) -> tuple[float, float]:
+    """CPU (user+system of the command and its workers) and wall seconds of one `tpu-migrate --check`."""
+    exe = os.path.join(os.path.dirname(sys.executable), "tpu-migrate")
+    cmd = [exe, "--check", "--no-diff", "-q", "--jobs", str(jobs), "--exclude", "*.ipynb", root]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+    took = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, took
 
 
 if __name__ == "__main__":

@@ -39,9 +39,7 @@ class _OffsetState(CodegenState):
         self._stack.append(self.offset)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._stack.pop()
-        if node not in self.starts:  # a syntactic position recorded inside wins
-            self.starts[node] = start
+        self.starts.setdefault(node, self._stack.pop())  # a syntactic position recorded inside wins
 
     @contextmanager
     def record_syntactic_position(
@@ -162,8 +160,7 @@ class _RecordingState(_IndentKey, _OffsetState):
             indent = self.indent_key
             node._codegen_impl(self, **kwargs)
             self.spans[id(node)] = (node, start, self.offset, indent, kwargs)
-        if node not in self.starts:  # a syntactic position recorded inside wins
-            self.starts[node] = start
+        self.starts.setdefault(node, start)  # a syntactic position recorded inside wins
 
 
 class _ReusingState(_IndentKey, CodegenState):

@@ -19,17 +19,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import (
-    GlobalScope,
-    MetadataWrapper,
-    QualifiedNameSource,
-    ScopeProvider,
-)
+from libcst import MaybeSentinel
+from libcst.metadata import GlobalScope, QualifiedNameSource
 
 from ._foreign import third_party
 from ._frameworks import FRAMEWORK_ENTRIES
+from ._scopes import scopes as _scopes
 from ._walk import _PLANS as _walk_plans
 from ._walk import _plan
+from .names import TRIVIA, node_types
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
@@ -56,6 +54,8 @@ _CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device_ids")
 _MULTI_DEVICE = frozenset(
     {"torch.nn.parallel.data_parallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
 )
+#: Punctuation and whitespace: the parent map and the binding walk do not enter them.
+_TRIVIA = node_types(*TRIVIA)
 #: Standard modules whose calls carry no device state.
 _HARMLESS = frozenset({"warnings", "logging", "math", "time", "os", "sys", "functools", "itertools"})
 
@@ -96,7 +96,7 @@ class Flow:
         self.parents = _parents(part)
         for stmt in part.body:  # (a top-level statement's block is the whole module's body)
             self.parents[stmt] = module
-        self.scopes = MetadataWrapper(part, unsafe_skip_copy=True).resolve(ScopeProvider)
+        self.scopes = _scopes(part)  # (libcst's ScopeProvider, same answers, without its traversal cost)
         self.part = part
         self.checks: list[Check] = []
         self._divisor_names: dict[str, str] | None = None
@@ -499,22 +499,25 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         todo.extend(_children(n))
 
 
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+def _children(node: cst.CSTNode, skip: frozenset[type] = frozenset()) -> list[cst.CSTNode]:
     """``node.children`` (same nodes, same order) read straight from the fields: libcst's property runs a
-    visitor over the node, which costs more than the whole analysis on a large file."""
+    visitor over the node, which costs more than the whole analysis on a large file. ``skip``: node types
+    left out (with what is under them)."""
     plan = _walk_plans.get(type(node), _NO_PLAN)
     if plan is _NO_PLAN:
         plan = _plan(type(node))
     if plan is None:
-        return list(node.children)
+        return [c for c in node.children if type(c) not in skip]
     out: list[cst.CSTNode] = []
     for name, kind in plan:
         value = getattr(node, name)
         if kind == "visit_sequence" or kind == "visit_body_sequence":
             if value is not None:
-                out.extend(value)
-        elif isinstance(value, cst.CSTNode):
-            out.append(value)
+                for c in value:
+                    if type(c) not in skip:
+                        out.append(c)
+        elif value is not None and value is not MaybeSentinel.DEFAULT and type(value) not in skip:
+            out.append(value)  # (a planned field holds a node, None or MaybeSentinel.DEFAULT)
     return out
 
 
@@ -522,14 +525,15 @@ _NO_PLAN = object()
 
 
 def _parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
-    """child -> parent for every node under ``module``, in ParentNodeProvider's order (each node's children
-    are entered when it is left, post-order)."""
+    """child -> parent for every node under ``module`` but punctuation and whitespace (names.TRIVIA: no name,
+    string or statement inside; no question is asked of them), in ParentNodeProvider's order (each node's
+    children are entered when it is left, post-order)."""
     parents: dict[cst.CSTNode, cst.CSTNode] = {}
     stack: list[tuple[cst.CSTNode, list[cst.CSTNode] | None]] = [(module, None)]
     while stack:
         node, kids = stack.pop()
         if kids is None:
-            kids = _children(node)
+            kids = _children(node, _TRIVIA)
             stack.append((node, kids))
             stack.extend((k, None) for k in reversed(kids))
         else:
@@ -614,7 +618,7 @@ def _module_bindings(stmt: cst.CSTNode) -> set[str]:
                     type(x.value) is cst.Name and x.value.value in ("self", "cls")
                 ):
                     out.add(x.attr.value)
-        todo.extend((c, top) for c in _children(n))
+        todo.extend((c, top) for c in _children(n, _TRIVIA))
     return out
 
 

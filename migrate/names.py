@@ -66,17 +66,19 @@ _TABLE_SKIP_TYPES = node_types(*_TABLE_SKIP)
 
 
 def _names_in(target: cst.CSTNode, out: set[str]) -> None:
-    if isinstance(target, cst.Name):
+    t = type(target)  # (exact types: these classes have no subclasses; see node_types)
+    if t is cst.Name:
         out.add(target.value)
-    elif isinstance(target, (cst.Tuple, cst.List)):
+    elif t is cst.Tuple or t is cst.List:
         for el in target.elements:
             _names_in(el.value, out)
-    elif isinstance(target, cst.StarredElement):
+    elif t is cst.StarredElement:
         _names_in(target.value, out)
 
 
 #: What a binding that is not an import maps to in a scope.
 LOCAL = None
+_NO_HOOK = object()
 
 
 class Scope:
@@ -135,6 +137,7 @@ class ImportTable(cst.CSTVisitor):
         self._comprehensions: set[int] = set()
         #: Names whose resolution this table cannot make exact (see needs_scopes).
         self._unsure: set[str] = set()
+        self._hooks: dict[type, object] = {}
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -147,7 +150,11 @@ class ImportTable(cst.CSTVisitor):
             self._stack.append(scope)
         if type(node) in _TABLE_SKIP_TYPES:  # nothing below binds a name
             return False
-        return super().on_visit(node)
+        # CSTVisitor.on_visit, with the visit_<Type> method looked up once per type, not per node
+        hook = self._hooks.get(type(node), _NO_HOOK)
+        if hook is _NO_HOOK:
+            hook = self._hooks[type(node)] = getattr(self, f"visit_{type(node).__name__}", None)
+        return hook is None or hook(node) is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self.scopes:
@@ -308,19 +315,19 @@ class ImportTable(cst.CSTVisitor):
 
     def qname(self, node: cst.CSTNode, scopes: list[Scope] | None = None) -> str | None:
         parts: list[str] = []
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:  # (exact types: neither class has subclasses)
             parts.append(node.attr.value)
             node = node.value
-        if not isinstance(node, cst.Name):
+        if type(node) is not cst.Name:
             return None
         root = node.value
-        rest = "".join("." + p for p in reversed(parts))
         found, qualified = self.lookup(root, scopes or [])
+        if found and qualified is None or not found and (not parts or root not in ("torch", "torch_xla")):
+            return None  # (most names: a local, or not an import; decided before building the dotted text)
+        rest = "." + ".".join(reversed(parts)) if parts else ""
         if found:
-            return None if qualified is None else qualified + rest
-        if root in ("torch", "torch_xla") and rest:
-            return root + rest  # the import lives in another notebook cell, or is about to be added
-        return None
+            return qualified + rest
+        return root + rest  # the import lives in another notebook cell, or is about to be added
 
 
 def import_table(module: cst.Module) -> ImportTable:

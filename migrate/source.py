@@ -12,11 +12,13 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import _walk as walk
-from . import flow, imports
+from . import flow, imports, partial
 from ._spans import SourceMap
 from ._syntax import describe as describe_syntax_error
 from .limits import Watch, collector_paused
 from .names import ImportTable, import_table
+from .prefilter import TRIGGERS as TRIGGERS  # (re-exported: tests and callers read it here)
+from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
 from .rules.base import all_rules
@@ -24,67 +26,6 @@ from .rules.cuda_api import cuda_only_module
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
-
-#: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
-#: against code forms, not prose: "CUDA" in a docstring does not make a file worth parsing. Each regex
-#: comes with a word that every one of its matches contains: a regex runs only over a file that holds its
-#: word (a plain substring test, C speed), so common words ("device") cost one cheap search, not a scan
-#: with every alternative (a property test checks the pairing).
-TRIGGERS: tuple[tuple[str, str], ...] = (
-    ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""),
-    ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
-    ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""),
-    ("cuda", r"""f['"]cuda:"""),
-    ("xla", r"""f['"]xla:"""),
-    ("cuda", r"\bcuda\s*[.(]"),
-    ("cuda", r"\.cuda\b"),
-    ("cuda", r"\bis_cuda\b"),
-    ("xla", "torch_xla"),
-    ("cudnn", "cudnn"),
-    *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),
-    ("TPU_", "TPU_NUM_DEVICES"),
-    ("TPU_", "TPU_PROCESS_ADDRESSES"),
-    *(
-        (w, rf"\b{w}\b")
-        for w in ("triton", "apex", "flash_attn", "bitsandbytes", "xformers", "cupy", "transformer_engine")
-    ),
-    ("cuda", r"\bpycuda\b"),
-    ("xla", "openxla"),
-    ("GradScaler", "GradScaler"),
-    ("autocast", "autocast"),
-    ("ProfilerActivity", "ProfilerActivity"),
-    ("emit_nvtx", "emit_nvtx"),
-    ("CUDA", "CUDAExtension"),
-    ("cpp_extension", "cpp_extension"),  # load(sources=[... .cu]) builds a CUDA kernel
-    ("CUDA", "CUDAGraph"),
-    ("tpu-migrate", "tpu-migrate"),
-    # framework knobs (rules/frameworks.py)
-    ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
-    ("accelerator", r"\baccelerator=[A-Za-z_]"),  # accelerator=args.accelerator (a run-time choice)
-    ("init_process_group", r"init_process_group\((?:backend=)?[A-Za-z_]"),  # a backend read from data
-    ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
-    ("tpu_", r"\btpu_(?:num_)?cores\b"),
-    ("tpu_", "tpu_metrics_debug"),
-    ("gpus", r"\bgpus\s*="),
-    ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
-    ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"),
-    ("Device", r"\bDevice[TG]PU\b"),
-    ("composer", r"\bcomposer\b"),
-    ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
-    # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
-    *(
-        (w, rf"\b{w}\b")
-        for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
-    ),
-    ("cuda", r"\bfrom\s+cuda\b"),
-    ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
-    ("flash_attention_", r"flash_attention_[23]"),
-    ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
-)
-PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))
-    for word in dict.fromkeys(word for word, _ in TRIGGERS)
-)
 
 UNUSED_IMPORT_CODE = "TPU590"
 _QUIET = Watch()
@@ -228,10 +169,6 @@ def python_tree(source: str) -> tuple[ast.Module | None, str | None]:
     return tree, None
 
 
-def needs_parse(source: str) -> bool:
-    return any(word in source and regex.search(source) is not None for word, regex in PREFILTER)
-
-
 def migrate_source(
     source: str,
     path: str = "<string>",
@@ -258,10 +195,28 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     tree, deep = python_tree(source)
     if deep is not None:
         raise UnparsableError(deep)
+    reduced = partial.reduce(source, tree) if tree is not None and partial.enabled() else None
+    if reduced is not None:
+        tree = None  # (freed before the parse; the reduced text has its own statement layout)
+        res = _migrate_text(source, reduced.text, reduced.tree, path, codes, watch)
+        if not res.changed:
+            return MigrationResult(source, False, res.diagnostics)
+        restored = reduced.restore(res.new_source)
+        if restored is not None:
+            return MigrationResult(restored, restored != source, res.diagnostics)
+        tree = python_tree(source)[0]
+    return _migrate_text(source, source, tree, path, codes, watch)
+
+
+def _migrate_text(
+    source: str, text: str, tree: ast.Module | None, path: str, codes: tuple[str, ...], watch: Watch
+) -> MigrationResult:
+    """Migrate ``text``: ``source`` itself, or its reduced form (see migrate.partial) whose hidden statements
+    no rule can touch; rules read whole-file facts from ``source``, libcst parses ``text`` only."""
     try:
-        module = cst.parse_module(source)
+        module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
-        raise UnparsableError(*describe_syntax_error(source, exc)) from exc
+        raise UnparsableError(*describe_syntax_error(text, exc)) from exc
     watch.stage("resolving names")
     table = import_table(module)
     mode = flag_only_mode(source, module, table, path)
@@ -270,7 +225,7 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
     transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
-    smap = SourceMap(source, module, tree)
+    smap = SourceMap(text, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
         facts = flow.Flow(module, smap.texts(), path)
@@ -288,20 +243,20 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     transformer.finalize(module, smap)
     diagnostics = transformer.diagnostics
     if new is module:  # no rule changed anything (the walk returns the very same tree)
-        return MigrationResult(source, False, _sorted(diagnostics))
+        return MigrationResult(text, False, _sorted(diagnostics))
     watch.stage("generating code")
     new_code = smap.splice(new)
     if new_code is None:
-        return _whole_module(source, module, new, transformer, path)
-    if new_code == source:
-        return MigrationResult(source, False, _sorted(diagnostics))
+        return _whole_module(text, module, new, transformer, path)
+    if new_code == text:
+        return MigrationResult(text, False, _sorted(diagnostics))
     rewritten = new
-    new = _finish(module, new, transformer, path, source)
+    new = _finish(module, new, transformer, path, text)
     if new is not rewritten:
         new_code = smap.splice(new)
         if new_code is None:
-            return _whole_module(source, module, rewritten, transformer, path)
-    return MigrationResult(new_code, new_code != source, _sorted(diagnostics))
+            return _whole_module(text, module, rewritten, transformer, path)
+    return MigrationResult(new_code, new_code != text, _sorted(diagnostics))
 
 
 #: Passes after the first one that may keep more device checks (each keeps at least one more).

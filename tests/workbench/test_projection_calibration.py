@@ -91,21 +91,26 @@ def test_a_point_whose_chip_peak_is_unknown_is_validation_with_an_assumed_settin
 DOCUMENTED_MISSES = {
     "maxtext-v5p-128b-2xv5p-512",
     "maxtext-v5p-512b-1xv5p-1024",
-    "maxtext-v6e-llama2-70b-256",
     "maxtext-tpu7x-qwen3-235b-4k-256",
 }
 
 
 def test_validation_misses_are_only_the_documented_ones(table):
-    """56 of 62 complete-setting rows within +/-15% once the 2023 MaxText tables are read with the model
-    they ran (ReLU MLP, parallel layer, heads of 256) and v6e Llama 2 70B with its logged batch (62: the
-    tpu7x 70B 128k context-parallel recipe added, tokens/s and MFU)."""
+    """58 of 62 complete-setting rows within +/-15% once the 2023 MaxText tables are read with the model
+    they ran (ReLU MLP, parallel layer, heads of 256), v6e Llama 2 70B with its logged batch and its flags'
+    gradient reduce-scatter on the critical path (62: the tpu7x 70B 128k context-parallel recipe added,
+    tokens/s and MFU)."""
     s = summary(table)
-    assert s["validation_rows"] == 62 and s["within_acceptance"] >= 56
+    assert s["validation_rows"] == 62 and s["within_acceptance"] == 58
     val = table[table["category"] == "validation"]
     missed = set(val[val["rel_error"].abs() > ACCEPTANCE]["id"])
     assert missed <= DOCUMENTED_MISSES
-    fixed = ("maxtext-v5e-32b-1x256", "maxtext-v5p-512b-2xv5p-1024", "maxtext-v5p-1024b-1xv5p-4096")
+    fixed = (
+        "maxtext-v5e-32b-1x256",
+        "maxtext-v5p-512b-2xv5p-1024",
+        "maxtext-v5p-1024b-1xv5p-4096",
+        "maxtext-v6e-llama2-70b-256",
+    )
     assert all(abs(e) <= ACCEPTANCE for e in val[val["id"].isin(fixed)]["rel_error"])
 
 

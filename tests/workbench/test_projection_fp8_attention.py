@@ -106,3 +106,36 @@ def test_fp8_attention_is_relative_to_the_bf16_gemms_not_the_fp8_ones():
     assert _rel_eff("fp8", a.with_(attention_gemm_efficiency=None)) == pytest.approx(0.3 * 0.41 * share)
     with pytest.raises(WorkbenchError):
         Assumptions(attention_gemm_efficiency=1.5)
+
+
+def test_float8_tensor_parallel_gathers_one_byte_and_reduces_in_bf16():
+    """torchao's float8 TP casts before the all-gathers (forward and backward) and reduce-scatters bf16:
+    tp_gather_bytes=1 halves the all-gather time and leaves the reduce-scatter; with both on the critical
+    path (2D without AsyncTP) the step shortens by that half."""
+    kw = dict(batch=2, seq=8192, remat="full", precision="fp8")
+    plain = project("H100", "llama3-70b", "train", 256, "fsdp=32,tp=8", **kw)
+    cast = project("H100", "llama3-70b", "train", 256, "fsdp=32,tp=8", tp_gather_bytes=1, **kw)
+    cp, cc = plain.extra["comm_breakdown_s"], cast.extra["comm_breakdown_s"]
+    assert cc["tp_all_gather"] == pytest.approx(cp["tp_all_gather"] / 2, rel=0.01)
+    assert cc["tp_reduce_scatter"] == pytest.approx(cp["tp_reduce_scatter"])
+    saved = plain.extra["time_breakdown_s"]["critical_comm"] - cast.extra["time_breakdown_s"]["critical_comm"]
+    assert saved == pytest.approx(cp["tp_all_gather"] / 2, rel=0.01)
+    assert cast.tokens_per_s_per_chip > plain.tokens_per_s_per_chip
+    assert cast.source["inputs"]["named"]["tp_gather_bytes"]["value"] == 1
+
+
+def test_every_row_with_float8_tp_gathers_is_float8_torchtitan_and_names_its_source():
+    from tpu_workbench.bench.projection.calibration import training_points
+
+    marked = [p for p in training_points() if p["setting"].get("tp_gather_bytes") is not None]
+    assert {p["id"] for p in marked} >= {"torchtitan-h100-llama3.1-70b-256-2d"}
+    for p in marked:
+        st = p["setting"]
+        assert st["precision"] == "fp8" and st["framework"].startswith("torchtitan"), p["id"]
+        assert "torchao@" in st["tp_gather_basis"] and "tp=" in st["layout"], p["id"]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0])
+def test_a_non_positive_tp_gather_width_is_refused(bad):
+    with pytest.raises(WorkbenchError, match="tp_gather_bytes"):
+        project("H100", "llama3-70b", "train", 256, "fsdp=32,tp=8", batch=2, seq=8192, tp_gather_bytes=bad)

@@ -5,12 +5,14 @@ preallocated cache is read whole every decode step)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from tpu_workbench.bench.projection.serving import StepModel, kv_capacity, steady_state
 from tpu_workbench.bench.projection.serving_benchmarks import (
+    PUBLISHED,
     SERVER_TPOT_S,
     SERVER_TTFT_S,
     _model,
@@ -86,3 +88,70 @@ def test_a_dense_preallocated_cache_is_read_whole_every_decode_step():
     assert pr.concurrency == p["engine_batch"]
     paged = StepModel(m.cfg, replace(m.deployment, dense_cache_tokens=0), m.setting, m.shape)
     assert pr.state.step_s > steady_state(paged, pr.input_tokens, pr.output_tokens, pr.concurrency).step_s
+
+
+def test_mlperf_input_length_is_the_sourced_dataset_mean_not_an_assumption():
+    doc = json.loads((PUBLISHED / "mlperf_inference.json").read_text())
+    lengths = doc["input_lengths"]
+    assert (
+        lengths["samples"] == 24576 and lengths["max"] < 1024
+    )  # the dataset's count and processorca's limit
+    assert lengths["median"] <= lengths["mean"] <= lengths["p90"] <= lengths["max"]
+    assert "@" in lengths["source"] and ".csv" in lengths["source"]
+    for p in _mlperf():
+        assert p["input_tokens"] == round(lengths["mean"])
+        r = project_point(p, GPU)
+        assert "ASSUMED: input" not in r.note() and f"input {r.input_tokens} tokens (dataset mean" in r.note()
+
+
+def test_mlperf_server_rows_report_the_poisson_bound_below_the_saturated_projection():
+    for pr in projections(SEQ_OVERHEAD_S):
+        if pr.point["file"] != "mlperf_inference.json":
+            continue
+        if pr.point["scenario"] == "offline":
+            assert pr.poisson_bound is None and "Poisson" not in pr.note()
+            continue
+        assert 0.8 * pr.output_tok_s_per_chip < pr.poisson_bound < pr.output_tok_s_per_chip
+        assert f"{pr.poisson_bound:.0f} tok/s/chip" in pr.note()
+
+
+def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_host():
+    from tpu_workbench.bench.projection.serving_benchmarks import interleaved_state
+
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        assert p["orchestrator"] == "interleaved" and "@" in p["orchestrator_source"]
+        pr, m = project_point(p, tpu), _model(p, tpu)
+        replicas = p["chips"] // p["tp"]
+        st = pr.state
+        assert st.concurrency == pr.concurrency * replicas
+        # each prompt's batch-1 prefill is serialized with the generate steps: B tokens every g + B p / O
+        prefill = m.time(0, 0, pr.input_tokens)
+        g = m.time(pr.concurrency, p["cache_tokens"], 0) + tpu * (st.concurrency - pr.concurrency)
+        assert st.step_s == pytest.approx(g + st.concurrency * prefill / pr.output_tokens)
+        assert pr.output_tok_s_per_chip == pytest.approx(st.concurrency / st.step_s / p["chips"])
+        assert "interleaved orchestrator" in pr.note()
+    # one engine over 8 data-parallel chips pays its host cost on all 512 slots: slower per chip than
+    # 8 separate engines of 64 would be
+    dp = next(q for q in points() if q["id"] == "jetstream-pt-gemma-2b-bf16-v5e8")
+    m = _model(dp, tpu)
+    one_engine = interleaved_state(m, dp, 256, 256, tpu, 64)
+    separate = interleaved_state(m, {**dp, "chips": 1}, 256, 256, tpu, 64)
+    assert one_engine.output_tok_s_per_chip < separate.output_tok_s_per_chip
+    assert (
+        interleaved_state(m, dp, 256, 256, 0.0, 64).output_tok_s_per_chip > one_engine.output_tok_s_per_chip
+    )
+
+
+def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        m = _model(p, tpu)
+        assert m.deployment.weight_only == (p["precision"] == "int8")
+        if p["precision"] != "int8":
+            continue
+        w8a8 = StepModel.build(m.cfg, replace(m.deployment, weight_only=False), shape=m.shape)
+        assert m.setting.wb == w8a8.setting.wb == 1.0  # int8 weights read either way
+        assert m.setting.peak == m.chip.peak("bf16", per="chip") < w8a8.setting.peak
+        assert m.time(0, 0, 2048) > w8a8.time(0, 0, 2048)  # a compute-bound prefill runs at the bf16 peak
+        assert "W8A16" in project_point(p, tpu).note()

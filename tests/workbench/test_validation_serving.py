@@ -87,3 +87,16 @@ def test_the_cli_prints_the_json_table(capsys):
     assert main(["project", "--vs-published", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"rows", "groups", "targets", "calibration"} and len(out["rows"]) > 100
+
+
+def test_a_serving_miss_opens_its_note_with_miss_and_a_reason():
+    from tpu_workbench.bench.projection.serving_validation import serving_rows
+
+    rows = [r for r in serving_rows() if r.role == "validation" and r.error_pct is not None]
+    assert any(abs(r.error_pct) > 15 for r in rows)  # the table still has misses: the check is live
+    for r in rows:
+        if abs(r.error_pct) > 15:
+            assert r.note.startswith(f"MISS ({r.error_pct:+.1f} %): "), r.note[:80]
+            assert "; SETTING: " in r.note
+        else:
+            assert not r.note.startswith("MISS")

@@ -98,6 +98,8 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         "gmm_tile": st.get("gmm_tile"),
         "ring_attention": st.get("ring_attention", "allgather"),
         "attention_backward_relative": st.get("attention_backward_relative"),
+        "grad_reduce_async": st.get("grad_reduce_async", True),
+        "tp_gather_bytes": st.get("tp_gather_bytes"),
     }
     assumed = st.get("assumed", "")
     if p["id"] in (CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT):

@@ -92,6 +92,8 @@ def project(
     kv_precision: str | None = None,
     ring_attention: str = "allgather",
     attention_backward_relative: float | None = None,
+    grad_reduce_async: bool = True,
+    tp_gather_bytes: float | None = None,
     require_fit: bool = True,
 ) -> Record:
     """Projected record for ``config`` doing ``phase`` on ``n_chips`` x ``chip`` with ``layout`` (the keyword
@@ -117,6 +119,10 @@ def project(
     MaxText/XLA way, or 'torch', PyTorch's context_parallel with its eager per-step merges).
     ``attention_backward_relative``: the attention kernel's backward efficiency over its forward one (None: the
     same; FlashAttention-2's backward runs at ~2/3 of its forward rate).
+    ``grad_reduce_async``: the FSDP gradient reduce-scatter overlaps compute (PyTorch FSDP2's own stream;
+    XLA with data-parallel pipelining or SparseCore reduce-scatter flags); False puts it on the critical path.
+    ``tp_gather_bytes``: bytes per element of the tensor-parallel all-gathers where the framework casts
+    before gathering (torchao float8 TP: 1); None: the activations' width.
     ``require_fit``: a setting that does not fit in HBM gets no throughput, MFU or price (``extra['infeasible']``
     says why); False keeps the throughput (never the price) for published settings known to have run, where
     the memory model, not the setting, is wrong.
@@ -137,6 +143,8 @@ def project(
             gmm_tile,
             ring_attention,
             attention_backward_relative,
+            grad_reduce_async,
+            tp_gather_bytes,
         ),
         assumptions=a,
         catalog=catalog,

@@ -198,7 +198,20 @@ def _inputs(s: Setting, fit: Fit) -> dict:
                 list(k.async_collectives),
                 "-",
                 "setting (compiler flags that overlap these "
-                "activation collectives with compute); FSDP/DP collectives are always async",
+                "activation collectives with compute); FSDP gathers and DP all-reduces are always async",
+            ),
+            "tp_gather_bytes": _input(
+                k.tp_gather_bytes or s.nb,
+                "bytes per element",
+                "setting (the framework casts before the TP all-gather)"
+                if k.tp_gather_bytes
+                else "the activations' width",
+            ),
+            "grad_reduce_async": _input(
+                k.grad_reduce_async,
+                "-",
+                "setting (False: the flags neither pipeline data-parallel reductions nor offload the FSDP "
+                "gradient reduce-scatter, which is then on the critical path)",
             ),
             "mlp_kind": _input(
                 s.block.mlp,

@@ -20,7 +20,7 @@ A replica is ``chips`` chips in a parallel layout (tp / ep / dp-attention, e.g. 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from tpu_workbench.bench.catalog import Catalog, load_catalog
@@ -29,7 +29,7 @@ from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.projection.assumptions import Assumptions
 from tpu_workbench.bench.projection.memory import sublayer_elements
 from tpu_workbench.bench.projection.shape import ServingShape
-from tpu_workbench.bench.projection.spec import Deployment, Kernels, Setting, Workload, resolve
+from tpu_workbench.bench.projection.spec import BYTES, Deployment, Kernels, Setting, Workload, resolve
 from tpu_workbench.bench.projection.step import tp_allreduces_per_layer
 from tpu_workbench.bench.projection.work import Op, forward_ops, tile_fill
 from tpu_workbench.bench.workloads.config import DecoderConfig, get_config
@@ -59,6 +59,9 @@ class ServingDeployment:
     # > 0: a dense KV cache of this many positions preallocated per slot and attended over whole every decode
     # step with a mask (jetstream-pytorch); 0: paged, a decode reads only its sequence's positions
     dense_cache_tokens: int = 0
+    # weight-only quantization (W8A16: jetstream-pytorch --quantize_weights without --quantize_activation):
+    # weights stored and read at ``precision``, matmuls on bf16 activations at the bf16 peak
+    weight_only: bool = False
 
     @property
     def chips_per_replica(self) -> int:
@@ -99,6 +102,8 @@ class StepModel:
             assumptions,
             catalog or load_catalog(),
         )
+        if d.weight_only:
+            s = replace(s, peak=s.chip.peak("bf16", per="chip"), nb=BYTES["bf16"])
         shape = shape or ServingShape.of(cfg)
         if d.pp > 1:  # a stage holds 1/pp of every kind of layer
             shape = ServingShape(

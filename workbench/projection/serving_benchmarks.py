@@ -12,6 +12,8 @@ bound). KV allocation: ``on demand`` (paged, capacity at the mean resident conte
 all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.py at the benchmark's date;
 ``ServingDeployment.dense_cache_tokens``). What a source leaves open is an assumption
 named in the row's note; the per-sequence engine overhead is the vendor's, calibrated on InferenceX row 12.
+jetstream-pytorch runs JetStream's interleaved orchestrator (``orchestrator: interleaved``, see
+:func:`interleaved_state`): batch-1 prefills serialized with the generate steps, one engine per host.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tpu_workbench.bench.projection.serving import (
     kv_capacity,
     steady_state,
 )
+from tpu_workbench.bench.projection.serving_queue import server_bound
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published"
@@ -63,6 +66,8 @@ class BenchProjection:
     state: SteadyState | None
     output_tok_s_per_chip: float | None
     why_none: str | None = None
+    # server scenario: serving_queue's p99-TTFT bound under Poisson arrivals, reported beside (not adopted)
+    poisson_bound: float | None = None
 
     @property
     def published_per_chip(self) -> float:
@@ -73,11 +78,14 @@ class BenchProjection:
         batch = (
             f"engine batch {p['engine_batch']} (config)" if p.get("engine_batch") else "engine batch unstated"
         )
-        lengths = (
-            f"input {self.input_tokens} / output {self.output_tokens} tokens"
+        sourced, lengths = (
+            ("", f"input {self.input_tokens} / output {self.output_tokens} tokens, ")
             if p.get("lengths_assumed")
-            else f"output {self.output_tokens} tokens/sample (log); ASSUMED: input {self.input_tokens} tokens "
-            "(dataset mean not in the sources)"
+            else (
+                f"input {self.input_tokens} tokens ({p['input_source']}), output "
+                f"{self.output_tokens} tokens/sample (log); ",
+                "",
+            )
         )
         kv = (
             f"KV {p['kv_precision']} preallocated, {p['cache_tokens']} tokens per slot, all read each decode step "
@@ -86,8 +94,14 @@ class BenchProjection:
             else f"KV {p['kv_precision']} allocated on demand (mean resident context)"
         )
         head = (
-            f"{p['model'].removesuffix('.json')} {p['precision']} weights, {p['chips']} x {p['chip']} as "
-            f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; ASSUMED: {lengths}, {kv}, prefill budget "
+            f"{p['model'].removesuffix('.json')} {p['precision']} weights"
+            + (
+                " only (W8A16: bf16 matmuls, weight_only_source in the data file)"
+                if p.get("weight_only")
+                else ""
+            )
+            + f", {p['chips']} x {p['chip']} as "
+            f"{p['chips'] // p['tp']} x tp={p['tp']}, {batch}; {sourced}ASSUMED: {lengths}{kv}, prefill budget "
             f"{p['chunk_tokens']}, engine overhead from InferenceX row 12"
         )
         head += "".join(f"; {p[k]}" for k in ("setting_note", "unit_note") if p.get(k))
@@ -95,6 +109,20 @@ class BenchProjection:
             return f"{self.why_none}; {head}"
         st = self.state
         lim = "; server limits on closed-form means (MLPerf bounds p99)" if p["scenario"] == "server" else ""
+        if self.poisson_bound:
+            err = 100 * (self.poisson_bound / self.published_per_chip - 1)
+            lim += (
+                f"; Poisson-arrival bound (M/M/c slots, p99 TTFT {SERVER_TTFT_S:.0f} s, serving_queue): "
+                f"{self.poisson_bound:.0f} tok/s/chip ({err:+.1f} %), reported beside, not adopted "
+                "(docs/projection.md)"
+            )
+        if p.get("orchestrator") == "interleaved":
+            return (
+                f"{head}; projected at {self.concurrency} slots/replica ({st.concurrency} on the engine), "
+                f"interleaved orchestrator ({p['orchestrator_source']}): generate step "
+                f"{st.decode_only_step_s * 1e3:.1f} ms, one prompt's prefill {st.ttft_s * 1e3:.1f} ms, "
+                f"{st.step_s * 1e3:.1f} ms per {st.concurrency} tokens"
+            )
         return (
             f"{head}; projected at {self.concurrency} sequences/replica, TPOT {st.tpot_s * 1e3:.0f} ms, "
             f"TTFT {st.ttft_s:.2f} s{lim}"
@@ -113,12 +141,29 @@ def _model(p: dict, overhead_s: float) -> StepModel:
         chunk_tokens=p["chunk_tokens"],
         seq_overhead_s=overhead_s,
         dense_cache_tokens=p["cache_tokens"] if p["kv_allocation"] == "fixed" else 0,
+        weight_only=bool(p.get("weight_only")),
     )
     return StepModel.build(cfg, d, shape=shape)
 
 
 def _meets_server_limits(st: SteadyState) -> bool:
     return st.ttft_s <= SERVER_TTFT_S and st.tpot_s <= SERVER_TPOT_S
+
+
+def interleaved_state(
+    m: StepModel, p: dict, i: int, o: int, overhead_s: float, per_replica: int
+) -> SteadyState:
+    """JetStream's interleaved orchestrator with every prompt queued (``orchestrator: interleaved``): prefill
+    and generate share the chips; each prompt is prefilled alone (batch 1) and inserted before the next
+    generate step, which runs only with every slot filled while prompts wait. Per request: one prefill p
+    plus O generate steps g shared by B slots, so the engine emits B tokens every g + B p / O. One engine
+    spans the host's chips (``--shard_on_batch`` shards every tensor on the batch axis), so its host cost
+    per step is paid on all B = replicas x ``per_replica`` slots, while each chip steps its own share."""
+    b = per_replica * p["chips"] // p["tp"]
+    g = m.time(per_replica, p["cache_tokens"], 0) + overhead_s * (b - per_replica)
+    prefill = m.time(0, 0, i)  # one prompt, batch 1, on one replica's chips
+    step = g + b * prefill / o
+    return SteadyState(b, step, g, prefill, b / step / p["chips"], b * i / o / step / p["chips"])
 
 
 def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -> BenchProjection:
@@ -128,6 +173,9 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
     cap = kv_capacity(m, i + o // 2)  # a dense cache (kv_allocation 'fixed') holds cache_tokens per slot
     if cap.infeasible:
         return BenchProjection(p, i, o, None, None, None, cap.infeasible)
+    if p.get("orchestrator") == "interleaved":  # slots: the engine batch or the KV capacity, the smaller
+        st = interleaved_state(m, p, i, o, overhead_s, cap.max_seqs)
+        return BenchProjection(p, i, o, cap.max_seqs, st, st.output_tok_s_per_chip)
     best = cap.max_seqs
     if p["scenario"] == "server":
         lo, hi = 0, cap.max_seqs  # TPOT and TTFT grow with concurrency
@@ -139,7 +187,11 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
             return BenchProjection(p, i, o, None, None, None, why)
         best = lo
     st = steady_state(m, i, o, best)
-    return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip)
+    bound = None
+    if p["scenario"] == "server":
+        b = server_bound(m, i, o, best, ttft_limit_s=SERVER_TTFT_S)
+        bound = b.output_tok_s_per_chip if b else None
+    return BenchProjection(p, i, o, best, st, st.output_tok_s_per_chip, poisson_bound=bound)
 
 
 def projections(overheads: dict[str, float]) -> list[BenchProjection]:

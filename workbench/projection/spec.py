@@ -74,6 +74,12 @@ class Kernels:
     gmm_tile: tuple[int, int, int] | None = None
     ring_attention: str = "allgather"  # context parallelism's attention: one of RING_ATTENTION
     attention_backward_relative: float | None = None  # the attention kernel's backward efficiency / forward
+    # False: the FSDP gradient reduce-scatter is on the critical path (XLA flags that neither pipeline
+    # data-parallel reductions nor offload reduce-scatters to SparseCore; see step._train)
+    grad_reduce_async: bool = True
+    # bytes per element of the tensor-parallel all-gathers (None: the activations' width); torchao's float8
+    # TP casts before gathering (1 byte), see step._train
+    tp_gather_bytes: float | None = None
 
 
 @dataclass
@@ -151,6 +157,8 @@ def resolve(
     rel = k.attention_backward_relative
     if rel is not None and not 0 < rel <= 1:
         raise WorkbenchError(f"attention_backward_relative must be in (0, 1], got {rel}")
+    if k.tp_gather_bytes is not None and not k.tp_gather_bytes > 0:
+        raise WorkbenchError(f"tp_gather_bytes must be > 0, got {k.tp_gather_bytes}")
     if k.ring_attention not in RING_ATTENTION:
         raise WorkbenchError(unknown("ring attention", k.ring_attention, RING_ATTENTION))
     bad = set(k.async_collectives) - set(ASYNC_KINDS)

@@ -5,7 +5,9 @@ what the memory stage chose (remat).
                              + T_recompute (sub-layers the remat policy does not save) + loss + optimizer
     T_async    = FSDP gathers/reduce-scatters + data-parallel gradient reduction (ICI/NVLink and DCN)
                  + die-to-die copies; hidden under compute up to overlap x T_compute
-    T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path
+    T_critical = expert all-to-all + tensor-parallel all-reduces, on the critical path (the halves the
+                 setting's flags make async excepted), and the FSDP gradient reduce-scatter where the
+                 flags do not overlap it (Kernels.grad_reduce_async)
     pipeline   : T_compute += bubble (pp - 1) / (vpp x m) x T_compute; stage sends/receives are async;
     context    : the ring attention's key/value gathers are async; PyTorch's ring adds its eager fp32
                  merges per ring step (HBM passes)
@@ -123,9 +125,18 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     step.add_memory("optimizer", local_params * (2 * a.optimizer_state_bytes_per_param + 2 * s.wb), s.hbm)
     dg, eg = x["dense_gathered"] / lay.pp, x["expert_gathered"] / lay.pp  # one stage's layers
     g = GRAD_REDUCE_BYTES / s.wb  # gradients are reduced in fp32, weights gathered at their own width
-    fsdp = (2 + g) * fabric.ring(dg, lay.fsdp, lay.tp)
-    fsdp += (2 + g) * fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
-    step.async_comm["fsdp_gather_scatter"] = fsdp
+    ring = fabric.ring(dg, lay.fsdp, lay.tp)
+    ring += fabric.ring(eg, x["f_exp"], lay.tp * lay.ep) if s.cfg.is_moe else 0.0
+    step.async_comm["fsdp_gather"] = 2 * ring  # forward and backward (re-)gathers
+    # The gradient reduce-scatter hides under compute only where the software overlaps it: PyTorch FSDP2 on
+    # its own stream; XLA where the flags pipeline data-parallel reductions across iterations
+    # (xla_tpu_enable_data_parallel_all_reduce_opt / _data_parallel_opt_different_sized_ops, "enable pipelining
+    # of data parallel ops across multiple iterations") or offload reduce-scatters to SparseCore (default on
+    # Ironwood): AI-Hypercomputer/maxtext@e591f30cb benchmarks/xla_flags_library.py DATA_PARALLEL_OVERLAP,
+    # ENABLE_SPARSECORE_OFFLOADING_FOR_REDUCE_SCATTER. Flags with neither (CF_FOR_ALL_GATHER makes only
+    # all-gathers continuation-fused) leave it on the critical path (grad_reduce_async=False).
+    rs = step.async_comm if s.kernels.grad_reduce_async else step.critical_comm
+    rs["fsdp_grad_reduce_scatter"] = g * ring
     grads_local = g * ((dg / lay.fsdp + eg / x["f_exp"]) if lay.fsdp > 1 else (dg + eg))
     step.async_comm["dp_allreduce_in_slice"] = fabric.ring(grads_local, lay.dp_in_slice, lay.tp * lay.fsdp, 2)
     step.async_comm["dp_allreduce_across_slices_dcn"] = fabric.across_slices(
@@ -134,7 +145,13 @@ def _train(step: Step, s: Setting, work: StepWork, fit: Fit) -> None:
     if s.chip.devices_per_chip > 1:
         step.async_comm["die_to_die"] = fabric.die_to_die((2 + g) * (dg + eg))
     passes = tp_allreduces_per_layer(s.block, recomputed_outputs=bool(again & {"out_proj", "mlp_wo"}))
-    _tp_comm(step, passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2), s.kernels.async_collectives)
+    gather = (s.kernels.tp_gather_bytes or s.nb) / s.nb
+    _tp_comm(
+        step,
+        passes * s.cfg.n_layers * fabric.ring(x["act"], lay.tp, 1, 2),
+        s.kernels.async_collectives,
+        gather_relative=gather,
+    )
     a2a_passes = 4 + (2 if again & {"mlp_wi_0", "mlp_wi_1"} else 0)
     a2a = a2a_passes * x["n_moe"] * fabric.all_to_all(x["a2a"], lay.ep, lay.tp)
     async_a2a = "all_to_all" in s.kernels.async_collectives
@@ -259,10 +276,16 @@ def tp_allreduces_per_layer(block: Block, *, recomputed_outputs: bool) -> int:
     return outputs * (3 if recomputed_outputs else 2)
 
 
-def _tp_comm(step: Step, t_allreduce: float, async_collectives: tuple[str, ...]) -> None:
+def _tp_comm(
+    step: Step, t_allreduce: float, async_collectives: tuple[str, ...], *, gather_relative: float = 1.0
+) -> None:
     """Tensor-parallel activation collectives: an all-reduce = an all-gather + a reduce-scatter of the same
-    volume; the half the setting's compiler makes asynchronous goes with the async collectives."""
-    halves = {"all_gather": t_allreduce / 2, "reduce_scatter": t_allreduce / 2}
+    volume; the half the setting's compiler makes asynchronous goes with the async collectives.
+    ``gather_relative``: the all-gathers' bytes per element over the activations' (torchao float8 TP casts
+    to float8 before gathering, forward and backward: torchao@eab345c torchao/float8/float8_tensor_parallel.py
+    Float8ColwiseParallel / PrepareFloat8ModuleInput cast inputs, NoopFwToFloat8BwDynamic casts the rowwise
+    outputs' gradients to e5m2 ahead of the backward gather; the reduce-scatters stay bf16)."""
+    halves = {"all_gather": gather_relative * t_allreduce / 2, "reduce_scatter": t_allreduce / 2}
     for kind, t in halves.items():
         target = step.async_comm if kind in async_collectives else step.critical_comm
         target[f"tp_{kind}"] = t

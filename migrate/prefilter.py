@@ -1,0 +1,71 @@
+"""The text test run before parsing: a file (or a statement, see migrate.partial) that matches none of
+these cannot match a rule."""
+
+from __future__ import annotations
+
+import re
+
+#: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
+#: against code forms, not prose: "CUDA" in a docstring does not make a file worth parsing. Each regex
+#: comes with a word that every one of its matches contains: a regex runs only over a file that holds its
+#: word (a plain substring test, C speed), so common words ("device") cost one cheap search, not a scan
+#: with every alternative (a property test checks the pairing).
+TRIGGERS: tuple[tuple[str, str], ...] = (
+    ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""),
+    ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
+    ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""),
+    ("cuda", r"""f['"]cuda:"""),
+    ("xla", r"""f['"]xla:"""),
+    ("cuda", r"\bcuda\s*[.(]"),
+    ("cuda", r"\.cuda\b"),
+    ("cuda", r"\bis_cuda\b"),
+    ("xla", "torch_xla"),
+    ("cudnn", "cudnn"),
+    *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),
+    ("TPU_", "TPU_NUM_DEVICES"),
+    ("TPU_", "TPU_PROCESS_ADDRESSES"),
+    *(
+        (w, rf"\b{w}\b")
+        for w in ("triton", "apex", "flash_attn", "bitsandbytes", "xformers", "cupy", "transformer_engine")
+    ),
+    ("cuda", r"\bpycuda\b"),
+    ("xla", "openxla"),
+    ("GradScaler", "GradScaler"),
+    ("autocast", "autocast"),
+    ("ProfilerActivity", "ProfilerActivity"),
+    ("emit_nvtx", "emit_nvtx"),
+    ("CUDA", "CUDAExtension"),
+    ("cpp_extension", "cpp_extension"),  # load(sources=[... .cu]) builds a CUDA kernel
+    ("CUDA", "CUDAGraph"),
+    ("tpu-migrate", "tpu-migrate"),
+    # framework knobs (rules/frameworks.py)
+    ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
+    ("accelerator", r"\baccelerator=[A-Za-z_]"),  # accelerator=args.accelerator (a run-time choice)
+    ("init_process_group", r"init_process_group\((?:backend=)?[A-Za-z_]"),  # a backend read from data
+    ("strategy", r"""\bstrategy\s*=\s*['"](?:xla|tpu|single_)"""),
+    ("tpu_", r"\btpu_(?:num_)?cores\b"),
+    ("tpu_", "tpu_metrics_debug"),
+    ("gpus", r"\bgpus\s*="),
+    ("XLA", r"XLA\w*(?:Strategy|Accelerator|Precision|CheckpointIO|Profiler|Environment)"),
+    ("TPU", r"TPU\w*(?:Strategy|Accelerator|Plugin)"),
+    ("Device", r"\bDevice[TG]PU\b"),
+    ("composer", r"\bcomposer\b"),
+    ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
+    # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
+    *(
+        (w, rf"\b{w}\b")
+        for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
+    ),
+    ("cuda", r"\bfrom\s+cuda\b"),
+    ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
+    ("flash_attention_", r"flash_attention_[23]"),
+    ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
+)
+PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))
+    for word in dict.fromkeys(word for word, _ in TRIGGERS)
+)
+
+
+def needs_parse(source: str) -> bool:
+    return any(word in source and regex.search(source) is not None for word, regex in PREFILTER)
