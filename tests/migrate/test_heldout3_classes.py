@@ -238,3 +238,15 @@ def test_an_automatic_device_map_is_flagged(line):
 def test_an_explicit_cpu_device_map_is_not_flagged():
     src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained(n, device_map='cpu')\n"
     assert "TPU915" not in codes(run(src))
+
+
+def test_an_automatic_device_map_is_flagged_in_a_large_file_too():
+    # (a large file takes the partial-parse path: a statement without a prefilter trigger is hidden from the rules)
+    filler = "".join(f"def helper_{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(200))
+    src = (
+        "import torch\nfrom transformers import AutoModelForCausalLM\n\n"
+        + filler
+        + "model = AutoModelForCausalLM.from_pretrained(name, device_map='auto')\nx = torch.zeros(2).cuda()\n"
+    )
+    assert len(src) > 8_000
+    assert "TPU915" in codes(run(src))
