@@ -262,6 +262,17 @@ class CudaToAccelerator(Rule):
         if type(node) is cst.Call:
             f = node.func
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+            if last == "load" and ctx.qname(f) == "torch.load":
+                where = arg(node, 1, "map_location")
+                guards = [c for c in _calls_in(where.value) if ctx.qname(c.func) in _GUARDS] if where else []
+                if guards:  # map_location='cpu' if not torch.cuda.is_available() else None
+                    self._keep(
+                        ctx,
+                        guards,
+                        "it picks torch.load's map_location: made true on TPU, its None would load a CUDA-saved "
+                        "checkpoint onto CUDA",
+                    )
+                return
             if last == "param" and (gate := next((m for m in _marks(node) if cuda_test_gate(ctx, m)), None)):
                 ctx.flag(
                     node,

@@ -250,3 +250,16 @@ def test_an_automatic_device_map_is_flagged_in_a_large_file_too():
     )
     assert len(src) > 8_000
     assert "TPU915" in codes(run(src))
+
+
+# --- a device check choosing torch.load's map_location (DeepSpeedExamples BingBert from_pretrained) ----------------
+def test_a_check_choosing_map_location_stays_cudas():
+    src = "import torch\ndef load(p):\n    return torch.load(p, map_location='cpu' if not torch.cuda.is_available() else None)\n"
+    out = _code(run(src).new_source)
+    # the wrong rewrite: on TPU the accelerator check made map_location None, and a CUDA-saved checkpoint fails
+    assert "torch.cuda.is_available()" in out and "torch.accelerator" not in out
+
+
+def test_a_plain_map_location_check_elsewhere_is_still_migrated():
+    src = "import torch\ndef load(p):\n    dev = 'cuda' if torch.cuda.is_available() else 'cpu'\n    return torch.load(p, map_location=dev)\n"
+    assert "torch.accelerator.is_available()" in run(src).new_source
