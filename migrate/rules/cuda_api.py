@@ -6,6 +6,7 @@ with torch >= 2.11, so the device-agnostic ``torch.accelerator`` API is the targ
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
@@ -983,9 +984,10 @@ def _builds_cuda(call: cst.Call) -> bool:
 
 def cuda_only_module(mod: str, path: str | None = None) -> bool:
     """A CUDA-only package, or a third-party module named like a compiled CUDA extension (a module of the project
-    beside the file, ``cuda_utils.py``, is the project's own code)."""
+    beside the file, ``cuda_utils.py``, is the project's own code; so is a package of the repository that shares a
+    CUDA stack's name, BingBertGlue's own ``nvidia/modeling.py``)."""
     if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
-        return True
+        return path is None or not os.path.isfile(path) or third_party(mod, path)
     last = mod.split(".")[-1]
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 

@@ -263,3 +263,15 @@ def test_a_check_choosing_map_location_stays_cudas():
 def test_a_plain_map_location_check_elsewhere_is_still_migrated():
     src = "import torch\ndef load(p):\n    dev = 'cuda' if torch.cuda.is_available() else 'cpu'\n    return torch.load(p, map_location=dev)\n"
     assert "torch.accelerator.is_available()" in run(src).new_source
+
+
+# --- a repository package named like a CUDA stack is the project's own code (DeepSpeedExamples BingBert nvidia/) -----
+def test_a_project_package_named_nvidia_is_not_cuda_only(tmp_path):
+    (tmp_path / "nvidia").mkdir()
+    (tmp_path / "nvidia" / "modeling.py").write_text("class BertModel:\n    pass\n")
+    f = tmp_path / "run.py"
+    src = "import torch\nfrom nvidia.modeling import BertModel\nx = torch.zeros(2).cuda()\n"
+    f.write_text(src)
+    res = run(src, path=str(f))
+    # the wrong flag: the file's own BERT code called CUDA-only (a top-level one also stops the whole file migrating)
+    assert "TPU211" not in codes(res) and '.to("tpu")' in res.new_source
