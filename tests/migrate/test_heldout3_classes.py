@@ -275,3 +275,10 @@ def test_a_project_package_named_nvidia_is_not_cuda_only(tmp_path):
     res = run(src, path=str(f))
     # the wrong flag: the file's own BERT code called CUDA-only (a top-level one also stops the whole file migrating)
     assert "TPU211" not in codes(res) and '.to("tpu")' in res.new_source
+
+
+def test_a_module_file_wrapping_a_cuda_stack_is_still_cuda_only(tmp_path):
+    f = tmp_path / "triton.py"  # lion_pytorch/triton.py wraps the real triton
+    src = "import torch\nimport triton\nx = torch.zeros(2).cuda()\n"
+    f.write_text(src)
+    assert "TPU211" in codes(run(src, path=str(f)))
