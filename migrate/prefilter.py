@@ -51,6 +51,10 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("Device", r"\bDevice[TG]PU\b"),
     ("composer", r"\bcomposer\b"),
     ("--tpu", "--tpu"),  # (not device="tpu": migrated code is full of it)
+    ("device_map", r"""device_map['"]?\s*\]?\s*=\s*['"](?:auto|balanced|sequential)"""),  # TPU915
+    # another library's CUDA build or provider named as data (rules/cuda_api.py CustomKernels, _CUDA_BUILD)
+    ("-gpu", r"(?:onnxruntime|paddlepaddle|tensorflow|faiss|mxnet|jaxlib|cupy)-gpu\b"),
+    ("ExecutionProvider", r"(?:CUDA|Tensorrt|TensorRT)ExecutionProvider"),
     # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
     *(
         (w, rf"\b{w}\b")

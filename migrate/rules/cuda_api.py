@@ -6,6 +6,7 @@ with torch >= 2.11, so the device-agnostic ``torch.accelerator`` API is the targ
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
@@ -262,6 +263,17 @@ class CudaToAccelerator(Rule):
         if type(node) is cst.Call:
             f = node.func
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+            if last == "load" and ctx.qname(f) == "torch.load":
+                where = arg(node, 1, "map_location")
+                guards = [c for c in _calls_in(where.value) if ctx.qname(c.func) in _GUARDS] if where else []
+                if guards:  # map_location='cpu' if not torch.cuda.is_available() else None
+                    self._keep(
+                        ctx,
+                        guards,
+                        "it picks torch.load's map_location: made true on TPU, its None would load a CUDA-saved "
+                        "checkpoint onto CUDA",
+                    )
+                return
             if last == "param" and (gate := next((m for m in _marks(node) if cuda_test_gate(ctx, m)), None)):
                 ctx.flag(
                     node,
@@ -970,11 +982,25 @@ def _builds_cuda(call: cst.Call) -> bool:
     return any(_CU_SOURCE.search(string_body(s) or "") for a in call.args for s in literals(a.value))
 
 
+def _project_package(root: str, path: str | None) -> bool:
+    """A folder ``root/`` beside the file or up to 3 folders above it: the repository's own package (a module file
+    of that name is not enough: ``lion_pytorch/triton.py`` wraps the real ``triton``)."""
+    if not path or not os.path.isfile(path):
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    for _ in range(4):
+        if os.path.isdir(os.path.join(folder, root)):
+            return True
+        folder = os.path.dirname(folder)
+    return False
+
+
 def cuda_only_module(mod: str, path: str | None = None) -> bool:
     """A CUDA-only package, or a third-party module named like a compiled CUDA extension (a module of the project
-    beside the file, ``cuda_utils.py``, is the project's own code)."""
+    beside the file, ``cuda_utils.py``, is the project's own code; so is a package of the repository that shares a
+    CUDA stack's name, BingBertGlue's own ``nvidia/modeling.py``)."""
     if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
-        return True
+        return not _project_package(mod.split(".")[0], path)
     last = mod.split(".")[-1]
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 

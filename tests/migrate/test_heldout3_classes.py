@@ -238,3 +238,47 @@ def test_an_automatic_device_map_is_flagged(line):
 def test_an_explicit_cpu_device_map_is_not_flagged():
     src = "import torch\nfrom transformers import AutoModel\nm = AutoModel.from_pretrained(n, device_map='cpu')\n"
     assert "TPU915" not in codes(run(src))
+
+
+def test_an_automatic_device_map_is_flagged_in_a_large_file_too():
+    # (a large file takes the partial-parse path: a statement without a prefilter trigger is hidden from the rules)
+    filler = "".join(f"def helper_{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(200))
+    src = (
+        "import torch\nfrom transformers import AutoModelForCausalLM\n\n"
+        + filler
+        + "model = AutoModelForCausalLM.from_pretrained(name, device_map='auto')\nx = torch.zeros(2).cuda()\n"
+    )
+    assert len(src) > 8_000
+    assert "TPU915" in codes(run(src))
+
+
+# --- a device check choosing torch.load's map_location (DeepSpeedExamples BingBert from_pretrained) ----------------
+def test_a_check_choosing_map_location_stays_cudas():
+    src = "import torch\ndef load(p):\n    return torch.load(p, map_location='cpu' if not torch.cuda.is_available() else None)\n"
+    out = _code(run(src).new_source)
+    # the wrong rewrite: on TPU the accelerator check made map_location None, and a CUDA-saved checkpoint fails
+    assert "torch.cuda.is_available()" in out and "torch.accelerator" not in out
+
+
+def test_a_plain_map_location_check_elsewhere_is_still_migrated():
+    src = "import torch\ndef load(p):\n    dev = 'cuda' if torch.cuda.is_available() else 'cpu'\n    return torch.load(p, map_location=dev)\n"
+    assert "torch.accelerator.is_available()" in run(src).new_source
+
+
+# --- a repository package named like a CUDA stack is the project's own code (DeepSpeedExamples BingBert nvidia/) -----
+def test_a_project_package_named_nvidia_is_not_cuda_only(tmp_path):
+    (tmp_path / "nvidia").mkdir()
+    (tmp_path / "nvidia" / "modeling.py").write_text("class BertModel:\n    pass\n")
+    f = tmp_path / "run.py"
+    src = "import torch\nfrom nvidia.modeling import BertModel\nx = torch.zeros(2).cuda()\n"
+    f.write_text(src)
+    res = run(src, path=str(f))
+    # the wrong flag: the file's own BERT code called CUDA-only (a top-level one also stops the whole file migrating)
+    assert "TPU211" not in codes(res) and '.to("tpu")' in res.new_source
+
+
+def test_a_module_file_wrapping_a_cuda_stack_is_still_cuda_only(tmp_path):
+    f = tmp_path / "triton.py"  # lion_pytorch/triton.py wraps the real triton
+    src = "import torch\nimport triton\nx = torch.zeros(2).cuda()\n"
+    f.write_text(src)
+    assert "TPU211" in codes(run(src, path=str(f)))
