@@ -120,7 +120,11 @@ def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_h
 
     tpu = SEQ_OVERHEAD_S["tpu"]
     for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
-        assert p["orchestrator"] == "interleaved" and "@" in p["orchestrator_source"]
+        assert "@" in p["orchestrator_source"]
+        # JetStream's interleaved mode arrived on 2024-05-01 (a3546e8): earlier runs used the threaded orchestrator
+        assert p["orchestrator"] == ("threaded" if p["source"]["date"] < "2024-05-01" else "interleaved")
+        if p["orchestrator"] != "interleaved":
+            continue
         pr, m = project_point(p, tpu), _model(p, tpu)
         replicas = p["chips"] // p["tp"]
         st = pr.state
@@ -141,6 +145,29 @@ def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_h
     assert (
         interleaved_state(m, dp, 256, 256, 0.0, 64).output_tok_s_per_chip > one_engine.output_tok_s_per_chip
     )
+
+
+def test_threaded_orchestrator_overlaps_host_work_with_the_prefills():
+    """Before interleaved mode the generate thread's host work runs while the chips prefill: B tokens every
+    g_dev + max(host, B p / O), never slower than the interleaved orchestrator, and equal with no host cost."""
+    from tpu_workbench.bench.projection.serving_benchmarks import interleaved_state, threaded_state
+
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    threaded = [q for q in points() if q.get("orchestrator") == "threaded"]
+    assert {q["id"] for q in threaded} >= {"jetstream-pt-llama-3-8b-bf16", "jetstream-pt-llama-2-7b-bf16"}
+    for p in threaded:
+        pr, m = project_point(p, tpu), _model(p, tpu)
+        st = pr.state
+        inter = interleaved_state(m, p, pr.input_tokens, pr.output_tokens, tpu, pr.concurrency)
+        host = tpu * st.concurrency
+        g_dev = inter.decode_only_step_s - host
+        assert st.step_s == pytest.approx(g_dev + max(host, st.concurrency * inter.ttft_s / pr.output_tokens))
+        assert inter.step_s > st.step_s >= g_dev + host
+        assert "threaded orchestrator" in pr.note()
+        m0 = _model(p, 0.0)
+        no_host = threaded_state(m0, p, pr.input_tokens, pr.output_tokens, 0.0, pr.concurrency)
+        same = interleaved_state(m0, p, pr.input_tokens, pr.output_tokens, 0.0, pr.concurrency)
+        assert no_host.step_s == pytest.approx(same.step_s)
 
 
 def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
