@@ -182,3 +182,15 @@ def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
         assert m.setting.peak == m.chip.peak("bf16", per="chip") < w8a8.setting.peak
         assert m.time(0, 0, 2048) > w8a8.time(0, 0, 2048)  # a compute-bound prefill runs at the bf16 peak
         assert "W8A16" in project_point(p, tpu).note()
+
+
+def test_jetstream_llama3_int8_regression_between_orchestrators_is_reproduced():
+    """The same Llama 3 8B int8 setting published on 2024-04-24 (threaded orchestrator) and 2024-07-29
+    (interleaved, 'a regression'): the projected ratio follows the published one."""
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    by_id = {q["id"]: q for q in points()}
+    old, new = by_id["jetstream-pt-llama-3-8b-int8"], by_id["jetstream-pt-llama-3-8b-int8-2024-07-29"]
+    assert (old["orchestrator"], new["orchestrator"]) == ("threaded", "interleaved")
+    published = old["tokens_per_s"] / new["tokens_per_s"]
+    projected = project_point(old, tpu).output_tok_s_per_chip / project_point(new, tpu).output_tok_s_per_chip
+    assert projected > 1.1 and projected == pytest.approx(published, rel=0.1)
