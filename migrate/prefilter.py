@@ -58,9 +58,19 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
     *(
         (w, rf"\b{w}\b")
-        for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
+        for w in (
+            "tensorrt",
+            "deep_ep",
+            "pynvml",
+            "flashinfer",
+            "cutlass",
+            "mamba_ssm",
+            "liger_kernel",
+            "torchrec",
+        )
     ),
     ("cuda", r"\bfrom\s+cuda\b"),
+    ("fbgemm", r"\bfbgemm_gpu\b"),
     ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
     ("flash_attention_", r"flash_attention_[23]"),
     ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -200,6 +201,74 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
     return out
 
 
+def _own_scope_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and everything in it outside nested scopes (defs, classes, lambdas, comprehensions)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if n is node or not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+
+
+def _branches(node: cst.If) -> list[cst.CSTNode]:
+    return [node.body] + ([node.orelse] if node.orelse is not None else [])
+
+
+def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str | None:
+    """Why ``if <guard>:`` must stay CUDA's because of a twin: another ``if`` on the same guard in the same function
+    stays CUDA's (its branch calls a CUDA-only API) and reads a name this one's branches set (detr's MetricLogger
+    builds ``log_msg`` with a '{memory}' field under one check and formats it with
+    ``memory=torch.cuda.max_memory_allocated()`` under the other: rewriting only the first leaves the field
+    unfilled on TPU, a KeyError). Reads the enclosing function (function-wide context)."""
+    defs = ctx.enclosing_definitions()
+    fn = defs[-1] if defs and type(defs[-1]) is cst.FunctionDef else None
+    if fn is None:
+        return None
+    bound, read_here = _bound_names(node), _read_names(node)
+    preds = {ctx.qname(c.func) for c in guards}
+    for other in _own_scope_walk(fn.body):
+        if type(other) is not cst.If or other is node:
+            continue
+        if not any(ctx.qname(c.func) in preds for c in _calls_in(other.test)):
+            continue
+        why = next(
+            (n for c in [*_calls_in(other.test), *_calls_in(other.body)] if (n := _cuda_only_call(ctx, c))),
+            None,
+        )
+        if why is None:
+            continue
+        shared = sorted((_read_names(other) & bound) | (_bound_names(other) & read_here))
+        if shared:
+            return (
+                f"a twin check in this function stays CUDA's (`{why}`) and shares `{shared[0]}` with this "
+                "check's branch: both stay CUDA's, or the two sides disagree on TPU"
+            )
+    return None
+
+
+def _bound_names(node: cst.If) -> set[str]:
+    """Local names assigned in the branches of ``node``."""
+    return {
+        t.value
+        for b in _branches(node)
+        for n in _own_scope_walk(b)
+        for t in (
+            [a.target for a in n.targets]
+            if type(n) is cst.Assign
+            else [n.target]
+            if type(n) in (cst.AnnAssign, cst.AugAssign)
+            else []
+        )
+        if type(t) is cst.Name
+    }
+
+
+def _read_names(node: cst.If) -> set[str]:
+    """Names the branches of ``node`` mention (a superset of those read: enough to find a shared one)."""
+    return {n.value for b in _branches(node) for n in _own_scope_walk(b) if type(n) is cst.Name}
+
+
 def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     """The callee's name when ``call`` stays CUDA-only after the migration (a flagged torch.cuda API, or a
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
@@ -337,6 +406,8 @@ class CudaToAccelerator(Rule):
         cuda_only = f"`{cuda_only}`" if cuda_only else None
         if cuda_only is None and _raises_for_cuda(node.body):
             cuda_only = "a skip or error that says CUDA is needed"
+        if cuda_only is None:
+            cuda_only = _kept_twin_reads(ctx, node, guards)
         if cuda_only is not None:
             self._keep(ctx, guards, cuda_only)
             ctx.skip_inside(node.body)  # the guarded code stays CUDA's, untouched
@@ -956,7 +1027,12 @@ KERNEL_MODULES = (
     "causal_conv1d",
     "liger_kernel",
     "cudnn",
+    *("torchrec", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
 )
+#: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's Topology takes cpu/cuda/mtia; its
+#: embedding kernels are fbgemm_gpu's CPU and CUDA ops): a program built on them ran on the CPU on a host without
+#: CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a file is flagged, not half-migrated.
+_DEVICE_LIMITED = ("torchrec", "fbgemm_gpu")
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -1005,6 +1081,24 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 
 
+def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
+    """Whether a top-level import of ``root`` comes before the import ``node`` in the file."""
+    for stmt in getattr(ctx.module, "body", ()):
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if small is node:
+                return False
+            name = (
+                small.module
+                if isinstance(small, cst.ImportFrom) and not small.relative
+                else small.names[0].name
+                if isinstance(small, cst.Import)
+                else None
+            )
+            if name is not None and (cst.helpers.get_full_name_for_node(name) or "").split(".")[0] == root:
+                return True
+    return False
+
+
 @register
 class CustomKernels(Rule):
     code = "TPU211"
@@ -1029,7 +1123,16 @@ class CustomKernels(Rule):
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
-        if cuda_only_module(mod, getattr(ctx, "path", None)):
+        if mod.split(".")[0] in _DEVICE_LIMITED and cuda_only_module(mod, getattr(ctx, "path", None)):
+            if _earlier_import_of(ctx, node, mod.split(".")[0]):
+                return  # one TODO per file: the first import says it
+            ctx.flag(
+                node,
+                f"`{mod.split('.')[0]}` runs on the CPU or CUDA only (fbgemm_gpu kernels; no TPU device): "
+                "keep this program's device on the CPU, or port its embeddings to torch.nn.EmbeddingBag",
+                code=self.code,
+            )
+        elif cuda_only_module(mod, getattr(ctx, "path", None)):
             ctx.flag(
                 node,
                 f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "

@@ -42,3 +42,101 @@ def test_a_rank_zero_print_of_plain_values_keeps_its_indented_body():
     out = run(src).new_source
     assert "== 0:\n        print(f'step {step}')" in out
     assert run(out).new_source == out
+
+
+# --- a device check whose device feeds a CPU/CUDA-only library (dlrm torchrec_dlrm/dlrm_main.py) ----------------
+_RECSYS = (
+    "import os\nimport torch\n{imports}\n\n"
+    "def main():\n"
+    "    rank = int(os.environ['LOCAL_RANK'])\n"
+    "    if torch.cuda.is_available():\n"
+    "        device = torch.device(f'cuda:{{rank}}')\n"
+    "        backend = 'nccl'\n"
+    "    else:\n"
+    "        device = torch.device('cpu')\n"
+    "        backend = 'gloo'\n"
+    "    torch.distributed.init_process_group(backend=backend)\n"
+    "    return DistributedModelParallel(module=model, device=device)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "from torchrec.distributed.model_parallel import DistributedModelParallel\n"
+        "from torchrec.distributed.planner import Topology",
+        "import fbgemm_gpu\nfrom mylib import DistributedModelParallel",
+    ],
+    ids=["torchrec", "fbgemm_gpu"],
+)
+def test_a_program_built_on_a_cpu_or_cuda_only_library_is_flagged_not_handed_tpu(imports):
+    src = _RECSYS.format(imports=imports)
+    res = run(src)
+    out = _code(res.new_source)
+    # the wrong rewrite: torch.accelerator.is_available() -> device "tpu" handed to torchrec (cpu/cuda/mtia only),
+    # where the original program ran on the CPU with gloo on a host without CUDA
+    assert "torch.cuda.is_available()" in out and "'tpu'" not in out and '"tpu"' not in out
+    assert res.new_source.count("TODO(tpu-migrate TPU211)") == 1  # once per file, not once per import
+
+
+def test_a_package_of_the_repository_named_torchrec_is_its_own_code(tmp_path):
+    (tmp_path / "torchrec").mkdir()
+    f = tmp_path / "train.py"
+    f.write_text(_RECSYS.format(imports="from torchrec.models import DistributedModelParallel"))
+    res = run(f.read_text(), path=str(f))
+    assert "TPU211" not in res.new_source
+    assert "torch.cuda.is_available()" not in _code(res.new_source)  # the project's own code migrates
+
+
+# --- twin checks in one function sharing a local, one kept for a CUDA-only call (detr MetricLogger.log_every) -------
+_TEMPLATE_TWINS = (
+    "import torch\n\n"
+    "def report(steps):\n"
+    "    if torch.cuda.is_available():\n"
+    "        line = 'step {n} loss {loss:.3f} reserved {reserved}'\n"
+    "    else:\n"
+    "        line = 'step {n} loss {loss:.3f}'\n"
+    "    for n, loss in steps:\n"
+    "        if torch.cuda.is_available():\n"
+    "            print(line.format(n=n, loss=loss, reserved=torch.cuda.memory_reserved()))\n"
+    "        else:\n"
+    "            print(line.format(n=n, loss=loss))\n"
+)
+_VALUE_TWINS = (
+    "import torch\n\n"
+    "def peak(model, x):\n"
+    "    if torch.cuda.is_available():\n"
+    "        torch.cuda.reset_peak_memory_stats()\n"
+    "        before = torch.cuda.max_memory_allocated()\n"
+    "    y = model(x)\n"
+    "    if torch.cuda.is_available():\n"
+    "        print('peak before the step', before)\n"
+    "    return y\n"
+)
+
+
+@pytest.mark.parametrize(
+    "src", [_TEMPLATE_TWINS, _VALUE_TWINS], ids=["template-then-fill", "value-then-read"]
+)
+def test_twin_checks_sharing_a_local_stay_cuda_together(src):
+    res = run(src)
+    out = _code(res.new_source)
+    # the wrong rewrite: the first check made true on TPU (a '{reserved}' field no one fills -> KeyError; or a
+    # value set under a kept check and read under a rewritten one -> NameError)
+    assert out.count("torch.cuda.is_available()") == 2
+    assert "torch.accelerator.is_available()" not in out
+
+
+def test_twin_checks_that_share_nothing_are_each_decided_alone():
+    src = (
+        "import torch\n\n"
+        "def run(x):\n"
+        "    if torch.cuda.is_available():\n"
+        "        x = x.cuda()\n"
+        "    if torch.cuda.is_available():\n"
+        "        print(torch.cuda.memory_reserved())\n"
+        "    return x\n"
+    )
+    out = _code(run(src).new_source)
+    assert "torch.accelerator.is_available()" in out  # the first one still migrates
+    assert out.count("torch.cuda.is_available()") == 1
