@@ -225,7 +225,8 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
     fn = defs[-1] if defs and type(defs[-1]) is cst.FunctionDef else None
     if fn is None:
         return None
-    bound, read_here = _bound_names(node), _read_names(node)
+    assigns = [n for n in _own_scope_walk(fn.body) if type(n) is cst.Assign]
+    bound, read_here = _derived(assigns, _bound_names(ctx, node)), _read_names(node)
     preds = {ctx.qname(c.func) for c in guards}
     for other in _own_scope_walk(fn.body):
         if type(other) is not cst.If or other is node:
@@ -238,7 +239,9 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
         )
         if why is None:
             continue
-        shared = sorted((_read_names(other) & bound) | (_bound_names(other) & read_here))
+        shared = sorted(
+            (_read_names(other) & bound) | (_derived(assigns, _bound_names(ctx, other)) & read_here)
+        )
         if shared:
             return (
                 f"a twin check in this function stays CUDA's (`{why}`) and shares `{shared[0]}` with this "
@@ -247,21 +250,41 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
     return None
 
 
-def _bound_names(node: cst.If) -> set[str]:
-    """Local names assigned in the branches of ``node``."""
-    return {
-        t.value
-        for b in _branches(node)
-        for n in _own_scope_walk(b)
-        for t in (
-            [a.target for a in n.targets]
-            if type(n) is cst.Assign
-            else [n.target]
-            if type(n) in (cst.AnnAssign, cst.AugAssign)
-            else []
-        )
-        if type(t) is cst.Name
-    }
+def _bound_names(ctx: Context, node: cst.If) -> set[str]:
+    """Local names the branches of ``node`` set: assigned (``x = ...``, ``x += ...``, ``x[k] = ...``,
+    ``x.a = ...``) or changed in place by a method call statement (``x.append(...)``); imported modules aside."""
+    out: set[str] = set()
+    for b in _branches(node):
+        for n in _own_scope_walk(b):
+            targets = (
+                [a.target for a in n.targets]
+                if type(n) is cst.Assign
+                else [n.target]
+                if type(n) in (cst.AnnAssign, cst.AugAssign)
+                else [n.value.func.value]
+                if type(n) is cst.Expr and type(n.value) is cst.Call and type(n.value.func) is cst.Attribute
+                else []
+            )
+            for t in targets:
+                while type(t) in (cst.Subscript, cst.Attribute):
+                    t = t.value
+                if type(t) is cst.Name and ctx.qname(t) is None:
+                    out.add(t.value)
+    return out
+
+
+def _derived(assigns: list[cst.Assign], names: set[str]) -> set[str]:
+    """``names`` and the local names assigned from them in the function (``line = ' '.join(parts)``)."""
+    out, grew = set(names), bool(names)
+    while grew:
+        grew = False
+        for a in assigns:
+            if any(type(n) is cst.Name and n.value in out for n in _own_scope_walk(a.value)):
+                for t in a.targets:
+                    if type(t.target) is cst.Name and t.target.value not in out:
+                        out.add(t.target.value)
+                        grew = True
+    return out
 
 
 def _read_names(node: cst.If) -> set[str]:

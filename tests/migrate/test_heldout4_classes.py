@@ -140,3 +140,23 @@ def test_twin_checks_that_share_nothing_are_each_decided_alone():
     out = _code(run(src).new_source)
     assert "torch.accelerator.is_available()" in out  # the first one still migrates
     assert out.count("torch.cuda.is_available()") == 1
+
+
+def test_a_twin_that_fills_a_shared_list_in_place_stays_cuda_with_its_kept_twin():
+    # mae's MetricLogger: `if torch.cuda.is_available(): parts.append('mem {memory}')`, formatted under a kept twin
+    src = (
+        "import torch\n\n"
+        "def report(steps):\n"
+        "    parts = ['step {n}']\n"
+        "    if torch.cuda.is_available():\n"
+        "        parts.append('mem {memory:.0f}')\n"
+        "    line = ' '.join(parts)\n"
+        "    for n in steps:\n"
+        "        if torch.cuda.is_available():\n"
+        "            print(line.format(n=n, memory=torch.cuda.max_memory_allocated()))\n"
+        "        else:\n"
+        "            print(line.format(n=n))\n"
+    )
+    out = _code(run(src).new_source)
+    assert "torch.accelerator.is_available()" not in out
+    assert out.count("torch.cuda.is_available()") == 2
