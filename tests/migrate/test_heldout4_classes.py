@@ -160,3 +160,36 @@ def test_a_twin_that_fills_a_shared_list_in_place_stays_cuda_with_its_kept_twin(
     out = _code(run(src).new_source)
     assert "torch.accelerator.is_available()" not in out
     assert out.count("torch.cuda.is_available()") == 2
+
+
+# --- a device test that picks accelerate's automatic placement (LLaVA load_pretrained_model) ----------------------
+@pytest.mark.parametrize(
+    "branch",
+    [
+        "        kwargs['device_map'] = {'': device}\n",
+        "        device_map = {'': device}\n",
+        "        return AutoModel.from_pretrained(path, device_map={'': device})\n",
+    ],
+    ids=["dict-key", "name", "keyword"],
+)
+def test_a_device_test_choosing_automatic_placement_keeps_cuda(branch):
+    src = (
+        "from transformers import AutoModel\n\n"
+        "def load(path, device_map='auto', device='cuda', **kwargs):\n"
+        "    kwargs = {'device_map': device_map, **kwargs}\n"
+        f"    if device != 'cuda':\n{branch}"
+        "    return AutoModel.from_pretrained(path, **kwargs)\n"
+    )
+    res = run(src)
+    out = _code(res.new_source)
+    # the wrong rewrite: `device != 'tpu'` sends the new default 'tpu' down the device_map='auto' path, which
+    # accelerate fills with CUDA or the CPU, while the inputs go to 'tpu'
+    assert "device != 'cuda'" in out
+    assert "device='tpu'" in out  # the default itself is still the process's device
+    assert "TPU102" in res.new_source
+
+
+def test_a_device_test_that_does_not_place_a_model_is_still_renamed():
+    src = "def pin(device='cuda'):\n    if device != 'cuda':\n        return False\n    return True\n"
+    out = _code(run(src).new_source)
+    assert "device != 'tpu'" in out
