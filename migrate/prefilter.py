@@ -71,6 +71,9 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ),
     ("cuda", r"\bfrom\s+cuda\b"),
     ("fbgemm", r"\bfbgemm_gpu\b"),
+    # engines that pick their own device (rules/frameworks.py EngineOwnDevice, TPU916)
+    ("deepspeed", r"\bdeepspeed\.init(?:ialize|_inference)\b"),
+    ("Accelerator", r"\bAccelerator\s*\("),
     ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
     ("flash_attention_", r"flash_attention_[23]"),
     ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),

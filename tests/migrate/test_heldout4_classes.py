@@ -193,3 +193,77 @@ def test_a_device_test_that_does_not_place_a_model_is_still_renamed():
     src = "def pin(device='cuda'):\n    if device != 'cuda':\n        return False\n    return True\n"
     out = _code(run(src).new_source)
     assert "device != 'tpu'" in out
+
+
+# --- engines that pick their own device (DeepSpeed, accelerate): flagged, the rest still migrates ----------------
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import deepspeed\nimport torch\nds_config = {'fp16': {'enabled': True}}\n"
+        "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config)\nx = x.cuda()\n",
+        "import deepspeed\nengine = deepspeed.init_inference(model, dtype=torch.half)\n",
+        "from accelerate import Accelerator\nacc = Accelerator(mixed_precision='fp16')\nmodel = acc.prepare(model)\n",
+    ],
+    ids=["deepspeed-initialize", "deepspeed-inference", "accelerate"],
+)
+def test_an_engine_that_picks_its_own_device_is_flagged(src):
+    res = run(src)
+    # the wrong outcome: silence — the engine runs on the CPU of a TPU host (it knows no 'tpu'), while the
+    # migrated tensors go to 'tpu'
+    assert res.new_source.count("TODO(tpu-migrate TPU916)") == 1
+    if "x.cuda()" in src:
+        assert "'fp16': {'enabled': True}" in res.new_source  # DeepSpeed's own config is not rewritten
+        assert 'x = x.to("tpu")' in res.new_source
+
+
+# --- a device count kept as CUDA's, handed to mp.spawn (moco main_moco.py: nprocs=ngpus_per_node) ----------------
+def test_spawn_of_a_kept_device_count_is_flagged():
+    src = (
+        "import torch\nimport torch.multiprocessing as mp\n\n"
+        "def main(args):\n"
+        "    per_host = torch.cuda.device_count()\n"
+        "    args.world_size = per_host * args.nodes\n"
+        "    mp.spawn(worker, nprocs=per_host, args=(per_host, args))\n\n"
+        "def worker(gpu, per_host, args):\n"
+        "    args.batch_size = int(args.batch_size / per_host)\n"
+    )
+    res = run(src)
+    # the wrong outcome: an unflagged spawn(nprocs=0) on a TPU host, which starts nothing and exits 0
+    assert "TODO(tpu-migrate TPU406)" in res.new_source
+    assert "torch.cuda.device_count()" in _code(res.new_source)  # the count itself stays CUDA's (flagged)
+
+
+def test_spawn_of_a_count_that_was_migrated_is_not_flagged():
+    src = (
+        "import torch\nimport torch.multiprocessing as mp\n\n"
+        "def main(args):\n"
+        "    n = torch.cuda.device_count()\n"
+        "    mp.spawn(worker, nprocs=n, args=(args,))\n"
+    )
+    res = run(src)
+    assert "TPU406" not in res.new_source
+    assert "torch.accelerator.device_count()" in res.new_source
+
+
+# --- torch.Generator on the device: rewritten (torchtpu-contract.md lists torch.tpu.default_generators; measured
+# on this backend: torch.Generator(device="tpu") seeds randn(..., device="tpu") and repeats the stream) ----------
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        ('g = torch.Generator(device="cuda")', 'g = torch.Generator(device="tpu")'),
+        ('g = torch.Generator("cuda:0").manual_seed(3)', 'g = torch.Generator("tpu:0").manual_seed(3)'),
+        ('g = torch.Generator(device=f"cuda:{rank}")', 'g = torch.Generator(device="tpu")'),
+    ],
+)
+def test_a_device_generator_follows_the_device(line, want):
+    src = f"import torch\n{line}\nx = torch.randn(4, generator=g, device='cuda')\n"
+    out = run(src).new_source
+    assert want in out and "device='tpu'" in out  # generator and tensor on the same device
+
+
+@pytest.mark.parametrize("line", ["g = torch.Generator()", 'g = torch.Generator(device="cpu")'])
+def test_a_cpu_generator_is_left_alone(line):
+    # the wrong rewrite: a CPU generator (a DataLoader's, a sampler's) moved to 'tpu' -> randperm on the CPU
+    # refuses a generator of another device
+    src = f"import torch\n{line}\nloader = DataLoader(ds, shuffle=True, generator=g)\nx = x.cuda()\n"
+    assert line in run(src).new_source
