@@ -58,19 +58,11 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     # CUDA-only stacks and kernel registrations (rules/cuda_api.py)
     *(
         (w, rf"\b{w}\b")
-        for w in (
-            "tensorrt",
-            "deep_ep",
-            "pynvml",
-            "flashinfer",
-            "cutlass",
-            "mamba_ssm",
-            "liger_kernel",
-            "torchrec",
-        )
+        for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
     ),
     ("cuda", r"\bfrom\s+cuda\b"),
     ("fbgemm", r"\bfbgemm_gpu\b"),
+    ("torchrec", r"\btorchrec\.distributed\b"),
     # engines that pick their own device (rules/frameworks.py EngineOwnDevice, TPU916)
     ("deepspeed", r"\bdeepspeed\.init(?:ialize|_inference)\b"),
     ("Accelerator", r"\bAccelerator\s*\("),

@@ -1050,12 +1050,13 @@ KERNEL_MODULES = (
     "causal_conv1d",
     "liger_kernel",
     "cudnn",
-    *("torchrec", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
+    *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
 )
-#: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's Topology takes cpu/cuda/mtia; its
-#: embedding kernels are fbgemm_gpu's CPU and CUDA ops): a program built on them ran on the CPU on a host without
-#: CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a file is flagged, not half-migrated.
-_DEVICE_LIMITED = ("torchrec", "fbgemm_gpu")
+#: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
+#: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
+#: them ran on the CPU on a host without CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a
+#: file is flagged, not half-migrated. (torchrec's datasets and KeyedJaggedTensor are plain torch: not listed.)
+_DEVICE_LIMITED = ("torchrec.distributed", "fbgemm_gpu")
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -1105,7 +1106,7 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
 
 
 def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
-    """Whether a top-level import of ``root`` comes before the import ``node`` in the file."""
+    """Whether a top-level import of ``root`` (or a module under it) comes before the import ``node``."""
     for stmt in getattr(ctx.module, "body", ()):
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
             if small is node:
@@ -1117,7 +1118,8 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
                 if isinstance(small, cst.Import)
                 else None
             )
-            if name is not None and (cst.helpers.get_full_name_for_node(name) or "").split(".")[0] == root:
+            full = (cst.helpers.get_full_name_for_node(name) or "") if name is not None else ""
+            if full == root or full.startswith(root + "."):
                 return True
     return False
 
@@ -1146,12 +1148,13 @@ class CustomKernels(Rule):
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
-        if mod.split(".")[0] in _DEVICE_LIMITED and cuda_only_module(mod, getattr(ctx, "path", None)):
-            if _earlier_import_of(ctx, node, mod.split(".")[0]):
+        limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)
+        if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
+            if _earlier_import_of(ctx, node, limited):
                 return  # one TODO per file: the first import says it
             ctx.flag(
                 node,
-                f"`{mod.split('.')[0]}` runs on the CPU or CUDA only (fbgemm_gpu kernels; no TPU device): "
+                f"`{limited}` runs on the CPU or CUDA only (fbgemm_gpu kernels; no TPU device): "
                 "keep this program's device on the CPU, or port its embeddings to torch.nn.EmbeddingBag",
                 code=self.code,
             )

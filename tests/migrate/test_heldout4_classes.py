@@ -79,10 +79,19 @@ def test_a_program_built_on_a_cpu_or_cuda_only_library_is_flagged_not_handed_tpu
     assert res.new_source.count("TODO(tpu-migrate TPU211)") == 1  # once per file, not once per import
 
 
+def test_torchrec_data_utilities_are_plain_torch():
+    src = (
+        "import torch\nfrom torchrec.sparse.jagged_tensor import KeyedJaggedTensor\n"
+        "from torchrec.datasets.utils import Batch\nx = torch.ones(2).cuda()\n"
+    )
+    res = run(src)
+    assert "TPU211" not in res.new_source and 'torch.ones(2).to("tpu")' in res.new_source
+
+
 def test_a_package_of_the_repository_named_torchrec_is_its_own_code(tmp_path):
     (tmp_path / "torchrec").mkdir()
     f = tmp_path / "train.py"
-    f.write_text(_RECSYS.format(imports="from torchrec.models import DistributedModelParallel"))
+    f.write_text(_RECSYS.format(imports="from torchrec.distributed import DistributedModelParallel"))
     res = run(f.read_text(), path=str(f))
     assert "TPU211" not in res.new_source
     assert "torch.cuda.is_available()" not in _code(res.new_source)  # the project's own code migrates
