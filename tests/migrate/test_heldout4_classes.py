@@ -276,3 +276,11 @@ def test_a_cpu_generator_is_left_alone(line):
     # refuses a generator of another device
     src = f"import torch\n{line}\nloader = DataLoader(ds, shuffle=True, generator=g)\nx = x.cuda()\n"
     assert line in run(src).new_source
+
+
+# --- map_location=lambda storage, loc: storage is the load-to-CPU idiom (BingBert turing/models.py): no flag -----
+def test_the_identity_map_location_is_not_flagged():
+    src = "import torch\nsd = torch.load(p, map_location=lambda storage, loc: storage)\n"
+    assert run(src).new_source == src
+    moved = "import torch\nsd = torch.load(p, map_location=lambda storage, loc: storage.cuda(0))\n"
+    assert "TPU108" in run(moved).new_source  # device logic in the callable stays flagged
