@@ -951,9 +951,17 @@ class CudaTensorType(Rule):
         )
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(
-            orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
-        )
+        if ctx.is_called(orig):
+            ctx.flag(
+                orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
+            )
+        else:  # a type, not a constructor: isinstance(t, (torch.FloatTensor, torch.cuda.FloatTensor)), a dict key
+            ctx.flag(
+                orig,
+                f"`{qname}` used as a type: no 'tpu' tensor is an instance of it (nor of the CPU types beside "
+                "it); test t.dtype and t.device.type instead",
+                code=self.code,
+            )
         return None
 
 

@@ -284,3 +284,12 @@ def test_the_identity_map_location_is_not_flagged():
     assert run(src).new_source == src
     moved = "import torch\nsd = torch.load(p, map_location=lambda storage, loc: storage.cuda(0))\n"
     assert "TPU108" in run(moved).new_source  # device logic in the callable stays flagged
+
+
+# --- a legacy CUDA tensor type used as a type, not a constructor (Megatron _FLOAT_TYPES, tacotron2 buckets) --------
+def test_a_cuda_tensor_type_used_as_a_type_is_flagged_as_such():
+    src = "import torch\n_HALF = (torch.HalfTensor, torch.cuda.HalfTensor)\nt = torch.cuda.LongTensor([1])\n"
+    out = run(src).new_source
+    # the misleading advice: 'create the tensor with device=tpu' for a type that only feeds isinstance()
+    assert "used as a type" in out and "t.dtype and t.device.type" in out
+    assert "create the tensor with device='tpu'" in out  # the constructor keeps its own advice
