@@ -250,6 +250,21 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
     return None
 
 
+#: A name for the processes of one host: a device count compared with it counts devices per host.
+_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc_per_node|LOCAL_WORLD_SIZE", re.I)
+
+
+def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[cst.Call], str] | None:
+    """``my_local_size > torch.cuda.device_count()``: the count of this host's devices, against its processes
+    (dlrm's extend_distributed); TorchTPU's count is 1 per process, so the test fails for any local size > 1."""
+    if type(test) is not cst.Comparison:
+        return None
+    parts = [test.left, *(c.comparator for c in test.comparisons)]
+    counts = [p for p in parts if type(p) is cst.Call and ctx.qname(p.func) == "torch.cuda.device_count"]
+    other = next((code(p) for p in parts if p not in counts and _LOCAL_COUNT.search(code(p))), None)
+    return (counts, other) if counts and other else None
+
+
 def _bound_names(ctx: Context, node: cst.If) -> set[str]:
     """Local names the branches of ``node`` set: assigned (``x = ...``, ``x += ...``, ``x[k] = ...``,
     ``x.a = ...``) or changed in place by a method call statement (``x.append(...)``); imported modules aside."""
@@ -417,6 +432,11 @@ class CudaToAccelerator(Rule):
                 )
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:
+            return
+        if (local := _per_host_comparison(ctx, node.test)) is not None:
+            self._keep(
+                ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count of processes per host)"
+            )
             return
         cuda_only = next(
             (

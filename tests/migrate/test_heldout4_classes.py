@@ -293,3 +293,25 @@ def test_a_cuda_tensor_type_used_as_a_type_is_flagged_as_such():
     # the misleading advice: 'create the tensor with device=tpu' for a type that only feeds isinstance()
     assert "used as a type" in out and "t.dtype and t.device.type" in out
     assert "create the tensor with device='tpu'" in out  # the constructor keeps its own advice
+
+
+# --- a device count compared with the processes of one host (dlrm extend_distributed) ------------------------------
+def test_a_device_count_compared_with_the_local_size_stays_cuda():
+    src = (
+        "import sys\nimport torch\n\n"
+        "def init(my_local_size, use_gpu):\n"
+        "    if use_gpu:\n"
+        "        if my_local_size > torch.cuda.device_count():\n"
+        "            sys.exit('not enough GPUs')\n"
+    )
+    res = run(src)
+    out = _code(res.new_source)
+    # the wrong rewrite: torch.accelerator.device_count() is 1 per process on TorchTPU, so any host running more
+    # than one process exits with "not enough GPUs"
+    assert "torch.accelerator.device_count()" not in out
+    assert "processes per host" in res.new_source
+
+
+def test_a_device_count_compared_with_a_constant_still_migrates():
+    src = "import torch\nif torch.cuda.device_count() > 0:\n    print('ok')\n"
+    assert "torch.accelerator.device_count() > 0" in run(src).new_source
