@@ -278,7 +278,8 @@ def _source_checks(spec: ServeSpec, chip: str, pub: float, c: _Ctx) -> str:
         out += (
             f"; source check: Little's law at the published concurrency {ROW12_CONCURRENCY} (mean TTFT "
             f"{ROW12_TTFT_S[chip]} s, lengths U[0.8, 1] x 8k/1k) gives {n:.1f} chips per replica, not the 8 "
-            "assumed (InferenceX@843c6254 runs B200/B300 at tp 4; v7 on 8 logical devices = 4 chips)"
+            "assumed (InferenceX@843c6254 runs B200/B300 at tp 4; vllm-project/tpu-inference@b8692ff "
+            "tests/e2e/benchmarking/inferencex/qwen3.5/server.sh serves v7x-8 = 4 chips at tp 8 devices)"
         )
     return out
 
