@@ -12,15 +12,19 @@ the simulated one at B = 4 and 2x at B = 16, and the two meet near B = 256 (test
 test_serving_chunked.py checks this form against the simulation within 5 % from B = 4 to 256).
 
 Per ``O`` decode steps a replica at concurrency ``B`` prefills ``B·I`` prompt tokens, i.e. ``k = B·I / P``
-steps carry a full chunk; the other ``O - k`` decode alone. When ``k >= O`` every step carries prefill and the
-fluid form is exact, so it is used there.
+steps carry a full chunk; the other ``O - k`` decode alone. When ``k >= O`` every step is full and the budget
+binds (``B >= C·O / (I + O)``, ``C`` the budget): a closed loop then keeps only ``D = C·O / (I + O)`` sequences
+decoding (each step's ``C - D`` prompt tokens finish ``D / O`` prompts, as many as the decodes finish) and the
+other ``B - D`` queue for their prefill, ``(B - D)·O / D`` steps by Little's law: the TTFT under load that a
+small budget gives (vLLM-TPU's InferenceX server caps it at 2,048; the fluid form, blind to the budget, puts
+``B·I/O`` prompt tokens in every step instead).
 """
 
 from __future__ import annotations
 
 import math
 
-from tpu_workbench.bench.projection.serving import SteadyState, StepModel, steady_state
+from tpu_workbench.bench.projection.serving import SteadyState, StepModel
 
 
 def chunked_steady_state(
@@ -31,9 +35,15 @@ def chunked_steady_state(
     b, i, o, d = concurrency, input_tokens, output_tokens, m.deployment
     budget = max(d.chunk_tokens - b, 1)
     k = b * i / budget
-    if k >= o:
-        return steady_state(m, i, o, b)
     ctx = d.dense_cache_tokens or i + o / 2
+    chips = d.chips_per_replica
+    if k >= o:  # the budget binds: D decode, the rest wait for the prefill
+        dec = d.chunk_tokens * o / (i + o)
+        step = m.time(dec, ctx, d.chunk_tokens - dec, i / 2)
+        waits = (b - dec) * o / dec + math.ceil(i / (d.chunk_tokens - dec))
+        return SteadyState(
+            b, step, m.time(dec, ctx, 0), waits * step, dec / step / chips, dec * i / o / step / chips
+        )
     decode_only = m.time(b, ctx, 0)
     # each query attends to its own prompt's prefix: i / 2 keys on average over a prompt's chunks; the step's
     # attention counts a TP group's share of the chunk as one causal run from ``prefix``, so shift it to that mean
@@ -41,7 +51,6 @@ def chunked_steady_state(
     prefix = (i - run) / 2
     chunk_step = m.time(b, ctx, budget, prefix)
     step = (k * chunk_step + (o - k) * decode_only) / o
-    chips = d.chips_per_replica
     return SteadyState(
         b,
         step,
