@@ -31,7 +31,7 @@ def chunked_steady_state(
     m: StepModel, input_tokens: int, output_tokens: int, concurrency: int
 ) -> SteadyState:
     """Mean step (= TPOT) over the ``k`` chunk-carrying and ``O - k`` decode-only steps of one request's
-    lifetime; TTFT = the ``ceil(I / P)`` chunk steps of its own prompt."""
+    lifetime; TTFT = the ``ceil(I / P)`` chunk steps of its own prompt (plus the queue where the budget binds)."""
     b, i, o, d = concurrency, input_tokens, output_tokens, m.deployment
     budget = max(d.chunk_tokens - b, 1)
     k = b * i / budget
