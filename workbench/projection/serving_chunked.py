@@ -37,19 +37,21 @@ def chunked_steady_state(
     k = b * i / budget
     ctx = d.dense_cache_tokens or i + o / 2
     chips = d.chips_per_replica
+
+    def prefix(tokens: float) -> float:
+        # each query attends to its own prompt's prefix, i / 2 keys on average over its chunks; the step's
+        # attention counts a TP group's share of the chunk as one causal run from the prefix: shift it to that mean
+        return (i - tokens / d.pp / d.chips * m.setting.lay.tp) / 2
+
     if k >= o:  # the budget binds: D decode, the rest wait for the prefill
         dec = d.chunk_tokens * o / (i + o)
-        step = m.time(dec, ctx, d.chunk_tokens - dec, i / 2)
+        step = m.time(dec, ctx, d.chunk_tokens - dec, prefix(d.chunk_tokens - dec))
         waits = (b - dec) * o / dec + math.ceil(i / (d.chunk_tokens - dec))
         return SteadyState(
             b, step, m.time(dec, ctx, 0), waits * step, dec / step / chips, dec * i / o / step / chips
         )
     decode_only = m.time(b, ctx, 0)
-    # each query attends to its own prompt's prefix: i / 2 keys on average over a prompt's chunks; the step's
-    # attention counts a TP group's share of the chunk as one causal run from ``prefix``, so shift it to that mean
-    run = budget / d.pp / d.chips * m.setting.lay.tp
-    prefix = (i - run) / 2
-    chunk_step = m.time(b, ctx, budget, prefix)
+    chunk_step = m.time(b, ctx, budget, prefix(budget))
     step = (k * chunk_step + (o - k) * decode_only) / o
     return SteadyState(
         b,
