@@ -21,7 +21,7 @@ import ast
 import bisect
 import os
 
-from .partial import Piece, Reduced, _stub
+from .partial import Reduced, _stub
 
 #: Set to 1 to parse the reduced text in one piece (the single-parse partial path).
 NO_GROUPS_ENV = "TPU_MIGRATE_NO_GROUPS"
@@ -58,24 +58,39 @@ def plan(reduced: Reduced) -> list[list[int]] | None:
     return groups if len(groups) >= 2 else None
 
 
+def hidden_in(reduced: Reduced, members: set[int], i: int) -> bool:
+    """Piece ``i`` is under a placeholder in the pass of ``members``: hidden by migrate.partial or movable and
+    in another group."""
+    p = reduced.pieces[i]
+    return not p.kept or (p.movable and i not in members)
+
+
 def group_text(reduced: Reduced, members: set[int], lines: list[int]) -> tuple[str, ast.Module]:
-    """The reduced text with every movable piece outside ``members`` replaced by a placeholder over the same
-    lines, and its statement layout (``lines``: offsets of the reduced text's lines)."""
+    """The reduced text with each run of pieces hidden in this pass (see :func:`hidden_in`) replaced by one
+    placeholder over the same lines (libcst's cost is per statement too), and its statement layout (``lines``:
+    offsets of the reduced text's lines)."""
     text = reduced.text
+    pieces = reduced.pieces
     parts: list[str] = []
     body: list[ast.stmt] = []
     at = 0
-    for i, p in enumerate(reduced.pieces):
-        if not p.movable or i in members:
-            body.extend(p.stubs)
+    i = 0
+    while i < len(pieces):
+        if not hidden_in(reduced, members, i):
+            body.extend(pieces[i].stubs)
+            i += 1
             continue
-        a = lines[p.first - 1]
-        b = (lines[p.last] - 1) if p.last < len(lines) else len(text)
-        span = p.last - p.first + 1
+        j = i
+        while j + 1 < len(pieces) and hidden_in(reduced, members, j + 1):
+            j += 1
+        first, last = pieces[i].first, pieces[j].last
+        a = lines[first - 1]
+        b = (lines[last] - 1) if last < len(lines) else len(text)
         parts.append(text[at:a])
-        parts.append(f'("@@g{i}@@"' + "\n" * (span - 1) + ")")
+        parts.append(f'("@@g{i}@@"' + "\n" * (last - first) + ")")
         at = b
-        body.append(_stub(None, p.first))
+        body.append(_stub(None, first))
+        i = j + 1
     parts.append(text[at:])
     return "".join(parts), ast.Module(body=body, type_ignores=[])
 
@@ -89,9 +104,10 @@ def line_offsets(text: str) -> list[int]:
     return out
 
 
-def piece_at(pieces: list[Piece], line: int) -> int:
-    """The piece a line belongs to (a blank or comment line between two pieces: the next one)."""
-    return bisect.bisect_left([p.last for p in pieces], line)
+def piece_at(lasts: list[int], line: int) -> int:
+    """The piece a line belongs to (``lasts``: each piece's last line; a blank or comment line between two
+    pieces: the next one)."""
+    return bisect.bisect_left(lasts, line)
 
 
 def attribute(

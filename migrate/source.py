@@ -225,6 +225,7 @@ def _migrate_groups(
 ) -> MigrationResult | None:
     """The reduced text migrated group by group (see migrate.groups); None: parse it in one piece."""
     pieces = reduced.pieces
+    lasts = [p.last for p in pieces]
     offsets = groups.line_offsets(reduced.text)
     unit_codes: dict[int, str] = {}  # piece -> its new code (movable pieces, from their own group)
     context: dict[int, str] | None = None  # context piece -> its new code (the same in every pass)
@@ -242,6 +243,8 @@ def _migrate_groups(
         got = _pass_codes(module, new, smap, pieces)
         if got is None:
             return None
+        if not _canonical(smap, lasts):
+            return None  # (a statement's lines are split otherwise: an indented blank line after a block)
         codes_of, moved = got
         if any(i not in members and (pieces[i].movable or not pieces[i].kept) for i in moved):
             return None  # (another group's placeholder or a hidden statement changed)
@@ -252,7 +255,7 @@ def _migrate_groups(
         theirs = {i: c for i, c in codes_of.items() if pieces[i].kept and not pieces[i].movable}
         diags: list[tuple] = []
         for d in tr.diagnostics:
-            i = groups.piece_at(pieces, d.line)
+            i = groups.piece_at(lasts, d.line)
             if i in members:
                 found.append(d)
             elif i < len(pieces) and pieces[i].kept and not pieces[i].movable:
@@ -280,7 +283,7 @@ def _migrate_groups(
     diagnostics += found
     if not changed:
         return MigrationResult(source, False, _sorted(diagnostics))
-    before = _assemble(text, smap, new, pieces, unit_codes)
+    before = _assemble(reduced, offsets, text, smap, new, unit_codes)
     if before is None:
         return None
     if before == reduced.text:
@@ -296,7 +299,7 @@ def _migrate_groups(
     if "torch" in needed and not imports.binds(new, "torch"):
         return None  # (`import torch as th` renames the rewritten code in every group: imports.rename_root)
     final = _finish(module, new, tr, path, text, used | imports.names_used(new))
-    after = _assemble(text, smap, final, pieces, unit_codes)
+    after = _assemble(reduced, offsets, text, smap, final, unit_codes)
     if after is None:
         return None
     restored = reduced.restore(after)
@@ -309,9 +312,10 @@ def _owners(smap: SourceMap, pieces: list[partial.Piece]) -> list[int] | None:
     if not smap.ok or smap.starts is None:
         return None
     out = []
+    lasts = [p.last for p in pieces]
     for start in smap.starts:
         line = bisect.bisect_right(smap.line_starts, start)
-        out.append(groups.piece_at(pieces, line))
+        out.append(groups.piece_at(lasts, line))
     return out
 
 
@@ -325,23 +329,52 @@ def _pass_codes(
     return groups.attribute(listed, owner, len(module.body))
 
 
+def _canonical(smap: SourceMap, lasts: list[int]) -> bool:
+    """Every statement starts on the line after the previous piece (its blank and comment lines lead it), one
+    statement per piece or run: then a piece's code is the same slice of lines in every pass."""
+    if not smap.ok or smap.starts is None:
+        return False
+    prev = -1
+    for start in smap.starts:
+        line = bisect.bisect_right(smap.line_starts, start)
+        k = groups.piece_at(lasts, line)
+        if k <= prev or (k > 0 and line != lasts[k - 1] + 1):
+            return False
+        prev = k
+    return True
+
+
 def _assemble(
-    text: str, smap: SourceMap, new: cst.Module, pieces: list[partial.Piece], unit_codes: dict[int, str]
+    reduced: partial.Reduced,
+    offsets: list[int],
+    text: str,
+    smap: SourceMap,
+    new: cst.Module,
+    unit_codes: dict[int, str],
 ) -> str | None:
-    """The reduced text from the context pass's module ``new`` (placeholders of every group) and each group's
+    """The reduced text from the context pass's module ``new`` (every group under placeholders) and each group's
     statements; None when a placeholder did not come through untouched."""
+    pieces = reduced.pieces
     owner = _owners(smap, pieces)
     listed = smap.pieces(new) if owner is not None else None
     if owner is None or listed is None or smap.starts is None:
         return None
+    nxt = {o: (owner[i + 1] if i + 1 < len(owner) else len(pieces)) for i, o in enumerate(owner)}
     parts = [text[: smap.starts[0]]]
     placed = 0
     for i, code in listed:
-        if i is not None and pieces[owner[i]].movable:
-            parts.append(unit_codes[owner[i]])
-            placed += 1
-        else:
+        k = owner[i] if i is not None else -1
+        if k < 0 or not groups.hidden_in(reduced, set(), k):
             parts.append(code)
+            continue
+        for m in range(k, nxt[k]):  # (a run under one placeholder: each piece's own code)
+            if pieces[m].movable:
+                parts.append(unit_codes[m])
+                placed += 1
+            else:
+                a = offsets[pieces[m - 1].last]
+                b = offsets[pieces[m].last] if pieces[m].last < len(offsets) else len(reduced.text)
+                parts.append(reduced.text[a:b])
     if placed != sum(p.movable for p in pieces):
         return None
     parts.append(text[smap.footer_start :])

@@ -72,3 +72,16 @@ def test_the_benchmark_file_is_migrated_in_groups(grouped, monkeypatch):
     assert grouped[0] is True  # (answered by the group path, not the fallback)
     monkeypatch.setenv(groups.NO_GROUPS_ENV, "1")
     assert not groups.enabled()
+
+
+def test_an_indented_blank_line_after_a_block_falls_back(grouped, monkeypatch):
+    # libcst gives the "    " line to the class's block in its own pass and to the next statement where the class
+    # is a placeholder: the statements' lines differ between passes, so the file is parsed in one piece.
+    text = (
+        "import torch\n\n\ndef first(x):\n    return x\n\n\n"
+        "class Meter:\n    def show(self, x):\n        return x.cuda()\n    \n\n"
+        "class Other:\n    def go(self, x):\n        return x.cuda()\n"
+    )
+    a, b = _both(monkeypatch, text)
+    assert a == b and a[0] == "changed"
+    assert grouped == [False]
