@@ -189,8 +189,27 @@ def test_jetstream_llama3_int8_regression_between_orchestrators_is_reproduced():
     (interleaved, 'a regression'): the projected ratio follows the published one."""
     tpu = SEQ_OVERHEAD_S["tpu"]
     by_id = {q["id"]: q for q in points()}
-    old, new = by_id["jetstream-pt-llama-3-8b-int8"], by_id["jetstream-pt-llama-3-8b-int8-2024-07-29"]
+    old, new = by_id["jetstream-pt-llama-3-8b-int8"], by_id["jetstream-pt-llama-3-8b-int8-2024-07"]
     assert (old["orchestrator"], new["orchestrator"]) == ("threaded", "interleaved")
     published = old["tokens_per_s"] / new["tokens_per_s"]
     projected = project_point(old, tpu).output_tok_s_per_chip / project_point(new, tpu).output_tok_s_per_chip
     assert projected > 1.1 and projected == pytest.approx(published, rel=0.1)
+
+
+def test_jetstream_lengths_are_measured_for_the_llama_tokenizers_and_assumed_otherwise():
+    """Llama rows take the per-request means of a logged run of the same benchmark (ShareGPT through JetStream's
+    benchmark_serving.py with that tokenizer); the Gemma rows, with no such run, say ASSUMED in their note."""
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    logged = {"llama-2": (220_485, 608_985, 1_999), "llama-3": (214_914, 415_416, 1_780)}
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        pr = project_point(p, tpu)
+        family = next((k for k in logged if p["model"].startswith(k)), None)
+        if family is None:
+            assert p["lengths_assumed"] and "lengths_source" not in p
+            assert f"ASSUMED: input {pr.input_tokens} / output {pr.output_tokens} tokens" in pr.note()
+            continue
+        tin, tout, n = logged[family]
+        assert (pr.input_tokens, pr.output_tokens) == (round(tin / n), round(tout / n))
+        assert not p["lengths_assumed"] and "pull request" in p["lengths_source"]
+        assert f"{tin:,} input and {tout:,} generated tokens" in p["lengths_source"]
+        assert p["lengths_source"] in pr.note()
