@@ -119,3 +119,14 @@ def test_the_inferencex_notes_carry_the_chunk_exact_closed_form():
     for r in rows:
         assert "chunk-exact closed form (serving_chunked): " in r.note
     assert all("Little's law" in r.note for r in rows if r.id == "row 12")
+
+
+def test_the_inferencex_prices_are_the_ones_the_articles_ratios_imply():
+    from tpu_workbench.bench.projection.serving_validation import INFERENCEX_TCO
+
+    # tokens per $ ratio = (v7 tok/s / v7 $) / (gpu tok/s / gpu $): external ($1.21) and internal ($1.03) TCO
+    tput = {"TPU v7": 9364.0, "B200": 8903.0, "B300": 8925.0}
+    for chip, external, internal in (("B200", 1.504, 1.767), ("B300", 1.96, 2.302)):
+        for v7_price, ratio in ((INFERENCEX_TCO["TPU v7"], external), (1.03, internal)):
+            implied = ratio * tput[chip] * v7_price / tput["TPU v7"]
+            assert implied == pytest.approx(INFERENCEX_TCO[chip], rel=0.005)
