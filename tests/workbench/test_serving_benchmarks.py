@@ -155,3 +155,22 @@ def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
         assert m.setting.peak == m.chip.peak("bf16", per="chip") < w8a8.setting.peak
         assert m.time(0, 0, 2048) > w8a8.time(0, 0, 2048)  # a compute-bound prefill runs at the bf16 peak
         assert "W8A16" in project_point(p, tpu).note()
+
+
+def test_jetstream_lengths_are_measured_for_the_llama_tokenizers_and_assumed_otherwise():
+    """Llama rows take the per-request means of a logged run of the same benchmark (ShareGPT through JetStream's
+    benchmark_serving.py with that tokenizer); the Gemma rows, with no such run, say ASSUMED in their note."""
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    logged = {"llama-2": (220_485, 608_985, 1_999), "llama-3": (214_914, 415_416, 1_780)}
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        pr = project_point(p, tpu)
+        family = next((k for k in logged if p["model"].startswith(k)), None)
+        if family is None:
+            assert p["lengths_assumed"] and "lengths_source" not in p
+            assert f"ASSUMED: input {pr.input_tokens} / output {pr.output_tokens} tokens" in pr.note()
+            continue
+        tin, tout, n = logged[family]
+        assert (pr.input_tokens, pr.output_tokens) == (round(tin / n), round(tout / n))
+        assert not p["lengths_assumed"] and "pull request" in p["lengths_source"]
+        assert f"{tin:,} input and {tout:,} generated tokens" in p["lengths_source"]
+        assert p["lengths_source"] in pr.note()

@@ -82,6 +82,12 @@ class BenchProjection:
             ("", f"input {self.input_tokens} / output {self.output_tokens} tokens, ")
             if p.get("lengths_assumed")
             else (
+                f"input {self.input_tokens} / output {self.output_tokens} tokens per request "
+                f"({p['lengths_source']}); ",
+                "",
+            )
+            if p.get("lengths_source")
+            else (
                 f"input {self.input_tokens} tokens ({p['input_source']}), output "
                 f"{self.output_tokens} tokens/sample (log); ",
                 "",
