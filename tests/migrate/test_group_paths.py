@@ -85,3 +85,17 @@ def test_an_indented_blank_line_after_a_block_falls_back(grouped, monkeypatch):
     a, b = _both(monkeypatch, text)
     assert a == b and a[0] == "changed"
     assert grouped == [False]
+
+
+def test_a_big_file_parsed_by_ast_in_chunks_gives_the_same_tree(monkeypatch):
+    import ast
+
+    monkeypatch.setattr(source, "CHUNK_CHARS", 40)
+    sources = _test_sources() + [
+        "x = '''\ndef f():\n    pass\n'''\n" * 5,  # a cut inside a string: parsed whole
+        "@dec\ndef f():\n    pass\n\n\nif a:\n    pass\nelse:\n    pass\n" * 5,
+        "y = (1,\nfoo(2))\nz = 1 + \\\n  2\n" * 8,
+    ]
+    for s in sources:
+        want = ast.dump(ast.parse(s), include_attributes=True)
+        assert ast.dump(python_tree(s)[0], include_attributes=True) == want, s
