@@ -6,6 +6,10 @@ that differs, the CPU seconds of both paths over the files that pass the prefilt
 took the partial path (every file big enough to hide something: ``partial.MIN_BYTES`` is lowered to 0 here).
 
     python benchmarks/migrate_paths_compare.py /tmp/corpus2 /tmp/corpus /tmp/corpus4
+    python benchmarks/migrate_paths_compare.py --groups /tmp/corpus2    # group parsing (migrate.groups) on every file
+
+``--groups`` lowers migrate.groups' thresholds so every file with two movable statements is migrated in groups
+(one statement each) and counts the files the group path answered (the others fell back to one parse).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import sys
 import time
 
-from tpu_workbench.migrate import partial
+from tpu_workbench.migrate import groups, partial, source
 from tpu_workbench.migrate.one_file import migrate_text
 from tpu_workbench.migrate.source import needs_parse, python_tree
 
@@ -50,8 +54,20 @@ def _run(text: str, path: str, whole: bool) -> tuple[tuple, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("roots", nargs="+")
+    p.add_argument("--groups", action="store_true", help="group parsing on every file it can take")
     args = p.parse_args(argv)
     partial.MIN_BYTES = 0  # (every file that can take the partial path does: the check is for correctness)
+    answered: list[bool] = []
+    if args.groups:
+        groups.GROUP_BYTES, groups.MIN_MOVABLE, groups.MAX_CONTEXT = 1, 0, 10**9
+        real = source._migrate_groups
+
+        def spy(*a: object, **k: object) -> object:
+            r = real(*a, **k)  # type: ignore[arg-type]
+            answered.append(r is not None)
+            return r
+
+        source._migrate_groups = spy  # type: ignore[assignment]
     files = _files(args.roots)
     diffs = parsed = took = 0
     cpu = {True: 0.0, False: 0.0}
@@ -82,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"DIFFERS {f}: {', '.join(what)}", flush=True)
     os.environ.pop(partial.WHOLE_FILE_ENV, None)
     print(
-        f"{len(files)} files, {parsed} past the prefilter (notebooks: all), {took} .py took the partial path; differences: {diffs}; "
+        f"{len(files)} files, {parsed} past the prefilter (notebooks: all), {took} .py took the partial path"
+        + (f" ({len(answered)} tried groups, {sum(answered)} answered)" if args.groups else "")
+        + f"; differences: {diffs}; "
         f"CPU s partial {cpu[False]:.1f}, whole {cpu[True]:.1f} ({cpu[False] / max(cpu[True], 1e-9):.2f}x); "
         f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )

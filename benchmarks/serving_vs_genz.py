@@ -24,6 +24,7 @@ from tpu_workbench.bench.projection.serving import ServingDeployment, StepModel,
 from tpu_workbench.bench.projection.serving_benchmarks import PUBLISHED
 from tpu_workbench.bench.projection.serving_benchmarks import projections as bench_projections
 from tpu_workbench.bench.projection.serving_validation import (
+    INFERENCEX_TCO,
     INPUT,
     OUTPUT,
     SEQ_OVERHEAD_S,
@@ -189,7 +190,7 @@ def main(argv=None) -> int:
             note = "GenZ: GDN layers as GQA; decode steps + separate prefill passes"
         elif api and r.id == "row 11" and r.chip in CHIPS:
             t = genz_throughput(api, catalog.chip(r.chip), 100.0)
-            usd = catalog.chip(r.chip).price("own-hyperscaler").usd_per_chip_hour
+            usd = INFERENCEX_TCO[r.chip]
             g = usd / (t * 3600) * 1e6 if t else None
             note = "GenZ: as row 12, priced as ours"
         elif api:

@@ -127,6 +127,45 @@ class SourceMap:
     def splice(self, new: cst.Module) -> str | None:
         """The code of ``new`` (this module after a rewrite), reusing the source of every top-level
         statement that is still the very same object; None when that cannot be done safely."""
+        kept = self.splice_check(new)
+        if kept is None:
+            return None
+        parts = [self.source[: self.starts[0]]]  # type: ignore[index]
+        run_start: int | None = None
+        run_end = 0
+        for s, i in zip(new.body, kept, strict=True):
+            if i is not None and run_start is not None and self.span(i)[0] == run_end:
+                run_end = self.span(i)[1]  # extend a run of untouched neighbours
+                continue
+            if run_start is not None:
+                parts.append(self.source[run_start:run_end])
+                run_start = None
+            if i is not None:
+                run_start, run_end = self.span(i)
+            else:
+                parts.append(self._code_of_new(s))
+        if run_start is not None:
+            parts.append(self.source[run_start:run_end])
+        parts.append(self.source[self.footer_start :])
+        return "".join(parts)
+
+    def pieces(self, new: cst.Module) -> list[tuple[int | None, str]] | None:
+        """Like :meth:`splice`, one entry per statement of ``new``: (index of the very same old statement, or
+        None for a new one; its code with its leading lines). The header is ``source[:starts[0]]`` and the
+        footer ``source[footer_start:]`` (checked unchanged). For migrate.groups, which reassembles a file
+        from the statements of several partial parses."""
+        if self.splice_check(new) is None:
+            return None
+        out: list[tuple[int | None, str]] = []
+        for s in new.body:
+            i = self.index.get(id(s))
+            out.append(
+                (i, self.source[slice(*self.span(i))]) if i is not None else (None, self._code_of_new(s))
+            )
+        return out
+
+    def splice_check(self, new: cst.Module) -> list[int | None] | None:
+        """The old index of each statement of ``new`` (None: a new one) when :meth:`splice` can work."""
         old = self.module
         if not self.ok or new.header is not old.header and new.header != old.header:
             return None
@@ -148,24 +187,7 @@ class SourceMap:
         for i in range(len(old.body)):  # every statement not copied as is must have a verified span
             if i not in kept_set and not self.check(i):
                 return None
-        parts = [self.source[: self.starts[0]]]  # type: ignore[index]
-        run_start: int | None = None
-        run_end = 0
-        for s, i in zip(new.body, kept, strict=True):
-            if i is not None and run_start is not None and self.span(i)[0] == run_end:
-                run_end = self.span(i)[1]  # extend a run of untouched neighbours
-                continue
-            if run_start is not None:
-                parts.append(self.source[run_start:run_end])
-                run_start = None
-            if i is not None:
-                run_start, run_end = self.span(i)
-            else:
-                parts.append(self._code_of_new(s))
-        if run_start is not None:
-            parts.append(self.source[run_start:run_end])
-        parts.append(self.source[self.footer_start :])
-        return "".join(parts)
+        return kept
 
     def _code_of_new(self, stmt: cst.CSTNode) -> str:
         hit = self._generated.get(id(stmt))

@@ -8,7 +8,7 @@ removed when nothing in the file can refer to it. Removing too little is safe; t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import libcst as cst
 
@@ -240,10 +240,14 @@ def _same_slot(old: cst.BaseStatement, new: cst.BaseStatement) -> bool:
     return type(old) is type(new)
 
 
-def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], None]) -> cst.Module:
-    """``module`` without the unused removable imports; ``module`` itself when none is."""
+def remove_unused(
+    module: cst.Module, on_remove: Callable[[cst.CSTNode, str], None], also_used: Iterable[str] = ()
+) -> cst.Module:
+    """``module`` without the unused removable imports; ``module`` itself when none is. ``also_used``: names
+    used by statements not in ``module`` (migrate.groups migrates them apart)."""
     used = _Used()
     walk.visit(module, used)
+    used.names.update(also_used)
     torch_elsewhere = _binds_torch_elsewhere(module)
     keep_xla = any(
         name.startswith("torch_xla") and _bound_name(a, from_import, torch_elsewhere) in used.names
@@ -253,6 +257,13 @@ def remove_unused(module: cst.Module, on_remove: Callable[[cst.CSTNode, str], No
     remover = _Remover(used.names, on_remove, torch_elsewhere, keep_xla)
     new = walk.visit(module, remover)
     return new if remover.changed else module
+
+
+def names_used(module: cst.Module) -> set[str]:
+    """The names :func:`remove_unused` counts as used in ``module``."""
+    used = _Used()
+    walk.visit(module, used)
+    return used.names
 
 
 def _binds_torch_elsewhere(module: cst.Module) -> bool:

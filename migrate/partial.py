@@ -77,6 +77,8 @@ class Reduced:
     tree: ast.Module
     #: (placeholder, original text), in file order.
     holes: list[tuple[str, str]]
+    #: The top-level statements of :attr:`text`, in order (what migrate.groups splits into groups).
+    pieces: list[Piece]
 
     def restore(self, new_text: str) -> str | None:
         """``new_text`` (the migrated reduced text) with every placeholder swapped back; None when a
@@ -97,6 +99,23 @@ class Reduced:
 
 
 @dataclass
+class Piece:
+    """One top-level statement (or placeholder) of the reduced text, for migrate.groups."""
+
+    first: int  # 1-based first line (decorators included)
+    last: int
+    #: Its statements in :attr:`Reduced.tree`.
+    stubs: list[ast.stmt]
+    size: int  # bytes of its lines
+    #: Kept and linked to nothing outside itself (no import, device check, flow link, rebinding, first
+    #: statement, statement after an import, ...): it may be migrated in a group of its own.
+    movable: bool = False
+    #: A def or class: a group may end after it (the next statement's rule state does not depend on it).
+    cut_after: bool = False
+    kept: bool = True  # (False: a placeholder of migrate.partial)
+
+
+@dataclass
 class _Unit:
     """Top-level statements sharing lines (``a = 1; b = 2`` is one libcst statement)."""
 
@@ -111,6 +130,12 @@ class _Unit:
     #: spread the closure.
     flow: bool = False
     walrus: bool = False  # its text holds a ``:=``
+    #: Binds an imported name or a helper's (names.ImportTable, source._defines read it).
+    rebinds: bool = False
+    #: Kept as the rest of a block a check may end (flow.Flow._rest_of_block).
+    after: bool = False
+    #: Followed by indented comment lines (libcst gives them to its block's footer).
+    tail: bool = False
     _exports: frozenset[str] | None = None
     _divisors: frozenset[str] | None = None
 
@@ -230,7 +255,7 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     builtin = _BUILTINS & used  # (flow.Flow._shadowing: a builtin's name bound at module level)
     for u in holes:
         if u.top and not u.words.isdisjoint(builtin) and not u.exports.isdisjoint(builtin):
-            u.keep = True
+            u.keep = u.rebinds = True
     holes = [u for u in holes if not u.keep]
     hidden_bytes = sum(f.line_end(u.last) - starts[u.first - 1] for u in holes)
     if not holes or hidden_bytes < MIN_HIDDEN_SHARE * len(source):
@@ -274,24 +299,27 @@ def _seed(f: _File, units: list[_Unit], end: int, *, top: bool) -> None:
         worth = f.worth.meets(gap_start, gap_end)
         imports = f.imports.meets(gap_start, gap_end)
         u.flow = worth or imports or not u.words.isdisjoint(f.check_aliases)  # (flow.reachable's seeds)
+        u.after = after_check
+        u.tail = any(
+            _indent(ln) > indent or (not top and k + 1 == len(units) and _indent(ln))
+            for ln in after.split("\n")
+        )
         u.keep = (
             k == 0
             or after_check
             or u.flow
             or not u.words.isdisjoint(f.sensitive)
             or f.triggers.meets(gap_start, gap_end)
-            or any(
-                _indent(ln) > indent or (not top and k + 1 == len(units) and _indent(ln))
-                for ln in after.split("\n")
-            )
+            or u.tail
         )
         if any(type(s) is ast.Assert or (type(s) is ast.If and _ends(s.body)) for s in u.stmts):
             after_check = True  # (flow.Flow._rest_of_block: a check here may control the rest of the block)
         u.top, u.slash, u.walrus = top, "/" in text, ":=" in text
-        if not u.keep and not f.rebindable.isdisjoint(g for m in _BINDING.findall(text) for g in m if g):
-            u.keep = _binds(
+        if not f.rebindable.isdisjoint(g for m in _BINDING.findall(text) for g in m if g):
+            u.rebinds = _binds(
                 u, f.rebindable
             )  # (a rebound import changes how names resolve: names.ImportTable)
+            u.keep = u.keep or u.rebinds
 
 
 def _ends(body: list[ast.stmt]) -> bool:
@@ -571,9 +599,20 @@ def _build(f: _File, units: list[_Unit], holes: list[_Unit]) -> Reduced:
     # Only what SourceMap reads (first lines, decorators' lines), so the original tree can be freed before the
     # parse (on a 5 MB file it is hundreds of MB).
     body: list[ast.stmt] = []
-    for u in units:
-        body.extend(_stub(s, s.lineno) for s in u.stmts) if u.keep else body.append(_stub(None, u.first))
-    return Reduced("".join(parts), ast.Module(body=body, type_ignores=[]), placed)
+    pieces: list[Piece] = []
+    for k, u in enumerate(units):
+        stubs = [_stub(s, s.lineno) for s in u.stmts] if u.keep else [_stub(None, u.first)]
+        body.extend(stubs)
+        size = f.line_end(u.last) - starts[u.first - 1]
+        movable = (
+            u.keep
+            and k > 0
+            and not (u.flow or u.after or u.rebinds or u.tail)
+            and not any(type(s) in (ast.Import, ast.ImportFrom) for s in units[k - 1].stmts)
+        )
+        cut = len(u.stmts) == 1 and type(u.stmts[0]) in _DEFS
+        pieces.append(Piece(u.first, u.last, stubs, size, movable, cut, u.keep))
+    return Reduced("".join(parts), ast.Module(body=body, type_ignores=[]), placed, pieces)
 
 
 def _stub(stmt: ast.stmt | None, line: int) -> ast.stmt:

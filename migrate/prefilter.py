@@ -61,6 +61,11 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
         for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
     ),
     ("cuda", r"\bfrom\s+cuda\b"),
+    ("fbgemm", r"\bfbgemm_gpu\b"),
+    ("torchrec", r"\btorchrec\.distributed\b"),
+    # engines that pick their own device (rules/frameworks.py EngineOwnDevice, TPU916)
+    ("deepspeed", r"\bdeepspeed\.init(?:ialize|_inference)\b"),
+    ("Accelerator", r"\bAccelerator\s*\("),
     ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
     ("flash_attention_", r"flash_attention_[23]"),
     ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),

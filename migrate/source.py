@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import bisect
+import gc
 import re
 import warnings
 from collections.abc import Iterable
@@ -12,7 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import _walk as walk
-from . import flow, imports, partial
+from . import flow, groups, imports, partial
 from ._spans import SourceMap
 from ._syntax import describe as describe_syntax_error
 from .limits import Watch, collector_paused
@@ -198,6 +200,11 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     reduced = partial.reduce(source, tree) if tree is not None and partial.enabled() else None
     if reduced is not None:
         tree = None  # (freed before the parse; the reduced text has its own statement layout)
+        plan = groups.plan(reduced) if groups.enabled() else None
+        if plan is not None:
+            done = _migrate_groups(source, reduced, plan, path, codes, watch)
+            if done is not None:
+                return done
         res = _migrate_text(source, reduced.text, reduced.tree, path, codes, watch)
         if not res.changed:
             return MigrationResult(source, False, res.diagnostics)
@@ -208,11 +215,200 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
     return _migrate_text(source, source, tree, path, codes, watch)
 
 
+def _migrate_groups(
+    source: str,
+    reduced: partial.Reduced,
+    plan: list[list[int]],
+    path: str,
+    codes: tuple[str, ...],
+    watch: Watch,
+) -> MigrationResult | None:
+    """The reduced text migrated group by group (see migrate.groups); None: parse it in one piece."""
+    pieces = reduced.pieces
+    lasts = [p.last for p in pieces]
+    offsets = groups.line_offsets(reduced.text)
+    unit_codes: dict[int, str] = {}  # piece -> its new code (movable pieces, from their own group)
+    context: dict[int, str] | None = None  # context piece -> its new code (the same in every pass)
+    context_diags: list[tuple] | None = None
+    found: list[Diagnostic] = []
+    used: set[str] = set()
+    changed = False
+    state: tuple[set[str], set[str], bool, dict[str, tuple[int, int]]] = (set(), set(), False, {})
+    for members in [
+        *map(set, plan),
+        set(),
+    ]:  # (the last pass: the context alone, kept for the import clean-up)
+        text, tree = groups.group_text(reduced, members, offsets)
+        module, new, tr, smap = _rule_pass(source, text, tree, path, codes, watch)
+        got = _pass_codes(module, new, smap, pieces)
+        if got is None:
+            return None
+        if not _canonical(smap, lasts):
+            return None  # (a statement's lines are split otherwise: an indented blank line after a block)
+        codes_of, moved = got
+        if any(i not in members and (pieces[i].movable or not pieces[i].kept) for i in moved):
+            return None  # (another group's placeholder or a hidden statement changed)
+        changed = changed or new is not module
+        if not members <= codes_of.keys():
+            return None
+        mine = {i: codes_of[i] for i in members}
+        theirs = {i: c for i, c in codes_of.items() if pieces[i].kept and not pieces[i].movable}
+        diags: list[tuple] = []
+        for d in tr.diagnostics:
+            i = groups.piece_at(lasts, d.line)
+            if i in members:
+                found.append(d)
+            elif i < len(pieces) and pieces[i].kept and not pieces[i].movable:
+                diags.append((d.line, d.col, d.code, d.message, d.fixed, d.outcome))
+            else:
+                return None
+        if context is None:
+            context, context_diags = theirs, sorted(diags)
+        elif theirs != context or sorted(diags) != context_diags:
+            return None
+        unit_codes.update(mine)
+        if members:
+            if new is not module:
+                used |= imports.names_used(new)
+            state[0].update(tr.needed_imports)
+            state[1].update(tr.helpers)
+            merged = {**state[3], **tr.import_positions}
+            if any(state[3][k] != merged[k] for k in state[3]):
+                return None
+            state = (state[0], state[1], state[2] or tr.helpers_early, merged)
+            del module, new, tr, smap, text, tree
+            gc.collect()  # (a group's tree, freed before the next: the collector is paused per file)
+    # the context pass's tree stays for the import clean-up
+    diagnostics = [d for d in tr.diagnostics]
+    diagnostics += found
+    if not changed:
+        return MigrationResult(source, False, _sorted(diagnostics))
+    before = _assemble(reduced, offsets, text, smap, new, unit_codes)
+    if before is None:
+        return None
+    if before == reduced.text:
+        return MigrationResult(source, False, _sorted(diagnostics))
+    tr.needed_imports |= state[0]
+    tr.helpers |= state[1]
+    tr.helpers_early = tr.helpers_early or state[2]
+    if any(tr.import_positions.get(k, v) != v for k, v in state[3].items()):
+        return None
+    tr.import_positions = {**state[3], **tr.import_positions}
+    tr.diagnostics = diagnostics
+    needed = set(tr.needed_imports) | {m for h in closure(tr.helpers) for m in h.imports}
+    if "torch" in needed and not imports.binds(new, "torch"):
+        return None  # (`import torch as th` renames the rewritten code in every group: imports.rename_root)
+    final = _finish(module, new, tr, path, text, used | imports.names_used(new))
+    after = _assemble(reduced, offsets, text, smap, final, unit_codes)
+    if after is None:
+        return None
+    restored = reduced.restore(after)
+    if restored is None:
+        return None
+    return MigrationResult(restored, restored != source, _sorted(tr.diagnostics))
+
+
+def _owners(smap: SourceMap, pieces: list[partial.Piece]) -> list[int] | None:
+    if not smap.ok or smap.starts is None:
+        return None
+    out = []
+    lasts = [p.last for p in pieces]
+    for start in smap.starts:
+        line = bisect.bisect_right(smap.line_starts, start)
+        out.append(groups.piece_at(lasts, line))
+    return out
+
+
+def _pass_codes(
+    module: cst.Module, new: cst.Module, smap: SourceMap, pieces: list[partial.Piece]
+) -> tuple[dict[int, str], set[int]] | None:
+    owner = _owners(smap, pieces)
+    listed = smap.pieces(new) if owner is not None else None
+    if owner is None or listed is None:
+        return None
+    return groups.attribute(listed, owner, len(module.body))
+
+
+def _canonical(smap: SourceMap, lasts: list[int]) -> bool:
+    """Every statement starts on the line after the previous piece (its blank and comment lines lead it), one
+    statement per piece or run: then a piece's code is the same slice of lines in every pass."""
+    if not smap.ok or smap.starts is None:
+        return False
+    prev = -1
+    for start in smap.starts:
+        line = bisect.bisect_right(smap.line_starts, start)
+        k = groups.piece_at(lasts, line)
+        if k <= prev or (k > 0 and line != lasts[k - 1] + 1):
+            return False
+        prev = k
+    return True
+
+
+def _assemble(
+    reduced: partial.Reduced,
+    offsets: list[int],
+    text: str,
+    smap: SourceMap,
+    new: cst.Module,
+    unit_codes: dict[int, str],
+) -> str | None:
+    """The reduced text from the context pass's module ``new`` (every group under placeholders) and each group's
+    statements; None when a placeholder did not come through untouched."""
+    pieces = reduced.pieces
+    owner = _owners(smap, pieces)
+    listed = smap.pieces(new) if owner is not None else None
+    if owner is None or listed is None or smap.starts is None:
+        return None
+    nxt = {o: (owner[i + 1] if i + 1 < len(owner) else len(pieces)) for i, o in enumerate(owner)}
+    parts = [text[: smap.starts[0]]]
+    placed = 0
+    for i, code in listed:
+        k = owner[i] if i is not None else -1
+        if k < 0 or not groups.hidden_in(reduced, set(), k):
+            parts.append(code)
+            continue
+        for m in range(k, nxt[k]):  # (a run under one placeholder: each piece's own code)
+            if pieces[m].movable:
+                parts.append(unit_codes[m])
+                placed += 1
+            else:
+                a = offsets[pieces[m - 1].last]
+                b = offsets[pieces[m].last] if pieces[m].last < len(offsets) else len(reduced.text)
+                parts.append(reduced.text[a:b])
+    if placed != sum(p.movable for p in pieces):
+        return None
+    parts.append(text[smap.footer_start :])
+    return "".join(parts)
+
+
 def _migrate_text(
     source: str, text: str, tree: ast.Module | None, path: str, codes: tuple[str, ...], watch: Watch
 ) -> MigrationResult:
     """Migrate ``text``: ``source`` itself, or its reduced form (see migrate.partial) whose hidden statements
     no rule can touch; rules read whole-file facts from ``source``, libcst parses ``text`` only."""
+    module, new, transformer, smap = _rule_pass(source, text, tree, path, codes, watch)
+    diagnostics = transformer.diagnostics
+    if new is module:  # no rule changed anything (the walk returns the very same tree)
+        return MigrationResult(text, False, _sorted(diagnostics))
+    watch.stage("generating code")
+    new_code = smap.splice(new)
+    if new_code is None:
+        return _whole_module(text, module, new, transformer, path)
+    if new_code == text:
+        return MigrationResult(text, False, _sorted(diagnostics))
+    rewritten = new
+    new = _finish(module, new, transformer, path, text)
+    if new is not rewritten:
+        new_code = smap.splice(new)
+        if new_code is None:
+            return _whole_module(text, module, rewritten, transformer, path)
+    return MigrationResult(new_code, new_code != text, _sorted(diagnostics))
+
+
+def _rule_pass(
+    source: str, text: str, tree: ast.Module | None, path: str, codes: tuple[str, ...], watch: Watch
+) -> tuple[cst.Module, cst.Module, MigrationTransformer, SourceMap]:
+    """Parse ``text``, run the rules (and the device-check passes), locate the findings."""
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
@@ -241,22 +437,7 @@ def _migrate_text(
         _note_exported(transformer, facts, kept)
     watch.stage("locating findings")
     transformer.finalize(module, smap)
-    diagnostics = transformer.diagnostics
-    if new is module:  # no rule changed anything (the walk returns the very same tree)
-        return MigrationResult(text, False, _sorted(diagnostics))
-    watch.stage("generating code")
-    new_code = smap.splice(new)
-    if new_code is None:
-        return _whole_module(text, module, new, transformer, path)
-    if new_code == text:
-        return MigrationResult(text, False, _sorted(diagnostics))
-    rewritten = new
-    new = _finish(module, new, transformer, path, text)
-    if new is not rewritten:
-        new_code = smap.splice(new)
-        if new_code is None:
-            return _whole_module(text, module, rewritten, transformer, path)
-    return MigrationResult(new_code, new_code != text, _sorted(diagnostics))
+    return module, new, transformer, smap
 
 
 #: Passes after the first one that may keep more device checks (each keeps at least one more).
@@ -330,13 +511,18 @@ def _outcomes(tr: MigrationTransformer) -> tuple[set[int], set[int]]:
 
 
 def _finish(
-    module: cst.Module, new: cst.Module, tr: MigrationTransformer, path: str, source: str
+    module: cst.Module,
+    new: cst.Module,
+    tr: MigrationTransformer,
+    path: str,
+    source: str,
+    also_used: set[str] | frozenset[str] = frozenset(),
 ) -> cst.Module:
-    """Import clean-up and helpers, after the rule pass."""
+    """Import clean-up and helpers, after the rule pass (``also_used``: see imports.remove_unused)."""
     helpers = [h for h in closure(tr.helpers) if not _defines(new, h.name)]
     for h in helpers:
         tr.needed_imports.update(h.imports)
-    new = _fix_imports(module, new, tr, path, tr.diagnostics, alias_ok=not helpers)
+    new = _fix_imports(module, new, tr, path, tr.diagnostics, alias_ok=not helpers, also_used=also_used)
     new = _add_helpers(new, helpers, early=tr.helpers_early)
     return _strip_leading_blank(new, source)
 
@@ -373,6 +559,7 @@ def _fix_imports(
     diagnostics: list[Diagnostic],
     *,
     alias_ok: bool = False,
+    also_used: set[str] | frozenset[str] = frozenset(),
 ) -> cst.Module:
     """Remove the torch_xla/torch.cuda imports nothing uses any more; add the ones the rewrite needs."""
     if tr.enabled(UNUSED_IMPORT_CODE) and tr.import_positions:  # only files with torch_xla/torch.cuda imports
@@ -391,7 +578,7 @@ def _fix_imports(
                 )
             )
 
-        new = imports.remove_unused(new, removed)
+        new = imports.remove_unused(new, removed, also_used)
     needed = set(tr.needed_imports)
     if alias_ok and "torch" in needed and not imports.binds(new, "torch"):
         alias = imports.torch_alias(old, new)

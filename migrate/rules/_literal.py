@@ -218,6 +218,26 @@ _OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A
 _CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 
 
+def _branches_of(node: cst.If) -> list[cst.CSTNode]:
+    return [node.body] + ([node.orelse] if node.orelse is not None else [])
+
+
+def _sets_device_map(node: cst.CSTNode) -> bool:
+    """The code writes a device_map: ``x["device_map"] = ...``, ``device_map = ...`` or ``f(device_map=...)``."""
+    for n in _walk_code(node):
+        if type(n) is cst.Arg and n.keyword is not None and n.keyword.value == "device_map":
+            return True
+        if type(n) is cst.AssignTarget:
+            t = n.target
+            if type(t) is cst.Name and t.value == "device_map":
+                return True
+            if type(t) is cst.Subscript and any(
+                type(e.slice) is cst.Index and string_body(e.slice.value) == "device_map" for e in t.slice
+            ):
+                return True
+    return False
+
+
 def _walk_code(node: cst.CSTNode):
     """Every node of ``node`` outside nested definitions (they run elsewhere)."""
     todo = [node]
@@ -320,6 +340,28 @@ class LiteralRule(Rule):
             default: set[int] = ctx.scratch.setdefault("literal-default-branch", set())  # type: ignore[assignment]
             default.update(id(n) for n in mine)
 
+    def _placement_test(self, ctx: Context, node: cst.If) -> None:
+        """``if device != "cuda": kwargs["device_map"] = {"": device}``: the literal says which device
+        accelerate's automatic placement (device_map="auto") can fill, not which device to use; renamed, "tpu"
+        would take the automatic path, which places on CUDA or the CPU (never 'tpu'), while the inputs go to
+        'tpu' (LLaVA's load_pretrained_model). Kept and flagged."""
+        if type(node.test) is not cst.Comparison or not any(_sets_device_map(b) for b in _branches_of(node)):
+            return
+        for s in (
+            p
+            for part in (node.test.left, *(c.comparator for c in node.test.comparisons))
+            for p in _walk_strings(part)
+        ):
+            if self.new_body(string_body(s)) is not None:
+                ctx.claim_string(
+                    s,
+                    COMPARISON_CODE,
+                    "flagged",
+                    f"'{string_body(s)}' here picks accelerate's automatic placement (device_map='auto'), which "
+                    "fills CUDA or the CPU, never 'tpu': kept, so that 'tpu' takes the explicit placement",
+                    value=None,
+                )
+
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
         renaming 'cuda' there changes which nodes it patches, not the device. Kept and flagged."""
@@ -352,6 +394,7 @@ class LiteralRule(Rule):
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
         if t is cst.If:
+            self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.FunctionDef:

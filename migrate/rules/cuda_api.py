@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -201,6 +202,112 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
     return out
 
 
+def _own_scope_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and everything in it outside nested scopes (defs, classes, lambdas, comprehensions)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if n is node or not isinstance(n, _OWN_SCOPE):
+            todo.extend(n.children)
+
+
+def _branches(node: cst.If) -> list[cst.CSTNode]:
+    return [node.body] + ([node.orelse] if node.orelse is not None else [])
+
+
+def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str | None:
+    """Why ``if <guard>:`` must stay CUDA's because of a twin: another ``if`` on the same guard in the same function
+    stays CUDA's (its branch calls a CUDA-only API) and reads a name this one's branches set (detr's MetricLogger
+    builds ``log_msg`` with a '{memory}' field under one check and formats it with
+    ``memory=torch.cuda.max_memory_allocated()`` under the other: rewriting only the first leaves the field
+    unfilled on TPU, a KeyError). Reads the enclosing function (function-wide context)."""
+    defs = ctx.enclosing_definitions()
+    fn = defs[-1] if defs and type(defs[-1]) is cst.FunctionDef else None
+    if fn is None:
+        return None
+    assigns = [n for n in _own_scope_walk(fn.body) if type(n) is cst.Assign]
+    bound, read_here = _derived(assigns, _bound_names(ctx, node)), _read_names(node)
+    preds = {ctx.qname(c.func) for c in guards}
+    for other in _own_scope_walk(fn.body):
+        if type(other) is not cst.If or other is node:
+            continue
+        if not any(ctx.qname(c.func) in preds for c in _calls_in(other.test)):
+            continue
+        why = next(
+            (n for c in [*_calls_in(other.test), *_calls_in(other.body)] if (n := _cuda_only_call(ctx, c))),
+            None,
+        )
+        if why is None:
+            continue
+        shared = sorted(
+            (_read_names(other) & bound) | (_derived(assigns, _bound_names(ctx, other)) & read_here)
+        )
+        if shared:
+            return (
+                f"a twin check in this function stays CUDA's (`{why}`) and shares `{shared[0]}` with this "
+                "check's branch: both stay CUDA's, or the two sides disagree on TPU"
+            )
+    return None
+
+
+#: A name for the processes of one host: a device count compared with it counts devices per host.
+_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc_per_node|LOCAL_WORLD_SIZE", re.I)
+
+
+def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[cst.Call], str] | None:
+    """``my_local_size > torch.cuda.device_count()``: the count of this host's devices, against its processes
+    (dlrm's extend_distributed); TorchTPU's count is 1 per process, so the test fails for any local size > 1."""
+    if type(test) is not cst.Comparison:
+        return None
+    parts = [test.left, *(c.comparator for c in test.comparisons)]
+    counts = [p for p in parts if type(p) is cst.Call and ctx.qname(p.func) == "torch.cuda.device_count"]
+    other = next((code(p) for p in parts if p not in counts and _LOCAL_COUNT.search(code(p))), None)
+    return (counts, other) if counts and other else None
+
+
+def _bound_names(ctx: Context, node: cst.If) -> set[str]:
+    """Local names the branches of ``node`` set: assigned (``x = ...``, ``x += ...``, ``x[k] = ...``,
+    ``x.a = ...``) or changed in place by a method call statement (``x.append(...)``); imported modules aside."""
+    out: set[str] = set()
+    for b in _branches(node):
+        for n in _own_scope_walk(b):
+            targets = (
+                [a.target for a in n.targets]
+                if type(n) is cst.Assign
+                else [n.target]
+                if type(n) in (cst.AnnAssign, cst.AugAssign)
+                else [n.value.func.value]
+                if type(n) is cst.Expr and type(n.value) is cst.Call and type(n.value.func) is cst.Attribute
+                else []
+            )
+            for t in targets:
+                while type(t) in (cst.Subscript, cst.Attribute):
+                    t = t.value
+                if type(t) is cst.Name and ctx.qname(t) is None:
+                    out.add(t.value)
+    return out
+
+
+def _derived(assigns: list[cst.Assign], names: set[str]) -> set[str]:
+    """``names`` and the local names assigned from them in the function (``line = ' '.join(parts)``)."""
+    out, grew = set(names), bool(names)
+    while grew:
+        grew = False
+        for a in assigns:
+            if any(type(n) is cst.Name and n.value in out for n in _own_scope_walk(a.value)):
+                for t in a.targets:
+                    if type(t.target) is cst.Name and t.target.value not in out:
+                        out.add(t.target.value)
+                        grew = True
+    return out
+
+
+def _read_names(node: cst.If) -> set[str]:
+    """Names the branches of ``node`` mention (a superset of those read: enough to find a shared one)."""
+    return {n.value for b in _branches(node) for n in _own_scope_walk(b) if type(n) is cst.Name}
+
+
 def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     """The callee's name when ``call`` stays CUDA-only after the migration (a flagged torch.cuda API, or a
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
@@ -327,6 +434,11 @@ class CudaToAccelerator(Rule):
         guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
         if not guards:
             return
+        if (local := _per_host_comparison(ctx, node.test)) is not None:
+            self._keep(
+                ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count of processes per host)"
+            )
+            return
         cuda_only = next(
             (
                 name
@@ -338,6 +450,8 @@ class CudaToAccelerator(Rule):
         cuda_only = f"`{cuda_only}`" if cuda_only else None
         if cuda_only is None and _raises_for_cuda(node.body):
             cuda_only = "a skip or error that says CUDA is needed"
+        if cuda_only is None:
+            cuda_only = _kept_twin_reads(ctx, node, guards)
         if cuda_only is not None:
             self._keep(ctx, guards, cuda_only)
             ctx.skip_inside(node.body)  # the guarded code stays CUDA's, untouched
@@ -858,9 +972,17 @@ class CudaTensorType(Rule):
         )
 
     def ref(self, ctx, orig, node, qname):
-        ctx.flag(
-            orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
-        )
+        if ctx.is_called(orig):
+            ctx.flag(
+                orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
+            )
+        else:  # a type, not a constructor: isinstance(t, (torch.FloatTensor, torch.cuda.FloatTensor)), a dict key
+            ctx.flag(
+                orig,
+                f"`{qname}` used as a type: no 'tpu' tensor is an instance of it (nor of the CPU types beside "
+                "it); test t.dtype and t.device.type instead",
+                code=self.code,
+            )
         return None
 
 
@@ -957,7 +1079,13 @@ KERNEL_MODULES = (
     "causal_conv1d",
     "liger_kernel",
     "cudnn",
+    *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
 )
+#: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
+#: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
+#: them ran on the CPU on a host without CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a
+#: file is flagged, not half-migrated. (torchrec's datasets and KeyedJaggedTensor are plain torch: not listed.)
+_DEVICE_LIMITED = ("torchrec.distributed", "fbgemm_gpu")
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -1006,6 +1134,25 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 
 
+def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
+    """Whether a top-level import of ``root`` (or a module under it) comes before the import ``node``."""
+    for stmt in getattr(ctx.module, "body", ()):
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if small is node:
+                return False
+            name = (
+                small.module
+                if isinstance(small, cst.ImportFrom) and not small.relative
+                else small.names[0].name
+                if isinstance(small, cst.Import)
+                else None
+            )
+            full = (cst.helpers.get_full_name_for_node(name) or "") if name is not None else ""
+            if full == root or full.startswith(root + "."):
+                return True
+    return False
+
+
 @register
 class CustomKernels(Rule):
     code = "TPU211"
@@ -1030,7 +1177,17 @@ class CustomKernels(Rule):
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _flag(self, ctx, node, mod: str):
-        if cuda_only_module(mod, getattr(ctx, "path", None)):
+        limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)
+        if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
+            if _earlier_import_of(ctx, node, limited):
+                return  # one TODO per file: the first import says it
+            ctx.flag(
+                node,
+                f"`{limited}` runs on the CPU or CUDA only (fbgemm_gpu kernels; no TPU device): "
+                "keep this program's device on the CPU, or port its embeddings to torch.nn.EmbeddingBag",
+                code=self.code,
+            )
+        elif cuda_only_module(mod, getattr(ctx, "path", None)):
             ctx.flag(
                 node,
                 f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "

@@ -306,6 +306,13 @@ class IntegerDevice(Rule):
         return node.with_changes(args=[first.with_changes(value=cst.SimpleString('"tpu"')), *node.args[1:]])
 
 
+def _keeps_storage(fn: cst.Lambda) -> bool:
+    """``lambda storage, loc: storage``: the load-to-CPU idiom (each storage stays where it was read, the CPU); no
+    device logic to check (BingBert's models.py)."""
+    params = fn.params.params
+    return len(params) >= 1 and type(fn.body) is cst.Name and fn.body.value == params[0].name.value
+
+
 @register
 class MapLocationLambda(Rule):
     code = "TPU108"
@@ -347,7 +354,7 @@ class MapLocationLambda(Rule):
                 equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
             )
             return node.with_changes(args=[*node.args[:1], arg, *node.args[1:]])
-        if ml is not None and isinstance(ml.value, cst.Lambda):
+        if ml is not None and isinstance(ml.value, cst.Lambda) and not _keeps_storage(ml.value):
             ctx.flag(
                 ml.value,
                 'map_location is a callable; use map_location="tpu" or "cpu" instead',

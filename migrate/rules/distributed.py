@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from ..flow import PER_HOST
 from . import _helpers
 from ._literal import LiteralRule, creates_group
 from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
@@ -240,3 +241,97 @@ def _literal_only(source: str, name: str) -> bool:
 
 def _is_wrapped(value: cst.BaseExpression) -> bool:
     return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == _helpers.BACKEND
+
+
+_SPAWN = frozenset(
+    {
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.spawn.spawn",
+        "torch.multiprocessing.start_processes",
+        "torch.multiprocessing.spawn.start_processes",
+    }
+)
+
+
+def _kept_count_name(ctx, name: cst.Name) -> str | None:
+    """The text of ``name = <... torch.cuda.device_count() ...>`` when that count is kept as CUDA's devices per
+    host (the flow layer's guard table); reads the enclosing function, or the module (function-wide context)."""
+    kept = ctx.scratch.get("cuda-guards", {})
+    if not kept:
+        return None
+    defs = ctx.enclosing_definitions()
+    where = defs[-1] if defs and type(defs[-1]) is cst.FunctionDef else ctx.module
+    todo: list[cst.CSTNode] = [where]
+    while todo:
+        n = todo.pop()
+        if (
+            type(n) is cst.Assign
+            and any(type(t.target) is cst.Name and t.target.value == name.value for t in n.targets)
+            and any(str(kept.get(id(c), "")).startswith(PER_HOST) for c in _calls(n.value))
+        ):
+            return code(n)
+        if n is where or not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            todo.extend(n.children)
+    return None
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Call:
+            out.append(n)
+        todo.extend(n.children)
+    return out
+
+
+@register
+class SpawnKeptCount(Rule):
+    code = "TPU406"
+    name = "spawn-kept-count"
+    family = "distributed"
+    outcome = "flagged"
+    summary = "Flag mp.spawn(nprocs=n) where n is a device count kept as CUDA's (0 on a TPU host)."
+    rationale = (
+        "A count that divides work per host stays torch.cuda.device_count() (TPU201 flags it); handed to "
+        "mp.spawn as nprocs it is 0 without CUDA, and spawn(nprocs=0) starts nothing and returns: the run "
+        "ends at once, silently. Launch with torchrun --nproc_per_node=<chips> and read LOCAL_WORLD_SIZE."
+    )
+    requires = ("TPU201",)
+    before = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef main(args):\n"
+        "    ngpus = torch.cuda.device_count()\n    args.batch_size = args.batch_size // ngpus\n"
+        "    mp.spawn(worker, nprocs=ngpus, args=(args,))\n"
+    )
+    after = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef main(args):\n"
+        "    # TODO(tpu-migrate TPU201): `torch.cuda.device_count()` kept as CUDA's: it counts devices per host "
+        "and divides work (`args.batch_size // ngpus`): TorchTPU counts one device per process, so every "
+        "process would keep the whole share; under torchrun use int(os.environ['LOCAL_WORLD_SIZE']) (0 without "
+        "CUDA: a loud error)\n"
+        "    ngpus = torch.cuda.device_count()\n    args.batch_size = args.batch_size // ngpus\n"
+        "    # TODO(tpu-migrate TPU406): nprocs=ngpus is a device count kept as CUDA's (`ngpus = "
+        "torch.cuda.device_count()`): 0 on a TPU host, where spawn(nprocs=0) starts nothing and returns at "
+        "once (the run ends silently); launch with torchrun --nproc_per_node=<chips> and use "
+        "int(os.environ['LOCAL_WORLD_SIZE'])\n"
+        "    mp.spawn(worker, nprocs=ngpus, args=(args,))\n"
+    )
+    calls = _SPAWN
+
+    def call(self, ctx, orig, node, qname):
+        a = kwarg(orig, "nprocs")
+        if a is None:
+            positional = [x for x in orig.args if x.keyword is None and not x.star]
+            a = positional[2] if len(positional) > 2 else None
+        if a is None or type(a.value) is not cst.Name:
+            return None
+        bound = _kept_count_name(ctx, a.value)
+        if bound is not None:
+            ctx.flag(
+                orig,
+                f"nprocs={a.value.value} is a device count kept as CUDA's (`{bound[:60]}`): 0 on a TPU host, "
+                "where spawn(nprocs=0) starts nothing and returns at once (the run ends silently); launch with "
+                "torchrun --nproc_per_node=<chips> and use int(os.environ['LOCAL_WORLD_SIZE'])",
+                code=self.code,
+            )
+        return None

@@ -393,3 +393,65 @@ class HfDeviceMapAuto(Rule):
                 "the model with .to('tpu')",
                 code=self.code,
             )
+
+
+#: Engines that pick their own device from the accelerators they know, with what they pick on a TPU host.
+_OWN_DEVICE = {
+    "deepspeed.initialize": (
+        "DeepSpeed",
+        "its get_accelerator() (CUDA, XPU, NPU, HPU, MPS or the CPU)",
+        "its ds_config 'fp16'/'bf16' sections are DeepSpeed's own mixed precision on that device",
+    ),
+    "deepspeed.init_inference": (
+        "DeepSpeed",
+        "its get_accelerator() (CUDA, XPU, NPU, HPU, MPS or the CPU)",
+        "",
+    ),
+    "accelerate.Accelerator": (
+        "accelerate",
+        "the backends it knows (CUDA, XPU, NPU, MLU, HPU, MPS, torch_xla's 'xla') or the CPU",
+        "check accelerator.device on the TPU host",
+    ),
+    "accelerate.accelerator.Accelerator": (
+        "accelerate",
+        "the backends it knows (CUDA, XPU, NPU, MLU, HPU, MPS, torch_xla's 'xla') or the CPU",
+        "check accelerator.device on the TPU host",
+    ),
+}
+
+
+@register
+class EngineOwnDevice(Rule):
+    code = "TPU916"
+    name = "engine-own-device"
+    family = "frameworks"
+    outcome = "flagged"
+    summary = (
+        "Flag deepspeed.initialize / init_inference and accelerate.Accelerator(): they pick their own device."
+    )
+    rationale = (
+        "DeepSpeed moves the model to get_accelerator()'s device and accelerate to the backend it detects; "
+        "neither knows TorchTPU's 'tpu', so on a TPU host the engine runs on the CPU while migrated code "
+        "sends tensors to 'tpu'. Train with plain torch on 'tpu' (DDP / FSDP2 on tpu_dist), or keep this "
+        "path CUDA's."
+    )
+    before = "import deepspeed\n\nengine, opt, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
+    after = (
+        "import deepspeed\n\n# TODO(tpu-migrate TPU916): `deepspeed.initialize` places the model with its "
+        "get_accelerator() (CUDA, XPU, NPU, HPU, MPS or the CPU), never TorchTPU's 'tpu': on a TPU host it runs "
+        "on the CPU while migrated tensors go to 'tpu'; its ds_config 'fp16'/'bf16' sections are DeepSpeed's own "
+        "mixed precision on that device; train with plain torch on 'tpu' (DDP or FSDP2 on tpu_dist) or keep this "
+        "path CUDA's\nengine, opt, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
+    )
+    calls = frozenset(_OWN_DEVICE)
+
+    def call(self, ctx, orig, node, qname):
+        _lib, picks, extra = _OWN_DEVICE[qname]
+        ctx.flag(
+            orig,
+            f"`{qname}` places the model with {picks}, never TorchTPU's 'tpu': on a TPU host it runs on the CPU "
+            f"while migrated tensors go to 'tpu'; {extra + '; ' if extra else ''}train with plain torch on 'tpu' "
+            "(DDP or FSDP2 on tpu_dist) or keep this path CUDA's",
+            code=self.code,
+        )
+        return None

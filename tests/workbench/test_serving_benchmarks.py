@@ -120,7 +120,11 @@ def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_h
 
     tpu = SEQ_OVERHEAD_S["tpu"]
     for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
-        assert p["orchestrator"] == "interleaved" and "@" in p["orchestrator_source"]
+        assert "@" in p["orchestrator_source"]
+        # JetStream's interleaved mode arrived on 2024-05-01 (a3546e8): earlier runs used the threaded orchestrator
+        assert p["orchestrator"] == ("threaded" if p["source"]["date"] < "2024-05-01" else "interleaved")
+        if p["orchestrator"] != "interleaved":
+            continue
         pr, m = project_point(p, tpu), _model(p, tpu)
         replicas = p["chips"] // p["tp"]
         st = pr.state
@@ -143,6 +147,29 @@ def test_jetstream_points_run_the_interleaved_orchestrator_with_one_engine_per_h
     )
 
 
+def test_threaded_orchestrator_overlaps_host_work_with_the_prefills():
+    """Before interleaved mode the generate thread's host work runs while the chips prefill: B tokens every
+    g_dev + max(host, B p / O), never slower than the interleaved orchestrator, and equal with no host cost."""
+    from tpu_workbench.bench.projection.serving_benchmarks import interleaved_state, threaded_state
+
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    threaded = [q for q in points() if q.get("orchestrator") == "threaded"]
+    assert {q["id"] for q in threaded} >= {"jetstream-pt-llama-3-8b-bf16", "jetstream-pt-llama-2-7b-bf16"}
+    for p in threaded:
+        pr, m = project_point(p, tpu), _model(p, tpu)
+        st = pr.state
+        inter = interleaved_state(m, p, pr.input_tokens, pr.output_tokens, tpu, pr.concurrency)
+        host = tpu * st.concurrency
+        g_dev = inter.decode_only_step_s - host
+        assert st.step_s == pytest.approx(g_dev + max(host, st.concurrency * inter.ttft_s / pr.output_tokens))
+        assert inter.step_s > st.step_s >= g_dev + host
+        assert "threaded orchestrator" in pr.note()
+        m0 = _model(p, 0.0)
+        no_host = threaded_state(m0, p, pr.input_tokens, pr.output_tokens, 0.0, pr.concurrency)
+        same = interleaved_state(m0, p, pr.input_tokens, pr.output_tokens, 0.0, pr.concurrency)
+        assert no_host.step_s == pytest.approx(same.step_s)
+
+
 def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
     tpu = SEQ_OVERHEAD_S["tpu"]
     for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
@@ -155,3 +182,34 @@ def test_jetstream_int8_rows_are_weight_only_bf16_matmuls_on_int8_weights():
         assert m.setting.peak == m.chip.peak("bf16", per="chip") < w8a8.setting.peak
         assert m.time(0, 0, 2048) > w8a8.time(0, 0, 2048)  # a compute-bound prefill runs at the bf16 peak
         assert "W8A16" in project_point(p, tpu).note()
+
+
+def test_jetstream_llama3_int8_regression_between_orchestrators_is_reproduced():
+    """The same Llama 3 8B int8 setting published on 2024-04-24 (threaded orchestrator) and 2024-07-29
+    (interleaved, 'a regression'): the projected ratio follows the published one."""
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    by_id = {q["id"]: q for q in points()}
+    old, new = by_id["jetstream-pt-llama-3-8b-int8"], by_id["jetstream-pt-llama-3-8b-int8-2024-07"]
+    assert (old["orchestrator"], new["orchestrator"]) == ("threaded", "interleaved")
+    published = old["tokens_per_s"] / new["tokens_per_s"]
+    projected = project_point(old, tpu).output_tok_s_per_chip / project_point(new, tpu).output_tok_s_per_chip
+    assert projected > 1.1 and projected == pytest.approx(published, rel=0.1)
+
+
+def test_jetstream_lengths_are_measured_for_the_llama_tokenizers_and_assumed_otherwise():
+    """Llama rows take the per-request means of a logged run of the same benchmark (ShareGPT through JetStream's
+    benchmark_serving.py with that tokenizer); the Gemma rows, with no such run, say ASSUMED in their note."""
+    tpu = SEQ_OVERHEAD_S["tpu"]
+    logged = {"llama-2": (220_485, 608_985, 1_999), "llama-3": (214_914, 415_416, 1_780)}
+    for p in (q for q in points() if q["file"] == "jetstream_pytorch.json"):
+        pr = project_point(p, tpu)
+        family = next((k for k in logged if p["model"].startswith(k)), None)
+        if family is None:
+            assert p["lengths_assumed"] and "lengths_source" not in p
+            assert f"ASSUMED: input {pr.input_tokens} / output {pr.output_tokens} tokens" in pr.note()
+            continue
+        tin, tout, n = logged[family]
+        assert (pr.input_tokens, pr.output_tokens) == (round(tin / n), round(tout / n))
+        assert not p["lengths_assumed"] and "pull request" in p["lengths_source"]
+        assert f"{tin:,} input and {tout:,} generated tokens" in p["lengths_source"]
+        assert p["lengths_source"] in pr.note()

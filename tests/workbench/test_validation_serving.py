@@ -100,3 +100,33 @@ def test_a_serving_miss_opens_its_note_with_miss_and_a_reason():
             assert "; SETTING: " in r.note
         else:
             assert not r.note.startswith("MISS")
+
+
+def test_littles_law_on_the_published_row_12_point_gives_four_chip_replicas():
+    from tpu_workbench.bench.projection.serving_validation import implied_chips_per_replica
+
+    # 256 users at 20 tok/s/user and the published mean TTFT: ~4-5 chips per replica, not 8 (the source's tp 4)
+    for chip, tok_s in (("TPU v7", 9364.0), ("B200", 8903.0), ("B300", 8925.0)):
+        assert 4.0 < implied_chips_per_replica(chip, tok_s) < 5.0
+    assert implied_chips_per_replica("TPU v7", 9364.0 / 2) == pytest.approx(
+        2 * implied_chips_per_replica("TPU v7", 9364.0)
+    )
+
+
+def test_the_inferencex_notes_carry_the_chunk_exact_closed_form():
+    rows = [r for r in serving_rows() if r.id in ("row 11", "row 12", "row 14")]
+    assert len(rows) == 9
+    for r in rows:
+        assert "chunk-exact closed form (serving_chunked): " in r.note
+    assert all("Little's law" in r.note for r in rows if r.id == "row 12")
+
+
+def test_the_inferencex_prices_are_the_ones_the_articles_ratios_imply():
+    from tpu_workbench.bench.projection.serving_validation import INFERENCEX_TCO
+
+    # tokens per $ ratio = (v7 tok/s / v7 $) / (gpu tok/s / gpu $): external ($1.21) and internal ($1.03) TCO
+    tput = {"TPU v7": 9364.0, "B200": 8903.0, "B300": 8925.0}
+    for chip, external, internal in (("B200", 1.504, 1.767), ("B300", 1.96, 2.302)):
+        for v7_price, ratio in ((INFERENCEX_TCO["TPU v7"], external), (1.03, internal)):
+            implied = ratio * tput[chip] * v7_price / tput["TPU v7"]
+            assert implied == pytest.approx(INFERENCEX_TCO[chip], rel=0.005)

@@ -399,9 +399,12 @@ def at_interactivity(
     output_tokens: int,
     target_tok_s_per_user: float,
     usd_per_chip_hour: float,
+    state=None,
 ) -> Priced:
     """$/M output, $/M input and $/M total tokens at the largest concurrency meeting ``target``. The chip
-    time of a step is split between output and input tokens by the decode-only share of the step time."""
+    time of a step is split between output and input tokens by the decode-only share of the step time.
+    ``state``: the closed form (default :func:`steady_state`; serving_chunked's chunk-exact one for comparison)."""
+    steady = state or steady_state
     cap = kv_capacity(m, input_tokens + output_tokens)
     none = dict(state=None, usd_per_m_output=None, usd_per_m_input=None, usd_per_m_total=None)
     if cap.infeasible:
@@ -409,15 +412,15 @@ def at_interactivity(
     lo, hi = 0, cap.max_seqs
     while lo < hi:  # tok/s/user falls as concurrency grows
         mid = (lo + hi + 1) // 2
-        if steady_state(m, input_tokens, output_tokens, mid).tok_s_per_user >= target_tok_s_per_user:
+        if steady(m, input_tokens, output_tokens, mid).tok_s_per_user >= target_tok_s_per_user:
             lo = mid
         else:
             hi = mid - 1
     if lo == 0:
-        best = steady_state(m, input_tokens, output_tokens, 1).tok_s_per_user
+        best = steady(m, input_tokens, output_tokens, 1).tok_s_per_user
         why = f"misses the SLO: even one sequence gets {best:.1f} tok/s/user < {target_tok_s_per_user:g}"
         return Priced(target_tok_s_per_user, usd_per_chip_hour, infeasible=why, **none)
-    st = steady_state(m, input_tokens, output_tokens, lo)
+    st = steady(m, input_tokens, output_tokens, lo)
     share_out = min(st.decode_only_step_s / st.step_s, 1.0)
     return Priced(
         target_tok_s_per_user,

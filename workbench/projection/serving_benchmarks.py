@@ -13,7 +13,8 @@ all of it: a dense einsum over the whole cache with a mask, jetstream_pt/layers.
 ``ServingDeployment.dense_cache_tokens``). What a source leaves open is an assumption
 named in the row's note; the per-sequence engine overhead is the vendor's, calibrated on InferenceX row 12.
 jetstream-pytorch runs JetStream's interleaved orchestrator (``orchestrator: interleaved``, see
-:func:`interleaved_state`): batch-1 prefills serialized with the generate steps, one engine per host.
+:func:`interleaved_state`): batch-1 prefills serialized with the generate steps, one engine per host; runs
+dated before JetStream's interleaved mode (2024-05-01) use its threaded orchestrator (:func:`threaded_state`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ class BenchProjection:
             ("", f"input {self.input_tokens} / output {self.output_tokens} tokens, ")
             if p.get("lengths_assumed")
             else (
+                f"input {self.input_tokens} / output {self.output_tokens} tokens per request "
+                f"({p['lengths_source']}); ",
+                "",
+            )
+            if p.get("lengths_source")
+            else (
                 f"input {self.input_tokens} tokens ({p['input_source']}), output "
                 f"{self.output_tokens} tokens/sample (log); ",
                 "",
@@ -116,10 +123,10 @@ class BenchProjection:
                 f"{self.poisson_bound:.0f} tok/s/chip ({err:+.1f} %), reported beside, not adopted "
                 "(docs/projection.md)"
             )
-        if p.get("orchestrator") == "interleaved":
+        if p.get("orchestrator") in _ORCHESTRATORS:
             return (
                 f"{head}; projected at {self.concurrency} slots/replica ({st.concurrency} on the engine), "
-                f"interleaved orchestrator ({p['orchestrator_source']}): generate step "
+                f"{p['orchestrator']} orchestrator ({p['orchestrator_source']}): generate step "
                 f"{st.decode_only_step_s * 1e3:.1f} ms, one prompt's prefill {st.ttft_s * 1e3:.1f} ms, "
                 f"{st.step_s * 1e3:.1f} ms per {st.concurrency} tokens"
             )
@@ -166,6 +173,24 @@ def interleaved_state(
     return SteadyState(b, step, g, prefill, b / step / p["chips"], b * i / o / step / p["chips"])
 
 
+def threaded_state(m: StepModel, p: dict, i: int, o: int, overhead_s: float, per_replica: int) -> SteadyState:
+    """JetStream before interleaved mode (``orchestrator: threaded``, runs before 2024-05-01): the prefill thread
+    prefills one prompt at a time (batch 1) while the generate thread steps whatever slots are filled, so the
+    generate thread's host work (``overhead_s`` per slot, the row-12 fit: ASSUMED to overlap fully) runs while
+    the chips execute the queued prefills. Per B output tokens: the generate step on the chips g_dev plus the
+    longer of the host work and the B / O prefills, g_dev + max(host, B p / O)."""
+    st = interleaved_state(m, p, i, o, overhead_s, per_replica)
+    b = st.concurrency
+    host = overhead_s * b
+    step = st.decode_only_step_s - host + max(host, b * st.ttft_s / o)
+    return SteadyState(
+        b, step, st.decode_only_step_s, st.ttft_s, b / step / p["chips"], b * i / o / step / p["chips"]
+    )
+
+
+_ORCHESTRATORS = {"interleaved": interleaved_state, "threaded": threaded_state}
+
+
 def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -> BenchProjection:
     """The scenario's throughput per chip for one published point (see the module docstring)."""
     i, o = input_tokens or p["input_tokens"], output_tokens(p)
@@ -173,8 +198,8 @@ def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -
     cap = kv_capacity(m, i + o // 2)  # a dense cache (kv_allocation 'fixed') holds cache_tokens per slot
     if cap.infeasible:
         return BenchProjection(p, i, o, None, None, None, cap.infeasible)
-    if p.get("orchestrator") == "interleaved":  # slots: the engine batch or the KV capacity, the smaller
-        st = interleaved_state(m, p, i, o, overhead_s, cap.max_seqs)
+    if p.get("orchestrator") in _ORCHESTRATORS:  # slots: the engine batch or the KV capacity, the smaller
+        st = _ORCHESTRATORS[p["orchestrator"]](m, p, i, o, overhead_s, cap.max_seqs)
         return BenchProjection(p, i, o, cap.max_seqs, st, st.output_tok_s_per_chip)
     best = cap.max_seqs
     if p["scenario"] == "server":
