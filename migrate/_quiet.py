@@ -33,6 +33,9 @@ from .prefilter import PREFILTER, needs_parse
 from .rules._helpers import all_helpers
 from .rules.base import all_rules
 
+#: Bigger files may reach the rule pass reduced or in groups (migrate.partial, migrate.groups: their module is
+#: not the whole text, and a second ``ast`` of a big text would cost memory those paths keep down): not skipped.
+_MAX_BYTES = 64_000
 #: Set to 1 to visit every node (the reference path).
 VISIT_ALL_ENV = "TPU_MIGRATE_VISIT_ALL"
 #: A word as migrate.partial's ``(?!\d)\w+`` tokens find it (or more: any start after a digit counts too).
@@ -61,7 +64,7 @@ def quiet_statements(module: cst.Module, source: str, setters: frozenset[str]) -
     """ids of the compound statements of ``module`` (parsed from ``source``, or from migrate.partial's reduced
     text of it, which keeps every kept statement on its own lines) whose lines hold nothing a rule reacts to.
     ``setters``: the qualified names of the setters transform._drop_repeat drops when repeated."""
-    if not enabled() or "\r" in source or "\f" in source:
+    if not enabled() or len(source) >= _MAX_BYTES or "\r" in source or "\f" in source:
         return set()
     try:
         tree = ast.parse(source)

@@ -199,3 +199,12 @@ def test_restated_words_cover_partials() -> None:
         assert partial._DEVICE_TEXT.search(w) is not None
         assert static.search(w) is not None
     assert static.search("x.cuda(") is not None and static.search("x. to (") is not None
+
+
+def test_files_that_may_take_the_partial_path_are_not_skipped() -> None:
+    """Their module may be a reduced text or one group (migrate.partial, migrate.groups), not ``source``."""
+    from tpu_workbench.migrate import partial
+
+    assert _quiet._MAX_BYTES <= partial.MIN_BYTES
+    source = "def quiet(a):\n    for i in a:\n        print(i)\n" * (partial.MIN_BYTES // 40 + 1)
+    assert _quiet.quiet_statements(cst.parse_module(source), source, frozenset()) == set()
