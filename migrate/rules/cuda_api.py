@@ -209,7 +209,7 @@ def _own_scope_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         n = todo.pop()
         yield n
         if n is node or not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
 
 
 def _branches(node: cst.If) -> list[cst.CSTNode]:
