@@ -219,3 +219,28 @@ def visit(node: CSTNode, visitor: Any, tick: Callable[[int, int], object] | None
     ``tick(done, total)`` is called after each top-level statement when ``node`` is a module.
     """
     return _Walker(visitor, tick).visit(node)
+
+
+_NO_PLAN = object()
+
+
+def child_nodes(node: CSTNode, skip: frozenset[type] = frozenset()) -> list[CSTNode]:
+    """``node.children`` (the same nodes in the same order) read straight from the fields: libcst's property runs a
+    visitor over the node, which costs more than the whole analysis on a large file. ``skip``: node types
+    left out (with what is under them)."""
+    plan = _PLANS.get(type(node), _NO_PLAN)
+    if plan is _NO_PLAN:
+        plan = _plan(type(node))
+    if plan is None:
+        return [c for c in node.children if type(c) not in skip]
+    out: list[CSTNode] = []
+    for name, kind in plan:
+        value = getattr(node, name)
+        if kind == "visit_sequence" or kind == "visit_body_sequence":
+            if value is not None:
+                for c in value:
+                    if type(c) not in skip:
+                        out.append(c)
+        elif value is not None and value is not MaybeSentinel.DEFAULT and type(value) not in skip:
+            out.append(value)  # (a planned field holds a node, None or MaybeSentinel.DEFAULT)
+    return out

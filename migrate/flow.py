@@ -19,14 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst import MaybeSentinel
 from libcst.metadata import GlobalScope, QualifiedNameSource
 
 from ._foreign import third_party
 from ._frameworks import FRAMEWORK_ENTRIES
 from ._scopes import scopes as _scopes
-from ._walk import _PLANS as _walk_plans
-from ._walk import _plan
+from ._walk import child_nodes as _children
 from .names import TRIVIA, node_types
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
@@ -512,31 +510,6 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         n = todo.pop()
         yield n
         todo.extend(_children(n))
-
-
-def _children(node: cst.CSTNode, skip: frozenset[type] = frozenset()) -> list[cst.CSTNode]:
-    """``node.children`` (same nodes, same order) read straight from the fields: libcst's property runs a
-    visitor over the node, which costs more than the whole analysis on a large file. ``skip``: node types
-    left out (with what is under them)."""
-    plan = _walk_plans.get(type(node), _NO_PLAN)
-    if plan is _NO_PLAN:
-        plan = _plan(type(node))
-    if plan is None:
-        return [c for c in node.children if type(c) not in skip]
-    out: list[cst.CSTNode] = []
-    for name, kind in plan:
-        value = getattr(node, name)
-        if kind == "visit_sequence" or kind == "visit_body_sequence":
-            if value is not None:
-                for c in value:
-                    if type(c) not in skip:
-                        out.append(c)
-        elif value is not None and value is not MaybeSentinel.DEFAULT and type(value) not in skip:
-            out.append(value)  # (a planned field holds a node, None or MaybeSentinel.DEFAULT)
-    return out
-
-
-_NO_PLAN = object()
 
 
 def _parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:

@@ -15,7 +15,9 @@ import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
 from ._positions import start_positions
+from ._quiet import quiet_statements
 from ._spans import SourceMap
+from ._walk import child_nodes
 from .imports import emptied_if, removable_aliases
 from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
 from .results import Diagnostic, Outcome
@@ -128,6 +130,8 @@ class MigrationTransformer(cst.CSTTransformer):
         self.string_claims: dict[int, tuple[str, Outcome, str, str | None]] = {}
         #: ``module.code`` when :meth:`finalize` computed positions (same code generation), else None.
         self.module_code: str | None = None
+        #: ids of compound statements whose children no rule can match (see migrate._quiet): not entered.
+        self._quiet: set[int] = set()
 
     # ----------------------------------------------------------------- context API for the rules
     def qname(self, node: cst.CSTNode) -> str | None:
@@ -262,7 +266,7 @@ class MigrationTransformer(cst.CSTTransformer):
                         return body[i - 1] if i else None
                 continue
             todo.extend(
-                c for c in node.children if type(c) not in _STATEMENTS and type(c) not in _EXPRESSIONS
+                c for c in child_nodes(node) if type(c) not in _STATEMENTS and type(c) not in _EXPRESSIONS
             )
         return None
 
@@ -305,6 +309,7 @@ class MigrationTransformer(cst.CSTTransformer):
             return False
         if t in _MODULE:
             self.module = node  # type: ignore[assignment]
+            self._quiet = quiet_statements(node, self.source_text, _IDEMPOTENT)  # type: ignore[arg-type]
         scope = self._scope_starts.get(id(node))
         if scope is not None:
             self._scopes.append(scope)
@@ -340,7 +345,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 self._claim_by_qname(node)  # type: ignore[arg-type]
         if id(node) in self._skip:
             self._skip_depth += 1
-        return not is_import
+        return not is_import and id(node) not in self._quiet
 
     # No per-attribute hooks: skip libcst's name-based look-up for every field.
     #: Tells migrate._walk there are no attribute hooks to call.

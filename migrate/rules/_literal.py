@@ -13,6 +13,7 @@ from typing import ClassVar
 import libcst as cst
 
 from .._foreign import third_party
+from .._walk import child_nodes
 from . import _helpers
 from ._util import code, string_body, with_body
 from .base import Context, Rule
@@ -244,7 +245,7 @@ def _walk_code(node: cst.CSTNode):
         n = todo.pop()
         yield n
         if n is node or not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
 
 
 def _walk_strings(node: cst.CSTNode):
@@ -376,7 +377,7 @@ class LiteralRule(Rule):
                     "kept; patch the graph for the TPU device by hand, or script/trace on 'tpu'",
                     value=None,
                 )
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
 
     def data_reason(self, ctx: Context) -> str | None:
         """Why this file's literals are data for some other consumer and must stay as written, or None."""

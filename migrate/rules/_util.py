@@ -6,6 +6,8 @@ import re
 
 import libcst as cst
 
+from .._walk import child_nodes
+
 _EMPTY = cst.Module(body=[])
 
 #: A plain (non-bytes, single-line) string literal: prefix, quote, body.
@@ -138,4 +140,4 @@ def pure(node: cst.CSTNode) -> bool:
         return False
     if isinstance(node, cst.Call) and not _PURE_CALL.match(full_name(node.func)):
         return False
-    return all(pure(c) for c in node.children)
+    return all(pure(c) for c in child_nodes(node))

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from .._foreign import third_party
+from .._walk import child_nodes
 from ..flow import PER_HOST
 from . import _helpers
 from ._calls import rebind, same_args
@@ -153,7 +154,7 @@ def _installs_nvidia(body: cst.BaseSuite) -> bool:
         if isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and _NVIDIA_PACKAGE.search(n.value):
             return True
         if not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
     return False
 
 
@@ -165,7 +166,7 @@ def _cuda_literals(test: cst.BaseExpression) -> list[cst.SimpleString]:
         if isinstance(n, cst.SimpleString) and _CUDA_LITERAL.fullmatch(string_body(n) or ""):
             out.append(n)
         elif not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
     return out
 
 
@@ -197,7 +198,7 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
         if isinstance(n, cst.Call):
             out.append(n)
         if n is node or not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
     return out
 
 
@@ -208,7 +209,7 @@ def _own_scope_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         n = todo.pop()
         yield n
         if n is node or not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
 
 
 def _branches(node: cst.If) -> list[cst.CSTNode]:
@@ -767,7 +768,7 @@ def _reads_cuda_version(ctx: Context, node: cst.CSTNode) -> bool:
         if type(n) is cst.Attribute and n.attr.value == "cuda" and ctx.qname(n) == "torch.version.cuda":
             return True
         if n is node or not isinstance(n, _OWN_SCOPE):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
     return False
 
 

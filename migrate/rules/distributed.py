@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from .._walk import child_nodes
 from ..flow import PER_HOST
 from . import _helpers
 from ._literal import LiteralRule, creates_group
@@ -271,7 +272,7 @@ def _kept_count_name(ctx, name: cst.Name) -> str | None:
         ):
             return code(n)
         if n is where or not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
     return None
 
 
@@ -281,7 +282,7 @@ def _calls(node: cst.CSTNode) -> list[cst.Call]:
         n = todo.pop()
         if type(n) is cst.Call:
             out.append(n)
-        todo.extend(n.children)
+        todo.extend(child_nodes(n))
     return out
 
 
