@@ -100,6 +100,7 @@ class Flow:
         self.part = part
         self.checks: list[Check] = []
         self._divisor_names: dict[str, str] | None = None
+        self._order: dict[cst.CSTNode, int] | None = None
         own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
             _code(n.value)
             for n in self.parents
@@ -150,6 +151,8 @@ class Flow:
                 bound = getattr(assignment, "node", None)
                 if bound is target or bound is binder:
                     found.extend(a.node for a in assignment.references)
+            if len(found) > 1:  # (references are a set: source order keeps the output the same run to run)
+                found.sort(key=self._source_order().__getitem__)
             return found
         if type(target) is cst.Attribute and type(target.value) is cst.Name:
             base, attr = target.value.value, target.attr.value
@@ -255,6 +258,18 @@ class Flow:
             return None
         divisors = self._divisors()
         return next((divisors[n] for t in parent.targets if (n := _last_name(t.target)) in divisors), None)
+
+    def _source_order(self) -> dict[cst.CSTNode, int]:
+        """Each node's place in a pre-order walk of the analysed part (source order); one walk per file."""
+        if self._order is None:
+            order: dict[cst.CSTNode, int] = {}
+            todo: list[cst.CSTNode] = [self.part]
+            while todo:
+                n = todo.pop()
+                order[n] = len(order)
+                todo.extend(reversed(_children(n)))
+            self._order = order
+        return self._order
 
     def _divisors(self) -> dict[str, str]:
         """Names (or attribute names) the module divides by, each with its first division; one walk per file."""
