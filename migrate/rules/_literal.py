@@ -345,22 +345,27 @@ class LiteralRule(Rule):
         accelerate's automatic placement (device_map="auto") can fill, not which device to use; renamed, "tpu"
         would take the automatic path, which places on CUDA or the CPU (never 'tpu'), while the inputs go to
         'tpu' (LLaVA's load_pretrained_model). Kept and flagged."""
-        if type(node.test) is not cst.Comparison or not any(_sets_device_map(b) for b in _branches_of(node)):
+        if type(node.test) is not cst.Comparison:
             return
-        for s in (
+        # The test's device strings first (a few nodes): only then walk both branches for a device_map write
+        # (every `if` of a file, nested ones again and again, was walked for nothing before).
+        strings = [
             p
             for part in (node.test.left, *(c.comparator for c in node.test.comparisons))
             for p in _walk_strings(part)
-        ):
-            if self.new_body(string_body(s)) is not None:
-                ctx.claim_string(
-                    s,
-                    COMPARISON_CODE,
-                    "flagged",
-                    f"'{string_body(s)}' here picks accelerate's automatic placement (device_map='auto'), which "
-                    "fills CUDA or the CPU, never 'tpu': kept, so that 'tpu' takes the explicit placement",
-                    value=None,
-                )
+            if self.new_body(string_body(p)) is not None
+        ]
+        if not strings or not any(_sets_device_map(b) for b in _branches_of(node)):
+            return
+        for s in strings:
+            ctx.claim_string(
+                s,
+                COMPARISON_CODE,
+                "flagged",
+                f"'{string_body(s)}' here picks accelerate's automatic placement (device_map='auto'), which "
+                "fills CUDA or the CPU, never 'tpu': kept, so that 'tpu' takes the explicit placement",
+                value=None,
+            )
 
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:

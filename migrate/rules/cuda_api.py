@@ -226,11 +226,22 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
     fn = defs[-1] if defs and type(defs[-1]) is cst.FunctionDef else None
     if fn is None:
         return None
-    assigns = [n for n in _own_scope_walk(fn.body) if type(n) is cst.Assign]
+    # The function's assignments and ifs, walked once per function (not twice per guarded `if` in it).
+    walks: dict[int, tuple[cst.FunctionDef, list[cst.Assign], list[cst.If]]]
+    walks = ctx.scratch.setdefault("cuda-twin-walks", {})  # type: ignore[assignment]
+    walked = walks.get(id(fn))
+    if walked is None or walked[0] is not fn:
+        nodes = list(_own_scope_walk(fn.body))
+        walked = walks[id(fn)] = (
+            fn,
+            [n for n in nodes if type(n) is cst.Assign],
+            [n for n in nodes if type(n) is cst.If],
+        )
+    assigns = walked[1]
     bound, read_here = _derived(assigns, _bound_names(ctx, node)), _read_names(node)
     preds = {ctx.qname(c.func) for c in guards}
-    for other in _own_scope_walk(fn.body):
-        if type(other) is not cst.If or other is node:
+    for other in walked[2]:
+        if other is node:
             continue
         if not any(ctx.qname(c.func) in preds for c in _calls_in(other.test)):
             continue
