@@ -9,8 +9,8 @@ a hooked method's name, a helper's name) or a name an import binds to a rule's n
 visits and leaves the quiet statement itself (every hook for its own type runs as before), but not its
 children: nothing inside could match a rule, so nothing inside changes and nothing is reported.
 
-The words are migrate.partial's (``_rule_words``, ``_aliases``, ``_DEVICE_TEXT``, ``_methods``), restated here
-because partial imports transform, which imports this module; a differential test runs both passes.
+The words are migrate.keep_words', the same list migrate.partial selects statements by; a differential test
+runs both passes.
 
 Line spans come from Python's ``ast`` of the same text, paired with libcst's statements by position; any
 doubt (the pairing does not match exactly, a star import, ``\\r`` line ends) answers an empty set and every
@@ -28,10 +28,9 @@ from functools import lru_cache
 
 import libcst as cst
 
+from . import keep_words
 from .flow import _ALIAS, _WORTH
-from .prefilter import PREFILTER, needs_parse
-from .rules._helpers import all_helpers
-from .rules.base import all_rules
+from .prefilter import PREFILTER
 
 #: Bigger files may reach the rule pass reduced or in groups (migrate.partial, migrate.groups: their module is
 #: not the whole text, and a second ``ast`` of a big text would cost memory those paths keep down): not skipped.
@@ -87,11 +86,11 @@ def _hit_lines(source: str, tree: ast.Module, setters: frozenset[str]) -> list[i
     starts = [0]
     for ln in lines[:-1]:
         starts.append(starts[-1] + len(ln) + 1)
-    mine = _aliases(tree, source, starts)
-    if mine is None:
+    found = keep_words.aliases(keep_words.import_nodes(tree, source, starts))
+    if found is None:
         return None  # a star import: names come from elsewhere
     hit = bytearray(len(lines) + 1)
-    mine |= set(_ALIAS.findall(source))
+    mine = found[0] | set(_ALIAS.findall(source))
     regexes = [_static(setters)]
     if mine:
         regexes.append(re.compile(_WHOLE + "|".join(map(re.escape, sorted(mine))) + r")(?!\w)"))
@@ -108,83 +107,21 @@ def _hit_lines(source: str, tree: ast.Module, setters: frozenset[str]) -> list[i
     return out
 
 
-#: Words generic rule hooks react to without a trigger or a rule's name (migrate.partial._HOOK_WORDS).
-_HOOK_WORDS = frozenset({"add_argument"})
-#: Device and backend names in any case inside any word (migrate.partial._DEVICE_TEXT).
-_DEVICE_TEXT = r"cuda|nccl|cudnn|xla|tpu|nvidia|device_map"
-_IMPORT = re.compile(r"\bimport\b")
-
-
-@lru_cache(maxsize=1)
-def _keys() -> tuple[frozenset[str], frozenset[str]]:
-    keys: set[str] = set()
-    prefixes: set[str] = set()
-    for r in all_rules():
-        keys.update(r.calls, r.statements, r.refs)
-        prefixes.update(r.ref_prefixes)
-    return frozenset(keys), frozenset(prefixes)
-
-
 @lru_cache(maxsize=2)
 def _static(setters: frozenset[str]) -> re.Pattern[str]:
     """One regex for every file-independent reason to enter a statement (see the module docstring): every
     prefilter trigger's word, ``import``, a device text, the flow layer's check words, a call of a hooked
     method, a rule's word or a helper's name as a whole word."""
-    keys, prefixes = _keys()
-    words = set(_HOOK_WORDS) | {q.rsplit(".", 1)[-1] for q in setters}
-    words.update(q.rsplit(".", 1)[-1] for q in keys | prefixes if not needs_parse(q))
-    words.update(h.name for h in all_helpers())
-    methods = sorted({m for r in all_rules() for m in r.methods})
+    words = keep_words.rule_words(setters) | keep_words.helper_names()
     parts = [
         *(re.escape(w) for w, _rx in PREFILTER),
         "import",
-        "(?i:" + _DEVICE_TEXT + ")",
+        "(?i:" + keep_words.DEVICE_TEXT + ")",
         _WORTH.pattern,
-        r"\.\s*(?:" + "|".join(map(re.escape, methods)) + r")\s*\(",
+        keep_words.methods_pattern(),
         _WHOLE + "|".join(map(re.escape, sorted(words))) + r")(?!\w)",
     ]
     return re.compile("|".join(f"(?:{p})" for p in parts))
-
-
-def _aliases(tree: ast.Module, source: str, starts: list[int]) -> set[str] | None:
-    """Names imports bind to a rule's qualified name, one under a rule's prefix, or one holding a trigger
-    (migrate.partial._aliases); None for a star import."""
-    keys, prefixes = _keys()
-    out: set[str] = set()
-
-    def add(bound: str, qname: str) -> None:
-        if (
-            qname in keys
-            or qname in prefixes
-            or any(qname.startswith(p + ".") for p in prefixes)
-            or needs_parse(qname)
-        ):
-            out.add(bound)
-
-    for node in _import_nodes(tree, source, starts):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                add(a.asname, a.name) if a.asname else add(a.name.split(".")[0], a.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):
-            if any(a.name == "*" for a in node.names):
-                return None
-            if not node.level and node.module:
-                for a in node.names:
-                    add(a.asname or a.name, f"{node.module}.{a.name}")
-    return out
-
-
-def _import_nodes(tree: ast.Module, source: str, starts: list[int]) -> list[ast.AST]:
-    """Every import statement: the top-level ones, and those inside a statement whose text says ``import``."""
-    out: list[ast.AST] = []
-    for s in tree.body:
-        if type(s) in (ast.Import, ast.ImportFrom):
-            out.append(s)
-        elif s.end_lineno is not None:
-            end = starts[s.end_lineno] if s.end_lineno < len(starts) else len(source)
-            if _IMPORT.search(source, starts[s.lineno - 1], end):
-                out.extend(n for n in ast.walk(s) if type(n) in (ast.Import, ast.ImportFrom))
-    return out
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -42,10 +42,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import keep_words
 from .flow import _ALIAS, _WORTH
-from .prefilter import PREFILTER, needs_parse
-from .rules._helpers import all_helpers
-from .rules.base import all_rules
+from .prefilter import PREFILTER
 from .transform import _IDEMPOTENT  # (a setter repeated on the next line is dropped: transform._drop_repeat)
 
 #: Set to 1 to migrate every file whole (the reference path).
@@ -58,7 +57,7 @@ MIN_HIDDEN_SHARE = 0.15
 MIN_BYTES = 64_000
 
 _WORD = re.compile(r"(?!\d)\w+")
-_IMPORT = re.compile(r"\bimport\b")
+_IMPORT = keep_words.IMPORT
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _BUILTINS = frozenset(dir(builtins))
@@ -154,36 +153,24 @@ class _Unit:
 
 
 #: Words that generic rule hooks react to without a trigger or a rule's qualified name in the statement.
-_HOOK_WORDS = frozenset({"add_argument"})
+_HOOK_WORDS = keep_words.HOOK_WORDS
 #: Device and backend names in any case and any word (``'CUDAExecutionProvider'``, ``use_nccl``): rules read
 #: strings and names more widely than the prefilter's triggers, so any statement holding one is parsed.
-_DEVICE_TEXT = re.compile(r"(?i)cuda|nccl|cudnn|xla|tpu|nvidia|device_map")
+_DEVICE_TEXT = re.compile("(?i)" + keep_words.DEVICE_TEXT)
 
 
 @lru_cache(maxsize=1)
 def _rule_words() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
     """The rules' qualified names (calls, statements, refs), their prefixes, the words a statement naming one
-    of them must hold (last parts, hooked method names, _HOOK_WORDS), and the helpers' names."""
-    keys: set[str] = set()
-    prefixes: set[str] = set()
-    words: set[str] = set(_HOOK_WORDS) | {q.rsplit(".", 1)[-1] for q in _IDEMPOTENT}
-    for r in all_rules():
-        keys.update(r.calls, r.statements, r.refs)
-        prefixes.update(r.ref_prefixes)
-    # a chain naming a key that holds a trigger holds the trigger itself (or an alias: see _aliases)
-    words.update(q.rsplit(".", 1)[-1] for q in keys | prefixes if not _trigger(q))
-    return frozenset(keys), frozenset(prefixes), frozenset(words), frozenset(h.name for h in all_helpers())
+    of them must hold (see migrate.keep_words.rule_words), and the helpers' names."""
+    keys, prefixes = keep_words.rule_keys()
+    words = keep_words.rule_words(_IDEMPOTENT)
+    return keys, prefixes, frozenset(words), keep_words.helper_names()
 
 
 @lru_cache(maxsize=1)
 def _methods() -> re.Pattern[str]:
-    """A call of a method some rule hooks by its name (``x.to(3)``): a dot, the name, a parenthesis."""
-    names = sorted({m for r in all_rules() for m in r.methods})
-    return re.compile(r"\.\s*(?:" + "|".join(map(re.escape, names)) + r")\s*\(")
-
-
-def _trigger(text: str) -> bool:
-    return needs_parse(text)
+    return re.compile(keep_words.methods_pattern())
 
 
 @dataclass
@@ -227,8 +214,8 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     ]
     if _at_most(source, starts, units, hits) < MIN_HIDDEN_SHARE * len(source):
         return None  # (decided before the costlier tests: most files end here)
-    keys, prefixes, words, helpers = _rule_words()
-    found = _aliases(_import_nodes(tree, source, starts), keys, prefixes)
+    _keys, _prefixes, words, helpers = _rule_words()
+    found = keep_words.aliases(keep_words.import_nodes(tree, source, starts))
     if found is None:
         return None
     aliases, imported = found
@@ -413,51 +400,6 @@ def _reaches_out(stmts: list[ast.stmt]) -> bool:
                 if not (type(v) is ast.Name and v.id in ("self", "cls")):
                     return True
     return False
-
-
-def _import_nodes(tree: ast.Module, source: str, starts: list[int]) -> Iterable[ast.AST]:
-    """Every import statement: the top-level ones, and those inside a statement whose text says ``import``."""
-    for s in tree.body:
-        if type(s) in (ast.Import, ast.ImportFrom):
-            yield s
-        elif s.end_lineno is not None:
-            end = starts[s.end_lineno] if s.end_lineno < len(starts) else len(source)
-            if _IMPORT.search(source, starts[s.lineno - 1], end):
-                yield from (n for n in ast.walk(s) if type(n) in (ast.Import, ast.ImportFrom))
-
-
-def _aliases(
-    nodes: Iterable[ast.AST], keys: frozenset[str], prefixes: frozenset[str]
-) -> tuple[set[str], set[str]] | None:
-    """Names imports bind to a rule's qualified name (or one under a rule's prefix, or one holding a trigger),
-    and every name any import binds; None for a star import. A use of any other imported name that
-    resolves to a rule's name holds that name's last part."""
-    out: set[str] = set()
-    every: set[str] = set()
-
-    def add(bound: str, qname: str) -> None:
-        every.add(bound)
-        if (
-            qname in keys
-            or qname in prefixes
-            or any(qname.startswith(p + ".") for p in prefixes)
-            or _trigger(qname)
-        ):
-            out.add(bound)
-
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                add(a.asname, a.name) if a.asname else add(a.name.split(".")[0], a.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):
-            if any(a.name == "*" for a in node.names):
-                return None
-            if not node.level and node.module:
-                for a in node.names:
-                    add(a.asname or a.name, f"{node.module}.{a.name}")
-            else:
-                every.update(a.asname or a.name for a in node.names)
-    return out, every
 
 
 def _units(body: list[ast.stmt]) -> list[_Unit] | None:

@@ -186,7 +186,7 @@ def test_child_nodes_are_libcsts_children(source: str) -> None:
 
 
 def test_restated_words_cover_partials() -> None:
-    """migrate._quiet restates migrate.partial's words (an import cycle forbids importing them): every word
+    """migrate._quiet and migrate.partial read one word list (migrate.keep_words): every word
     partial keeps a statement for makes a line a hit here too."""
     from tpu_workbench.migrate import partial
     from tpu_workbench.migrate.transform import _IDEMPOTENT
