@@ -1,7 +1,10 @@
 """Published serving-throughput benchmarks projected with the serving model, from data files in published/:
 
 - ``mlperf_inference.json``: MLPerf Inference v4.1 llama2-70b, offline and server, on NVIDIA GPUs;
-- ``jetstream_pytorch.json``: jetstream-pytorch on one TPU v5e-8 host, all prompts sent at once.
+- ``jetstream_pytorch.json``: jetstream-pytorch on one TPU v5e-8 host, all prompts sent at once;
+- ``tpu_recipes.json``: HELD-OUT rows (added after the model was shaped, nothing fitted on them): vLLM on
+  Ironwood from AI-Hypercomputer/tpu-recipes, a closed-loop benchmark_serving run (``scenario: closed_loop``,
+  :func:`closed_loop_run`) simulated request by request, drain included.
 
 Each file has ``defaults`` merged under every point. Offline (no latency limit): the saturated replica at the
 most sequences it can hold, i.e. the engine's batch from the run's config or the KV capacity, whichever is
@@ -20,11 +23,14 @@ dated before JetStream's interleaved mode (2024-05-01) use its threaded orchestr
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tpu_workbench.bench.projection.requests import Request
 from tpu_workbench.bench.projection.serving import (
+    HBM_UTILIZATION,
     ServingDeployment,
     SteadyState,
     StepModel,
@@ -32,10 +38,11 @@ from tpu_workbench.bench.projection.serving import (
     steady_state,
 )
 from tpu_workbench.bench.projection.serving_queue import server_bound
+from tpu_workbench.bench.projection.serving_sim import SimResult, simulate
 from tpu_workbench.bench.projection.shape import load_hf_config
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published"
-FILES = ("mlperf_inference.json", "jetstream_pytorch.json")
+FILES = ("mlperf_inference.json", "jetstream_pytorch.json", "tpu_recipes.json")
 SERVER_TTFT_S, SERVER_TPOT_S = 2.0, 0.2
 MAX_BATCH_UNSTATED = 4096  # where the config gives no engine batch: the KV capacity decides
 
@@ -69,6 +76,8 @@ class BenchProjection:
     why_none: str | None = None
     # server scenario: serving_queue's p99-TTFT bound under Poisson arrivals, reported beside (not adopted)
     poisson_bound: float | None = None
+    # closed_loop scenario: the simulated run
+    sim: SimResult | None = None
 
     @property
     def published_per_chip(self) -> float:
@@ -114,6 +123,14 @@ class BenchProjection:
         head += "".join(f"; {p[k]}" for k in ("setting_note", "unit_note") if p.get(k))
         if self.why_none:
             return f"{self.why_none}; {head}"
+        if self.sim is not None:
+            r = self.sim
+            return (
+                f"HELD-OUT (nothing fitted on it); {head}; {p['setting']}; lengths: {p['lengths_source']}; "
+                f"simulated {len(r.e2e_s)} requests (serving_sim, mean {r.input_tokens / len(r.e2e_s):.0f} in / "
+                f"{r.output_tokens / len(r.e2e_s):.0f} out) at most {self.concurrency} running: makespan "
+                f"{r.makespan_s:.1f} s, median TPOT {1e3 * sorted(r.tpot_s)[len(r.tpot_s) // 2]:.1f} ms"
+            )
         st = self.state
         lim = "; server limits on closed-form means (MLPerf bounds p99)" if p["scenario"] == "server" else ""
         if self.poisson_bound:
@@ -149,6 +166,8 @@ def _model(p: dict, overhead_s: float) -> StepModel:
         seq_overhead_s=overhead_s,
         dense_cache_tokens=p["cache_tokens"] if p["kv_allocation"] == "fixed" else 0,
         weight_only=bool(p.get("weight_only")),
+        block_tokens=p.get("block_tokens", ServingDeployment.block_tokens),
+        hbm_utilization=p.get("hbm_utilization", HBM_UTILIZATION),
     )
     return StepModel.build(cfg, d, shape=shape)
 
@@ -191,8 +210,40 @@ def threaded_state(m: StepModel, p: dict, i: int, o: int, overhead_s: float, per
 _ORCHESTRATORS = {"interleaved": interleaved_state, "threaded": threaded_state}
 
 
+def random_requests(p: dict, seed: int = 0) -> list[Request]:
+    """benchmark_serving's random dataset: ``num_prompts`` requests, input and output lengths each uniform on
+    the integers [floor(r x), x] for x = ``input_tokens`` / ``output_tokens`` and r = ``random_range_ratio``."""
+    rng, r = random.Random(seed), p["random_range_ratio"]
+    i, o = int(p["input_tokens"]), int(p["output_tokens"])
+    return [
+        Request(0.0, rng.randint(int(r * i), i), rng.randint(int(r * o), o)) for _ in range(p["num_prompts"])
+    ]
+
+
+def closed_loop_run(p: dict, overhead_s: float) -> BenchProjection:
+    """``scenario: closed_loop``: benchmark_serving with ``max_concurrency`` clients sending ``num_prompts``
+    requests (request rate inf, --ignore-eos), simulated step by step on one replica (serving_sim): the
+    published figure is total output tokens over the run's duration, so the drain at the end counts."""
+    m = _model(p, overhead_s)
+    reqs = random_requests(p)
+    longest = max(r.input_tokens + r.output_tokens for r in reqs)
+    i, o = (round(sum(getattr(r, k) for r in reqs) / len(reqs)) for k in ("input_tokens", "output_tokens"))
+    cap = kv_capacity(m, longest)
+    if cap.infeasible:
+        return BenchProjection(p, i, o, None, None, None, cap.infeasible)
+    run = simulate(m, reqs, clients=p["max_concurrency"])
+    running = min(p["engine_batch"], p["max_concurrency"])
+    tput = run.output_tokens / run.makespan_s / p["chips"]
+    return BenchProjection(p, i, o, running, None, tput, sim=run)
+
+
+_SCENARIOS = {"closed_loop": closed_loop_run}
+
+
 def project_point(p: dict, overhead_s: float, input_tokens: int | None = None) -> BenchProjection:
     """The scenario's throughput per chip for one published point (see the module docstring)."""
+    if p["scenario"] in _SCENARIOS:
+        return _SCENARIOS[p["scenario"]](p, overhead_s)
     i, o = input_tokens or p["input_tokens"], output_tokens(p)
     m = _model(p, overhead_s)
     cap = kv_capacity(m, i + o // 2)  # a dense cache (kv_allocation 'fixed') holds cache_tokens per slot
