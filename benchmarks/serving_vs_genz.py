@@ -101,14 +101,29 @@ def genz_throughput(api, chip, tok_s_per_user: float) -> float | None:
     return best
 
 
+def _moe_fields(c) -> dict:
+    """GenZ's MoE fields for a mixture-of-experts config (none for a dense one): routed experts, top-k, expert
+    width and shared experts, as in our shape (GenZ then reads top-k experts' weights per token, not all)."""
+    if not c.n_experts:
+        return {}
+    out = {
+        "num_experts": c.n_experts,
+        "expert_top_k": c.top_k,
+        "moe_intermediate_size": c.moe_ffn_dim,
+    }
+    if c.n_shared_experts:
+        out |= {"n_shared_experts": c.n_shared_experts, "shared_expert_intermediate_size": c.moe_ffn_dim}
+    return out
+
+
 def genz_bench(api, pr, chip) -> float | None:
-    """A published serving benchmark (MLPerf / jetstream-pytorch row) in GenZ: the same dense model, chip,
-    precision and tensor parallelism, decode steps at our concurrency and decode context, each sequence's
+    """A published serving benchmark (MLPerf / jetstream-pytorch / tpu-recipes row) in GenZ: the same model
+    (MoE fields included; linear-attention layers as GQA), chip, precision and tensor parallelism, decode steps at our concurrency and decode context, each sequence's
     prompt prefilled in a GenZ prefill pass spread over its outputs -> output tok/s per chip. GenZ's
     ``Flops`` is its bf16 figure (it scales by precision itself)."""
     decode, prefill, ModelConfig = api
-    m, p = pr.state, pr.point
-    if m is None:
+    p = pr.point
+    if pr.concurrency is None:  # no projection of ours (the setting does not fit): nothing to set GenZ to
         return None
     c, _ = load_hf_config(PUBLISHED / "models" / p["model"])
     model = ModelConfig(
@@ -120,6 +135,7 @@ def genz_bench(api, pr, chip) -> float | None:
         num_attention_heads=c.n_heads,
         head_dim=c.head_dim,
         num_key_value_heads=c.n_kv_heads,
+        **_moe_fields(c),
     )
     sysd = _system(chip)
     bits = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "int8"}[p["precision"]]
