@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tpu_workbench.bench.catalog import Catalog, load_catalog
 from tpu_workbench.bench.projection.calibration import vs_published
+from tpu_workbench.bench.projection.engine_costs import INFERENCEX_ENGINE, step_overhead_s
 from tpu_workbench.bench.projection.model import project
 from tpu_workbench.bench.projection.serving import (
     ServingDeployment,
@@ -96,6 +97,7 @@ def _model(chip: str, overhead: float) -> StepModel:
         max_batch=512,
         chunk_tokens=8192,
         seq_overhead_s=overhead,
+        step_overhead_s=step_overhead_s(INFERENCEX_ENGINE[chip]),
     )
     return StepModel.build(cfg, d, shape=shape)
 
