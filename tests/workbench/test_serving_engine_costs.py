@@ -76,3 +76,15 @@ def test_inferencex_models_carry_their_engines_cost():
 def test_replace_keeps_the_field():
     d = replace(ServingDeployment("TPU v6e"), step_overhead_s=0.001)
     assert d.step_overhead_s == 0.001
+
+
+def test_probe_at_the_registry_cost_reproduces_the_table():
+    """The probe (benchmarks/serving_step_cost_probe.py) at the engines' sourced cost is the table itself."""
+    from tpu_workbench.bench.projection.serving_validation import inferencex_errors, serving_rows
+
+    table = {(r.id, r.chip): r.error_pct for r in serving_rows() if r.id in ("row 11", "row 12", "row 14")}
+    probe = inferencex_errors(
+        step_s={v: step_overhead_s(e) for v, e in (("tpu", "vllm-tpu"), ("gpu", "sglang"))}
+    )
+    for key, err in table.items():
+        assert probe[key] == pytest.approx(err, abs=0.05), key

@@ -85,8 +85,9 @@ class Row:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@lru_cache(maxsize=16)
-def _model(chip: str, overhead: float) -> StepModel:
+@lru_cache(maxsize=64)
+def _model(chip: str, overhead: float, step_s: float | None = None) -> StepModel:
+    """``step_s``: the engine's host cost per step; None = the chip's engine in engine_costs.py (sourced)."""
     cfg, shape = load_hf_config(MODELS / "qwen3.5-397b-a17b.json")
     d = ServingDeployment(
         chip,
@@ -97,13 +98,17 @@ def _model(chip: str, overhead: float) -> StepModel:
         max_batch=512,
         chunk_tokens=8192,
         seq_overhead_s=overhead,
-        step_overhead_s=step_overhead_s(INFERENCEX_ENGINE[chip]),
+        step_overhead_s=step_overhead_s(INFERENCEX_ENGINE[chip]) if step_s is None else step_s,
     )
     return StepModel.build(cfg, d, shape=shape)
 
 
-def model_for(chip: str, overheads: dict[str, float] | None = None) -> StepModel:
-    return _model(chip, (overheads or SEQ_OVERHEAD_S)[vendor_of(chip)])
+def model_for(
+    chip: str, overheads: dict[str, float] | None = None, step_s: dict[str, float] | None = None
+) -> StepModel:
+    """The InferenceX setting on ``chip``; ``step_s`` (per vendor) overrides the engine registry (probes)."""
+    v = vendor_of(chip)
+    return _model(chip, (overheads or SEQ_OVERHEAD_S)[v], None if step_s is None else step_s[v])
 
 
 # $/chip-hr the article's dollars use: external TPU TCO $1.21 (row 11) against "B200/B300 TCO for a hyperscaler
@@ -141,14 +146,17 @@ def _at_e2e(m: StepModel, e2e_s: float, state=None):
     return best
 
 
-def fit_seq_overhead(vendor: str, catalog: Catalog | None = None, state=None) -> float:
+def fit_seq_overhead(
+    vendor: str, catalog: Catalog | None = None, state=None, step_s: float | None = None
+) -> float:
     """Bisect the per-sequence step overhead so the calibration row's tok/s/chip is met at 20 tok/s/user
-    (``state``: the closed form, default the fluid :func:`steady_state`)."""
+    (``state``: the closed form, default the fluid :func:`steady_state`; ``step_s``: the host cost per step,
+    default the engine registry's)."""
     _, chip, target = CALIBRATION_ROWS[vendor]
     lo, hi = 0.0, 1e-3
     for _ in range(40):
         mid = (lo + hi) / 2
-        got = _throughput_at(_model(chip, mid), 20.0, state) or 0.0
+        got = _throughput_at(_model(chip, mid, step_s), 20.0, state) or 0.0
         lo, hi = (mid, hi) if got > target else (lo, mid)
     return (lo + hi) / 2
 
@@ -164,9 +172,10 @@ class _Ctx:
     catalog: Catalog
     overheads: dict[str, float]
     state: Callable | None = None  # the closed form; None = serving.steady_state
+    step_s: dict[str, float] | None = None  # host cost per step per vendor; None = the engine registry
 
     def model(self, chip: str) -> StepModel:
-        return model_for(chip, self.overheads)
+        return model_for(chip, self.overheads, self.step_s)
 
     def price(self, chip: str) -> float:
         return _price(chip, self.catalog)
@@ -538,4 +547,22 @@ def vs_published_json(assumptions=None, catalog=None) -> dict:
             "and GPU_FP8_CALIBRATION_POINT (GPU fp8)",
             "serve": {v: f"seq_overhead_s on {row} {chip}" for v, (row, chip, _) in CALIBRATION_ROWS.items()},
         },
+    }
+
+
+def inferencex_errors(
+    state=None, step_s: dict[str, float] | None = None
+) -> dict[tuple[str, str], float | None]:
+    """Every InferenceX row's error (%) with a given closed form and host cost per step per vendor, the
+    per-sequence overhead re-fitted on row 12 for each (a probe of what a per-step engine cost would do;
+    the table itself takes its per-step cost from engine_costs.py)."""
+    ov = {
+        v: fit_seq_overhead(v, state=state, step_s=None if step_s is None else step_s[v])
+        for v in ("tpu", "gpu")
+    }
+    c = _Ctx(load_catalog(), ov, state, step_s)
+    return {
+        (spec.row, chip if not spec.versus else f"TPU v7 vs {chip}"): _err(spec.project(chip, c), pub)
+        for spec in SERVE_SPECS
+        for chip, pub in spec.published
     }
