@@ -332,9 +332,11 @@ MISS_WHY = {
     "row 11": "compensating errors (docs/projection.md, InferenceX): the fluid closed form spreads B·I/O prompt "
     "tokens over every step, which at ~10-20 users reads most experts each step and doubles the TPOT against "
     "the simulation (the chunk-exact form, in the note, agrees with it and is far under-priced); what it "
-    "offsets is an engine cost per step beyond the roofline at low concurrency (~5 ms at the published point) "
-    "that the per-sequence overhead fitted at concurrency 256 does not give; not fitted: one calibration "
-    "point per vendor",
+    "offsets is a cost per step beyond the roofline at low concurrency (~5 ms at the published point) "
+    "that the per-sequence overhead fitted at concurrency 256 does not give; it is not the engines' host "
+    "work, which SGLang and vLLM-TPU overlap with the device step by their own sources (engine_costs.json: "
+    "exposed 0), so device-side (hypothesis: small-batch kernel and MoE dispatch costs); not fitted: one "
+    "calibration point per vendor",
     "row 14": "the published TPOT at the 20 s point (~21 ms at ~33 users on 4 chips by Little's law) is ~9 ms "
     "above the roofline there, more than the per-sequence overhead fitted at concurrency 256 adds, so the "
     "20 s budget admits more concurrency here than there: under-priced (hypothesis, not fitted; the closed "
