@@ -56,6 +56,8 @@ class ServingDeployment:
     block_tokens: int = 16
     hbm_utilization: float = HBM_UTILIZATION
     seq_overhead_s: float = 0.0  # engine time per running sequence per step beyond the roofline (fitted)
+    # the engine's exposed host time per step, whatever its batch (engine_costs.py: sourced, 0 where overlapped)
+    step_overhead_s: float = 0.0
     # > 0: a dense KV cache of this many positions preallocated per slot and attended over whole every decode
     # step with a mask (jetstream-pytorch); 0: paged, a decode reads only its sequence's positions
     dense_cache_tokens: int = 0
@@ -128,9 +130,9 @@ class StepModel:
         """Seconds of one step of the whole replica: ``decode_seqs`` sequences at a mean context
         ``decode_context`` each emit one token, and ``prefill_tokens`` prompt tokens after ``prefill_context``
         cached ones are prefilled. With ``pp`` stages the batch runs as ``pp`` micro-batches, so a token of
-        one sequence takes ``pp`` stage steps."""
+        one sequence takes ``pp`` stage steps; the engine's host cost per step (``step_overhead_s``) once."""
         pp = self.deployment.pp
-        return pp * _stage_time(
+        return self.deployment.step_overhead_s + pp * _stage_time(
             self,
             round(decode_seqs / pp, 3),
             round(decode_context),
