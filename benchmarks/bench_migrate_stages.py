@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("root", help="a folder of .py files")
     p.add_argument("--profile", type=int, default=0, metavar="ROWS", help="also cProfile the migrations")
+    p.add_argument("--profile-out", default="", metavar="FILE", help="also write the cProfile stats to FILE")
     p.add_argument(
         "--check-jobs", default="", metavar="N,N", help="also time `tpu-migrate --check` with these --jobs"
     )
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     passed_bytes = sum(len(t) for _, t in passed)
     ast_s = sum(_cpu(python_tree, t) for _, t in passed)
     parse_s = sum(_cpu(cst.parse_module, t) for _, t in passed)
-    prof = cProfile.Profile() if args.profile else None
+    prof = cProfile.Profile() if args.profile or args.profile_out else None
     if prof is not None:
         prof.enable()
     migrate_s = sum(_cpu(migrate_text, t, p) for p, t in passed)
@@ -92,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  their migration {migrate_s:.1f} s = {migrate_s / max(parse_s, 1e-9):.1f}x their parse, "
         f"{(migrate_s + prefilter) / max(bare_all, 1e-9):.2f}x the bare parse of all (target <= 0.5x)"
     )
-    if prof is not None:
+    if prof is not None and args.profile:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
+    if prof is not None and args.profile_out:
+        prof.dump_stats(args.profile_out)
     if args.check_jobs:
         print(f"bare libcst parse of all: {bare_wall:.1f} s wall, {bare_all:.1f} s CPU (one process)")
         for jobs in (int(j) for j in args.check_jobs.split(",")):

@@ -59,16 +59,21 @@ def enabled() -> bool:
     return os.environ.get(VISIT_ALL_ENV, "") not in ("1", "true", "yes")
 
 
-def quiet_statements(module: cst.Module, source: str, setters: frozenset[str]) -> set[int]:
+def quiet_statements(
+    module: cst.Module, source: str, setters: frozenset[str], tree: ast.Module | None = None
+) -> set[int]:
     """ids of the compound statements of ``module`` (parsed from ``source``, or from migrate.partial's reduced
     text of it, which keeps every kept statement on its own lines) whose lines hold nothing a rule reacts to.
-    ``setters``: the qualified names of the setters transform._drop_repeat drops when repeated."""
+    ``setters``: the qualified names of the setters transform._drop_repeat drops when repeated. ``tree``:
+    ``ast.parse(source)`` when the caller already has it (migrate.source parses every file once with ``ast``;
+    a second parse here cost ~5 % of a check)."""
     if not enabled() or len(source) >= _MAX_BYTES or "\r" in source or "\f" in source:
         return set()
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return set()
     spans: list[tuple[int, int, int]] = []  # (id, first line, last line)
     if not _pair(module.body, tree.body, spans):
         return set()

@@ -245,7 +245,7 @@ def _migrate_parsed(source: str, path: str, codes: tuple[str, ...], watch: Watch
         if restored is not None:
             return MigrationResult(restored, restored != source, res.diagnostics)
         tree = python_tree(source)[0]
-    return _migrate_text(source, source, tree, path, codes, watch)
+    return _migrate_text(source, source, tree, path, codes, watch, whole=True)
 
 
 def _migrate_groups(
@@ -415,11 +415,19 @@ def _assemble(
 
 
 def _migrate_text(
-    source: str, text: str, tree: ast.Module | None, path: str, codes: tuple[str, ...], watch: Watch
+    source: str,
+    text: str,
+    tree: ast.Module | None,
+    path: str,
+    codes: tuple[str, ...],
+    watch: Watch,
+    *,
+    whole: bool = False,
 ) -> MigrationResult:
     """Migrate ``text``: ``source`` itself, or its reduced form (see migrate.partial) whose hidden statements
-    no rule can touch; rules read whole-file facts from ``source``, libcst parses ``text`` only."""
-    module, new, transformer, smap = _rule_pass(source, text, tree, path, codes, watch)
+    no rule can touch; rules read whole-file facts from ``source``, libcst parses ``text`` only. ``whole``:
+    ``text`` is ``source`` and ``tree`` (when not None) is :func:`python_tree`'s full tree of it."""
+    module, new, transformer, smap = _rule_pass(source, text, tree, path, codes, watch, whole=whole)
     diagnostics = transformer.diagnostics
     if new is module:  # no rule changed anything (the walk returns the very same tree)
         return MigrationResult(text, False, _sorted(diagnostics))
@@ -439,9 +447,18 @@ def _migrate_text(
 
 
 def _rule_pass(
-    source: str, text: str, tree: ast.Module | None, path: str, codes: tuple[str, ...], watch: Watch
+    source: str,
+    text: str,
+    tree: ast.Module | None,
+    path: str,
+    codes: tuple[str, ...],
+    watch: Watch,
+    *,
+    whole: bool = False,
 ) -> tuple[cst.Module, cst.Module, MigrationTransformer, SourceMap]:
-    """Parse ``text``, run the rules (and the device-check passes), locate the findings."""
+    """Parse ``text``, run the rules (and the device-check passes), locate the findings (``whole``: see
+    :func:`_migrate_text`)."""
+    quiet_tree = tree if whole and tree is not None and _lines_as_parsed(source) else None
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError) as exc:
@@ -453,7 +470,7 @@ def _rule_pass(
         mode = "normal"
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
-    transformer, new = _rewrite(module, index, path, source, table, watch, {}, set())
+    transformer, new = _rewrite(module, index, path, source, table, watch, {}, set(), quiet_tree)
     smap = SourceMap(text, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
@@ -466,7 +483,7 @@ def _rule_pass(
             kept.update(more)
             frozen = {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
             watch.stage("rewriting (device checks kept)")
-            transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen)
+            transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen, quiet_tree)
         _note_exported(transformer, facts, kept)
     watch.stage("locating findings")
     transformer.finalize(module, smap)
@@ -487,15 +504,27 @@ def _rewrite(
     watch: Watch,
     kept: dict[int, str],
     frozen: set[int],
+    tree: ast.Module | None = None,
 ) -> tuple[MigrationTransformer, cst.Module]:
-    """One rule pass; ``kept`` device checks stay as written (flagged) and ``frozen`` nodes untouched."""
+    """One rule pass; ``kept`` device checks stay as written (flagged) and ``frozen`` nodes untouched;
+    ``tree``: Python's tree of the transformer's ``source_text`` when already built."""
     if table.needs_scopes():
         transformer: MigrationTransformer = PreciseMigrationTransformer(index, path, source.splitlines())
+        transformer.source_tree = tree
         _seed(transformer, kept, frozen)
         return transformer, MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
     transformer = MigrationTransformer(index, path, source.splitlines(), table)
+    transformer.source_tree = tree
     _seed(transformer, kept, frozen)
     return transformer, walk.visit(module, transformer, watch.tick)
+
+
+def _lines_as_parsed(source: str) -> bool:
+    """The transformer's ``source_text`` ("\\n".join of ``source.splitlines()``) has ``source``'s lines, so
+    Python's tree of ``source`` is its tree too: no line break but ``\\n`` (splitlines also breaks at ``\\v``,
+    ``\\x1c``, ``\\u2028`` …, which Python's tokenizer does not)."""
+    text = "\n".join(source.splitlines())
+    return text == source or text + "\n" == source
 
 
 def _seed(tr: MigrationTransformer, kept: dict[int, str], frozen: set[int]) -> None:

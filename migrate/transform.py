@@ -8,6 +8,7 @@ is never touched), records diagnostics at original positions, and places at most
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Sequence
 
@@ -122,6 +123,8 @@ class MigrationTransformer(cst.CSTTransformer):
         #: Per-file scratch space for rules (rule instances are shared between files).
         self.scratch: dict[str, object] = {}
         self.source_text = "\n".join(source_lines)
+        #: ``ast.parse(source_text)`` when the caller has it (migrate.source), else None: parsed when needed.
+        self.source_tree: ast.Module | None = None
         self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
         #: depth -> the setter call of the last simple statement left at that depth (see _drop_repeat).
         self._last_setter: dict[int, str | None] = {}
@@ -309,7 +312,7 @@ class MigrationTransformer(cst.CSTTransformer):
             return False
         if t in _MODULE:
             self.module = node  # type: ignore[assignment]
-            self._quiet = quiet_statements(node, self.source_text, _IDEMPOTENT)  # type: ignore[arg-type]
+            self._quiet = quiet_statements(node, self.source_text, _IDEMPOTENT, self.source_tree)  # type: ignore[arg-type]
         scope = self._scope_starts.get(id(node))
         if scope is not None:
             self._scopes.append(scope)

@@ -472,13 +472,67 @@ def test_positions_of_non_top_level_node_is_none():
     assert smap.positions(m.body[0].body) is None
 
 
-def test_no_trailing_newline_is_refused():
-    src = "import os\nx = 1"
+def _without_final_newline(src: str) -> str:
+    return src.rstrip("\r\n")
+
+
+@pytest.mark.parametrize("src", list(SPAN_SOURCES.values()), ids=list(SPAN_SOURCES))
+def test_no_trailing_newline_positions_match_position_provider(src):
+    """A file without a final newline is mapped (positions, statement texts); splicing is refused."""
+    src = _without_final_newline(src)
     m = cst.parse_module(src)
+    assert not m.has_trailing_newline
     smap = SourceMap(src, m)
-    assert not smap.ok and smap.positions(m.body[0]) is None
-    new = _walk.visit(m, AtTop(m, 1, "change"))
-    assert smap.splice(new) is None
+    assert smap.ok
+    assert _positions_ok(src) > 5
+    texts = smap.texts()
+    assert texts is not None and "".join(texts) == src[smap.starts[0] : min(smap.footer_start, len(src))]
+    assert smap.splice(m) == src
+
+
+@pytest.mark.parametrize(("src", "i", "mode"), list(_cases()))
+def test_no_trailing_newline_splice_equals_code(src, i, mode):
+    """Spliced like any file, the newline libcst's parser added dropped again; a new last statement: refused."""
+    src = _without_final_newline(src)
+    m = cst.parse_module(src)
+    if i >= len(m.body):
+        return
+    new = _walk.visit(m, AtTop(m, i, mode))
+    out = SourceMap(src, m).splice(new)
+    assert out is None or out == new.code
+    if i < len(m.body) - 1 or m.footer:
+        assert out is not None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(list(SPAN_SOURCES.values())), min_size=1, max_size=3),
+    st.sampled_from(["", "\n", "  # c"]),
+)
+def test_no_trailing_newline_property(parts, tail):
+    src = _without_final_newline("".join(parts)) + tail
+    m = cst.parse_module(src)
+    if m.code != src or not m.body:
+        return
+    smap = SourceMap(src, m)
+    if smap.ok:
+        _positions_ok(src)
+        assert smap.splice(m) == src
+        rebuilt = m.visit(Renumber())
+        out = smap.splice(rebuilt)
+        assert out is None or out == rebuilt.code
+
+
+def test_no_trailing_newline_migrates_like_with_one():
+    """Findings of a file without its final newline sit where they sit with it; the new text lacks it too."""
+    src = "import torch\n\n\ndef f(x):\n    if torch.cuda.is_available():\n        x = x.cuda()\n    return x"
+    without = migrate_source(src, "a.py")
+    with_nl = migrate_source(src + "\n", "a.py")
+    assert [(d.line, d.col, d.code, d.message) for d in without.diagnostics] == [
+        (d.line, d.col, d.code, d.message) for d in with_nl.diagnostics
+    ]
+    assert without.diagnostics
+    assert without.new_source + "\n" == with_nl.new_source
 
 
 def test_only_comments_is_refused():

@@ -208,3 +208,39 @@ def test_files_that_may_take_the_partial_path_are_not_skipped() -> None:
     assert _quiet._MAX_BYTES <= partial.MIN_BYTES
     source = "def quiet(a):\n    for i in a:\n        print(i)\n" * (partial.MIN_BYTES // 40 + 1)
     assert _quiet.quiet_statements(cst.parse_module(source), source, frozenset()) == set()
+
+
+def test_a_whole_file_check_parses_with_ast_once(monkeypatch) -> None:
+    """The tree migrate.source built (python_tree) is the one the quiet statements are found in."""
+    import ast
+
+    calls: list[int] = []
+    real = ast.parse
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counting)
+    source = "import torch\n\n\ndef quiet(a):\n    return a\n\n\ndef loud(x):\n    return x.cuda()\n"
+    res = migrate_source(source, "a.py")
+    assert res.changed and len(calls) == 1
+
+
+_BREAKS = ["\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(_BREAKS)), max_size=2))
+def test_given_tree_only_where_lines_agree(source: str, breaks) -> None:
+    """Line breaks Python does not count (``\\v``, ``\\u2028`` … in a comment) shift the transformer's
+    ``source_text``: the tree of the file is not handed on there, and the output is the full pass's."""
+    try:
+        compile(source, "<gen>", "exec")
+    except SyntaxError:
+        return
+    lines = source.split("\n")
+    for at, ch in breaks:  # a comment holding a break, after some line
+        k = at % len(lines)
+        lines[k] = lines[k] + "  # a" + ch + "b" if lines[k].strip() else lines[k]
+    assert_same("\n".join(lines))
