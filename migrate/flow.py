@@ -80,6 +80,9 @@ class Check:
     exported: str | None = None
     #: For a device count that divides work (``batch_size / ngpus_per_node``): that division, else None.
     divides: str | None = None
+    #: The third-party callee the check's value reaches (faiss's ``gpu=``), else None: kept even for a
+    #: comparison, whose other unseen uses do not decide (the compared value is migrated with it).
+    foreign: str | None = None
 
 
 class Flow:
@@ -109,7 +112,9 @@ class Flow:
                 lit = _compared_cuda_literal(node)
                 if lit is not None:  # `device == "cuda"`: true on TPU once the literal is renamed
                     check = self._check(node, "compare", positive=_positive(node))
-                    check.key, check.unseen = lit, None  # (only what it switches on decides)
+                    check.key = lit  # (only what it switches on decides, or a library that is not torch)
+                    if check.foreign is None:
+                        check.unseen = None
                     self.checks.append(check)
                 continue
             if type(node) is cst.Call and self._qname(node.func) in CHECK_CALLS:
@@ -174,8 +179,10 @@ class Flow:
         check = Check(node, predicate, _code(node))
         check.key = node
         self._exported: list[str] = []
+        self._foreign: str | None = None
         found = self._follow(node, positive, 0)
         check.exported = self._exported[0] if self._exported else None
+        check.foreign = self._foreign
         if isinstance(found, str):
             check.unseen = found
         else:
@@ -188,6 +195,8 @@ class Flow:
             t = type(parent)
             if t is cst.UnaryOperation and type(parent.operator) is cst.Not:
                 positive = not positive
+            elif t is cst.IfExp and parent.test is child and (negates := _bool_ifexp(parent)) is not None:
+                positive = positive != negates  # `True if check else False` is the check itself
             elif t is cst.BooleanOperation or (
                 t is cst.Comparison and child is parent.left and _counts(parent)
             ):
@@ -201,6 +210,7 @@ class Flow:
             child, parent = parent, self.parents.get(parent)
         t = type(parent)
         if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
+            self._foreign = sink
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
             return (
@@ -235,6 +245,9 @@ class Flow:
             last = _last_name(call.func) if type(call) is cst.Call else None
             if last in _SHOWS or last in _SKIPS:
                 return []
+            if third_party(name, self.path) or (name is None and self._unbound_root(call.func)):
+                self._foreign = name or _code(call.func)
+                return f"it is passed to `{self._foreign}`, a library that is not torch"
             return f"it is passed to `{_code(call.func) if type(call) is cst.Call else '?'}`"
         if t in (cst.FormattedStringExpression,):
             return []
@@ -311,6 +324,17 @@ class Flow:
         call = self.parents.get(parent)
         name = self._qname(call.func) if type(call) is cst.Call else None
         return name if third_party(name, self.path) else None
+
+    def _unbound_root(self, func: cst.BaseExpression) -> bool:
+        """``faiss.Kmeans`` where nothing in the file binds ``faiss`` where it is called (imported inside
+        another function, or by the caller): not code this file shows, so treated as another library's."""
+        root = func
+        while type(root) is cst.Attribute:
+            root = root.value
+        if type(root) is not cst.Name or root is func:
+            return False
+        scope = self.scopes.get(root)
+        return scope is not None and root.value not in scope
 
     def _framework_sink(self, value: cst.CSTNode) -> str | None:
         """The framework entry point (Lightning Trainer/Fabric, composer's Trainer, transformers'
@@ -478,6 +502,19 @@ def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:
 
 def _positive(cmp: cst.Comparison) -> bool:
     return type(cmp.comparisons[0].operator) in (cst.Equal, cst.In)
+
+
+def _bool_ifexp(node: cst.IfExp) -> bool | None:
+    """``True if x else False`` -> False (x itself), ``False if x else True`` -> True (not x); None for any
+    other conditional expression (it chooses between values, and the flow follows what it chooses)."""
+    body, orelse = node.body, node.orelse
+    if (
+        type(body) is cst.Name
+        and type(orelse) is cst.Name
+        and {body.value, orelse.value} == {"True", "False"}
+    ):
+        return body.value == "False"
+    return None
 
 
 def _counts(cmp: cst.Comparison) -> bool:
