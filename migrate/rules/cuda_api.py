@@ -949,12 +949,25 @@ class CudaTensorType(Rule):
     after = "import torch\n\ntorch.set_default_device('tpu')\n"
     calls = frozenset({"torch.set_default_tensor_type"})
     refs = frozenset(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
-    node_types = (cst.Call,)
+    node_types = (cst.Call, cst.SimpleString)
     emits = ("torch.set_default_device",)
 
     def visit_node(self, ctx, node):
-        if ctx.qname(node.func) == "torch.set_default_tensor_type":
+        if type(node) is cst.Call and ctx.qname(node.func) == "torch.set_default_tensor_type":
             ctx.skip_inside(node)
+
+    def leave_node(self, ctx, orig, node):
+        """The type's name as text: ``x.type() == 'torch.cuda.HalfTensor'`` is false for every 'tpu' tensor
+        (a branch silently not taken), ``x.type('torch.cuda.FloatTensor')`` asks for CUDA."""
+        body = string_body(orig)
+        if body and body.startswith("torch.cuda.") and body[len("torch.cuda.") :] in _TENSOR_TYPES:
+            ctx.flag(
+                orig,
+                f"'{body}' names a CUDA tensor type: no 'tpu' tensor has it (x.type() of one is "
+                "'torch.tpu...'); test t.dtype and t.device.type instead",
+                code=self.code,
+            )
+        return None
 
     def call(self, ctx, orig, node, qname):
         a = arg(orig, 0, "t")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 from migrate_helpers import run
 
 
@@ -82,3 +83,23 @@ def test_a_device_string_test_feeding_a_local_helper_is_still_migrated():
         "    return place(model, on_gpu)\n"
     )
     assert '"tpu" in str(device)' in run(src).new_source
+
+
+# --- waveglow: `spect.type() == 'torch.cuda.HalfTensor'` chooses the fp16 path; on "tpu" it is silently false ---
+@pytest.mark.parametrize(
+    "line",
+    [
+        "half = spect.type() == 'torch.cuda.HalfTensor'",
+        'x = spect.type("torch.cuda.FloatTensor")',
+        "kinds = {'torch.cuda.LongTensor': 'int64'}",
+    ],
+)
+def test_a_cuda_tensor_type_named_as_text_is_flagged(line: str):
+    res = run(f"import torch\n\n{line}\n")
+    assert [d.code for d in res.diagnostics] == ["TPU208"]
+    assert line in res.new_source  # flagged, never rewritten
+
+
+def test_other_text_that_mentions_torch_cuda_is_not_a_type_name():
+    res = run("import torch\n\nmsg = 'torch.cuda.is_available() is False'\n")
+    assert not [d for d in res.diagnostics if d.code == "TPU208"]
