@@ -50,7 +50,13 @@ _MAX_HOPS = 3
 _CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device_ids")
 #: torch calls that spread work over several CUDA devices of one process (TorchTPU has one per process).
 _MULTI_DEVICE = frozenset(
-    {"torch.nn.parallel.data_parallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"}
+    {
+        "torch.nn.parallel.data_parallel",
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.data_parallel",
+    }
 )
 #: Punctuation and whitespace: the parent map and the binding walk do not enter them.
 _TRIVIA = node_types(*TRIVIA)
@@ -454,11 +460,36 @@ class Flow:
                 return _code(n.func)
         return None
 
+    def cuda_state_around(self, node: cst.CSTNode) -> str | None:
+        """A name of CUDA-only state (``torch.backends.cudnn.enabled``, ``self.cuda_kernel``) anywhere in the
+        function around ``node``: ``if x.device.type != "cuda": return False`` there decides whether a CUDA path
+        may run (stylegan's conv2d_gradfix), whatever the rest of the block does."""
+        fn = self._enclosing(node, cst.FunctionDef)
+        for n in _walk(fn) if fn is not None else ():
+            if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
+                api = self._torch_api(n)
+                if not api.startswith("torch.") or api.startswith(
+                    ("torch.backends.cudnn", "torch.backends.cuda")
+                ):
+                    return (
+                        n.value
+                    )  # (torch's switches of CUDA kernels count; its device-neutral API does not)
+        return None
+
+    def _torch_api(self, name: cst.Name) -> str:
+        """The qualified name of the attribute ``name`` ends (``torch.get_autocast_gpu_dtype``), else ''."""
+        p = self.parents.get(name)
+        if type(p) is cst.Attribute and p.attr is name:
+            return self._qname(p) or ""
+        return ""
+
     def foreign_call(self, region: cst.CSTNode) -> str | None:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
         fused paths and local helpers that an `is_cuda` test may be selecting."""
         for n in _walk(region):
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
+                if self._torch_api(n).startswith("torch."):
+                    continue  # torch.get_autocast_gpu_dtype, torch.backends.cudnn: torch's API (the rules' job)
                 return n.value  # CUDA-only state of the program (self.cuda_config, use_cuda_graph ...)
             if type(n) is not cst.Call:
                 continue
@@ -678,6 +709,7 @@ def checks_to_keep(
         if id(c.key) in kept or id(c.key) not in rewritten:
             continue
         why = None
+        cuda_test = False
         if c.divides is not None:
             why = (
                 f"{PER_HOST} and divides work (`{c.divides[:60]}`): TorchTPU counts one device "
@@ -695,10 +727,17 @@ def checks_to_keep(
                 f"it tests for a multi-device job and its branch runs `{f}`; TorchTPU counts one device per "
                 "process, so the test turns false: test the world size (dist.get_world_size() > 1) instead"
             )
-        elif c.predicate == "is_cuda" and (f := _first(flow.foreign_call(r) for r in c.regions)):
+        elif (c.predicate == "is_cuda" or (cuda_test := _tensor_cuda_test(c))) and (
+            f := _first(flow.foreign_call(r) for r in c.regions)
+        ):
             why = f"it selects `{f}`, which may be CUDA-only"
+        elif cuda_test and (f := flow.cuda_state_around(c.node)):
+            why = f"its function reads CUDA-only state (`{f}`): it selects a CUDA path"
         else:
+            many = c.predicate.endswith("device_count") and _above_one(flow, c.node)
             for n in walk_regions(c.regions):
+                if many and type(n) is cst.Call and flow._qname(n.func) in _MULTI_DEVICE:
+                    continue  # `if device_count() > 1: DataParallel(m)`: false on TPU either way (TPU407 flags it)
                 if id(n) in flagged and id(n) not in checks and not flow.kept_test(n):
                     why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
                     break
@@ -739,6 +778,26 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
                 )
                 break
     return out
+
+
+def _tensor_cuda_test(c: Check) -> bool:
+    """A comparison of a tensor's device with a 'cuda' literal (an 'xla' test is torch_xla's: its rules)."""
+    return c.predicate == "compare" and is_cuda_literal(c.key) and _tensor_device_test(c.node)
+
+
+def _tensor_device_test(node: cst.CSTNode) -> bool:
+    """``x.device.type == "cuda"`` / ``x.device == "cuda"`` / ``str(x.device) == "cuda"``: a tensor's placement,
+    the meaning of ``x.is_cuda`` (a configured device string such as ``args.device == "cuda"`` is not)."""
+    if type(node) is not cst.Comparison:
+        return False
+    for side in (node.left, *(c.comparator for c in node.comparisons)):
+        if type(side) is cst.Call and type(side.func) is cst.Name and side.func.value == "str" and side.args:
+            side = side.args[0].value
+        if type(side) is cst.Attribute and side.attr.value == "type":
+            side = side.value
+        if type(side) is cst.Attribute and side.attr.value == "device":
+            return True
+    return False
 
 
 def _self_attr(node: cst.Attribute) -> bool:

@@ -69,6 +69,9 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
     ("flash_attention_", r"flash_attention_[23]"),
     ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
+    # one process over several CUDA devices (rules/distributed.py DataParallelFlag, TPU407)
+    ("DataParallel", r"\bDataParallel\b"),
+    ("data_parallel", r"\bdata_parallel\b"),
 )
 PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (word, re.compile("|".join(rx for w, rx in TRIGGERS if w == word)))

@@ -26,6 +26,20 @@ ARGPARSE_CODE = "TPU103"
 _CREATES_GROUP = re.compile(r"\b(?:init_process_group|new_group)\s*\(")
 
 
+def _text_only(node: cst.CSTNode) -> cst.SimpleString | None:
+    """The plain literal an f-string without placeholders equals (``f"cuda"`` is ``"cuda"``), else None."""
+    if not isinstance(node, cst.FormattedString) or not node.parts:
+        return None
+    if not all(isinstance(p, cst.FormattedStringText) for p in node.parts):
+        return None
+    text = "".join(p.value for p in node.parts)  # type: ignore[union-attr]
+    prefix = node.start[:-1].replace("f", "").replace("F", "")
+    quote = node.start[-1]
+    if "{" in text or "}" in text or "\\" in text or quote in text or node.end != quote:
+        return None
+    return cst.SimpleString(f"{prefix}{quote}{text}{quote}")
+
+
 def creates_group(source: str) -> bool:
     """Whether the file creates a process group itself (else a backend name is a framework's data); the local
     replacements tpu-migrate added (which create one on demand) do not count."""
@@ -248,6 +262,30 @@ def _walk_code(node: cst.CSTNode):
             todo.extend(child_nodes(n))
 
 
+#: A membership test of a name against a display that holds a device word: ``impl in ['ref', 'cuda']``.
+_SELECTOR_LIST = re.compile(r"""\bin\s*[\[({][^\])}\n]*['"](?:cuda|xla|nccl)['"]""")
+#: A keyword argument named for the GPU (use_gpu=, cuda=, on_gpu=): a switch of code out of sight.
+_GPU_SWITCH = re.compile(r"(?i)gpu|cuda")
+
+
+def _tested_strings(value: cst.CSTNode):
+    """The literals a device test inside ``value`` compares with: ``d == "cuda"``, ``d.startswith("cuda")``
+    (through ``not``, ``and``/``or`` and parentheses)."""
+    todo = [value]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.Comparison):
+            for part in (n.left, *(c.comparator for c in n.comparisons)):
+                yield from _walk_strings(part)
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.args:
+            if n.func.attr.value in _COMPARE_METHODS:
+                yield from _walk_strings(n.args[0].value)
+        elif isinstance(n, cst.UnaryOperation):
+            todo.append(n.expression)
+        elif isinstance(n, cst.BooleanOperation):
+            todo += [n.left, n.right]
+
+
 def _walk_strings(node: cst.CSTNode):
     """Literal strings directly in ``node`` or in list/tuple/set displays inside it."""
     if isinstance(node, cst.SimpleString):
@@ -398,6 +436,8 @@ class LiteralRule(Rule):
         t = type(node)
         if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
             return  # (left, not visited: see leave_node)
+        if t is cst.Call and node.args:
+            self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
         if t is cst.If:
             self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
@@ -408,6 +448,11 @@ class LiteralRule(Rule):
                 graph = ctx.scratch["graph-words"] = _GRAPH_WORDS.search(ctx.source_text) is not None
             if graph and _GRAPH_WORDS.search(code(node)):
                 self._keep_graph_strings(ctx, node)
+            selectors = ctx.scratch.get("selector-lists")
+            if selectors is None:  # (once per file, as above)
+                selectors = ctx.scratch["selector-lists"] = _SELECTOR_LIST.search(ctx.source_text) is not None
+            if selectors:
+                self._keep_selector_values(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
             if not ctx.enabled(COMPARISON_CODE):
@@ -593,6 +638,73 @@ class LiteralRule(Rule):
         ctx.flag(orig, why, code=self.code)
         return True
 
+    def _keep_selector_values(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """``def bias_act(..., impl='cuda')`` with ``assert impl in ['ref', 'cuda']``: the name chooses between
+        implementations ('cuda' is the CUDA kernel's name, kept in the name list); renaming its default and
+        its tests to 'tpu' fails that membership test on every call. Every literal of such a name (found
+        anywhere in the module: ``filter2d(..., impl='cuda')`` hands it on to ``upfirdn2d``) in a parameter
+        default or a comparison is kept; the device test beside it (``x.device.type == 'cuda'``) decides
+        whether the kernel runs."""
+        names = ctx.scratch.get("selector-names")
+        if names is None:
+            module = getattr(ctx, "module", None)
+            names = ctx.scratch["selector-names"] = self._selector_names(module if module is not None else fn)
+        if not names:
+            return
+        todo: list[cst.CSTNode] = [fn]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.Param) and n.name.value in names and n.default is not None:
+                for s in _walk_strings(n.default):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+            elif isinstance(n, cst.Comparison):
+                parts = [n.left, *(c.comparator for c in n.comparisons)]
+                if any(isinstance(p, cst.Name) and p.value in names for p in parts):
+                    for p in parts:
+                        for s in _walk_strings(p):
+                            ctx.claim_string(s, "", "rewritten", "", value=None)
+            todo.extend(child_nodes(n))
+
+    def _selector_names(self, root: cst.CSTNode) -> frozenset[str]:
+        """Names tested for membership in a display of names that holds a device word (``impl in ['ref',
+        'cuda']``): implementation selectors, not devices."""
+        names: set[str] = set()
+        todo: list[cst.CSTNode] = [root]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and len(n.comparisons) == 1:
+                c = n.comparisons[0]
+                display = c.comparator
+                if (
+                    isinstance(c.operator, (cst.In, cst.NotIn))
+                    and isinstance(display, (cst.List, cst.Tuple, cst.Set))
+                    and _name_list(display)
+                    and any(self.new_body(string_body(e.value)) is not None for e in display.elements)
+                ):
+                    names.add(n.left.value)
+            todo.extend(child_nodes(n))
+        return frozenset(names)
+
+    def _gpu_switch_args(self, ctx: Context, call: cst.Call) -> None:
+        """``PerceptualLoss(use_gpu=device.startswith("cuda"))``: a device test handed to a switch named for the
+        GPU. Renamed, it says yes on TPU, and the code behind the switch (out of sight: CUDA ordinals,
+        DataParallel, CUDA kernels) takes its GPU path there. Kept, so that the switch stays off, and flagged."""
+        for a in call.args:
+            if a.keyword is None or not _GPU_SWITCH.search(a.keyword.value):
+                continue
+            for s in _tested_strings(a.value):
+                if self.new_body(string_body(s)) is None:
+                    continue
+                ctx.claim_string(
+                    s,
+                    COMPARISON_CODE,
+                    "flagged",
+                    f"{self.what} '{string_body(s)}' is tested for `{code(call.func)[:40]}({a.keyword.value}=...)`, "
+                    "a switch named for the GPU: renamed, it would turn that GPU path on for TPU in code out of "
+                    "this file's sight; kept (the switch stays off on TPU); pass what that code should do there",
+                    value=None,
+                )
+
     def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
         new = self.new_body(string_body(s))
         if new is None:
@@ -691,7 +803,9 @@ class LiteralRule(Rule):
                 return dropped
         if isinstance(orig, (cst.Call, cst.BinaryOperation)):
             return self._runtime_ordinal(ctx, orig, node)
-        if isinstance(orig, cst.SimpleString) and isinstance(node, cst.SimpleString):
+        if isinstance(orig, cst.FormattedString) and (plain := _text_only(node)) is not None:
+            node = plain  # f"cuda": no placeholder, the same literal as "cuda" (guided-diffusion's dev())
+        if isinstance(orig, (cst.SimpleString, cst.FormattedString)) and isinstance(node, cst.SimpleString):
             new = self.new_body(string_body(node))
             if new is None:
                 return None

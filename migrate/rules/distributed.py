@@ -336,3 +336,54 @@ class SpawnKeptCount(Rule):
                 code=self.code,
             )
         return None
+
+
+_DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        "torch.nn.parallel.data_parallel",
+        "torch.nn.parallel.data_parallel.data_parallel",
+    }
+)
+
+
+@register
+class DataParallelFlag(Rule):
+    code = "TPU407"
+    name = "data-parallel"
+    family = "distributed"
+    outcome = "flagged"
+    summary = "Flag nn.DataParallel / data_parallel: it splits a batch over the CUDA devices of one process."
+    rationale = (
+        "DataParallel scatters each batch and replicates the module with CUDA's own comm functions "
+        "(torch._C._scatter, _broadcast_coalesced), which a build without CUDA does not have: once the module "
+        "is on 'tpu' its first forward raises AttributeError. TorchTPU binds one device per process: call the "
+        "module itself (its state_dict then lacks the 'module.' prefix) or use DistributedDataParallel / "
+        "FSDP2 with one process per chip. Flagged, never rewritten: dropping the wrapper changes `.module` "
+        "and checkpoint keys."
+    )
+    before = "import torch\n\nmodel = torch.nn.DataParallel(model)\n"
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU407): `torch.nn.DataParallel` splits each batch over the CUDA "
+        "devices of one process with CUDA's own scatter (absent without CUDA: the first forward on 'tpu' "
+        "raises); TorchTPU binds one device per process: call the module itself (its state_dict keys then "
+        "lack 'module.') or use DistributedDataParallel / FSDP2 with one process per chip\n"
+        "model = torch.nn.DataParallel(model)\n"
+    )
+    calls = _DATA_PARALLEL
+
+    def call(self, ctx, orig, node, qname):
+        short = (
+            "torch.nn.parallel.data_parallel" if qname.endswith("data_parallel") else "torch.nn.DataParallel"
+        )
+        ctx.flag(
+            orig,
+            f"`{short}` splits each batch over the CUDA devices of one process with CUDA's own scatter (absent "
+            "without CUDA: the first forward on 'tpu' raises); TorchTPU binds one device per process: call the "
+            "module itself (its state_dict keys then lack 'module.') or use DistributedDataParallel / FSDP2 "
+            "with one process per chip",
+            code=self.code,
+        )
+        return None
