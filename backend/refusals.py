@@ -90,11 +90,20 @@ def _concrete(t: Any) -> Any:
     return v
 
 
+#: Index tensors up to this many elements are read to the host for their bounds: a jitted min/max compiles once per
+#: shape, and a loop whose indices grow by one each step (sampling tokens) would compile it on every step.
+_HOST_BOUNDS = 1 << 16
+
+
 def _bounds(t: Any) -> tuple[int, int] | None:
     v = _concrete(t)
     if v is None:
         return None
-    lo, hi = (int(x) for x in jax_module().device_get(_kernel("minmax")(v)))
+    jax = jax_module()
+    if v.size <= _HOST_BOUNDS:
+        host = jax.device_get(v)
+        return int(host.min()), int(host.max())
+    lo, hi = (int(x) for x in jax.device_get(_kernel("minmax")(v)))
     return lo, hi
 
 

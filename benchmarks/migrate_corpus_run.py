@@ -116,6 +116,17 @@ SCRIPTS = [
         atol=2e-3,
     ),
     Script(
+        "ng-video-lecture bigram.py (3,000 training steps on the committed tinyshakespeare, then 500 sampled "
+        "tokens; as-is)",
+        "karpathy/ng-video-lecture",
+        ".",
+        ("bigram.py",),
+        r"train loss ([\d.]+), val loss ([\d.]+)",
+        timeout=1500,  # the sampling loop grows its input by one token a step: every step is a new shape to compile
+        rtol=0.0,
+        atol=1.01e-4,  # the script prints 4 decimals
+    ),
+    Script(
         "RWKV-v8 251014_rosa_1bit_layer.py (forward + backward of the 1-bit ROSA layer, as-is)",
         "BlinkDL/RWKV-LM",
         "RWKV-v8",

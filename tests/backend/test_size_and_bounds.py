@@ -75,3 +75,34 @@ def test_gather_and_scatter_refuse_indices_outside_the_dimension_as_cpu_does(cal
         messages.append(str(err.value))
     assert len(set(messages)) == 1, messages
     assert f"index {bad} is out of bounds for dimension 0 with size 3" in messages[0]
+
+
+@pytest.mark.parametrize("n", [3, (1 << 16) + 5])  # read on the host / by the jitted min-max kernel
+@pytest.mark.parametrize("bad", [-100, 70])
+def test_embedding_refuses_an_index_outside_the_table_on_both_bound_paths(n, bad) -> None:
+    table = torch.nn.Embedding(64, 4)
+    idx = torch.zeros(n, dtype=torch.long)
+    idx[n // 2] = bad
+    messages = []
+    for dev in ("cpu", "tpu"):
+        with pytest.raises(IndexError) as err:
+            torch.nn.functional.embedding(idx.to(dev), table.weight.detach().to(dev))
+        messages.append(str(err.value))
+    assert all("out of range" in m for m in messages), messages
+
+
+def test_growing_indices_read_their_bounds_without_compiling_a_kernel_per_length(monkeypatch) -> None:
+    """A sampling loop grows its token ids by one per step: the bounds of a small index tensor are read on the
+    host, so no min-max program is compiled per length."""
+    from tpu_workbench.backend import refusals
+
+    def no_kernel(name):
+        raise AssertionError(f"{name} kernel used for a small index tensor")
+
+    monkeypatch.setattr(refusals, "_kernel", no_kernel)
+    weight = torch.randn(65, 8, device="tpu")
+    ids = torch.zeros(1, 1, dtype=torch.long, device="tpu")
+    for step in range(5):
+        out = torch.nn.functional.embedding(ids, weight)
+        assert out.shape == (1, step + 1, 8)
+        ids = torch.cat([ids, torch.full((1, 1), step + 1, device="tpu")], dim=1)
