@@ -460,6 +460,37 @@ class Flow:
                 return _code(n.func)
         return None
 
+    def fed_literals(self, c: Check) -> list[cst.CSTNode]:
+        """The device literals that reach the name a kept comparison tests, within its function: the parameter's
+        default, an assignment to it, the list a ``for`` over it walks. They stay with the comparison, or the two
+        disagree on TPU (mmcv's profiler hook: ``activities=['cpu', 'cuda']`` walked by ``for activity in
+        activities`` and tested ``activity == 'cuda'``: renamed alone, the default raises "activity should be
+        'cpu' or 'cuda'" on every call)."""
+        if c.predicate != "compare" or type(c.node) is not cst.Comparison:
+            return []
+        sides = (c.node.left, *(x.comparator for x in c.node.comparisons))
+        names = {side.value for side in sides if type(side) is cst.Name}
+        fn = self._enclosing(c.node, cst.FunctionDef) if names else None
+        if fn is None:
+            return []
+        nodes = list(_walk(fn))
+        for n in nodes:
+            if type(n) is cst.For and type(n.target) is cst.Name and n.target.value in names:
+                if type(n.iter) is cst.Name:
+                    names.add(n.iter.value)
+        out: list[cst.CSTNode] = []
+        for n in nodes:
+            if type(n) is cst.Param and n.name.value in names and n.default is not None:
+                value = n.default
+            elif type(n) is cst.Assign and any(
+                type(t.target) is cst.Name and t.target.value in names for t in n.targets
+            ):
+                value = n.value
+            else:
+                continue
+            out += [s for s in _walk(value) if type(s) is cst.SimpleString and _TESTED_LITERAL.match(s.value)]
+        return out
+
     def cuda_state_around(self, node: cst.CSTNode) -> str | None:
         """A name of CUDA-only state (``torch.backends.cudnn.enabled``, ``self.cuda_kernel``) anywhere in the
         function around ``node``: ``if x.device.type != "cuda": return False`` there decides whether a CUDA path

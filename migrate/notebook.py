@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
+from ._nbsplice import splice
 from .results import MigrationResult
 from .selection import RuleSet, as_rule_set
 from .source import UnparsableError, migrate_source
@@ -167,8 +168,8 @@ def migrate_notebook(
         raise UnparsableError("the migration would lose an IPython magic or shell line; left untouched")
     pieces = re.split(r"^# tpu-migrate-cell-(\d+)\n", result.new_source, flags=re.M)
     prefix, bodies = pieces[0], {int(pieces[i]): pieces[i + 1] for i in range(1, len(pieces), 2)}
-    changed = False
-    for idx, (_number, cell, source, header) in enumerate(chosen):
+    changed_cells: set[int] = set()
+    for idx, (number, cell, source, header) in enumerate(chosen):
         body = bodies.get(idx, "")
         if idx == 0:
             body = prefix + body  # imports added at the top belong to the first code cell
@@ -176,12 +177,14 @@ def migrate_notebook(
         if not source.endswith("\n") and body.endswith("\n"):
             body = body[:-1]
         if body != source:
-            changed = True
+            changed_cells.add(number - 1)
             raw = cell.get("source", "")
             cell["source"] = body.splitlines(keepends=True) if isinstance(raw, list) else body
-    if not changed:
+    if not changed_cells:
         return MigrationResult(text, False, diagnostics)
-    out = json.dumps(nb, indent=_indent_of(text), ensure_ascii=False)
-    if text.endswith("\n"):
-        out += "\n"
+    out = splice(text, nb, changed_cells, _indent_of(text))  # only the changed cells' sources are rewritten
+    if out is None:  # (a layout the splice cannot follow: the whole notebook is written again)
+        out = json.dumps(nb, indent=_indent_of(text), ensure_ascii=False)
+        if text.endswith("\n"):
+            out += "\n"
     return MigrationResult(out, out != text, diagnostics)

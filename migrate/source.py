@@ -482,6 +482,7 @@ def _rule_pass(
                 break
             kept.update(more)
             frozen = {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
+            frozen |= {id(s) for c in facts.checks if id(c.key) in kept for s in facts.fed_literals(c)}
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen, quiet_tree)
         _note_exported(transformer, facts, kept)

@@ -53,6 +53,12 @@ _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
 #: Test-skip helpers: unittest.skipIf/skipUnless, pytest.mark.skipif, and the like.
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif", "skip_if", "skip_unless", "skipIfNoCuda"})
 _NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
+#: What an assertion's message names besides "a GPU" when the code after it needs CUDA itself (APEX's optimizers,
+#: a CUDA kernel or extension, NCCL, cuDNN ...).
+_CUDA_ONLY_PART = re.compile(
+    r"(?i)\b(?:apex|nvidia|cudnn|nccl|triton|flash|kernels?|extensions?|tensorrt|amp|fp16|half|bitsandbytes|"
+    r"cupy|nvcc|compute capability|sm_?\d+|ampere|hopper|volta|a100|h100|v100|tensor cores?)\b"
+)
 
 
 def _raises_for_cuda(body: cst.BaseSuite) -> bool:
@@ -263,7 +269,7 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
 
 
 #: A name for the processes of one host: a device count compared with it counts devices per host.
-_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc_per_node|LOCAL_WORLD_SIZE", re.I)
+_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc_per_node|LOCAL_WORLD_SIZE|local_?rank", re.I)
 
 
 def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[cst.Call], str] | None:
@@ -332,7 +338,37 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     if type(call.func) is cst.Attribute and call.func.attr.value == "cuda":
         return None  # the tensor/module method `.cuda()` (TPU105 migrates it)
     name = full_name(call.func)
-    return name if name and _CUDA_WORD.search(name) else None
+    if not name or not _CUDA_WORD.search(name):
+        return None
+    receiver = name.rsplit(".", 1)[0] if "." in name else ""
+    if receiver.rsplit(".", 1)[-1] in _torch_objects(ctx):
+        return (
+            None  # self.rng_cuda.manual_seed(s): a torch.Generator the program named for CUDA, not a CUDA API
+        )
+    return name
+
+
+def _torch_objects(ctx: Context) -> frozenset[str]:
+    """Names (``rng_cuda`` of ``self.rng_cuda = th.Generator(dev())``, also a list of them) that the module binds
+    to what a torch call returns: torch objects, whatever their name says (once per file)."""
+    found = ctx.scratch.get("torch-objects")
+    if found is None:
+        names: set[str] = set()
+        module = getattr(ctx, "module", None)
+        todo: list[cst.CSTNode] = [module] if module is not None else []
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.Assign) and _CUDA_WORD.search(full_name(n.targets[0].target)):
+                value = n.value.elt if isinstance(n.value, (cst.ListComp, cst.GeneratorExp)) else n.value
+                q = ctx.qname(value.func) if isinstance(value, cst.Call) else None
+                if q is not None and q.startswith("torch.") and not q.startswith("torch.cuda."):
+                    for t in n.targets:
+                        last = full_name(t.target).rsplit(".", 1)[-1]
+                        if last:
+                            names.add(last)
+            todo.extend(child_nodes(n))
+        found = ctx.scratch["torch-objects"] = frozenset(names)
+    return found  # type: ignore[return-value]
 
 
 @register
@@ -417,10 +453,17 @@ class CudaToAccelerator(Rule):
                     self._keep(ctx, guards, f"a skip whose reason needs CUDA: {reason!r}")
             return
         if type(node) is cst.Assert:  # assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
+            if (local := _per_host_comparison(ctx, node.test)) is not None:  # device_count() > LOCAL_RANK
+                self._keep(
+                    ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)"
+                )
+                return
             msg = string_body(node.msg) if node.msg is not None else None
             guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
-            if guards and msg and _NEEDS_CUDA.search(msg):
+            if guards and msg and _NEEDS_CUDA.search(msg) and _CUDA_ONLY_PART.search(msg):
                 self._keep(ctx, guards, f"an assertion that CUDA is there: {msg!r}")
+            # (one that asks only for a GPU, "Training currently requires at least one GPU.", asks for an
+            # accelerator: the flow layer renames it when the code after it was all migrated, else keeps it)
             return
         assert isinstance(node, cst.If)
         orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
@@ -447,7 +490,7 @@ class CudaToAccelerator(Rule):
             return
         if (local := _per_host_comparison(ctx, node.test)) is not None:
             self._keep(
-                ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count of processes per host)"
+                ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)"
             )
             return
         cuda_only = next(

@@ -57,6 +57,7 @@ def test_generated_files_give_the_same_result_grouped(grouped, monkeypatch, head
     assert a == b
 
 
+@pytest.mark.slow  # (4-16 s: the 60-function benchmark file twice; generated files cover the path quickly)
 def test_the_benchmark_file_is_migrated_in_groups(grouped, monkeypatch):
     from bench_migrate_scaling import generate
 

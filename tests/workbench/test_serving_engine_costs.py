@@ -78,6 +78,7 @@ def test_replace_keeps_the_field():
     assert d.step_overhead_s == 0.001
 
 
+@pytest.mark.slow  # (the whole table through the probe: 16 s)
 def test_probe_at_the_registry_cost_reproduces_the_table():
     """The probe (benchmarks/serving_step_cost_probe.py) at the engines' sourced cost is the table itself."""
     from tpu_workbench.bench.projection.serving_validation import inferencex_errors, serving_rows

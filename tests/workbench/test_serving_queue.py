@@ -42,6 +42,7 @@ def test_the_bound_is_where_the_p99_wait_meets_the_ttft_limit():
     assert server_bound(m, i, o, c, ttft_limit_s=st.ttft_s / 2) is None  # the prefill alone misses it
 
 
+@pytest.mark.slow  # (7 s; its spread-lengths sibling and test_serving.py keep the agreement in the quick loop)
 def test_agrees_with_the_discrete_event_server_scenario_fixed_lengths():
     m, i, o = _v6e(16), 512, 128
     des, _ = server_throughput(
