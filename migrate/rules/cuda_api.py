@@ -455,7 +455,9 @@ class CudaToAccelerator(Rule):
         if type(node) is cst.Assert:  # assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
             if (local := _per_host_comparison(ctx, node.test)) is not None:  # device_count() > LOCAL_RANK
                 self._keep(
-                    ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)"
+                    ctx,
+                    local[0],
+                    f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)",
                 )
                 return
             msg = string_body(node.msg) if node.msg is not None else None
@@ -490,7 +492,9 @@ class CudaToAccelerator(Rule):
             return
         if (local := _per_host_comparison(ctx, node.test)) is not None:
             self._keep(
-                ctx, local[0], f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)"
+                ctx,
+                local[0],
+                f"{PER_HOST} (compared with `{local[1]}`, a count or index of processes per host)",
             )
             return
         cuda_only = next(
