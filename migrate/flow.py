@@ -58,6 +58,8 @@ _MULTI_DEVICE = frozenset(
         "torch.nn.parallel.data_parallel.data_parallel",
     }
 )
+#: torch's own switches of CUDA kernels (a function reading them picks a CUDA path).
+_CUDA_SWITCHES = ("torch.backends.cudnn", "torch.backends.cuda")
 #: Punctuation and whitespace: the parent map and the binding walk do not enter them.
 _TRIVIA = node_types(*TRIVIA)
 #: Standard modules whose calls carry no device state.
@@ -498,13 +500,10 @@ class Flow:
         fn = self._enclosing(node, cst.FunctionDef)
         for n in _walk(fn) if fn is not None else ():
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
+                # torch's switches of CUDA kernels count; its device-neutral API (get_autocast_gpu_dtype) does not
                 api = self._torch_api(n)
-                if not api.startswith("torch.") or api.startswith(
-                    ("torch.backends.cudnn", "torch.backends.cuda")
-                ):
-                    return (
-                        n.value
-                    )  # (torch's switches of CUDA kernels count; its device-neutral API does not)
+                if not api.startswith("torch.") or api.startswith(_CUDA_SWITCHES):
+                    return n.value
         return None
 
     def _torch_api(self, name: cst.Name) -> str:

@@ -520,10 +520,10 @@ class MigrationTransformer(cst.CSTTransformer):
         if not pend or isinstance(result, cst.RemovalSentinel):
             return result
         have = self._existing_todos(orig)
-        if (
-            have
-        ):  # a re-run over flagged code: what it reads differently now (the 'tpu' the first run wrote beside
-            return result  # a kept 'cuda' is "another device") is the same finding; one TODO per statement
+        # A re-run over flagged code reads it differently (the 'tpu' the first run wrote beside a kept 'cuda' is
+        # "another device"), but it is the same finding: one TODO per statement.
+        if have:
+            return result
         new_lines = [
             cst.EmptyLine(indent=True, comment=cst.Comment(f"# {TODO_PREFIX} {c}): {_one_line(m)}"))
             for c, m in pend

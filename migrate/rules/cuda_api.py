@@ -342,9 +342,7 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
         return None
     receiver = name.rsplit(".", 1)[0] if "." in name else ""
     if receiver.rsplit(".", 1)[-1] in _torch_objects(ctx):
-        return (
-            None  # self.rng_cuda.manual_seed(s): a torch.Generator the program named for CUDA, not a CUDA API
-        )
+        return None  # self.rng_cuda.manual_seed(s): a torch.Generator named for CUDA, not a CUDA API
     return name
 
 
