@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -56,7 +57,39 @@ def _create_backend(store: Any, rank: int, world_size: int, timeout: timedelta) 
     from torch.distributed import ProcessGroupGloo  # lazy: optional (torch.distributed may be absent)
 
     _register_lazy_hooks()
+    _destroy_at_exit()
     return ProcessGroupGloo(store, rank, world_size, timeout)
+
+
+_EXIT_HOOK = False
+
+
+def _destroy_at_exit() -> None:
+    """Destroy the process groups while the interpreter is still whole, if the program did not: gloo's worker
+    threads can still hold work (tensors with Python references) when the interpreter is torn down, and
+    freeing them then takes the GIL of a dying interpreter: SIGABRT, "terminate called without an active
+    exception" (pytorch/pytorch#190489; seen here once in CI on a migrated torch_xla template run by torchrun,
+    after its last line had printed). Gloo's destroy is local to the process, so no other rank is waited for."""
+    global _EXIT_HOOK
+    if _EXIT_HOOK:
+        return
+    _EXIT_HOOK = True
+    import atexit
+
+    atexit.register(_destroy_groups)
+
+
+def _destroy_groups() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except (
+            RuntimeError,
+            ValueError,
+        ) as exc:  # at exit: say why, never turn a finished run into a failure
+            print(f"tpu_dist: the process group could not be destroyed at exit: {exc}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -84,6 +84,23 @@ def test_single_rank_in_process_all_reduce_and_broadcast() -> None:
         dist.destroy_process_group()
 
 
+_EXIT_SCRIPT = """
+import atexit, torch, torch.distributed as dist
+import tpu_workbench.backend  # noqa: F401
+atexit.register(lambda: print("initialized at exit:", dist.is_initialized(), flush=True))  # runs after ours
+dist.init_process_group("tpu_dist", store=dist.HashStore(), rank=0, world_size=1)
+x = torch.ones(2).to("tpu")
+dist.all_reduce(x)
+print("sum", x.sum().item(), flush=True)
+"""
+
+
+def test_a_program_that_never_destroys_its_group_has_it_destroyed_before_the_interpreter_dies() -> None:
+    # gloo's threads freeing work during interpreter finalization abort the process (pytorch/pytorch#190489)
+    out = _run([sys.executable, "-c", _EXIT_SCRIPT], timeout=120)
+    assert "sum 2.0" in out and "initialized at exit: False" in out
+
+
 @pytest.mark.slow
 def test_all_collectives_two_ranks() -> None:
     out = _torchrun("collectives.py", "tpu_dist")
