@@ -16,6 +16,7 @@ process would come from JAX sharding, not from this path.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -74,13 +75,11 @@ def _destroy_at_exit() -> None:
     if _EXIT_HOOK:
         return
     _EXIT_HOOK = True
-    import atexit
-
     atexit.register(_destroy_groups)
 
 
 def _destroy_groups() -> None:
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: optional (torch.distributed may be absent)
 
     if dist.is_available() and dist.is_initialized():
         try:
