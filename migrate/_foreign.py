@@ -20,8 +20,8 @@ def third_party(qname: str | None, path: str | None) -> bool:
     """``qname`` (an imported name, ``isaacgymenvs.make``) is a third-party library's.
 
     torch and its family (``torch*``: torchvision, torchaudio ...) and the standard library are not; a module
-    found beside the file or in a folder above it (``from models import build`` in a repository) is the
-    project's own. Relative imports never reach here (they resolve to no qualified name).
+    found beside the file or in a folder above it (``from models import build`` in a repository), or in the
+    ``src/`` folder of one of those (``from nanotron.nn import X`` in ``tests/``), is the project's own. Relative imports never reach here (they resolve to no qualified name).
     """
     if not qname:
         return False
@@ -36,8 +36,10 @@ def third_party(qname: str | None, path: str | None) -> bool:
 @lru_cache(maxsize=4096)
 def _project_module(folder: str, root: str) -> bool:
     for _ in range(_PROJECT_DEPTH):
-        if os.path.isfile(os.path.join(folder, root + ".py")) or os.path.isdir(os.path.join(folder, root)):
-            return True
+        # (``src/<package>``: the src layout, where tests import the package from beside ``src``)
+        for base in (folder, os.path.join(folder, "src")):
+            if os.path.isfile(os.path.join(base, root + ".py")) or os.path.isdir(os.path.join(base, root)):
+                return True
         parent = os.path.dirname(folder)
         if parent == folder:
             break

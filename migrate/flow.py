@@ -31,6 +31,8 @@ from .names import TRIVIA, node_types
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: How a kept device count's finding starts (the rule words it as a count, not as a test).
 PER_HOST = "it counts devices per host"
+#: (not ``rank % device_count``: pytorch/examples' imagenet computes `args.gpu` so, and that ordinal is dropped
+#: wherever it is used; a kept count would divide by zero there)
 _DIVIDE = (cst.Divide, cst.FloorDivide)
 _DIVIDE_ASSIGN = (cst.DivideAssign, cst.FloorDivideAssign)
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
@@ -407,6 +409,10 @@ class Flow:
             return [*after, *self._rest_of_block(block)]
         if type(block) is cst.If:  # an elif: its own block is the outer if's
             return []
+        if type(block) is cst.Module:
+            # a script's top-level assert guards the whole script: the functions defined above it run after it
+            # (modded-nanogpt's loaders and optimizers, defined before `assert torch.cuda.is_available()`)
+            return [s for s in block.body if s is not stmt]
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)):
             return []
@@ -768,6 +774,20 @@ def checks_to_keep(
             for n in walk_regions(c.regions):
                 if many and type(n) is cst.Call and flow._qname(n.func) in _MULTI_DEVICE:
                     continue  # `if device_count() > 1: DataParallel(m)`: false on TPU either way (TPU407 flags it)
+                if (placed := _placement_map_write(n)) is not None:
+                    why = (
+                        f"it switches on code that fills accelerate's `{placed}`, whose integer keys are CUDA "
+                        "ordinals (accelerate never places on 'tpu')"
+                    )
+                    break
+                if type(n) is cst.Call and (wrapper := _data_parallel_wrapper(flow, n)) is not None:
+                    if many:
+                        continue  # (as above)
+                    why = (
+                        f"it switches on `{wrapper}`, a DataParallel wrapper: it splits a batch over the CUDA "
+                        "devices of one process, which TorchTPU does not have (one device per process)"
+                    )
+                    break
                 if id(n) in flagged and id(n) not in checks and not flow.kept_test(n):
                     why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
                     break
@@ -846,6 +866,39 @@ def _above_one(flow: Flow, call: cst.CSTNode) -> bool:
     return (type(c.operator) is cst.GreaterThan and n >= 1) or (
         type(c.operator) is cst.GreaterThanEqual and n >= 2
     )
+
+
+#: A callee named for DataParallel that is not torch's own (``DataParallelNet``, ``BalancedDataParallel``,
+#: ``DataParallelWithCallback``): repositories wrap nn.DataParallel under such names in another module.
+_DATA_PARALLEL_NAME = re.compile(r"(?<!Distributed)(?<!Sharded)DataParallel|^data_parallel")
+
+
+def _data_parallel_wrapper(flow: Flow, call: cst.Call) -> str | None:
+    """The name of ``call``'s callee when it is a DataParallel wrapper defined outside torch, else None."""
+    name = _last_name(call.func)
+    if name is None or _DATA_PARALLEL_NAME.search(name) is None or flow._qname(call.func) in _MULTI_DEVICE:
+        return None
+    q = flow._qname(call.func) or ""
+    return None if q.startswith("torch.") else name
+
+
+#: accelerate's placement maps: integer keys (or values) there are CUDA ordinals.
+_PLACEMENT_MAPS = frozenset({"max_memory", "device_map"})
+
+
+def _placement_map_write(n: cst.CSTNode) -> str | None:
+    """``max_memory.update({i: ...})``, ``max_memory[i] = ...``, ``device_map = ...`` or ``f(max_memory=...)``:
+    the map's name when ``n`` writes one, else None."""
+    t = type(n)
+    if t is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("update", "setdefault"):
+        base = n.func.value
+        return base.value if type(base) is cst.Name and base.value in _PLACEMENT_MAPS else None
+    if t is cst.AssignTarget:
+        target = n.target.value if type(n.target) is cst.Subscript else n.target
+        return target.value if type(target) is cst.Name and target.value in _PLACEMENT_MAPS else None
+    if t is cst.Arg and n.keyword is not None and n.keyword.value in _PLACEMENT_MAPS:
+        return n.keyword.value
+    return None
 
 
 def _first(items: Iterator[str | None]) -> str | None:

@@ -14,6 +14,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cuda", r"""['"]cuda(?::[^'"\n]*)?['"]"""),
     ("xla", r"""['"]xla(?::[^'"\n]*)?['"]"""),
     ("nccl", r"""['"]nccl(?::[^'"\n]*)?['"]"""),
+    ("nccl", r"cuda:nccl"),  # a backend per device type: "cpu:gloo,cuda:nccl"
     ("cuda", r"""f['"]cuda:"""),
     ("xla", r"""f['"]xla:"""),
     ("cuda", r"\bcuda\s*[.(]"),

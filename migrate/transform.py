@@ -286,6 +286,10 @@ class MigrationTransformer(cst.CSTTransformer):
         """No rule touches the children of ``node`` (call from a ``visit_node`` hook)."""
         self._skip.add(id(node))
 
+    def statement(self) -> cst.CSTNode | None:
+        """The innermost statement being visited (call from a ``visit_node`` hook)."""
+        return self._stack[-1] if self._stack else None
+
     def is_condition(self, node: cst.CSTNode) -> bool:
         """True when ``node`` is the whole test of the enclosing ``if``/``while`` (no parentheses needed)."""
         top = self._stack[-1] if self._stack else None

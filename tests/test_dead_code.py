@@ -56,6 +56,7 @@ def _notebook_code(tmp: Path) -> Path:
     return out
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 def test_no_unused_function_class_or_method(tmp_path: Path) -> None:
     v = vulture.Vulture(ignore_names=CALLED_BY_NAME, ignore_decorators=REGISTERED_BY_DECORATOR)
     paths = [str(ROOT / p) for p in (*PACKAGES, *USERS)] + [str(_notebook_code(tmp_path))]

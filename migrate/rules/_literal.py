@@ -236,6 +236,27 @@ def _branches_of(node: cst.If) -> list[cst.CSTNode]:
     return [node.body] + ([node.orelse] if node.orelse is not None else [])
 
 
+def device_call_key(key: cst.BaseExpression | None) -> cst.SimpleString | None:
+    """The string of a ``torch.device("cuda")`` dict key, else None."""
+    if (
+        type(key) is cst.Call
+        and code(key.func) == "torch.device"
+        and len(key.args) == 1
+        and key.args[0].keyword is None
+        and type(key.args[0].value) is cst.SimpleString
+    ):
+        return key.args[0].value
+    return None
+
+
+def _device_choice(value: cst.BaseExpression) -> cst.SimpleString | None:
+    """The device literal of ``torch.device``'s first argument: ``"cuda"``, or the first branch of ``"cuda" if
+    ok else "cpu"`` (whose ordinal argument then goes with it: the CPU's index means nothing either)."""
+    if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.SimpleString):
+        value = value.body
+    return value if isinstance(value, cst.SimpleString) else None
+
+
 def _sets_device_map(node: cst.CSTNode) -> bool:
     """The code writes a device_map: ``x["device_map"] = ...``, ``device_map = ...`` or ``f(device_map=...)``."""
     for n in _walk_code(node):
@@ -335,10 +356,13 @@ class LiteralRule(Rule):
     keep_in_choices: ClassVar[bool] = True
     #: Flag, never rewrite, the literal in comparisons (a backend test gates code for that backend only).
     flag_compared: ClassVar[bool] = False
+    #: A word every literal of this rule holds (a cheap per-file text test before a walk).
+    word: ClassVar[str] = ""
     node_types = (
         cst.SimpleString,
         cst.FormattedString,
         cst.Comparison,
+        cst.IfExp,
         cst.Call,
         cst.DictElement,
         cst.List,
@@ -405,6 +429,32 @@ class LiteralRule(Rule):
                 value=None,
             )
 
+    def _placement_choice(self, ctx: Context, node: cst.IfExp) -> None:
+        """``device_map = {"": device.index if device.type == "cuda" else device.type}`` (AutoGPTQ): the test
+        chooses what accelerate reads, and an integer there is a CUDA ordinal; renamed, "tpu" would hand
+        accelerate (and safetensors) ordinal 0, which is CUDA's. Kept and flagged, as for an ``if``."""
+        if type(node.test) is not cst.Comparison:
+            return
+        strings = [
+            p
+            for part in (node.test.left, *(c.comparator for c in node.test.comparisons))
+            for p in _walk_strings(part)
+            if self.new_body(string_body(p)) is not None
+        ]
+        stmt = ctx.statement() if strings else None
+        if stmt is None or type(stmt) is not cst.SimpleStatementLine or not _sets_device_map(stmt):
+            return
+        for s in strings:
+            ctx.claim_string(
+                s,
+                COMPARISON_CODE,
+                "flagged",
+                f"'{string_body(s)}' here chooses what goes into accelerate's device_map, which reads an "
+                "integer as a CUDA ordinal and never places on 'tpu': kept; load without device_map and move the "
+                "model with .to('tpu')",
+                value=None,
+            )
+
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
         renaming 'cuda' there changes which nodes it patches, not the device. Kept and flagged."""
@@ -442,6 +492,9 @@ class LiteralRule(Rule):
             self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
             return
+        if t is cst.IfExp:
+            self._placement_choice(ctx, node)  # type: ignore[arg-type]
+            return
         if t is cst.FunctionDef:
             graph = ctx.scratch.get("graph-words")
             if graph is None:  # (once per file: searching the text per function would be quadratic)
@@ -453,6 +506,12 @@ class LiteralRule(Rule):
                 selectors = ctx.scratch["selector-lists"] = _SELECTOR_LIST.search(ctx.source_text) is not None
             if selectors:
                 self._keep_selector_values(ctx, node)  # type: ignore[arg-type]
+            if self.flag_compared:
+                word = ctx.scratch.get(f"word-{self.code}")
+                if word is None:
+                    word = ctx.scratch[f"word-{self.code}"] = self.word in ctx.source_text
+                if word:
+                    self._keep_compared_defaults(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
             if not ctx.enabled(COMPARISON_CODE):
@@ -519,8 +578,8 @@ class LiteralRule(Rule):
             if (
                 method == "device"
                 and len(node.args) == 2
-                and isinstance(node.args[0].value, cst.SimpleString)
-                and self.pattern.fullmatch(string_body(node.args[0].value) or "-")
+                and (first := _device_choice(node.args[0].value)) is not None
+                and self.pattern.fullmatch(string_body(first) or "-")
                 and ctx.qname(node.func) == "torch.device"
             ):
                 self._device_with_index(ctx, node)
@@ -586,6 +645,12 @@ class LiteralRule(Rule):
             and "cuda" not in (string_body(node.key) or "")
         ):
             ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]  # a key: data
+        elif t is cst.DictElement and (inner := device_call_key(node.key)) is not None:
+            if self.new_body(string_body(inner)) is not None and "cuda" in (string_body(inner) or ""):
+                # {torch.device("cuda"): dist.Backend.NCCL}: as below, TPU104 adds a torch.device("tpu") entry
+                ctx.claim_string(inner, "", "rewritten", "", value=None)
+                for s in _walk_strings(node.value):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
         elif t is cst.DictElement:
             if self.new_body(string_body(node.key)) is not None and "cuda" in (string_body(node.key) or ""):
                 # {"cuda": "nccl"} maps device types: keep the entry, TPU104 adds a "tpu" one.
@@ -665,6 +730,39 @@ class LiteralRule(Rule):
                             ctx.claim_string(s, "", "rewritten", "", value=None)
             todo.extend(child_nodes(n))
 
+    def _keep_compared_defaults(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """``def __init__(self, backend="nccl"): ... assert backend == "nccl"`` (nanotron): a comparison this rule
+        keeps (``flag_compared``) keeps the literals that reach its name in the same function, a parameter's
+        default or an assignment; renamed alone, the default fails the kept test on every call."""
+        names: set[str] = set()
+        nodes: list[cst.CSTNode] = []
+        todo: list[cst.CSTNode] = [fn]
+        while todo:
+            n = todo.pop()
+            nodes.append(n)
+            if isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name):
+                if any(
+                    self.new_body(string_body(s)) is not None
+                    for c in n.comparisons
+                    for s in _walk_strings(c.comparator)
+                ):
+                    names.add(n.left.value)
+            todo.extend(child_nodes(n))
+        if not names:
+            return
+        for n in nodes:
+            if isinstance(n, cst.Param) and n.name.value in names and n.default is not None:
+                value: cst.CSTNode | None = n.default
+            elif isinstance(n, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value in names for t in n.targets
+            ):
+                value = n.value
+            else:
+                continue
+            for s in _walk_strings(value):
+                if self.new_body(string_body(s)) is not None:
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+
     def _selector_names(self, root: cst.CSTNode) -> frozenset[str]:
         """Names tested for membership in a display of names that holds a device word (``impl in ['ref',
         'cuda']``): implementation selectors, not devices."""
@@ -725,23 +823,24 @@ class LiteralRule(Rule):
         """``torch.device("cuda", i)``: index 0 stays; a literal above 0 names another device of this process
         (flagged); a run-time index chose this process's GPU, and on TorchTPU that is the process's own 'tpu'."""
         index = node.args[1].value
+        literal = _device_choice(node.args[0].value)
         if isinstance(index, cst.Integer):
             if int(index.value, 0) > 0:
                 ctx.claim_string(
-                    node.args[0].value,
+                    literal,  # type: ignore[arg-type]
                     self.code,
                     "flagged",  # type: ignore[arg-type]
-                    f"torch.device('{string_body(node.args[0].value)}', {index.value}) names another "
+                    f"torch.device('{string_body(literal)}', {index.value}) names another "
                     "device of this process; TorchTPU binds one device per process: place the work by "
                     "hand (one process per device, or DTensor)",
                     value=None,
                 )
             return
         ctx.claim_string(  # the index is dropped in leave_node (_drop_runtime_index), like f"cuda:{i}"
-            node.args[0].value,  # type: ignore[arg-type]
+            literal,  # type: ignore[arg-type]
             self.code,
             "warned",
-            f"torch.device('{string_body(node.args[0].value)}', {code(index)}) -> torch.device("  # type: ignore[arg-type]
+            f"torch.device('{string_body(literal)}', {code(index)}) -> torch.device("  # type: ignore[arg-type]
             f"'{self.replacement}') (one device per process: the ordinal chose this process's GPU; a kept "
             "ordinal above 0 raises where the launcher sets no LOCAL_RANK, e.g. mp.spawn workers)",
             value=None,
@@ -758,10 +857,10 @@ class LiteralRule(Rule):
             and len(orig.args) == 2 == len(node.args)
             and orig.args[1].keyword is None
             and not isinstance(orig.args[1].value, cst.Integer)
-            and isinstance(orig.args[0].value, cst.SimpleString)
-            and isinstance(node.args[0].value, cst.SimpleString)
-            and string_body(node.args[0].value) == self.replacement
-            and string_body(orig.args[0].value) != self.replacement
+            and (was := _device_choice(orig.args[0].value)) is not None
+            and (now := _device_choice(node.args[0].value)) is not None
+            and string_body(now) == self.replacement
+            and string_body(was) != self.replacement
             and ctx.qname(orig.func) == "torch.device"
         ):
             return None

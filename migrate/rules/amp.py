@@ -39,6 +39,8 @@ class Autocast(Rule):
 
     def call(self, ctx, orig, node, qname):
         if any(a.star for a in node.args):
+            if qname in _CUDA_AMP or qname in _XLA_AMP:
+                return self._unpacked(ctx, orig, node, qname)
             return None
         if qname in _CUDA_AMP or qname in _XLA_AMP:
             old = _CUDA_SIGNATURE if qname in _CUDA_AMP else _XLA_SIGNATURE
@@ -110,6 +112,43 @@ class Autocast(Rule):
                 )
             return set_kwarg(node, "dtype", expr("torch.bfloat16"))
         return None
+
+    def _unpacked(self, ctx, orig: cst.Call, node: cst.Call, qname: str) -> cst.Call | None:
+        """``torch.cuda.amp.autocast(**kwargs)``: the dict holds autocast's own keywords (enabled, dtype,
+        cache_enabled), which torch.autocast takes under the same names; left CUDA's, it is silently off on a TPU
+        host while its twin queries (``is_autocast_enabled("tpu")``) say on. Positional or ``*args`` arguments
+        do not map by name: flagged."""
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if any(a.star == "*" for a in node.args) or len(positional) > (qname in _XLA_AMP):
+            ctx.flag(
+                orig,
+                f"`{qname}(...)` takes unpacked positional arguments: map them onto "
+                'torch.autocast("tpu", ...) by hand',
+                code=self.code,
+            )
+            return None
+        kept = [
+            a for a in node.args if a.star == "**" or (a.keyword is not None and a.keyword.value != "device")
+        ]
+        new = node.with_changes(func=expr("torch.autocast"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kept])
+        dtype = kwarg(orig, "dtype")
+        if dtype is not None and _dtype_is_fp16(ctx, dtype.value):
+            new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
+        spread = next(code(a.value) for a in node.args if a.star == "**")
+        unnamed = (
+            "the compute dtype changes from float16 to bfloat16"
+            if qname in _CUDA_AMP
+            else "TPU autocast's default (bfloat16) applies"
+        )
+        ctx.report(
+            orig,
+            f'`{qname}(**{spread[:40]})` -> `torch.autocast("tpu", **{spread[:40]})`: the dict\'s keys are '
+            f"autocast's own; where it names no dtype, {unnamed}",
+            code=self.code,
+            outcome="warned",
+        )
+        ctx.need_import("torch")
+        return new
 
 
 _CUDA_SIGNATURE = "enabled=True, dtype=torch.float16, cache_enabled=True"

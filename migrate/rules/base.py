@@ -65,6 +65,9 @@ class Context(Protocol):
     def is_condition(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is the whole test of the enclosing ``if``/``while``."""
 
+    def statement(self) -> cst.CSTNode | None:
+        """The innermost statement being visited."""
+
     def in_claimed_statement(self) -> bool:
         """Whether the statement being visited is rewritten as a whole by a statement rule."""
 

@@ -19,6 +19,7 @@ from ._literal import (
     ORDINAL_SLOT,
     LiteralRule,
     creates_group,
+    device_call_key,
 )
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
@@ -129,6 +130,16 @@ def _a_flag(value: cst.BaseExpression) -> bool:
     return type(value) in (cst.Call, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison)
 
 
+def device_key(key: cst.BaseExpression | None) -> str | None:
+    """A dict key's device type: ``"cuda"``, or ``torch.device("cuda")`` (shampoo's backend table)."""
+    inner = device_call_key(key)
+    return (
+        string_body(inner if inner is not None else key)
+        if isinstance(key, (cst.SimpleString, cst.Call))
+        else None
+    )
+
+
 @register
 class DeviceDictKey(Rule):
     code = DICT_KEY_CODE
@@ -146,7 +157,7 @@ class DeviceDictKey(Rule):
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         assert isinstance(node, cst.Dict)
-        keys = [string_body(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
+        keys = [device_key(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
         if "cuda" not in keys or "tpu" in keys:
             return None
         el = node.elements[keys.index("cuda")]
@@ -156,7 +167,13 @@ class DeviceDictKey(Rule):
             return None  # {'cuda': True, 'lr': 1e-3}: an option "use CUDA", not a table keyed by device type
         if string_body(value) == "nccl":
             value = with_body(value, "tpu_dist")  # type: ignore[arg-type]
-        key = with_body(el.key, "tpu")  # type: ignore[arg-type]
+        elif type(value) is cst.Attribute and value.attr.value == "NCCL":  # dist.Backend.NCCL
+            value = cst.SimpleString('"tpu_dist"')
+        if type(el.key) is cst.Call:  # {torch.device("cuda"): ...}
+            inner = el.key.args[0]
+            key = el.key.with_changes(args=[inner.with_changes(value=with_body(inner.value, "tpu"))])
+        else:
+            key = with_body(el.key, "tpu")  # type: ignore[arg-type]
         elements = list(node.elements)
         last = elements[-1]
         new = cst.DictElement(key=key, value=value, comma=last.comma)

@@ -19,6 +19,8 @@ _INIT = frozenset(
 _DDP = frozenset(
     {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
 )
+#: A backend string per device type (``"cpu:gloo,cuda:nccl"``) with a CUDA entry.
+_PER_DEVICE_BACKENDS = re.compile(r"(?:[a-z]+:[a-z_]+,)*cuda:nccl(?:,[a-z]+:[a-z_]+)*")
 _BARRIER = frozenset({"torch.distributed.barrier", "torch.distributed.distributed_c10d.barrier"})
 
 
@@ -39,6 +41,14 @@ class NcclLiteral(LiteralRule):
     replacement = "tpu_dist"
     what = "process-group backend"
     flag_compared = True  # `if get_backend() == "nccl": barrier(device_ids=...)` is NCCL's own code
+    word = "nccl"
+
+    def new_body(self, body: str | None) -> str | None:
+        """Also the per-device form ``"cpu:gloo,cuda:nccl"``: its CUDA entry becomes ``tpu:tpu_dist`` (left
+        alone, no backend serves "tpu" tensors in that group)."""
+        if body is not None and _PER_DEVICE_BACKENDS.fullmatch(body):
+            return body.replace("cuda:nccl", "tpu:tpu_dist")
+        return super().new_body(body)
 
     def data_reason(self, ctx):
         """A file that never creates a process group hands its backend name to a framework (ignite's
@@ -215,6 +225,10 @@ class BackendFromData(Rule):
             ctx.report(orig, "`is_nccl_available()` -> `is_backend_available('tpu_dist')`", code=self.code)
             ctx.need_import("torch")
             return expr("torch.distributed.is_backend_available('tpu_dist')")
+        dropped = _drop_device_id(ctx, orig, node) if qname in _INIT else None
+        return self._backend(ctx, orig, dropped or node, qname) or dropped
+
+    def _backend(self, ctx, orig: cst.Call, node: cst.Call, qname: str) -> cst.Call | None:
         positional = [a for a in node.args if a.keyword is None]
         backend = kwarg(node, "backend") or (positional[0] if positional and qname in _INIT else None)
         if backend is None or backend.star or list(literals(backend.value)) or _is_wrapped(backend.value):
@@ -232,6 +246,26 @@ class BackendFromData(Rule):
         ctx.need_helper(_helpers.BACKEND)
         wrapped = backend.with_changes(value=expr(f"{_helpers.BACKEND}({code(backend.value)})"))
         return node.with_changes(args=[wrapped if a is backend else a for a in node.args])
+
+
+def _drop_device_id(ctx, orig: cst.Call, node: cst.Call) -> cst.Call | None:
+    """``init_process_group(..., device_id=device)``: the migrated device is the process's own ``"tpu"``, which
+    torch refuses there ("Please use a device_id with index"); TorchTPU binds one device per process, so the
+    argument has nothing to say. A CPU-only backend (gloo, mpi) keeps it."""
+    if kwarg(node, "device_id") is None:
+        return None
+    positional = [a for a in orig.args if a.keyword is None]
+    backend = kwarg(orig, "backend") or (positional[0] if positional else None)
+    if backend is not None and (string_body(backend.value) or "").split(":")[-1] in ("gloo", "mpi"):
+        return None
+    ctx.report(
+        orig,
+        "dropped init_process_group device_id= (TorchTPU binds one device per process; torch refuses the "
+        "index-less 'tpu' device there)",
+        code=DdpDeviceIds.code,
+        outcome="warned",
+    )
+    return drop_kwargs(node, {"device_id"})
 
 
 def _literal_only(source: str, name: str) -> bool:

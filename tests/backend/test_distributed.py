@@ -95,6 +95,7 @@ print("sum", x.sum().item(), flush=True)
 """
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 def test_a_program_that_never_destroys_its_group_has_it_destroyed_before_the_interpreter_dies() -> None:
     # gloo's threads freeing work during interpreter finalization abort the process (pytorch/pytorch#190489)
     out = _run([sys.executable, "-c", _EXIT_SCRIPT], timeout=120)

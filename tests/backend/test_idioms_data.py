@@ -156,6 +156,7 @@ def test_numpy_on_a_device_tensor_raises_like_cuda() -> None:
     assert xt.tolist() == [1.0, 1.0]
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 def test_second_ordinal_is_an_invalid_device_like_cuda() -> None:
     assert torch.device("tpu:1").index == 1  # naming it is fine, as for CUDA
     with pytest.raises(RuntimeError, match="invalid device ordinal"):

@@ -45,6 +45,7 @@ def test_every_test_source_gives_the_same_result_grouped(grouped, monkeypatch):
     assert sum(grouped) >= 2  # (the group path really answered; test sources are small: few have two groups)
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.sampled_from(_HEADERS),

@@ -44,6 +44,7 @@ def test_every_point_names_its_source_and_mlperf_systems_have_both_scenarios():
         assert {p["scenario"] for p in _mlperf() if (p["chip"], p["chips"]) == sys_} == {"offline", "server"}
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 def test_each_point_is_a_validation_row_with_its_error():
     rows = {r.id: r for r in serving_rows()}
     for p in points():

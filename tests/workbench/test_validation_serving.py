@@ -71,6 +71,7 @@ def test_at_most_one_calibration_point_per_vendor_phase_family_and_precision(tab
     assert not ids & {r["id"] for r in table["rows"] if r["role"] == "validation" and r["id"] != "row 12"}
 
 
+@pytest.mark.slow  # (quick loop: several seconds; runs in the full suite)
 def test_groups_count_only_projected_validation_rows_and_judge_the_targets():
     rows = serving_rows()
     s = summary(rows)
