@@ -800,7 +800,34 @@ def checks_to_keep(
         if why is not None:
             new[id(c.key)] = why
     new.update(_state_twins(flow, rewritten, {**kept, **new}, flagged))
+    new.update(_reported_twins(flow, rewritten, {**kept, **new}))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+def _reported_twins(flow: Flow, rewritten: set[int], kept: dict[int, str]) -> dict[int, str]:
+    """``if torch.cuda.is_available(): ... else: raise Error(f"no CUDA: {torch.cuda.is_available()}")`` (nanotron):
+    a check inside an ``if`` whose test holds a kept check of the same predicate reports that test; renamed, it
+    says True on a TPU host in the very branch the kept test chose because it was False."""
+    tests: dict[int, str] = {}  # id(if) -> predicate of a kept check in its test
+    for c in flow.checks:
+        if id(c.key) in rewritten and id(c.key) not in kept:
+            continue  # (a check the pass left CUDA's, or one the flow layer keeps)
+        child, p = c.node, flow.parents.get(c.node)
+        while p is not None and not isinstance(p, cst.BaseStatement):
+            child, p = p, flow.parents.get(p)
+        if type(p) is cst.If and p.test is child:
+            tests[id(p)] = c.predicate
+    out: dict[int, str] = {}
+    for c in flow.checks if tests else ():
+        if id(c.key) in kept or id(c.key) not in rewritten:
+            continue
+        p = flow.parents.get(c.node)
+        while p is not None:
+            if tests.get(id(p)) == c.predicate:
+                out[id(c.key)] = "it reports the kept test of the `if` around it"
+                break
+            p = flow.parents.get(p)
+    return out
 
 
 def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged: set[int]) -> dict[int, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 import gc
+import os
 import re
 import warnings
 from collections.abc import Iterable
@@ -86,7 +87,24 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
+    if path and _TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
+        return "cuda-only"
     return "normal"
+
+
+#: pytest's default test-file names.
+_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
+
+
+def _imports_cuda_only(table: ImportTable, path: str) -> bool:
+    """A CUDA-only module imported anywhere in the file, inside a function too: in a test file that is the
+    test of a CUDA extension (Megatron's ``test_fused_kernels.py`` imports ``scaled_masked_softmax_cuda`` in its
+    test functions), which has nothing to run on TPU."""
+    return any(
+        q is not None and cuda_only_module(q, path)
+        for scope in (table.module_scope, *table.scopes.values())
+        for q in scope.names.values()
+    )
 
 
 _CLASS_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^)]*)\)", re.M)

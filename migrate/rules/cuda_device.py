@@ -165,6 +165,10 @@ class DeviceDictKey(Rule):
         value = el.value
         if _a_flag(value) and not any(k in DEVICE_WORDS for k in keys if k != "cuda"):
             return None  # {'cuda': True, 'lr': 1e-3}: an option "use CUDA", not a table keyed by device type
+        if any(k is not None and k != "cuda" and k not in DEVICE_WORDS for k in keys):
+            # {"python": ..., "torch": ..., "cuda": torch.cuda.get_rng_state()}: a record with a field named
+            # cuda (OLMo's RNG state), not a table keyed by device type
+            return None
         if string_body(value) == "nccl":
             value = with_body(value, "tpu_dist")  # type: ignore[arg-type]
         elif type(value) is cst.Attribute and value.attr.value == "NCCL":  # dist.Backend.NCCL

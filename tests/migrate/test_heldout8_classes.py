@@ -273,3 +273,46 @@ def test_a_chosen_device_loses_the_ordinal_like_a_plain_one():
     )
     out = run(src).new_source
     assert 'torch.device("tpu" if torch.accelerator.is_available() else "cpu")' in out
+
+
+# --- Megatron-DeepSpeed megatron/fused_kernels/tests/test_fused_kernels.py: a test file of CUDA extensions (it
+# imports `scaled_masked_softmax_cuda` inside its test functions) had every `.cuda()` moved to "tpu" ---
+def test_a_test_file_that_imports_a_cuda_extension_anywhere_is_flagged_not_migrated(tmp_path):
+    src = "import torch\n\ndef test_load():\n    import scaled_masked_softmax_cuda\n    x = torch.randn(4).cuda()\n"
+    test = tmp_path / "test_fused_kernels.py"
+    test.write_text(src)
+    out = run(src, path=str(test)).new_source
+    assert "torch.randn(4).cuda()" in out
+    assert "TODO(tpu-migrate TPU211)" in out
+
+
+def test_a_module_that_imports_a_cuda_extension_in_a_function_is_still_migrated(tmp_path):
+    """Outside test files a lazy import is often a fallback (`try: import x_cuda except ImportError`)."""
+    src = "import torch\n\ndef load():\n    import scaled_masked_softmax_cuda\n\nx = torch.randn(4).cuda()\n"
+    helper = tmp_path / "kernels.py"
+    helper.write_text(src)
+    assert 'torch.randn(4).to("tpu")' in run(src, path=str(helper)).new_source
+
+
+# --- nanotron distributed.py: `if torch.cuda.is_available(): ... else: raise NotImplementedError(f"CUDA was not
+# found: torch.cuda.is_available(): {torch.cuda.is_available()}")`: with the test kept, the message was renamed and
+# said True on a TPU host in the branch taken because it was False ---
+def test_a_check_that_reports_a_kept_test_stays_with_it():
+    src = (
+        "import torch\n\ndef init(local_rank):\n    if torch.cuda.is_available():\n"
+        "        torch.cuda.set_device(torch.cuda.device(local_rank))\n    else:\n"
+        '        raise NotImplementedError(f"no CUDA: {torch.cuda.is_available()}")\n'
+    )
+    out = run(src).new_source
+    assert "torch.accelerator" not in out
+
+
+# --- OLMo train.py: `{"python": ..., "torch": ..., "cuda": torch.cuda.get_rng_state() ...}` (a record with a field
+# named cuda) got a "tpu" entry holding CUDA's RNG state, as if it were a table keyed by device type ---
+def test_a_record_with_a_cuda_field_is_not_a_device_table():
+    src = (
+        "import random\nimport torch\n\n"
+        'rng = {"python": random.getstate(), "torch": torch.random.get_rng_state(), '
+        '"cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}\n'
+    )
+    assert '"tpu":' not in run(src).new_source
