@@ -1325,6 +1325,57 @@ _KERNEL_REGISTRATIONS = frozenset(
 _CUDA_KEYS = frozenset({"cuda", "CUDA", "AutogradCUDA", "SparseCUDA", "QuantizedCUDA"})
 
 
+#: A test decorator that runs its test only where CUDA GPUs are (torch's ``skip_if_lt_x_gpu(2)``, transformers'
+#: ``require_torch_gpu``, ``skipIfNoCuda``, ``requires_cuda``).
+_GPU_ONLY_TEST = re.compile(r"(?i)^(?:skip|requires?)_?\w*(?:gpu|cuda)\w*$")
+
+
+def _decorator_name(d: cst.Decorator) -> str | None:
+    f = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+    return f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+
+
+@register
+class GpuOnlyTest(Rule):
+    code = "TPU217"
+    name = "gpu-only-test"
+    family = "cuda_api"
+    outcome = "flagged"
+    summary = (
+        "Leave a test that its decorator runs only with CUDA GPUs (skip_if_lt_x_gpu, require_torch_gpu, "
+        "skipIfNoCuda) as written, flagged."
+    )
+    rationale = (
+        "The decorator counts CUDA devices, so the test is skipped on a TPU host whatever its body says; "
+        "migrating the body half-migrates the test (its guard still CUDA's, its tensors on 'tpu'). Give the TPU "
+        "path its own test with a guard that counts TPU chips."
+    )
+    before = (
+        "import torch\nfrom torch.testing._internal.common_distributed import skip_if_lt_x_gpu\n\n\n"
+        "@skip_if_lt_x_gpu(2)\ndef test_sharded():\n    x = torch.ones(2).cuda()\n"
+    )
+    after = (
+        "import torch\nfrom torch.testing._internal.common_distributed import skip_if_lt_x_gpu\n\n\n"
+        "# TODO(tpu-migrate TPU217): `skip_if_lt_x_gpu` runs this test only with CUDA GPUs: left as written; "
+        "give the TPU path its own test with a guard that counts TPU chips\n"
+        "@skip_if_lt_x_gpu(2)\ndef test_sharded():\n    x = torch.ones(2).cuda()\n"
+    )
+    node_types = (cst.FunctionDef,)
+
+    def visit_node(self, ctx, node):
+        for d in node.decorators:
+            name = _decorator_name(d)
+            if name is not None and _GPU_ONLY_TEST.match(name):
+                ctx.skip_inside(node)
+                ctx.flag(
+                    node,
+                    f"`{name}` runs this test only with CUDA GPUs: left as written; give the TPU path its own "
+                    "test with a guard that counts TPU chips",
+                    code=self.code,
+                )
+                return
+
+
 @register
 class CudaKernelRegistration(Rule):
     code = "TPU216"

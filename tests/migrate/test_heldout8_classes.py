@@ -316,3 +316,19 @@ def test_a_record_with_a_cuda_field_is_not_a_device_table():
         '"cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}\n'
     )
     assert '"tpu":' not in run(src).new_source
+
+
+# --- shampoo's gpu_tests (in modded-nanogpt): tests under `@skip_if_lt_x_gpu(2)` (it counts CUDA devices) had
+# their models, meshes and inputs moved to "tpu" while the guard stayed CUDA's ---
+@pytest.mark.parametrize("decorator", ["skip_if_lt_x_gpu(2)", "require_torch_gpu", "unittest.skipIfNoCuda"])
+def test_a_test_its_decorator_runs_only_with_cuda_is_left_whole_and_flagged(decorator):
+    src = (
+        "import torch\nimport unittest\nfrom helpers import skip_if_lt_x_gpu, require_torch_gpu\n\n"
+        f"class T(unittest.TestCase):\n    @{decorator}\n    def test_sharded(self):\n"
+        '        x = torch.ones(2, device="cuda")\n\n'
+        '    def test_plain(self):\n        y = torch.ones(2, device="cuda")\n'
+    )
+    out = run(src).new_source
+    assert 'x = torch.ones(2, device="cuda")' in out
+    assert 'y = torch.ones(2, device="tpu")' in out
+    assert "TODO(tpu-migrate TPU217)" in out
