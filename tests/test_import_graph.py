@@ -266,6 +266,7 @@ def _bare_imports(path: Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow  # (quick loop: seconds; runs in the full suite)
 def test_nothing_imports_the_bare_folder_names() -> None:
     """Our code, tests, benchmarks and notebooks import ``tpu_workbench.*`` only: a bare ``backend`` would be a
     user's package, or ours imported twice under two names."""

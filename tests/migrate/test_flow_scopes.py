@@ -284,6 +284,7 @@ def test_skipped_hooks_do_nothing_in_libcst() -> None:
     assert visitor.visit_ClassDef(cst.parse_statement("class A:\n    pass\n")) is False
 
 
+@pytest.mark.slow  # (quick loop: seconds; runs in the full suite)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_parent_map_is_libcsts_without_trivia(source: str) -> None:

@@ -143,6 +143,7 @@ def test_a_cpu_backend_keeps_its_device_id():
     assert "device_id=" in run(src).new_source
 
 
+@pytest.mark.slow  # (quick loop: seconds; runs in the full suite)
 def test_the_migrated_set_up_initialises_on_the_tpu_backend(tmp_path):
     """The rewritten set-up runs: a one-process group on the backend's "tpu_dist" (subprocess, fresh port)."""
     import socket
