@@ -407,16 +407,9 @@ class LiteralRule(Rule):
         accelerate's automatic placement (device_map="auto") can fill, not which device to use; renamed, "tpu"
         would take the automatic path, which places on CUDA or the CPU (never 'tpu'), while the inputs go to
         'tpu' (LLaVA's load_pretrained_model). Kept and flagged."""
-        if type(node.test) is not cst.Comparison:
-            return
         # The test's device strings first (a few nodes): only then walk both branches for a device_map write
         # (every `if` of a file, nested ones again and again, was walked for nothing before).
-        strings = [
-            p
-            for part in (node.test.left, *(c.comparator for c in node.test.comparisons))
-            for p in _walk_strings(part)
-            if self.new_body(string_body(p)) is not None
-        ]
+        strings = self._tested_literals(node.test)
         if not strings or not any(_sets_device_map(b) for b in _branches_of(node)):
             return
         for s in strings:
@@ -429,18 +422,22 @@ class LiteralRule(Rule):
                 value=None,
             )
 
+    def _tested_literals(self, test: cst.BaseExpression) -> list[cst.SimpleString]:
+        """The strings of this rule's vocabulary that a comparison test holds (none for another kind of test)."""
+        if type(test) is not cst.Comparison:
+            return []
+        return [
+            p
+            for part in (test.left, *(c.comparator for c in test.comparisons))
+            for p in _walk_strings(part)
+            if self.new_body(string_body(p)) is not None
+        ]
+
     def _placement_choice(self, ctx: Context, node: cst.IfExp) -> None:
         """``device_map = {"": device.index if device.type == "cuda" else device.type}`` (AutoGPTQ): the test
         chooses what accelerate reads, and an integer there is a CUDA ordinal; renamed, "tpu" would hand
         accelerate (and safetensors) ordinal 0, which is CUDA's. Kept and flagged, as for an ``if``."""
-        if type(node.test) is not cst.Comparison:
-            return
-        strings = [
-            p
-            for part in (node.test.left, *(c.comparator for c in node.test.comparisons))
-            for p in _walk_strings(part)
-            if self.new_body(string_body(p)) is not None
-        ]
+        strings = self._tested_literals(node.test)
         stmt = ctx.statement() if strings else None
         if stmt is None or type(stmt) is not cst.SimpleStatementLine or not _sets_device_map(stmt):
             return
