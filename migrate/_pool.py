@@ -40,6 +40,7 @@ from .limits import (
     time_exceeded,
 )
 from .one_file import TRIM_BYTES, Computed, compute_file, file_size
+from .project import EMPTY, ProjectFacts, installed
 from .results import FileResult
 from .selection import RuleSet
 
@@ -58,6 +59,7 @@ class Job:
     write: bool
     rules: RuleSet
     limits: Limits
+    facts: ProjectFacts = EMPTY
 
 
 # ------------------------------------------------------------------------------------------------
@@ -115,6 +117,11 @@ def _worker(conn: Any, job: Job, close_fds: Sequence[int]) -> None:
             os.close(fd)
         except OSError:
             pass
+    with installed(job.facts):
+        _serve(conn, job)
+
+
+def _serve(conn: Any, job: Job) -> None:
     while True:
         try:
             task = conn.recv()

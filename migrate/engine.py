@@ -12,6 +12,7 @@ from .discover import check_named, discover
 from .fileio import decode, encode
 from .limits import DEFAULT_LIMITS, Limits, StageCallback
 from .one_file import Computed, apply, file_size, migrate_text, process_file
+from .project import installed, scan_files, with_project
 from .results import FileResult, RunResult
 from .selection import RuleSet, as_rule_set
 
@@ -89,13 +90,15 @@ def run_files(
     (``RunResult.interrupted``), and no file is left half-written.
     """
     rules = as_rule_set(rules, select, ignore)
+    facts = scan_files(with_project(files))
     jobs = max(1, jobs or default_jobs())
     sizes = [file_size(f) for f in files]
     pooled = (jobs > 1 and len(files) >= POOL_THRESHOLD) or any(
         s >= ISOLATE_BYTES or _long_line(f, s) for f, s in zip(files, sizes, strict=True)
     )
     if not pooled:
-        return _run_here(files, write, rules, limits, progress, on_stage)
+        with installed(facts):
+            return _run_here(files, write, rules, limits, progress, on_stage)
     results: list[FileResult | None] = [None] * len(files)
 
     def done(i: int, c: Computed) -> None:
@@ -103,7 +106,7 @@ def run_files(
         if progress:
             progress(1)
 
-    job = _pool.Job(write=write, rules=rules, limits=limits)
+    job = _pool.Job(write=write, rules=rules, limits=limits, facts=facts)
     interrupted = _pool.run(files, sizes, min(jobs, len(files)), job, done, on_stage)
     out = [r if r is not None else FileResult(f, "interrupted") for f, r in zip(files, results, strict=True)]
     return RunResult(out, interrupted=interrupted)

@@ -265,6 +265,10 @@ class Flow:
             return self._callers(parent, positive, hops)
         if t is cst.Expr:
             return []
+        if t is cst.BinaryOperation and type(parent.operator) is cst.Multiply:
+            other = parent.left if parent.right is child else parent.right
+            if type(other) in (cst.List, cst.Tuple):  # `(torch.device("cuda"),) * torch.cuda.is_available()`
+                return [other] if positive else []  # the items exist only where the check holds
         return f"it is used as `{_code(parent)[:40]}`"
 
     def _divides_work(self, call: cst.CSTNode) -> str | None:

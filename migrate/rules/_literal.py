@@ -14,8 +14,9 @@ import libcst as cst
 
 from .._foreign import third_party
 from .._walk import child_nodes
+from ..project import facts_for
 from . import _helpers
-from ._util import code, string_body, with_body
+from ._util import code, literals, string_body, with_body
 from .base import Context, Rule
 from .frameworks import framework_knob_strings
 
@@ -485,6 +486,7 @@ class LiteralRule(Rule):
             return  # (left, not visited: see leave_node)
         if t is cst.Call and node.args:
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
+            self._project_enum_args(ctx, node)  # type: ignore[arg-type]
         if t is cst.If:
             self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
@@ -799,6 +801,43 @@ class LiteralRule(Rule):
                     "this file's sight; kept (the switch stays off on TPU); pass what that code should do there",
                     value=None,
                 )
+
+    def _project_enum_args(self, ctx: Context, call: cst.Call) -> None:
+        """``nanotron_timer("step", "cuda")`` where the project types that parameter with an enum whose member
+        is ``CUDA = "cuda"`` (migrate.project): the string is the enum's value (``TimerType("cuda")``), and the
+        member is kept, so a renamed value no longer parses. Kept and flagged."""
+        f = call.func
+        if type(f) is cst.Name:
+            name = f.value
+        elif type(f) is cst.Attribute and ctx.qname(f):  # `timers.nanotron_timer(...)`, not `obj.method(...)`
+            name = f.attr.value
+        else:
+            return
+        params = facts_for(ctx.scratch, ctx.source_text).enum_params.get(name)
+        if not params or third_party(ctx.qname(f), getattr(ctx, "path", None)):
+            return
+        positional = []
+        for a in call.args:
+            if a.keyword is not None or a.star:
+                break
+            positional.append(a)
+        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        for p in params:
+            a = keywords.get(p.name)
+            if a is None and p.position is not None and p.position < len(positional):
+                a = positional[p.position]
+            for s in literals(a.value) if a is not None else ():
+                body = string_body(s)
+                if body in p.values and self.new_body(body) is not None:
+                    ctx.claim_string(
+                        s,
+                        self.code,
+                        "flagged",
+                        f"'{body}' is passed as `{p.name}` of `{name}`, which the project types with its enum "
+                        f"`{p.enum}` (a member has the value '{body}'): it is that member's value, not a device "
+                        "here; kept (renamed, the enum would not parse it); add the 'tpu' path by hand",
+                        value=None,
+                    )
 
     def _claim(self, ctx: Context, s: cst.SimpleString, claim_code: str, how: str) -> None:
         new = self.new_body(string_body(s))

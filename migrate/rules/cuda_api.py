@@ -15,6 +15,7 @@ import libcst as cst
 from .._foreign import third_party
 from .._walk import child_nodes
 from ..flow import PER_HOST
+from ..project import facts_for
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -66,7 +67,17 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
     for stmt in getattr(body, "body", ()):
         small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
         for s in small:
-            call = s.exc if isinstance(s, cst.Raise) else s.value if isinstance(s, cst.Expr) else None
+            call = (
+                s.exc
+                if isinstance(s, cst.Raise)
+                else s.value
+                if isinstance(s, (cst.Expr, cst.Return))
+                else None
+            )
+            if isinstance(call, cst.Call) and isinstance(
+                call.func, cst.Call
+            ):  # return unittest.skip(why)(test)
+                call = call.func
             if isinstance(call, cst.Call) and (
                 isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")
             ):
@@ -79,13 +90,34 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
     return False
 
 
+def _when_missing(test: cst.BaseExpression) -> bool:
+    """A test that holds where CUDA is missing (``not ok``, ``count < 2``, ``device != "cuda"``, ``count == 0``),
+    as opposed to one for too many GPUs (``count > 1``: "test requires 0 or 1 GPU"), which holds on no TPU host
+    whichever count it reads."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return True
+    if isinstance(test, cst.BooleanOperation):
+        return _when_missing(test.left) or _when_missing(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.NotEqual)):
+            return True
+        return isinstance(op, cst.Equal) and isinstance(right, cst.Integer) and right.value == "0"
+    return False
+
+
 _GATE_NAME = re.compile(r"(?:requires?|needs?|skip_?if_?no|only)_?(?:cuda|gpus?)|(?:cuda|gpus?)_?only", re.I)
 _GATE_KEYWORD = re.compile(r"cuda|gpu", re.I)
 
 
-def _gate_helper(name: str) -> bool:
-    """A definition named like a test gate on CUDA (``RunIf``, ``requires_gpu``, ``skip_if_no_cuda``)."""
-    return name in ("RunIf", "run_if") or _GATE_NAME.search(name) is not None
+def _gate_helper(ctx: Context, name: str) -> bool:
+    """A definition named like a test gate on CUDA (``RunIf``, ``requires_gpu``, ``skip_if_no_cuda``), or one
+    the project's own code shows to be one (migrate.project: it skips its test unless CUDA is there)."""
+    return (
+        name in ("RunIf", "run_if")
+        or _GATE_NAME.search(name) is not None
+        or name in facts_for(ctx.scratch, ctx.source_text).gates
+    )
 
 
 def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
@@ -95,8 +127,10 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     a CUDA machine with TPU code and never on a TPU one."""
     func = node.func if isinstance(node, cst.Call) else node
     last = (full_name(func) or "").rsplit(".", 1)[-1]
-    if not isinstance(node, cst.Call):
-        return bool(_GATE_NAME.search(last))
+    if not isinstance(node, cst.Call):  # (a name TPU217 knows is its to flag: one TODO, not two)
+        return bool(_GATE_NAME.search(last)) or (
+            last in facts_for(ctx.scratch, ctx.source_text).gates and not _GPU_ONLY_TEST.match(last)
+        )
     if last in ("RunIf", "run_if"):
         return any(
             a.keyword is not None
@@ -504,7 +538,7 @@ class CudaToAccelerator(Rule):
             None,
         )
         cuda_only = f"`{cuda_only}`" if cuda_only else None
-        if cuda_only is None and _raises_for_cuda(node.body):
+        if cuda_only is None and _when_missing(node.test) and _raises_for_cuda(node.body):
             cuda_only = "a skip or error that says CUDA is needed"
         if cuda_only is None:
             cuda_only = _kept_twin_reads(ctx, node, guards)
@@ -542,7 +576,9 @@ class CudaToAccelerator(Rule):
             )
             return None
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
-        gate = next((d.name.value for d in ctx.enclosing_definitions() if _gate_helper(d.name.value)), None)
+        gate = next(
+            (d.name.value for d in ctx.enclosing_definitions() if _gate_helper(ctx, d.name.value)), None
+        )
         if guarded is None and gate is not None and qname in _GUARDS:
             # the helper behind `@RunIf(min_gpus=1)` / `@requires_gpu`: each decorated test is kept as CUDA's
             # test (cuda_test_gate), so the helper's own CUDA test must stay too, or those tests run on TPU
@@ -1360,7 +1396,7 @@ class GpuOnlyTest(Rule):
         "give the TPU path its own test with a guard that counts TPU chips\n"
         "@skip_if_lt_x_gpu(2)\ndef test_sharded():\n    x = torch.ones(2).cuda()\n"
     )
-    node_types = (cst.FunctionDef,)
+    node_types = (cst.FunctionDef, cst.ClassDef)  # (a class decorator gates each of its tests)
 
     def visit_node(self, ctx, node):
         for d in node.decorators:

@@ -1,0 +1,313 @@
+"""Facts about the whole project a run migrates, read once before the files are migrated one by one.
+
+Why: a rule sees one file, but some meanings are set in another one. Measured on held-out code (nanotron,
+Megatron-DeepSpeed): ``nanotron_timer(name, "cuda")`` passes the value of the project's ``TimerType.CUDA`` enum
+(renamed, ``TimerType("tpu")`` raises on the first step), and ``@require_torch_bf16``, imported from the
+project's testing utilities, runs a test only where CUDA is (its body skips "test requires CUDA hardware ...").
+The facts are read with Python's ``ast`` from the files whose text can hold them (a word test first), so a run
+pays a few parses, not a second pass over the tree:
+
+- :attr:`ProjectFacts.gates` - functions that skip a test unless CUDA is there (a CUDA-naming skip reason under
+  a negative test, or ``skipUnless(<CUDA check>, reason)``): tests they decorate are CUDA's tests;
+- :attr:`ProjectFacts.enum_params` - parameters typed or defaulted with a project ``Enum`` that has a
+  device-named member (``CUDA = "cuda"``): a device string passed there is that enum's value, not a device.
+
+A run installs its facts (:func:`installed`); each file adds its own (:func:`facts_for`), so one file migrated
+alone sees what it defines itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+#: Files bigger than this are not scanned (generated code holds no such helper; the scan stays cheap).
+SCAN_BYTES = 2 << 20
+#: An enum member's value that a device rule would rename.
+_DEVICE_VALUE = re.compile(r"(?:cuda|gpu|nccl|xla)(?::\d+)?", re.I)
+#: A skip reason that says CUDA or a GPU is needed.
+_NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
+_SKIP_CALLS = frozenset({"skip", "SkipTest", "skipTest"})
+_SKIP_UNLESS = frozenset({"skipUnless", "skip_unless"})
+_SKIP_IF = frozenset({"skipIf", "skip_if", "skipif"})
+
+
+@dataclass(frozen=True)
+class EnumParam:
+    """A parameter that takes a project enum's value: its position (``self`` not counted; None for
+    keyword-only), its name, the enum and the enum's device-named values."""
+
+    position: int | None
+    name: str
+    enum: str
+    values: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ProjectFacts:
+    gates: frozenset[str] = frozenset()
+    #: callee name (a function, a method, a class for its ``__init__``, an instance for its ``__call__``) ->
+    #: the parameters that take a device-named enum's value
+    enum_params: dict[str, tuple[EnumParam, ...]] = field(default_factory=dict)
+
+    def merged(self, other: ProjectFacts) -> ProjectFacts:
+        if not other.gates and not other.enum_params:
+            return self
+        params = dict(self.enum_params)
+        for k, v in other.enum_params.items():
+            params[k] = tuple(dict.fromkeys((*params.get(k, ()), *v)))
+        return ProjectFacts(self.gates | other.gates, params)
+
+
+EMPTY = ProjectFacts()
+_installed: ProjectFacts = EMPTY
+
+
+@contextmanager
+def installed(facts: ProjectFacts) -> Iterator[None]:
+    """Make ``facts`` the run's facts while the block runs (the calling process or a worker)."""
+    global _installed
+    old, _installed = _installed, facts
+    try:
+        yield
+    finally:
+        _installed = old
+
+
+def current() -> ProjectFacts:
+    return _installed
+
+
+#: A member assigned a device name (``CUDA = "cuda"``); a skip call whose reason names CUDA or a GPU.
+_ENUM_WORDS = re.compile(r"""=\s*["'](?:cuda|gpu|nccl|xla)(?::\d+)?["']""", re.I)
+_GATE_WORDS = re.compile(r"""(?i)skip\w*\((?:[^()'"]|\([^()]*\))*["'][^"'\n]*\b(?:cuda|gpus?|nvidia)\b""")
+
+
+def _may_hold(text: str) -> tuple[bool, bool]:
+    """(may define a device-named enum, may define a skip gate): text tests before any parse."""
+    enum = "Enum" in text and _ENUM_WORDS.search(text) is not None
+    return enum, "skip" in text and _GATE_WORDS.search(text) is not None
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _last(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _device_enums(tree: ast.Module) -> dict[str, frozenset[str]]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_last(b).endswith("Enum") for b in node.bases):
+            values = frozenset(
+                s.value.value
+                for s in node.body
+                if isinstance(s, ast.Assign)
+                and isinstance(s.value, ast.Constant)
+                and isinstance(s.value.value, str)
+                and _DEVICE_VALUE.fullmatch(s.value.value)
+            )
+            if values:
+                out[node.name] = values
+    return out
+
+
+def _names(node: ast.AST | None) -> set[str]:
+    if node is None:
+        return set()
+    return {_last(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _enum_params(tree: ast.Module, enums: dict[str, frozenset[str]]) -> dict[str, tuple[EnumParam, ...]]:
+    out: dict[str, list[EnumParam]] = {}
+    callables: dict[str, str] = {}  # class -> the key its instances are called by
+    for owner, fn in _functions(tree):
+        a = fn.args
+        positional = [*a.posonlyargs, *a.args]
+        defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+        shift = 1 if owner is not None and positional and positional[0].arg in ("self", "cls") else 0
+        found = []
+        params = [(i - shift, p, d) for i, (p, d) in enumerate(zip(positional, defaults, strict=True))]
+        params += [(None, p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+        for pos, p, default in params:
+            hit = (_names(p.annotation) | _names(default)) & enums.keys()
+            for enum in sorted(hit):
+                found.append(EnumParam(pos if pos is None or pos >= 0 else None, p.arg, enum, enums[enum]))
+        if not found:
+            continue
+        key = fn.name
+        if owner is not None and fn.name == "__init__":
+            key = owner
+        elif owner is not None and fn.name == "__call__":
+            key = callables[owner] = f"{owner}()"
+        out.setdefault(key, []).extend(found)
+    for node in tree.body:  # `timer = Timers()` at module level: calling `timer(...)` runs Timers.__call__
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and (inst := callables.get(_last(node.value.func)))
+        ):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).extend(out[inst])
+    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str | None, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    for node in ast.walk(tree):
+        body = node.body if isinstance(node, (ast.Module, ast.ClassDef)) else ()
+        owner = node.name if isinstance(node, ast.ClassDef) else None
+        for s in body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield owner, s
+
+
+def _cuda_reason(call: ast.Call) -> bool:
+    return any(
+        isinstance(c, ast.Constant) and isinstance(c.value, str) and _NEEDS_CUDA.search(c.value)
+        for a in [*call.args, *(k.value for k in call.keywords)]
+        for c in ast.walk(a)
+    )
+
+
+def _skips_for_cuda(body: list[ast.stmt]) -> bool:
+    """The block skips the test (``return unittest.skip(reason)(test)``, ``pytest.skip(reason)``, ``raise
+    SkipTest(reason)``) with a reason that names CUDA or a GPU."""
+    for s in body:
+        value = s.exc if isinstance(s, ast.Raise) else getattr(s, "value", None)
+        for call in (value, getattr(value, "func", None)):
+            if isinstance(call, ast.Call) and _last(call.func) in _SKIP_CALLS and _cuda_reason(call):
+                return True
+    return False
+
+
+def _when_missing(test: ast.expr) -> bool:
+    """A test true when CUDA is missing: ``not x``, ``device != "cuda"``, ``count < n``, ``count == 0``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
+    if isinstance(test, ast.BoolOp):
+        return any(_when_missing(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, (ast.Lt, ast.LtE)):
+            return True
+        if isinstance(op, ast.NotEq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            return _DEVICE_VALUE.fullmatch(right.value) is not None
+        return isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and right.value == 0
+    return False
+
+
+def _is_gate(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and _when_missing(node.test) and _skips_for_cuda(node.body):
+            return True
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+            inner = node.value.func
+            if not (isinstance(inner, ast.Call) and inner.args and _cuda_reason(inner)):
+                continue
+            name, cond = _last(inner.func), inner.args[0]
+            if name in _SKIP_UNLESS or (name in _SKIP_IF and _when_missing(cond)):
+                return True
+    return False
+
+
+def scan_texts(texts: Iterable[str]) -> ProjectFacts:
+    """The facts of these module texts (two steps: every device-named enum, then what takes one)."""
+    seen: list[tuple[str, ast.Module | None]] = []
+    gates: set[str] = set()
+    enums: dict[str, frozenset[str]] = {}
+    for text in texts:
+        if len(text) > SCAN_BYTES:
+            continue
+        enum_words, gate_words = _may_hold(text)
+        tree = _parse(text) if enum_words or gate_words else None
+        if tree is not None and gate_words:
+            gates |= {fn.name for owner, fn in _functions(tree) if owner is None and _is_gate(fn)}
+        if tree is not None and enum_words:
+            enums.update(_device_enums(tree))
+        seen.append((text, tree))
+    facts = ProjectFacts(frozenset(gates))
+    if not enums:
+        return facts
+    named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
+    for text, tree in seen:  # (a file that types a parameter with the enum need not say "Enum")
+        if named.search(text) and (tree := tree or _parse(text)) is not None:
+            facts = facts.merged(ProjectFacts(frozenset(), _enum_params(tree, enums)))
+    return facts
+
+
+def scan_files(paths: Iterable[str]) -> ProjectFacts:
+    """:func:`scan_texts` over the ``.py`` files among ``paths`` (an unreadable file is left out)."""
+
+    def texts() -> Iterator[str]:
+        for p in paths:
+            if not p.endswith(".py"):
+                continue
+            try:
+                with open(p, "rb") as f:
+                    data = f.read(SCAN_BYTES + 1)
+                yield data.decode("utf-8", errors="replace")
+            except OSError:
+                continue
+
+    return scan_texts(texts())
+
+
+#: A folder holding one of these is a project's root (the nearest one above a migrated file).
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+#: The most files read from a project beyond those migrated (a monorepo stays cheap).
+MAX_PROJECT_FILES = 10_000
+
+
+def _root_of(folder: str) -> str | None:
+    folder = os.path.abspath(folder)
+    while True:
+        if any(os.path.exists(os.path.join(folder, m)) for m in ROOT_MARKERS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def with_project(files: Iterable[str]) -> list[str]:
+    """``files`` and the ``.py`` files of the projects they are in (the nearest folder above each with a
+    ``.git``, ``pyproject.toml``, ``setup.py`` or ``setup.cfg``; walked as discovery walks, up to
+    :data:`MAX_PROJECT_FILES`), so that one file migrated alone reads the same facts as its whole tree."""
+    from .discover import walk
+
+    out = list(dict.fromkeys(files))
+    roots = {r for f in out if (r := _root_of(os.path.dirname(f) or "."))}
+    seen = set(map(os.path.abspath, out))
+    extra = 0
+    for root in sorted(roots):
+        for f in walk(root):
+            if extra >= MAX_PROJECT_FILES:
+                return out
+            if f.endswith(".py") and os.path.abspath(f) not in seen:
+                seen.add(os.path.abspath(f))
+                out.append(f)
+                extra += 1
+    return out
+
+
+def facts_for(scratch: dict[str, object], text: str) -> ProjectFacts:
+    """The run's facts and this file's own (cached in the file's scratch space)."""
+    got = scratch.get("project-facts")
+    if got is None:
+        got = scratch["project-facts"] = current().merged(scan_texts([text]))
+    return got  # type: ignore[return-value]
