@@ -54,14 +54,17 @@ class ProjectFacts:
     #: callee name (a function, a method, a class for its ``__init__``, an instance for its ``__call__``) ->
     #: the parameters that take a device-named enum's value
     enum_params: dict[str, tuple[EnumParam, ...]] = field(default_factory=dict)
+    #: absolute path of a module that only CUDA-only files of the project import -> why (one importer named)
+    cuda_only_helpers: dict[str, str] = field(default_factory=dict)
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
-        if not other.gates and not other.enum_params:
+        if not other.gates and not other.enum_params and not other.cuda_only_helpers:
             return self
         params = dict(self.enum_params)
         for k, v in other.enum_params.items():
             params[k] = tuple(dict.fromkeys((*params.get(k, ()), *v)))
-        return ProjectFacts(self.gates | other.gates, params)
+        helpers = {**other.cuda_only_helpers, **self.cuda_only_helpers}
+        return ProjectFacts(self.gates | other.gates, params, helpers)
 
 
 EMPTY = ProjectFacts()
@@ -225,12 +228,13 @@ def _is_gate(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def scan_texts(texts: Iterable[str]) -> ProjectFacts:
-    """The facts of these module texts (two steps: every device-named enum, then what takes one)."""
-    seen: list[tuple[str, ast.Module | None]] = []
+def scan_sources(sources: Iterable[tuple[str, str]]) -> ProjectFacts:
+    """The facts of these (path, module text) pairs: every device-named enum, then what takes one; the
+    test gates; the modules only CUDA-only files import."""
+    seen: list[tuple[str, str, ast.Module | None]] = []
     gates: set[str] = set()
     enums: dict[str, frozenset[str]] = {}
-    for text in texts:
+    for path, text in sources:
         if len(text) > SCAN_BYTES:
             continue
         enum_words, gate_words = _may_hold(text)
@@ -239,32 +243,136 @@ def scan_texts(texts: Iterable[str]) -> ProjectFacts:
             gates |= {fn.name for owner, fn in _functions(tree) if owner is None and _is_gate(fn)}
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
-        seen.append((text, tree))
-    facts = ProjectFacts(frozenset(gates))
+        seen.append((path, text, tree))
+    facts = ProjectFacts(frozenset(gates), {}, _cuda_only_helpers([(p, t) for p, t, _ in seen]))
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
-    for text, tree in seen:  # (a file that types a parameter with the enum need not say "Enum")
+    for _path, text, tree in seen:  # (a file that types a parameter with the enum need not say "Enum")
         if named.search(text) and (tree := tree or _parse(text)) is not None:
             facts = facts.merged(ProjectFacts(frozenset(), _enum_params(tree, enums)))
     return facts
 
 
-def scan_files(paths: Iterable[str]) -> ProjectFacts:
-    """:func:`scan_texts` over the ``.py`` files among ``paths`` (an unreadable file is left out)."""
+def scan_texts(texts: Iterable[str]) -> ProjectFacts:
+    """:func:`scan_sources` of module texts without paths (no import links between them)."""
+    return scan_sources((f"<text {i}>", t) for i, t in enumerate(texts))
 
-    def texts() -> Iterator[str]:
+
+def scan_files(paths: Iterable[str]) -> ProjectFacts:
+    """:func:`scan_sources` over the ``.py`` files among ``paths`` (an unreadable file is left out)."""
+
+    def sources() -> Iterator[tuple[str, str]]:
         for p in paths:
             if not p.endswith(".py"):
                 continue
             try:
                 with open(p, "rb") as f:
                     data = f.read(SCAN_BYTES + 1)
-                yield data.decode("utf-8", errors="replace")
+                yield os.path.abspath(p), data.decode("utf-8", errors="replace")
             except OSError:
                 continue
 
-    return scan_texts(texts())
+    return scan_sources(sources())
+
+
+# --- modules that only CUDA-only files import -----------------------------------------------------------------
+# modded-nanogpt's evals/hellaswag.py is called only from train_gpt.py, which imports triton and so is left as
+# written (flag-only): migrated alone, the helper put its tensors on 'tpu' beside a model left on 'cuda'.
+_IMPORT = re.compile(
+    r"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w \t,]*)|import[ \t]+([\w.][\w., \t]*))",
+    re.M,
+)
+_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
+
+
+def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
+    """(at top level, relative level, module, imported names) of each import line; ``import a, b`` gives one
+    entry per module. A text scan: an import split over lines keeps its first line's names."""
+    for m in _IMPORT.finditer(text):
+        top = m.group(1) == ""
+        if m.group(5) is not None:
+            for part in m.group(5).split(","):
+                mod = part.split(" as ")[0].strip()
+                if mod:
+                    yield top, 0, mod, []
+            continue
+        names = [n.split(" as ")[0].strip() for n in m.group(4).split(",")]
+        yield top, len(m.group(2)), m.group(3), [n for n in names if n and n != "*"]
+
+
+def _is_cuda_only(path: str, text: str) -> str | None:
+    """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
+    any import in a test file), else None."""
+    from .rules.cuda_api import _CUDA_EXTENSION, KERNEL_MODULES, cuda_only_module
+
+    test_file = _TEST_FILE.match(os.path.basename(path)) is not None
+    for top, level, mod, _names in _imports(text):
+        if level or not (top or test_file):
+            continue
+        root, last = mod.split(".")[0], mod.split(".")[-1]
+        if (root in KERNEL_MODULES or _CUDA_EXTENSION.search(last)) and cuda_only_module(mod, path):
+            return mod
+    return None
+
+
+def _module_keys(path: str) -> list[str]:
+    """Dotted names ``path`` can be imported by, from two to four components (``evals.hellaswag``)."""
+    parts = os.path.normpath(path)[: -len(".py")].split(os.sep)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return [".".join(parts[-k:]) for k in range(2, min(4, len(parts)) + 1)]
+
+
+def _targets(importer: str, level: int, mod: str, names: list[str], by_key, files) -> set[str]:
+    here = os.path.dirname(importer)
+    if level:
+        base = here
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        stem = os.path.join(base, *mod.split(".")) if mod else base
+        cands = [stem + ".py", os.path.join(stem, "__init__.py")] + [
+            os.path.join(stem, n + ".py") for n in names
+        ]
+        return {c for c in cands if c in files}
+    out: set[str] = set()
+    for dotted in (mod, *(f"{mod}.{n}" for n in names)):
+        if "." in dotted:
+            out |= by_key.get(dotted, set())
+        else:  # `import hellaswag`: a module beside the importer
+            out |= {c for c in (os.path.join(here, dotted + ".py"),) if c in files}
+    return out
+
+
+def _cuda_only_helpers(sources: list[tuple[str, str]]) -> dict[str, str]:
+    cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t))}
+    if not cuda_only:
+        return {}
+    files = {p for p, _ in sources}
+    by_key: dict[str, set[str]] = {}
+    for p in files:
+        if p.endswith(".py"):
+            for k in _module_keys(p):
+                by_key.setdefault(k, set()).add(p)
+    importers: dict[str, set[str]] = {}
+    for p, text in sources:
+        for _top, level, mod, names in _imports(text):
+            for t in _targets(p, level, mod, names, by_key, files):
+                if t != p:
+                    importers.setdefault(t, set()).add(p)
+    texts = dict(sources)
+    out = {}
+    for target, users in importers.items():
+        if target in cuda_only or not users or not all(u in cuda_only for u in users):
+            continue
+        if "__main__" in texts[target] or _TEST_FILE.match(os.path.basename(target)):
+            continue  # a script or a test of its own: not only a helper
+        user = min(users)
+        out[target] = (
+            f"only CUDA-only code imports this module (`{os.path.relpath(user, os.path.dirname(target))}`, which imports "
+            f"`{cuda_only[user]}` and is left as written): left as written with it; port them together"
+        )
+    return out
 
 
 #: A folder holding one of these is a project's root (the nearest one above a migrated file).

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import _walk as walk
-from . import flow, groups, imports, partial
+from . import flow, groups, imports, partial, project
 from ._spans import SourceMap
 from ._syntax import describe as describe_syntax_error
 from .limits import Watch, collector_paused
@@ -73,6 +73,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
     """
     if any(m in source for m in SPMD_MARKERS) and _uses_spmd(source, table):
         return "spmd"
+    if path and os.path.abspath(path) in project.current().cuda_only_helpers:
+        return "cuda-only"  # (its only importers are; TPU211 says so at its first statement)
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:

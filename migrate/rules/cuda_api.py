@@ -15,7 +15,7 @@ import libcst as cst
 from .._foreign import third_party
 from .._walk import child_nodes
 from ..flow import PER_HOST
-from ..project import facts_for
+from ..project import current, facts_for
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -1281,6 +1281,17 @@ class CustomKernels(Rule):
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
+    def _helper_of_cuda_only(self, ctx, node: cst.CSTNode) -> None:
+        """A module only CUDA-only files of the project import (migrate.project) is left as written with them:
+        said once, above its first import (a TODO needs a statement to sit on)."""
+        if ctx.scratch.get("cuda-only-helper-said"):
+            return
+        ctx.scratch["cuda-only-helper-said"] = True
+        path = getattr(ctx, "path", None)
+        why = current().cuda_only_helpers.get(os.path.abspath(path)) if path else None
+        if why:
+            ctx.flag(node, why, code=self.code)
+
     def _flag(self, ctx, node, mod: str):
         limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)
         if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
@@ -1320,6 +1331,8 @@ class CustomKernels(Rule):
                 )
 
     def leave_node(self, ctx, orig, node):
+        if isinstance(orig, (cst.Import, cst.ImportFrom)):
+            self._helper_of_cuda_only(ctx, orig)
         if isinstance(orig, cst.Import):
             for alias in orig.names:
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")

@@ -228,3 +228,34 @@ def test_a_skip_for_too_many_gpus_is_not_a_cuda_gate(tmp_path: Path) -> None:
     diff = _diff(tmp_path)
     assert "+    if torch.accelerator.device_count() > 1:" in diff
     assert "-    if torch.cuda.device_count() < 2:" not in diff
+
+
+def test_a_helper_of_cuda_only_code_stays_with_it(tmp_path: Path) -> None:
+    """modded-nanogpt's evals/hellaswag.py is called only from train_gpt.py (it imports triton: left as
+    written); migrated alone, its inputs went to 'tpu' beside a model left on 'cuda'."""
+    _tree(
+        tmp_path,
+        {
+            "train_gpt.py": "import torch\nimport triton\nfrom evals import hellaswag\n\nm = torch.nn.Linear(2, 2).cuda()\n",
+            "evals/hellaswag.py": '"""Eval."""\nimport torch\n\ndef run(m):\n    return m(torch.zeros(2).cuda())\n',
+            "evals/shared.py": "import torch\n\ndef f():\n    return torch.zeros(2).cuda()\n",
+            "main.py": "import torch\nfrom evals import shared\n",
+        },
+    )
+    diff = _diff(tmp_path)
+    assert "-    return m(torch.zeros(2).cuda())" not in diff
+    assert "only CUDA-only code imports this module (`../train_gpt.py`, which imports `triton`" in diff
+    assert '+    return torch.zeros(2).to("tpu")' in diff  # also imported by a plain script: migrated
+
+
+def test_submodule_of_a_package_whose_init_is_cuda_only(tmp_path: Path) -> None:
+    """``from .grad_scaler import X`` in an ``__init__`` that imports apex: importing the submodule runs the
+    ``__init__``, so it is CUDA-only code's helper too (Megatron-DeepSpeed's megatron/optimizer)."""
+    _tree(
+        tmp_path,
+        {
+            "opt/__init__.py": "from apex.optimizers import FusedAdam\nfrom .grad_scaler import Scaler\n",
+            "opt/grad_scaler.py": "import torch\n\nclass Scaler:\n    def __init__(self):\n        self.s = torch.ones(1).cuda()\n",
+        },
+    )
+    assert "-        self.s = torch.ones(1).cuda()" not in _diff(tmp_path)
