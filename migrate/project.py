@@ -22,9 +22,11 @@ import ast
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from .discover import walk
 
 #: Files bigger than this are not scanned (generated code holds no such helper; the scan stays cheap).
 SCAN_BYTES = 2 << 20
@@ -228,7 +230,9 @@ def _is_gate(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def scan_sources(sources: Iterable[tuple[str, str]]) -> ProjectFacts:
+def scan_sources(
+    sources: Iterable[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None = None
+) -> ProjectFacts:
     """The facts of these (path, module text) pairs: every device-named enum, then what takes one; the
     test gates; the modules only CUDA-only files import."""
     seen: list[tuple[str, str, ast.Module | None]] = []
@@ -244,7 +248,7 @@ def scan_sources(sources: Iterable[tuple[str, str]]) -> ProjectFacts:
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    facts = ProjectFacts(frozenset(gates), {}, _cuda_only_helpers([(p, t) for p, t, _ in seen]))
+    facts = ProjectFacts(frozenset(gates), {}, _cuda_only_helpers([(p, t) for p, t, _ in seen], is_cuda_only))
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
@@ -259,8 +263,10 @@ def scan_texts(texts: Iterable[str]) -> ProjectFacts:
     return scan_sources((f"<text {i}>", t) for i, t in enumerate(texts))
 
 
-def scan_files(paths: Iterable[str]) -> ProjectFacts:
-    """:func:`scan_sources` over the ``.py`` files among ``paths`` (an unreadable file is left out)."""
+def scan_files(paths: Iterable[str], is_cuda_only: Callable[[str, str], bool] | None = None) -> ProjectFacts:
+    """:func:`scan_sources` over the ``.py`` files among ``paths`` (an unreadable file is left out);
+    ``is_cuda_only(module, importer_path)`` names the CUDA-only modules (the rules' test, passed in by the engine
+    so that this module imports no rule)."""
 
     def sources() -> Iterator[tuple[str, str]]:
         for p in paths:
@@ -273,7 +279,7 @@ def scan_files(paths: Iterable[str]) -> ProjectFacts:
             except OSError:
                 continue
 
-    return scan_sources(sources())
+    return scan_sources(sources(), is_cuda_only)
 
 
 # --- modules that only CUDA-only files import -----------------------------------------------------------------
@@ -301,17 +307,12 @@ def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
         yield top, len(m.group(2)), m.group(3), [n for n in names if n and n != "*"]
 
 
-def _is_cuda_only(path: str, text: str) -> str | None:
+def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
     any import in a test file), else None."""
-    from .rules.cuda_api import _CUDA_EXTENSION, KERNEL_MODULES, cuda_only_module
-
     test_file = _TEST_FILE.match(os.path.basename(path)) is not None
     for top, level, mod, _names in _imports(text):
-        if level or not (top or test_file):
-            continue
-        root, last = mod.split(".")[0], mod.split(".")[-1]
-        if (root in KERNEL_MODULES or _CUDA_EXTENSION.search(last)) and cuda_only_module(mod, path):
+        if not level and (top or test_file) and is_cuda_only(mod, path):
             return mod
     return None
 
@@ -344,8 +345,12 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
     return out
 
 
-def _cuda_only_helpers(sources: list[tuple[str, str]]) -> dict[str, str]:
-    cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t))}
+def _cuda_only_helpers(
+    sources: list[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None
+) -> dict[str, str]:
+    if is_cuda_only is None:
+        return {}
+    cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t, is_cuda_only))}
     if not cuda_only:
         return {}
     files = {p for p, _ in sources}
@@ -396,8 +401,6 @@ def with_project(files: Iterable[str]) -> list[str]:
     """``files`` and the ``.py`` files of the projects they are in (the nearest folder above each with a
     ``.git``, ``pyproject.toml``, ``setup.py`` or ``setup.cfg``; walked as discovery walks, up to
     :data:`MAX_PROJECT_FILES`), so that one file migrated alone reads the same facts as its whole tree."""
-    from .discover import walk
-
     out = list(dict.fromkeys(files))
     roots = {r for f in out if (r := _root_of(os.path.dirname(f) or "."))}
     seen = set(map(os.path.abspath, out))
