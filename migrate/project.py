@@ -33,7 +33,8 @@ SCAN_BYTES = 2 << 20
 #: An enum member's value that a device rule would rename.
 _DEVICE_VALUE = re.compile(r"(?:cuda|gpu|nccl|xla)(?::\d+)?", re.I)
 #: A skip reason that says CUDA or a GPU is needed.
-_NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
+#: A message that says CUDA or a GPU is needed (shared with the rules: migrate.rules.cuda_api).
+NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
 _SKIP_CALLS = frozenset({"skip", "SkipTest", "skipTest"})
 _SKIP_UNLESS = frozenset({"skipUnless", "skip_unless"})
 _SKIP_IF = frozenset({"skipIf", "skip_if", "skipif"})
@@ -183,7 +184,7 @@ def _functions(tree: ast.Module) -> Iterator[tuple[str | None, ast.FunctionDef |
 
 def _cuda_reason(call: ast.Call) -> bool:
     return any(
-        isinstance(c, ast.Constant) and isinstance(c.value, str) and _NEEDS_CUDA.search(c.value)
+        isinstance(c, ast.Constant) and isinstance(c.value, str) and NEEDS_CUDA.search(c.value)
         for a in [*call.args, *(k.value for k in call.keywords)]
         for c in ast.walk(a)
     )
@@ -289,7 +290,8 @@ _IMPORT = re.compile(
     r"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w \t,]*)|import[ \t]+([\w.][\w., \t]*))",
     re.M,
 )
-_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
+#: pytest's default test-file names (shared with migrate.source).
+TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 
 
 def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
@@ -310,7 +312,7 @@ def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
 def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
     any import in a test file), else None."""
-    test_file = _TEST_FILE.match(os.path.basename(path)) is not None
+    test_file = TEST_FILE.match(os.path.basename(path)) is not None
     for top, level, mod, _names in _imports(text):
         if not level and (top or test_file) and is_cuda_only(mod, path):
             return mod
@@ -370,7 +372,7 @@ def _cuda_only_helpers(
     for target, users in importers.items():
         if target in cuda_only or not users or not all(u in cuda_only for u in users):
             continue
-        if "__main__" in texts[target] or _TEST_FILE.match(os.path.basename(target)):
+        if "__main__" in texts[target] or TEST_FILE.match(os.path.basename(target)):
             continue  # a script or a test of its own: not only a helper
         user = min(users)
         out[target] = (

@@ -89,13 +89,9 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
-    if path and _TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
+    if path and project.TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
         return "cuda-only"
     return "normal"
-
-
-#: pytest's default test-file names.
-_TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:

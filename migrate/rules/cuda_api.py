@@ -15,7 +15,7 @@ import libcst as cst
 from .._foreign import third_party
 from .._walk import child_nodes
 from ..flow import PER_HOST
-from ..project import current, facts_for
+from ..project import NEEDS_CUDA, current, facts_for
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -53,7 +53,6 @@ _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
 
 #: Test-skip helpers: unittest.skipIf/skipUnless, pytest.mark.skipif, and the like.
 _SKIPS = frozenset({"skipIf", "skipUnless", "skipif", "skip_if", "skip_unless", "skipIfNoCuda"})
-_NEEDS_CUDA = re.compile(r"\b(?:cuda|gpus?|nvidia)\b", re.I)
 #: What an assertion's message names besides "a GPU" when the code after it needs CUDA itself (APEX's optimizers,
 #: a CUDA kernel or extension, NCCL, cuDNN ...).
 _CUDA_ONLY_PART = re.compile(
@@ -82,7 +81,7 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
                 isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")
             ):
                 if any(
-                    (b := string_body(lit)) and _NEEDS_CUDA.search(b)
+                    (b := string_body(lit)) and NEEDS_CUDA.search(b)
                     for a in call.args
                     for lit in literals(a.value)
                 ):
@@ -141,7 +140,7 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     if last not in _SKIPS or not node.args:
         return bool(_GATE_NAME.search(last))
     reason = any(
-        (b := string_body(lit)) and _NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value)
+        (b := string_body(lit)) and NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value)
     )
     test = node.args[0].value
     if last in ("skipUnless", "skip_unless"):
@@ -477,7 +476,7 @@ class CudaToAccelerator(Rule):
                         b
                         for a in node.args
                         for lit in literals(a.value)
-                        if (b := string_body(lit)) and _NEEDS_CUDA.search(b)
+                        if (b := string_body(lit)) and NEEDS_CUDA.search(b)
                     ),
                     None,
                 )
@@ -494,7 +493,7 @@ class CudaToAccelerator(Rule):
                 return
             msg = string_body(node.msg) if node.msg is not None else None
             guards = [c for c in _calls_in(node.test) if ctx.qname(c.func) in _GUARDS]
-            if guards and msg and _NEEDS_CUDA.search(msg) and _CUDA_ONLY_PART.search(msg):
+            if guards and msg and NEEDS_CUDA.search(msg) and _CUDA_ONLY_PART.search(msg):
                 self._keep(ctx, guards, f"an assertion that CUDA is there: {msg!r}")
             # (one that asks only for a GPU, "Training currently requires at least one GPU.", asks for an
             # accelerator: the flow layer renames it when the code after it was all migrated, else keeps it)
