@@ -223,7 +223,7 @@ def _computations(jaxpr: Any) -> list[str]:
     return out
 
 
-def _float_computations(jaxpr: Any) -> int:
+def float_computations(jaxpr: Any) -> int:
     """The equations of a jaxpr (nested ones included) that compute a floating-point value: each rounds, and
     two of them fused may round differently from the two run apart."""
     n = 0
@@ -232,7 +232,7 @@ def _float_computations(jaxpr: Any) -> int:
             v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns")
         ]
         if subs:
-            n += sum(_float_computations(getattr(v, "jaxpr", v)) for v in subs)
+            n += sum(float_computations(getattr(v, "jaxpr", v)) for v in subs)
             continue
         if eqn.primitive.name in _MOVES:
             continue
@@ -262,7 +262,7 @@ def _fusion_free(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
         return True
     if probe.draws:
         return True
-    return _float_computations(closed.jaxpr) < 2
+    return float_computations(closed.jaxpr) < 2
 
 
 def _count_compiled(exe: Any) -> None:

@@ -5,8 +5,12 @@ dispatch and an executable in strict eager: a layer norm's backward measured 574
 decomposition is traced once per call signature (the TPU tensors hold JAX tracers while it runs, as in a
 ``torch.compile`` graph) into one ``jax.jit`` program; the next calls with that signature run the program
 (fused eager records it as one node of the pending graph, instead of the decomposition's ten to thirty).
-As in ``backend/op_jit.py`` the program is built on a signature's second sighting, so a one-off call compiles
-nothing.
+As in ``backend/op_jit.py``, a signature's first sighting is traced and then runs op by op only when that gives
+the program's bits (at most one floating-point computation); otherwise the program runs from the first call.
+XLA fuses a decomposition's elementwise chain and XLA:CPU contracts a multiply feeding an add into one FMA, so
+a layer norm's backward run op by op and run as one program differ in the last bit: a seeded run that took the
+op-by-op path on its first step would not repeat in the same process (found on a host where the first seeded
+training run of a process lost 1.186490774 where every later run lost 1.186490535).
 
 The trace is refused, and the signature runs the decomposition op by op as before, when it would not compute
 what the op-by-op run computes: a lowering that checks values on the host (an index bound) or draws random
@@ -27,9 +31,9 @@ from tpu_workbench.backend import random as _rng
 from tpu_workbench.backend._jax import jax_module
 from tpu_workbench.backend.jit import freeze
 from tpu_workbench.backend.lazy import Lazy
+from tpu_workbench.backend.op_jit import float_computations
 from tpu_workbench.backend.tensor import TpuTensor, payload
 
-_SEEN_ONCE = object()
 _PLAIN = object()
 _MAX_ENTRIES = 4096  # signatures remembered per decomposition
 
@@ -107,10 +111,10 @@ def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
         if entry is None:
             if len(cache) > _MAX_ENTRIES:
                 cache.clear()
-            cache[key] = _SEEN_ONCE
-            return fn(*args, **kwargs)
-        if entry is _SEEN_ONCE:
-            entry = cache[key] = _build(fn, args, kwargs, tensors)
+            entry, fusion_free = _build(fn, args, kwargs, tensors)
+            cache[key] = entry
+            if fusion_free:  # the op-by-op run gives the program's bits: a one-off call compiles nothing
+                return fn(*args, **kwargs)
         if entry is _PLAIN:
             return fn(*args, **kwargs)
         program, spec, as_tuple = entry
@@ -130,8 +134,8 @@ def _abstract(p: Any) -> Any:
     return p
 
 
-def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> Any:
-    """(jitted program, output spec, output container) or ``_PLAIN``."""
+def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> tuple[Any, bool]:
+    """((jitted program, output spec, output container) or ``_PLAIN``, whether the program is fusion-free)."""
     jax = jax_module()
     spec: list = []
     container: list = [None]
@@ -172,9 +176,10 @@ def _build(fn: Callable[..., Any], args: tuple, kwargs: dict, tensors: list) -> 
     jitted = jax.jit(program)
     try:
         with _rng.probe() as probe:
-            jitted.lower(*[_abstract(payload(t)) for t in tensors])
+            trace = jitted.trace(*[_abstract(payload(t)) for t in tensors])
+            trace.lower()  # a primitive that cannot lower refuses here, not at the first call
         if probe.draws:
-            return _PLAIN
+            return _PLAIN, True
     except Exception:  # noqa: BLE001 - untraceable (see the module docstring): the op-by-op run decides
-        return _PLAIN
-    return jitted, tuple(spec), container[0]
+        return _PLAIN, True
+    return (jitted, tuple(spec), container[0]), float_computations(trace.jaxpr.jaxpr) < 2

@@ -75,7 +75,7 @@ def _decomposition_cache(op: object) -> dict:
 
 def test_a_decomposed_backward_becomes_one_program_and_matches_the_cpu() -> None:
     want = _ln_backward("cpu")
-    for _ in range(3):  # first sighting op by op, then traced and built, then the program
+    for _ in range(3):  # built at the first sighting (several computations), then the cached program
         got = _ln_backward("tpu")
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w)
@@ -121,12 +121,34 @@ def test_a_decomposition_that_reaches_a_host_check_keeps_raising() -> None:
         torch.testing.assert_close(run(x, good.to("tpu")).cpu(), torch.gather(x.cpu() * 2, 1, good))
 
 
-def test_a_traced_function_runs_one_program_after_the_second_call() -> None:
-    run = traced_mod.traced(lambda x, y: (x * y + 1).sum(0))
-    x, y = torch.randn(3, 4), torch.randn(3, 4)
-    for _ in range(3):
-        torch.testing.assert_close(run(x.to("tpu"), y.to("tpu")).cpu(), (x * y + 1).sum(0))
-    assert any(isinstance(v, tuple) for v in run.cache.values())
+def test_a_traced_function_runs_one_program_with_the_same_bits_from_the_first_call() -> None:
+    """A multiply feeding an add is one FMA inside the program (XLA:CPU contracts it) and two roundings run op by
+    op: the first sighting must not take the op-by-op path, or a process's first seeded step differs from the
+    next (on the host that found it, the op-by-op run of this function differs from the program's)."""
+    run = traced_mod.traced(lambda x, y, z: x * y + z)
+    g = torch.Generator().manual_seed(0)
+    x, y, z = (torch.randn(4096, generator=g) for _ in range(3))
+    first = run(x.to("tpu"), y.to("tpu"), z.to("tpu")).cpu()
+    assert any(isinstance(v, tuple) for v in run.cache.values()), "no program was built at the first call"
+    for _ in range(2):
+        assert torch.equal(run(x.to("tpu"), y.to("tpu"), z.to("tpu")).cpu(), first)
+    torch.testing.assert_close(first, x * y + z)
+
+
+def test_a_traced_function_of_one_computation_runs_op_by_op_first() -> None:
+    """One floating-point computation rounds once either way: its first sighting compiles nothing."""
+    calls: list = []
+
+    def one(x: torch.Tensor) -> torch.Tensor:
+        calls.append(traced_mod.tracing())
+        return x.exp()
+
+    run = traced_mod.traced(one)
+    x = torch.randn(5)
+    first = run(x.to("tpu")).cpu()
+    assert calls == [True, False]  # traced once to count its computations, then run op by op
+    assert torch.equal(run(x.to("tpu")).cpu(), first) and len(calls) == 2  # the program from then on
+    torch.testing.assert_close(first, x.exp())
 
 
 def test_a_traced_function_that_writes_an_input_stays_op_by_op() -> None:

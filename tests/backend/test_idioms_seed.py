@@ -44,9 +44,10 @@ def test_seeded_training_with_dropout_is_reproducible() -> None:
 
 @pytest.mark.slow
 def test_the_first_seeded_run_of_a_process_equals_the_next() -> None:
-    """op_jit runs a signature's first sighting plainly only when that gives the program's bits: SGD's
-    ``add_(grad, alpha=-lr)`` (a multiply feeding an add, which XLA:CPU contracts into one FMA) runs its program
-    from the first call, so a process's first seeded run equals its later ones, as on CUDA. Run in a fresh
+    """op_jit and traced decompositions run a signature's first sighting plainly only when that gives the
+    program's bits: SGD's ``add_(grad, alpha=-lr)`` and layer norm's backward (a multiply feeding an add, which
+    XLA:CPU contracts into one FMA) run their programs from the first call, so a process's first seeded run
+    equals its later ones, as on CUDA. Run in a fresh
     process: in this one, earlier tests may already have seen the signatures."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import torch, tpu_workbench.backend\n"
