@@ -241,6 +241,31 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
     return out
 
 
+def _deciding_calls(node: cst.BaseExpression) -> list[cst.Call]:
+    """The calls in ``node`` whose value decides something: an if-expression's test, a comparison, a boolean
+    operand, a ``not``. ``rank % torch.cuda.device_count()`` uses the count as a number, not as a check (swav's
+    ``map_location="cuda:" + str(rank % torch.cuda.device_count())``): it is migrated like any other use."""
+    out: list[cst.Call] = []
+    todo: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while todo:
+        n, deciding = todo.pop()
+        if isinstance(n, cst.Call) and deciding:
+            out.append(n)
+        if n is not node and isinstance(n, _OWN_SCOPE):
+            continue
+        if isinstance(n, cst.IfExp):
+            todo += [(n.test, True), (n.body, deciding), (n.orelse, deciding)]
+        elif isinstance(n, (cst.Comparison, cst.BooleanOperation)) or (
+            isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not)
+        ):
+            todo += [(c, True) for c in child_nodes(n)]
+        elif isinstance(n, (cst.BinaryOperation, cst.Call, cst.Subscript, cst.FormattedString)):
+            todo += [(c, False) for c in child_nodes(n)]  # a value computed from it: a number, an argument
+        else:
+            todo += [(c, deciding) for c in child_nodes(n)]
+    return out
+
+
 def _own_scope_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and everything in it outside nested scopes (defs, classes, lambdas, comprehensions)."""
     todo = [node]
@@ -451,7 +476,9 @@ class CudaToAccelerator(Rule):
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
             if last == "load" and ctx.qname(f) == "torch.load":
                 where = arg(node, 1, "map_location")
-                guards = [c for c in _calls_in(where.value) if ctx.qname(c.func) in _GUARDS] if where else []
+                guards = (
+                    [c for c in _deciding_calls(where.value) if ctx.qname(c.func) in _GUARDS] if where else []
+                )
                 if guards:  # map_location='cpu' if not torch.cuda.is_available() else None
                     self._keep(
                         ctx,
