@@ -14,8 +14,6 @@ in a container) is never rewritten: its effect is out of sight.
 
 from __future__ import annotations
 
-import ast
-import builtins
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from libcst.metadata import GlobalScope, QualifiedNameSource
 
 from ._foreign import third_party
 from ._frameworks import FRAMEWORK_ENTRIES
+from ._host import HOST_LIBRARIES, HostHelpers
 from ._scopes import scopes as _scopes
 from ._walk import child_nodes as _children
 from .names import TRIVIA, node_types
@@ -67,30 +66,7 @@ _CUDA_SWITCHES = ("torch.backends.cudnn", "torch.backends.cuda")
 #: Punctuation and whitespace: the parent map and the binding walk do not enter them.
 _TRIVIA = node_types(*TRIVIA)
 #: Standard modules whose calls carry no device state.
-_HARMLESS = frozenset(
-    {
-        "warnings",
-        "logging",
-        "math",
-        "time",
-        "os",
-        "sys",
-        "functools",
-        "itertools",
-        "numpy",
-        "scipy",
-        "random",
-        "re",
-        "json",
-        "collections",
-        "copy",
-        "operator",
-        "librosa",
-        "PIL",
-        "pandas",
-        "sklearn",
-    }
-)  # (host code: no device state, never a CUDA kernel; numpy is where an `is_cuda` test's other branch goes)
+_HARMLESS = HOST_LIBRARIES
 
 
 def worth_analysing(source: str) -> bool:
@@ -134,8 +110,7 @@ class Flow:
         statements a check can reach are analysed (:func:`reachable`), the rest of a large file is skipped."""
         self.module = module
         self.path = path
-        self.source = source  # the whole file's text (``module`` may hide statements: migrate.partial)
-        self._helpers: dict[str, bool] = {}
+        self._host = HostHelpers(source, path) if source is not None else None  # (the whole file's text)
         part, self._shadowing = reachable(module, texts)
         self.parents = _parents(part)
         for stmt in part.body:  # (a top-level statement's block is the whole module's body)
@@ -575,14 +550,14 @@ class Flow:
             imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
             if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
                 continue  # warnings.warn, logging.info ...: no device state
+            if type(f) is cst.Name and self._host_helper(f.value):
+                continue  # host code of this file or of a project file (glow-tts' numpy `window_sumsquare`)
             if imported:
                 if not all(q.split(".")[0] == "torch" for q in imported) or any(
                     q in _MULTI_DEVICE for q in imported
                 ):
                     return _code(f)
             elif type(f) is cst.Name:
-                if self._host_helper(f.value):
-                    continue  # (glow-tts' stft: `window_sumsquare`, numpy only, in the CUDA branch of inverse())
                 return _code(f)  # a function or class of this program
             elif type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value in ("self", "cls"):
                 return _code(f)  # a method of this program
@@ -593,75 +568,11 @@ class Flow:
         return None
 
     def _host_helper(self, name: str) -> bool:
-        """``name`` is an undecorated function of this module whose text names nothing CUDA's and which calls only
-        builtins, torch, host libraries (``_HARMLESS``), methods of values and other such functions: it selects
-        no CUDA-only path. Read from the whole file's text (the parsed module may hide the function)."""
-        if name not in self._helpers:
-            self._helpers[name] = False  # (recursion: a helper calling itself is judged by its other calls)
-            self._helpers[name] = _host_only(self._file_tree(), name, self._helpers, self)
-        return self._helpers[name]
-
-    def _file_tree(self) -> ast.Module | None:
-        if "_tree" not in self.__dict__:
-            try:
-                self._tree = ast.parse(self.source if self.source is not None else self.module.code)
-            except (SyntaxError, ValueError, RecursionError):
-                self._tree = None
-        return self._tree
-
-
-def _host_only(tree: ast.Module | None, name: str, memo: dict[str, bool], flow: Flow) -> bool:
-    """See :meth:`Flow._host_helper`."""
-    if tree is None:
-        return False
-    defs = [s for s in tree.body if type(s) is ast.FunctionDef and s.name == name and not s.decorator_list]
-    if len(defs) != 1 or any(_CUDA_STATE.search(w) for w in _ast_words(defs[0])):
-        return False
-    roots = _import_roots(tree)
-    for n in ast.walk(defs[0]):
-        if type(n) is not ast.Call:
-            continue
-        f = n.func
-        while type(f) is ast.Attribute:
-            f = f.value
-        if type(f) is not ast.Name:
-            continue  # a call of a call's result, of a subscript: a value's method
-        base = f.id
-        if base in roots:
-            if roots[base] not in _HARMLESS and roots[base] != "torch":
-                return False
-        elif n.func is f:  # a bare name: a builtin or another helper of this module
-            if not (hasattr(builtins, base) or flow._host_helper(base)):
-                return False
-        elif base in ("self", "cls") or base[:1].isupper():
-            return False  # a method of the program, a class of the program
-    return True
-
-
-def _ast_words(node: ast.AST) -> Iterator[str]:
-    for n in ast.walk(node):
-        if type(n) is ast.Name:
-            yield n.id
-        elif type(n) is ast.Attribute:
-            yield n.attr
-        elif type(n) is ast.Constant and type(n.value) is str:
-            yield n.value
-
-
-def _import_roots(tree: ast.Module) -> dict[str, str]:
-    """Module-level import aliases -> the top-level package they come from (``np`` -> ``numpy``)."""
-    out: dict[str, str] = {}
-    for s in tree.body:
-        if type(s) is ast.Import:
-            for a in s.names:
-                out[a.asname or a.name.split(".")[0]] = a.name.split(".")[0]
-        elif type(s) is ast.ImportFrom and s.module and not s.level:
-            for a in s.names:
-                out[a.asname or a.name] = s.module.split(".")[0]
-        elif type(s) is ast.ImportFrom:
-            for a in s.names:
-                out[a.asname or a.name] = "."  # the project's own module: not host code we can see
-    return out
+        """``name`` is a function of this file or of a project file it imports that is host code
+        (migrate._host): it selects no CUDA-only path."""
+        if self._host is None:  # (a module given alone: its own text is the whole file)
+            self._host = HostHelpers(self.module.code, self.path)
+        return self._host.is_host(name)
 
 
 def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:

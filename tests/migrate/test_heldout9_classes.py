@@ -73,3 +73,62 @@ def test_a_helper_that_reaches_cuda_state_still_keeps_the_test():
     src = _STFT.replace("w = np.hanning(n) ** 2", "w = fused_cuda_window(n)")
     out = run(src).new_source
     assert 'x.device.type == "cuda"' in _code(out) and "TODO(tpu-migrate" in out
+
+
+_HELPER = """import numpy as np
+from scipy.signal import get_window
+
+
+def window_sumsquare(window, n_frames, hop_length=200, n_fft=800):
+    x = np.zeros(n_fft + hop_length * (n_frames - 1), dtype=np.float32)
+    win_sq = get_window(window, n_fft) ** 2
+    for i in range(n_frames):
+        x[i * hop_length : i * hop_length + n_fft] += win_sq
+    return x
+"""
+
+
+def _with_helper_file(tmp_path, helper: str) -> str:
+    (tmp_path / "audio_processing.py").write_text(helper)
+    src = _STFT.replace("window_sum(y.shape[-1])", "window_sumsquare('hann', y.shape[-1])").replace(
+        "import torch.nn.functional as F\n",
+        "import torch.nn.functional as F\nfrom audio_processing import window_sumsquare\n",
+    )
+    f = tmp_path / "stft.py"
+    f.write_text(src)
+    return str(f)
+
+
+def test_a_host_helper_imported_from_another_project_file_is_not_foreign(tmp_path):
+    path = _with_helper_file(tmp_path, _HELPER)
+    out = _code(run(open(path).read(), path=path).new_source)
+    assert 'x.device.type == "tpu"' in out  # (glow-tts stft.inverse: the twin of transform()'s migrated test)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = fused_window_cuda(n_fft)",  # a CUDA word
+        "x = torch.zeros(n_fft).to(dev)",  # a move between devices
+        "x = kernels.window(n_fft)",  # a call into a library that is not host code
+    ],
+)
+def test_a_helper_in_another_file_that_may_touch_a_device_keeps_the_test(tmp_path, body):
+    helper = _HELPER.replace(
+        "    x = np.zeros(n_fft + hop_length * (n_frames - 1), dtype=np.float32)", f"    {body}"
+    )
+    helper = "import torch\nimport kernels\n" + helper
+    path = _with_helper_file(tmp_path, helper)
+    out = run(open(path).read(), path=path).new_source
+    assert 'x.device.type == "cuda"' in _code(out) and "TODO(tpu-migrate" in out
+
+
+# --- one TODO per CUDA-only package at the top of a file (swav's `import apex` / `from apex.parallel.LARC ...`) ---
+def test_one_todo_per_cuda_only_package_at_the_top_of_a_file():
+    src = (
+        "import apex\nfrom apex.parallel.LARC import LARC\nimport xformers.profiler\n"
+        "from xformers.profiler import MemSnapshotsProfiler\n\n\ndef f():\n    from apex import amp\n"
+    )
+    out = run(src).new_source
+    todos = [line for line in out.splitlines() if "TPU211" in line]
+    assert len(todos) == 3, out  # apex and xformers once each at the top; the import inside f() is its own

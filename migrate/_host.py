@@ -1,0 +1,184 @@
+"""Whether a function a device test's branch calls is host code: it selects no CUDA-only path.
+
+glow-tts' ``stft.inverse()`` tests ``magnitude.device.type == "cuda"`` and its branch calls ``window_sumsquare``,
+a numpy helper of the project's ``audio_processing.py``: kept as CUDA's because of that call, the test sent a TPU
+tensor to the numpy branch (``.numpy()`` raises) while its twin in ``transform()`` was migrated.
+
+A function is host code when it is an undecorated module-level ``def`` whose text names nothing CUDA's or
+device-like and whose calls are builtins, torch, host libraries, methods of values, or other such functions of
+its own file or of a project file it imports (followed at most ``_MAX_FILES`` files deep). It is read with
+Python's ``ast`` from the files' whole texts, so the answer is the same whichever part of a file libcst parsed
+(migrate.partial), and the same after a ``--write`` (a helper holding a device word is never host code).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+import re
+from functools import lru_cache
+
+#: Top-level packages whose calls carry no device state and run no CUDA kernel.
+HOST_LIBRARIES = frozenset(
+    {
+        "warnings",
+        "logging",
+        "math",
+        "time",
+        "os",
+        "sys",
+        "functools",
+        "itertools",
+        "numpy",
+        "scipy",
+        "random",
+        "re",
+        "json",
+        "collections",
+        "copy",
+        "operator",
+        "librosa",
+        "PIL",
+        "pandas",
+        "sklearn",
+    }
+)
+#: A word that names CUDA, a device or a move between devices: the function is not host code.
+_DEVICE_WORD = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device|(?<![a-z])(?:tpu|xla)(?![a-z])|^to$")
+_MAX_FILES = 3  # project files followed from the first one (a helper of a helper of a helper)
+_MAX_BYTES = 2 << 20
+_PROJECT_DEPTH = 4  # folders above a file searched for an imported project module (as migrate._foreign)
+
+
+class HostHelpers:
+    """Answers for one file (its whole text and path); memoised per (file, name)."""
+
+    def __init__(self, source: str | None, path: str | None) -> None:
+        self._source, self._path = source, os.path.abspath(path) if path else None
+        self._memo: dict[tuple[str | None, str], bool] = {}
+        self._tree: ast.Module | None = None
+
+    def is_host(self, name: str) -> bool:
+        """``name``, called bare in this file, is host code."""
+        if self._tree is None and self._source is not None:
+            self._tree = _parse_text(self._source)
+            self._source = None  # (parsed once)
+        return self._judge(self._tree, self._path, name, 0)
+
+    def _judge(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> bool:
+        key = (path, name)
+        if key not in self._memo:
+            self._memo[key] = False  # (recursion: a function calling itself is judged by its other calls)
+            self._memo[key] = tree is not None and self._host_def(tree, path, name, depth)
+        return self._memo[key]
+
+    def _host_def(self, tree: ast.Module, path: str | None, name: str, depth: int) -> bool:
+        roots = _imports(tree)
+        if name in roots and roots[name][0] == "project":
+            return self._imported(path, roots[name][1], roots[name][2], name, depth)
+        defs = [
+            s for s in tree.body if type(s) is ast.FunctionDef and s.name == name and not s.decorator_list
+        ]
+        if len(defs) != 1 or any(_DEVICE_WORD.search(w) for w in _words(defs[0])):
+            return False
+        for n in ast.walk(defs[0]):
+            if type(n) is ast.Call and not self._host_call(n, tree, path, roots, depth):
+                return False
+        return True
+
+    def _host_call(self, call: ast.Call, tree: ast.Module, path: str | None, roots: dict, depth: int) -> bool:
+        f = call.func
+        while type(f) is ast.Attribute:
+            f = f.value
+        if type(f) is not ast.Name:
+            return True  # a call of a call's result, of a subscript: a value's method
+        base = f.id
+        if base in roots:
+            kind, _level, module = roots[base]
+            if kind == "project":
+                return call.func is f and self._judge(tree, path, base, depth)
+            return module in HOST_LIBRARIES or module == "torch"
+        if call.func is f:  # a bare name: a builtin or another function of this file
+            return hasattr(builtins, base) or self._judge(tree, path, base, depth)
+        return not (base in ("self", "cls") or base[:1].isupper())  # a method of the program, a class of it
+
+    def _imported(self, path: str | None, level: int, module: str, name: str, depth: int) -> bool:
+        if path is None or depth >= _MAX_FILES:
+            return False
+        target = _module_file(os.path.dirname(path), level, module)
+        if target is None:
+            return False
+        return self._judge(_parse_file(target), target, name, depth + 1)
+
+
+def _imports(tree: ast.Module) -> dict[str, tuple[str, int, str]]:
+    """Module-level import aliases -> ("library" or "project", relative level, module). An absolute import of a
+    module that is not a known host library or torch may be the project's own: it is looked for on disk."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for s in tree.body:
+        if type(s) is ast.Import:
+            for a in s.names:
+                root = a.name.split(".")[0]
+                out[a.asname or root] = ("library", 0, root)
+        elif type(s) is ast.ImportFrom:
+            module = s.module or ""
+            root = module.split(".")[0]
+            known = not s.level and (root in HOST_LIBRARIES or root.startswith("torch"))
+            for a in s.names:
+                out[a.asname or a.name] = ("library", 0, root) if known else ("project", s.level, module)
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _module_file(folder: str, level: int, module: str) -> str | None:
+    """The project file ``from <level dots><module> import ...`` names, seen from ``folder``."""
+    parts = module.split(".") if module else []
+    if level:
+        base = folder
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases = [base]
+    else:
+        bases, here = [], folder
+        for _ in range(_PROJECT_DEPTH):
+            bases += [here, os.path.join(here, "src")]
+            parent = os.path.dirname(here)
+            if parent == here:
+                break
+            here = parent
+    for base in bases:
+        stem = os.path.join(base, *parts)
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if parts and os.path.isfile(cand):
+                return cand
+    return None
+
+
+@lru_cache(maxsize=256)
+def _parse_file(path: str) -> ast.Module | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX_BYTES:
+        return None
+    return _parse_text(data.decode("utf-8", errors="replace"))
+
+
+def _parse_text(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _words(node: ast.AST):
+    for n in ast.walk(node):
+        if type(n) is ast.Name:
+            yield n.id
+        elif type(n) is ast.Attribute:
+            yield n.attr
+        elif type(n) is ast.Constant and type(n.value) is str:
+            yield n.value
