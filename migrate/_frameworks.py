@@ -15,6 +15,9 @@ LIGHTNING_ENTRIES = (
     _qualified(_LIGHTNING, ("Trainer", "trainer.Trainer", "trainer.trainer.Trainer"))
     | _qualified(_FABRIC, ("Fabric", "fabric.Fabric"))
     | {"lightning.Trainer", "lightning.Fabric"}
+    # Fabric's predecessor, subclassed with a run() method (co-tracker's training scripts)
+    | {"pytorch_lightning.lite.LightningLite", "pytorch_lightning.lite.lite.LightningLite"}
+    | {"lightning_lite.LightningLite", "lightning.lite.LightningLite"}
 )
 COMPOSER_ENTRIES = frozenset(
     {"composer.Trainer", "composer.trainer.Trainer", "composer.trainer.trainer.Trainer"}

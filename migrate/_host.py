@@ -1,14 +1,18 @@
-"""Whether a function a device test's branch calls is host code: it selects no CUDA-only path.
+"""Whether a project function a device check's branch calls is portable: host code, or device code that the same
+run migrates (``x.cuda()``, a ``"cuda"`` literal, ``torch.cuda.synchronize()``), so it selects no CUDA-only path.
 
 glow-tts' ``stft.inverse()`` tests ``magnitude.device.type == "cuda"`` and its branch calls ``window_sumsquare``,
 a numpy helper of the project's ``audio_processing.py``: kept as CUDA's because of that call, the test sent a TPU
-tensor to the numpy branch (``.numpy()`` raises) while its twin in ``transform()`` was migrated.
+tensor to the numpy branch (``.numpy()`` raises) while its twin in ``transform()`` was migrated. co-tracker's
+evaluator keeps ``if torch.cuda.is_available(): dataclass_to_cuda_(sample)`` for the helper's name while the
+helper's own ``t.float().cuda()`` becomes ``.to("tpu")`` and the model goes to "tpu": the batch stayed on the CPU.
 
-A function is host code when it is an undecorated module-level ``def`` whose text names nothing CUDA's or
-device-like and whose calls are builtins, torch, host libraries, methods of values, or other such functions of
-its own file or of a project file it imports (followed at most ``_MAX_FILES`` files deep). It is read with
-Python's ``ast`` from the files' whole texts, so the answer is the same whichever part of a file libcst parsed
-(migrate.partial), and the same after a ``--write`` (a helper holding a device word is never host code).
+A function is portable when it is an undecorated module-level ``def`` whose text names nothing CUDA-only (CUDA
+words are allowed only as the ``.cuda()`` method, a ``"cuda"``/``"cuda:N"`` literal and the torch.cuda calls the
+rules migrate) and whose calls are builtins, torch, host libraries, methods of values, or other portable
+functions of its own file or of a project file it imports (followed at most ``_MAX_FILES`` files deep). It is
+read with Python's ``ast`` from the files' whole texts, so the answer is the same whichever part of a file libcst
+parsed (migrate.partial), and a second pass over migrated files gives the same answer.
 """
 
 from __future__ import annotations
@@ -42,10 +46,39 @@ HOST_LIBRARIES = frozenset(
         "PIL",
         "pandas",
         "sklearn",
+        "dataclasses",
+        "typing",
+        "abc",
+        "enum",
+        "pathlib",
+        "contextlib",
+        "inspect",
+        "types",
+        "datetime",
+        "string",
+        "io",
+        "pickle",
+        "glob",
+        "shutil",
     }
 )
-#: A word that names CUDA, a device or a move between devices: the function is not host code.
-_DEVICE_WORD = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device|(?<![a-z])(?:tpu|xla)(?![a-z])|^to$")
+#: torch.cuda calls the rules migrate (to torch.accelerator, or drop): portable.
+MIGRATED_CUDA_CALLS = frozenset(
+    f"torch.cuda.{k}"
+    for k in (
+        "is_available",
+        "device_count",
+        "current_device",
+        "synchronize",
+        "set_device",
+        "manual_seed",
+        "manual_seed_all",
+        "empty_cache",
+    )
+)
+#: A word that names CUDA-only state or code (outside the forms the rules migrate): the function is not portable.
+_CUDA_WORD = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu")
+_DEVICE_LITERAL = re.compile(r"^(?:cuda|tpu)(?::\d+)?$")
 _MAX_FILES = 3  # project files followed from the first one (a helper of a helper of a helper)
 _MAX_BYTES = 2 << 20
 _PROJECT_DEPTH = 4  # folders above a file searched for an imported project module (as migrate._foreign)
@@ -80,7 +113,7 @@ class HostHelpers:
         defs = [
             s for s in tree.body if type(s) is ast.FunctionDef and s.name == name and not s.decorator_list
         ]
-        if len(defs) != 1 or any(_DEVICE_WORD.search(w) for w in _words(defs[0])):
+        if len(defs) != 1 or any(_CUDA_WORD.search(w) for w in _cuda_words(defs[0])):
             return False
         for n in ast.walk(defs[0]):
             if type(n) is ast.Call and not self._host_call(n, tree, path, roots, depth):
@@ -98,7 +131,10 @@ class HostHelpers:
             kind, _level, module = roots[base]
             if kind == "project":
                 return call.func is f and self._judge(tree, path, base, depth)
-            return module in HOST_LIBRARIES or module == "torch"
+            if module == "torch":
+                dotted = _dotted(call.func, roots)
+                return not dotted.startswith("torch.cuda.") or dotted in MIGRATED_CUDA_CALLS
+            return module in HOST_LIBRARIES
         if call.func is f:  # a bare name: a builtin or another function of this file
             return hasattr(builtins, base) or self._judge(tree, path, base, depth)
         return not (base in ("self", "cls") or base[:1].isupper())  # a method of the program, a class of it
@@ -174,11 +210,39 @@ def _parse_text(text: str) -> ast.Module | None:
         return None
 
 
-def _words(node: ast.AST):
-    for n in ast.walk(node):
+def _cuda_words(fn: ast.FunctionDef):
+    """The names, attributes and strings of ``fn`` that could name CUDA-only code, leaving out the forms the
+    rules migrate (the ``.cuda()`` method, device literals, migrated torch.cuda calls) and the names of called
+    functions (each is judged itself)."""
+    skip: set[int] = set()
+    for n in ast.walk(fn):
+        if type(n) is ast.Expr and type(n.value) is ast.Constant:
+            skip.add(id(n.value))  # a docstring or a bare string: prose, not a value
+        if type(n) is ast.Call:
+            f = n.func
+            if type(f) is ast.Name or (type(f) is ast.Attribute and f.attr == "cuda"):
+                skip.add(id(f))
+            if type(f) is ast.Attribute and f.attr in {q.rsplit(".", 1)[1] for q in MIGRATED_CUDA_CALLS}:
+                inner = f.value
+                if type(inner) is ast.Attribute and inner.attr == "cuda":
+                    skip.update((id(f), id(inner)))
+    for n in ast.walk(fn):
+        if id(n) in skip:
+            continue
         if type(n) is ast.Name:
             yield n.id
         elif type(n) is ast.Attribute:
             yield n.attr
-        elif type(n) is ast.Constant and type(n.value) is str:
+        elif type(n) is ast.Constant and type(n.value) is str and not _DEVICE_LITERAL.match(n.value):
             yield n.value
+
+
+def _dotted(node: ast.expr, roots: dict) -> str:
+    """``torch.cuda.synchronize`` for ``th.cuda.synchronize`` (``th`` an alias of torch)."""
+    parts: list[str] = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is ast.Name:
+        parts.append(roots[node.id][2] if node.id in roots else node.id)
+    return ".".join(reversed(parts))

@@ -534,7 +534,13 @@ class Flow:
     def foreign_call(self, region: cst.CSTNode) -> str | None:
         """A call in ``region`` to code that is neither torch's, a builtin nor a method of a value: kernels,
         fused paths and local helpers that an `is_cuda` test may be selecting."""
-        for n in _walk(region):
+        portable: set[int] = set()  # called names of portable project functions (`dataclass_to_cuda_`)
+        for n in _walk(region):  # (pre-order: a call comes before the name it calls)
+            if type(n) is cst.Call and type(n.func) is cst.Name and self._host_helper(n.func.value):
+                portable.add(id(n.func))
+                continue
+            if type(n) is cst.Name and id(n) in portable:
+                continue
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
                 if self._torch_api(n).startswith("torch."):
                     continue  # torch.get_autocast_gpu_dtype, torch.backends.cudnn: torch's API (the rules' job)
@@ -550,8 +556,6 @@ class Flow:
             imported = [q.name for q in names if q.source is QualifiedNameSource.IMPORT]
             if imported and all(q.split(".")[0] in _HARMLESS for q in imported):
                 continue  # warnings.warn, logging.info ...: no device state
-            if type(f) is cst.Name and self._host_helper(f.value):
-                continue  # host code of this file or of a project file (glow-tts' numpy `window_sumsquare`)
             if imported:
                 if not all(q.split(".")[0] == "torch" for q in imported) or any(
                     q in _MULTI_DEVICE for q in imported

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from .._foreign import third_party
+from .._host import HostHelpers
 from .._walk import child_nodes
 from ..flow import PER_HOST
 from ..project import NEEDS_CUDA, current, facts_for
@@ -398,10 +399,20 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     name = full_name(call.func)
     if not name or not _CUDA_WORD.search(name):
         return None
+    if type(call.func) is cst.Name and _portable(ctx, call.func.value):
+        return None  # a project helper named for CUDA whose CUDA code the run migrates (`dataclass_to_cuda_`)
     receiver = name.rsplit(".", 1)[0] if "." in name else ""
     if receiver.rsplit(".", 1)[-1] in _torch_objects(ctx):
         return None  # self.rng_cuda.manual_seed(s): a torch.Generator named for CUDA, not a CUDA API
     return name
+
+
+def _portable(ctx: Context, name: str) -> bool:
+    """``name`` is a portable function of this file or of a project file it imports (migrate._host)."""
+    helpers = ctx.scratch.get("host-helpers")
+    if helpers is None:
+        helpers = ctx.scratch["host-helpers"] = HostHelpers(ctx.source_text, getattr(ctx, "path", None))
+    return helpers.is_host(name)  # type: ignore[union-attr]
 
 
 def _torch_objects(ctx: Context) -> frozenset[str]:

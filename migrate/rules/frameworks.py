@@ -61,13 +61,32 @@ _LIGHTNING_XLA_CLASSES = frozenset(
 
 
 def _entry(ctx, call: cst.Call) -> str | None:
-    """Qualified name of the framework entry point ``call`` constructs, else None."""
+    """Qualified name of the framework entry point ``call`` constructs, else None: the entry itself, or a class of
+    this module built on one (``class Lite(LightningLite)`` ... ``Lite(accelerator="gpu")``)."""
     f = call.func
     last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
     if last not in _ENTRY_NAMES:
-        return None
+        return _subclassed_entry(ctx, f.value) if isinstance(f, cst.Name) else None
     q = ctx.qname(f)
-    return q if q in LIGHTNING_ENTRIES or q in COMPOSER_ENTRIES or q in HF_ENTRIES else None
+    return q if q in _ALL_ENTRIES else None
+
+
+_ALL_ENTRIES = LIGHTNING_ENTRIES | COMPOSER_ENTRIES | HF_ENTRIES
+
+
+def _subclassed_entry(ctx, name: str) -> str | None:
+    """The framework entry a top-level class ``name`` of this module derives from directly, else None."""
+    found = ctx.scratch.get("framework-subclasses")
+    if found is None:
+        found = {}
+        for stmt in getattr(ctx.module, "body", ()):
+            if isinstance(stmt, cst.ClassDef):
+                for base in stmt.bases:
+                    q = ctx.qname(base.value) if isinstance(base.value, (cst.Name, cst.Attribute)) else None
+                    if q in _ALL_ENTRIES:
+                        found[stmt.name.value] = q
+        ctx.scratch["framework-subclasses"] = found
+    return found.get(name)
 
 
 def _knobs(call: cst.Call, knobs: dict[str, frozenset[str] | None]) -> list[tuple[str, cst.Arg]]:

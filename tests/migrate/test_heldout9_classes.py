@@ -4,7 +4,7 @@ each as a class in its own words, each asserting the rewrite it must not make (o
 from __future__ import annotations
 
 import pytest
-from migrate_helpers import run
+from migrate_helpers import codes, run
 
 
 def _code(out: str) -> str:
@@ -109,7 +109,7 @@ def test_a_host_helper_imported_from_another_project_file_is_not_foreign(tmp_pat
     "body",
     [
         "x = fused_window_cuda(n_fft)",  # a CUDA word
-        "x = torch.zeros(n_fft).to(dev)",  # a move between devices
+        "x = torch.cuda.memory_allocated()",  # a torch.cuda API the rules do not migrate
         "x = kernels.window(n_fft)",  # a call into a library that is not host code
     ],
 )
@@ -132,3 +132,70 @@ def test_one_todo_per_cuda_only_package_at_the_top_of_a_file():
     out = run(src).new_source
     todos = [line for line in out.splitlines() if "TPU211" in line]
     assert len(todos) == 3, out  # apex and xformers once each at the top; the import inside f() is its own
+
+
+# --- held-out 10: a project helper named for CUDA whose CUDA code the run migrates (co-tracker's evaluator) ---
+_MOVES = '''import dataclasses
+
+
+def try_to_cuda(t):
+    """Move `t` to a cuda device if supported."""
+    try:
+        t = t.float().cuda()
+    except AttributeError:
+        pass
+    return t
+
+
+def dataclass_to_cuda_(obj):
+    """Move all contents of a dataclass to cuda in place."""
+    for f in dataclasses.fields(obj):
+        setattr(obj, f.name, try_to_cuda(getattr(obj, f.name)))
+    return obj
+'''
+_EVAL = """import torch
+from utils_data import dataclass_to_cuda_
+
+
+def evaluate(model, sample):
+    if torch.cuda.is_available():
+        dataclass_to_cuda_(sample)
+        device = torch.device("cuda")
+    else:
+        device = torch.device("cpu")
+    return model(sample.video.to(device))
+"""
+
+
+def _project(tmp_path, helper: str) -> str:
+    (tmp_path / "utils_data.py").write_text(helper)
+    f = tmp_path / "evaluator.py"
+    f.write_text(_EVAL)
+    return str(f)
+
+
+def test_a_check_calling_a_helper_that_the_run_migrates_is_migrated_with_it(tmp_path):
+    path = _project(tmp_path, _MOVES)
+    out = _code(run(_EVAL, path=path).new_source)
+    # the wrong pair: the check kept CUDA's (batch on the CPU) while the helper and the model moved to "tpu"
+    assert "torch.accelerator.is_available()" in out and 'torch.device("tpu")' in out
+
+
+def test_a_helper_with_cuda_only_code_still_keeps_the_check(tmp_path):
+    helper = _MOVES.replace(
+        "t = t.float().cuda()", "t = t.float().cuda(); torch.cuda.current_stream().synchronize()"
+    )
+    path = _project(tmp_path, "import torch\n" + helper)
+    out = run(_EVAL, path=path).new_source
+    assert "torch.cuda.is_available()" in _code(out) and "TODO(tpu-migrate" in out
+
+
+# --- held-out 10: LightningLite subclassed (co-tracker's training scripts) ----------------------------------------
+def test_a_lightning_lite_subclass_built_for_gpus_is_flagged():
+    src = (
+        "import torch\nfrom pytorch_lightning.lite import LightningLite\n\n\nclass Lite(LightningLite):\n"
+        "    def run(self, args):\n        model = torch.nn.Linear(2, 2).cuda()\n\n\n"
+        'Lite(strategy="ddp", devices=1, accelerator="gpu", precision=32).run(None)\n'
+    )
+    res = run(src)
+    assert "TPU911" in codes(res) and 'accelerator="gpu"' in res.new_source
