@@ -198,11 +198,14 @@ class Flow:
         check.key = node
         self._exported: list[str] = []
         self._foreign: str | None = None
+        self._seen_regions: list[cst.CSTNode] = []
         found = self._follow(node, positive, 0)
         check.exported = self._exported[0] if self._exported else None
         check.foreign = self._foreign
         if isinstance(found, str):
             check.unseen = found
+            if predicate == "compare":  # (its unseen uses are dropped: what it switches on in sight decides;
+                check.regions = self._seen_regions  # audiocraft's flag passed to a method, then `if flag:`)
         else:
             check.regions = found
         return check
@@ -241,6 +244,7 @@ class Flow:
             return self._rest_of_block(parent)
         if t is cst.Assign and parent.value is child and hops < _MAX_HOPS:
             regions: list[cst.CSTNode] = []
+            unseen: str | None = None
             for target in parent.targets:
                 if self._visible_elsewhere(target.target):
                     self._exported.append(_code(target.target))
@@ -252,8 +256,12 @@ class Flow:
                 for use in uses:
                     found = self._follow(use, positive, hops + 1)
                     if isinstance(found, str):
-                        return f"`{_code(target.target)}` {found}"
-                    regions.extend(found)
+                        unseen = unseen or f"`{_code(target.target)}` {found}"
+                    else:
+                        regions.extend(found)
+            if unseen:  # the uses in sight still count where the unseen one is dropped (a comparison's)
+                self._seen_regions.extend(regions)
+                return unseen
             return regions
         if t is cst.Arg:
             call = self.parents.get(parent)
@@ -517,6 +525,8 @@ class Flow:
         may run (stylegan's conv2d_gradfix), whatever the rest of the block does."""
         fn = self._enclosing(node, cst.FunctionDef)
         for n in _walk(fn) if fn is not None else ():
+            if fn is not None and n is fn.name:
+                continue  # the function's own name (MiniGPT-4's `def cuda_enabled(self): return dev.type == "cuda"`)
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
                 # torch's switches of CUDA kernels count; its device-neutral API (get_autocast_gpu_dtype) does not
                 api = self._torch_api(n)

@@ -199,3 +199,35 @@ def test_a_lightning_lite_subclass_built_for_gpus_is_flagged():
     )
     res = run(src)
     assert "TPU911" in codes(res) and 'accelerator="gpu"' in res.new_source
+
+
+# --- held-out 11: a device test in a function named for CUDA (MiniGPT-4's `cuda_enabled` property) -------------
+def test_a_device_test_is_not_kept_for_its_own_functions_name():
+    src = (
+        "import torch\n\n\nclass Runner:\n    @property\n    def cuda_enabled(self):\n"
+        '        return self.device.type == "cuda"\n'
+    )
+    out = _code(run(src).new_source)
+    # the kept test left batches on the CPU (its callers move them with a helper the run sends to "tpu")
+    assert 'self.device.type == "tpu"' in out
+
+
+def test_cuda_state_read_in_the_function_still_keeps_the_test():
+    src = (
+        'import torch\n\n\ndef use_fused(x):\n    if x.device.type != "cuda":\n        return False\n'
+        "    return torch.backends.cudnn.enabled\n"
+    )
+    out = _code(run(src).new_source)
+    assert 'x.device.type != "cuda"' in out
+
+
+# --- held-out 11: a device comparison stored in a flag that is also passed on (audiocraft's run_step) ------------
+def test_a_flag_passed_to_a_method_still_follows_its_in_sight_uses():
+    src = (
+        "import torch\n\n\nclass Solver:\n    def run_step(self, idx, batch):\n"
+        "        check = idx == 1 and self.device == 'cuda'\n        out = self.prepare(batch, check)\n"
+        "        if check:\n            torch.cuda.set_sync_debug_mode('warn')\n        return out\n"
+    )
+    out = _code(run(src).new_source)
+    # the wrong rewrite: the flag became true on TPU and step 1 called torch.cuda.set_sync_debug_mode (no CUDA)
+    assert "self.device == 'cuda'" in out
