@@ -21,7 +21,10 @@ import ast
 import builtins
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
+
+from . import project
 
 #: Top-level packages whose calls carry no device state and run no CUDA kernel.
 HOST_LIBRARIES = frozenset(
@@ -87,7 +90,12 @@ _PROJECT_DEPTH = 4  # folders above a file searched for an imported project modu
 class HostHelpers:
     """Answers for one file (its whole text and path); memoised per (file, name)."""
 
-    def __init__(self, source: str | None, path: str | None) -> None:
+    def __init__(
+        self, source: str | None, path: str | None, cuda_only: Callable[[str, str], bool] | None = None
+    ) -> None:
+        """``cuda_only(module, importer)``: the rules' test of a CUDA-only module. Without it no function of
+        another file is portable: a file the run leaves as written keeps its ``.cuda()`` as CUDA's."""
+        self._cuda_only = cuda_only
         self._source, self._path = source, os.path.abspath(path) if path else None
         self._memo: dict[tuple[str | None, str], bool] = {}
         self._tree: ast.Module | None = None
@@ -143,9 +151,29 @@ class HostHelpers:
         if path is None or depth >= _MAX_FILES:
             return False
         target = _module_file(os.path.dirname(path), level, module)
-        if target is None:
+        if target is None or self._cuda_only is None:
             return False
-        return self._judge(_parse_file(target), target, name, depth + 1)
+        tree = _parse_file(target)
+        if tree is None or self._left_as_written(target, tree):
+            return False  # its `.cuda()` stays CUDA's: a check calling it must stay too
+        return self._judge(tree, target, name, depth + 1)
+
+    def _left_as_written(self, path: str, tree: ast.Module) -> bool:
+        """The run leaves ``path`` as written (migrate.source.flag_only_mode): it imports a CUDA-only module at
+        its top level, or only such files import it (migrate.project)."""
+        if os.path.abspath(path) in project.current().cuda_only_helpers:
+            return True
+        for s in tree.body:
+            mods = (
+                [a.name for a in s.names]
+                if type(s) is ast.Import
+                else [s.module]
+                if type(s) is ast.ImportFrom and s.module and not s.level
+                else []
+            )
+            if any(self._cuda_only(m, path) for m in mods):  # type: ignore[misc]
+                return True
+        return False
 
 
 def _imports(tree: ast.Module) -> dict[str, tuple[str, int, str]]:

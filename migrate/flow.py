@@ -15,7 +15,7 @@ in a container) is never rewritten: its effect is out of sight.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -105,12 +105,14 @@ class Flow:
         texts: list[str] | None = None,
         path: str | None = None,
         source: str | None = None,
+        cuda_only: Callable[[str, str], bool] | None = None,
     ):
         """``texts``: the source of each statement of ``module.body`` (see migrate._spans); with them only the
         statements a check can reach are analysed (:func:`reachable`), the rest of a large file is skipped."""
         self.module = module
         self.path = path
-        self._host = HostHelpers(source, path) if source is not None else None  # (the whole file's text)
+        self._cuda_only = cuda_only
+        self._host = HostHelpers(source, path, cuda_only) if source is not None else None  # (whole text)
         part, self._shadowing = reachable(module, texts)
         self.parents = _parents(part)
         for stmt in part.body:  # (a top-level statement's block is the whole module's body)
@@ -585,7 +587,7 @@ class Flow:
         """``name`` is a function of this file or of a project file it imports that is host code
         (migrate._host): it selects no CUDA-only path."""
         if self._host is None:  # (a module given alone: its own text is the whole file)
-            self._host = HostHelpers(self.module.code, self.path)
+            self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
         return self._host.is_host(name)
 
 

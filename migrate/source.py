@@ -490,7 +490,7 @@ def _rule_pass(
     smap = SourceMap(text, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
-        facts = flow.Flow(module, smap.texts(), path, source)
+        facts = flow.Flow(module, smap.texts(), path, source, cuda_only_module)
         kept: dict[int, str] = {}
         for _ in range(_MAX_FLOW_PASSES):
             more = flow.checks_to_keep(facts, *_outcomes(transformer), kept)

@@ -411,7 +411,9 @@ def _portable(ctx: Context, name: str) -> bool:
     """``name`` is a portable function of this file or of a project file it imports (migrate._host)."""
     helpers = ctx.scratch.get("host-helpers")
     if helpers is None:
-        helpers = ctx.scratch["host-helpers"] = HostHelpers(ctx.source_text, getattr(ctx, "path", None))
+        helpers = ctx.scratch["host-helpers"] = HostHelpers(
+            ctx.source_text, getattr(ctx, "path", None), cuda_only_module
+        )
     return helpers.is_host(name)  # type: ignore[union-attr]
 
 

@@ -231,3 +231,11 @@ def test_a_flag_passed_to_a_method_still_follows_its_in_sight_uses():
     out = _code(run(src).new_source)
     # the wrong rewrite: the flag became true on TPU and step 1 called torch.cuda.set_sync_debug_mode (no CUDA)
     assert "self.device == 'cuda'" in out
+
+
+def test_a_helper_in_a_file_left_as_written_is_not_portable(tmp_path):
+    """A project file that imports a CUDA-only stack is left as written (its `.cuda()` stays CUDA's): a check
+    calling its helper must stay CUDA's too, or on TPU the check sends the batch to a helper that calls CUDA."""
+    path = _project(tmp_path, "import triton\n" + _MOVES)
+    out = run(_EVAL, path=path).new_source
+    assert "torch.cuda.is_available()" in _code(out) and "TODO(tpu-migrate" in out
