@@ -63,6 +63,7 @@ HOST_LIBRARIES = frozenset(
         "pickle",
         "glob",
         "shutil",
+        "pywt",
     }
 )
 #: torch.cuda calls the rules migrate (to torch.accelerator, or drop): portable.
@@ -73,11 +74,17 @@ MIGRATED_CUDA_CALLS = frozenset(
         "device_count",
         "current_device",
         "synchronize",
+        "current_stream",
+        "set_stream",
         "set_device",
         "manual_seed",
         "manual_seed_all",
         "empty_cache",
     )
+)
+#: torch.cuda.amp names the rules migrate (to torch.autocast / torch.amp with the "tpu" device): portable.
+MIGRATED_AMP_CALLS = frozenset(
+    f"torch.cuda.amp.{k}" for k in ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
 )
 #: A word that names CUDA-only state or code (outside the forms the rules migrate): the function is not portable.
 _CUDA_WORD = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu")
@@ -119,19 +126,50 @@ class HostHelpers:
         if name in roots and roots[name][0] == "project":
             return self._imported(path, roots[name][1], roots[name][2], name, depth)
         defs = [
-            s for s in tree.body if type(s) is ast.FunctionDef and s.name == name and not s.decorator_list
+            s
+            for s in tree.body
+            if type(s) in (ast.FunctionDef, ast.ClassDef) and s.name == name and not s.decorator_list
         ]
         if len(defs) != 1 or any(_CUDA_WORD.search(w) for w in _cuda_words(defs[0])):
             return False
+        within = type(defs[0]) is ast.ClassDef
+        if within and not all(self._host_base(b, tree, path, roots, depth) for b in defs[0].bases):
+            return False
         for n in ast.walk(defs[0]):
-            if type(n) is ast.Call and not self._host_call(n, tree, path, roots, depth):
+            if type(n) is ast.Call and not self._host_call(n, tree, path, roots, depth, within):
                 return False
         return True
 
-    def _host_call(self, call: ast.Call, tree: ast.Module, path: str | None, roots: dict, depth: int) -> bool:
+    def _host_base(self, base: ast.expr, tree: ast.Module, path: str | None, roots: dict, depth: int) -> bool:
+        """A portable class's base: ``object``, torch's (``nn.Module``, ``autograd.Function``) or a portable
+        class of the project."""
+        if type(base) is ast.Name and base.id == "object":
+            return True
+        f = base
+        while type(f) is ast.Attribute:
+            f = f.value
+        if type(f) is not ast.Name:
+            return False
+        if f.id in roots and roots[f.id][0] == "library":
+            return roots[f.id][2] == "torch" and not _dotted(base, roots).startswith("torch.cuda")
+        return base is f and self._judge(tree, path, f.id, depth)
+
+    def _host_call(
+        self,
+        call: ast.Call,
+        tree: ast.Module,
+        path: str | None,
+        roots: dict,
+        depth: int,
+        within: bool = False,
+    ) -> bool:
+        """``within``: the call sits in a class being judged, whose own methods (``self.f()``) are judged with
+        it (its text is the class's)."""
         f = call.func
         while type(f) is ast.Attribute:
             f = f.value
+        if type(f) is ast.Call and type(f.func) is ast.Name and f.func.id == "super":
+            return within  # super().__init__(): the base, judged with the class
         if type(f) is not ast.Name:
             return True  # a call of a call's result, of a subscript: a value's method
         base = f.id
@@ -141,11 +179,17 @@ class HostHelpers:
                 return call.func is f and self._judge(tree, path, base, depth)
             if module == "torch":
                 dotted = _dotted(call.func, roots)
-                return not dotted.startswith("torch.cuda.") or dotted in MIGRATED_CUDA_CALLS
+                return (
+                    not dotted.startswith("torch.cuda.") or dotted in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS
+                )
             return module in HOST_LIBRARIES
         if call.func is f:  # a bare name: a builtin or another function of this file
             return hasattr(builtins, base) or self._judge(tree, path, base, depth)
-        return not (base in ("self", "cls") or base[:1].isupper())  # a method of the program, a class of it
+        if base in ("self", "cls"):
+            return within  # a method of the class being judged (its text is judged), else of the program
+        if base[:1].isupper():  # `AFB1D.apply(...)`: a class of this file, judged as a whole
+            return self._judge(tree, path, base, depth)
+        return True
 
     def _imported(self, path: str | None, level: int, module: str, name: str, depth: int) -> bool:
         if path is None or depth >= _MAX_FILES:
@@ -238,7 +282,7 @@ def _parse_text(text: str) -> ast.Module | None:
         return None
 
 
-def _cuda_words(fn: ast.FunctionDef):
+def _cuda_words(fn: ast.FunctionDef | ast.ClassDef):
     """The names, attributes and strings of ``fn`` that could name CUDA-only code, leaving out the forms the
     rules migrate (the ``.cuda()`` method, device literals, migrated torch.cuda calls) and the names of called
     functions (each is judged itself)."""
@@ -254,6 +298,11 @@ def _cuda_words(fn: ast.FunctionDef):
                 inner = f.value
                 if type(inner) is ast.Attribute and inner.attr == "cuda":
                     skip.update((id(f), id(inner)))
+            if type(f) is ast.Attribute and f.attr in {q.rsplit(".", 1)[1] for q in MIGRATED_AMP_CALLS}:
+                amp = f.value  # torch.cuda.amp.autocast(): the rules write torch.autocast("tpu")
+                if type(amp) is ast.Attribute and amp.attr == "amp" and type(amp.value) is ast.Attribute:
+                    if amp.value.attr == "cuda":
+                        skip.update((id(f), id(amp), id(amp.value)))
     for n in ast.walk(fn):
         if id(n) in skip:
             continue

@@ -142,7 +142,7 @@ class Flow:
                 if name.endswith("device_count") and not self._truth_use(node):
                     # a count (`rank % device_count()`), not a test that CUDA is here; but a count that
                     # divides work is CUDA's devices per host, which TorchTPU's one device per process is not
-                    if (share := self._divides_work(node)) is not None:
+                    if (share := self._divides_work(node) or self._ranks_within_host(node)) is not None:
                         count = Check(node, "device-count-share", _code(node), key=node, divides=share)
                         self.checks.append(count)
                     continue
@@ -301,6 +301,59 @@ class Flow:
             return None
         divisors = self._divisors()
         return next((divisors[n] for t in parent.targets if (n := _last_name(t.target)) in divisors), None)
+
+    def _count_names(self, call: cst.CSTNode) -> set[str]:
+        """Names the count is bound to: ``n = device_count()``, ``rank, n = int(...), device_count()``."""
+        parent = self.parents.get(call)
+        if type(parent) is cst.Assign and parent.value is call:
+            return {n for t in parent.targets if (n := _last_name(t.target))}
+        element, tup = parent, self.parents.get(parent) if parent is not None else None
+        assign = self.parents.get(tup) if tup is not None else None
+        if type(element) is cst.Element and type(tup) is cst.Tuple and type(assign) is cst.Assign:
+            i = next(k for k, e in enumerate(tup.elements) if e is element)
+            out = set()
+            for t in assign.targets:
+                if type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) == len(tup.elements):
+                    if (n := _last_name(t.target.elements[i].value)) is not None:
+                        out.add(n)
+            return out
+        return set()
+
+    def _ranks_within_host(self, call: cst.CSTNode) -> str | None:
+        """``local_rank = rank % device_count()`` whose result is compared with a number (``== 0``: the host's
+        first process does the host's work), directly or through one more name (VAR's dist.py keeps it as
+        ``__local_rank`` for ``is_local_master()``). TorchTPU counts one device per process, so every process
+        would be its host's first. A result only used as a device ordinal (pytorch/examples' imagenet) is not
+        matched: that ordinal is dropped wherever it is used."""
+        names = self._count_names(call)
+        found = None
+        for n in _walk(self.module):
+            if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo:
+                if n.right is call or _last_name(n.right) in names:
+                    found = n
+                    break
+        if found is None:
+            return None
+        parent = self.parents.get(found)
+        if type(parent) is not cst.Assign or parent.value is not found:
+            return None
+        ranks = {n for t in parent.targets if (n := _last_name(t.target))}
+        compared, copies = self._compared_and_copied()
+        ranks |= {m for r in ranks for m in copies.get(r, ())}
+        return _code(found) if ranks & compared else None
+
+    def _compared_and_copied(self) -> tuple[set[str], dict[str, set[str]]]:
+        """Names compared with an integer literal anywhere in the module, and ``a = b`` copies (b -> {a})."""
+        compared: set[str] = set()
+        copies: dict[str, set[str]] = {}
+        for n in _walk(self.module):
+            if type(n) is cst.Comparison:
+                sides = [n.left, *(c.comparator for c in n.comparisons)]
+                if any(type(x) is cst.Integer for x in sides):
+                    compared |= {m for x in sides if (m := _last_name(x))}
+            elif type(n) is cst.Assign and (src := _last_name(n.value)) is not None:
+                copies.setdefault(src, set()).update(m for t in n.targets if (m := _last_name(t.target)))
+        return compared, copies
 
     def _source_order(self) -> dict[cst.CSTNode, int]:
         """Each node's place in a pre-order walk of the analysed part (source order); one walk per file."""
@@ -641,6 +694,21 @@ def _ends(block: cst.BaseSuite) -> bool:
     return False
 
 
+def _env_write(flow: Flow, node: cst.CSTNode) -> bool:
+    """``os.environ["CUDA_VISIBLE_DEVICES"] = ...``: the variable's name is flagged (TPU uses other variables),
+    but setting it changes nothing on a TPU host; the branch that sets it may still run there (Time-Series-
+    Library's _acquire_device picks the device in the same branch)."""
+    seen = node
+    for _ in range(4):
+        parent = flow.parents.get(seen)
+        if parent is None:
+            return False
+        if type(parent) is cst.AssignTarget:
+            return type(seen) is cst.Subscript and _code(seen.value) in ("os.environ", "environ")
+        seen = parent
+    return False
+
+
 def _last_name(f: cst.BaseExpression) -> str | None:
     return f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else None
 
@@ -784,10 +852,19 @@ def checks_to_keep(
         why = None
         cuda_test = False
         if c.divides is not None:
+            derives = "%" in c.divides and "/" not in c.divides
             why = (
-                f"{PER_HOST} and divides work (`{c.divides[:60]}`): TorchTPU counts one device "
-                "per process, so every process would keep the whole share; under torchrun use "
-                "int(os.environ['LOCAL_WORLD_SIZE'])"
+                (
+                    f"{PER_HOST} and derives a rank within the host (`{c.divides[:60]}`, then compared): "
+                    "TorchTPU counts one device per process, so every process would be its host's first; under "
+                    "torchrun use int(os.environ['LOCAL_RANK'])"
+                )
+                if derives
+                else (
+                    f"{PER_HOST} and divides work (`{c.divides[:60]}`): TorchTPU counts one device "
+                    "per process, so every process would keep the whole share; under torchrun use "
+                    "int(os.environ['LOCAL_WORLD_SIZE'])"
+                )
             )
         elif c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
@@ -825,7 +902,12 @@ def checks_to_keep(
                         "devices of one process, which TorchTPU does not have (one device per process)"
                     )
                     break
-                if id(n) in flagged and id(n) not in checks and not flow.kept_test(n):
+                if (
+                    id(n) in flagged
+                    and id(n) not in checks
+                    and not flow.kept_test(n)
+                    and not _env_write(flow, n)
+                ):
                     why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
                     break
                 if is_cuda_literal(n) and id(n) not in rewritten and id(n) not in kept:
@@ -838,7 +920,67 @@ def checks_to_keep(
             new[id(c.key)] = why
     new.update(_state_twins(flow, rewritten, {**kept, **new}, flagged))
     new.update(_reported_twins(flow, rewritten, {**kept, **new}))
+    new.update(_placement_twins(flow, rewritten, {**kept, **new}))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+#: Method calls that put a module or a tensor on a device.
+_MOVES = frozenset({"cuda", "to"})
+
+
+def _moves(regions: list[cst.CSTNode], *, choices: bool = False) -> str | None:
+    """A placement in ``regions``: a ``.cuda()`` / ``.to()`` call or a CUDA tensor type (``torch.cuda.FloatTensor``,
+    which puts every tensor built with it on CUDA); with ``choices``, a CUDA device literal too (``"cuda" if ...``)."""
+    for n in walk_regions(regions):
+        if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in _MOVES:
+            return _code(n)
+        if (
+            type(n) is cst.Attribute
+            and n.attr.value.endswith("Tensor")
+            and type(n.value) is cst.Attribute
+            and n.value.attr.value == "cuda"
+        ):
+            return _code(n)
+        if choices and is_cuda_literal(n):
+            return _code(n)
+    return None
+
+
+def _placement_twins(flow: Flow, rewritten: set[int], kept: dict[int, str]) -> dict[int, str]:
+    """moco-v3's main_lincls: ``if not torch.cuda.is_available(): print('using CPU')`` ... ``else: model.cuda()``
+    is kept as CUDA's (its DataParallel branch), so on a TPU host the model stays on the CPU; a twin
+    ``if torch.cuda.is_available(): target = target.cuda()`` renamed would send the batch to 'tpu' beside it.
+    PyTorch-GAN's esrgan keeps ``Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.Tensor``
+    (batches on the CPU of a TPU host) while ``device = torch.device("cuda" if ... else "cpu")`` moved the models.
+    A check that places or picks a device keeps the CUDA test while a twin (same predicate, same module) that
+    places data is kept."""
+    placing = next(
+        (
+            c
+            for c in flow.checks
+            if id(c.key) in kept
+            and c.predicate == "torch.cuda.is_available"
+            and _moves(c.regions) is not None
+        ),
+        None,
+    )
+    if placing is None:
+        return {}
+    out: dict[int, str] = {}
+    for c in flow.checks:
+        if (
+            c is placing
+            or id(c.key) in kept
+            or id(c.key) not in rewritten
+            or c.predicate != placing.predicate
+        ):
+            continue
+        if (moved := _moves(c.regions, choices=True)) is not None:
+            out[id(c.key)] = (
+                f"its twin `{_code(placing.node)[:40]}` places tensors (`{_moves(placing.regions)[:40]}`) and "
+                f"stays CUDA's, so `{moved[:40]}` here must agree with it"
+            )
+    return out
 
 
 def _reported_twins(flow: Flow, rewritten: set[int], kept: dict[int, str]) -> dict[int, str]:

@@ -66,6 +66,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("torchrec", r"\btorchrec\.distributed\b"),
     # engines that pick their own device (rules/frameworks.py EngineOwnDevice, TPU916)
     ("deepspeed", r"\bdeepspeed\.init(?:ialize|_inference)\b"),
+    ("SyncBatchNorm", r"\bSyncBatchNorm\b"),  # rules/distributed.py SyncBatchNormFlag, TPU408
     ("Accelerator", r"\bAccelerator\s*\("),
     ("nvidia", r"\bimport\s+nvidia\b|\bfrom\s+nvidia\b|nvidia-smi"),
     ("flash_attention_", r"flash_attention_[23]"),

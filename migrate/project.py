@@ -59,15 +59,19 @@ class ProjectFacts:
     enum_params: dict[str, tuple[EnumParam, ...]] = field(default_factory=dict)
     #: absolute path of a module that only CUDA-only files of the project import -> why (one importer named)
     cuda_only_helpers: dict[str, str] = field(default_factory=dict)
+    #: absolute path of a module whose top-level imports load a CUDA-only project file -> the TODO that says so
+    #: (it is still migrated: it runs on TPU once that file is ported)
+    built_on_cuda_only: dict[str, str] = field(default_factory=dict)
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
-        if not other.gates and not other.enum_params and not other.cuda_only_helpers:
+        if not (other.gates or other.enum_params or other.cuda_only_helpers or other.built_on_cuda_only):
             return self
         params = dict(self.enum_params)
         for k, v in other.enum_params.items():
             params[k] = tuple(dict.fromkeys((*params.get(k, ()), *v)))
         helpers = {**other.cuda_only_helpers, **self.cuda_only_helpers}
-        return ProjectFacts(self.gates | other.gates, params, helpers)
+        built_on = {**other.built_on_cuda_only, **self.built_on_cuda_only}
+        return ProjectFacts(self.gates | other.gates, params, helpers, built_on)
 
 
 EMPTY = ProjectFacts()
@@ -249,7 +253,7 @@ def scan_sources(
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    facts = ProjectFacts(frozenset(gates), {}, _cuda_only_helpers([(p, t) for p, t, _ in seen], is_cuda_only))
+    facts = ProjectFacts(frozenset(gates), {}, *_cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only))
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
@@ -347,14 +351,15 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
     return out
 
 
-def _cuda_only_helpers(
+def _cuda_only_links(
     sources: list[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(modules only CUDA-only files import: left as written with them, modules built on a CUDA-only file)."""
     if is_cuda_only is None:
-        return {}
+        return {}, {}
     cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t, is_cuda_only))}
     if not cuda_only:
-        return {}
+        return {}, {}
     files = {p for p, _ in sources}
     by_key: dict[str, set[str]] = {}
     for p in files:
@@ -362,13 +367,18 @@ def _cuda_only_helpers(
             for k in _module_keys(p):
                 by_key.setdefault(k, set()).add(p)
     importers: dict[str, set[str]] = {}
+    loads: dict[str, set[str]] = {}  # what a file's top-level imports load (any import, in a test file)
     for p, text in sources:
-        for _top, level, mod, names in _imports(text):
+        test_file = TEST_FILE.match(os.path.basename(p)) is not None
+        for top, level, mod, names in _imports(text):
             for t in _targets(p, level, mod, names, by_key, files):
                 if t != p:
                     importers.setdefault(t, set()).add(p)
+                    if top or test_file:
+                        loads.setdefault(p, set()).add(t)
+    built_on = _built_on(cuda_only, loads)
+    out: dict[str, str] = {}
     texts = dict(sources)
-    out = {}
     for target, users in importers.items():
         if target in cuda_only or not users or not all(u in cuda_only for u in users):
             continue
@@ -379,6 +389,33 @@ def _cuda_only_helpers(
             f"only CUDA-only code imports this module (`{os.path.relpath(user, os.path.dirname(target))}`, which imports "
             f"`{cuda_only[user]}` and is left as written): left as written with it; port them together"
         )
+    return out, {p: msg for p, msg in built_on.items() if p not in out}
+
+
+def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str, str]:
+    """Files whose top-level imports load a CUDA-only project file, directly or through others (lucidrains'
+    PaLM-pytorch: train.py imports palm_pytorch.triton, whose model is built on triton kernels): they do not run
+    on TPU until that file is ported. They are still migrated (audiocraft's models only wait for transformer.py's
+    optional xformers import), and say so once. Path -> the TODO's text."""
+    stacks: dict[str, tuple[str, str]] = {}  # path -> (the CUDA-only stack, the file that imports it)
+    out: dict[str, str] = {}
+    grown = True
+    while grown:
+        grown = False
+        for p in sorted(loads):
+            if p in cuda_only or p in out:
+                continue
+            hit = next((t for t in sorted(loads[p]) if t in cuda_only or t in out), None)
+            if hit is None:
+                continue
+            stack, root = stacks[p] = (cuda_only[hit], hit) if hit in cuda_only else stacks[hit]
+            rel = os.path.relpath(hit, os.path.dirname(p))
+            via = "" if root == hit else f", which leads to `{os.path.relpath(root, os.path.dirname(p))}`"
+            out[p] = (
+                f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as "
+                "written): this module is migrated, and runs on TPU once that is ported"
+            )
+            grown = True
     return out
 
 

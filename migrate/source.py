@@ -62,7 +62,7 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
         ]
     elif mode == "cuda-only":
         rules = [r for r in rules if r.outcome == "flagged"]
-    return _Index(rules, all_rules())
+    return _Index(rules, all_rules(), flag_only=mode != "normal")
 
 
 def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: str | None = None) -> str:
@@ -89,9 +89,47 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
+    if "deepspeed" in source and _deepspeed_engine(module, source):
+        return "cuda-only"  # (TPU916 says why at the engine)
     if path and project.TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
         return "cuda-only"
     return "normal"
+
+
+#: DeepSpeed's entry points: the engine they build picks its device (never TorchTPU's 'tpu').
+_DEEPSPEED_ENGINES = ("initialize", "init_inference")
+
+
+def _deepspeed_engine(module: cst.Module, source: str) -> bool:
+    """A file that builds a DeepSpeed engine (``deepspeed.initialize``): the engine places the model with
+    DeepSpeed's accelerator, the CPU on a TPU host, so a migrated batch on 'tpu' would meet a model on the CPU
+    (lucidrains' PaLM enwik8_deepspeed). Such a file is left as written; TPU916 says so at the engine."""
+    calls: list[str] = []
+    for stmt in module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                for a in small.names:
+                    if cst.helpers.get_full_name_for_node(a.name) == "deepspeed":
+                        local = (
+                            a.asname.name.value
+                            if a.asname and isinstance(a.asname.name, cst.Name)
+                            else "deepspeed"
+                        )
+                        calls += [f"{local}.{e}" for e in _DEEPSPEED_ENGINES]
+            elif (
+                isinstance(small, cst.ImportFrom)
+                and small.module is not None
+                and cst.helpers.get_full_name_for_node(small.module) == "deepspeed"
+                and not isinstance(small.names, cst.ImportStar)
+            ):
+                for a in small.names:
+                    if a.name.value in _DEEPSPEED_ENGINES:
+                        calls.append(
+                            a.asname.name.value
+                            if a.asname and isinstance(a.asname.name, cst.Name)
+                            else a.name.value
+                        )
+    return any(re.search(rf"(?<![\w.]){re.escape(c)}\s*\(", source) for c in calls)
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:
@@ -282,7 +320,7 @@ def _migrate_groups(
     found: list[Diagnostic] = []
     used: set[str] = set()
     changed = False
-    state: tuple[set[str], set[str], bool, dict[str, tuple[int, int]]] = (set(), set(), False, {})
+    state: tuple[set[str], set[str], dict[str, tuple[int, int]]] = (set(), set(), {})
     for members in [
         *map(set, plan),
         set(),
@@ -321,10 +359,10 @@ def _migrate_groups(
                 used |= imports.names_used(new)
             state[0].update(tr.needed_imports)
             state[1].update(tr.helpers)
-            merged = {**state[3], **tr.import_positions}
-            if any(state[3][k] != merged[k] for k in state[3]):
+            merged = {**state[2], **tr.import_positions}
+            if any(state[2][k] != merged[k] for k in state[2]):
                 return None
-            state = (state[0], state[1], state[2] or tr.helpers_early, merged)
+            state = (state[0], state[1], merged)
             del module, new, tr, smap, text, tree
             gc.collect()  # (a group's tree, freed before the next: the collector is paused per file)
     # the context pass's tree stays for the import clean-up
@@ -339,10 +377,9 @@ def _migrate_groups(
         return MigrationResult(source, False, _sorted(diagnostics))
     tr.needed_imports |= state[0]
     tr.helpers |= state[1]
-    tr.helpers_early = tr.helpers_early or state[2]
-    if any(tr.import_positions.get(k, v) != v for k, v in state[3].items()):
+    if any(tr.import_positions.get(k, v) != v for k, v in state[2].items()):
         return None
-    tr.import_positions = {**state[3], **tr.import_positions}
+    tr.import_positions = {**state[2], **tr.import_positions}
     tr.diagnostics = diagnostics
     needed = set(tr.needed_imports) | {m for h in closure(tr.helpers) for m in h.imports}
     if "torch" in needed and not imports.binds(new, "torch"):
@@ -602,7 +639,9 @@ def _finish(
     for h in helpers:
         tr.needed_imports.update(h.imports)
     new = _fix_imports(module, new, tr, path, tr.diagnostics, alias_ok=not helpers, also_used=also_used)
-    new = _add_helpers(new, helpers, early=tr.helpers_early)
+    # always after the leading import block: a function defined above a later import may use a helper and be
+    # called before that import runs (a notebook's model-loading cell before the cell that imports numpy)
+    new = _add_helpers(new, helpers)
     return _strip_leading_blank(new, source)
 
 
@@ -673,9 +712,9 @@ def _defines(module: cst.Module, name: str) -> bool:
     return any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in module.body)
 
 
-def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> cst.Module:
-    """Insert helper definitions once: after the last top-level import, or after the leading import block
-    when a module-level statement uses one (a helper must be defined before that statement runs)."""
+def _add_helpers(module: cst.Module, helpers: list[Helper]) -> cst.Module:
+    """Insert helper definitions once, after the leading import block (a helper must be defined before any
+    statement that may call it runs)."""
     if not helpers:
         return module
     body = list(module.body)
@@ -685,11 +724,12 @@ def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> c
             isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body
         ):
             last_import = i
-        elif early and last_import >= 0 and not _is_docstring(s, i):
+        elif last_import >= 0 and not _is_docstring(s, i) and not _import_setup(s):
             break
     new_nodes: list[cst.BaseStatement] = []
     for h in helpers:
-        parsed = list(cst.parse_module(h.source).body)
+        # (in the file's own line endings: a CRLF file's helper docstring keeps CRLF inside the string too)
+        parsed = list(cst.parse_module(h.source.replace("\n", module.default_newline)).body)
         parsed[0] = parsed[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
         new_nodes.extend(parsed)
     body[last_import + 1 : last_import + 1] = new_nodes
@@ -701,6 +741,27 @@ def _add_helpers(module: cst.Module, helpers: list[Helper], *, early: bool) -> c
             lines.pop(0)
         body[after] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *lines])
     return module.with_changes(body=body)
+
+
+#: Statements that prepare imports (the block of imports goes on after them): ``sys.path.append('waveglow/')``.
+_IMPORT_SETUP = re.compile(
+    r"^\s*(?:sys\.path\.(?:append|insert|extend)\(|os\.environ\[|os\.environ\.setdefault\()"
+)
+
+
+def _import_setup(stmt: cst.BaseStatement) -> bool:
+    """``sys.path.append(...)`` or an ``os.environ`` setting between imports (tacotron2's notebook)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    target = (
+        small.value
+        if isinstance(small, cst.Expr)
+        else small.targets[0].target
+        if isinstance(small, cst.Assign)
+        else None
+    )
+    return target is not None and _IMPORT_SETUP.match(cst.Module([]).code_for_node(target)) is not None
 
 
 def _is_docstring(stmt: cst.BaseStatement, index: int) -> bool:

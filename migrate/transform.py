@@ -48,8 +48,12 @@ TODO_PREFIX = "TODO(tpu-migrate"
 class _Index:
     """Rules arranged by hook key, built once per (select, ignore) choice."""
 
-    def __init__(self, rules: Sequence[type[Rule]], all_rules: Sequence[type[Rule]]):
+    def __init__(
+        self, rules: Sequence[type[Rule]], all_rules: Sequence[type[Rule]], *, flag_only: bool = False
+    ):
         self.rules = [r() for r in rules]
+        for r in self.rules:
+            r.flag_only = flag_only
         self.codes = {r.code for r in rules}
         self.by_call: dict[str, Rule] = {}
         self.by_stmt: dict[str, Rule] = {}
@@ -102,7 +106,6 @@ class MigrationTransformer(cst.CSTTransformer):
         #: Names of the local replacements (rules/_helpers.py) the rewritten file needs.
         self.helpers: set[str] = set()
         #: True when a helper is used by a module-level statement (it must be defined before that).
-        self.helpers_early = False
         self._stack: list[cst.CSTNode] = []
         #: id(node) -> its top-level statement, for nodes whose position may be reported.
         self._tops: dict[int, cst.CSTNode] = {}
@@ -234,8 +237,6 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def need_helper(self, name: str) -> None:
         self.helpers.add(name)
-        if not any(type(s) in _DEFINITIONS for s in self._stack):
-            self.helpers_early = True
 
     def claim_statement(
         self,

@@ -228,6 +228,21 @@ TIMING_EVENT = _helper(
     ("time", "torch"),
 )
 
+RESTORE_LOCATION = _helper(
+    "_tpu_restore_location",
+    '''def _tpu_restore_location(storage, location):
+    """Added by tpu-migrate: torch.load's placement on the GPU machine, for the TPU: storages saved on an
+    accelerator (CUDA) load onto "tpu", those saved on the CPU stay there (a checkpoint holding CUDA tensors
+    does not load where there is no CUDA; a tensor used as loaded must stay beside the model)."""
+    import torch  # (here: a file may import torch only inside the functions that load)
+
+    if location in ("cpu", "meta"):
+        return None
+    return torch.serialization.default_restore_location(storage, "tpu")
+''',
+    (),
+)
+
 BACKEND = _helper(
     "_tpu_backend",
     '''def _tpu_backend(backend):

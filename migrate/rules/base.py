@@ -128,6 +128,9 @@ class Rule:
     emits: ClassVar[tuple[str, ...]] = ()
     #: Rules that must also be selected for the before/after example (contextual rules ride on others).
     requires: ClassVar[tuple[str, ...]] = ()
+    #: Set on the instances of a file left as written (CUDA-only or SPMD): a flagging rule flags there and never
+    #: rewrites (code that must stay CUDA's cannot take half a TPU rewrite).
+    flag_only: bool = False
 
     calls: ClassVar[frozenset[str]] = frozenset()
     statements: ClassVar[frozenset[str]] = frozenset()

@@ -1256,13 +1256,17 @@ def _builds_cuda(call: cst.Call) -> bool:
 
 
 def _project_package(root: str, path: str | None) -> bool:
-    """A folder ``root/`` beside the file or up to 3 folders above it: the repository's own package (a module file
-    of that name is not enough: ``lion_pytorch/triton.py`` wraps the real ``triton``)."""
+    """A folder ``root/`` beside the file or up to 3 folders above it, in a folder that is a source root (not a
+    package itself): the repository's own package (a module file of that name is not enough:
+    ``lion_pytorch/triton.py`` wraps the real ``triton``; nor is a subpackage: ``import triton`` inside
+    ``palm_pytorch/triton/`` is the real triton, the folder being ``palm_pytorch.triton``)."""
     if not path or not os.path.isfile(path):
         return False
     folder = os.path.dirname(os.path.abspath(path))
     for _ in range(4):
-        if os.path.isdir(os.path.join(folder, root)):
+        if os.path.isdir(os.path.join(folder, root)) and not os.path.isfile(
+            os.path.join(folder, "__init__.py")
+        ):
             return True
         folder = os.path.dirname(folder)
     return False
@@ -1337,7 +1341,9 @@ class CustomKernels(Rule):
             return
         ctx.scratch["cuda-only-helper-said"] = True
         path = getattr(ctx, "path", None)
-        why = current().cuda_only_helpers.get(os.path.abspath(path)) if path else None
+        facts = current()
+        key = os.path.abspath(path) if path else None
+        why = (facts.cuda_only_helpers.get(key) or facts.built_on_cuda_only.get(key)) if key else None
         if why:
             ctx.flag(node, why, code=self.code)
 

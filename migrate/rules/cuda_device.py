@@ -11,6 +11,7 @@ import re
 
 import libcst as cst
 
+from ._helpers import RESTORE_LOCATION
 from ._literal import (
     ARGPARSE_CODE,
     COMPARISON_CODE,
@@ -341,8 +342,8 @@ class MapLocationLambda(Rule):
     family = "cuda_device"
     outcome = "flagged"
     summary = (
-        'Flag `torch.load(..., map_location=<lambda or function>)`; add map_location="cpu" to a torch.load '
-        "that has none."
+        "Flag `torch.load(..., map_location=<lambda or function>)`; give a torch.load that has none the "
+        "placement it had on CUDA (CUDA storages onto tpu, the rest as saved)."
     )
     rationale = (
         "A callable map_location (`lambda storage, loc: storage.cuda(gpu)`) encodes device logic a "
@@ -359,18 +360,18 @@ class MapLocationLambda(Rule):
     def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
         ml = kwarg(orig, "map_location")
         positional = [a for a in orig.args if a.keyword is None]
-        if ml is None and len(positional) == 1 and not any(a.star for a in orig.args):
-            # a checkpoint saved on CUDA does not load where there is no CUDA: its tensors come to the CPU
-            # (load_state_dict copies them onto the model's device)
+        if ml is None and not self.flag_only and len(positional) == 1 and not any(a.star for a in orig.args):
+            # a checkpoint saved on CUDA does not load where there is no CUDA; the helper keeps CUDA's placement
+            # ("cpu" for everything would leave tensors used as loaded, an EMA shadow say, off the device)
             ctx.report(
                 orig,
-                'torch.load without map_location -> map_location="cpu" (a CUDA-saved checkpoint does not load '
-                "without CUDA; move what it holds to the device if it is not a state dict)",
+                "torch.load without map_location -> map_location=_tpu_restore_location (storages saved on CUDA "
+                'load onto "tpu", the rest where they were saved, as on the CUDA machine)',
                 code=self.code,
-                outcome="warned",
             )
+            ctx.need_helper(RESTORE_LOCATION)
             arg = cst.Arg(
-                cst.SimpleString('"cpu"'),
+                cst.Name(RESTORE_LOCATION),
                 keyword=cst.Name("map_location"),
                 equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
             )

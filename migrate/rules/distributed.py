@@ -421,3 +421,47 @@ class DataParallelFlag(Rule):
             code=self.code,
         )
         return None
+
+
+_SYNC_BATCHNORM = frozenset(
+    {
+        "torch.nn.SyncBatchNorm",
+        "torch.nn.modules.batchnorm.SyncBatchNorm",
+        "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+        "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm",
+    }
+)
+
+
+@register
+class SyncBatchNormFlag(Rule):
+    code = "TPU408"
+    name = "sync-batchnorm"
+    family = "distributed"
+    outcome = "flagged"
+    summary = "Flag nn.SyncBatchNorm: its cross-process statistics run on kernels TorchTPU does not promise."
+    rationale = (
+        "With more than one process, SyncBatchNorm's training forward computes and gathers batch statistics "
+        "with aten::batch_norm_stats / batch_norm_gather_stats_with_counts / batch_norm_elemt, kernels PyTorch "
+        "has for CUDA only (the CPU raises too). TorchTPU's op list does not name them and this project's 'tpu' "
+        "device lacks them (NotImplementedError on the first step, found on moco-v3): check them on the TPU, or "
+        "keep per-process BatchNorm. Flagged, never rewritten: dropping the conversion changes the statistics."
+    )
+    before = "import torch\n\nmodel = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+    after = (
+        "import torch\n\n# TODO(tpu-migrate TPU408): SyncBatchNorm gathers batch statistics across processes "
+        "with aten::batch_norm_stats and friends, kernels PyTorch has for CUDA only (TorchTPU does not promise "
+        "them); check a multi-process step on the TPU, or keep per-process BatchNorm\n"
+        "model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+    )
+    calls = _SYNC_BATCHNORM
+
+    def call(self, ctx, orig, node, qname):
+        ctx.flag(
+            orig,
+            "SyncBatchNorm gathers batch statistics across processes with aten::batch_norm_stats and friends, "
+            "kernels PyTorch has for CUDA only (TorchTPU does not promise them); check a multi-process step on "
+            "the TPU, or keep per-process BatchNorm",
+            code=self.code,
+        )
+        return None

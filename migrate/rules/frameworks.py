@@ -451,16 +451,18 @@ class EngineOwnDevice(Rule):
     rationale = (
         "DeepSpeed moves the model to get_accelerator()'s device and accelerate to the backend it detects; "
         "neither knows TorchTPU's 'tpu', so on a TPU host the engine runs on the CPU while migrated code "
-        "sends tensors to 'tpu'. Train with plain torch on 'tpu' (DDP / FSDP2 on tpu_dist), or keep this "
+        "sends tensors to 'tpu'; a file that builds a DeepSpeed engine is therefore left as written (its "
+        "tensors follow the engine). Train with plain torch on 'tpu' (DDP / FSDP2 on tpu_dist), or keep this "
         "path CUDA's."
     )
     before = "import deepspeed\n\nengine, opt, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
     after = (
         "import deepspeed\n\n# TODO(tpu-migrate TPU916): `deepspeed.initialize` places the model with its "
         "get_accelerator() (CUDA, XPU, NPU, HPU, MPS or the CPU), never TorchTPU's 'tpu': on a TPU host it runs "
-        "on the CPU while migrated tensors go to 'tpu'; its ds_config 'fp16'/'bf16' sections are DeepSpeed's own "
-        "mixed precision on that device; train with plain torch on 'tpu' (DDP or FSDP2 on tpu_dist) or keep this "
-        "path CUDA's\nengine, opt, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
+        "on the CPU (this file is left as written, its .cuda() calls with it; code it calls may be migrated); "
+        "its ds_config 'fp16'/'bf16' sections are DeepSpeed's own mixed precision on that device; train with "
+        "plain torch on 'tpu' (DDP or FSDP2 on tpu_dist) or keep this path CUDA's\n"
+        "engine, opt, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
     )
     calls = frozenset(_OWN_DEVICE)
 
@@ -469,7 +471,12 @@ class EngineOwnDevice(Rule):
         ctx.flag(
             orig,
             f"`{qname}` places the model with {picks}, never TorchTPU's 'tpu': on a TPU host it runs on the CPU "
-            f"while migrated tensors go to 'tpu'; {extra + '; ' if extra else ''}train with plain torch on 'tpu' "
+            + (
+                "(this file is left as written, its .cuda() calls with it; code it calls may be migrated); "
+                if self.flag_only
+                else "while migrated tensors go to 'tpu'; "
+            )
+            + f"{extra + '; ' if extra else ''}train with plain torch on 'tpu' "
             "(DDP or FSDP2 on tpu_dist) or keep this path CUDA's",
             code=self.code,
         )

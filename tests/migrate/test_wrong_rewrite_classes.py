@@ -83,9 +83,12 @@ def test_a_device_ladder_is_migrated_whole(ladder, use):
 @pytest.mark.parametrize(
     "call, expected",
     [
-        ("torch.load(path)", 'torch.load(path, map_location="cpu")'),
-        ("torch.load(path, weights_only=True)", 'torch.load(path, map_location="cpu", weights_only=True)'),
-        ("torch.load(open(p, 'rb'))", "torch.load(open(p, 'rb'), map_location=\"cpu\")"),
+        ("torch.load(path)", "torch.load(path, map_location=_tpu_restore_location)"),
+        (
+            "torch.load(path, weights_only=True)",
+            "torch.load(path, map_location=_tpu_restore_location, weights_only=True)",
+        ),
+        ("torch.load(open(p, 'rb'))", "torch.load(open(p, 'rb'), map_location=_tpu_restore_location)"),
         ("torch.load(path, map_location='cpu')", "torch.load(path, map_location='cpu')"),
         ("torch.load(path, 'cpu')", "torch.load(path, 'cpu')"),
         ("torch.load(*a, **k)", "torch.load(*a, **k)"),
@@ -96,13 +99,52 @@ def test_torch_load_without_map_location_gets_one(call, expected):
     assert f"ck = {expected}" in out
 
 
+@pytest.mark.parametrize("stack", ["import xformers.ops", "from apex import amp"])
+def test_a_file_left_as_written_keeps_its_torch_load(stack):
+    """A file that stays CUDA's must not load onto "tpu" (the placement helper would fail on the CUDA machine)."""
+    out = run(f"import torch\n{stack}\nmodel.cuda()\nck = torch.load(path)\n").new_source
+    assert "ck = torch.load(path)\n" in out and "_tpu_restore_location" not in out, out
+
+
+@pytest.mark.slow
+def test_a_resumed_checkpoint_lands_where_it_was_on_cuda(tmp_path):
+    """ddim's resume: `states = torch.load(ckpt)` hands one entry to an EMA helper that keeps it as its shadow and
+    mixes it with the model's parameters. A checkpoint saved on CUDA must come back on the device (with "cpu"
+    the shadow stays on the CPU beside "tpu" parameters); data saved from the CPU stays on the CPU."""
+    import torch
+    import torch.serialization as serialization
+
+    tag = serialization.location_tag
+    serialization.location_tag = lambda storage: "cuda:0"  # what a CUDA machine writes
+    try:
+        torch.save([{"w": torch.ones(3)}, {"w": torch.zeros(3)}], tmp_path / "ckpt.pth")
+    finally:
+        serialization.location_tag = tag
+    torch.save({"stats": torch.arange(3.0)}, tmp_path / "stats.pt")
+    src = (
+        "import os, torch\nimport tpu_workbench.backend\n"
+        "class EMA:\n    def load_state_dict(self, sd):\n        self.shadow = sd\n"
+        "    def update(self, model):\n        self.shadow['w'].mul_(0.5).add_(model.w.data)\n"
+        f"log_path = {str(tmp_path)!r}\n"
+        "model = torch.nn.Module()\nmodel.w = torch.nn.Parameter(torch.ones(3))\nmodel.cuda()\n"
+        "states = torch.load(os.path.join(log_path, 'ckpt.pth'))\nmodel.load_state_dict(states[0])\n"
+        "ema = EMA()\nema.load_state_dict(states[1])\nema.update(model)\n"
+        "stats = torch.load(os.path.join(log_path, 'stats.pt'))\n"
+        "print('ok', ema.shadow['w'].device.type, stats['stats'].numpy().tolist())\n"
+    )
+    out = run(src).new_source
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok tpu [0.0, 1.0, 2.0]" in proc.stdout, proc.stderr[-2000:]
+
+
 def test_an_early_return_guard_with_a_bare_torch_load_is_migrated_consistently():
     src = (
         "import torch\ndef load(p):\n    if not torch.cuda.is_available():\n"
         "        return torch.load(p, map_location='cpu')\n    return torch.load(p)\n"
     )
     out = run(src).new_source
-    assert "torch.accelerator.is_available()" in out and 'return torch.load(p, map_location="cpu")' in out
+    assert "torch.accelerator.is_available()" in out
+    assert "return torch.load(p, map_location=_tpu_restore_location)" in out
 
 
 # --- torch_xla imports inside functions and try blocks ------------------------------------------------------
