@@ -16,6 +16,7 @@ that modules were called with, which must include "tpu".
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -58,6 +59,57 @@ class Script:
     cpu_patch: tuple[tuple[str, str], ...] = ()  # (file, 'old=>new') applied to the CPU reference copy only
     rtol: float = 1e-3
     atol: float = 1e-4
+    manifest: str = MANIFEST.name  # the corpus manifest that pins the repository's commit
+    setup: str = ""  # Python run in both copies' folder first (synthetic data: nothing is downloaded)
+    needs: tuple[
+        str, ...
+    ] = ()  # the script's own requirements beyond torch (it is skipped, not passed, without)
+
+
+#: Time-Series-Library's ETTh1.csv (17,420 hourly rows; the loader's borders need 14,400), synthetic: daily and
+#: weekly cycles with a drift and seeded noise, in the columns and date format of the real file.
+ETT_CSV = """
+import numpy as np, pandas as pd, os
+rng = np.random.default_rng(0)
+n = 17420
+t = np.arange(n)
+cols = {}
+for i, c in enumerate(["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"]):
+    cols[c] = (np.sin(2 * np.pi * t / 24 + i) * (1 + 0.1 * i) + 0.3 * np.sin(2 * np.pi * t / 168)
+               + 0.05 * t / n * (i + 1) + 0.2 * rng.standard_normal(n)).round(3)
+dates = pd.date_range("2016-07-01", periods=n, freq="h").strftime("%Y-%m-%d %H:%M:%S")
+os.makedirs("dataset/ETT-small", exist_ok=True)
+pd.DataFrame({"date": dates, **cols}).to_csv("dataset/ETT-small/ETTh1.csv", index=False)
+"""
+#: The ETTh1 command line shared by the repository's scripts/<task>/ETT_script/*.sh (their first run).
+_ETT = (
+    "--is_training 1 --root_path ./dataset/ETT-small/ --data_path ETTh1.csv --data ETTh1 --features M "
+    "--seq_len 96 --e_layers 2 --d_layers 1 --factor 3 --enc_in 7 --dec_in 7 --c_out 7 --des Exp --itr 1"
+)
+
+
+def _tsl(script: str, args: str) -> Script:
+    """One of Time-Series-Library's ETTh1 scripts, run as its .sh's first command: on the CPU reference the
+    --use_gpu default (on, without a check that CUDA is there) is off; the migrated copy keeps its default."""
+    return Script(
+        f"Time-Series-Library {script} (first run of the .sh: train to early stop, then test; synthetic ETTh1)",
+        "thuml/Time-Series-Library",
+        ".",
+        ("-u", "run.py", *f"{args} {_ETT}".split()),
+        r"Train Loss: ([\d.]+) Vali Loss: ([\d.]+) Test Loss: ([\d.]+)|mse:([\d.]+), mae:([\d.]+)",
+        timeout=2400,
+        cpu_patch=(
+            (
+                "run.py",
+                "action='store_true', default=True, help='use gpu=>action='store_true', default=False, help='use gpu",
+            ),
+        ),
+        rtol=1e-3,
+        atol=1e-5,
+        manifest="migrate_corpus_heldout12.txt",
+        setup=ETT_CSV,
+        needs=("sktime", "datasets"),
+    )
 
 
 SCRIPTS = [
@@ -139,6 +191,21 @@ SCRIPTS = [
         rtol=1e-5,
         atol=1e-7,
     ),
+    # held-out 12 (benchmarks/migrate_corpus_heldout12.txt): four of Time-Series-Library's scripts, three models
+    # and two tasks (its own requirements: sktime, datasets)
+    *(
+        _tsl(
+            f"scripts/long_term_forecast/ETT_script/{model}_ETTh1.sh",
+            f"--task_name long_term_forecast "
+            f"--model_id ETTh1_96_96 --model {model} --label_len 48 --pred_len 96",
+        )
+        for model in ("DLinear", "LightTS", "TSMixer")
+    ),
+    _tsl(
+        "scripts/imputation/ETT_script/DLinear_ETTh1.sh",
+        "--task_name imputation --model_id ETTh1_mask_0.125 --mask_rate 0.125 --model DLinear --label_len 0 "
+        "--pred_len 96 --batch_size 16 --d_model 128 --d_ff 128 --top_k 5 --learning_rate 0.001",
+    ),
 ]
 
 
@@ -154,18 +221,18 @@ class Result:
     why: str = ""
 
 
-def _commit(repo: str) -> str:
-    for line in MANIFEST.read_text().splitlines():
+def _commit(repo: str, manifest: str = MANIFEST.name) -> str:
+    for line in (HERE / manifest).read_text().splitlines():
         parts = line.split("#", 1)[0].split()
         if len(parts) == 2 and parts[0] == repo:
             return parts[1]
-    raise SystemExit(f"{repo} is not in {MANIFEST.name}")
+    raise SystemExit(f"{repo} is not in {manifest}")
 
 
-def _extract(mirror: Path, repo: str, folder: str, dest: Path) -> None:
+def _extract(mirror: Path, repo: str, folder: str, dest: Path, manifest: str = MANIFEST.name) -> None:
     """Write the files under ``folder`` at the manifest's commit (blobs absent from the mirror are skipped)."""
     git_dir = f"--git-dir={mirror / repo.replace('/', '+') / 'repo'}"
-    args = ["git", git_dir, "ls-tree", "-r", "-z", _commit(repo)]
+    args = ["git", git_dir, "ls-tree", "-r", "-z", _commit(repo, manifest)]
     if folder != ".":
         args += ["--", folder]
     listing = subprocess.run(args, capture_output=True, check=True).stdout.decode().split("\0")
@@ -215,11 +282,17 @@ def _values(rx: str, text: str) -> list[float]:
 
 def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
     res = Result(s.name, " ".join(s.argv))
-    base = scratch / re.sub(r"[^A-Za-z0-9_.-]+", "_", s.name)
+    missing = [m for m in s.needs if importlib.util.find_spec(m) is None]
+    if missing:
+        res.why = f"skipped: the script needs {', '.join(missing)} (pip install them to run it)"
+        return res
+    base = scratch / re.sub(r"[^A-Za-z0-9_.-]+", "_", s.name)[:120]
     for side in ("cpu", "tpu"):
         tree = base / side
         if not tree.exists():
-            _extract(mirror, s.repo, s.folder, tree)
+            _extract(mirror, s.repo, s.folder, tree, s.manifest)
+            if s.setup:
+                subprocess.run([sys.executable, "-c", s.setup], cwd=tree / s.folder, check=True)
             if side == "cpu":
                 _patch(tree / s.folder, s.cpu_patch)
             else:
