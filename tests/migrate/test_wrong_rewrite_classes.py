@@ -79,6 +79,12 @@ def test_a_device_ladder_is_migrated_whole(ladder, use):
     assert "torch.accelerator.is_available()" in out and "torch.backends.mps.is_available()" in out
 
 
+def _run_migrated(src: str) -> subprocess.CompletedProcess:
+    """Migrate ``src`` and run the result in a fresh interpreter (the "tpu" device registered there)."""
+    out = run(src).new_source
+    return subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+
+
 # --- torch.load without map_location ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "call, expected",
@@ -132,8 +138,7 @@ def test_a_resumed_checkpoint_lands_where_it_was_on_cuda(tmp_path):
         "stats = torch.load(os.path.join(log_path, 'stats.pt'))\n"
         "print('ok', ema.shadow['w'].device.type, stats['stats'].numpy().tolist())\n"
     )
-    out = run(src).new_source
-    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    proc = _run_migrated(src)
     assert proc.returncode == 0 and "ok tpu [0.0, 1.0, 2.0]" in proc.stdout, proc.stderr[-2000:]
 
 
@@ -235,8 +240,7 @@ def test_migrated_autocast_queries_run_on_tpu():
         "    assert torch.get_autocast_gpu_dtype() == torch.bfloat16\n    y = F.apply(x)\n"
         "y.sum().backward()\nprint('ok', y.dtype, x.grad.tolist())\n"
     )
-    out = run(src).new_source
-    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    proc = _run_migrated(src)
     assert proc.returncode == 0 and "ok torch.float32 [2.0, 2.0]" in proc.stdout, proc.stderr[-2000:]
 
 
