@@ -929,11 +929,14 @@ _MOVES = frozenset({"cuda", "to"})
 
 
 def _moves(regions: list[cst.CSTNode], *, choices: bool = False) -> str | None:
-    """A placement in ``regions``: a ``.cuda()`` / ``.to()`` call or a CUDA tensor type (``torch.cuda.FloatTensor``,
-    which puts every tensor built with it on CUDA); with ``choices``, a CUDA device literal too (``"cuda" if ...``)."""
+    """A placement on CUDA in ``regions``: a ``.cuda()`` call or a CUDA tensor type (``torch.cuda.FloatTensor``,
+    which puts every tensor built with it on CUDA); with ``choices``, any ``.to()`` and a CUDA device literal too
+    (``"cuda" if ...``): what a renamed twin would send to 'tpu'. (A kept check whose branches move tensors to a
+    device variable, tianshou's ``.to(args.device)``, places nothing on CUDA itself.)"""
     for n in walk_regions(regions):
         if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in _MOVES:
-            return _code(n)
+            if choices or n.func.attr.value == "cuda":
+                return _code(n)
         if (
             type(n) is cst.Attribute
             and n.attr.value.endswith("Tensor")

@@ -412,8 +412,7 @@ def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str
             rel = os.path.relpath(hit, os.path.dirname(p))
             via = "" if root == hit else f", which leads to `{os.path.relpath(root, os.path.dirname(p))}`"
             out[p] = (
-                f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as "
-                "written): this module is migrated, and runs on TPU once that is ported"
+                f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as written)"
             )
             grown = True
     return out

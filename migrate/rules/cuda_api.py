@@ -1343,7 +1343,9 @@ class CustomKernels(Rule):
         path = getattr(ctx, "path", None)
         facts = current()
         key = os.path.abspath(path) if path else None
-        why = (facts.cuda_only_helpers.get(key) or facts.built_on_cuda_only.get(key)) if key else None
+        why = facts.cuda_only_helpers.get(key) if key else None
+        if key and not why and (why := facts.built_on_cuda_only.get(key)) and not self.flag_only:
+            why += ": this module is migrated, and runs on TPU once that is ported"
         if why:
             ctx.flag(node, why, code=self.code)
 

@@ -419,3 +419,16 @@ def test_a_device_choice_agrees_with_a_kept_cuda_tensor_type():
     )
     out = run(src).new_source
     assert "torch.accelerator" not in out and "'cuda' if torch.cuda.is_available()" in out, out
+
+
+def test_a_kept_check_whose_branches_follow_a_device_variable_does_not_keep_its_twin():
+    """tianshou's test_ppo_discrete: `if torch.cuda.is_available(): DataParallelNet(...).to(args.device)` is kept
+    (DataParallel), but both branches follow args.device: the `--device` default still migrates."""
+    src = (
+        "import argparse, torch\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')\nargs = p.parse_args()\n"
+        "if torch.cuda.is_available():\n    actor = DataParallelNet(Actor()).to(args.device)\n"
+        "else:\n    actor = Actor().to(args.device)\n"
+    )
+    out = run(src).new_source
+    assert "'tpu' if torch.accelerator.is_available()" in out, out
