@@ -320,8 +320,8 @@ class Flow:
         return set()
 
     def _ranks_within_host(self, call: cst.CSTNode) -> str | None:
-        """``local_rank = rank % device_count()`` whose result is compared with a number (``== 0``: the host's
-        first process does the host's work), directly or through one more name (VAR's dist.py keeps it as
+        """``local_rank = rank % device_count()`` whose result is compared by value (``== 0``: the host's first
+        process does the host's work; Megatron's ``assert args.local_rank == device``), directly or through one more name (VAR's dist.py keeps it as
         ``__local_rank`` for ``is_local_master()``). TorchTPU counts one device per process, so every process
         would be its host's first. A result only used as a device ordinal (pytorch/examples' imagenet) is not
         matched: that ordinal is dropped wherever it is used."""
@@ -343,14 +343,14 @@ class Flow:
         return _code(found) if ranks & compared else None
 
     def _compared_and_copied(self) -> tuple[set[str], dict[str, set[str]]]:
-        """Names compared with an integer literal anywhere in the module, and ``a = b`` copies (b -> {a})."""
+        """Names compared by value anywhere in the module (``== 0``, ``args.local_rank == device``; not ``is
+        None``), and ``a = b`` copies (b -> {a})."""
         compared: set[str] = set()
         copies: dict[str, set[str]] = {}
         for n in _walk(self.module):
-            if type(n) is cst.Comparison:
+            if type(n) is cst.Comparison and all(type(c.operator) in _ORDER_OPS for c in n.comparisons):
                 sides = [n.left, *(c.comparator for c in n.comparisons)]
-                if any(type(x) is cst.Integer for x in sides):
-                    compared |= {m for x in sides if (m := _last_name(x))}
+                compared |= {m for x in sides if (m := _last_name(x))}
             elif type(n) is cst.Assign and (src := _last_name(n.value)) is not None:
                 copies.setdefault(src, set()).update(m for t in n.targets if (m := _last_name(t.target)))
         return compared, copies
@@ -924,6 +924,8 @@ def checks_to_keep(
     return {k: v for k, v in new.items() if k not in kept}
 
 
+#: Comparisons of values (a rank against 0 or against LOCAL_RANK), not of identity or membership.
+_ORDER_OPS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 #: Method calls that put a module or a tensor on a device.
 _MOVES = frozenset({"cuda", "to"})
 

@@ -432,3 +432,14 @@ def test_a_kept_check_whose_branches_follow_a_device_variable_does_not_keep_its_
     )
     out = run(src).new_source
     assert "'tpu' if torch.accelerator.is_available()" in out, out
+
+
+def test_a_rank_from_the_device_count_checked_against_local_rank_keeps_the_count():
+    """Megatron-DeepSpeed's initialize: `device = args.rank % device_count; assert args.local_rank == device`: with
+    one device per process every rank but the host's first would fail the assertion."""
+    src = (
+        "import torch\ndef init(args):\n    device_count = torch.cuda.device_count()\n"
+        "    if device_count > 0:\n        device = args.rank % device_count\n"
+        "        assert args.local_rank == device\n"
+    )
+    assert "device_count = torch.cuda.device_count()" in run(src).new_source
