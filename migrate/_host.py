@@ -114,6 +114,39 @@ class HostHelpers:
             self._source = None  # (parsed once)
         return self._judge(self._tree, self._path, name, 0)
 
+    def cuda_call_in(self, name: str) -> str | None:
+        """The first torch.cuda call the rules leave as written (no TPU equivalent) in the class or function
+        ``name`` of this file or of a project file it imports, else None: calling it, or a method of it, reaches
+        CUDA-only state (sam2's ``MemMeter.update`` resets CUDA's peak memory statistics, which raises without
+        CUDA)."""
+        if self._tree is None and self._source is not None:
+            self._tree = _parse_text(self._source)
+            self._source = None
+        return self._cuda_call(self._tree, self._path, name, 0)
+
+    def _cuda_call(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> str | None:
+        if tree is None or depth > _MAX_FILES:
+            return None
+        roots = _imports(tree)
+        if name in roots:
+            kind, level, module = roots[name]
+            target = (
+                _module_file(os.path.dirname(path), level, module) if kind == "project" and path else None
+            )
+            return None if target is None else self._cuda_call(_parse_file(target), target, name, depth + 1)
+        defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.ClassDef) and s.name == name]
+        if len(defs) != 1:
+            return None
+        for n in ast.walk(defs[0]):
+            if type(n) is ast.Call:
+                dotted = _dotted(n.func, roots)
+                if (
+                    dotted.startswith("torch.cuda.")
+                    and dotted not in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS
+                ):
+                    return dotted
+        return None
+
     def _judge(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> bool:
         key = (path, name)
         if key not in self._memo:

@@ -14,6 +14,7 @@ in a container) is never rewritten: its effect is out of sight.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -636,12 +637,51 @@ class Flow:
                 return _code(f)  # an autograd Function or another class of the program
         return None
 
+    def reaches_cuda(self, call: cst.Call) -> str | None:
+        """A call of a project function or class, or of a method of a local bound to one (``mem =
+        MemMeter(...)`` ... ``mem.update()``), whose code calls torch.cuda that the run leaves as written
+        (migrate._host): a check switching it on must stay CUDA's (sam2's trainer guards ``mem.update`` with
+        ``torch.cuda.is_available()``; the method resets CUDA's peak memory statistics). -> the CUDA call."""
+        f = call.func
+        if type(f) is cst.Name:
+            name = f.value
+        elif type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value not in ("self", "cls"):
+            name = self._bound_class(f.value)
+        else:
+            return None
+        if name is None or not name[:1].isalpha() or name in _BUILTIN_NAMES:
+            return None
+        if self._host is None:
+            self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
+        return self._host.cuda_call_in(name)
+
+    def _bound_class(self, var: cst.Name) -> str | None:
+        """The class a local is built from in its function (``mem = MemMeter(...)``), when it is bound once."""
+        scope = self._enclosing(var, cst.FunctionDef) or self.module
+        built = [
+            n.value.func.value
+            for n in _walk(scope)
+            if type(n) is cst.Assign
+            and len(n.targets) == 1
+            and type(n.targets[0].target) is cst.Name
+            and n.targets[0].target.value == var.value
+            and type(n.value) is cst.Call
+            and type(n.value.func) is cst.Name
+        ]
+        return built[0] if len(built) == 1 and built[0][:1].isupper() else None
+
     def _host_helper(self, name: str) -> bool:
         """``name`` is a function of this file or of a project file it imports that is host code
         (migrate._host): it selects no CUDA-only path."""
         if self._host is None:  # (a module given alone: its own text is the whole file)
             self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
         return self._host.is_host(name)
+
+
+#: A framework's device name for CUDA (Lightning's accelerator="gpu", catboost's task_type="GPU").
+_GPU_LITERAL = re.compile(r"""^[rRuU]?(['"])(?i:gpu)\1$""")
+#: Builtins are never the program's own code.
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _compared_cuda_literal(cmp: cst.Comparison) -> cst.SimpleString | None:
@@ -692,6 +732,63 @@ def _ends(block: cst.BaseSuite) -> bool:
         if type(small) is cst.Expr and type(small.value) is cst.Call:
             return _last_name(small.value.func) in ("exit", "_exit")
     return False
+
+
+#: Names of settings that choose a device in frameworks (accelerator=, device=, task_type=, backend=).
+_DEVICE_SETTING = re.compile(r"(?i)accel|device|task_type|backend|platform")
+
+
+def _device_setting(flow: Flow, literal: cst.SimpleString) -> bool:
+    """The literal is the value of a device setting: ``accelerator = "gpu"``, ``Trainer(accelerator="gpu")``,
+    ``cfg["device"] = "gpu"`` (a label printed for the user is not)."""
+    child, p = literal, flow.parents.get(literal)
+    while p is not None and not isinstance(p, cst.BaseStatement):
+        if type(p) is cst.Arg and p.keyword is not None:
+            return _DEVICE_SETTING.search(p.keyword.value) is not None
+        if type(p) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and getattr(p, "value", None) is child:
+            targets = [t.target for t in p.targets] if type(p) is cst.Assign else [p.target]
+            return any(_DEVICE_SETTING.search(_code(t)) for t in targets)
+        if type(p) is cst.DictElement and p.value is child:
+            return _DEVICE_SETTING.search(_code(p.key)) is not None
+        child, p = p, flow.parents.get(p)
+    return False
+
+
+#: What names the device itself: renamed for TPU, its value no longer matches a program's tables of NVIDIA GPUs.
+_DEVICE_IDENTITY = frozenset(
+    f"torch.cuda.{k}" for k in ("get_device_name", "get_device_properties", "get_device_capability")
+)
+
+
+def _device_identity_handed_on(flow: Flow, call: cst.Call) -> str | None:
+    """A call of the program's own function (a bare name, not a builtin) given CUDA's device name or properties."""
+    if type(call.func) is cst.Name:
+        if call.func.value in _BUILTIN_NAMES:
+            return None
+    elif type(call.func) is cst.Attribute and type(call.func.value) is cst.Name:
+        q = flow._qname(call.func)  # `utils.get_device_name(...)`: a function of one of the project's modules
+        if q is None or q.startswith("torch") or third_party(q, flow.path):
+            return None
+    else:
+        return None
+    for a in call.args:
+        for x in _walk(a.value):
+            if type(x) is cst.Call and (q := flow._qname(x.func)) in _DEVICE_IDENTITY:
+                return q
+    return None
+
+
+def _collection_list(flow: Flow, check: cst.CSTNode) -> str | None:
+    """``collect_ignore`` / ``collect_ignore_glob`` written in either branch of the ``if`` the check tests."""
+    stmt = flow.parents.get(check)
+    while stmt is not None and not isinstance(stmt, cst.BaseStatement):
+        stmt = flow.parents.get(stmt)
+    if type(stmt) is not cst.If:
+        return None
+    for n in _walk(stmt):
+        if type(n) is cst.Name and n.value in ("collect_ignore", "collect_ignore_glob"):
+            return n.value
+    return None
 
 
 def _env_write(flow: Flow, node: cst.CSTNode) -> bool:
@@ -883,6 +980,10 @@ def checks_to_keep(
             why = f"it selects `{f}`, which may be CUDA-only"
         elif cuda_test and (f := flow.cuda_state_around(c.node)):
             why = f"its function reads CUDA-only state (`{f}`): it selects a CUDA path"
+        elif (listed := _collection_list(flow, c.node)) is not None:
+            # open-instruct's conftest: `if not torch.cuda.is_available(): collect_ignore += [*_gpu.py]`; renamed,
+            # a TPU host collects the GPU test files, whose imports need the CUDA stack
+            why = f"it decides which test files pytest collects (`{listed}`)"
         else:
             many = c.predicate.endswith("device_count") and _above_one(flow, c.node)
             for n in walk_regions(c.regions):
@@ -909,6 +1010,19 @@ def checks_to_keep(
                     and not _env_write(flow, n)
                 ):
                     why = f"it switches on code with a finding (`{_code(n)[:50]}`)"
+                    break
+                if type(n) is cst.SimpleString and _GPU_LITERAL.match(n.value) and _device_setting(flow, n):
+                    # `accelerator = "gpu"` (lightning-bolts' tests, then Trainer(accelerator=accelerator)): a
+                    # framework's name for CUDA, chosen by this check; renamed, a TPU host would ask for CUDA
+                    why = f"it switches on code that chooses {n.value}, a framework's name for CUDA"
+                    break
+                if type(n) is cst.Call and (named := _device_identity_handed_on(flow, n)) is not None:
+                    # open-instruct: `get_device_name(torch.cuda.get_device_name(0)) if torch.cuda.is_available()
+                    # else None` looks the name up in a table of NVIDIA GPUs; a TPU's name raises there
+                    why = f"it hands CUDA's `{named}` to `{_code(n.func)[:40]}` (a key into the program's own data)"
+                    break
+                if type(n) is cst.Call and (reach := flow.reaches_cuda(n)) is not None:
+                    why = f"it switches on `{_code(n.func)[:40]}`, whose code calls `{reach}` (CUDA-only)"
                     break
                 if is_cuda_literal(n) and id(n) not in rewritten and id(n) not in kept:
                     why = f"it switches on code that keeps {n.value} as data"

@@ -8,7 +8,7 @@ import gc
 import os
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 import libcst as cst
@@ -25,7 +25,7 @@ from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
 from .rules.base import all_rules
-from .rules.cuda_api import cuda_only_module
+from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
@@ -89,6 +89,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
                     return "cuda-only"
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
+    if "ToSparseTensor" in source and _calls_device_limited(source, table):
+        return "cuda-only"  # (TPU211 says why at the call)
     if "deepspeed" in source and _deepspeed_engine(module, source):
         return "cuda-only"  # (TPU916 says why at the engine)
     if path and project.TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
@@ -105,31 +107,49 @@ def _deepspeed_engine(module: cst.Module, source: str) -> bool:
     DeepSpeed's accelerator, the CPU on a TPU host, so a migrated batch on 'tpu' would meet a model on the CPU
     (lucidrains' PaLM enwik8_deepspeed). Such a file is left as written; TPU916 says so at the engine."""
     calls: list[str] = []
-    for stmt in module.body:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Import):
-                for a in small.names:
-                    if cst.helpers.get_full_name_for_node(a.name) == "deepspeed":
-                        local = (
-                            a.asname.name.value
-                            if a.asname and isinstance(a.asname.name, cst.Name)
-                            else "deepspeed"
-                        )
-                        calls += [f"{local}.{e}" for e in _DEEPSPEED_ENGINES]
-            elif (
-                isinstance(small, cst.ImportFrom)
-                and small.module is not None
-                and cst.helpers.get_full_name_for_node(small.module) == "deepspeed"
-                and not isinstance(small.names, cst.ImportStar)
-            ):
-                for a in small.names:
-                    if a.name.value in _DEEPSPEED_ENGINES:
-                        calls.append(
-                            a.asname.name.value
-                            if a.asname and isinstance(a.asname.name, cst.Name)
-                            else a.name.value
-                        )
+    for small in _module_level_smalls(module):
+        if isinstance(small, cst.Import):
+            for a in small.names:
+                if cst.helpers.get_full_name_for_node(a.name) == "deepspeed":
+                    local = (
+                        a.asname.name.value
+                        if a.asname and isinstance(a.asname.name, cst.Name)
+                        else "deepspeed"
+                    )
+                    calls += [f"{local}.{e}" for e in _DEEPSPEED_ENGINES]
+        elif (
+            isinstance(small, cst.ImportFrom)
+            and small.module is not None
+            and cst.helpers.get_full_name_for_node(small.module) == "deepspeed"
+            and not isinstance(small.names, cst.ImportStar)
+        ):
+            for a in small.names:
+                if a.name.value in _DEEPSPEED_ENGINES:
+                    calls.append(
+                        a.asname.name.value
+                        if a.asname and isinstance(a.asname.name, cst.Name)
+                        else a.name.value
+                    )
     return any(re.search(rf"(?<![\w.]){re.escape(c)}\s*\(", source) for c in calls)
+
+
+def _module_level_smalls(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
+    """Small statements run at import time: the module's own and those inside its ``try``/``with``/``if`` blocks
+    (open-instruct's ``with contextlib.suppress(Exception): import deepspeed``), not inside defs or classes."""
+    todo: list[cst.CSTNode] = list(reversed(module.body))
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif isinstance(
+            stmt, (cst.Try, cst.TryStar, cst.With, cst.If, cst.Else, cst.ExceptHandler, cst.Finally)
+        ):
+            inner: list[cst.CSTNode] = list(getattr(stmt.body, "body", ()))
+            for extra in ("orelse", "finalbody"):
+                if (o := getattr(stmt, extra, None)) is not None:
+                    inner.append(o)
+            inner += list(getattr(stmt, "handlers", ()))
+            todo.extend(reversed(inner))
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:
@@ -160,6 +180,20 @@ def _subclasses_cuda_only(source: str, table: ImportTable) -> bool:
         for base in m.group(1).split(","):
             if base.strip().split(".")[0] in roots:
                 return True
+    return False
+
+
+def _calls_device_limited(source: str, table: ImportTable) -> bool:
+    """A call that builds on a CPU-or-CUDA-only library without importing it (``T.ToSparseTensor()``: PyG's
+    SparseTensor adjacency runs torch_sparse kernels; ogb's GNN examples)."""
+    for scope in (table.module_scope, *table.scopes.values()):
+        for name, q in scope.names.items():
+            for call in DEVICE_LIMITED_CALLS:
+                if q is None or not (call == q or call.startswith(q + ".")):
+                    continue
+                attr = call[len(q) :]  # ".ToSparseTensor" for an alias of the module, "" for the name itself
+                if re.search(rf"(?<![\w.]){re.escape(name + attr)}\s*\(", source):
+                    return True
     return False
 
 

@@ -482,7 +482,11 @@ class LiteralRule(Rule):
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         t = type(node)
-        if t is cst.SimpleString or t is cst.FormattedString or t is cst.BinaryOperation:
+        if t is cst.BinaryOperation:
+            if (left := self._concatenated_ordinal(node)) is not None:  # type: ignore[arg-type]
+                ctx.scratch.setdefault("ordinal-concat", set()).add(id(left))  # type: ignore[union-attr]
+            return
+        if t is cst.SimpleString or t is cst.FormattedString:
             return  # (left, not visited: see leave_node)
         if t is cst.Call and node.args:
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
@@ -902,6 +906,18 @@ class LiteralRule(Rule):
             return None
         return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
+    def _concatenated_ordinal(self, node: cst.BinaryOperation) -> cst.SimpleString | None:
+        """``"cuda:" + str(rank)``: the literal of a device template completed at run time, else None."""
+        if (
+            isinstance(node.operator, cst.Add)
+            and isinstance(node.left, cst.SimpleString)
+            and not isinstance(node.right, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            and (m := re.fullmatch(r"(\w+):", string_body(node.left) or "")) is not None
+            and self.new_body(m.group(1)) is not None
+        ):
+            return node.left
+        return None
+
     def _runtime_ordinal(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
         """``'cuda:{}'.format(rank)`` / ``'cuda:%d' % rank``: this process's GPU -> ``'tpu'`` (one device per
         process on TorchTPU; another ordinal does not exist there)."""
@@ -913,9 +929,14 @@ class LiteralRule(Rule):
             template = orig.func.value
         elif isinstance(orig, cst.BinaryOperation) and isinstance(orig.operator, cst.Modulo):
             template = orig.left
+        elif isinstance(orig, cst.BinaryOperation) and id(orig.left) in ctx.scratch.get("ordinal-concat", ()):
+            # "cuda:" + str(rank) (ogb's pcqm4m): the same run-time ordinal, concatenated
+            template = orig.left
         else:
             return None
         body = string_body(template)
+        if isinstance(orig, cst.BinaryOperation) and isinstance(orig.operator, cst.Add):
+            body = f"{body}%d" if body is not None and re.fullmatch(r"\w+:", body) else None
         m = re.fullmatch(rf"(\w+):({ORDINAL_SLOT})", body or "")
         if m is None or self.new_body(m.group(1)) is None or self._foreign_ordinal(ctx, orig):
             return None
@@ -940,6 +961,8 @@ class LiteralRule(Rule):
             return self._runtime_ordinal(ctx, orig, node)
         if isinstance(orig, cst.FormattedString) and (plain := _text_only(node)) is not None:
             node = plain  # f"cuda": no placeholder, the same literal as "cuda" (guided-diffusion's dev())
+        if id(orig) in ctx.scratch.get("ordinal-concat", ()) and id(orig) not in ctx.string_claims:
+            return None  # (the concatenation around it is rewritten as a whole: _runtime_ordinal)
         if isinstance(orig, (cst.SimpleString, cst.FormattedString)) and isinstance(node, cst.SimpleString):
             new = self.new_body(string_body(node))
             if new is None:

@@ -16,7 +16,7 @@ from .._foreign import third_party
 from .._host import HostHelpers
 from .._walk import child_nodes
 from ..flow import PER_HOST
-from ..project import NEEDS_CUDA, current, facts_for
+from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -1054,6 +1054,33 @@ _TENSOR_TYPES = (
 )
 
 
+#: ``torch.Tensor(...)`` / ``torch.FloatTensor(...)``: a tensor of the default tensor type, whatever the default device.
+_LEGACY_CONSTRUCTOR = re.compile(r"\btorch\.(?:Float|Double|Half|Long|Int|Byte|Bool)?Tensor\s*\(")
+_SIBLING_LIMIT = 64  # .py files of the script's folder read for legacy constructors
+
+
+def _legacy_constructor(ctx) -> str | None:
+    """Where the program calls a legacy constructor: this file, or a ``.py`` beside it (nerf-pytorch's
+    run_nerf_helpers.py builds ``torch.Tensor(pose)`` for run_nerf.py, which sets the CUDA default type)."""
+    if (m := _LEGACY_CONSTRUCTOR.search(ctx.source_text)) is not None:
+        return m.group(0).rstrip("( ")
+    path = getattr(ctx, "path", None)
+    folder = os.path.dirname(os.path.abspath(path)) if path else None
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))[:_SIBLING_LIMIT] if folder else []
+    except OSError:
+        return None
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:  # type: ignore[arg-type]
+                found = _LEGACY_CONSTRUCTOR.search(f.read(1 << 20))
+        except OSError:
+            continue
+        if found is not None:
+            return f"{found.group(0).rstrip('( ')} in {name}"
+    return None
+
+
 @register
 class CudaTensorType(Rule):
     code = "TPU208"
@@ -1102,6 +1129,16 @@ class CudaTensorType(Rule):
                 orig,
                 f"default tensor type `{text}`: use torch.set_default_device('tpu') and "
                 "torch.set_default_dtype(...)",
+                code=self.code,
+            )
+            return None
+        if (where := _legacy_constructor(ctx)) is not None:
+            ctx.flag(
+                orig,
+                f"default tensor type `{text}`: the program builds tensors with the legacy constructors "
+                f"(`{where}`), which follow the default tensor type but not set_default_device: they would "
+                "stay on the CPU beside 'tpu' tensors; replace them with torch.tensor / torch.empty, then use "
+                "torch.set_default_device('tpu')",
                 code=self.code,
             )
             return None
@@ -1223,13 +1260,39 @@ KERNEL_MODULES = (
     "causal_conv1d",
     "liger_kernel",
     "cudnn",
+    # kernel compilers and kernel libraries built for CUDA only (mamba's tilelang kernels, open_lm's megablocks MoE)
+    *(
+        "tilelang",
+        "megablocks",
+        "stk",
+        "grouped_gemm",
+        "deep_gemm",
+        "sgl_kernel",
+        "flash_mla",
+        "sageattention",
+    ),
+    *("exllama", "exllamav2", "awq_inference_engine", "marlin", "fused_dense_lib", "dropout_layer_norm"),
+    *("selective_scan_cuda", "tinycudann", "nvdiffrast", "MinkowskiEngine", "spconv", "torchsparse"),
+    *("diff_gaussian_rasterization", "simple_knn", "gsplat", "natten", "nvtx"),
     *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
+    *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
 )
 #: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
 #: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
 #: them ran on the CPU on a host without CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a
 #: file is flagged, not half-migrated. (torchrec's datasets and KeyedJaggedTensor are plain torch: not listed.)
-_DEVICE_LIMITED = ("torchrec.distributed", "fbgemm_gpu")
+_DEVICE_LIMITED: dict[str, str] = {
+    "torchrec.distributed": "port its embeddings to torch.nn.EmbeddingBag",
+    "fbgemm_gpu": "port its embeddings to torch.nn.EmbeddingBag",
+    # graph libraries with CPU and CUDA kernels only (ogb's examples: SparseTensor adjacencies, DGL graphs)
+    "torch_sparse": "port the adjacency to edge_index message passing (torch_geometric without SparseTensor)",
+    "torch_scatter": "use torch's scatter_reduce / index_add",
+    "torch_cluster": "sample on the CPU and move the batches",
+    "torch_spline_conv": "port the convolution to torch ops",
+    "dgl": "keep the graph on the CPU and move its feature tensors by hand",
+}
+#: Calls that put a program on one of those libraries without importing it (PyG's SparseTensor adjacency).
+DEVICE_LIMITED_CALLS = {"torch_geometric.transforms.ToSparseTensor": "torch_sparse"}
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -1255,21 +1318,45 @@ def _builds_cuda(call: cst.Call) -> bool:
     return any(_CU_SOURCE.search(string_body(s) or "") for a in call.args for s in literals(a.value))
 
 
-def _project_package(root: str, path: str | None) -> bool:
-    """A folder ``root/`` beside the file or up to 3 folders above it, in a folder that is a source root (not a
-    package itself): the repository's own package (a module file of that name is not enough:
-    ``lion_pytorch/triton.py`` wraps the real ``triton``; nor is a subpackage: ``import triton`` inside
-    ``palm_pytorch/triton/`` is the real triton, the folder being ``palm_pytorch.triton``)."""
+def _limited_message(lib: str) -> str:
+    return (
+        f"`{lib}` runs on the CPU or CUDA only (its kernels have no TPU build): keep this program's device on "
+        f"the CPU, or {_DEVICE_LIMITED[lib]}"
+    )
+
+
+def _project_package(mod: str, path: str | None) -> bool:
+    """A folder named like ``mod``'s first part beside the file or up to 3 folders above it, in a folder that is a
+    source root (not a package itself), holding code one imports: the repository's own package (a module file of
+    that name is not enough: ``lion_pytorch/triton.py`` wraps the real ``triton``; nor is a subpackage: ``import
+    triton`` inside ``palm_pytorch/triton/`` is the real triton, the folder being ``palm_pytorch.triton``; nor a
+    folder of tests: mamba's ``tests/ops/triton/`` holds only ``test_*.py``; nor one lacking the submodule named:
+    ``import triton.language`` is not a ``triton/`` folder without ``language``)."""
     if not path or not os.path.isfile(path):
         return False
+    root, *rest = mod.split(".")
     folder = os.path.dirname(os.path.abspath(path))
     for _ in range(4):
         if os.path.isdir(os.path.join(folder, root)) and not os.path.isfile(
             os.path.join(folder, "__init__.py")
         ):
-            return True
+            return _importable_package(os.path.join(folder, root), rest[:1])
         folder = os.path.dirname(folder)
     return False
+
+
+def _importable_package(folder: str, sub: list[str]) -> bool:
+    """The folder is a package one imports from: it has the submodule named, or (none named) an ``__init__.py``
+    or a module that is not a test."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    if sub:
+        return f"{sub[0]}.py" in names or os.path.isdir(os.path.join(folder, sub[0]))
+    return "__init__.py" in names or any(
+        n.endswith(".py") and n != "conftest.py" and not TEST_FILE.match(n) for n in names
+    )
 
 
 def cuda_only_module(mod: str, path: str | None = None) -> bool:
@@ -1277,7 +1364,7 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
     beside the file, ``cuda_utils.py``, is the project's own code; so is a package of the repository that shares a
     CUDA stack's name, BingBertGlue's own ``nvidia/modeling.py``)."""
     if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
-        return not _project_package(mod.split(".")[0], path)
+        return not _project_package(mod, path)
     last = mod.split(".")[-1]
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 
@@ -1354,12 +1441,7 @@ class CustomKernels(Rule):
         if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
             if _earlier_import_of(ctx, node, limited):
                 return  # one TODO per file: the first import says it
-            ctx.flag(
-                node,
-                f"`{limited}` runs on the CPU or CUDA only (fbgemm_gpu kernels; no TPU device): "
-                "keep this program's device on the CPU, or port its embeddings to torch.nn.EmbeddingBag",
-                code=self.code,
-            )
+            ctx.flag(node, _limited_message(limited), code=self.code)
         elif cuda_only_module(mod, getattr(ctx, "path", None)):
             root = mod.split(".")[0]
             if _top_level(ctx, node) and _earlier_import_of(ctx, node, root):
@@ -1372,6 +1454,8 @@ class CustomKernels(Rule):
             )
 
     def visit_node(self, ctx, node):
+        if type(node) is cst.Call and (lib := DEVICE_LIMITED_CALLS.get(ctx.qname(node.func) or "")):
+            ctx.flag(node, _limited_message(lib), code=self.code)
         if type(node) is cst.Call and ctx.qname(node.func) in _JIT_BUILDS and _builds_cuda(node):
             ctx.flag(
                 node,

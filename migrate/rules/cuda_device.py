@@ -216,10 +216,18 @@ class CudaMethod(Rule):
             if a.keyword is not None and a.keyword.value in ("non_blocking", "memory_format")
         ]
         dropped = [a for a in node.args if a not in keep]
-        args = [
-            cst.Arg(cst.SimpleString('"tpu"')),
-            *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in keep],
-        ]
+        target = cst.Arg(cst.SimpleString('"tpu"'))
+        if _storage(node.func.value):
+            # `lambda storage, loc: storage.cuda(i)` (a map_location): a storage's .to takes the device by keyword
+            # only (d3rlpy's map_location raised TypeError on every load); the keyword suits a tensor too
+            target = cst.Arg(
+                cst.SimpleString('"tpu"'),
+                keyword=cst.Name("device"),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                ),
+            )
+        args = [target, *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in keep]]
         if dropped:
             ctx.report(
                 orig,
@@ -231,6 +239,20 @@ class CudaMethod(Rule):
         else:
             ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+
+def _storage(value: cst.BaseExpression) -> bool:
+    """A storage by its name (``storage``, ``untyped_storage``) or by the call that makes it (``t.untyped_storage()``)."""
+    if isinstance(value, cst.Call):
+        value = value.func
+    last = (
+        value.attr.value
+        if isinstance(value, cst.Attribute)
+        else value.value
+        if isinstance(value, cst.Name)
+        else ""
+    )
+    return "storage" in last.lower()
 
 
 _OWN_IS_CUDA = re.compile(r"([A-Za-z_][\w.]*)\.is_cuda\s*=(?!=)")

@@ -90,6 +90,7 @@ def test_torchrec_data_utilities_are_plain_torch():
 
 def test_a_package_of_the_repository_named_torchrec_is_its_own_code(tmp_path):
     (tmp_path / "torchrec").mkdir()
+    (tmp_path / "torchrec" / "distributed.py").write_text("DistributedModelParallel = object\n")
     f = tmp_path / "train.py"
     f.write_text(_RECSYS.format(imports="from torchrec.distributed import DistributedModelParallel"))
     res = run(f.read_text(), path=str(f))
