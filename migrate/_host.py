@@ -124,7 +124,20 @@ class HostHelpers:
             self._source = None
         return self._cuda_call(self._tree, self._path, name, 0)
 
-    def _cuda_call(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> str | None:
+    def engine_in(self, name: str) -> str | None:
+        """The framework engine the class or function ``name`` builds (``accelerate.Accelerator``,
+        ``deepspeed.initialize``), else None: such an object places its model itself (audiolm's
+        SoundStreamTrainer: accelerate's device, the CPU on a TPU host), so moving it by hand splits it from its
+        batches."""
+        if self._tree is None and self._source is not None:
+            self._tree = _parse_text(self._source)
+            self._source = None
+        return self._find(self._tree, self._path, name, 0, _engine_call)
+
+    def _find(
+        self, tree, path, name: str, depth: int, test: Callable[[ast.Call, dict], str | None]
+    ) -> str | None:
+        """``test`` over the calls of the def or class ``name`` of this file or of the project file it comes from."""
         if tree is None or depth > _MAX_FILES:
             return None
         roots = _imports(tree)
@@ -133,19 +146,14 @@ class HostHelpers:
             target = (
                 _module_file(os.path.dirname(path), level, module) if kind == "project" and path else None
             )
-            return None if target is None else self._cuda_call(_parse_file(target), target, name, depth + 1)
+            return None if target is None else self._find(_parse_file(target), target, name, depth + 1, test)
         defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.ClassDef) and s.name == name]
         if len(defs) != 1:
             return None
-        for n in ast.walk(defs[0]):
-            if type(n) is ast.Call:
-                dotted = _dotted(n.func, roots)
-                if (
-                    dotted.startswith("torch.cuda.")
-                    and dotted not in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS
-                ):
-                    return dotted
-        return None
+        return next((hit for n in ast.walk(defs[0]) if type(n) is ast.Call and (hit := test(n, roots))), None)
+
+    def _cuda_call(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> str | None:
+        return self._find(tree, path, name, depth, _unmigrated_cuda_call)
 
     def _judge(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> bool:
         key = (path, name)
@@ -345,6 +353,29 @@ def _cuda_words(fn: ast.FunctionDef | ast.ClassDef):
             yield n.attr
         elif type(n) is ast.Constant and type(n.value) is str and not _DEVICE_LITERAL.match(n.value):
             yield n.value
+
+
+def _unmigrated_cuda_call(call: ast.Call, roots: dict) -> str | None:
+    dotted = _dotted(call.func, roots)
+    if dotted.startswith("torch.cuda.") and dotted not in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS:
+        return dotted
+    return None
+
+
+#: Frameworks' engines that place the model themselves: (module, callable).
+_ENGINES = {("accelerate", "Accelerator"), ("deepspeed", "initialize"), ("deepspeed", "init_inference")}
+
+
+def _engine_call(call: ast.Call, roots: dict) -> str | None:
+    f = call.func
+    last = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else None
+    root = f
+    while type(root) is ast.Attribute:
+        root = root.value
+    module = roots[root.id][2] if type(root) is ast.Name and root.id in roots else None
+    if module is not None and (module.split(".")[0], last) in _ENGINES:
+        return f"{module.split('.')[0]}.{last}"
+    return None
 
 
 def _dotted(node: ast.expr, roots: dict) -> str:

@@ -122,6 +122,7 @@ class Flow:
         self.part = part
         self.checks: list[Check] = []
         self._divisor_names: dict[str, str] | None = None
+        self._dividend_names: dict[str, str] | None = None
         self._order: dict[cst.CSTNode, int] | None = None
         own = {  # `self.is_cuda = ...`: the program's own attribute, not the tensor property
             _code(n.value)
@@ -298,10 +299,30 @@ class Flow:
         parent = self.parents.get(call)
         if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is call:
             return _code(parent)
-        if type(parent) is not cst.Assign or parent.value is not call:
+        value = call
+        while type(parent) in (cst.IfExp, cst.BooleanOperation) and value is not getattr(
+            parent, "test", None
+        ):
+            value, parent = parent, self.parents.get(parent)  # `device_count() if is_available() else 1`
+        if type(parent) is not cst.Assign or parent.value is not value:
             return None
         divisors = self._divisors()
-        return next((divisors[n] for t in parent.targets if (n := _last_name(t.target)) in divisors), None)
+        names = [n for t in parent.targets if (n := _last_name(t.target))]
+        return next((divisors[n] for n in names if n in divisors), None) or next(
+            (self._dividends()[n] for n in names if n in self._dividends()), None
+        )
+
+    def _dividends(self) -> dict[str, str]:
+        """Names the module divides (``gpus_per_node // cp_degree``: open-instruct's FSDP shard degree from the
+        devices of one host), each with its first division; one walk per file."""
+        if self._dividend_names is None:
+            found: dict[str, str] = {}
+            for n in _walk(self.module):
+                if type(n) is cst.BinaryOperation and type(n.operator) in _DIVIDE:
+                    if (name := _last_name(n.left)) is not None:
+                        found.setdefault(name, _code(n))
+            self._dividend_names = found
+        return self._dividend_names
 
     def _count_names(self, call: cst.CSTNode) -> set[str]:
         """Names the count is bound to: ``n = device_count()``, ``rank, n = int(...), device_count()``."""

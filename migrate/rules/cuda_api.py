@@ -407,14 +407,19 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     return name
 
 
-def _portable(ctx: Context, name: str) -> bool:
-    """``name`` is a portable function of this file or of a project file it imports (migrate._host)."""
+def host_helpers(ctx: Context) -> HostHelpers:
+    """The file's answers about its project's functions and classes (migrate._host), once per file."""
     helpers = ctx.scratch.get("host-helpers")
     if helpers is None:
         helpers = ctx.scratch["host-helpers"] = HostHelpers(
             ctx.source_text, getattr(ctx, "path", None), cuda_only_module
         )
-    return helpers.is_host(name)  # type: ignore[union-attr]
+    return helpers  # type: ignore[return-value]
+
+
+def _portable(ctx: Context, name: str) -> bool:
+    """``name`` is a portable function of this file or of a project file it imports (migrate._host)."""
+    return host_helpers(ctx).is_host(name)
 
 
 def _torch_objects(ctx: Context) -> frozenset[str]:
@@ -1370,32 +1375,39 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
 
 
 def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
-    """Whether a top-level import of ``root`` (or a module under it) comes before the import ``node``."""
-    for stmt in getattr(ctx.module, "body", ()):
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if small is node:
-                return False
-            name = (
-                small.module
-                if isinstance(small, cst.ImportFrom) and not small.relative
-                else small.names[0].name
-                if isinstance(small, cst.Import)
-                else None
-            )
-            full = (cst.helpers.get_full_name_for_node(name) or "") if name is not None else ""
-            if full == root or full.startswith(root + "."):
-                return True
-    return False
+    """Whether an import of ``root`` (or a module under it) run at import time comes before the import ``node``
+    (the module's own statements and those of its try/with/if blocks: nanotron's ``try: import megablocks.ops;
+    from megablocks.layers.all_to_all import ...`` is one package, said once)."""
+    earlier = False
+    for small in _import_time_smalls(getattr(ctx, "module", None)):
+        if small is node:
+            return earlier
+        if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+            names = [small.module]
+        elif isinstance(small, cst.Import):
+            names = [a.name for a in small.names]
+        else:
+            continue
+        for name in names:
+            full = cst.helpers.get_full_name_for_node(name) or ""
+            earlier = earlier or full == root or full.startswith(root + ".")
+    return False  # (an import inside a def or class: its own TODO)
 
 
-def _top_level(ctx, node: cst.CSTNode) -> bool:
-    """Whether the import ``node`` is a statement of the module's own body (not inside a def, an if, a try)."""
-    return any(
-        small is node
-        for stmt in getattr(ctx.module, "body", ())
-        if isinstance(stmt, cst.SimpleStatementLine)
-        for small in stmt.body
-    )
+def _import_time_smalls(module) -> Iterator[cst.BaseSmallStatement]:
+    """Small statements of the module body and of its try/with/if blocks, in source order (not defs or classes)."""
+    todo: list[cst.CSTNode] = list(reversed(getattr(module, "body", ())))
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif isinstance(
+            stmt, (cst.Try, cst.TryStar, cst.With, cst.If, cst.Else, cst.ExceptHandler, cst.Finally)
+        ):
+            inner: list[cst.CSTNode] = list(getattr(stmt.body, "body", ()))
+            inner += list(getattr(stmt, "handlers", ()))
+            inner += [o for extra in ("orelse", "finalbody") if (o := getattr(stmt, extra, None)) is not None]
+            todo.extend(reversed(inner))
 
 
 @register
@@ -1444,7 +1456,7 @@ class CustomKernels(Rule):
             ctx.flag(node, _limited_message(limited), code=self.code)
         elif cuda_only_module(mod, getattr(ctx, "path", None)):
             root = mod.split(".")[0]
-            if _top_level(ctx, node) and _earlier_import_of(ctx, node, root):
+            if _earlier_import_of(ctx, node, root):
                 return  # one TODO per package at the top of a file (`import apex` / `from apex.parallel ...`)
             ctx.flag(
                 node,

@@ -210,6 +210,15 @@ class CudaMethod(Rule):
         assert isinstance(node.func, cst.Attribute)
         if any(a.star for a in node.args):
             return None
+        if (engine := _engine_owner(ctx, orig.func.value)) is not None:  # type: ignore[attr-defined]
+            ctx.flag(
+                orig,
+                f"`.cuda()` on a {engine[0]}, which places its model itself ({engine[1]}: the CPU on a TPU "
+                "host, TorchTPU's device depends on the framework): moved to 'tpu' by hand it would meet its "
+                "batches on the framework's device; let the framework place it",
+                code=self.code,
+            )
+            return None
         keep = [
             a
             for a in node.args
@@ -239,6 +248,25 @@ class CudaMethod(Rule):
         else:
             ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+
+def _engine_owner(ctx: Context, receiver: cst.BaseExpression) -> tuple[str, str] | None:
+    """``Trainer(...).cuda()`` where ``Trainer`` is the project's class that builds an accelerate / DeepSpeed
+    engine (migrate._host.engine_in) -> (class name, engine)."""
+    if not (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name)):
+        return None
+    name = receiver.func.value
+    if not name[:1].isupper() or "accelerate" not in ctx.source_text and not _project_import(ctx, name):
+        return None
+    from .cuda_api import host_helpers  # (cuda_api imports this module's neighbours; imported when used)
+
+    engine = host_helpers(ctx).engine_in(name)
+    return (name, engine) if engine is not None else None
+
+
+def _project_import(ctx: Context, name: str) -> bool:
+    """``name`` is imported (its class may come from the project)."""
+    return re.search(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ctx.source_text) is not None
 
 
 def _storage(value: cst.BaseExpression) -> bool:

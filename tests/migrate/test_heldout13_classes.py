@@ -236,3 +236,49 @@ def test_a_device_name_handed_to_the_programs_lookup_keeps_the_check():
 def test_a_device_name_printed_is_still_migrated():
     src = "import torch\nif torch.cuda.is_available():\n    print(torch.cuda.get_device_name(0))\n"
     assert "torch.accelerator.is_available()" in run(src).new_source
+
+
+# --- the devices of one host divided into a shard degree (open-instruct's OLMo-core FSDP) -------------------------
+def test_a_count_divided_into_a_shard_degree_keeps_the_count():
+    src = (
+        "import torch\ndef setup(cp_degree):\n"
+        "    gpus_per_node = torch.cuda.device_count() if torch.cuda.is_available() else 1\n"
+        "    return gpus_per_node // cp_degree\n"
+    )
+    res = run(src)
+    # the wrong rewrite: 1 device per process on TPU, so every process would shard over itself (full replicas)
+    assert "torch.cuda.device_count()" in res.new_source and "LOCAL_WORLD_SIZE" in res.new_source
+
+
+# --- .cuda() on a project object that places itself with a framework engine (audiolm's SoundStreamTrainer) -------
+_TRAINER_PKG = """import torch
+from accelerate import Accelerator
+
+
+class Trainer(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.accelerator = Accelerator()
+        self.model = self.accelerator.prepare(model)
+"""
+
+
+def test_cuda_on_a_project_object_that_builds_an_accelerator_is_flagged(tmp_path):
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text("from mylib.trainer import Trainer\n")
+    (tmp_path / "mylib" / "trainer.py").write_text(_TRAINER_PKG)
+    (tmp_path / "demo.py").write_text(
+        "import torch\nfrom mylib import Trainer\nmodel = torch.nn.Linear(2, 2).cuda()\ntrainer = Trainer(model).cuda()\n"
+    )
+    out = _migrate_tree(tmp_path)["demo.py"]
+    # the wrong rewrite: Trainer(...).to("tpu") while accelerate sends its batches to its own device (the CPU)
+    assert "Trainer(model).cuda()" in out and "places its model itself" in out
+    assert 'torch.nn.Linear(2, 2).to("tpu")' in out
+
+
+def test_one_todo_per_cuda_only_package_inside_an_import_block():
+    src = (
+        "import torch\ntry:\n    import megablocks.ops as ops\n    from megablocks.layers.all_to_all import all_to_all\n"
+        "except ImportError:\n    ops = None\nx = torch.zeros(1).cuda()\n"
+    )
+    assert run(src).new_source.count("TPU211") == 1
