@@ -755,8 +755,10 @@ def _ends(block: cst.BaseSuite) -> bool:
     return False
 
 
-#: Names of settings that choose a device in frameworks (accelerator=, device=, task_type=, backend=).
+#: Names of settings that choose a device in frameworks (accelerator=, device=, task_type=, backend=): keywords.
 _DEVICE_SETTING = re.compile(r"(?i)accel|device|task_type|backend|platform")
+#: ... and names that hold one for a framework (a variable `orig_device = "gpu"` compared later is only a label).
+_DEVICE_SETTING_NAME = re.compile(r"(?i)accelerator|task_type")
 
 
 def _device_setting(flow: Flow, literal: cst.SimpleString) -> bool:
@@ -768,9 +770,9 @@ def _device_setting(flow: Flow, literal: cst.SimpleString) -> bool:
             return _DEVICE_SETTING.search(p.keyword.value) is not None
         if type(p) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and getattr(p, "value", None) is child:
             targets = [t.target for t in p.targets] if type(p) is cst.Assign else [p.target]
-            return any(_DEVICE_SETTING.search(_code(t)) for t in targets)
+            return any(_DEVICE_SETTING_NAME.search(_code(t)) for t in targets)
         if type(p) is cst.DictElement and p.value is child:
-            return _DEVICE_SETTING.search(_code(p.key)) is not None
+            return _DEVICE_SETTING_NAME.search(_code(p.key)) is not None
         child, p = p, flow.parents.get(p)
     return False
 

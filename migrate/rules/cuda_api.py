@@ -1371,6 +1371,8 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
     if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
         return not _project_package(mod, path)
     last = mod.split(".")[-1]
+    if "nccl" in mod.lower() and not mod.startswith("torch") and third_party(mod, path):
+        return True  # another library's NCCL communicator (vLLM's nccl_engine, pynccl): NVIDIA's collectives
     return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
 
 
@@ -1390,7 +1392,8 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
             continue
         for name in names:
             full = cst.helpers.get_full_name_for_node(name) or ""
-            earlier = earlier or full == root or full.startswith(root + ".")
+            if full == root or full.startswith(root + "."):  # (said there only if flagged there too)
+                earlier = earlier or cuda_only_module(full, getattr(ctx, "path", None))
     return False  # (an import inside a def or class: its own TODO)
 
 
@@ -1458,12 +1461,12 @@ class CustomKernels(Rule):
             root = mod.split(".")[0]
             if _earlier_import_of(ctx, node, root):
                 return  # one TODO per package at the top of a file (`import apex` / `from apex.parallel ...`)
-            ctx.flag(
-                node,
-                f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); port to torch ops or a Pallas kernel "
-                "(torch.tpu.pallas.jax_op), or drop it",
-                code=self.code,
+            port = (
+                "move its transfers to torch.distributed with the 'tpu_dist' backend"
+                if "nccl" in mod.lower()
+                else "port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op), or drop it"
             )
+            ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); {port}", code=self.code)
 
     def visit_node(self, ctx, node):
         if type(node) is cst.Call and (lib := DEVICE_LIMITED_CALLS.get(ctx.qname(node.func) or "")):

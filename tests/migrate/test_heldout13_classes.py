@@ -282,3 +282,24 @@ def test_one_todo_per_cuda_only_package_inside_an_import_block():
         "except ImportError:\n    ops = None\nx = torch.zeros(1).cuda()\n"
     )
     assert run(src).new_source.count("TPU211") == 1
+
+
+def test_a_gpu_label_compared_later_is_not_a_framework_setting():
+    """sam2's distributed helpers: ``orig_device = "cpu" if not t.is_cuda else "gpu"`` is only a label, read back as
+    ``orig_device == "cpu"`` beside a migrated ``t.is_cuda``; kept, a 'tpu' tensor would come back on the CPU."""
+    src = (
+        'import torch\ndef f(t):\n    orig_device = "cpu" if not t.is_cuda else "gpu"\n'
+        "    if t.is_cuda and orig_device == 'cpu':\n        t = t.cpu()\n    return t\n"
+    )
+    assert "t.is_cuda" not in _code(run(src).new_source)
+
+
+# --- another library's NCCL communicator is CUDA-only (open-instruct's vLLM weight transfer) ------------------------
+def test_a_third_party_nccl_module_is_cuda_only():
+    src = (
+        "import torch\nimport vllm\nfrom vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine\n\n\n"
+        "def init(info):\n    torch.cuda.set_device(0)\n    return NCCLWeightTransferEngine.trainer_init(info)\n"
+    )
+    res = run(src)
+    # the missed flag: set_device dropped, and the NCCL engine then ran on the TPU path unflagged
+    assert "torch.cuda.set_device(0)" in res.new_source and "tpu_dist" in res.new_source
