@@ -8,7 +8,7 @@ import gc
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import lru_cache
 
 import libcst as cst
@@ -25,7 +25,7 @@ from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
 from .rules.base import all_rules
-from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module
+from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module, import_time_smalls
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
@@ -107,7 +107,7 @@ def _deepspeed_engine(module: cst.Module, source: str) -> bool:
     DeepSpeed's accelerator, the CPU on a TPU host, so a migrated batch on 'tpu' would meet a model on the CPU
     (lucidrains' PaLM enwik8_deepspeed). Such a file is left as written; TPU916 says so at the engine."""
     calls: list[str] = []
-    for small in _module_level_smalls(module):
+    for small in import_time_smalls(module):
         if isinstance(small, cst.Import):
             for a in small.names:
                 if cst.helpers.get_full_name_for_node(a.name) == "deepspeed":
@@ -131,25 +131,6 @@ def _deepspeed_engine(module: cst.Module, source: str) -> bool:
                         else a.name.value
                     )
     return any(re.search(rf"(?<![\w.]){re.escape(c)}\s*\(", source) for c in calls)
-
-
-def _module_level_smalls(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
-    """Small statements run at import time: the module's own and those inside its ``try``/``with``/``if`` blocks
-    (open-instruct's ``with contextlib.suppress(Exception): import deepspeed``), not inside defs or classes."""
-    todo: list[cst.CSTNode] = list(reversed(module.body))
-    while todo:
-        stmt = todo.pop()
-        if isinstance(stmt, cst.SimpleStatementLine):
-            yield from stmt.body
-        elif isinstance(
-            stmt, (cst.Try, cst.TryStar, cst.With, cst.If, cst.Else, cst.ExceptHandler, cst.Finally)
-        ):
-            inner: list[cst.CSTNode] = list(getattr(stmt.body, "body", ()))
-            for extra in ("orelse", "finalbody"):
-                if (o := getattr(stmt, extra, None)) is not None:
-                    inner.append(o)
-            inner += list(getattr(stmt, "handlers", ()))
-            todo.extend(reversed(inner))
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:

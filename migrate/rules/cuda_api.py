@@ -1381,7 +1381,7 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
     (the module's own statements and those of its try/with/if blocks: nanotron's ``try: import megablocks.ops;
     from megablocks.layers.all_to_all import ...`` is one package, said once)."""
     earlier = False
-    for small in _import_time_smalls(getattr(ctx, "module", None)):
+    for small in import_time_smalls(getattr(ctx, "module", None)):
         if small is node:
             return earlier
         if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
@@ -1397,13 +1397,16 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
     return False  # (an import inside a def or class: its own TODO)
 
 
-def _import_time_smalls(module) -> Iterator[cst.BaseSmallStatement]:
-    """Small statements of the module body and of its try/with/if blocks, in source order (not defs or classes)."""
+def import_time_smalls(module) -> Iterator[cst.BaseSmallStatement]:
+    """Small statements run at import time, in source order: the module's own and those of its try/with/if blocks
+    (open-instruct's ``with contextlib.suppress(Exception): import deepspeed``), not those of defs or classes."""
     todo: list[cst.CSTNode] = list(reversed(getattr(module, "body", ())))
     while todo:
         stmt = todo.pop()
         if isinstance(stmt, cst.SimpleStatementLine):
             yield from stmt.body
+        elif isinstance(stmt, cst.BaseSmallStatement):
+            yield stmt  # (a one-line block: `try: from flash_attn import f`)
         elif isinstance(
             stmt, (cst.Try, cst.TryStar, cst.With, cst.If, cst.Else, cst.ExceptHandler, cst.Finally)
         ):

@@ -303,3 +303,11 @@ def test_a_third_party_nccl_module_is_cuda_only():
     res = run(src)
     # the missed flag: set_device dropped, and the NCCL engine then ran on the TPU path unflagged
     assert "torch.cuda.set_device(0)" in res.new_source and "tpu_dist" in res.new_source
+
+
+def test_one_todo_per_package_across_one_line_import_blocks():
+    src = (
+        "import torch\ntry:\n    from flash_attn.ops.layer_norm import f\nexcept ImportError: pass\n"
+        "try: from flash_attn import g\nexcept ImportError: pass\nx = torch.zeros(1).cuda()\n"
+    )
+    assert run(src).new_source.count("TPU211") == 1
