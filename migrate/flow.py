@@ -763,7 +763,7 @@ _DEVICE_SETTING_NAME = re.compile(r"(?i)accelerator|task_type")
 
 def _device_setting(flow: Flow, literal: cst.SimpleString) -> bool:
     """The literal is the value of a device setting: ``accelerator = "gpu"``, ``Trainer(accelerator="gpu")``,
-    ``cfg["device"] = "gpu"`` (a label printed for the user is not)."""
+    ``cfg["accelerator"] = "gpu"`` (a label such as ``orig_device = "gpu"``, compared later, is not)."""
     child, p = literal, flow.parents.get(literal)
     while p is not None and not isinstance(p, cst.BaseStatement):
         if type(p) is cst.Arg and p.keyword is not None:

@@ -24,6 +24,7 @@ from ._literal import (
 )
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
+from .cuda_api import host_helpers
 
 
 @register
@@ -256,17 +257,10 @@ def _engine_owner(ctx: Context, receiver: cst.BaseExpression) -> tuple[str, str]
     if not (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name)):
         return None
     name = receiver.func.value
-    if not name[:1].isupper() or "accelerate" not in ctx.source_text and not _project_import(ctx, name):
+    if not name[:1].isupper():  # (a class: its calls are read once per file, memoised)
         return None
-    from .cuda_api import host_helpers  # (cuda_api imports this module's neighbours; imported when used)
-
     engine = host_helpers(ctx).engine_in(name)
     return (name, engine) if engine is not None else None
-
-
-def _project_import(ctx: Context, name: str) -> bool:
-    """``name`` is imported (its class may come from the project)."""
-    return re.search(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ctx.source_text) is not None
 
 
 def _storage(value: cst.BaseExpression) -> bool:
