@@ -106,33 +106,39 @@ class HostHelpers:
         self._source, self._path = source, os.path.abspath(path) if path else None
         self._memo: dict[tuple[str | None, str], bool] = {}
         self._tree: ast.Module | None = None
+        self._hits: dict[tuple[str, str], str | None] = {}
 
     def is_host(self, name: str) -> bool:
         """``name``, called bare in this file, is host code."""
-        if self._tree is None and self._source is not None:
-            self._tree = _parse_text(self._source)
-            self._source = None  # (parsed once)
-        return self._judge(self._tree, self._path, name, 0)
+        return self._judge(self._own_tree(), self._path, name, 0)
 
     def cuda_call_in(self, name: str) -> str | None:
         """The first torch.cuda call the rules leave as written (no TPU equivalent) in the class or function
         ``name`` of this file or of a project file it imports, else None: calling it, or a method of it, reaches
         CUDA-only state (sam2's ``MemMeter.update`` resets CUDA's peak memory statistics, which raises without
         CUDA)."""
-        if self._tree is None and self._source is not None:
-            self._tree = _parse_text(self._source)
-            self._source = None
-        return self._cuda_call(self._tree, self._path, name, 0)
+        return self._found(name, _unmigrated_cuda_call)
 
     def engine_in(self, name: str) -> str | None:
         """The framework engine the class or function ``name`` builds (``accelerate.Accelerator``,
         ``deepspeed.initialize``), else None: such an object places its model itself (audiolm's
         SoundStreamTrainer: accelerate's device, the CPU on a TPU host), so moving it by hand splits it from its
         batches."""
+        return self._found(name, _engine_call)
+
+    def _own_tree(self) -> ast.Module | None:
+        """This file's tree, parsed once (the text is dropped after)."""
         if self._tree is None and self._source is not None:
             self._tree = _parse_text(self._source)
             self._source = None
-        return self._find(self._tree, self._path, name, 0, _engine_call)
+        return self._tree
+
+    def _found(self, name: str, test: Callable[[ast.Call, dict], str | None]) -> str | None:
+        """``_find`` from this file, memoised per (test, name): a check's region may call one helper many times."""
+        key = (test.__name__, name)
+        if key not in self._hits:
+            self._hits[key] = self._find(self._own_tree(), self._path, name, 0, test)
+        return self._hits[key]
 
     def _find(
         self, tree, path, name: str, depth: int, test: Callable[[ast.Call, dict], str | None]
@@ -151,9 +157,6 @@ class HostHelpers:
         if len(defs) != 1:
             return None
         return next((hit for n in ast.walk(defs[0]) if type(n) is ast.Call and (hit := test(n, roots))), None)
-
-    def _cuda_call(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> str | None:
-        return self._find(tree, path, name, depth, _unmigrated_cuda_call)
 
     def _judge(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> bool:
         key = (path, name)
