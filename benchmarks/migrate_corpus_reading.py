@@ -79,7 +79,10 @@ def load_reading(path: Path) -> list[dict]:
 
 
 def compare(hunks: list[Hunk], rows: list[dict]) -> tuple[list[dict], list[Hunk], list[dict]]:
-    """(stale verdicts, unread hunks, verdicts still matching the current output)."""
+    """(stale verdicts, unread hunks, verdicts still matching the current output). A later row on the same hunk
+    replaces an earlier one: the hunk's text is unchanged but what it does changed (a helper it calls, a flag
+    the tool now adds beside it), so it was read again."""
+    rows = list({(r["repo"], r["file"], r["hash"]): r for r in rows}.values())
     current = {(h.repo, h.file, h.key) for h in hunks}
     read = {(r["repo"], r["file"], r["hash"]) for r in rows}
     stale = [r for r in rows if (r["repo"], r["file"], r["hash"]) not in current]

@@ -126,6 +126,26 @@ class HostHelpers:
         batches."""
         return self._found(name, _engine_call)
 
+    def cuda_only_import(self, level: int, module: str, names: list[str]) -> str | None:
+        """The project module an import inside a check's branch loads, when that module is left as written or
+        built on one that is (migrate.project; fairseq's ``from fairseq.modules.dynamicconv_layer import
+        DynamicconvLayer``, whose package imports the compiled ``dynamicconv_cuda``), else None."""
+        if self._path is None or self._cuda_only is None:
+            return None
+        facts = project.current()
+        folder = os.path.dirname(self._path)
+        for dotted in (module, *(f"{module}.{n}" if module else n for n in names)):
+            target = _module_file(folder, level, dotted) if dotted else None
+            if target is None:
+                continue
+            key = os.path.abspath(target)
+            if key in facts.cuda_only_helpers or key in facts.built_on_cuda_only:
+                return dotted
+            tree = _parse_file(target)
+            if tree is not None and self._left_as_written(target, tree):
+                return dotted
+        return None
+
     def _own_tree(self) -> ast.Module | None:
         """This file's tree, parsed once (the text is dropped after)."""
         if self._tree is None and self._source is not None:

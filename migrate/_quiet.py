@@ -140,9 +140,14 @@ def _pair(body: list[cst.CSTNode], stmts: list[ast.stmt], spans: list[tuple[int,
     for s in body:
         t = type(s)
         if t in _PLAIN:
-            i += len(s.body)  # type: ignore[attr-defined]  # one ast statement per small statement
-            if i > len(stmts):
+            n = len(s.body)  # type: ignore[attr-defined]  # one ast statement per small statement
+            if i + n > len(stmts) or n == 0:
                 return False
+            last = stmts[i + n - 1].end_lineno
+            if last is None:
+                return False
+            spans.append((id(s), stmts[i].lineno, last))
+            i += n
             continue
         kinds = _PAIRS.get(t)
         if kinds is None or i >= len(stmts) or type(stmts[i]) not in kinds:

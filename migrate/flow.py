@@ -95,6 +95,10 @@ class Check:
     #: The third-party callee the check's value reaches (faiss's ``gpu=``), else None: kept even for a
     #: comparison, whose other unseen uses do not decide (the compared value is migrated with it).
     foreign: str | None = None
+    #: What an ``and``/``or`` evaluates after the check (``ok and torch.cuda.get_device_capability() >= (7, 5)``):
+    #: it decides like a region (a finding there keeps the check) but is not frozen with the check's regions,
+    #: so its own rules still run on it, the same on a second pass.
+    operands: list[cst.CSTNode] = field(default_factory=list)
 
 
 class Flow:
@@ -203,7 +207,9 @@ class Flow:
         self._exported: list[str] = []
         self._foreign: str | None = None
         self._seen_regions: list[cst.CSTNode] = []
+        self._operands: list[cst.CSTNode] = []
         found = self._follow(node, positive, 0)
+        check.operands = self._operands
         check.exported = self._exported[0] if self._exported else None
         check.foreign = self._foreign
         if isinstance(found, str):
@@ -215,6 +221,9 @@ class Flow:
         return check
 
     def _follow(self, node: cst.CSTNode, positive: bool, hops: int) -> list[cst.CSTNode] | str:
+        """What the check at ``node`` switches on, walking up its expression; the operands an ``and``/``or``
+        evaluates after it (``cuda_ok() and torch.cuda.get_device_capability() >= (7, 5)``) go to
+        ``self._operands``: they run or not by the check too."""
         child, parent = node, self.parents.get(node)
         while True:
             t = type(parent)
@@ -222,9 +231,16 @@ class Flow:
                 positive = not positive
             elif t is cst.IfExp and parent.test is child and (negates := _bool_ifexp(parent)) is not None:
                 positive = positive != negates  # `True if check else False` is the check itself
-            elif t is cst.BooleanOperation or (
-                t is cst.Comparison and child is parent.left and _counts(parent)
-            ):
+            elif t is cst.BooleanOperation:
+                if parent.left is child:
+                    self._operands.append(parent.right)
+            elif t is cst.Comparison and child is parent.left and _counts(parent):
+                pass
+            elif t in (cst.GeneratorExp, cst.ListComp, cst.SetComp) and parent.elt is child:
+                pass  # `all(t.is_cuda for t in tensors)`: each item's test, combined below
+            elif t is cst.Arg and _reduces(self.parents.get(parent)):
+                pass
+            elif t is cst.Call and _reduces(parent):
                 pass
             elif t is cst.Comparison and all(
                 type(c.operator) in (cst.Is, cst.Equal) for c in parent.comparisons
@@ -297,13 +313,13 @@ class Flow:
         ngpus_per_node``, the same name handed on as a parameter, as pytorch/examples' imagenet does). Matched by
         name across the module: over-inclusive on purpose, as the answer only decides rewrite vs flag."""
         parent = self.parents.get(call)
-        if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is call:
-            return _code(parent)
         value = call
         while type(parent) in (cst.IfExp, cst.BooleanOperation) and value is not getattr(
             parent, "test", None
         ):
             value, parent = parent, self.parents.get(parent)  # `device_count() if is_available() else 1`
+        if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is value:
+            return _code(parent)  # (torchtune: `os.cpu_count() // (device_count() if is_available() else 1)`)
         if type(parent) is not cst.Assign or parent.value is not value:
             return None
         divisors = self._divisors()
@@ -601,9 +617,9 @@ class Flow:
         function around ``node``: ``if x.device.type != "cuda": return False`` there decides whether a CUDA path
         may run (stylegan's conv2d_gradfix), whatever the rest of the block does."""
         fn = self._enclosing(node, cst.FunctionDef)
-        for n in _walk(fn) if fn is not None else ():
-            if fn is not None and n is fn.name:
-                continue  # the function's own name (MiniGPT-4's `def cuda_enabled(self): return dev.type == "cuda"`)
+        # (its body and parameters: not its name, MiniGPT-4's `def cuda_enabled(self): return dev.type == "cuda"`,
+        # nor its decorators, llm-foundry's `@pytest.mark.gpu`, a test mark and no state)
+        for n in (*_walk(fn.params), *_walk(fn.body)) if fn is not None else ():
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
                 # torch's switches of CUDA kernels count; its device-neutral API (get_autocast_gpu_dtype) does not
                 api = self._torch_api(n)
@@ -675,6 +691,31 @@ class Flow:
         if self._host is None:
             self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
         return self._host.cuda_call_in(name)
+
+    def cuda_only_import(self, node: cst.Import | cst.ImportFrom) -> str | None:
+        """The project module ``node`` (an import in a check's branch) loads, when it is CUDA-only (migrate._host)."""
+        if type(node) is cst.ImportFrom:
+            if isinstance(node.names, cst.ImportStar):
+                return None
+            level = len(node.relative)
+            module = (
+                (cst.helpers.get_full_name_for_node(node.module) or "") if node.module is not None else ""
+            )
+            names = [cst.helpers.get_full_name_for_node(a.name) or "" for a in node.names]
+        else:
+            level, names = 0, []
+            module = cst.helpers.get_full_name_for_node(node.names[0].name) or ""
+        if self._host is None:
+            self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
+        return self._host.cuda_only_import(level, module, names)
+
+    def cuda_only_call(self, call: cst.Call) -> str | None:
+        """The CUDA-only module a call goes to (``ngram_repeat_block_cuda.forward(...)``), else None."""
+        q = self._qname(call.func)
+        if not q or self._cuda_only is None or q.startswith("torch"):
+            return None
+        module = q.rsplit(".", 1)[0] if "." in q else q
+        return module if self._cuda_only(module, self.path or "") else None
 
     def _bound_class(self, var: cst.Name) -> str | None:
         """The class a local is built from in its function (``mem = MemMeter(...)``), when it is bound once."""
@@ -829,6 +870,11 @@ def _env_write(flow: Flow, node: cst.CSTNode) -> bool:
     return False
 
 
+def _reduces(node: cst.CSTNode | None) -> bool:
+    """``all(...)`` / ``any(...)``: the truth of its items, combined (a test of a test)."""
+    return type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("all", "any")
+
+
 def _last_name(f: cst.BaseExpression) -> str | None:
     return f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else None
 
@@ -966,7 +1012,9 @@ def checks_to_keep(
     """
     checks = {id(c.key) for c in flow.checks}
     new: dict[int, str] = {}
-    for c in flow.checks:
+    shares = {id(c.key) for c in flow.checks if c.predicate == "device-count-share"}
+    # (counts first: a test that guards a count kept as CUDA's stays with it)
+    for c in sorted(flow.checks, key=lambda c: id(c.key) not in shares):
         if id(c.key) in kept or id(c.key) not in rewritten:
             continue
         why = None
@@ -1009,7 +1057,7 @@ def checks_to_keep(
             why = f"it decides which test files pytest collects (`{listed}`)"
         else:
             many = c.predicate.endswith("device_count") and _above_one(flow, c.node)
-            for n in walk_regions(c.regions):
+            for n in walk_regions([*c.operands, *c.regions]):
                 if many and type(n) is cst.Call and flow._qname(n.func) in _MULTI_DEVICE:
                     continue  # `if device_count() > 1: DataParallel(m)`: false on TPU either way (TPU407 flags it)
                 if (placed := _placement_map_write(n)) is not None:
@@ -1024,6 +1072,13 @@ def checks_to_keep(
                     why = (
                         f"it switches on `{wrapper}`, a DataParallel wrapper: it splits a batch over the CUDA "
                         "devices of one process, which TorchTPU does not have (one device per process)"
+                    )
+                    break
+                if id(n) in shares and (id(n) in new or id(n) in kept):
+                    # torchtune: `os.cpu_count() // (torch.cuda.device_count() if torch.cuda.is_available() else
+                    # 1)`: renamed, the test would hand TPU hosts CUDA's count of 0
+                    why = (
+                        f"it guards `{_code(n)[:50]}`, kept as CUDA's count: {new.get(id(n)) or kept[id(n)]}"
                     )
                     break
                 if (
@@ -1043,6 +1098,17 @@ def checks_to_keep(
                     # open-instruct: `get_device_name(torch.cuda.get_device_name(0)) if torch.cuda.is_available()
                     # else None` looks the name up in a table of NVIDIA GPUs; a TPU's name raises there
                     why = f"it hands CUDA's `{named}` to `{_code(n.func)[:40]}` (a key into the program's own data)"
+                    break
+                if (
+                    type(n) in (cst.Import, cst.ImportFrom)
+                    and (loads := flow.cuda_only_import(n)) is not None
+                ):
+                    # fairseq's DynamicConv: `if torch.cuda.is_available(): from ...dynamicconv_layer import
+                    # DynamicconvLayer` (a compiled CUDA kernel); renamed, TPU hosts would build the CUDA layer
+                    why = f"it switches on an import of the project's `{loads}`, built on a CUDA-only module"
+                    break
+                if type(n) is cst.Call and (stack := flow.cuda_only_call(n)) is not None:
+                    why = f"it switches on `{_code(n.func)[:40]}`, of the CUDA-only `{stack}`"
                     break
                 if type(n) is cst.Call and (reach := flow.reaches_cuda(n)) is not None:
                     why = f"it switches on `{_code(n.func)[:40]}`, whose code calls `{reach}` (CUDA-only)"

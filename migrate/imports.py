@@ -150,10 +150,40 @@ class _Remover(cst.CSTTransformer):
         self.originals: dict[int, cst.CSTNode] = {}
         #: Whether anything was removed or replaced (else the tree is the input's, code for code).
         self.changed = False
+        #: The functions around the statement being visited, innermost last, with the names each uses.
+        self._functions: list[cst.FunctionDef] = []
+        self._function_used: dict[int, tuple[set[str], bool]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) is cst.FunctionDef:
+            self._functions.append(node)  # type: ignore[arg-type]
         # Imports are statements: expressions and other small statements cannot hold one.
         return type(node) not in _NO_IMPORTS_INSIDE
+
+    def leave_FunctionDef(self, original, updated):
+        self._functions.pop()
+        return updated
+
+    def _used_here(self) -> tuple[set[str], bool]:
+        """The names used where the import being filtered binds, and whether a torch_xla import bound there is
+        still used. An import inside a function binds a local: only that function (nested code included) can
+        use it, so fairseq's `import torch_xla.core.xla_model as xm` in a function whose `xm` calls were all
+        rewritten goes, whatever other functions keep (a `global xm` there counts as a use)."""
+        if not self._functions:
+            return self.used, self.keep_xla
+        func = self._functions[-1]
+        found = self._function_used.get(id(func))
+        if found is None:
+            used = _Used()
+            walk.visit(func, used)
+            names = used.names
+            keep = any(
+                name.startswith("torch_xla") and _bound_name(a, from_import, self.torch_elsewhere) in names
+                for node, from_import in used.imports
+                for a, name in removable_aliases(node)
+            )
+            found = self._function_used[id(func)] = (names, keep)
+        return found
 
     # No per-attribute hooks: skip libcst's name-based look-up for every field.
     #: Tells migrate._walk there are no attribute hooks to call.
@@ -166,11 +196,15 @@ class _Remover(cst.CSTTransformer):
         pass
 
     def _filter(self, node, from_import: bool):
+        aliases = removable_aliases(node)
+        if not aliases:
+            return node
+        used, keep_xla = self._used_here()
         drop = {
             id(a)
-            for a, name in removable_aliases(node)
-            if _bound_name(a, from_import, self.torch_elsewhere) not in self.used
-            and not (self.keep_xla and name.startswith("torch_xla"))
+            for a, name in aliases
+            if _bound_name(a, from_import, self.torch_elsewhere) not in used
+            and not (keep_xla and name.startswith("torch_xla"))
         }
         if not drop:
             return node

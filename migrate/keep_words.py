@@ -37,10 +37,12 @@ def rule_keys() -> tuple[frozenset[str], frozenset[str]]:
 def rule_words(setters: Iterable[str]) -> set[str]:
     """The words a statement naming a rule's name must hold: last parts of the rules' names (a chain naming a
     key that holds a trigger holds the trigger itself, or an alias: see :func:`aliases`), of the ``setters``
-    the rule pass drops when repeated, and the generic hooks' words."""
+    the rule pass drops when repeated, the generic hooks' words and the words rules declare (``Rule.words``)."""
     keys, prefixes = rule_keys()
     words = set(HOOK_WORDS) | {q.rsplit(".", 1)[-1] for q in setters}
     words.update(q.rsplit(".", 1)[-1] for q in keys | prefixes if not needs_parse(q))
+    for r in all_rules():
+        words.update(r.words)
     return words
 
 

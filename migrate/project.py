@@ -62,16 +62,25 @@ class ProjectFacts:
     #: absolute path of a module whose top-level imports load a CUDA-only project file -> the TODO that says so
     #: (it is still migrated: it runs on TPU once that file is ported)
     built_on_cuda_only: dict[str, str] = field(default_factory=dict)
+    #: functions that answer whether a CUDA-only stack imports (llm-foundry's ``is_flash_v2_installed()``, and
+    #: those that call one): a test skipped unless one answers True is a test of that stack
+    probes: frozenset[str] = frozenset()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
-        if not (other.gates or other.enum_params or other.cuda_only_helpers or other.built_on_cuda_only):
+        if not (
+            other.gates
+            or other.enum_params
+            or other.cuda_only_helpers
+            or other.built_on_cuda_only
+            or other.probes
+        ):
             return self
         params = dict(self.enum_params)
         for k, v in other.enum_params.items():
             params[k] = tuple(dict.fromkeys((*params.get(k, ()), *v)))
         helpers = {**other.cuda_only_helpers, **self.cuda_only_helpers}
         built_on = {**other.built_on_cuda_only, **self.built_on_cuda_only}
-        return ProjectFacts(self.gates | other.gates, params, helpers, built_on)
+        return ProjectFacts(self.gates | other.gates, params, helpers, built_on, self.probes | other.probes)
 
 
 EMPTY = ProjectFacts()
@@ -235,6 +244,35 @@ def _is_gate(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+def _probes(tree: ast.Module, path: str, is_cuda_only: Callable[[str, str], bool]) -> set[str]:
+    """Module-level functions of ``tree`` that import a CUDA-only module (``try: import flash_attn`` then
+    ``return True``), and those of the same module that call one (``check_alibi_support('flash')``)."""
+    funcs = {fn.name: fn for owner, fn in _functions(tree) if owner is None}
+    found: set[str] = set()
+    for name, fn in funcs.items():
+        for n in ast.walk(fn):
+            mods = (
+                [a.name for a in n.names]
+                if isinstance(n, ast.Import)
+                else [n.module]
+                if isinstance(n, ast.ImportFrom) and n.module and not n.level
+                else []
+            )
+            if any(is_cuda_only(m, path) for m in mods):
+                found.add(name)
+                break
+    grown = bool(found)
+    while grown:
+        grown = False
+        for name, fn in funcs.items():
+            if name not in found and any(
+                isinstance(n, ast.Call) and _last(n.func) in found for n in ast.walk(fn)
+            ):
+                found.add(name)
+                grown = True
+    return found
+
+
 def scan_sources(
     sources: Iterable[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None = None
 ) -> ProjectFacts:
@@ -242,18 +280,25 @@ def scan_sources(
     test gates; the modules only CUDA-only files import."""
     seen: list[tuple[str, str, ast.Module | None]] = []
     gates: set[str] = set()
+    probes: set[str] = set()
     enums: dict[str, frozenset[str]] = {}
     for path, text in sources:
         if len(text) > SCAN_BYTES:
             continue
         enum_words, gate_words = _may_hold(text)
-        tree = _parse(text) if enum_words or gate_words else None
+        probe_words = is_cuda_only is not None and any(
+            not top and not level and is_cuda_only(mod, path) for top, level, mod, _n in _imports(text)
+        )
+        tree = _parse(text) if enum_words or gate_words or probe_words else None
         if tree is not None and gate_words:
             gates |= {fn.name for owner, fn in _functions(tree) if owner is None and _is_gate(fn)}
+        if tree is not None and probe_words and is_cuda_only is not None:
+            probes |= _probes(tree, path, is_cuda_only)
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    facts = ProjectFacts(frozenset(gates), {}, *_cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only))
+    links = _cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only)
+    facts = ProjectFacts(frozenset(gates), {}, *links, frozenset(probes))
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
@@ -294,6 +339,23 @@ _IMPORT = re.compile(
     r"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w \t,]*)|import[ \t]+([\w.][\w., \t]*))",
     re.M,
 )
+#: A kernel defined with a stack's decorator (``@triton.jit``, ``@triton.autotune(...)``, ``@tilelang.jit``): the
+#: decorator's root name (shared with migrate.source).
+KERNEL_DECORATOR = re.compile(r"^[ \t]*@[ \t]*([A-Za-z_]\w*)(?:\.\w+)*\.(?:jit|autotune|heuristics)\b", re.M)
+#: A kernel compiled from CUDA sources at run time (``load_inline(cuda_sources=...)``, ``load(sources=["k.cu"])``).
+_CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=|\bload\s*\([^)]*\.cu['\"]")
+#: What a test module holds besides its name: a test function or class, or a test framework's import (SlowFast's
+#: tools/test_net.py is the evaluation script, named like a test).
+_TEST_CONTENT = re.compile(
+    r"^[ \t]*(?:def test_|class Test|import (?:pytest|unittest)\b|from (?:pytest|unittest)\b)", re.M
+)
+
+
+def is_test_file(path: str, text: str) -> bool:
+    """``path`` is a test module: named as pytest collects (``test_*.py``, ``*_test.py``) and holding tests."""
+    return TEST_FILE.match(os.path.basename(path)) is not None and _TEST_CONTENT.search(text) is not None
+
+
 #: pytest's default test-file names (shared with migrate.source).
 TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 
@@ -316,10 +378,18 @@ def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
 def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
     any import in a test file), else None."""
-    test_file = TEST_FILE.match(os.path.basename(path)) is not None
+    test_file = is_test_file(path, text)
     for top, level, mod, _names in _imports(text):
         if not level and (top or test_file) and is_cuda_only(mod, path):
             return mod
+    if "cpp_extension" in text and _CUDA_SOURCES.search(text):
+        return (
+            "torch.utils.cpp_extension"  # a kernel built from CUDA sources (fairseq MMS's lib.py load_inline)
+        )
+    decorated = {m.group(1) for m in KERNEL_DECORATOR.finditer(text)} if "@" in text else set()
+    for _top, level, mod, _names in _imports(text) if decorated else ():
+        if not level and mod.split(".")[0] in decorated and is_cuda_only(mod, path):
+            return mod  # kernels defined under a guarded import (`if TRITON_AVAILABLE: import triton`)
     return None
 
 
@@ -369,7 +439,7 @@ def _cuda_only_links(
     importers: dict[str, set[str]] = {}
     loads: dict[str, set[str]] = {}  # what a file's top-level imports load (any import, in a test file)
     for p, text in sources:
-        test_file = TEST_FILE.match(os.path.basename(p)) is not None
+        test_file = is_test_file(p, text)
         for top, level, mod, names in _imports(text):
             for t in _targets(p, level, mod, names, by_key, files):
                 if t != p:

@@ -25,7 +25,7 @@ from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
 from .rules.base import all_rules
-from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module, import_time_smalls
+from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module, device_limited, import_time_smalls
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
@@ -50,7 +50,8 @@ def _index(select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, mode:
 
 @lru_cache(maxsize=64)
 def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
-    """The rules of one run; ``mode`` "spmd" or "cuda-only" keeps only the flagging rules (see flag_only_mode)."""
+    """The rules of one run; ``mode`` "spmd" or "cuda-only" keeps only the flagging rules, "cuda-patch" only the
+    patch's and the CUDA-only stacks' (see flag_only_mode)."""
     enabled = set(codes)
     rules = [r for r in all_rules() if r.code in enabled]
     if mode == "spmd":
@@ -62,12 +63,21 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
         ]
     elif mode == "cuda-only":
         rules = [r for r in rules if r.outcome == "flagged"]
+    elif mode == "cuda-patch":
+        # a shim that patches torch.cuda for another backend (sd-scripts' IPEX hijack): its every line names
+        # torch.cuda on purpose; one TODO says so, not one per line
+        rules = [r for r in rules if r.code in _PATCH_CODES]
     return _Index(rules, all_rules(), flag_only=mode != "normal")
+
+
+#: The rules that still report in a file that patches torch.cuda: the patch itself, and CUDA-only stacks.
+_PATCH_CODES = frozenset({"TPU218", "TPU211"})
 
 
 def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: str | None = None) -> str:
     """ "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
-    or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), else "normal".
+    or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), "cuda-patch" for one that
+    assigns into torch.cuda (a shim for another backend), else "normal".
 
     Decided by qualified names, never by substrings: a file with its own ``use_spmd_backend()`` is not SPMD.
     """
@@ -87,14 +97,23 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
                 )
                 if any(cuda_only_module(m, path) for m in mods):
                     return "cuda-only"
+    if _imports_device_limited(module, path):
+        return "cuda-only"  # (also inside a module-level try: pytorchvideo's optional detectron2 detector)
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
-    if "ToSparseTensor" in source and _calls_device_limited(source, table):
+    if "cuda." in source and _patches_cuda(source, table):
+        return "cuda-patch"  # (TPU218 says why at the first assignment)
+    if "@" in source and _defines_cuda_kernels(source, table):
+        return "cuda-only"  # (TPU211 says why at the import)
+    if any(w in source for w in _LIMITED_CALL_WORDS) and _calls_device_limited(source, table):
         return "cuda-only"  # (TPU211 says why at the call)
     if "deepspeed" in source and _deepspeed_engine(module, source):
         return "cuda-only"  # (TPU916 says why at the engine)
-    if path and project.TEST_FILE.match(os.path.basename(path)) and _imports_cuda_only(table, path):
-        return "cuda-only"
+    if path and project.is_test_file(path, source):
+        if _imports_cuda_only(table, path):
+            return "cuda-only"
+        if os.path.abspath(path) in project.current().built_on_cuda_only:
+            return "cuda-only"  # the test of a CUDA-only project module (rl_games' test_triton_gae.py)
     return "normal"
 
 
@@ -133,6 +152,21 @@ def _deepspeed_engine(module: cst.Module, source: str) -> bool:
     return any(re.search(rf"(?<![\w.]){re.escape(c)}\s*\(", source) for c in calls)
 
 
+def _imports_device_limited(module: cst.Module, path: str | None) -> bool:
+    """A library with CPU and CUDA kernels only (rules.cuda_api's device-limited list) imported at import time,
+    a try or if block included: where it imports, the program's device is the CPU or CUDA, never 'tpu'."""
+    for small in import_time_smalls(module):
+        if isinstance(small, cst.Import):
+            mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
+        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            mods = [cst.helpers.get_full_name_for_node(small.module) or ""]
+        else:
+            continue
+        if any(device_limited(m) and cuda_only_module(m, path) for m in mods):
+            return True
+    return False
+
+
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:
     """A CUDA-only module imported anywhere in the file, inside a function too: in a test file that is the
     test of a CUDA extension (Megatron's ``test_fused_kernels.py`` imports ``scaled_masked_softmax_cuda`` in its
@@ -162,6 +196,36 @@ def _subclasses_cuda_only(source: str, table: ImportTable) -> bool:
             if base.strip().split(".")[0] in roots:
                 return True
     return False
+
+
+_LIMITED_CALL_WORDS = frozenset(q.rsplit(".", 1)[-1] for q in DEVICE_LIMITED_CALLS)
+
+
+#: An assignment into a module's ``cuda`` attribute: ``torch.cuda.X = ...`` (``torch.cuda.amp.Y = ...``).
+_CUDA_STORE = re.compile(r"^[ \t]*([A-Za-z_]\w*)\.cuda(?:\.amp)?\.\w+[ \t]*=(?!=)", re.M)
+
+
+def _patches_cuda(source: str, table: ImportTable) -> bool:
+    """A file that assigns into torch.cuda (sd-scripts' IPEX hijack: ``torch.cuda.is_available =
+    torch.xpu.is_available``): it patches CUDA's API on purpose; renamed, it would patch every device's."""
+    roots = {m.group(1) for m in _CUDA_STORE.finditer(source)}
+    return any(
+        q == "torch"
+        for scope in (table.module_scope, *table.scopes.values())
+        for name, q in scope.names.items()
+        if name in roots
+    )
+
+
+def _defines_cuda_kernels(source: str, table: ImportTable) -> bool:
+    """A kernel defined with a CUDA-only stack's decorator, its import guarded (rl_games' ``if TRITON_AVAILABLE:
+    import triton`` then ``@triton.jit def _gae_kernel``): the file's device tests choose that kernel."""
+    roots = {m.group(1) for m in project.KERNEL_DECORATOR.finditer(source)}
+    return any(
+        q is not None and name in roots and cuda_only_module(q)
+        for scope in (table.module_scope, *table.scopes.values())
+        for name, q in scope.names.items()
+    )
 
 
 def _calls_device_limited(source: str, table: ImportTable) -> bool:

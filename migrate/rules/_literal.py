@@ -24,7 +24,9 @@ _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 ARGPARSE_CODE = "TPU103"
-_CREATES_GROUP = re.compile(r"\b(?:init_process_group|new_group)\s*\(")
+#: A call that creates a process group (a method so named, OpenRLHF's vLLM ``WorkerWrap.init_process_group(...,
+#: backend="nccl")`` for ray's collectives, is a definition: it creates none by its name).
+_CREATES_GROUP = re.compile(r"(?<!def )\b(?:init_process_group|new_group)\s*\(")
 
 
 def _text_only(node: cst.CSTNode) -> cst.SimpleString | None:
@@ -164,6 +166,20 @@ DEVICE_WORDS = frozenset(
     }
 )
 _ATTRIBUTE_BUILTINS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
+#: Mapping methods whose first argument is a key (``d.get("cuda")`` reads data, like ``d["cuda"]``).
+_KEY_METHODS = frozenset({"get", "pop", "setdefault"})
+#: Words a list of accepted device values holds beside device names (not devices themselves).
+_ACCEPTED_ALIASES = frozenset({"auto", "gpu"})
+
+
+def accepted_values(cmp: cst.Comparison, display: cst.List | cst.Tuple | cst.Set) -> bool:
+    """``device not in {"auto", "cpu", "cuda", "gpu"}``: a membership test against the values a setting accepts
+    (aliases such as 'auto' or 'gpu' beside device names)."""
+    return any(type(c.operator) in (cst.In, cst.NotIn) for c in cmp.comparisons) and bool(
+        {string_body(e.value) for e in display.elements} & _ACCEPTED_ALIASES
+    )
+
+
 _ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"})
 
 
@@ -521,7 +537,24 @@ class LiteralRule(Rule):
                 return
             parts = [node.left, *(c.comparator for c in node.comparisons)]
             external = any(_external(ctx, p) for p in parts)
+            if self.flag_compared and any(
+                type(p) is cst.SimpleString and self.new_body(string_body(p)) is not None for p in parts
+            ):
+                # torchtune: `assert get_distributed_backend("cuda") == "nccl"`: the backend compared is kept,
+                # so the device the call maps to it is kept too (renamed, the call answers 'tpu_dist')
+                for p in parts:
+                    for a in p.args if type(p) is cst.Call else ():
+                        for lit in _walk_strings(a.value):
+                            ctx.claim_string(lit, "", "rewritten", "", value=None)
             for part in parts:
+                if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and accepted_values(node, part):
+                    for (
+                        e
+                    ) in part.elements:  # anomalib: `if device not in {"auto", "cpu", "cuda", "gpu"}: raise`
+                        if isinstance(e.value, cst.SimpleString) and self.new_body(string_body(e.value)):
+                            # kept: callers passing it stay valid; TPU103 adds 'tpu' beside it, as to choices
+                            ctx.claim_string(e.value, "", "rewritten", "", value=None)
+                    continue
                 if isinstance(part, (cst.List, cst.Tuple, cst.Set)) and (
                     self.others & {string_body(e.value) for e in part.elements} or _name_list(part)
                 ):
@@ -578,6 +611,9 @@ class LiteralRule(Rule):
             if type(node.func) is not cst.Attribute:
                 return
             method = node.func.attr.value
+            if method in _KEY_METHODS and node.args and isinstance(node.args[0].value, cst.SimpleString):
+                # data.get("cuda", {}): a key into data, as data["cuda"] (anomalib reads CUDA's version.json)
+                ctx.claim_string(node.args[0].value, "", "rewritten", "", value=None)
             if (
                 method == "device"
                 and len(node.args) == 2
@@ -598,7 +634,10 @@ class LiteralRule(Rule):
                             ctx.claim_string(s, "", "rewritten", "", value=None)
                     return
                 for a in node.args:
-                    if a.keyword is not None and a.keyword.value == "choices" and self.keep_in_choices:
+                    if a.keyword is not None and a.keyword.value == "dest":
+                        for s in _walk_strings(a.value):  # dest="cuda" names the attribute args.cuda: a name
+                            ctx.claim_string(s, "", "rewritten", "", value=None)
+                    elif a.keyword is not None and a.keyword.value == "choices" and self.keep_in_choices:
                         for s in _walk_strings(a.value):  # old values stay valid; TPU103 adds the new one
                             if self.new_body(string_body(s)) is not None:
                                 ctx.claim_string(s, "", "rewritten", "", value=None)
@@ -968,7 +1007,8 @@ class LiteralRule(Rule):
             if new is None:
                 return None
             ordinal = re.fullmatch(r"\w+:(\d+)", string_body(node) or "")
-            if ordinal and int(ordinal.group(1)) > 0 and id(orig) not in ctx.string_claims:
+            compared = ctx.string_claims.get(id(orig), ("",))[0] == COMPARISON_CODE  # (as in a placement)
+            if ordinal and int(ordinal.group(1)) > 0 and (id(orig) not in ctx.string_claims or compared):
                 ctx.flag(
                     orig,
                     f"{self.what} '{string_body(node)}' names another device of this process; TorchTPU "

@@ -137,6 +137,9 @@ class Rule:
     refs: ClassVar[frozenset[str]] = frozenset()
     ref_prefixes: ClassVar[tuple[str, ...]] = ()
     methods: ClassVar[frozenset[str]] = frozenset()
+    #: Words a statement holds when a generic hook of this rule may match it by something other than a trigger
+    #: or one of its names above (a call looked up in a table): migrate.keep_words enters such statements.
+    words: ClassVar[frozenset[str]] = frozenset()
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
 
     def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:

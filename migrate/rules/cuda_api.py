@@ -16,7 +16,7 @@ from .._foreign import third_party
 from .._host import HostHelpers
 from .._walk import child_nodes
 from ..flow import PER_HOST
-from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for
+from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
 from . import _helpers
 from ._calls import rebind, same_args
 from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
@@ -63,7 +63,9 @@ _CUDA_ONLY_PART = re.compile(
 
 
 def _raises_for_cuda(body: cst.BaseSuite) -> bool:
-    """The block raises (SkipTest, an error) or skips with a message that names CUDA or a GPU."""
+    """The block skips with a message that names CUDA or a GPU, or raises with one that also names a CUDA-only
+    part (an error that asks only for CUDA, "CUDA not found; set cpu=True", asks for an accelerator, as an
+    assertion does: the flow layer renames its check when the code after it was all migrated)."""
     for stmt in getattr(body, "body", ()):
         small = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
         for s in small:
@@ -82,7 +84,9 @@ def _raises_for_cuda(body: cst.BaseSuite) -> bool:
                 isinstance(s, cst.Raise) or full_name(call.func).endswith("skip")
             ):
                 if any(
-                    (b := string_body(lit)) and NEEDS_CUDA.search(b)
+                    (b := string_body(lit))
+                    and NEEDS_CUDA.search(b)
+                    and (not isinstance(s, cst.Raise) or _CUDA_ONLY_PART.search(b))
                     for a in call.args
                     for lit in literals(a.value)
                 ):
@@ -140,6 +144,8 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
         )
     if last not in _SKIPS or not node.args:
         return bool(_GATE_NAME.search(last))
+    if _probed(ctx, node.args[0].value, last):
+        return True  # `skipif(not is_flash_v2_installed(), ...)`: a test of a CUDA-only stack
     reason = any(
         (b := string_body(lit)) and NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value)
     )
@@ -148,6 +154,22 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
         return reason and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
     negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
     return reason and negated and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
+
+
+def _probed(ctx: Context, test: cst.BaseExpression, skip: str) -> bool:
+    """A skip that runs its test only where a probe of a CUDA-only stack (migrate.project: a function that
+    imports one, llm-foundry's ``is_flash_v2_installed()``) answers True."""
+    probes = facts_for(ctx.scratch, ctx.source_text).probes
+    if not probes:
+        return False
+    if skip in ("skipUnless", "skip_unless"):
+        return any(_last_part(c.func) in probes for c in _calls_in(test))
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    return negated and any(_last_part(c.func) in probes for c in _calls_in(test))
+
+
+def _last_part(func: cst.BaseExpression) -> str:
+    return (full_name(func) or "").rsplit(".", 1)[-1]
 
 
 _CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
@@ -328,7 +350,9 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
 
 
 #: A name for the processes of one host: a device count compared with it counts devices per host.
-_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc_per_node|LOCAL_WORLD_SIZE|local_?rank", re.I)
+#: A count or index of processes per host, by its name: a local size or rank, ``nproc_per_node``, or any count of
+#: GPUs (``cfg.NUM_GPUS``, YOLOX's ``num_gpus_per_machine``: the processes it spawns per host).
+_LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc|local_?rank|gpu", re.I)
 
 
 def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[cst.Call], str] | None:
@@ -338,8 +362,27 @@ def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[c
         return None
     parts = [test.left, *(c.comparator for c in test.comparisons)]
     counts = [p for p in parts if type(p) is cst.Call and ctx.qname(p.func) == "torch.cuda.device_count"]
-    other = next((code(p) for p in parts if p not in counts and _LOCAL_COUNT.search(code(p))), None)
-    return (counts, other) if counts and other else None
+    other = next(
+        (p for p in parts if p not in counts and _LOCAL_COUNT.search(code(p)) and not _counted_here(ctx, p)),
+        None,
+    )
+    return (counts, code(other)) if counts and other is not None else None
+
+
+def _counted_here(ctx: Context, value: cst.CSTNode) -> bool:
+    """``value`` is a name its function binds from the device count itself (YOLOX's ``num_gpu =
+    torch.cuda.device_count() if args.devices is None else args.devices``): compared with the count, it tests
+    the count against itself, not processes per host; the two stay alike (both migrated)."""
+    if type(value) is not cst.Name:
+        return False
+    scope = next(iter(ctx.enclosing_definitions()[::-1]), None) or getattr(ctx, "module", None)
+    for n in _own_scope_walk(scope) if scope is not None else ():
+        if type(n) is cst.Assign and any(
+            type(t.target) is cst.Name and t.target.value == value.value for t in n.targets
+        ):
+            if any(ctx.qname(c.func) == "torch.cuda.device_count" for c in _calls_in(n.value)):
+                return True
+    return False
 
 
 def _bound_names(ctx: Context, node: cst.If) -> set[str]:
@@ -445,6 +488,28 @@ def _torch_objects(ctx: Context) -> frozenset[str]:
     return found  # type: ignore[return-value]
 
 
+_STREAMS = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
+#: Methods of torch's streams, events and tensors that take a stream.
+_STREAM_METHODS = frozenset({"wait_stream", "wait_event", "record_stream", "record_event", "record"})
+
+
+def _streams_handed_on(ctx: Context, call: cst.Call) -> None:
+    """``group.broadcast(t, src=0, stream=torch.cuda.current_stream())`` where ``group`` is no torch object
+    (OpenRLHF's and torchtune's vLLM PyNcclCommunicator): the callee reads the stream's CUDA handle, so the
+    stream stays CUDA's (the call's qualified name is unknown, or a third-party library's)."""
+    callee = ctx.qname(call.func)
+    if callee is not None and (callee.split(".")[0].startswith("torch") or not third_party(callee, ctx.path)):
+        return
+    if callee is None and type(call.func) is not cst.Attribute:
+        return  # (a function of this file: its own code is migrated with it)
+    if type(call.func) is cst.Attribute and call.func.attr.value in _STREAM_METHODS:
+        return  # `s.wait_stream(torch.cuda.current_stream())`, `t.record_stream(...)`: torch's own objects
+    for a in call.args:
+        v = a.value
+        if type(v) is cst.Call and ctx.qname(v.func) in _STREAMS:
+            ctx.scratch.setdefault("cuda-streams-handed", {})[id(v)] = code(call.func)[:40]  # type: ignore[index]
+
+
 @register
 class CudaToAccelerator(Rule):
     code = "TPU201"
@@ -477,6 +542,8 @@ class CudaToAccelerator(Rule):
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
         ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
         would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        if type(node) is cst.Call and node.args:
+            _streams_handed_on(ctx, node)
         if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
             gate = next((d for d in node.decorators if cuda_test_gate(ctx, d.decorator)), None)
             if gate is not None:  # a test that runs only with CUDA stays CUDA's test, whole
@@ -637,6 +704,15 @@ class CudaToAccelerator(Rule):
                 orig,
                 f"`{qname}()` kept as CUDA's check ({guarded}), so the code it controls never runs on "
                 "TPU; give the TPU path its own branch",
+                code=self.code,
+            )
+            return None
+        handed = ctx.scratch.get("cuda-streams-handed", {}).get(id(orig))  # type: ignore[union-attr]
+        if handed is not None:
+            ctx.flag(
+                orig,
+                f"`{qname}()` is handed to `{handed}`, not torch's code: a library that takes a stream "
+                "reads its CUDA handle (`.cuda_stream`, vLLM's PyNccl, CuPy), which a TPU stream has not; kept",
                 code=self.code,
             )
             return None
@@ -1254,6 +1330,8 @@ KERNEL_MODULES = (
     "transformer_engine",
     "tensorrt",
     "torch_tensorrt",
+    "torch2trt",
+    "amp_C",  # apex's compiled multi-tensor kernels (fairseq's clip_grad_norm_)
     "cuda",
     "cuda.bindings",
     "deep_ep",
@@ -1281,6 +1359,7 @@ KERNEL_MODULES = (
     *("diff_gaussian_rasterization", "simple_knn", "gsplat", "natten", "nvtx"),
     *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
+    *("detectron2", "warp"),  # (the same)
 )
 #: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
 #: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
@@ -1295,9 +1374,19 @@ _DEVICE_LIMITED: dict[str, str] = {
     "torch_cluster": "sample on the CPU and move the batches",
     "torch_spline_conv": "port the convolution to torch ops",
     "dgl": "keep the graph on the CPU and move its feature tensors by hand",
+    # detectron2's models run its CPU/CUDA ops (ROIAlign, nms, deformable conv) and place themselves by
+    # cfg.MODEL.DEVICE (SlowFast's and pytorchvideo's detectors); NVIDIA Warp compiles kernels for CPU or CUDA
+    "detectron2": "run its model on the CPU (cfg.MODEL.DEVICE = 'cpu') and move its outputs to 'tpu'",
+    "warp": "give it the device 'cpu' and move its outputs to 'tpu'",
+    # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
+    "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
 }
-#: Calls that put a program on one of those libraries without importing it (PyG's SparseTensor adjacency).
-DEVICE_LIMITED_CALLS = {"torch_geometric.transforms.ToSparseTensor": "torch_sparse"}
+#: Calls that put a program on one of those libraries without importing it (PyG's SparseTensor adjacency), or
+#: that are such an op (torchaudio's forced_align: CPU and CUDA kernels only).
+DEVICE_LIMITED_CALLS = {
+    "torch_geometric.transforms.ToSparseTensor": "torch_sparse",
+    "torchaudio.functional.forced_align": "torchaudio.functional.forced_align",
+}
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -1321,6 +1410,11 @@ def _builds_cuda(call: cst.Call) -> bool:
     if kwarg(call, "cuda_sources") is not None:
         return True
     return any(_CU_SOURCE.search(string_body(s) or "") for a in call.args for s in literals(a.value))
+
+
+def device_limited(mod: str) -> bool:
+    """``mod`` is (under) a library with CPU and CUDA kernels only (:data:`_DEVICE_LIMITED`)."""
+    return any(mod == m or mod.startswith(m + ".") for m in _DEVICE_LIMITED)
 
 
 def _limited_message(lib: str) -> str:
@@ -1373,7 +1467,28 @@ def cuda_only_module(mod: str, path: str | None = None) -> bool:
     last = mod.split(".")[-1]
     if "nccl" in mod.lower() and not mod.startswith("torch") and third_party(mod, path):
         return True  # another library's NCCL communicator (vLLM's nccl_engine, pynccl): NVIDIA's collectives
-    return last != "cuda" and _CUDA_EXTENSION.search(last) is not None and third_party(mod, path)
+    if last == "cuda" or _CUDA_EXTENSION.search(last) is None:
+        return False
+    return third_party(mod, path) or _compiled_in_project(mod, path)
+
+
+def _compiled_in_project(mod: str, path: str | None) -> bool:
+    """``from fairseq import ngram_repeat_block_cuda``: a module of the project's own package that has no source
+    (no ``.py``, no folder): setup.py builds it from ``.cu`` files, a compiled CUDA extension."""
+    if not path or "." not in mod:
+        return False
+    here = os.path.dirname(os.path.abspath(path))
+    parts = mod.split(".")
+    for _ in range(4):  # (the package beside the file or up to 3 folders above it)
+        package = os.path.join(here, *parts[:-1])
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            stem = os.path.join(package, parts[-1])
+            return not (os.path.isfile(stem + ".py") or os.path.isdir(stem))
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    return False
 
 
 def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
@@ -1437,6 +1552,7 @@ class CustomKernels(Rule):
         "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n"
     )
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
+    words = frozenset(q.rsplit(".", 1)[-1] for q in DEVICE_LIMITED_CALLS)
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _helper_of_cuda_only(self, ctx, node: cst.CSTNode) -> None:
@@ -1449,8 +1565,13 @@ class CustomKernels(Rule):
         facts = current()
         key = os.path.abspath(path) if path else None
         why = facts.cuda_only_helpers.get(key) if key else None
-        if key and not why and (why := facts.built_on_cuda_only.get(key)) and not self.flag_only:
-            why += ": this module is migrated, and runs on TPU once that is ported"
+        if key and not why and (why := facts.built_on_cuda_only.get(key)):
+            test = bool(path and is_test_file(path, ctx.source_text))
+            why += (
+                (": a test of it, left as written" if test else ": left as written")
+                if self.flag_only
+                else ": this module is migrated, and runs on TPU once that is ported"
+            )
         if why:
             ctx.flag(node, why, code=self.code)
 
@@ -1541,6 +1662,40 @@ _CUDA_KEYS = frozenset({"cuda", "CUDA", "AutogradCUDA", "SparseCUDA", "Quantized
 _GPU_ONLY_TEST = re.compile(r"(?i)^(?:skip|requires?)_?\w*(?:gpu|cuda)\w*$")
 
 
+def _probe_skip(ctx: Context, fn: cst.FunctionDef) -> str | None:
+    """The probe of a CUDA-only stack (migrate.project) a test's own ``if not probe(): pytest.skip(...)`` asks
+    (llm-foundry's ``if not is_flash_v2_installed(): pytest.skip('... requires flash attention 2.')``)."""
+    probes = facts_for(ctx.scratch, ctx.source_text).probes
+    if not probes or type(fn.body) is not cst.IndentedBlock:
+        return None
+    for stmt in fn.body.body:
+        if type(stmt) is not cst.If or not any(
+            type(s) is cst.SimpleStatementLine
+            and any(
+                type(small) is cst.Expr
+                and type(small.value) is cst.Call
+                and _last_part(small.value.func) in ("skip", "skipTest")
+                for small in s.body
+            )
+            for s in getattr(stmt.body, "body", ())
+        ):
+            continue
+        for n in _calls_in(stmt.test):
+            parent_not = _negated_call(stmt.test, n)
+            if parent_not and _last_part(n.func) in probes:
+                return _last_part(n.func)
+    return None
+
+
+def _negated_call(test: cst.BaseExpression, call: cst.Call) -> bool:
+    """``call`` appears as ``not call(...)`` in ``test`` (through ``and``/``or``)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.expression is call
+    if isinstance(test, cst.BooleanOperation):
+        return _negated_call(test.left, call) or _negated_call(test.right, call)
+    return False
+
+
 def _decorator_name(d: cst.Decorator) -> str | None:
     f = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
     return f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
@@ -1582,6 +1737,119 @@ class GpuOnlyTest(Rule):
                     node,
                     f"`{name}` runs this test only with CUDA GPUs: left as written; give the TPU path its own "
                     "test with a guard that counts TPU chips",
+                    code=self.code,
+                )
+                return
+        if (
+            type(node) is cst.FunctionDef
+            and node.name.value.startswith("test")
+            and (probe := _probe_skip(ctx, node))
+        ):
+            ctx.skip_inside(node)
+            ctx.flag(
+                node,
+                f"this test skips itself unless `{probe}()` finds a CUDA-only stack: left as written; give the "
+                "TPU path its own test",
+                code=self.code,
+            )
+
+
+@register
+class CudaDeviceContext(Rule):
+    code = "TPU219"
+    name = "cuda-device-context"
+    family = "cuda_api"
+    outcome = "warned"
+    summary = (
+        "Unwrap `with torch.cuda.device(i):` (the block stays, dedented): TorchTPU binds one device per process; "
+        "flag torch.cuda.device(...) anywhere else."
+    )
+    rationale = (
+        "torch.cuda.device(i) is set_device for one block, which TPU201 deletes for the same reason: a process "
+        "has one TPU, and without CUDA the context raises ('compiled without CUDA support') even for device 0 "
+        "(SimCLR's `with torch.cuda.device(args.gpu_index):` around the whole training)."
+    )
+    before = "import torch\n\nwith torch.cuda.device(args.gpu_index):\n    train(model)\n"
+    after = "import torch\n\ntrain(model)\n"
+    calls = frozenset({"torch.cuda.device"})
+    node_types = (cst.With,)
+
+    def visit_node(self, ctx, node):
+        if self._unwrappable(ctx, node):
+            ctx.scratch.setdefault("cuda-device-with", set()).add(id(node.items[0].item))  # type: ignore[union-attr]
+
+    @staticmethod
+    def _unwrappable(ctx, node: cst.With) -> bool:
+        item = node.items[0].item if len(node.items) == 1 and node.items[0].asname is None else None
+        return (
+            type(item) is cst.Call
+            and ctx.qname(item.func) == "torch.cuda.device"
+            and type(node.body) is cst.IndentedBlock
+            and not node.asynchronous
+        )
+
+    def call(self, ctx, orig, node, qname):
+        if id(orig) in ctx.scratch.get("cuda-device-with", ()):  # type: ignore[operator]
+            return None  # (the with statement is unwrapped as it is left)
+        ctx.flag(
+            orig,
+            "`torch.cuda.device(...)` selects a CUDA device for a block; TorchTPU binds one device per process: "
+            "run the block without it",
+            code=self.code,
+        )
+        return None
+
+    def leave_node(self, ctx, orig, node):
+        if type(orig) is not cst.With or not self._unwrappable(ctx, orig):
+            return None
+        ctx.report(
+            orig,
+            "unwrapped `with torch.cuda.device(...)`: TorchTPU binds one device per process (the block runs on it)",
+            code=self.code,
+            outcome="warned",
+        )
+        body = list(node.body.body)  # type: ignore[union-attr]
+        if not body:
+            return None
+        body[0] = body[0].with_changes(leading_lines=[*orig.leading_lines, *body[0].leading_lines])
+        return cst.FlattenSentinel(body)
+
+
+@register
+class CudaApiPatch(Rule):
+    code = "TPU218"
+    name = "cuda-api-patch"
+    family = "cuda_api"
+    outcome = "flagged"
+    summary = (
+        "Leave a file that assigns into torch.cuda (`torch.cuda.is_available = torch.xpu.is_available`: a shim "
+        "for another device, or a test forcing the CPU) as written, flagged once."
+    )
+    rationale = (
+        "Such a file patches CUDA's API on purpose; renaming the targets would patch torch.accelerator (every "
+        "device's API) instead, and renaming the values would hand another backend TPU's functions. Port the "
+        "shim by hand if TPU needs one."
+    )
+    before = "import torch\n\ntorch.cuda.is_available = torch.xpu.is_available\n"
+    after = (
+        "import torch\n\n"
+        "# TODO(tpu-migrate TPU218): this file assigns into `torch.cuda.is_available` (it patches CUDA's API for "
+        "another backend or a test): left as written; port the patch by hand if TPU needs one\n"
+        "torch.cuda.is_available = torch.xpu.is_available\n"
+    )
+    node_types = (cst.Assign,)
+
+    def visit_node(self, ctx, node):
+        if ctx.scratch.get("cuda-patch-said"):
+            return
+        for t in node.targets:
+            q = ctx.qname(t.target) if isinstance(t.target, cst.Attribute) else None
+            if q and q.startswith("torch.cuda."):
+                ctx.scratch["cuda-patch-said"] = True
+                ctx.flag(
+                    node,
+                    f"this file assigns into `{q}` (it patches CUDA's API for another backend or a test): left "
+                    "as written; port the patch by hand if TPU needs one",
                     code=self.code,
                 )
                 return

@@ -19,6 +19,7 @@ from ._literal import (
     DICT_KEY_CODE,
     ORDINAL_SLOT,
     LiteralRule,
+    accepted_values,
     creates_group,
     device_call_key,
 )
@@ -95,9 +96,11 @@ class ArgparseDefault(Rule):
         "import argparse\n\np = argparse.ArgumentParser()\n"
         'p.add_argument("--device", default="tpu", choices=["cpu", "cuda", "tpu"])\n'
     )
-    node_types = (cst.Call,)
+    node_types = (cst.Call, cst.Comparison)
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(node, cst.Comparison):
+            return self._accepted(ctx, orig, node)
         assert isinstance(node, cst.Call)
         if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
             return None
@@ -123,6 +126,33 @@ class ArgparseDefault(Rule):
             outcome="warned",
         )
         return set_kwarg(node, "choices", choices.value.with_changes(elements=new_elements))
+
+    def _accepted(self, ctx: Context, orig: cst.CSTNode, node: cst.Comparison) -> cst.CSTNode | None:
+        """``device not in {"auto", "cpu", "cuda", "gpu"}``: the values a setting accepts (anomalib's inferencer,
+        fed by a command-line option whose choices gain 'tpu'): 'tpu' is added beside 'cuda', as to choices."""
+        if not ctx.enabled("TPU101"):
+            return None
+        parts = [node.left, *(c.comparator for c in node.comparisons)]
+        for i, part in enumerate(parts):
+            if not isinstance(part, (cst.List, cst.Tuple, cst.Set)) or not accepted_values(node, part):
+                continue
+            bodies = [string_body(e.value) for e in part.elements]
+            if "cuda" not in bodies or "tpu" in bodies:
+                continue
+            template = next(e.value for e in part.elements if string_body(e.value) == "cuda")
+            grown = part.with_changes(elements=append_elements(part.elements, [with_body(template, "tpu")]))  # type: ignore[arg-type]
+            ctx.report(
+                orig,
+                "added 'tpu' to the device names this test accepts (the old values stay valid for callers)",
+                code=self.code,
+                outcome="warned",
+            )
+            if i == 0:
+                return node.with_changes(left=grown)
+            comps = list(node.comparisons)
+            comps[i - 1] = comps[i - 1].with_changes(comparator=grown)
+            return node.with_changes(comparisons=comps)
+        return None
 
 
 def _a_flag(value: cst.BaseExpression) -> bool:

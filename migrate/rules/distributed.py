@@ -407,20 +407,34 @@ class DataParallelFlag(Rule):
         "model = torch.nn.DataParallel(model)\n"
     )
     calls = _DATA_PARALLEL
+    node_types = (cst.ClassDef, cst.Call)
 
     def call(self, ctx, orig, node, qname):
         short = (
             "torch.nn.parallel.data_parallel" if qname.endswith("data_parallel") else "torch.nn.DataParallel"
         )
+        self._flag(ctx, orig, f"`{short}`")
+        return None
+
+    def _flag(self, ctx, node, what: str) -> None:
         ctx.flag(
-            orig,
-            f"`{short}` splits each batch over the CUDA devices of one process with CUDA's own scatter (absent "
+            node,
+            f"{what} splits each batch over the CUDA devices of one process with CUDA's own scatter (absent "
             "without CUDA: the first forward on 'tpu' raises); TorchTPU binds one device per process: call the "
             "module itself (its state_dict keys then lack 'module.') or use DistributedDataParallel / FSDP2 "
             "with one process per chip",
             code=self.code,
         )
-        return None
+
+    def visit_node(self, ctx, node):
+        """A subclass of DataParallel in this file (StyleTTS2's ``class MyDataParallel(torch.nn.DataParallel)``)
+        scatters like it: the class and each construction of it are flagged."""
+        subclasses = ctx.scratch.setdefault("data-parallel-subclasses", set())
+        if type(node) is cst.ClassDef:
+            if any(ctx.qname(b.value) in _DATA_PARALLEL for b in node.bases):
+                subclasses.add(node.name.value)  # type: ignore[union-attr]
+        elif type(node.func) is cst.Name and node.func.value in subclasses and ctx.qname(node.func) is None:
+            self._flag(ctx, node, f"`{node.func.value}` (a subclass of torch.nn.DataParallel)")
 
 
 _SYNC_BATCHNORM = frozenset(

