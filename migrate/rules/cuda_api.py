@@ -146,9 +146,10 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
         return bool(_GATE_NAME.search(last))
     if _probed(ctx, node.args[0].value, last):
         return True  # `skipif(not is_flash_v2_installed(), ...)`: a test of a CUDA-only stack
-    reason = any(
-        (b := string_body(lit)) and NEEDS_CUDA.search(b) for a in node.args[1:] for lit in literals(a.value)
-    )
+    texts = [string_body(lit) or "" for a in node.args[1:] for lit in literals(a.value)]
+    # a reason that names CUDA, or none at all (fairseq's `@skipUnless(torch.cuda.is_available(), "")` around the
+    # tests of its CUDA extension): the guard alone says what the test needs
+    reason = any(NEEDS_CUDA.search(b) for b in texts) or not any(b.strip() for b in texts)
     test = node.args[0].value
     if last in ("skipUnless", "skip_unless"):
         return reason and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))

@@ -348,3 +348,15 @@ def test_a_device_mapped_to_a_kept_backend_in_an_assertion_is_kept():
     src = 'from pkg import training\n\ndef test_backend():\n    assert training.get_distributed_backend("cuda") == "nccl"\n'
     # the wrong rewrite: get_distributed_backend("tpu") == "nccl", false on every host
     assert 'get_distributed_backend("cuda")' in run(src).new_source
+
+
+# --- a CUDA skip with an empty reason (fairseq's `@unittest.skipUnless(torch.cuda.is_available(), "")`) ------------
+def test_a_cuda_skip_without_a_reason_still_gates_its_tests():
+    src = (
+        "import unittest\nimport torch\n\n\n@unittest.skipUnless(torch.cuda.is_available(), '')\n"
+        "class TestExtension(unittest.TestCase):\n    def test_ext(self):\n"
+        "        x = torch.zeros(2, device='cuda')\n        self.assertTrue(x.is_cuda)\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrite: the skip made true on TPU and the extension's test moved to 'tpu', where it fails
+    assert "torch.cuda.is_available()" in _code(out) and "device='cuda'" in out
