@@ -688,9 +688,7 @@ class Flow:
             return None
         if name is None or not name[:1].isalpha() or name in _BUILTIN_NAMES:
             return None
-        if self._host is None:
-            self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
-        return self._host.cuda_call_in(name)
+        return self._hosts().cuda_call_in(name)
 
     def cuda_only_import(self, node: cst.Import | cst.ImportFrom) -> str | None:
         """The project module ``node`` (an import in a check's branch) loads, when it is CUDA-only (migrate._host)."""
@@ -705,9 +703,7 @@ class Flow:
         else:
             level, names = 0, []
             module = cst.helpers.get_full_name_for_node(node.names[0].name) or ""
-        if self._host is None:
-            self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
-        return self._host.cuda_only_import(level, module, names)
+        return self._hosts().cuda_only_import(level, module, names)
 
     def cuda_only_call(self, call: cst.Call) -> str | None:
         """The CUDA-only module a call goes to (``ngram_repeat_block_cuda.forward(...)``), else None."""
@@ -735,9 +731,14 @@ class Flow:
     def _host_helper(self, name: str) -> bool:
         """``name`` is a function of this file or of a project file it imports that is host code
         (migrate._host): it selects no CUDA-only path."""
-        if self._host is None:  # (a module given alone: its own text is the whole file)
+        return self._hosts().is_host(name)
+
+    def _hosts(self) -> HostHelpers:
+        """The cross-file answers for this file, made on first use (a module given alone: its own text is the
+        whole file)."""
+        if self._host is None:
             self._host = HostHelpers(self.module.code, self.path, self._cuda_only)
-        return self._host.is_host(name)
+        return self._host
 
 
 #: A framework's device name for CUDA (Lightning's accelerator="gpu", catboost's task_type="GPU").

@@ -8,7 +8,7 @@ import gc
 import os
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 import libcst as cst
@@ -25,7 +25,13 @@ from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
 from .rules._helpers import Helper, closure
 from .rules.base import all_rules
-from .rules.cuda_api import DEVICE_LIMITED_CALLS, cuda_only_module, device_limited, import_time_smalls
+from .rules.cuda_api import (
+    DEVICE_LIMITED_CALLS,
+    cuda_only_module,
+    device_limited,
+    import_time_smalls,
+    imported_modules,
+)
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
 from .transform import MigrationTransformer, PreciseMigrationTransformer, _Index
@@ -88,14 +94,7 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                mods = (
-                    [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
-                    if isinstance(small, cst.Import)
-                    else [cst.helpers.get_full_name_for_node(small.module) or ""]
-                    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative
-                    else []
-                )
-                if any(cuda_only_module(m, path) for m in mods):
+                if any(cuda_only_module(m, path) for m in imported_modules(small)):
                     return "cuda-only"
     if _imports_device_limited(module, path):
         return "cuda-only"  # (also inside a module-level try: pytorchvideo's optional detectron2 detector)
@@ -155,16 +154,11 @@ def _deepspeed_engine(module: cst.Module, source: str) -> bool:
 def _imports_device_limited(module: cst.Module, path: str | None) -> bool:
     """A library with CPU and CUDA kernels only (rules.cuda_api's device-limited list) imported at import time,
     a try or if block included: where it imports, the program's device is the CPU or CUDA, never 'tpu'."""
-    for small in import_time_smalls(module):
-        if isinstance(small, cst.Import):
-            mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
-        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-            mods = [cst.helpers.get_full_name_for_node(small.module) or ""]
-        else:
-            continue
-        if any(device_limited(m) and cuda_only_module(m, path) for m in mods):
-            return True
-    return False
+    return any(
+        device_limited(m) and cuda_only_module(m, path)
+        for small in import_time_smalls(module)
+        for m in imported_modules(small)
+    )
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:
@@ -209,23 +203,20 @@ def _patches_cuda(source: str, table: ImportTable) -> bool:
     """A file that assigns into torch.cuda (sd-scripts' IPEX hijack: ``torch.cuda.is_available =
     torch.xpu.is_available``): it patches CUDA's API on purpose; renamed, it would patch every device's."""
     roots = {m.group(1) for m in _CUDA_STORE.finditer(source)}
-    return any(
-        q == "torch"
-        for scope in (table.module_scope, *table.scopes.values())
-        for name, q in scope.names.items()
-        if name in roots
-    )
+    return any(q == "torch" for name, q in _bound(table) if name in roots)
 
 
 def _defines_cuda_kernels(source: str, table: ImportTable) -> bool:
     """A kernel defined with a CUDA-only stack's decorator, its import guarded (rl_games' ``if TRITON_AVAILABLE:
     import triton`` then ``@triton.jit def _gae_kernel``): the file's device tests choose that kernel."""
     roots = {m.group(1) for m in project.KERNEL_DECORATOR.finditer(source)}
-    return any(
-        q is not None and name in roots and cuda_only_module(q)
-        for scope in (table.module_scope, *table.scopes.values())
-        for name, q in scope.names.items()
-    )
+    return any(q is not None and name in roots and cuda_only_module(q) for name, q in _bound(table))
+
+
+def _bound(table: ImportTable) -> Iterator[tuple[str, str | None]]:
+    """(name, qualified name) of every name the file's imports bind, in any scope."""
+    for scope in (table.module_scope, *table.scopes.values()):
+        yield from scope.names.items()
 
 
 def _calls_device_limited(source: str, table: ImportTable) -> bool:

@@ -107,6 +107,16 @@ def append_elements(elements, values: list[cst.BaseExpression]) -> list:
     return out
 
 
+def unwrap_block(orig: cst.CSTNode, block: cst.BaseSuite) -> cst.FlattenSentinel | None:
+    """The statements of ``block`` in place of the compound statement ``orig`` (an unwrapped ``with``), the
+    comments above ``orig`` carried onto the first; None when there is no indented block to lift."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
+        return None
+    inner = list(block.body)
+    inner[0] = inner[0].with_changes(leading_lines=[*orig.leading_lines, *inner[0].leading_lines])  # type: ignore[attr-defined]
+    return cst.FlattenSentinel(inner)
+
+
 def literals(node: cst.CSTNode) -> list[cst.SimpleString]:
     """The string literals a value can evaluate to: the literal itself, both arms of ``a if c else b``,
     the operands of ``x or "cpu"``, the elements of a list or tuple (not strings used inside a call)."""

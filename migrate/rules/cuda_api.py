@@ -19,7 +19,7 @@ from ..flow import PER_HOST
 from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
 from . import _helpers
 from ._calls import rebind, same_args
-from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body
+from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body, unwrap_block
 from .base import Context, Rule, register
 
 #: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
@@ -490,6 +490,7 @@ def _torch_objects(ctx: Context) -> frozenset[str]:
 
 
 _STREAMS = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
+_STREAM_NAMES = frozenset(q.rsplit(".", 1)[1] for q in _STREAMS)
 #: Methods of torch's streams, events and tensors that take a stream.
 _STREAM_METHODS = frozenset({"wait_stream", "wait_event", "record_stream", "record_event", "record"})
 
@@ -498,6 +499,16 @@ def _streams_handed_on(ctx: Context, call: cst.Call) -> None:
     """``group.broadcast(t, src=0, stream=torch.cuda.current_stream())`` where ``group`` is no torch object
     (OpenRLHF's and torchtune's vLLM PyNcclCommunicator): the callee reads the stream's CUDA handle, so the
     stream stays CUDA's (the call's qualified name is unknown, or a third-party library's)."""
+    streams = [
+        a.value
+        for a in call.args
+        if type(a.value) is cst.Call
+        and type(a.value.func) is cst.Attribute
+        and a.value.func.attr.value in _STREAM_NAMES
+        and ctx.qname(a.value.func) in _STREAMS
+    ]
+    if not streams:
+        return  # (most calls: no stream argument, no look-up of the callee)
     callee = ctx.qname(call.func)
     if callee is not None and (callee.split(".")[0].startswith("torch") or not third_party(callee, ctx.path)):
         return
@@ -505,10 +516,8 @@ def _streams_handed_on(ctx: Context, call: cst.Call) -> None:
         return  # (a function of this file: its own code is migrated with it)
     if type(call.func) is cst.Attribute and call.func.attr.value in _STREAM_METHODS:
         return  # `s.wait_stream(torch.cuda.current_stream())`, `t.record_stream(...)`: torch's own objects
-    for a in call.args:
-        v = a.value
-        if type(v) is cst.Call and ctx.qname(v.func) in _STREAMS:
-            ctx.scratch.setdefault("cuda-streams-handed", {})[id(v)] = code(call.func)[:40]  # type: ignore[index]
+    for v in streams:
+        ctx.scratch.setdefault("cuda-streams-handed", {})[id(v)] = code(call.func)[:40]  # type: ignore[index]
 
 
 @register
@@ -1500,17 +1509,19 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
     for small in import_time_smalls(getattr(ctx, "module", None)):
         if small is node:
             return earlier
-        if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-            names = [small.module]
-        elif isinstance(small, cst.Import):
-            names = [a.name for a in small.names]
-        else:
-            continue
-        for name in names:
-            full = cst.helpers.get_full_name_for_node(name) or ""
+        for full in imported_modules(small):
             if full == root or full.startswith(root + "."):  # (said there only if flagged there too)
                 earlier = earlier or cuda_only_module(full, getattr(ctx, "path", None))
     return False  # (an import inside a def or class: its own TODO)
+
+
+def imported_modules(small: cst.CSTNode) -> list[str]:
+    """The absolute modules an import statement names (``import a.b, c`` -> a.b, c; ``from a import b`` -> a)."""
+    if isinstance(small, cst.Import):
+        return [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
+    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+        return [cst.helpers.get_full_name_for_node(small.module) or ""]
+    return []
 
 
 def import_time_smalls(module) -> Iterator[cst.BaseSmallStatement]:
@@ -1809,11 +1820,7 @@ class CudaDeviceContext(Rule):
             code=self.code,
             outcome="warned",
         )
-        body = list(node.body.body)  # type: ignore[union-attr]
-        if not body:
-            return None
-        body[0] = body[0].with_changes(leading_lines=[*orig.leading_lines, *body[0].leading_lines])
-        return cst.FlattenSentinel(body)
+        return unwrap_block(orig, node.body)
 
 
 @register

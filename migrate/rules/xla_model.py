@@ -8,7 +8,7 @@ import libcst as cst
 
 from . import _helpers
 from ._literal import ORDINAL_SLOT, LiteralRule
-from ._util import arg, code, expr, kwarg, stmts
+from ._util import arg, code, expr, kwarg, stmts, unwrap_block
 from ._xla import DIST_EMITS, LOCAL_RANK, RANK, WORLD, XM, needs, xm
 from .base import Rule, register
 
@@ -231,12 +231,7 @@ class MarkStep(Rule):
         if keep:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             return node.with_changes(items=keep)
-        body = node.body
-        if not isinstance(body, cst.IndentedBlock):
-            return None
-        inner = list(body.body)
-        inner[0] = inner[0].with_changes(leading_lines=[*node.leading_lines, *inner[0].leading_lines])
-        return cst.FlattenSentinel(inner)
+        return unwrap_block(node, node.body)
 
 
 @register
