@@ -34,6 +34,7 @@ _REFS = node_types(cst.Name, cst.Attribute)
 _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.Call, cst.AsName, cst.Del))
 _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
 _DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
+_LOOPS = node_types(cst.For, cst.While)
 _IF = node_types(cst.If)
 _IF_WHILE = node_types(cst.If, cst.While)
 _NAME = node_types(cst.Name)
@@ -201,6 +202,14 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def enclosing_definitions(self) -> list[cst.FunctionDef | cst.ClassDef]:
         return [s for s in self._stack if type(s) in _DEFINITIONS]  # type: ignore[misc]
+
+    def in_loop(self) -> bool:
+        for s in reversed(self._stack):
+            if type(s) in _DEFINITIONS:
+                return False
+            if type(s) in _LOOPS:
+                return True
+        return False
 
     def is_called(self, node: cst.CSTNode) -> bool:
         return id(node) in self._called

@@ -59,6 +59,9 @@ class Context(Protocol):
     def enclosing_definitions(self) -> list[cst.FunctionDef | cst.ClassDef]:
         """The defs and classes around the node being visited, outermost first (original nodes)."""
 
+    def in_loop(self) -> bool:
+        """Whether a ``for``/``while`` of the innermost def (or of the module) surrounds the node being visited."""
+
     def is_target(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is an assignment, deletion or loop target."""
 

@@ -1766,6 +1766,14 @@ class GpuOnlyTest(Rule):
             )
 
 
+def _own_device(call: cst.Call) -> bool:
+    """``torch.cuda.device(t.device)`` / ``(t.get_device())``: the device a tensor already lives on."""
+    first = call.args[0].value if call.args else None
+    if type(first) is cst.Call and type(first.func) is cst.Attribute:
+        return first.func.attr.value == "get_device"
+    return type(first) is cst.Attribute and first.attr.value == "device"
+
+
 @register
 class CudaDeviceContext(Rule):
     code = "TPU219"
@@ -1787,18 +1795,17 @@ class CudaDeviceContext(Rule):
     node_types = (cst.With,)
 
     def visit_node(self, ctx, node):
-        if self._unwrappable(ctx, node):
-            ctx.scratch.setdefault("cuda-device-with", set()).add(id(node.items[0].item))  # type: ignore[union-attr]
-
-    @staticmethod
-    def _unwrappable(ctx, node: cst.With) -> bool:
         item = node.items[0].item if len(node.items) == 1 and node.items[0].asname is None else None
-        return (
+        if (
             type(item) is cst.Call
             and ctx.qname(item.func) == "torch.cuda.device"
             and type(node.body) is cst.IndentedBlock
             and not node.asynchronous
-        )
+            # `for i in gpu_ids: with torch.cuda.device(i):` visits devices: flagged; a tensor's own device
+            # (`with torch.cuda.device(v.device)` for each tensor saved, sd-scripts) is the process's one TPU
+            and (not ctx.in_loop() or _own_device(item))
+        ):
+            ctx.scratch.setdefault("cuda-device-with", set()).update((id(item), id(node)))  # type: ignore[union-attr]
 
     def call(self, ctx, orig, node, qname):
         if id(orig) in ctx.scratch.get("cuda-device-with", ()):  # type: ignore[operator]
@@ -1812,7 +1819,7 @@ class CudaDeviceContext(Rule):
         return None
 
     def leave_node(self, ctx, orig, node):
-        if type(orig) is not cst.With or not self._unwrappable(ctx, orig):
+        if type(orig) is not cst.With or id(orig) not in ctx.scratch.get("cuda-device-with", ()):  # type: ignore[operator]
             return None
         ctx.report(
             orig,

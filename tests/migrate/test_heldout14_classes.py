@@ -360,3 +360,18 @@ def test_a_cuda_skip_without_a_reason_still_gates_its_tests():
     out = run(src).new_source
     # the wrong rewrite: the skip made true on TPU and the extension's test moved to 'tpu', where it fails
     assert "torch.cuda.is_available()" in _code(out) and "device='cuda'" in out
+
+
+def test_a_cuda_device_block_inside_a_loop_over_devices_is_flagged_not_unwrapped():
+    src = "import torch\n\ndef f(ids):\n    for i in ids:\n        with torch.cuda.device(i):\n            work(i)\n"
+    res = run(src)
+    # unwrapped, the loop would run every device's work on the one TPU of the process
+    assert "with torch.cuda.device(i):" in res.new_source and "TPU219" in codes(res)
+
+
+def test_a_cuda_device_block_on_a_tensors_own_device_in_a_loop_is_unwrapped():
+    src = (
+        "import torch\n\ndef save(tensors, f):\n    for k, v in tensors.items():\n"
+        "        with torch.cuda.device(v.device):\n            v.cpu().numpy().tofile(f)\n"
+    )
+    assert "torch.cuda.device" not in run(src).new_source
