@@ -274,6 +274,8 @@ class Flow:
                 ):
                     return f"it is stored in `{_code(target.target)}`"
                 for use in uses:
+                    if self._under(use, parent.value):
+                        continue  # (`x = check and x`: the read on its own right side is the old value)
                     found = self._follow(use, positive, hops + 1)
                     if isinstance(found, str):
                         unseen = unseen or f"`{_code(target.target)}` {found}"
@@ -534,6 +536,12 @@ class Flow:
                 return list(body[i + 1 :])
         return []
 
+    def _under(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        p: cst.CSTNode | None = node
+        while p is not None and p is not ancestor:
+            p = self.parents.get(p)
+        return p is ancestor
+
     def _enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
         p = self.parents.get(node)
         while p is not None and type(p) is not kind:
@@ -631,7 +639,13 @@ class Flow:
         """The qualified name of the attribute ``name`` ends (``torch.get_autocast_gpu_dtype``), else ''."""
         p = self.parents.get(name)
         if type(p) is cst.Attribute and p.attr is name:
-            return self._qname(p) or ""
+            q = self._qname(p)
+            if q is None and not self._names(
+                p
+            ):  # an unbound `torch.` chain: the rules resolve it by its text
+                full = cst.helpers.get_full_name_for_node(p) or ""
+                q = full if full.split(".")[0] in ("torch", "torch_xla") else None
+            return q or ""
         return ""
 
     def foreign_call(self, region: cst.CSTNode) -> str | None:

@@ -382,7 +382,7 @@ def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]
     for top, level, mod, _names in _imports(text):
         if not level and (top or test_file) and is_cuda_only(mod, path):
             return mod
-    if "cpp_extension" in text and _CUDA_SOURCES.search(text):
+    if "cpp_extension" in text and _CUDA_SOURCES.search(text) and not _cuda_build_optional(text):
         return (
             "torch.utils.cpp_extension"  # a kernel built from CUDA sources (fairseq MMS's lib.py load_inline)
         )
@@ -391,6 +391,51 @@ def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]
         if not level and mod.split(".")[0] in decorated and is_cuda_only(mod, path):
             return mod  # kernels defined under a guarded import (`if TRITON_AVAILABLE: import triton`)
     return None
+
+
+def _cuda_build_optional(text: str) -> bool:
+    """Every run-time build from CUDA sources sits in a ``try`` that handles its failure (peft's BOFT:
+    ``get_fbd_cuda`` loads the kernel lazily and falls back to plain torch when the build fails): the module
+    runs without it, so it is not CUDA-only."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    builds: list[ast.Call] = []
+    guarded: set[int] = set()
+
+    def visit(node: ast.AST, in_try: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = in_try
+            if isinstance(node, ast.Try) and node.handlers and child in node.body:
+                inner = True
+            if isinstance(child, ast.Call) and _builds_cuda(child):
+                builds.append(child)
+                if inner:
+                    guarded.add(id(child))
+            visit(child, inner)
+
+    visit(tree, False)
+    return bool(builds) and all(id(b) in guarded for b in builds)
+
+
+def _builds_cuda(call: ast.Call) -> bool:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name not in ("load", "load_inline"):
+        return False
+    return (
+        any(k.arg == "cuda_sources" for k in call.keywords)
+        or any(
+            isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".cu")
+            for a in [*call.args, *(k.value for k in call.keywords)]
+            for c in ast.walk(a)
+        )
+        or any(
+            isinstance(c, ast.JoinedStr) and ".cu" in ast.unparse(c)
+            for a in [*call.args, *(k.value for k in call.keywords)]
+            for c in ast.walk(a)
+        )
+    )
 
 
 def _module_keys(path: str) -> list[str]:

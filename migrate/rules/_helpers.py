@@ -243,6 +243,18 @@ RESTORE_LOCATION = _helper(
     (),
 )
 
+AUTOCAST = _helper(
+    "_tpu_autocast",
+    '''def _tpu_autocast(**kwargs):
+    """Added by tpu-migrate: torch.autocast on "tpu". CUDA's autocast also ran where there was no GPU (it
+    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere this is the
+    CPU's autocast, switched off, and the code runs in full precision as it did."""
+    if torch.accelerator.is_available():
+        return torch.autocast("tpu", **kwargs)
+    return torch.autocast("cpu", enabled=False)
+''',
+)
+
 BACKEND = _helper(
     "_tpu_backend",
     '''def _tpu_backend(backend):

@@ -7,13 +7,53 @@ import re
 import libcst as cst
 
 from ._calls import bind, rebind
+from ._helpers import AUTOCAST
 from ._util import arg, code, expr, kwarg, literals, set_kwarg, string_body, with_body
-from .base import Rule, register
+from .base import Context, Rule, register
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
 _CUDA_AMP = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
 _XLA_AMP = frozenset({"torch_xla.amp.autocast", "torch_xla.amp.autocast_mode.autocast"})
 _GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
+
+
+#: What shows that a file also runs where there is no GPU: it names the CPU as a device or tests for CUDA.
+_CPU_PATH = re.compile(
+    r"""['"]cpu['"]|\bis_available\(\)|\.is_cuda\b|\bdevice\.type\b|\b(?:no|use)_(?:cuda|gpu)\b"""
+)
+
+
+def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
+    """``torch.autocast("tpu", **rest)`` as ``_tpu_autocast(**rest)`` where the code may run without a TPU: CUDA's
+    autocast ran anywhere (switched off without a GPU) while "tpu" is a device type only where TorchTPU is set up,
+    so a CPU-only run (tests, CPU inference) would raise at the autocast, or at import for a decorator. Plain
+    where the file has no CPU path (a CUDA-only script never ran without a GPU)."""
+    stmt = ctx.statement()
+    decorator = type(stmt) in (cst.FunctionDef, cst.ClassDef) and any(
+        d.decorator is orig for d in stmt.decorators
+    )
+    if not (decorator or _CPU_PATH.search(ctx.source_text)):
+        return node
+    positional = [a for a in node.args if a.keyword is None]
+    if any(a.star for a in node.args) or len(positional) > 4:
+        return node
+    names = ("device_type", "dtype", "enabled", "cache_enabled")  # torch.autocast's order
+    rest = [
+        a.with_changes(keyword=cst.Name(names[i]), equal=_EQ) if a.keyword is None else a
+        for i, a in enumerate(node.args)
+        if not (i == 0 and a.keyword is None) and not _is_device_kw(a)
+    ]
+    ctx.need_helper(AUTOCAST)
+    last = len(rest) - 1
+    args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == last else a for i, a in enumerate(rest)]
+    return node.with_changes(func=cst.Name(AUTOCAST), args=args)
+
+
+_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _is_device_kw(a: cst.Arg) -> bool:
+    return a.keyword is not None and a.keyword.value == "device_type"
 
 
 def _dtype_is_fp16(ctx, node: cst.BaseExpression) -> bool:
@@ -82,12 +122,15 @@ class Autocast(Rule):
             else:
                 ctx.report(orig, f'`{qname}` -> `torch.autocast("tpu")`', code=self.code, outcome="rewritten")
             ctx.need_import("torch")
-            return new
+            return _portable(ctx, orig, new) if qname in _CUDA_AMP else new
         # torch.autocast / torch.amp.autocast: the device literal is migrated by TPU101/TPU502.
         dev = arg(node, 0, "device_type")
         if dev is None:
             return None
         literal = string_body(dev.value)
+        was_cuda = literal == "tpu" and (string_body(arg(orig, 0, "device_type").value) or "").startswith(
+            "cuda"
+        )
         # A device chosen at run time (device_type=self.device_type) is 'tpu' after the migration; where the file
         # has a GradScaler, TPU302 disables it, and fp16 autocast without loss scaling would underflow.
         runtime = literal is None and "GradScaler" in ctx.source_text
@@ -107,11 +150,13 @@ class Autocast(Rule):
                 outcome="warned",
             )
             if dt.keyword is None:
-                return node.with_changes(
+                node = node.with_changes(
                     args=[a.with_changes(value=expr("torch.bfloat16")) if a is dt else a for a in node.args]
                 )
-            return set_kwarg(node, "dtype", expr("torch.bfloat16"))
-        return None
+            else:
+                node = set_kwarg(node, "dtype", expr("torch.bfloat16"))
+            return _portable(ctx, orig, node) if was_cuda else node
+        return _portable(ctx, orig, node) if was_cuda else None
 
     def _unpacked(self, ctx, orig: cst.Call, node: cst.Call, qname: str) -> cst.Call | None:
         """``torch.cuda.amp.autocast(**kwargs)``: the dict holds autocast's own keywords (enabled, dtype,
@@ -343,18 +388,23 @@ class Fp16Default(Rule):
     name = "fp16-option-default"
     family = "amp"
     outcome = "warned"
-    summary = "Rewrite an fp16 default of a dtype/precision command-line option ('float16', 'fp16') to bf16."
+    summary = (
+        "Rewrite an fp16 default of a dtype/precision command-line option ('float16', 'fp16') to bf16 in a file "
+        "that autocasts (elsewhere the option is the weights' dtype, and fp16 weights run on TPU)."
+    )
     rationale = (
         "Scripts pick the AMP dtype from an option that defaults to float16 on GPUs; TPUs compute in "
         "bfloat16 and fp16 would need a GradScaler. The choices stay as they are."
     )
     before = (
         'import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
-        'default="float16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n'
+        'default="float16", choices=["float32", "bfloat16", "float16"])\nargs = p.parse_args()\n'
+        "with torch.autocast(device_type, dtype=getattr(torch, args.dtype)):\n    loss = model(x)\n"
     )
     after = (
         'import argparse\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument("--dtype", '
-        'default="bfloat16", choices=["float32", "bfloat16", "float16"])\nuse_cuda = torch.cuda.is_available()\n'
+        'default="bfloat16", choices=["float32", "bfloat16", "float16"])\nargs = p.parse_args()\n'
+        "with torch.autocast(device_type, dtype=getattr(torch, args.dtype)):\n    loss = model(x)\n"
     )
     node_types = (cst.Call, cst.SimpleString)
 
@@ -370,6 +420,8 @@ class Fp16Default(Rule):
             return
         d = kwarg(node, "default")
         body = string_body(d.value) if d is not None else None
+        if body in _FP16_NAMES and not _AMP_IN_FILE.search(ctx.source_text):
+            return  # no autocast or scaler here: the option sets the model's dtype (fp16 weights run on TPU)
         if body in _FP16_NAMES and not _accepts(ctx, node, _FP16_NAMES[body]):
             ctx.flag(
                 node,
@@ -403,6 +455,10 @@ class Fp16Default(Rule):
             return None
         ctx.report(orig, claim[2], code=self.code, outcome="warned")
         return with_body(node, claim[3])
+
+
+#: What makes a dtype option an autocast dtype: the file autocasts or scales losses (else it is the weights').
+_AMP_IN_FILE = re.compile(r"\bautocast\b|\bGradScaler\b|\bprecision\s*=|mixed_precision")
 
 
 def _accepts(ctx, call: cst.Call, value: str) -> bool:

@@ -33,6 +33,21 @@ _ACCELERATOR: dict[str, tuple[str, str, str, dict[str, str]]] = {
 }
 
 
+#: torch.cuda memory statistics that torch.accelerator answers on TorchTPU 0.2.0 (contract §15: allocated, peak,
+#: reset, from the device allocator), by the torch.accelerator name; CUDA's deprecated aliases map onto theirs.
+_MEMORY_ACCELERATOR = {
+    "memory_allocated": "memory_allocated",
+    "max_memory_allocated": "max_memory_allocated",
+    "memory_reserved": "memory_reserved",
+    "max_memory_reserved": "max_memory_reserved",
+    "memory_cached": "memory_reserved",
+    "max_memory_cached": "max_memory_reserved",
+    "reset_peak_memory_stats": "reset_peak_memory_stats",
+    "reset_max_memory_allocated": "reset_peak_memory_stats",
+    "memory_stats": "memory_stats",
+    "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
+}
+
 _GUARDS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: torch.cuda APIs the rules migrate; any other torch.cuda call stays CUDA-only (it is flagged).
 _MIGRATED = frozenset(
@@ -47,6 +62,7 @@ _MIGRATED = frozenset(
         "torch.cuda.Stream",
         "torch.cuda.get_device_name",
         "torch.cuda.get_device_properties",  # (TPU205: rewritten, or flagged where a capability is read)
+        *(f"torch.cuda.{k}" for k in _MEMORY_ACCELERATOR),
     }
 )
 _CUDA_WORD = re.compile(r"cuda|nvml|nvidia|nccl|gpu_info|cudnn", re.I)
@@ -354,6 +370,7 @@ def _kept_twin_reads(ctx: Context, node: cst.If, guards: list[cst.Call]) -> str 
 #: A count or index of processes per host, by its name: a local size or rank, ``nproc_per_node``, or any count of
 #: GPUs (``cfg.NUM_GPUS``, YOLOX's ``num_gpus_per_machine``: the processes it spawns per host).
 _LOCAL_COUNT = re.compile(r"local_?(?:world_?)?size|nproc|local_?rank|gpu", re.I)
+_LOCAL_RANK = re.compile(r"local_?rank", re.I)
 
 
 def _per_host_comparison(ctx: Context, test: cst.BaseExpression) -> tuple[list[cst.Call], str] | None:
@@ -606,7 +623,14 @@ class CudaToAccelerator(Rule):
                     self._keep(ctx, guards, f"a skip whose reason needs CUDA: {reason!r}")
             return
         if type(node) is cst.Assert:  # assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
-            if (local := _per_host_comparison(ctx, node.test)) is not None:  # device_count() > LOCAL_RANK
+            if (local := _per_host_comparison(ctx, node.test)) is not None and _LOCAL_RANK.search(local[1]):
+                # `assert torch.cuda.device_count() > LOCAL_RANK, 'insufficient CUDA devices'` (the YOLO trainers'
+                # DDP setup): a GPU for this process's index on the host. TorchTPU binds one chip per process (the
+                # launcher picks it), so there is nothing to check; kept, it fails for every rank on TPU
+                ctx.scratch.setdefault("cuda-rank-asserts", set()).add(id(node))  # type: ignore[union-attr]
+                ctx.skip_inside(node)
+                return
+            if local is not None:  # device_count() > LOCAL_WORLD_SIZE
                 self._keep(
                     ctx,
                     local[0],
@@ -743,6 +767,18 @@ class CudaToAccelerator(Rule):
             node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
         )
 
+    def leave_node(self, ctx, orig, node):
+        if type(orig) is cst.Assert and id(orig) in ctx.scratch.get("cuda-rank-asserts", ()):  # type: ignore[operator]
+            ctx.report(
+                orig,
+                f"removed `assert {code(orig.test)[:60]}`: TorchTPU binds one chip per process (the launcher "
+                "picks it), so no device count per host is checked",
+                code=self.code,
+                outcome="warned",
+            )
+            return cst.RemovalSentinel.REMOVE
+        return None
+
     def statement(self, ctx: Context, orig, node, qname, call, target):
         if call is None or target is not None:
             return None
@@ -835,23 +871,15 @@ def _seeds_cpu_alike(ctx: Context, seed: cst.BaseExpression) -> bool:
     return re.search(pattern, ctx.source_text) is not None
 
 
-_MEMORY = (
-    "memory_allocated",
-    "max_memory_allocated",
-    "memory_reserved",
-    "max_memory_reserved",
-    "reset_peak_memory_stats",
-    "reset_max_memory_allocated",
+#: The rest: no counterpart the released wheel is known to back (flagged).
+_MEMORY_FLAGGED = (
     "mem_get_info",
     "memory_summary",
-    "memory_stats",
-    "memory_cached",
-    "max_memory_cached",
-    "reset_accumulated_memory_stats",
     "memory_snapshot",
     "caching_allocator_alloc",
     "set_per_process_memory_fraction",
 )
+_MEMORY = (*_MEMORY_ACCELERATOR, *_MEMORY_FLAGGED)
 
 
 @register
@@ -859,28 +887,56 @@ class CudaMemoryStats(Rule):
     code = "TPU204"
     name = "cuda-memory-stats"
     family = "cuda_api"
-    outcome = "flagged"
-    summary = "Flag torch.cuda memory statistics (memory_allocated, mem_get_info, ...)."
-    rationale = (
-        "TorchTPU 0.2.0 implements none of them (only get_device_properties().total_memory); "
-        "torch.accelerator.memory is upstream but not backed by TorchTPU."
+    outcome = "rewritten"
+    summary = (
+        "Rewrite torch.cuda memory statistics (memory_allocated, max_memory_allocated, memory_reserved, "
+        "reset_peak_memory_stats, memory_stats ...) to torch.accelerator; flag mem_get_info, memory_summary, "
+        "memory_snapshot and the allocator knobs."
     )
-    before = "import torch\n\nprint(torch.cuda.max_memory_allocated())\n"
+    rationale = (
+        "The released TorchTPU 0.2.0 answers memory statistics through torch.accelerator from its device "
+        "allocator (torch.tpu has no memory_* names); left as torch.cuda they return 0 or raise on a TPU host. "
+        "torch.accelerator takes the device positionally (device_index, /). Where no accelerator is present "
+        "torch.accelerator raises (CUDA's returned 0 on a CPU-only machine): guard such a use by a device check."
+    )
+    before = "import torch\n\nprint(torch.cuda.max_memory_allocated(device=0))\nprint(torch.cuda.memory_summary())\n"
     after = (
-        "import torch\n\n# TODO(tpu-migrate TPU204): `torch.cuda.max_memory_allocated` has no TorchTPU "
-        "equivalent (no memory statistics); remove it or guard it by device type\n"
-        "print(torch.cuda.max_memory_allocated())\n"
+        "import torch\n\nprint(torch.accelerator.max_memory_allocated(0))\n# TODO(tpu-migrate TPU204): "
+        "`torch.cuda.memory_summary` has no TorchTPU equivalent (its statistics are torch.accelerator's: "
+        "memory_allocated, max_memory_allocated, memory_reserved, memory_stats); remove it or guard it by "
+        "device type\nprint(torch.cuda.memory_summary())\n"
     )
     refs = frozenset(f"torch.cuda.{n}" for n in _MEMORY)
+    calls = frozenset(f"torch.cuda.{n}" for n in _MEMORY_ACCELERATOR)
+    emits = tuple(sorted({f"torch.accelerator.{n}" for n in _MEMORY_ACCELERATOR.values()}))
 
     def ref(self, ctx, orig, node, qname):
+        if ctx.is_called(orig) and qname in self.calls:
+            return None  # (the call is rewritten)
         ctx.flag(
             orig,
-            f"`{qname}` has no TorchTPU equivalent (no memory statistics); remove it or guard it "
-            "by device type",
+            f"`{qname}` has no TorchTPU equivalent (its statistics are torch.accelerator's: memory_allocated, "
+            "max_memory_allocated, memory_reserved, memory_stats); remove it or guard it by device type",
             code=self.code,
         )
         return None
+
+    def call(self, ctx, orig, node, qname):
+        new = f"torch.accelerator.{_MEMORY_ACCELERATOR[qname.rsplit('.', 1)[1]]}"
+        args = rebind(node, "device=None", "device_index=None, /", {"device": "device_index"})
+        if args is None:
+            ctx.flag(
+                orig,
+                f"`{qname}(...)`: its arguments do not map onto `{new}(device_index, /)`",
+                code=self.code,
+            )
+            return None
+        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
+        ctx.need_import("torch")
+        func = expr(new)
+        return (
+            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+        )
 
 
 #: What torch.tpu.get_device_properties(...) is known to carry (TorchTPU 0.2.0).
@@ -2096,6 +2152,93 @@ class SdpKernel(Rule):
             code=self.code,
         )
         return None
+
+
+#: What torch.accelerator offers of a device module's API (torch 2.13): a module looked up by device type
+#: (``getattr(torch, device_type, torch.cuda)``) can be torch.accelerator when only these are used on it.
+_ACCELERATOR_MODULE = frozenset(
+    {
+        "is_available",
+        "device_count",
+        "synchronize",
+        "empty_cache",
+        "current_stream",
+        "set_stream",
+        *_MEMORY_ACCELERATOR.values(),
+    }
+)
+
+
+@register
+class DeviceModuleLookup(Rule):
+    code = "TPU220"
+    name = "device-module-lookup"
+    family = "cuda_api"
+    outcome = "rewritten"
+    summary = (
+        "Rewrite `getattr(torch, device_type, torch.cuda)` (a device module looked up by type) to torch.accelerator "
+        "where only torch.accelerator's functions are used on it; flag it otherwise."
+    )
+    rationale = (
+        "On a TPU host the device type is 'tpu' and the lookup gives torch.tpu, which has no memory statistics "
+        "or empty_cache and whose is_available/device_count raise on torch >= 2.11: the torch.cuda default is "
+        "never used. torch.accelerator has those functions for whatever accelerator is present."
+    )
+    before = (
+        "import torch\n\nmod = getattr(torch, device_type, torch.cuda)\nmod.empty_cache()\n"
+        "print(mod.max_memory_allocated())\n"
+    )
+    after = "import torch\n\nmod = torch.accelerator\nmod.empty_cache()\nprint(mod.max_memory_allocated())\n"
+    node_types = (cst.Call,)
+    emits = ("torch.accelerator",)
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        if self._lookup(ctx, node) is not None:
+            ctx.skip_inside(node)  # (its torch.cuda default is not a use of torch.cuda)
+
+    def leave_node(self, ctx, orig, node):
+        used = self._lookup(ctx, orig)
+        if used is None:
+            return None
+        missing = sorted(used - _ACCELERATOR_MODULE)
+        if missing:
+            ctx.flag(
+                orig,
+                f"`{code(orig)[:60]}` is torch.tpu on a TPU host (the torch.cuda default is never used), which has "
+                f"no `{'`, `'.join(missing[:4])}`: call torch.accelerator's functions or the TPU's own by hand",
+                code=self.code,
+            )
+            return None
+        ctx.report(
+            orig,
+            f"`{code(orig)[:60]}` -> `torch.accelerator` (uses: {', '.join(sorted(used))})",
+            code=self.code,
+        )
+        ctx.need_import("torch")
+        return expr("torch.accelerator").with_changes(lpar=orig.lpar, rpar=orig.rpar)
+
+    @staticmethod
+    def _lookup(ctx: Context, node: cst.CSTNode) -> set[str] | None:
+        """The attributes used on the module the call looks up (from the file's text: ``target.<name>``), or
+        None when ``node`` is not ``getattr(torch, <a device type>, torch.cuda)`` bound to a name or attribute."""
+        if type(node) is not cst.Call or type(node.func) is not cst.Name or node.func.value != "getattr":
+            return None
+        if len(node.args) != 3 or any(a.keyword is not None or a.star for a in node.args):
+            return None
+        base, kind, default = (a.value for a in node.args)
+        if ctx.qname(default) != "torch.cuda" or type(base) is not cst.Name or base.value != "torch":
+            return None
+        if string_body(kind) is not None:
+            return None  # (a literal name: the literal rules decide)
+        stmt = ctx.statement()
+        small = stmt.body[0] if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 else None
+        if type(small) is not cst.Assign or small.value is not node or len(small.targets) != 1:
+            return None
+        target = code(small.targets[0].target)
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", target):
+            return None
+        used = set(re.findall(rf"(?<![\w.]){re.escape(target)}\.(\w+)", ctx.source_text))
+        return used or None
 
 
 @register

@@ -15,7 +15,7 @@ from migrate_helpers import codes, run
 # "cuda" literal kept as data that other code reads).
 SAFE = ["x = x.cuda()", "torch.cuda.synchronize()", 'y = y.to("cuda")', "z = torch.zeros(2, device='cuda')"]
 UNSAFE = [
-    "m = torch.cuda.memory_allocated()",
+    "m = torch.cuda.memory_summary()",
     'table["cuda"] = x',
     'torch.cuda.nvtx.range_push("step")',
     "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass",

@@ -66,7 +66,7 @@ def test_an_xla_device_test_whose_branch_migrates_is_rewritten():
 
 # --- an fp16 option default nothing accepts as bf16 (WRONG-3) ------------------------------------------------
 BASE = "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--dtype', default='fp16'{extra})\n"
-BASE += "a = p.parse_args()\n{use}\nm = model.cuda()\n"
+BASE += "a = p.parse_args()\n{use}\nm = model.cuda()\nscaler = torch.cuda.amp.GradScaler()\n"
 
 
 @pytest.mark.parametrize(
@@ -220,7 +220,7 @@ def test_lightning_without_an_accelerator_is_flagged_as_auto(call, flagged):
 # own copy of the check and then reads `self.x`. Rewriting only the second reads state never set on TPU.
 _GAUGE = (
     "import torch\nclass Gauge:\n    def start(self):\n        if torch.cuda.is_available():\n"
-    "            self.base = torch.cuda.memory_allocated()\n            self.top = torch.cuda.max_memory_allocated()\n"
+    "            self.base = torch.cuda.memory_summary()\n            self.top = torch.cuda.memory_summary()\n"
     "    def report(self):\n        label = None\n        if torch.cuda.is_available():\n            label = 'gpu'\n"
     "        if label:\n            print(label, self.top - self.base)\n"
 )

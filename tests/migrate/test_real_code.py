@@ -250,6 +250,7 @@ def test_fp16_option_help_follows_its_new_default_and_compile_keeps_fullgraph():
         "p.add_argument('--dtype', default='float16', help='AMP dtype (default: float16)')\n"
         "step = torch_xla.compile(step, full_graph=True)\nok = torch.cuda.is_available()\n"
         "dt = getattr(torch, p.parse_args().dtype)\n"  # (a consumer that takes 'bfloat16': see test_reading_classes)
+        "with torch.autocast(device_type, dtype=dt):\n    pass\n"
     )
     out = run(src).new_source
     assert "default='bfloat16', help='AMP dtype (default: bfloat16)'" in out

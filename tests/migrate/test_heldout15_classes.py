@@ -1,0 +1,200 @@
+"""Wrong rewrites found by reading every changed hunk of held-out check 15 (benchmarks/migrate_corpus_heldout15.txt),
+each as a class in its own words, each asserting the rewrite it must not make (or the one it must not miss)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from migrate_helpers import run
+from test_heldout9_classes import _code, _migrate_tree
+
+
+# --- a flag that reads its own old value: `args.use_gpu = True if torch.cuda.is_available() and args.use_gpu ...` --
+def test_a_flag_reading_its_own_old_value_is_followed_by_its_later_uses():
+    # Informer2020's main script: the read of args.use_gpu on its own right side is the option's old value, not a use
+    # of the new one; followed as a use it looped back to the same statement, kept the check ("out of sight") with a
+    # garbled TODO, and the whole script stayed on the CPU of a TPU host.
+    src = (
+        "import argparse, torch\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--use_gpu', type=bool, default=True)\nargs = p.parse_args()\n"
+        "args.use_gpu = True if torch.cuda.is_available() and args.use_gpu else False\n"
+        "if args.use_gpu:\n    device = torch.device('cuda:0')\nelse:\n    device = torch.device('cpu')\n"
+    )
+    res = run(src)
+    assert "torch.accelerator.is_available() and args.use_gpu" in res.new_source
+    assert "device = torch.device('tpu:0')" in res.new_source
+    assert "args.use_gpu` `args.use_gpu" not in res.new_source
+
+
+# --- memory statistics are torch.accelerator's on TorchTPU 0.2.0 (contract §15) --------------------------------
+def test_memory_statistics_move_to_torch_accelerator_with_their_check():
+    # Open-Sora's log_cuda_max_memory, yolov9's AutoBatch: left as torch.cuda they log 0 GB on TPU (AutoBatch then
+    # divides by a zero slope), reset_peak_memory_stats raises; the TODO said TorchTPU has none, which is false.
+    src = (
+        "import torch\n\ndef log():\n    if torch.cuda.is_available():\n"
+        "        torch.cuda.reset_peak_memory_stats(device=0)\n"
+        "        print(torch.cuda.max_memory_allocated(0) / 1e9, torch.cuda.memory_reserved())\n"
+    )
+    out = run(src).new_source
+    assert "torch.cuda" not in _code(out) and "TODO" not in out
+    assert "torch.accelerator.reset_peak_memory_stats(0)" in out
+    assert "torch.accelerator.max_memory_allocated(0)" in out and "torch.accelerator.memory_reserved()" in out
+
+
+def test_a_memory_summary_stays_flagged():
+    out = run("import torch\nprint(torch.cuda.memory_summary())\n").new_source
+    assert "torch.cuda.memory_summary()" in out and "TPU204" in out
+
+
+# --- autocast in code that also runs without a GPU -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            "with torch.cuda.amp.autocast(enabled=amp):",
+            "with _tpu_autocast(enabled=amp, dtype=torch.bfloat16):",
+        ),
+        ("with torch.cuda.amp.autocast(amp):", "with _tpu_autocast(enabled=amp, dtype=torch.bfloat16):"),
+        ("with torch.autocast('cuda', enabled=False):", "with _tpu_autocast(enabled=False):"),
+        ("with torch.amp.autocast(device_type='cuda'):", "with _tpu_autocast():"),
+    ],
+)
+def test_autocast_in_a_file_with_a_cpu_path_stays_runnable_without_a_tpu(before, after):
+    # yolov9's trainers (amp off on the CPU), TTS's loss blocks: torch.cuda.amp.autocast ran on a CPU-only machine
+    # (switched off); torch.autocast("tpu", ...) raises there, as "tpu" is a device type only where TorchTPU is set up
+    src = (
+        f"import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n{before}\n    y = model(x)\n"
+    )
+    out = run(src).new_source
+    assert after in out and 'torch.autocast("tpu"' in out  # (the helper's own body)
+    assert "def _tpu_autocast(**kwargs):" in out
+    assert run(out).new_source == out
+
+
+def test_an_autocast_decorator_is_made_at_import_and_gets_the_helper():
+    # efficientvit's ops: `@torch.autocast(device_type="cuda", enabled=False)` runs when the class is defined; as
+    # "tpu" it made every model module fail to import on a CPU-only machine
+    src = (
+        "import torch\n\nclass Op(torch.nn.Module):\n    @torch.autocast(device_type='cuda', enabled=False)\n"
+    )
+    src += "    def forward(self, x):\n        return x\n"
+    out = run(src).new_source
+    assert "@_tpu_autocast(enabled=False)" in out
+
+
+def test_autocast_in_a_cuda_only_script_stays_plain():
+    out = run("import torch\nx = x.cuda()\nwith torch.cuda.amp.autocast():\n    y = m(x)\n").new_source
+    assert 'with torch.autocast("tpu", dtype=torch.bfloat16):' in out and "_tpu_autocast" not in out
+
+
+def test_the_autocast_helper_autocasts_on_the_tpu_where_there_is_one():
+    src = run("import torch\ndevice = 'cpu'\nwith torch.cuda.amp.autocast():\n    pass\n").new_source
+    scope: dict = {}
+    exec(compile(src.split("device = ")[0], "<migrated>", "exec"), scope)
+    ctx = scope["_tpu_autocast"](dtype=torch.bfloat16)
+    assert ctx.device == ("tpu" if torch.accelerator.is_available() else "cpu")
+    with ctx:
+        y = torch.ones(2, 2, device=ctx.device) @ torch.ones(2, 2, device=ctx.device)
+    assert y.dtype == (torch.bfloat16 if ctx.device == "tpu" else torch.float32)
+
+
+# --- a device module looked up by type: getattr(torch, device_type, torch.cuda) ----------------------------------
+def test_a_device_module_lookup_becomes_torch_accelerator_when_it_has_every_function_used():
+    # peft's TorchTracemalloc: on a TPU host the lookup gives torch.tpu, which has no empty_cache / memory
+    # statistics; the TODO blamed the torch.cuda default, which is never used
+    src = (
+        "import torch\n\nclass T:\n    def __enter__(self):\n"
+        "        self.device_type = torch.accelerator.current_accelerator().type\n"
+        "        self.device_module = getattr(torch, self.device_type, torch.cuda)\n"
+        "        self.device_module.empty_cache()\n        self.begin = self.device_module.memory_allocated()\n"
+        "        return self\n"
+    )
+    res = run(src)
+    assert "self.device_module = torch.accelerator" in res.new_source and "TODO" not in res.new_source
+    assert run(res.new_source).new_source == res.new_source
+
+
+def test_a_device_module_lookup_using_what_torch_accelerator_lacks_is_flagged_with_the_missing_names():
+    src = (
+        "import torch\n\ndef bf16(device_type):\n    mod = getattr(torch, device_type, torch.cuda)\n"
+        "    return mod.is_available() and mod.is_bf16_supported()\n"
+    )
+    out = run(src).new_source
+    assert "getattr(torch, device_type, torch.cuda)" in out
+    assert "TPU220" in out and "is_bf16_supported" in out.split("\n")[3]
+
+
+# --- an fp16 dtype option in a file that never autocasts is the weights' dtype ----------------------------------
+def test_a_weight_dtype_option_keeps_its_fp16_default():
+    # peft's glora/hira/olora/shira examples: --dtype feeds from_pretrained(dtype=getattr(torch, dtype)); made
+    # bf16, every run (CPU ones too) loads other weights, and the function's own default still says float16
+    src = (
+        "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--dtype', default='float16')\n"
+        "args = p.parse_args()\nmodel = AutoModel.from_pretrained(name, dtype=getattr(torch, args.dtype))\n"
+        "model = model.cuda()\n"
+    )
+    out = run(src).new_source
+    assert "default='float16'" in out and "TPU304" not in out
+
+
+# --- a CUDA kernel built lazily inside try/except with a plain-torch fallback is optional -----------------------
+_LAZY_BUILD = """import warnings
+import torch
+
+_EXT = None
+
+
+def get_ext():
+    global _EXT
+    from torch.utils.cpp_extension import load
+
+    try:
+        _EXT = load(name="fbd", sources=["fbd.cpp", f"{DIR}/fbd_kernel.cu"])
+    except Exception as e:
+        warnings.warn(f"no CUDA extension: {e}")
+        _EXT = None
+    return _EXT
+
+
+def butterfly(x):
+    ext = get_ext()
+    return ext.forward(x) if ext is not None else x.flip(-1)
+"""
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_an_optional_cuda_build_does_not_make_its_importers_cuda_only(tmp_path, guarded):
+    # peft's BOFT: get_fbd_cuda() builds the kernel inside try/except and falls back to plain torch; its importers
+    # (peft_model.py, mapping_func.py ... and every LoRA example) were told they run on TPU "once boft/layer.py's
+    # cpp_extension is ported", which is false
+    layer = (
+        _LAZY_BUILD
+        if guarded
+        else _LAZY_BUILD.replace("    try:\n        _EXT", "    if True:\n        _EXT")
+    )
+    if not guarded:
+        layer = layer.replace(
+            '    except Exception as e:\n        warnings.warn(f"no CUDA extension: {e}")\n', ""
+        )
+        layer = layer.replace("        _EXT = None\n    return", "    return")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "layer.py").write_text(layer)
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom pkg.layer import butterfly\nx = torch.ones(2).cuda()\n"
+    )
+    out = _migrate_tree(tmp_path)
+    assert ("TPU211" in out["train.py"]) is not guarded
+    assert ('x = torch.ones(2).to("tpu")' in out["train.py"]) is guarded or "TPU211" in out["train.py"]
+
+
+# --- an unbound `torch.` chain (the import is added by the pass) decides as the bound one does ---------------------
+def test_an_unbound_torch_chain_is_torch_for_the_flow_layer_too():
+    # property test (hypothesis): `if t.is_cuda: torch.backends.cudnn.benchmark = True` without `import torch`
+    # kept the test (cudnn read as another library), the pass then added the import, and a second pass rewrote it
+    src = (
+        "v = torch.cuda.is_available()\nif t.is_cuda:\n    torch.backends.cudnn.benchmark = True\n"
+        "else:\n    torch.backends.cudnn.benchmark = True\n"
+    )
+    once = run(src).new_source
+    assert run(once).new_source == once
