@@ -80,6 +80,17 @@ MIGRATED_CUDA_CALLS = frozenset(
         "manual_seed",
         "manual_seed_all",
         "empty_cache",
+        # memory statistics (rules/cuda_api.py _MEMORY_ACCELERATOR: torch.accelerator's on TorchTPU 0.2.0)
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_cached",
+        "max_memory_cached",
+        "reset_peak_memory_stats",
+        "reset_max_memory_allocated",
+        "memory_stats",
+        "reset_accumulated_memory_stats",
     )
 )
 #: torch.cuda.amp names the rules migrate (to torch.autocast / torch.amp with the "tpu" device): portable.

@@ -133,7 +133,7 @@ class Flow:
             for n in self.parents
             if type(n) is cst.Attribute and n.attr.value == "is_cuda" and self._stored(n)
         }
-        for node in self.parents:
+        for node in list(self.parents):  # (a check may read a helper function in: see _own_parameter)
             if type(node) is cst.Comparison:
                 lit = _compared_cuda_literal(node)
                 if lit is not None:  # `device == "cuda"`: true on TPU once the literal is renamed
@@ -214,8 +214,12 @@ class Flow:
         check.foreign = self._foreign
         if isinstance(found, str):
             check.unseen = found
-            if predicate == "compare":  # (its unseen uses are dropped: what it switches on in sight decides;
-                check.regions = self._seen_regions  # audiocraft's flag passed to a method, then `if flag:`)
+            if (
+                predicate == "compare" or self._foreign
+            ):  # (its unseen uses are dropped: what it switches on in
+                check.regions = (
+                    self._seen_regions
+                )  # sight decides; audiocraft's flag passed to a method, then `if flag:`)
         else:
             check.regions = found
         return check
@@ -252,11 +256,20 @@ class Flow:
         t = type(parent)
         if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
             self._foreign = sink
+            if (
+                type(self.parents.get(parent)) is cst.Assign
+            ):  # (through a name: its literals stay with the check)
+                self._seen_regions.extend([parent.body, parent.orelse])
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
             return (
                 f"it chooses a value handed to `{entry}`, which picks its own device (Lightning's default "
                 "'auto' is CUDA or the CPU, never the native TPU)"
+            )
+        if t is cst.IfExp and parent.test is child and self._picks_map_location(parent):
+            return (
+                "it picks torch.load's map_location: made true on TPU, its None would load a CUDA-saved "
+                "checkpoint onto CUDA"
             )
         if t in (cst.If, cst.While, cst.IfExp) and parent.test is child:
             return self._branches(parent, positive)
@@ -287,6 +300,25 @@ class Flow:
             return regions
         if t is cst.Arg:
             call = self.parents.get(parent)
+            if (
+                type(call) is cst.Call
+                and _last_name(call.func) in _ASSERT_TRUE
+                and call.args
+                and call.args[0] is parent
+                and type(expr_stmt := self.parents.get(call)) is cst.Expr
+            ):
+                # `self.assertTrue(torch.cuda.is_available())` (pfrl's GPU tests): an assertion, like `assert check`
+                return self._rest_of_block(expr_stmt)
+            if type(call) is cst.Call and hops < _MAX_HOPS and (param := self._own_parameter(call, parent)):
+                # `id_to_torch(x, cuda=is_cuda)` with `def id_to_torch(aux_id, cuda=False)` in this module (coqui
+                # TTS): what the check switches on is what the parameter switches on in that function
+                regions: list[cst.CSTNode] = []
+                for use in param:
+                    found = self._follow(use, positive, hops + 1)
+                    if isinstance(found, str):
+                        return f"it is passed to `{_code(call.func)}`, where {found}"
+                    regions.extend(found)
+                return regions
             name = self._qname(call.func) if type(call) is cst.Call else None
             if name and name.split(".")[0] in ("torch", "torch_xla"):
                 return []  # a torch argument (pin_memory=, enabled=): torch handles every device alike
@@ -444,6 +476,21 @@ class Flow:
             parent, "test", None
         ):
             child, parent = parent, self.parents.get(parent)
+        if (
+            type(parent) is cst.Assign
+            and parent.value is child
+            and len(parent.targets) == 1
+            and type(parent.targets[0].target) is cst.Name
+        ):
+            # `device = "cuda" if torch.cuda.is_available() else "cpu"` read only by another library's call
+            # (coqui's XTTS demo: faster_whisper's WhisperModel(device=device), which takes "cpu"/"cuda"/"auto")
+            names = [self._sink_of(use) for use in self.uses(parent.targets[0].target)]
+            return names[0] if names and all(names) else None
+        return self._sink_of(child)
+
+    def _sink_of(self, value: cst.CSTNode) -> str | None:
+        """The third-party callee ``value`` is an argument of, else None."""
+        parent = self.parents.get(value)
         if type(parent) is not cst.Arg:
             return None
         call = self.parents.get(parent)
@@ -535,6 +582,59 @@ class Flow:
             if s is stmt:
                 return list(body[i + 1 :])
         return []
+
+    def _own_parameter(self, call: cst.Call, arg: cst.Arg) -> list[cst.CSTNode] | None:
+        """The reads, in its body, of the parameter that ``arg`` binds when ``call`` calls a function defined at this
+        module's top level (not redefined, no ``*args``/``**kwargs`` binding it), else None."""
+        if type(call.func) is not cst.Name:
+            return None
+        defs = [s for s in self.module.body if type(s) is cst.FunctionDef and s.name.value == call.func.value]
+        if len(defs) != 1 or any(a.star for a in call.args):
+            return None
+        fn = defs[0]
+        if fn not in self.parents:  # (a helper the part calls but that holds no check: read it now)
+            self.parents.update(_parents(cst.Module(body=[fn])))
+            self.parents[fn] = self.module
+        params = [*fn.params.posonly_params, *fn.params.params]
+        if arg.keyword is not None:
+            names = [p.name.value for p in (*params, *fn.params.kwonly_params)]
+            name = arg.keyword.value if arg.keyword.value in names else None
+        else:
+            i = [a for a in call.args if a.keyword is None].index(arg)
+            name = params[i].name.value if i < len(params) else None
+        if name is None:
+            return None
+        reads = []
+        for n in _walk(fn.body):
+            if type(n) is not cst.Name or n.value != name:
+                continue
+            up = self.parents.get(n)
+            if up is None or (type(up) is cst.Attribute and up.attr is n) or self._stored(n):
+                if up is None:
+                    return None  # (outside what the flow layer has read: no answer)
+                continue
+            reads.append(n)
+        return reads
+
+    def _picks_map_location(self, value: cst.IfExp) -> bool:
+        """``value`` is a ``map_location=`` argument with a None branch (no mapping: a CUDA-saved checkpoint loads
+        onto CUDA), directly or through the one name it is assigned to (pfrl's agent: ``map_location =
+        torch.device("cpu") if not torch.cuda.is_available() else None``)."""
+        if not any(type(b) is cst.Name and b.value == "None" for b in (value.body, value.orelse)):
+            return False  # (`'cuda' if ok else 'cpu'`: both name a device, and the migrated one loads onto 'tpu')
+        parent = self.parents.get(value)
+        uses: list[cst.CSTNode] = [value]
+        if (
+            type(parent) is cst.Assign
+            and len(parent.targets) == 1
+            and type(parent.targets[0].target) is cst.Name
+        ):
+            uses = self.uses(parent.targets[0].target)
+        for use in uses:
+            a = self.parents.get(use)
+            if type(a) is cst.Arg and a.keyword is not None and a.keyword.value == "map_location":
+                return True
+        return False
 
     def _under(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
         p: cst.CSTNode | None = node
@@ -1295,6 +1395,10 @@ def _above_one(flow: Flow, call: cst.CSTNode) -> bool:
     return (type(c.operator) is cst.GreaterThan and n >= 1) or (
         type(c.operator) is cst.GreaterThanEqual and n >= 2
     )
+
+
+#: unittest's assertion that a value is true (and its old alias): its argument is asserted like `assert x`.
+_ASSERT_TRUE = frozenset({"assertTrue", "assert_"})
 
 
 #: A callee named for DataParallel that is not torch's own (``DataParallelNet``, ``BalancedDataParallel``,

@@ -667,13 +667,19 @@ class LiteralRule(Rule):
                         isinstance(e.value, cst.SimpleString)
                         and self.new_body(string_body(e.value)) is not None
                     ):
+                        same = [w for w in seen if w in ("xla", "tpu", "tpu_dist", self.replacement)]
+                        why = (
+                            f"renaming it would give a second '{self.replacement}' entry"
+                            if same
+                            else f"the list names device types side by side; add '{self.replacement}' to it where "
+                            "this code supports it"
+                        )
                         ctx.claim_string(
                             e.value,
                             self.code,
                             "flagged",
                             f"{self.what} '{string_body(e.value)}' is listed beside "
-                            f"{', '.join(repr(w) for w in seen)}: kept (renaming it would give a second "
-                            f"'{self.replacement}' entry)",
+                            f"{', '.join(repr(w) for w in seen)}: kept ({why})",
                             value=None,
                         )
         elif t is cst.Subscript:

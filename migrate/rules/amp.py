@@ -17,6 +17,8 @@ _XLA_AMP = frozenset({"torch_xla.amp.autocast", "torch_xla.amp.autocast_mode.aut
 _GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 
 
+#: What shows that a file runs only with a GPU: it puts tensors on CUDA by name (`.cuda()`, `device="cuda"`).
+_HARD_CODES_CUDA = re.compile(r"""\.cuda\(|['"]cuda(?::\d+)?['"]""")
 #: What shows that a file also runs where there is no GPU: it names the CPU as a device or tests for CUDA.
 _CPU_PATH = re.compile(
     r"""['"]cpu['"]|\bis_available\(\)|\.is_cuda\b|\bdevice\.type\b|\b(?:no|use)_(?:cuda|gpu)\b"""
@@ -26,13 +28,15 @@ _CPU_PATH = re.compile(
 def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
     """``torch.autocast("tpu", **rest)`` as ``_tpu_autocast(**rest)`` where the code may run without a TPU: CUDA's
     autocast ran anywhere (switched off without a GPU) while "tpu" is a device type only where TorchTPU is set up,
-    so a CPU-only run (tests, CPU inference) would raise at the autocast, or at import for a decorator. Plain
-    where the file has no CPU path (a CUDA-only script never ran without a GPU)."""
+    so a CPU-only run (tests, CPU inference) would raise at the autocast, or at import for a decorator. Also in
+    a function or method of a file that names no device (a loss, a model layer: it runs wherever its caller does).
+    Plain where the file has no CPU path otherwise (a CUDA-only script never ran without a GPU)."""
     stmt = ctx.statement()
     decorator = type(stmt) in (cst.FunctionDef, cst.ClassDef) and any(
         d.decorator is orig for d in stmt.decorators
     )
-    if not (decorator or _CPU_PATH.search(ctx.source_text)):
+    library = bool(ctx.enclosing_definitions()) and not _HARD_CODES_CUDA.search(ctx.source_text)
+    if not (decorator or library or _CPU_PATH.search(ctx.source_text)):
         return node
     positional = [a for a in node.args if a.keyword is None]
     if any(a.star for a in node.args) or len(positional) > 4:

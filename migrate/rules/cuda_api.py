@@ -2169,6 +2169,13 @@ _ACCELERATOR_MODULE = frozenset(
 )
 
 
+#: What torch.tpu (TorchTPU 0.2.0) offers that works from user code (contract §3-§4: its is_available,
+#: device_count, synchronize, current_device, set_device and streams raise on torch >= 2.11).
+_TPU_MODULE_WORKS = frozenset(
+    {"get_device_name", "get_device_properties", "manual_seed", "manual_seed_all", "get_amp_supported_dtype"}
+)
+
+
 @register
 class DeviceModuleLookup(Rule):
     code = "TPU220"
@@ -2200,27 +2207,33 @@ class DeviceModuleLookup(Rule):
         used = self._lookup(ctx, orig)
         if used is None:
             return None
-        missing = sorted(used - _ACCELERATOR_MODULE)
-        if missing:
-            ctx.flag(
+        if used <= _ACCELERATOR_MODULE:
+            ctx.report(
                 orig,
-                f"`{code(orig)[:60]}` is torch.tpu on a TPU host (the torch.cuda default is never used), which has "
-                f"no `{'`, `'.join(missing[:4])}`: call torch.accelerator's functions or the TPU's own by hand",
+                f"`{code(orig)[:60]}` -> `torch.accelerator` (uses: {', '.join(sorted(used))})",
                 code=self.code,
             )
-            return None
-        ctx.report(
+            ctx.need_import("torch")
+            return expr("torch.accelerator").with_changes(lpar=orig.lpar, rpar=orig.rpar)
+        if used <= _TPU_MODULE_WORKS:
+            return None  # torch.tpu has all of them (get_device_name, manual_seed ...): it runs as written
+        fails = sorted(used - _TPU_MODULE_WORKS)
+        has = [f for f in fails if f in _ACCELERATOR_MODULE]
+        ctx.flag(
             orig,
-            f"`{code(orig)[:60]}` -> `torch.accelerator` (uses: {', '.join(sorted(used))})",
+            f"`{code(orig)[:60]}` is torch.tpu on a TPU host (its torch.cuda default is never used), which lacks or "
+            f"refuses `{'`, `'.join(fails[:5])}`"
+            + (f"; torch.accelerator has `{'`, `'.join(has[:5])}`" if has else "")
+            + ": call those by hand",
             code=self.code,
         )
-        ctx.need_import("torch")
-        return expr("torch.accelerator").with_changes(lpar=orig.lpar, rpar=orig.rpar)
+        return None
 
     @staticmethod
     def _lookup(ctx: Context, node: cst.CSTNode) -> set[str] | None:
-        """The attributes used on the module the call looks up (from the file's text: ``target.<name>``), or
-        None when ``node`` is not ``getattr(torch, <a device type>, torch.cuda)`` bound to a name or attribute."""
+        """The attributes used on the module the call looks up (``target.<name>`` in the function that binds a
+        local name, or in the class for ``self.<name>``), or None when ``node`` is not ``getattr(torch, <a device
+        type>, torch.cuda)`` bound to a name or attribute."""
         if type(node) is not cst.Call or type(node.func) is not cst.Name or node.func.value != "getattr":
             return None
         if len(node.args) != 3 or any(a.keyword is not None or a.star for a in node.args):
@@ -2237,7 +2250,13 @@ class DeviceModuleLookup(Rule):
         target = code(small.targets[0].target)
         if not re.fullmatch(r"[A-Za-z_][\w.]*", target):
             return None
-        used = set(re.findall(rf"(?<![\w.]){re.escape(target)}\.(\w+)", ctx.source_text))
+        defs = ctx.enclosing_definitions()
+        if target.startswith(("self.", "cls.")):
+            where = next((d for d in reversed(defs) if type(d) is cst.ClassDef), None)
+        else:
+            where = next((d for d in reversed(defs) if type(d) is cst.FunctionDef), None)
+        text = code(where) if where is not None else ctx.source_text
+        used = set(re.findall(rf"(?<![\w.]){re.escape(target)}\.(\w+)", text))
         return used or None
 
 

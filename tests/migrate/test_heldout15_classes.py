@@ -198,3 +198,102 @@ def test_an_unbound_torch_chain_is_torch_for_the_flow_layer_too():
     )
     once = run(src).new_source
     assert run(once).new_source == once
+
+
+def test_a_device_module_lookup_is_judged_by_the_uses_in_its_own_function():
+    # peft's method_comparison utils: one function seeds through the module (torch.tpu has manual_seed_all), another
+    # only empties the cache; a file-wide scan blocked the second's rewrite, and named the wrong attributes
+    src = (
+        "import torch\n\ndef init(device):\n    mod = getattr(torch, device, torch.cuda)\n"
+        "    mod.reset_peak_memory_stats()\n    mod.manual_seed_all(0)\n\n"
+        "def clear(device):\n    mod = getattr(torch, device, torch.cuda)\n    mod.empty_cache()\n\n"
+        "def info(device):\n    mod = getattr(torch, device, torch.cuda)\n    return mod.get_device_name(0)\n"
+    )
+    out = run(src).new_source
+    init, clear, info = out.split("\ndef ")[1:]
+    assert "TPU220" in init and "reset_peak_memory_stats" in init and "lacks or refuses `reset_peak" in init
+    assert "mod = torch.accelerator" in clear and "TODO" not in clear
+    assert (
+        "getattr(torch, device, torch.cuda)" in info and "TODO" not in info
+    )  # torch.tpu.get_device_name works
+
+
+def test_autocast_in_a_layer_of_a_file_that_names_no_device_gets_the_helper():
+    # yolov9's VarifocalLoss, TTS's LSTM encoder: `with torch.cuda.amp.autocast(enabled=False):` in a module that
+    # runs wherever its caller does, CPU-only runs included
+    src = (
+        "import torch\n\nclass VarifocalLoss(torch.nn.Module):\n    def forward(self, pred, gt):\n"
+        "        with torch.cuda.amp.autocast(enabled=False):\n            return (pred.float() - gt) ** 2\n"
+    )
+    out = run(src).new_source
+    assert "with _tpu_autocast(enabled=False):" in out
+
+
+def test_the_cross_file_list_of_migrated_cuda_calls_follows_the_memory_rule():
+    # sam2's trainer: `if torch.cuda.is_available(): mem.update(...)`, whose MemMeter (another file) reads
+    # torch.cuda.max_memory_allocated: judged CUDA-only from the original there and portable once that file was
+    # migrated, a second --write changed the check (not a fixed point)
+    from tpu_workbench.migrate._host import MIGRATED_CUDA_CALLS
+    from tpu_workbench.migrate.rules.cuda_api import _MEMORY_ACCELERATOR
+
+    assert {f"torch.cuda.{k}" for k in _MEMORY_ACCELERATOR} <= MIGRATED_CUDA_CALLS
+
+
+# --- a unittest assertion of CUDA before code that was migrated (pfrl's GPU tests) -------------------------------
+def test_an_assert_true_of_cuda_follows_the_rest_of_its_block():
+    src = (
+        "import unittest\nimport torch\n\nclass T(unittest.TestCase):\n    def test_gpu(self):\n"
+        "        self.assertTrue(torch.cuda.is_available())\n        x = torch.ones(2, device='cuda:0')\n"
+    )
+    out = run(src).new_source
+    # the wrong output: the assertion kept as CUDA's ("out of sight") while the tensor moved to 'tpu': always fails
+    assert "self.assertTrue(torch.accelerator.is_available())" in out and "device='tpu:0'" in out
+
+
+# --- a map_location with no mapping on one side, through a name (pfrl's agent snapshots) -------------------------
+def test_a_map_location_name_that_is_none_under_the_check_keeps_cudas_check():
+    src = (
+        "import torch\n\ndef load(self, path):\n"
+        "    map_location = torch.device('cpu') if not torch.cuda.is_available() else None\n"
+        "    self.model.load_state_dict(torch.load(path, map_location=map_location))\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrite: on a TPU host the map becomes None and a CUDA-saved snapshot cannot be deserialized
+    assert "if not torch.cuda.is_available() else None" in out and "TPU201" in out
+
+
+# --- a flag passed to a function of the same module (coqui TTS: id_to_torch(x, cuda=is_cuda)) ---------------------
+def test_a_flag_passed_to_a_function_of_this_module_follows_that_parameter():
+    src = (
+        "import torch\n\ndef id_to_torch(aux_id, cuda=False):\n    aux_id = torch.as_tensor(aux_id)\n"
+        "    if cuda:\n        return aux_id.cuda()\n    return aux_id\n\n"
+        "class M(torch.nn.Module):\n    def synthesize(self, sid):\n"
+        "        is_cuda = next(self.parameters()).is_cuda\n        return id_to_torch(sid, cuda=is_cuda)\n"
+    )
+    res = run(src)
+    # the wrong output: `.is_cuda` kept (False for a model on 'tpu') while id_to_torch's branch now means 'tpu'
+    assert 'is_cuda = (next(self.parameters()).device.type == "tpu")' in res.new_source
+    assert 'return aux_id.to("tpu")' in res.new_source
+    assert run(res.new_source).new_source == res.new_source
+
+
+def test_a_flag_passed_to_a_function_whose_branch_stays_cudas_stays_too():
+    src = (
+        "import torch\nimport my_cuda_ext\n\ndef fused(x, cuda=False):\n    if cuda:\n"
+        "        return my_cuda_ext.forward(x)\n    return x * 2\n\n"
+        "def run(model, x):\n    on_gpu = next(model.parameters()).is_cuda\n    return fused(x, cuda=on_gpu)\n"
+    )
+    out = run(src).new_source
+    assert "next(model.parameters()).is_cuda" in out
+
+
+# --- a device chosen for another library, through a name (coqui's XTTS demo: faster_whisper) ---------------------
+def test_a_device_name_read_only_by_another_library_stays_with_its_check():
+    src = (
+        "import torch\nfrom faster_whisper import WhisperModel\n\ndef load():\n"
+        "    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "    return WhisperModel('large-v2', device=device, compute_type='float16')\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrite: device 'tpu' on a TPU host; CTranslate2 takes 'cpu', 'cuda' or 'auto' and raises
+    assert "device = 'cuda' if torch.cuda.is_available() else 'cpu'" in out and "TPU201" in out
