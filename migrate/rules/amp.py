@@ -70,7 +70,10 @@ class Autocast(Rule):
     name = "autocast-to-tpu"
     family = "amp"
     outcome = "warned"
-    summary = 'Rewrite torch.cuda.amp.autocast / torch_xla.amp.autocast to torch.autocast("tpu", dtype=torch.bfloat16).'
+    summary = (
+        'Rewrite torch.cuda.amp.autocast / torch_xla.amp.autocast to torch.autocast("tpu", dtype=torch.bfloat16); '
+        "CUDA's autocast where the code also runs without a GPU to a local _tpu_autocast(...)."
+    )
     rationale = (
         "torch.cuda.amp.autocast defaulted to float16; TPU autocast computes in bfloat16, so an fp16 "
         "request becomes bf16 and a warning says so. A device-type *variable* is left alone: its "
