@@ -632,8 +632,14 @@ class Flow:
             uses = self.uses(parent.targets[0].target)
         for use in uses:
             a = self.parents.get(use)
-            if type(a) is cst.Arg and a.keyword is not None and a.keyword.value == "map_location":
+            if type(a) is not cst.Arg:
+                continue
+            if a.keyword is not None and a.keyword.value == "map_location":
                 return True
+            call = self.parents.get(a)  # torch.load(f, map_location): its second positional argument
+            if a.keyword is None and type(call) is cst.Call and self._qname(call.func) == "torch.load":
+                if [x for x in call.args if x.keyword is None].index(a) == 1:
+                    return True
         return False
 
     def _under(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:

@@ -714,6 +714,26 @@ class LiteralRule(Rule):
         for a in call.args:
             if torch_native and a.keyword is not None and a.keyword.value == "device":
                 continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
+            v = a.value
+            if (
+                type(v) is cst.Call
+                and ctx.qname(v.func) == "torch.device"
+                and v.args
+                and type(v.args[0].value) is cst.SimpleString
+                and self.new_body(string_body(v.args[0].value)) is not None
+            ):
+                # Pipeline(device=torch.device("cuda")) (l2cs, efficientvit's gaze demo): a torch device, but the
+                # library reads it with its own rules (anything but 'cpu' is a CUDA ordinal there)
+                where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"
+                ctx.claim_string(
+                    v.args[0].value,
+                    self.code,
+                    "flagged",
+                    f"`{code(v)}` is handed to `{callee}` ({where}), a library that is not torch: it may read "
+                    "any device but the CPU as CUDA; kept: check what it supports (often 'cpu') or its TPU option",
+                    value=None,
+                )
+                continue
             if isinstance(a.value, (cst.FormattedString, cst.Call, cst.BinaryOperation)):
                 # f"cuda:{rank}" / "cuda:{}".format(rank) as device_map=: the library's name, like "cuda"
                 where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"

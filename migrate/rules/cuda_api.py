@@ -2181,7 +2181,9 @@ class DeviceModuleLookup(Rule):
     code = "TPU220"
     name = "device-module-lookup"
     family = "cuda_api"
-    outcome = "rewritten"
+    outcome = (
+        "flagged"  # (it also rewrites: "flagged" keeps it in a file left as written, where it only flags)
+    )
     summary = (
         "Rewrite `getattr(torch, device_type, torch.cuda)` (a device module looked up by type) to torch.accelerator "
         "where only torch.accelerator's functions are used on it; flag it otherwise."
@@ -2192,10 +2194,16 @@ class DeviceModuleLookup(Rule):
         "never used. torch.accelerator has those functions for whatever accelerator is present."
     )
     before = (
-        "import torch\n\nmod = getattr(torch, device_type, torch.cuda)\nmod.empty_cache()\n"
-        "print(mod.max_memory_allocated())\n"
+        "import torch\n\n\ndef clear(device_type):\n    mod = getattr(torch, device_type, torch.cuda)\n"
+        "    mod.empty_cache()\n\n\ndef bf16(device_type):\n    mod = getattr(torch, device_type, torch.cuda)\n"
+        "    return mod.is_bf16_supported()\n"
     )
-    after = "import torch\n\nmod = torch.accelerator\nmod.empty_cache()\nprint(mod.max_memory_allocated())\n"
+    after = (
+        "import torch\n\n\ndef clear(device_type):\n    mod = torch.accelerator\n    mod.empty_cache()\n\n\n"
+        "def bf16(device_type):\n    # TODO(tpu-migrate TPU220): `getattr(torch, device_type, torch.cuda)` is torch.tpu "
+        "on a TPU host (its torch.cuda default is never used), which lacks or refuses `is_bf16_supported`: call those "
+        "by hand\n    mod = getattr(torch, device_type, torch.cuda)\n    return mod.is_bf16_supported()\n"
+    )
     node_types = (cst.Call,)
     emits = ("torch.accelerator",)
 
@@ -2207,7 +2215,7 @@ class DeviceModuleLookup(Rule):
         used = self._lookup(ctx, orig)
         if used is None:
             return None
-        if used <= _ACCELERATOR_MODULE:
+        if used <= _ACCELERATOR_MODULE and not self.flag_only:
             ctx.report(
                 orig,
                 f"`{code(orig)[:60]}` -> `torch.accelerator` (uses: {', '.join(sorted(used))})",

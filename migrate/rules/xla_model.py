@@ -811,25 +811,47 @@ class RngState(Rule):
     name = "xla-rng"
     family = "xla_model"
     outcome = "warned"
-    summary = "Rewrite xm.set_rng_state(s) / torch_xla.manual_seed(s) to torch.manual_seed(s); xm.get_rng_state() to torch.initial_seed()."
-    rationale = "torch.manual_seed seeds every device (the CPU generator too)."
+    summary = (
+        "Rewrite xm.set_rng_state(seed) / torch_xla.manual_seed(seed) to torch.manual_seed(seed); flag "
+        "xm.get_rng_state() and a set_rng_state that restores a saved state."
+    )
+    rationale = (
+        "torch.manual_seed seeds every device (the CPU generator too). xm.get_rng_state() is the device "
+        "generator's current seed, saved for a resume: torch.initial_seed() is another value (the CPU's first "
+        "seed), and TorchTPU's torch.tpu.get_rng_state raises on torch >= 2.13; restoring it with "
+        "torch.manual_seed would also reseed the CPU generator a resume has just restored."
+    )
     before = "import torch_xla.core.xla_model as xm\n\nxm.set_rng_state(42)\n"
     after = "import torch\n\ntorch.manual_seed(42)\n"
     calls = xm("set_rng_state", "get_rng_state") | frozenset(
         {"torch_xla.manual_seed", "torch_xla.torch_xla.manual_seed"}
     )
-    emits = ("torch.manual_seed", "torch.initial_seed")
+    emits = ("torch.manual_seed",)
 
     def call(self, ctx, orig, node, qname):
-        ctx.need_import("torch")
         if qname.endswith("get_rng_state"):
-            ctx.report(
-                orig, "`xm.get_rng_state()` -> `torch.initial_seed()`", code=self.code, outcome="warned"
+            ctx.flag(
+                orig,
+                "`xm.get_rng_state()` is the XLA generator's current seed (saved for a resume): TorchTPU has no "
+                "portable read of the device generator's state (torch.tpu.get_rng_state raises on torch >= 2.13); "
+                "save torch.random.get_rng_state() with the seed you set, or drop the field",
+                code=self.code,
             )
-            return expr("torch.initial_seed()")
+            return None
         seed = arg(node, 0, "seed")
         if seed is None:
             return None
+        if isinstance(seed.value, (cst.Subscript, cst.Attribute, cst.Call)) and qname.endswith(
+            "set_rng_state"
+        ):
+            ctx.flag(
+                orig,
+                f"`{code(orig)[:60]}` restores a saved device generator state: torch.manual_seed would reseed "
+                "every generator (the CPU's just restored too); restore the TPU generator by hand",
+                code=self.code,
+            )
+            return None
+        ctx.need_import("torch")
         ctx.report(
             orig, f"`{qname}` -> `torch.manual_seed` (seeds every device)", code=self.code, outcome="warned"
         )

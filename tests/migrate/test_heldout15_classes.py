@@ -251,11 +251,12 @@ def test_an_assert_true_of_cuda_follows_the_rest_of_its_block():
 
 
 # --- a map_location with no mapping on one side, through a name (pfrl's agent snapshots) -------------------------
-def test_a_map_location_name_that_is_none_under_the_check_keeps_cudas_check():
+@pytest.mark.parametrize("passed", ["map_location=map_location", "map_location"])
+def test_a_map_location_name_that_is_none_under_the_check_keeps_cudas_check(passed):
     src = (
         "import torch\n\ndef load(self, path):\n"
         "    map_location = torch.device('cpu') if not torch.cuda.is_available() else None\n"
-        "    self.model.load_state_dict(torch.load(path, map_location=map_location))\n"
+        f"    self.model.load_state_dict(torch.load(path, {passed}))\n"
     )
     out = run(src).new_source
     # the wrong rewrite: on a TPU host the map becomes None and a CUDA-saved snapshot cannot be deserialized
@@ -297,3 +298,29 @@ def test_a_device_name_read_only_by_another_library_stays_with_its_check():
     out = run(src).new_source
     # the wrong rewrite: device 'tpu' on a TPU host; CTranslate2 takes 'cpu', 'cuda' or 'auto' and raises
     assert "device = 'cuda' if torch.cuda.is_available() else 'cpu'" in out and "TPU201" in out
+
+
+# --- the XLA generator's state saved and restored for a resume (ChatGLM-6B's P-tuning trainer) --------------------
+def test_a_saved_xla_rng_state_is_flagged_not_mapped_to_a_seed():
+    src = (
+        "import torch\nimport torch_xla.core.xla_model as xm\n\ndef save(state):\n"
+        "    state['xla'] = xm.get_rng_state()\n\ndef load(ckpt):\n"
+        "    torch.random.set_rng_state(ckpt['cpu'])\n    xm.set_rng_state(ckpt['xla'])\n\ndef seed(s):\n"
+        "    xm.set_rng_state(s)\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrites: torch.initial_seed() (a constant, the CPU's first seed) saved as the device's state, and
+    # torch.manual_seed(ckpt['xla']) reseeding the CPU generator just restored on the line before
+    assert "initial_seed" not in out and "torch.manual_seed(ckpt" not in out
+    assert out.count("TODO(tpu-migrate TPU518)") == 2 and "torch.manual_seed(s)" in out
+
+
+# --- a torch device handed to another library (efficientvit's gaze demo: l2cs.Pipeline(device=...)) ---------------
+def test_a_torch_device_handed_to_another_library_keeps_its_name():
+    src = (
+        "import torch\n\ndef load():\n    from l2cs import Pipeline\n"
+        "    return Pipeline(arch='ResNet50', device=torch.device('cuda'))\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrite: torch.device('tpu'), which l2cs reads as a CUDA ordinal (RetinaFace(gpu_id=0))
+    assert "device=torch.device('cuda')" in out and "TPU101" in out
