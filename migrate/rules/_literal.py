@@ -716,7 +716,10 @@ class LiteralRule(Rule):
                 continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
             v = a.value
             if (
-                type(v) is cst.Call
+                a.keyword is not None
+                and "device"
+                in a.keyword.value  # (a consumer's option, not data: pytest.param(torch.device(...)))
+                and type(v) is cst.Call
                 and ctx.qname(v.func) == "torch.device"
                 and v.args
                 and type(v.args[0].value) is cst.SimpleString

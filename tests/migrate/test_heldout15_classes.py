@@ -324,3 +324,13 @@ def test_a_torch_device_handed_to_another_library_keeps_its_name():
     out = run(src).new_source
     # the wrong rewrite: torch.device('tpu'), which l2cs reads as a CUDA ordinal (RetinaFace(gpu_id=0))
     assert "device=torch.device('cuda')" in out and "TPU101" in out
+
+
+def test_a_torch_device_in_a_pytest_param_is_data_not_a_library_option():
+    src = (
+        "import pytest\nimport torch\n\n@pytest.mark.parametrize('device', [pytest.param(torch.device('cuda', 0), "
+        "marks=pytest.mark.skipif(not torch.cuda.is_available(), reason='Test requires GPU'))])\n"
+        "def test_it(device):\n    assert torch.zeros(1, device=device).device == device\n"
+    )
+    out = run(src).new_source
+    assert "a library that is not torch: it may read" not in out
