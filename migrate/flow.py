@@ -214,12 +214,10 @@ class Flow:
         check.foreign = self._foreign
         if isinstance(found, str):
             check.unseen = found
-            if (
-                predicate == "compare" or self._foreign
-            ):  # (its unseen uses are dropped: what it switches on in
-                check.regions = (
-                    self._seen_regions
-                )  # sight decides; audiocraft's flag passed to a method, then `if flag:`)
+            # (a comparison's unseen uses are dropped: what it switches on in sight decides, audiocraft's flag
+            # passed to a method then `if flag:`; a value chosen for another library keeps its literals with it)
+            if predicate == "compare" or self._foreign:
+                check.regions = self._seen_regions
         else:
             check.regions = found
         return check
@@ -256,9 +254,8 @@ class Flow:
         t = type(parent)
         if t is cst.IfExp and parent.test is child and (sink := self._foreign_sink(parent)):
             self._foreign = sink
-            if (
-                type(self.parents.get(parent)) is cst.Assign
-            ):  # (through a name: its literals stay with the check)
+            # through a name: its literals stay with the check
+            if type(self.parents.get(parent)) is cst.Assign:
                 self._seen_regions.extend([parent.body, parent.orelse])
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
@@ -609,11 +606,10 @@ class Flow:
             if type(n) is not cst.Name or n.value != name:
                 continue
             up = self.parents.get(n)
-            if up is None or (type(up) is cst.Attribute and up.attr is n) or self._stored(n):
-                if up is None:
-                    return None  # (outside what the flow layer has read: no answer)
-                continue
-            reads.append(n)
+            if up is None:
+                return None  # (outside what the flow layer has read: no answer)
+            if not (type(up) is cst.Attribute and up.attr is n) and not self._stored(n):
+                reads.append(n)
         return reads
 
     def _picks_map_location(self, value: cst.IfExp) -> bool:
@@ -746,9 +742,8 @@ class Flow:
         p = self.parents.get(name)
         if type(p) is cst.Attribute and p.attr is name:
             q = self._qname(p)
-            if q is None and not self._names(
-                p
-            ):  # an unbound `torch.` chain: the rules resolve it by its text
+            # an unbound `torch.` chain: the rules resolve it by its text
+            if q is None and not self._names(p):
                 full = cst.helpers.get_full_name_for_node(p) or ""
                 q = full if full.split(".")[0] in ("torch", "torch_xla") else None
             return q or ""
