@@ -751,21 +751,7 @@ class CudaToAccelerator(Rule):
             )
             return None
         old, name, new_sig, rename = _ACCELERATOR[last]
-        args = rebind(node, old, new_sig, rename)
-        new = f"torch.accelerator.{name}"
-        if args is None:
-            ctx.flag(
-                orig,
-                f"`{qname}(...)`: its arguments do not map onto `{new}({new_sig})`; port by hand",
-                code=self.code,
-            )
-            return None
-        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
-        ctx.need_import("torch")
-        func = expr(new)
-        return (
-            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
-        )
+        return _to_accelerator(ctx, orig, node, qname, name, (old, new_sig, rename), self.code)
 
     def leave_node(self, ctx, orig, node):
         if type(orig) is cst.Assert and id(orig) in ctx.scratch.get("cuda-rank-asserts", ()):  # type: ignore[operator]
@@ -862,6 +848,33 @@ class CudaManualSeed(Rule):
         return node.with_changes(func=expr(new))
 
 
+def _to_accelerator(
+    ctx: Context,
+    orig: cst.Call,
+    node: cst.Call,
+    qname: str,
+    name: str,
+    signatures: tuple[str, str, dict[str, str]],
+    rule_code: str,
+) -> cst.Call | None:
+    """``torch.cuda.<f>(...)`` as ``torch.accelerator.<name>(...)``, its arguments re-bound from the old signature
+    to the new one (``signatures``: old, new, renamed parameters), or flagged where they do not map."""
+    old, new_sig, rename = signatures
+    args = rebind(node, old, new_sig, rename)
+    new = f"torch.accelerator.{name}"
+    if args is None:
+        ctx.flag(
+            orig,
+            f"`{qname}(...)`: its arguments do not map onto `{new}({new_sig})`; port by hand",
+            code=rule_code,
+        )
+        return None
+    ctx.report(orig, f"`{qname}` -> `{new}`", code=rule_code)
+    ctx.need_import("torch")
+    func = expr(new)
+    return node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
+
+
 def _seeds_cpu_alike(ctx: Context, seed: cst.BaseExpression) -> bool:
     """``torch.manual_seed(<the same seed>)`` is in the file and the seed has no call in it (a second
     ``np.random.randint(...)`` is another value). Reads the whole file's text (module-wide context)."""
@@ -922,21 +935,9 @@ class CudaMemoryStats(Rule):
         return None
 
     def call(self, ctx, orig, node, qname):
-        new = f"torch.accelerator.{_MEMORY_ACCELERATOR[qname.rsplit('.', 1)[1]]}"
-        args = rebind(node, "device=None", "device_index=None, /", {"device": "device_index"})
-        if args is None:
-            ctx.flag(
-                orig,
-                f"`{qname}(...)`: its arguments do not map onto `{new}(device_index, /)`",
-                code=self.code,
-            )
-            return None
-        ctx.report(orig, f"`{qname}` -> `{new}`", code=self.code)
-        ctx.need_import("torch")
-        func = expr(new)
-        return (
-            node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
-        )
+        name = _MEMORY_ACCELERATOR[qname.rsplit(".", 1)[1]]
+        signatures = ("device=None", "device_index=None, /", {"device": "device_index"})
+        return _to_accelerator(ctx, orig, node, qname, name, signatures, self.code)
 
 
 #: What torch.tpu.get_device_properties(...) is known to carry (TorchTPU 0.2.0).
