@@ -9,6 +9,7 @@ from tpu_workbench.bench.projection.calibration import (
     CALIBRATION_POINT,
     GPU_CALIBRATION_POINT,
     GPU_FP8_CALIBRATION_POINT,
+    TPU_FP8_CALIBRATION_POINT,
     calibrate,
     consistency,
     summary,
@@ -31,7 +32,12 @@ def test_the_shipped_efficiency_is_the_fit_on_the_named_point():
 def test_one_calibration_point_and_every_other_point_categorised(table):
     cal = table[table["category"] == "calibration"]
     # one per vendor and precision
-    assert set(cal["id"]) == {CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT}
+    assert set(cal["id"]) == {
+        CALIBRATION_POINT,
+        GPU_CALIBRATION_POINT,
+        GPU_FP8_CALIBRATION_POINT,
+        TPU_FP8_CALIBRATION_POINT,
+    }
     tok = cal[cal["metric"].str.startswith("tokens/s")]
     assert all(abs(e) < 1e-4 for e in tok["rel_error"])  # tokens/s exactly
     tpu_mfu = cal[(cal["id"] == CALIBRATION_POINT) & ~cal["metric"].str.startswith("tokens/s")]
@@ -166,3 +172,18 @@ def test_gpu_training_meets_the_target_with_flash_attention_relative_to_the_gemm
     assert len(err) == 15 and (err <= ACCEPTANCE).sum() >= 14 and err.max() <= 0.25
     cp = gpu[gpu["id"].str.contains("-cp")].set_index("id")["rel_error"]
     assert cp["torchtitan-h100-llama3.1-8b-8-cp8-256k"] < 0.25
+
+
+def test_an_fp8_run_is_compared_by_its_printed_tflops_not_a_bf16_mfu(table):
+    """MaxText prints model TFLOP/s; over the bf16 peak an fp8 run's figure is no MFU of either peak (the
+    70B fp8_full run would read 80 %): fp8 rows compare TFLOP/s per chip, on the same FLOP count."""
+    fp8 = table[table["id"].str.contains("tpu7x") & table["id"].str.contains("fp8")]
+    assert set(fp8["id"]) >= {TPU_FP8_CALIBRATION_POINT, "maxtext-tpu7x-llama3.1-405b-fp8-256"}
+    flops = fp8[~fp8["metric"].str.startswith("tokens/s")]
+    assert (
+        set(flops["metric"]) == {"TFLOP/s per chip (causal)"}
+        and not fp8["metric"].str.startswith("MFU").any()
+    )
+    for pid in set(fp8["id"]):  # the two metrics of one point agree: the same step and FLOPs per token
+        errs = fp8[fp8["id"] == pid]["rel_error"].tolist()
+        assert len(errs) == 2 and errs[0] == pytest.approx(errs[1], abs=1e-4)  # printed figures are rounded

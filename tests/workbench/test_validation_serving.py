@@ -13,6 +13,7 @@ from tpu_workbench.bench.cli import main
 from tpu_workbench.bench.projection.serving_validation import (
     SEQ_OVERHEAD_S,
     fit_seq_overhead,
+    group_of,
     serving_rows,
     summary,
     vs_published_json,
@@ -51,9 +52,9 @@ def test_every_serving_row_is_in_the_table_projected_or_with_its_reason(table):
     for n in (4, 7, 9, 10, 11, 12, 13, 14):
         assert ids[f"row {n}"] >= 1, n
     for r in rows:
-        assert r["role"] in ("calibration", "validation", "unanchored", "inconsistent")
-        if r["role"] == "unanchored":
-            assert r["projected"] is None and r["note"]
+        assert r["role"] in ("calibration", "validation") and r["vendor"] in ("gpu", "tpu")
+        if r["projected"] is None:  # never projected: the note says so first, and why
+            assert r["note"].startswith("UNANCHORED (not projected); ") and len(r["note"]) > 40
         if r["role"] == "validation" and r["projected"] is not None and not isinstance(r["published"], str):
             assert r["error_pct"] == pytest.approx(100 * (r["projected"] / r["published"] - 1))
     assert {r["vendor"] for r in rows if r["phase"] == "train"} == {"gpu", "tpu"}
@@ -77,17 +78,36 @@ def test_groups_count_only_projected_validation_rows_and_judge_the_targets():
     s = summary(rows)
     tpu = s["tpu serve"]
     assert tpu["calibration_rows"] == 1 and tpu["validation_rows"] == sum(
-        1
-        for r in rows
-        if r.vendor == "tpu" and r.phase != "train" and r.role == "validation" and r.error_pct is not None
+        1 for r in rows if group_of(r) == "tpu serve" and r.role == "validation" and r.error_pct is not None
     )
+    assert s["both serve"]["validation_rows"] == sum(1 for r in rows if " vs " in r.chip) > 0
     assert tpu["meets_target"] == (tpu["share_within_15pct"] >= 0.9 and tpu["max_abs_error_pct"] <= 25)
 
 
 def test_the_cli_prints_the_json_table(capsys):
     assert main(["project", "--vs-published", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert isinstance(rows, list) and len(rows) > 100
+    fields = {
+        "source",
+        "date",
+        "vendor",
+        "chip",
+        "phase",
+        "precision",
+        "role",
+        "published",
+        "projected",
+        "unit",
+    }
+    assert all(fields | {"error_pct", "note"} <= set(r) for r in rows)
+    assert {r["vendor"] for r in rows} == {"gpu", "tpu"} and {r["role"] for r in rows} == {
+        "calibration",
+        "validation",
+    }
+    assert main(["project", "--vs-published", "--json", "--groups"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"rows", "groups", "targets", "calibration"} and len(out["rows"]) > 100
+    assert set(out) == {"rows", "groups", "targets", "calibration"} and out["rows"] == rows
 
 
 def test_a_serving_miss_opens_its_note_with_miss_and_a_reason():

@@ -44,6 +44,17 @@ GPU_CALIBRATION_REASON = (
     "efficiency also absorbs that clock gap"
 )
 GPU_FP8_CALIBRATION_POINT = "torchtitan-h100-llama3.1-8b-8-float8"  # GPU training at fp8: its own point
+# TPU training at fp8 (MaxText fp8_full): its own point, the fp8 twin of CALIBRATION_POINT (same model, chips,
+# batch and remat), so the fitted number is the fp8 matmul efficiency and nothing else
+TPU_FP8_CALIBRATION_POINT = "maxtext-tpu7x-llama3.1-70b-fp8-64"
+# one calibration point per (vendor, precision) of training: fp8 ones are fitted after their vendor's bf16 one
+# (their attention runs as a bf16 kernel at that efficiency)
+CALIBRATION_POINTS = {
+    ("tpu", "bf16"): CALIBRATION_POINT,
+    ("gpu", "bf16"): GPU_CALIBRATION_POINT,
+    ("gpu", "fp8"): GPU_FP8_CALIBRATION_POINT,
+    ("tpu", "fp8"): TPU_FP8_CALIBRATION_POINT,
+}
 ACCEPTANCE = 0.15
 CONSISTENT = 0.03  # relative tolerance of a reading's self-consistency (rounded figures, "approx" tokens/s)
 
@@ -102,7 +113,7 @@ def _setup(p: dict, catalog: Catalog) -> PointSetup:
         "tp_gather_bytes": st.get("tp_gather_bytes"),
     }
     assumed = st.get("assumed", "")
-    if p["id"] in (CALIBRATION_POINT, GPU_CALIBRATION_POINT, GPU_FP8_CALIBRATION_POINT):
+    if p["id"] in CALIBRATION_POINTS.values():
         category = "calibration"
     else:
         category = "validation (assumed setting)" if assumed else "validation"
@@ -329,6 +340,29 @@ def _source_text(src: dict) -> str:
     return f"{src.get('title', '')} ({where}; {src.get('date', '')})"
 
 
+def _vendor(chip: str) -> str:
+    return "tpu" if str(chip).upper().startswith("TPU") else "gpu"
+
+
+def _fitted_assumptions(
+    a: Assumptions, catalog: Catalog, calibrated: bool
+) -> dict[tuple[str, str], Assumptions]:
+    """The assumptions each (vendor, precision) of training projects with: gemm_efficiency fitted on its own
+    calibration point (CALIBRATION_POINTS); an fp8 setting's attention keeps its vendor's bf16 efficiency."""
+    if not calibrated:
+        return dict.fromkeys(CALIBRATION_POINTS, a)
+    out = {}
+    for vendor, precision in sorted(CALIBRATION_POINTS, key=lambda k: k[1] != "bf16"):
+        base = (
+            a
+            if precision == "bf16"
+            else a.with_(attention_gemm_efficiency=out[vendor, "bf16"].gemm_efficiency)
+        )
+        eff, _ = calibrate(CALIBRATION_POINTS[vendor, precision], base, catalog)
+        out[vendor, precision] = base.with_(gemm_efficiency=eff)
+    return out
+
+
 def vs_published(
     *, assumptions: Assumptions | None = None, catalog: Catalog | None = None, calibrated: bool = True
 ):
@@ -338,21 +372,11 @@ def vs_published(
     import pandas as pd  # lazy: heavy
 
     catalog = catalog or load_catalog()
-    a = assumptions or Assumptions()
-    a_gpu = a_gpu8 = a
-    if calibrated:
-        eff, _ = calibrate(CALIBRATION_POINT, a, catalog)
-        gpu_eff, _ = calibrate(GPU_CALIBRATION_POINT, a, catalog)
-        # fp8 settings run attention as a bf16 kernel: relative to the bf16 GEMMs fitted just above
-        a8 = a.with_(attention_gemm_efficiency=gpu_eff)
-        gpu8_eff, _ = calibrate(GPU_FP8_CALIBRATION_POINT, a8, catalog)
-        a, a_gpu = (a.with_(gemm_efficiency=e) for e in (eff, gpu_eff))
-        a_gpu8 = a8.with_(gemm_efficiency=gpu8_eff)
+    fitted = _fitted_assumptions(assumptions or Assumptions(), catalog, calibrated)
     rows = []
     for p in training_points():
         st = p["setting"]
-        gpu = a_gpu8 if st.get("precision") == "fp8" else a_gpu
-        pa = a if str(st.get("chip", "")).upper().startswith("TPU") else gpu
+        pa = fitted[_vendor(st.get("chip", "")), "fp8" if st.get("precision") == "fp8" else "bf16"]
         chip = catalog.chip(st["chip"]) if st.get("chip") in catalog else None
         src = _source_text(p["source"])
         cfg = (
@@ -419,7 +443,25 @@ def vs_published(
                 )
             )
         mfu, basis = _mfu(s.published, s.chip)
-        if mfu is not None:
+        if mfu is not None and s.kwargs["precision"] != "bf16" and s.published.get("tflops_per_chip"):
+            # an fp8 run's printed TFLOP/s over the bf16 peak is no MFU of either peak: compare the TFLOP/s
+            rows.append(
+                _row(
+                    s.id,
+                    s.group,
+                    s.category,
+                    s.chip.name,
+                    rec.n_chips,
+                    f"TFLOP/s per chip ({s.convention})",
+                    s.published["tflops_per_chip"],
+                    rec.achieved_tflops,
+                    note + "; model TFLOP/s as printed",
+                    src,
+                    check,
+                    model_gap=p.get("model_gap"),
+                )
+            )
+        elif mfu is not None:
             rows.append(
                 _row(
                     s.id,
@@ -458,11 +500,12 @@ def vs_published(
             )
         if tok is None and mfu is not None:
             rows[-1]["assumptions"] += "; tokens/s not published (TFLOP/s and MFU only)"
-    rows += _torchtpu_rows(a, catalog)
+    rows += _torchtpu_rows(fitted["tpu", "bf16"], catalog)
     table = pd.DataFrame(rows)
-    table.attrs["gemm_efficiency"] = a.gemm_efficiency
-    table.attrs["gpu_gemm_efficiency"] = a_gpu.gemm_efficiency
-    table.attrs["gpu_fp8_gemm_efficiency"] = a_gpu8.gemm_efficiency
+    table.attrs["gemm_efficiency"] = fitted["tpu", "bf16"].gemm_efficiency
+    table.attrs["gpu_gemm_efficiency"] = fitted["gpu", "bf16"].gemm_efficiency
+    table.attrs["gpu_fp8_gemm_efficiency"] = fitted["gpu", "fp8"].gemm_efficiency
+    table.attrs["tpu_fp8_gemm_efficiency"] = fitted["tpu", "fp8"].gemm_efficiency
     return table
 
 

@@ -49,8 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="with --vs-published: one JSON object: rows (training and serving, each with source, date, vendor, "
-        "chip, phase, precision, role, published, projected, unit, error_pct, note) and per-group errors",
+        help="with --vs-published: a JSON list of rows (training and serving, each with source, date, vendor, "
+        "chip, phase, precision, role, published, projected, unit, error_pct, note, id)",
+    )
+    p.add_argument(
+        "--groups",
+        action="store_true",
+        help="with --vs-published --json: one JSON object instead: rows, per-group errors against the target, "
+        "the targets and what was calibrated",
     )
     p.add_argument(
         "--kv-precision",
@@ -92,7 +98,8 @@ def run(args) -> int:
 
         from tpu_workbench.bench.projection.serving_validation import vs_published_json  # lazy: startup
 
-        print(json.dumps(vs_published_json(assumptions=_assumptions(args)), indent=1, default=str))
+        table = vs_published_json(assumptions=_assumptions(args))
+        print(json.dumps(table if args.groups else table["rows"], indent=1, default=str))
         return 0
     if args.vs_published:
         table = projection_vs_published(assumptions=_assumptions(args))

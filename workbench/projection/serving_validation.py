@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tpu_workbench.bench.catalog import Catalog, load_catalog
-from tpu_workbench.bench.projection.calibration import vs_published
+from tpu_workbench.bench.projection.calibration import CALIBRATION_POINTS, vs_published
 from tpu_workbench.bench.projection.engine_costs import INFERENCEX_ENGINE, step_overhead_s
 from tpu_workbench.bench.projection.model import project
 from tpu_workbench.bench.projection.serving import (
@@ -212,7 +212,7 @@ ASSUMED = (
 class ServeSpec:
     """One InferenceX figure of rows 11-14: its unit, the published value per chip, how to project it and
     what its note says (``{price}`` is filled with the chip's price). ``versus``: a TPU v7 vs chip
-    ratio (vendor 'both')."""
+    ratio (vendor 'tpu', judged in group 'both serve')."""
 
     row: str
     unit: str
@@ -299,7 +299,7 @@ def _spec_rows(spec: ServeSpec, c: _Ctx) -> list[Row]:
     rows = []
     for chip, pub in spec.published:
         got = spec.project(chip, c)
-        v = "both" if spec.versus else vendor_of(chip)
+        v = "tpu" if spec.versus else vendor_of(chip)  # a ratio prices TPU v7 against the chip
         cal = not spec.versus and CALIBRATION_ROWS[v][:2] == (spec.row, chip)
         note = spec.note.replace("{price:.2f}", f"{c.price(chip):.2f}") + _source_checks(spec, chip, pub, c)
         if cal:
@@ -452,9 +452,26 @@ UNANCHORED = (
 )
 
 
+UNANCHORED_NOTE = "UNANCHORED (not projected); "
+
+
 def _unanchored() -> list[Row]:
     return [
-        Row(src, "2026-11", "tpu", "TPU v7", phase, prec, "unanchored", pub, None, unit, None, note, rid)
+        Row(
+            src,
+            "2026-11",
+            "tpu",
+            "TPU v7",
+            phase,
+            prec,
+            "validation",
+            pub,
+            None,
+            unit,
+            None,
+            UNANCHORED_NOTE + note,
+            rid,
+        )
         for src, phase, prec, pub, unit, note, rid in UNANCHORED
     ]
 
@@ -462,12 +479,14 @@ def _unanchored() -> list[Row]:
 def training_rows(assumptions=None, catalog=None) -> list[Row]:
     """The training comparison of calibration.py in the same row format (roles: calibration, validation
     (complete or assumed setting), unanchored, inconsistent)."""
-    roles = {
-        "calibration": "calibration",
-        "validation": "validation",
-        "validation (assumed setting)": "validation",
-        "inconsistent reading": "inconsistent",
-        "unanchored": "unanchored",
+    # the issue's two roles: the calibration points, and everything else validates; what kind of validation
+    # row it is opens its note
+    prefix = {
+        "calibration": "",
+        "validation": "",
+        "validation (assumed setting)": "ASSUMED setting; ",
+        "inconsistent reading": "INCONSISTENT READING (the source's own figures disagree); ",
+        "unanchored": "UNANCHORED (not projected); ",
     }
     dates = {p["id"]: p["source"].get("date", "") for p in _training_points()}
     out = []
@@ -489,12 +508,12 @@ def training_rows(assumptions=None, catalog=None) -> list[Row]:
                 str(r["chip"]),
                 "train",
                 "fp8" if "float8" in str(r["id"]) or "fp8" in str(r["id"]) else "bf16",
-                roles[r["category"]],
+                "calibration" if r["category"] == "calibration" else "validation",
                 float(pub) if isinstance(pub, int | float) else str(pub),  # MFU ranges stay as printed
                 float(proj) if numeric and proj is not None else None,
                 str(r["metric"]),
                 None if err is None or (isinstance(err, float) and math.isnan(err)) else 100.0 * err,
-                ("ASSUMED setting; " if "assumed" in r["category"] else "") + str(r["assumptions"])[:300],
+                prefix[r["category"]] + str(r["assumptions"])[:300],
                 str(r["id"]),
             )
         )
@@ -506,8 +525,10 @@ def _training_points() -> list[dict]:
 
 
 def group_of(row: Row) -> str:
+    """The vendor and phase family a row is judged in; a TPU-vs-GPU ratio row checks both vendors at once
+    and is judged apart ('both serve')."""
     family = "train" if row.phase == "train" else "serve"
-    return f"{row.vendor} {family}"
+    return f"{'both' if ' vs ' in row.chip else row.vendor} {family}"
 
 
 def summary(rows: list[Row]) -> dict[str, dict]:
@@ -545,8 +566,7 @@ def vs_published_json(assumptions=None, catalog=None) -> dict:
         "groups": summary(rows),
         "targets": TARGETS,
         "calibration": {
-            "train": "gemm_efficiency on calibration.CALIBRATION_POINT (TPU bf16), GPU_CALIBRATION_POINT (GPU bf16) "
-            "and GPU_FP8_CALIBRATION_POINT (GPU fp8)",
+            "train": {f"{v} {p}": f"gemm_efficiency on {pid}" for (v, p), pid in CALIBRATION_POINTS.items()},
             "serve": {v: f"seq_overhead_s on {row} {chip}" for v, (row, chip, _) in CALIBRATION_ROWS.items()},
         },
     }
