@@ -105,10 +105,24 @@ def _check(phase: str, convention: str) -> None:
         raise WorkbenchError(unknown("FLOP convention", convention, CONVENTIONS))
 
 
-def attention_flops_per_token(cfg: DecoderConfig, context: int, *, causal_halved: bool) -> float:
-    """Forward FLOPs of QKᵀ and AV for one query over ``context`` keys (halved if causal_halved)."""
-    full = 4.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * context
-    return full / 2 if causal_halved else full
+def attention_flops_per_token(
+    cfg: DecoderConfig, context: int, *, causal_halved: bool, decode: bool = False
+) -> float:
+    """Forward FLOPs of QKᵀ and AV for one query over ``context`` keys (halved if causal_halved).
+
+    Sliding-window layers: in a sequence of ``context`` tokens the causal band holds T·W - W²/2 pairs
+    (MaxText's count for gpt-oss and Gemma), per token (T·W - W²/2)/T keys, doubled where the convention does
+    not halve for causality; a decode query attends min(context, W) cached positions."""
+    per_key = 4.0 * cfg.n_heads * cfg.head_dim
+    full_layers = cfg.n_layers - cfg.window_layers
+    full = per_key * full_layers * context
+    if cfg.window_layers:
+        w = min(cfg.window, context)
+        band = float(w) if decode else (context * w - 0.5 * w * w) / context * (1.0 if causal_halved else 2.0)
+        local = per_key * cfg.window_layers * band
+    else:
+        local = 0.0
+    return (full / 2 if causal_halved else full) + local
 
 
 def flops_per_token(cfg: DecoderConfig, phase: str, seq: int, *, convention: str = "palm") -> float:
@@ -121,7 +135,7 @@ def flops_per_token(cfg: DecoderConfig, phase: str, seq: int, *, convention: str
     _check(phase, convention)
     matmul = 2.0 * param_counts(cfg).active_matmul
     if phase == "decode":
-        return matmul + attention_flops_per_token(cfg, seq + 1, causal_halved=False)
+        return matmul + attention_flops_per_token(cfg, seq + 1, causal_halved=False, decode=True)
     fwd = matmul + attention_flops_per_token(cfg, seq, causal_halved=convention == "causal")
     return 3.0 * fwd if phase == "train" else fwd
 

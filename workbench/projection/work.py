@@ -81,6 +81,19 @@ def grouped_fill(
     return tile_fill((k,), tk) * tile_fill((n,), tn) * rows / (rows + tm / 2) * tile_fill((k, n), mxu_tile)
 
 
+def _keys_per_query(seq: int, context: int | None, causal: bool, attn_block: int, window: int = 0) -> float:
+    """Keys a flash-attention kernel computes per query. Causal block skipping keeps the diagonal blocks; a
+    sliding window of W keeps the diagonal block and the ceil(W / block) blocks before it (whole blocks
+    computed, the band masked inside them); decode reads min(context, W) cached positions plus itself."""
+    if context is not None:
+        return min(context, window or context) + 1
+    full = (seq + attn_block) / 2 if causal else seq
+    if not window:
+        return full
+    block = max(attn_block, 1)
+    return min(full, block * (1 + math.ceil(window / block)))
+
+
 @dataclass
 class StepWork:
     """Forward operations of one step on one chip, plus the per-step extras of training."""
@@ -129,23 +142,26 @@ def forward_ops(
         _gemm("out_proj", "out_proj", m, q_n, d, nb, tile, groups=L),
     ]
     # flash attention: QK^T contracts over head_dim, PV produces head_dim -> both fill head_dim/tile
-    if context is None:
-        keys = (seq + attn_block) / 2 if causal else seq  # causal block skipping keeps the diagonal blocks
-    else:
-        keys = context + 1
+    keys = _keys_per_query(seq, context, causal, attn_block)
     heads = cfg.n_heads / tp
-    attn_flops = 4 * m * heads * hd * keys * L
     kv_bytes = m * 2 * cfg.n_kv_heads * kv_rep / tp * hd * (nb if kv_nb is None else kv_nb)
-    # prefill/training: K,V of the sequence re-read once per query block; decode: each sequence's cache of
-    # `keys` positions read once per step (m sequences, one query each)
-    reads = keys if context is not None else max(keys / max(attn_block, 1), 1)
+    attn_flops = attn_bytes = 0.0
+    for layers, k_ in (
+        (L - cfg.window_layers, keys),
+        (cfg.window_layers, _keys_per_query(seq, context, causal, attn_block, cfg.window)),
+    ):
+        # prefill/training: K,V of the sequence re-read once per query block; decode: each sequence's cache
+        # of `keys` positions read once per step (m sequences, one query each)
+        reads = k_ if context is not None else max(k_ / max(attn_block, 1), 1)
+        attn_flops += 4 * m * heads * hd * k_ * layers
+        attn_bytes += (m * 2 * heads * hd * nb + kv_bytes * reads) * layers
     ops.append(
         Op(
             "attention",
             "attention",
             "attention",
             flops=attn_flops,
-            bytes=(m * 2 * heads * hd * nb + kv_bytes * reads) * L,
+            bytes=attn_bytes,
             fill=tile_fill((hd,), tile),
         )
     )

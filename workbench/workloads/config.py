@@ -33,8 +33,17 @@ class DecoderConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     source: str = ""
+    # sliding-window (local) attention: ``window_layers`` of the layers attend to the last ``window`` positions
+    # only (gpt-oss, Gemma 3, Mistral); the rest attend to the whole causal prefix
+    window: int = 0
+    window_layers: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.window_layers <= self.n_layers or (self.window_layers > 0) != (self.window > 0):
+            raise WorkbenchError(
+                f"{self.name}: sliding-window attention needs window > 0 and 0 < window_layers <= n_layers "
+                f"(got window {self.window}, window_layers {self.window_layers})"
+            )
         if self.head_dim == 0:
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
         if self.n_heads % self.n_kv_heads:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tpu_workbench.bench.errors import WorkbenchError
 from tpu_workbench.bench.workloads.config import DecoderConfig
 
 
@@ -182,5 +183,10 @@ class Decoder(nn.Module):
 
 def build_model(cfg: DecoderConfig, *, seed: int = 0) -> Decoder:
     """A freshly initialised model on the CPU (move it with ``.to(device)``); seeded for repeatability."""
+    if cfg.window_layers:  # the runnable decoder attends causally to everything: never a silent other model
+        raise WorkbenchError(
+            f"{cfg.name}: sliding-window layers are modelled by the projection only; the runnable decoder "
+            "has full causal attention in every layer"
+        )
     torch.manual_seed(seed)
     return Decoder(cfg)
