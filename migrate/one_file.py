@@ -38,16 +38,20 @@ TRIM_BYTES = 256 << 10
 
 def unified_diff(old: str, new: str, path: str) -> str:
     """A unified diff; patience matching keeps it linear in the file size (difflib's matcher is quadratic
-    when changes are spread over a long file: 8,000 changed functions took 38 s)."""
-    return "".join(
-        patiencediff.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            f"a/{path.lstrip('/')}",
-            f"b/{path.lstrip('/')}",
-            sequencematcher=patiencediff.PatienceSequenceMatcher,
-        )
-    )
+    when changes are spread over a long file: 8,000 changed functions took 38 s). A last line without a newline
+    gets git's and patch's marker, so the next file's header never joins it and the diff applies."""
+    out = []
+    for line in patiencediff.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        f"a/{path.lstrip('/')}",
+        f"b/{path.lstrip('/')}",
+        sequencematcher=patiencediff.PatienceSequenceMatcher,
+    ):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 #: Python frames a file's syntax tree may need: libcst walks it recursively, and a 1,000-term ``1 + 1 + ...``

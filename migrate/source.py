@@ -23,7 +23,7 @@ from .names import ImportTable, import_table
 from .prefilter import TRIGGERS as TRIGGERS  # (re-exported: tests and callers read it here)
 from .prefilter import needs_parse
 from .results import Diagnostic, MigrationResult
-from .rules._helpers import Helper, closure
+from .rules._helpers import Helper, all_helpers, closure
 from .rules.base import all_rules
 from .rules.cuda_api import (
     DEVICE_LIMITED_CALLS,
@@ -31,6 +31,7 @@ from .rules.cuda_api import (
     device_limited,
     import_time_smalls,
     imported_modules,
+    vendored_cuda_library,
 )
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
 from .selection import RuleSet, as_rule_set, resolve
@@ -69,6 +70,8 @@ def _rule_index(codes: tuple[str, ...], mode: str = "normal") -> _Index:
         ]
     elif mode == "cuda-only":
         rules = [r for r in rules if r.outcome == "flagged"]
+    elif mode == "vendored":
+        rules = []  # a copy of a CUDA-only library inside the tree: its code, not the project's
     elif mode == "cuda-patch":
         # a shim that patches torch.cuda for another backend (sd-scripts' IPEX hijack): its every line names
         # torch.cuda on purpose; one TODO says so, not one per line
@@ -81,12 +84,15 @@ _PATCH_CODES = frozenset({"TPU218", "TPU211"})
 
 
 def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: str | None = None) -> str:
-    """ "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
+    """ "vendored" for a file of a CUDA-only library's copy inside the tree (left as written: jukebox's apex/,
+    Vim's detectron2), "spmd" for a torch_xla SPMD program, "cuda-only" for a file that imports a CUDA-only stack at its top level
     or subclasses one (it cannot run without CUDA: rewriting half of it helps nobody), "cuda-patch" for one that
     assigns into torch.cuda (a shim for another backend), else "normal".
 
     Decided by qualified names, never by substrings: a file with its own ``use_spmd_backend()`` is not SPMD.
     """
+    if vendored_cuda_library(path):
+        return "vendored"  # (its importers' TPU211 says how to use it on a TPU host)
     if any(m in source for m in SPMD_MARKERS) and _uses_spmd(source, table):
         return "spmd"
     if path and os.path.abspath(path) in project.current().cuda_only_helpers:
@@ -593,7 +599,8 @@ def _rule_pass(
         mode = "normal"
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
-    transformer, new = _rewrite(module, index, path, source, table, watch, {}, set(), quiet_tree)
+    own = _added_helpers(module)
+    transformer, new = _rewrite(module, index, path, source, table, watch, {}, set(own), quiet_tree)
     smap = SourceMap(text, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
         watch.stage("following device checks")
@@ -604,7 +611,7 @@ def _rule_pass(
             if not more:
                 break
             kept.update(more)
-            frozen = {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
+            frozen = own | {id(r) for c in facts.checks if id(c.key) in kept for r in c.regions}
             frozen |= {id(s) for c in facts.checks if id(c.key) in kept for s in facts.fed_literals(c)}
             watch.stage("rewriting (device checks kept)")
             transformer, new = _rewrite(module, index, path, source, table, watch, kept, frozen, quiet_tree)
@@ -617,6 +624,19 @@ def _rule_pass(
 #: Passes after the first one that may keep more device checks (each keeps at least one more).
 _MAX_FLOW_PASSES = 4
 _CHECK_CODES = frozenset({"TPU201", "TPU106", "TPU102"})
+
+
+def _added_helpers(module: cst.Module) -> set[int]:
+    """The helpers an earlier run added (``_tpu_autocast``...): their bodies are the migration's own code (the
+    autocast helper names CUDA's autocast on purpose, for where there is no TPU): no rule reads them again."""
+    names = {h.name for h in all_helpers()}
+    own = set()
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value in names:
+            doc = stmt.get_docstring(clean=False) or ""
+            if doc.startswith("Added by tpu-migrate"):
+                own.add(id(stmt))
+    return own
 
 
 def _rewrite(

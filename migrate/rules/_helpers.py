@@ -247,11 +247,21 @@ AUTOCAST = _helper(
     "_tpu_autocast",
     '''def _tpu_autocast(**kwargs):
     """Added by tpu-migrate: torch.autocast on "tpu". CUDA's autocast also ran where there was no GPU (it
-    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere this is the
-    CPU's autocast, switched off, and the code runs in full precision as it did."""
+    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere this is CUDA's
+    autocast as written, which switches itself off again (and leaves a CPU autocast around it alone)."""
     if torch.accelerator.is_available():
         return torch.autocast("tpu", **kwargs)
-    return torch.autocast("cpu", enabled=False)
+    return torch.autocast("cuda", **kwargs)
+''',
+)
+
+AMP_DEVICE = _helper(
+    "_tpu_amp_device",
+    '''def _tpu_amp_device():
+    """Added by tpu-migrate: the device type of this code's autocast: "tpu" where TorchTPU set one up; elsewhere
+    CUDA's as written ("tpu" is no device type there: a decorator naming it fails at import, a query raises),
+    whose autocast is off without a GPU, as it was."""
+    return "tpu" if torch.accelerator.is_available() else "cuda"
 ''',
 )
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import libcst as cst
 
 from ._calls import bind, rebind
-from ._helpers import AUTOCAST
+from ._helpers import AMP_DEVICE, AUTOCAST, helper
 from ._util import arg, code, expr, kwarg, literals, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
+_FP32 = frozenset({"torch.float32", "torch.float"})
 _CUDA_AMP = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
 _XLA_AMP = frozenset({"torch_xla.amp.autocast", "torch_xla.amp.autocast_mode.autocast"})
 _GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
@@ -19,6 +21,36 @@ _GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocas
 
 #: What shows that a file runs only with a GPU: it puts tensors on CUDA by name (`.cuda()`, `device="cuda"`).
 _HARD_CODES_CUDA = re.compile(r"""\.cuda\(|['"]cuda(?::\d+)?['"]""")
+#: What does not count as such: comments, and the device argument of an autocast-family call itself (the
+#: autocast being migrated named 'cuda' only for autocast: stable-audio-tools' pretransforms).
+_NOT_PLACEMENT = re.compile(
+    r"""#[^\n]*|\b(?:autocast|custom_fwd|custom_bwd|GradScaler|is_autocast_enabled|get_autocast_dtype)\(\s*"""
+    r"""(?:device_type\s*=\s*|device\s*=\s*)?['"]cuda['"]"""
+)
+
+
+@lru_cache(maxsize=32)
+def _hard_codes_cuda(source: str) -> bool:
+    return _HARD_CODES_CUDA.search(_NOT_PLACEMENT.sub("", source)) is not None
+
+
+def _needs_portable(ctx: Context, orig: cst.CSTNode) -> bool:
+    """Whether a rewrite onto "tpu" autocast must keep working where there is no TPU (see _portable)."""
+    stmt = ctx.statement()
+    decorator = type(stmt) in (cst.FunctionDef, cst.ClassDef) and any(
+        d.decorator is orig or _within(d.decorator, orig) for d in stmt.decorators
+    )
+    # a function of a file that never puts tensors on CUDA by name: it runs wherever its caller does
+    library = bool(ctx.enclosing_definitions()) and not _hard_codes_cuda(ctx.source_text)
+    return decorator or library or _CPU_PATH.search(ctx.source_text) is not None
+
+
+def _within(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """``node`` is ``tree`` or inside it (``@torch.cuda.amp.custom_fwd(cast_inputs=...)``: the reference is the
+    call's callee)."""
+    return tree is node or any(_within(c, node) for c in tree.children)
+
+
 #: What shows that a file also runs where there is no GPU: it names the CPU as a device or tests for CUDA.
 _CPU_PATH = re.compile(
     r"""['"]cpu['"]|\bis_available\(\)|\.is_cuda\b|\bdevice\.type\b|\b(?:no|use)_(?:cuda|gpu)\b"""
@@ -31,21 +63,16 @@ def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
     so a CPU-only run (tests, CPU inference) would raise at the autocast, or at import for a decorator. Also in
     a function or method of a file that names no device (a loss, a model layer: it runs wherever its caller does).
     Plain where the file has no CPU path otherwise (a CUDA-only script never ran without a GPU)."""
-    stmt = ctx.statement()
-    decorator = type(stmt) in (cst.FunctionDef, cst.ClassDef) and any(
-        d.decorator is orig for d in stmt.decorators
-    )
-    library = bool(ctx.enclosing_definitions()) and not _HARD_CODES_CUDA.search(ctx.source_text)
-    if not (decorator or library or _CPU_PATH.search(ctx.source_text)):
+    if not _needs_portable(ctx, orig):
         return node
-    positional = [a for a in node.args if a.keyword is None]
-    if any(a.star for a in node.args) or len(positional) > 4:
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    if any(a.star == "*" for a in node.args) or len(positional) > 4:
         return node
     names = ("device_type", "dtype", "enabled", "cache_enabled")  # torch.autocast's order
     rest = [
-        a.with_changes(keyword=cst.Name(names[i]), equal=_EQ) if a.keyword is None else a
+        a.with_changes(keyword=cst.Name(names[i]), equal=_EQ) if a.keyword is None and not a.star else a
         for i, a in enumerate(node.args)
-        if not (i == 0 and a.keyword is None) and not _is_device_kw(a)
+        if not (i == 0 and a.keyword is None and not a.star) and not _is_device_kw(a)
     ]
     ctx.need_helper(AUTOCAST)
     last = len(rest) - 1
@@ -144,6 +171,17 @@ class Autocast(Rule):
         if literal != "tpu" and not runtime:
             return None
         dt = arg(node, 1, "dtype")
+        given = _orig_value(orig, "dtype", 1) or (dt.value if dt is not None else None)
+        if was_cuda and isinstance(given, (cst.Attribute, cst.Name)) and ctx.qname(given) in _FP32:
+            # lerobot's fastwam heads: CUDA's autocast upcast the region's inputs to float32; TPU autocast takes
+            # bf16/fp16 only, warns and switches off, and a bf16 weight then meets an fp32 input
+            ctx.flag(
+                orig,
+                "autocast to float32 has no TPU form (TPU autocast computes in bfloat16 or float16; asked for "
+                "float32 it switches itself off and casts nothing): run the region with autocast disabled and "
+                "cast its inputs (and weights) to float32 by hand",
+                code=self.code,
+            )
         if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
             why = (
                 "on TPU"
@@ -200,7 +238,7 @@ class Autocast(Rule):
             outcome="warned",
         )
         ctx.need_import("torch")
-        return new
+        return _portable(ctx, orig, new) if qname in _CUDA_AMP else new
 
 
 _CUDA_SIGNATURE = "enabled=True, dtype=torch.float16, cache_enabled=True"
@@ -498,7 +536,8 @@ class AutocastQueries(Rule):
     family = "amp"
     summary = (
         'Rewrite torch.cuda.amp.custom_fwd/custom_bwd to torch.amp.custom_fwd/custom_bwd(device_type="tpu"), '
-        'torch.is_autocast_enabled() and torch.get_autocast_gpu_dtype() to their "tpu" forms.'
+        'torch.is_autocast_enabled() and torch.get_autocast_gpu_dtype() to their "tpu" forms (through a local '
+        "_tpu_amp_device() where the code also runs without a TPU: decorators, libraries, CPU paths)."
     )
     rationale = (
         "Without a device these read CUDA's autocast state, which is never on under TPU autocast: a custom "
@@ -509,8 +548,10 @@ class AutocastQueries(Rule):
         "    def forward(ctx, x):\n        return x\n\non = torch.is_autocast_enabled()\n"
     )
     after = (
-        "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
-        '    @torch.amp.custom_fwd(device_type="tpu")\n    def forward(ctx, x):\n        return x\n\n'
+        "import torch\n\n\n"
+        + helper(AMP_DEVICE).source
+        + "\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+        "    @torch.amp.custom_fwd(device_type=_tpu_amp_device())\n    def forward(ctx, x):\n        return x\n\n"
         'on = torch.is_autocast_enabled("tpu")\n'
     )
     refs = _CUSTOM
@@ -520,31 +561,45 @@ class AutocastQueries(Rule):
         "torch.amp.custom_bwd",
         "torch.is_autocast_enabled",
         "torch.get_autocast_dtype",
+        "torch.accelerator.is_available",  # (in the _tpu_amp_device helper)
     )
 
     def ref(self, ctx, orig, node, qname):
         if ctx.is_called(orig):
             return None
         last = qname.rsplit(".", 1)[1]
-        ctx.report(orig, f'`{qname}` -> `torch.amp.{last}(device_type="tpu")`', code=self.code)
+        device = _device_type(ctx, orig)
+        ctx.report(orig, f"`{qname}` -> `torch.amp.{last}(device_type={device})`", code=self.code)
         ctx.need_import("torch")
-        return expr(f'torch.amp.{last}(device_type="tpu")')
+        return expr(f"torch.amp.{last}(device_type={device})")
 
     def call(self, ctx, orig, node, qname):
         if qname in _QUERIES:
             if node.args:  # (is_autocast_enabled(device_type) already names its device)
                 return None
-            ctx.report(orig, f"`{qname}()` -> `{_QUERIES[qname]}`", code=self.code)
-            return expr(_QUERIES[qname])
+            new = _QUERIES[qname].replace('"tpu"', _device_type(ctx, orig))
+            ctx.report(orig, f"`{qname}()` -> `{new}`", code=self.code)
+            return expr(new)
         if any(a.star or a.keyword is None for a in node.args):
             ctx.flag(orig, f"`{qname}(...)` with positional arguments: port by hand", code=self.code)
             return None
         last = qname.rsplit(".", 1)[1]
-        ctx.report(orig, f'`{qname}(...)` -> `torch.amp.{last}(device_type="tpu", ...)`', code=self.code)
+        device = _device_type(ctx, orig)
+        ctx.report(orig, f"`{qname}(...)` -> `torch.amp.{last}(device_type={device}, ...)`", code=self.code)
         ctx.need_import("torch")
         first = cst.Arg(
-            cst.SimpleString('"tpu"'),
+            expr(device),
             keyword=cst.Name("device_type"),
             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
         )
         return node.with_changes(func=expr(f"torch.amp.{last}"), args=[first, *node.args])
+
+
+def _device_type(ctx, orig: cst.CSTNode) -> str:
+    """``"tpu"``, or ``_tpu_amp_device()`` where the code also runs without a TPU (see _portable): a
+    ``custom_fwd(device_type="tpu")`` decorator fails at import on a CPU-only machine (VoiceCraft's, CogVideo's
+    autograd Functions), ``is_autocast_enabled("tpu")`` raises there, where CUDA's answered False."""
+    if _needs_portable(ctx, orig):
+        ctx.need_helper(AMP_DEVICE)
+        return "_tpu_amp_device()"
+    return '"tpu"'

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 import libcst as cst
 
@@ -1403,6 +1404,8 @@ KERNEL_MODULES = (
     "cuda.bindings",
     "deep_ep",
     "pynvml",
+    *("nvidia_smi", "py3nvml", "gpustat", "GPUtil"),  # NVML wrappers (tensorboardX's demo_nvidia_smi)
+    "caffe2",  # CPU/CUDA only, and gone from PyTorch 2 (detectron2's Caffe2 export)
     "nvidia",
     "cutlass",
     "flashinfer",
@@ -1428,6 +1431,9 @@ KERNEL_MODULES = (
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
     *("detectron2", "warp"),  # (the same)
 )
+#: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
+#: general library: numba, torchrec).
+_KERNEL_ROOTS = frozenset(m for m in KERNEL_MODULES if "." not in m)
 #: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
 #: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
 #: them ran on the CPU on a host without CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a
@@ -1491,6 +1497,50 @@ def _limited_message(lib: str) -> str:
     )
 
 
+#: setup.py text that builds CUDA code (apex's, detectron2's, mamba's own setup.py).
+_SETUP_BUILDS_CUDA = re.compile(r"\bCUDAExtension\b|\bCUDA_HOME\b|\bnvcc\b")
+
+
+@lru_cache(maxsize=512)
+def cuda_library_copy(folder: str) -> bool:
+    """A folder holding a copy of a CUDA library rather than the project's code: a setup.py in it or in the
+    folder above that builds CUDA extensions (jukebox's vendored apex/, hustvl/Vim's det/ = detectron2), or
+    .cu sources inside it."""
+    for root in (folder, os.path.dirname(folder)):
+        setup = os.path.join(root, "setup.py")
+        try:
+            with open(setup, encoding="utf-8", errors="replace") as fh:
+                if _SETUP_BUILDS_CUDA.search(fh.read(200_000)):
+                    return True
+        except OSError:
+            continue
+    seen = 0
+    for _, _, names in os.walk(folder):
+        seen += len(names)
+        if any(n.endswith((".cu", ".cuh")) for n in names):
+            return True
+        if seen > 5_000:
+            break
+    return False
+
+
+def vendored_cuda_library(path: str | None) -> str | None:
+    """The CUDA-only library whose copy ``path`` is part of (a folder above it named like the library, holding
+    a CUDA build): its code is that library's, which runs on CPU/CUDA only, not the project's to migrate."""
+    if not path:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    for _ in range(8):
+        name = os.path.basename(folder)
+        if name in _KERNEL_ROOTS and cuda_library_copy(folder):
+            return name
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return None
+
+
 def _project_package(mod: str, path: str | None) -> bool:
     """A folder named like ``mod``'s first part beside the file or up to 3 folders above it, in a folder that is a
     source root (not a package itself), holding code one imports: the repository's own package (a module file of
@@ -1506,7 +1556,9 @@ def _project_package(mod: str, path: str | None) -> bool:
         if os.path.isdir(os.path.join(folder, root)) and not os.path.isfile(
             os.path.join(folder, "__init__.py")
         ):
-            return _importable_package(os.path.join(folder, root), rest[:1])
+            package = os.path.join(folder, root)
+            # (a copy of the library itself, vendored with its CUDA build, is that library: Vim's det/detectron2)
+            return _importable_package(package, rest[:1]) and not cuda_library_copy(package)
         folder = os.path.dirname(folder)
     return False
 

@@ -1,0 +1,163 @@
+"""Wrong rewrites found by reading every changed hunk of held-out check 16 (benchmarks/migrate_corpus_heldout16.txt),
+each as a class in its own words, each asserting the rewrite it must not make (or the one it must not miss)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from migrate_helpers import run
+from test_heldout9_classes import _code, _migrate_tree
+
+from tpu_workbench.migrate.one_file import unified_diff
+
+_SETUP_CUDA = (
+    "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+    "setup(name='lib', ext_modules=[CUDAExtension('lib._C', ['csrc/k.cu'])], cmdclass={'build_ext': BuildExtension})\n"
+)
+
+
+def _write(root, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+# --- a copy of a CUDA library carried inside the repository is that library, not the project's code ------------
+def test_a_vendored_detectron2_is_left_as_written_and_its_importers_are_flagged(tmp_path):
+    # hustvl/Vim carries detectron2 as det/ (det/setup.py builds detectron2._C with CUDAExtension): its default
+    # MODEL.DEVICE and CPU fallbacks were moved to 'tpu', its tests sent TPU tensors into the _C ops (nms,
+    # ROIAlign, box_iou_rotated): 25 wrong hunks. A tree named like the library with its own CUDA build is a copy.
+    _write(
+        tmp_path,
+        {
+            "det/setup.py": _SETUP_CUDA,
+            "det/detectron2/__init__.py": "",
+            "det/detectron2/config/__init__.py": "",
+            "det/detectron2/config/defaults.py": "import torch\nDEVICE = 'cuda'\nx = torch.zeros(1).cuda()\n",
+            "det/tests/test_boxes.py": (
+                "import torch\nfrom detectron2.config.defaults import DEVICE\n"
+                "devices = ['cuda'] if torch.cuda.is_available() else []\n"
+            ),
+        },
+    )
+    out = _migrate_tree(tmp_path)
+    assert (
+        out["det/detectron2/config/defaults.py"]
+        == "import torch\nDEVICE = 'cuda'\nx = torch.zeros(1).cuda()\n"
+    )
+    test = out["det/tests/test_boxes.py"]
+    assert "TPU211" in test and "torch.cuda.is_available()" in _code(test) and "'tpu'" not in _code(test)
+
+
+def test_a_vendored_apex_repository_folder_is_left_as_written(tmp_path):
+    # openai/jukebox carries NVIDIA apex as apex/ (its setup.py builds the CUDA kernels): its tests' SyncBatchNorm
+    # (.cuda() -> .to("tpu")) and import of the compiled syncbn were migrated as if they were the project's own.
+    test = (
+        "import torch\nimport syncbn\nfrom apex.parallel import SyncBatchNorm\nm = SyncBatchNorm(4).cuda()\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "apex/setup.py": _SETUP_CUDA,
+            "apex/apex/__init__.py": "",
+            "apex/apex/parallel/__init__.py": "class SyncBatchNorm:\n    pass\n",
+            "apex/tests/test_syncbn.py": test,
+            "train.py": "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+        },
+    )
+    out = _migrate_tree(tmp_path)
+    assert out["apex/tests/test_syncbn.py"] == test
+    assert 'to("tpu")' in out["train.py"]  # the project's own code still migrates
+
+
+def test_a_project_package_named_like_a_stack_without_a_cuda_build_is_still_its_own(tmp_path):
+    # the opposite case (BingBertGlue's nvidia/, a repository's own triton/ helpers): no CUDA build, own code
+    _write(tmp_path, {"apex/__init__.py": "", "apex/ops.py": "X = 1\n"})
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom apex.ops import X\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+    )
+    out = _migrate_tree(tmp_path)["train.py"]
+    assert 'to("tpu")' in out and "TPU211" not in out
+
+
+@pytest.mark.parametrize("module", ["nvidia_smi", "py3nvml.py3nvml", "GPUtil", "caffe2.python.core"])
+def test_nvml_wrappers_and_caffe2_are_cuda_stacks(module):
+    # tensorboardX's demo_nvidia_smi: the tensor it allocates to read GPU memory back through NVML went to 'tpu',
+    # "100% converted"; detectron2's Caffe2 export mapped 'tpu' onto Caffe2's CUDA device options
+    res = run(f"import torch\nimport {module}\nx = torch.zeros(4).cuda()\n")
+    assert "TPU211" in {d.code for d in res.diagnostics} and ".cuda()" in res.new_source
+
+
+# --- --diff output applies as a patch when a file ends without a newline ------------------------------------------
+def test_a_diff_of_a_file_without_a_final_newline_applies(tmp_path):
+    # VoiceCraft's main.py: the last '+' line ran into the next file's '--- a/...' header
+    old, new = "import torch\nx = torch.zeros(2).cuda()", 'import torch\nx = torch.zeros(2).to("tpu")'
+    (tmp_path / "f.py").write_text(old)
+    diff = unified_diff(old, new, "f.py") + unified_diff("a\n", "b\n", "g.py")
+    (tmp_path / "g.py").write_text("a\n")
+    assert diff.count("\\ No newline at end of file") == 2
+    (tmp_path / "p.diff").write_text(diff)
+    proc = subprocess.run(["git", "apply", "-p1", "p.diff"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "f.py").read_text() == new and (tmp_path / "g.py").read_text() == "b\n"
+
+
+# --- autocast code that also runs without a TPU: every autocast form, not just torch.cuda.amp.autocast() ----------
+def _import_without_tpu(tmp_path, src: str):
+    """Run migrated code where TorchTPU set up no device (a CPU-only machine: tests, CPU inference)."""
+    f = tmp_path / "m.py"
+    f.write_text(src + "\nprint('ran', run_it())\n")
+    env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PATH": "/usr/bin:/bin"}
+    import sys
+
+    return subprocess.run([sys.executable, "-W", "ignore", str(f)], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # stable-audio-tools' pretransforms, mosaic diffusion's encode_images: the autocast's own 'cuda' made the
+        # file look CUDA-only, so the plain torch.autocast("tpu") raised on the CPU
+        "def run_it():\n    with torch.amp.autocast('cuda', enabled=False):\n        return torch.ones(2).sum()\n",
+        "def run_it():\n    with torch.autocast(device_type='cuda', enabled=False):\n        return 1\n",
+        # CogVideo's checkpoint helpers: the queries and an autocast built from a dict
+        "def run_it(kw={'enabled': True}):\n    with torch.cuda.amp.autocast(**kw):\n"
+        "        return torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()\n",
+        # VoiceCraft's autograd Functions: a custom_fwd decorator naming "tpu" failed at import
+        "class F(torch.autograd.Function):\n    @staticmethod\n    @torch.cuda.amp.custom_fwd\n"
+        "    def forward(ctx, x):\n        return x * 2\n    @staticmethod\n    @torch.cuda.amp.custom_bwd\n"
+        "    def backward(ctx, g):\n        return g * 2\n"
+        "def run_it():\n    x = torch.ones(2, requires_grad=True)\n    F.apply(x).sum().backward()\n"
+        "    return x.grad.tolist()\n",
+    ],
+)
+def test_migrated_autocast_code_still_runs_where_there_is_no_tpu(tmp_path, body):
+    src = "import torch\n\n" + body
+    original = _import_without_tpu(tmp_path, src)
+    assert original.returncode == 0, original.stderr[-800:]
+    out = run(src).new_source
+    assert "torch.cuda.amp" not in _code(out) and "get_autocast_gpu_dtype" not in out
+    migrated = _import_without_tpu(tmp_path, out)
+    assert migrated.returncode == 0, migrated.stderr[-800:]
+    assert migrated.stdout == original.stdout  # the same answers as CUDA's autocast gave without a GPU
+
+
+def test_a_second_run_leaves_the_added_autocast_helpers_alone():
+    src = (
+        "import torch\n\ndef f(x):\n    with torch.amp.autocast('cuda', enabled=False):\n        return x\n"
+        "def g():\n    return torch.is_autocast_enabled()\n"
+    )
+    once = run(src).new_source
+    assert "def _tpu_autocast" in once and "def _tpu_amp_device" in once
+    twice = run(once)
+    assert twice.new_source == once and not twice.diagnostics
+
+
+def test_a_float32_autocast_region_is_flagged():
+    # lerobot's fastwam head: TPU autocast takes bf16/fp16 only; asked for fp32 it switches off and casts nothing
+    out = run(
+        "import torch\ndef head(x, w):\n    with torch.amp.autocast('cuda', dtype=torch.float32):\n"
+        "        return x @ w\n"
+    ).new_source
+    assert "TODO(tpu-migrate TPU301): autocast to float32 has no TPU form" in out
