@@ -1182,6 +1182,15 @@ def checks_to_keep(
                         "ordinals (accelerate never places on 'tpu')"
                     )
                     break
+                if type(n) is cst.Assign and (handed := _int_device_handed(flow, n)) is not None:
+                    # trlx's examples: `if torch.cuda.is_available(): device = int(LOCAL_RANK) else: device = -1`,
+                    # then pipeline(device=device): an int is a CUDA ordinal to transformers' pipeline (no TPU
+                    # branch: the CPU); renamed, a TPU host looks migrated and runs the model on the CPU
+                    why = (
+                        f"it sets `{handed[0]}` to an integer device handed to `{handed[1]}`, where an int is "
+                        "a CUDA ordinal (never 'tpu'): give that call the device 'tpu' instead"
+                    )
+                    break
                 if type(n) is cst.Call and (wrapper := _data_parallel_wrapper(flow, n)) is not None:
                     if many:
                         continue  # (as above)
@@ -1241,6 +1250,32 @@ def checks_to_keep(
     new.update(_reported_twins(flow, rewritten, {**kept, **new}))
     new.update(_placement_twins(flow, rewritten, {**kept, **new}))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+_ORDINAL_NAME = re.compile(r"(?i)rank|gpu|device_id|ordinal")
+
+
+def _int_device_handed(flow: Flow, assign: cst.Assign) -> tuple[str, str] | None:
+    """``device = int(os.environ["LOCAL_RANK"])`` (an integer: ``int(...)``, a literal, a rank or GPU index)
+    whose name reaches another library's ``device=`` argument: (the name, that callee)."""
+    if len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name:
+        return None
+    value = assign.value
+    integer = (
+        type(value) is cst.Integer
+        or (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "int")
+        or (type(value) in (cst.Name, cst.Attribute) and _ORDINAL_NAME.search(_code(value)) is not None)
+    )
+    if not integer:
+        return None
+    target = assign.targets[0].target
+    for use in flow.uses(target):
+        arg = flow.parents.get(use)
+        if type(arg) is cst.Arg and arg.keyword is not None and arg.keyword.value == "device":
+            callee = flow._sink_of(use)
+            if callee is not None:
+                return target.value, callee
+    return None
 
 
 #: Comparisons of values (a rank against 0 or against LOCAL_RANK), not of identity or membership.

@@ -230,6 +230,7 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
 
 
 #: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
+_TEST_DEF = re.compile(r"test_|_test$")
 _CUDA_PATCH_TARGET = re.compile(r"""["']((?:[\w]+\.)*torch\.cuda\.\w+)["']""")
 
 
@@ -389,7 +390,66 @@ class LiteralRule(Rule):
         cst.BinaryOperation,
         cst.FunctionDef,
         cst.If,
+        cst.With,
     )
+
+    def _data_round_trip(self, ctx: Context, node: cst.FunctionDef) -> None:
+        """A test that hands ``{"device": "cuda"}`` to the code under test and asserts it reads ``== "cuda"`` back
+        from the result (lerobot's pipeline overrides): the string is the test's data, stored and compared, not
+        a placement; renamed on one side only, the assert fails on every machine. Kept on both sides."""
+        compared = any(
+            type(c) is cst.Comparison
+            and type(c.left)
+            is cst.Subscript  # (read back from a result mapping: `.device.type` is a device test)
+            and any(
+                type(t.comparator) is cst.SimpleString
+                and self.new_body(string_body(t.comparator)) is not None
+                for t in c.comparisons
+            )
+            for c in _walk_code(node.body)
+        )
+        if not compared:
+            return
+        for n in _walk_code(node.body):
+            if (
+                type(n) is cst.DictElement
+                and type(n.value) is cst.SimpleString
+                and self.new_body(string_body(n.value)) is not None
+            ):
+                ctx.claim_string(
+                    n.value,
+                    COMPARISON_CODE,
+                    "flagged",
+                    f"{self.what} '{string_body(n.value)}' is data this test hands on and then compares as read "
+                    "back: kept on both sides",
+                    value=None,
+                )
+
+    def _patched_cuda_block(self, ctx: Context, node: cst.With) -> None:
+        """``with patch("torch.cuda.is_available", return_value=False): get_safe_torch_device("cuda")``: the block
+        tests what the code under test does with CUDA (lerobot's test_device_utils): its device names are the
+        test's subject, kept as written (renamed, the expected ValueError never comes)."""
+        target = next(
+            (
+                m.group(1)
+                for item in node.items
+                for n in _walk_code(item.item)
+                if type(n) is cst.SimpleString and (m := _CUDA_PATCH_TARGET.fullmatch(n.value))
+            ),
+            None,
+        )
+        if target is None:
+            return
+        for n in _walk_code(node.body):
+            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                ctx.claim_string(
+                    n,
+                    COMPARISON_CODE,
+                    "flagged",
+                    f"{self.what} '{string_body(n)}' is used inside a block that patches `{target}`: it tests "
+                    "what the code does with CUDA; kept, migrate the test with the code it patches",
+                    value=None,
+                )
 
     def _default_branch(self, ctx: Context, node: cst.If) -> None:
         """``if is_xpu_available(): x.to("xpu") else: x.to("cuda")``: the test picks another accelerator and the
@@ -514,6 +574,10 @@ class LiteralRule(Rule):
         if t is cst.IfExp:
             self._placement_choice(ctx, node)  # type: ignore[arg-type]
             return
+        if t is cst.With:
+            if "patch" in ctx.source_text:
+                self._patched_cuda_block(ctx, node)  # type: ignore[arg-type]
+            return
         if t is cst.FunctionDef:
             graph = ctx.scratch.get("graph-words")
             if graph is None:  # (once per file: searching the text per function would be quadratic)
@@ -525,6 +589,8 @@ class LiteralRule(Rule):
                 selectors = ctx.scratch["selector-lists"] = _SELECTOR_LIST.search(ctx.source_text) is not None
             if selectors:
                 self._keep_selector_values(ctx, node)  # type: ignore[arg-type]
+            if _TEST_DEF.match(node.name.value):  # type: ignore[attr-defined]
+                self._data_round_trip(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")
                 if word is None:

@@ -564,7 +564,7 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef)
+    node_types = (cst.If, cst.IfExp, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef)
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
@@ -644,6 +644,10 @@ class CudaToAccelerator(Rule):
                 self._keep(ctx, guards, f"an assertion that CUDA is there: {msg!r}")
             # (one that asks only for a GPU, "Training currently requires at least one GPU.", asks for an
             # accelerator: the flow layer renames it when the code after it was all migrated, else keeps it)
+            return
+        if type(node) is cst.IfExp or type(node) is cst.If:
+            _note_ladder(ctx, node)
+        if type(node) is cst.IfExp:
             return
         assert isinstance(node, cst.If)
         orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else None
@@ -751,6 +755,14 @@ class CudaToAccelerator(Rule):
                 code=self.code,
             )
             return None
+        if last == "is_available" and id(orig) in ctx.scratch.get("cuda-ladders", ()):  # type: ignore[operator]
+            # `if cuda ... elif mps ... else cpu`: torch.accelerator.is_available() is also true on a Mac (or an XPU
+            # host), which would then take the TPU branch and never reach its own; ask for a TPU by name
+            ctx.report(
+                orig, f"`{qname}()` -> a test for a TPU (the ladder also picks mps/xpu)", code=self.code
+            )
+            ctx.need_import("torch")
+            return expr(_TPU_PRESENT)
         old, name, new_sig, rename = _ACCELERATOR[last]
         return _to_accelerator(ctx, orig, node, qname, name, (old, new_sig, rename), self.code)
 
@@ -847,6 +859,35 @@ class CudaManualSeed(Rule):
         )
         ctx.need_import("torch")
         return node.with_changes(func=expr(new))
+
+
+#: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
+#: anywhere in an expression (`not ...`, `... and x`).
+_TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
+_OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
+
+
+def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
+    """``if torch.cuda.is_available(): ... elif torch.backends.mps.is_available(): ...`` (and the same as a
+    conditional expression, or an ``else:`` holding the next ``if``): the CUDA test's later branches pick another
+    accelerator, so its rewrite must not be true for them (lerobot's auto-detected devices)."""
+    tests, rest = [], node.orelse
+    while rest is not None:
+        if isinstance(rest, (cst.If, cst.IfExp)):
+            tests.append(rest.test)
+            rest = rest.orelse
+        elif (
+            isinstance(rest, cst.Else) and len(rest.body.body) == 1 and isinstance(rest.body.body[0], cst.If)
+        ):
+            rest = rest.body.body[0]
+        else:
+            break
+    if not any(_OTHER_ACCELERATOR.search(code(t)) for t in tests):
+        return
+    mine = [c for c in _calls_in(node.test) if ctx.qname(c.func) == "torch.cuda.is_available"]
+    ladders = ctx.scratch.setdefault("cuda-ladders", set())
+    for c in mine:
+        ladders.add(id(c))  # type: ignore[union-attr]
 
 
 def _to_accelerator(

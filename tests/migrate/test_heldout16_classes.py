@@ -161,3 +161,66 @@ def test_a_float32_autocast_region_is_flagged():
         "        return x @ w\n"
     ).new_source
     assert "TODO(tpu-migrate TPU301): autocast to float32 has no TPU form" in out
+
+
+# --- a CUDA test that heads a ladder with an mps/xpu branch asks for a TPU by name ------------------------------
+@pytest.mark.parametrize(
+    "ladder",
+    [
+        "if torch.cuda.is_available():\n    d = 'cuda'\nelif torch.backends.mps.is_available():\n    d = 'mps'\n"
+        "else:\n    d = 'cpu'\n",
+        "d = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'\n",
+    ],
+    ids=["elif", "ternary"],
+)
+def test_a_ladder_with_an_mps_branch_keeps_it_reachable(ladder):
+    # lerobot's auto-detected devices: torch.accelerator.is_available() is true on a Mac too, which then took the
+    # 'tpu' branch and never its own mps one
+    out = run("import torch\n" + ladder).new_source
+    test = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
+    assert test in out and "'mps'" in out and "torch.cuda" not in _code(out)
+    scope: dict = {}
+    exec(compile(out, "<migrated>", "exec"), scope)
+    import torch
+
+    assert scope["d"] == ("tpu" if torch.accelerator.is_available() else "cpu")
+
+
+# --- an integer device handed to another library is CUDA's ordinal there -----------------------------------------
+def test_a_check_choosing_an_integer_device_for_a_pipeline_is_kept():
+    # trlx's examples: `device = int(LOCAL_RANK)` if CUDA else -1, then transformers.pipeline(device=device): an
+    # int is tried as mlu/musa/cuda/npu/hpu/xpu and else the CPU, never 'tpu'; renamed, the reward model
+    # silently ran on the CPU of a TPU host while the hunk looked migrated
+    src = (
+        "import os, torch\nfrom transformers import pipeline\n"
+        "if torch.cuda.is_available():\n    device = int(os.environ.get('LOCAL_RANK', 0))\nelse:\n    device = -1\n"
+        "fn = pipeline('sentiment-analysis', 'm', device=device)\n"
+    )
+    out = run(src).new_source
+    assert "torch.cuda.is_available()" in _code(out)
+    assert "integer device handed to `transformers.pipeline`" in out
+
+
+# --- a test's device strings that are its data, not placements ------------------------------------------------
+def test_a_block_that_patches_cuda_keeps_its_device_names():
+    # lerobot's test_device_utils: with torch.cuda.is_available patched to False, get_safe_torch_device("cuda")
+    # must raise; renamed to "tpu" it returned a device and the test failed everywhere
+    src = (
+        "import torch, pytest\nfrom unittest.mock import patch\nfrom mylib import get_device\n\n"
+        "def test_missing_cuda_raises():\n"
+        "    with patch('torch.cuda.is_available', return_value=False), pytest.raises(ValueError):\n"
+        "        get_device('cuda')\n"
+    )
+    out = run(src).new_source
+    assert "get_device('cuda')" in out and "'tpu'" not in out
+
+
+def test_a_device_string_handed_on_and_read_back_is_kept_on_both_sides():
+    # lerobot's pipeline overrides: {"device": "cuda"} stored by a mock step, then `comp_data["device"] == "cuda"`
+    src = (
+        "def test_overrides(load):\n"
+        "    result = load(overrides={'step': {'device': 'cuda', 'value': 2}})\n"
+        "    assert result['device'] == 'cuda'\n"
+    )
+    out = run("import torch\n" + src).new_source
+    assert "'device': 'cuda'" in out and "== 'cuda'" in out and "'tpu'" not in _code(out)
