@@ -780,6 +780,14 @@ class LiteralRule(Rule):
         for a in call.args:
             if torch_native and a.keyword is not None and a.keyword.value == "device":
                 continue  # pipeline(..., device="cuda:0"): handed to torch.device as it is
+            if (
+                torch_native
+                and a.keyword is not None
+                and a.keyword.value == "device_map"
+                and type(a.value) is cst.SimpleString
+                and self.new_body(string_body(a.value)) is not None
+            ):
+                continue  # from_pretrained(device_map="cuda"): transformers makes it {"": torch.device("cuda")}
             v = a.value
             if (
                 a.keyword is not None
@@ -822,13 +830,21 @@ class LiteralRule(Rule):
                 body = string_body(s)
                 if self.new_body(body) is not None:
                     where = f"{a.keyword.value}=" if a.keyword is not None else "an argument"
+                    advice = (
+                        # accelerate's InitProcessGroupKwargs(backend="nccl") (CogVideo): handed on to
+                        # torch.distributed by the library, on the device the library itself picks
+                        "it may hand the name on to torch.distributed on a device it picks itself; kept: "
+                        "'tpu_dist' where that device is 'tpu', 'gloo' where it is the CPU"
+                        if self.what == "process-group backend"
+                        else "its device names are its own; kept: give it a device it supports (often 'cpu') "
+                        "or its own TPU option"
+                    )
                     ctx.claim_string(
                         s,
                         self.code,
                         "flagged",
                         f"{self.what} '{body}' is handed to `{callee}` ({where}), a library that is not torch: "
-                        "its device names are its own; kept: give it a device it supports (often 'cpu') or "
-                        "its own TPU option",
+                        + advice,
                         value=None,
                     )
 

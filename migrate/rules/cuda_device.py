@@ -359,6 +359,13 @@ _INT_DEVICE_NAMES = frozenset(
 )
 
 
+#: torch's tensor factories (their device= keyword places the new tensor).
+_FACTORIES = (
+    *("tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye"),
+    *("rand", "randn", "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like"),
+)
+
+
 def _int_device(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Integer):
         return True
@@ -386,6 +393,22 @@ class IntegerDevice(Rule):
     before = "import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to(local_rank)\n"
     after = 'import torch\n\ntorch.cuda.set_device(local_rank)\nmodel = model.to("tpu")\n'
     methods = frozenset({"to"})
+    # (a factory's device=rank is the same CUDA ordinal: VoiceCraft's trainer moved its batch with .to(rank) and
+    # built the NaN flag it all-reduces with it by torch.tensor(..., device=self.rank))
+    calls = frozenset(f"torch.{f}" for f in _FACTORIES)
+
+    def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
+        device = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if device is None or not _int_device(device.value):
+            return None
+        ctx.report(
+            orig,
+            f'integer device `{code(device.value)}` -> "tpu" (the process\'s own device)',
+            code=self.code,
+            outcome="warned",
+        )
+        new = device.with_changes(value=cst.SimpleString('"tpu"'))
+        return node.with_changes(args=[new if a is device else a for a in node.args])
 
     def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
         if not node.args or node.args[0].keyword is not None or node.args[0].star:

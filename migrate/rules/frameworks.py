@@ -365,6 +365,7 @@ class AccelerateLaunchTpu(Rule):
 
 #: Hugging Face accelerate's automatic placements: it spreads the model over the devices it knows.
 _AUTO_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+_OFFLOADS = frozenset({"enable_model_cpu_offload", "enable_sequential_cpu_offload"})
 
 
 @register
@@ -373,7 +374,10 @@ class HfDeviceMapAuto(Rule):
     name = "hf-device-map-auto"
     family = "frameworks"
     outcome = "flagged"
-    summary = "Flag device_map='auto' (balanced, sequential) handed to a library (from_pretrained, pipeline)."
+    summary = (
+        "Flag device_map='auto' (balanced, sequential) handed to a library (from_pretrained, pipeline), and "
+        "diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload."
+    )
     rationale = (
         "accelerate places such a model on the devices it knows (CUDA, XPU, NPU, MPS ...) or on the CPU; "
         "TorchTPU's 'tpu' is not one of them, so on a TPU host the model stays on the CPU while the "
@@ -387,8 +391,25 @@ class HfDeviceMapAuto(Rule):
         'm = AutoModel.from_pretrained(name, device_map="auto")\nx = x.cuda()\n'
     )
     node_types = (cst.Call, cst.Assign)
+    words = _OFFLOADS
 
     def visit_node(self, ctx, node):
+        if (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in _OFFLOADS
+            and "diffusers" in ctx.source_text
+        ):
+            # CogVideo's replicate predictors: `.to("tpu")` then pipe.enable_model_cpu_offload(): diffusers picks
+            # the offload device from CUDA/NPU/XPU/MPS (a CUDA default), never 'tpu'
+            ctx.flag(
+                node,
+                f"`{node.func.attr.value}()` offloads onto the accelerator diffusers knows (CUDA, NPU, XPU, MPS), "
+                "never TorchTPU's 'tpu': on a TPU host it fails or hooks to CUDA; drop it and keep the pipeline "
+                "on 'tpu' (.to('tpu')), or offload by hand",
+                code=self.code,
+            )
+            return
         if type(node) is cst.Call:
             value = next(
                 (a.value for a in node.args if a.keyword is not None and a.keyword.value == "device_map"),

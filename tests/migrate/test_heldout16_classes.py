@@ -224,3 +224,32 @@ def test_a_device_string_handed_on_and_read_back_is_kept_on_both_sides():
     )
     out = run("import torch\n" + src).new_source
     assert "'device': 'cuda'" in out and "== 'cuda'" in out and "'tpu'" not in _code(out)
+
+
+# --- smaller classes of held-out 16 -----------------------------------------------------------------------------
+def test_diffusers_cpu_offload_is_flagged():
+    # CogVideo's replicate predictors: .to("tpu") then enable_model_cpu_offload(), whose device is CUDA's
+    res = run(
+        "import torch\nfrom diffusers import CogVideoXPipeline\npipe = CogVideoXPipeline.from_pretrained('m')\n"
+        "pipe.to('cuda')\npipe.enable_model_cpu_offload()\n"
+    )
+    assert any(d.code == "TPU915" and "enable_model_cpu_offload" in d.message for d in res.diagnostics)
+
+
+def test_a_backend_handed_to_another_library_gets_backend_advice():
+    # CogVideo: InitProcessGroupKwargs(backend="nccl"): the TODO told the user to give it 'cpu', no backend
+    out = run(
+        "import torch\nfrom accelerate.utils import InitProcessGroupKwargs\n"
+        "k = InitProcessGroupKwargs(backend='nccl')\n"
+    ).new_source
+    assert "'gloo' where it is the CPU" in out and "often 'cpu'" not in out
+
+
+def test_a_factory_given_the_rank_as_its_device_follows_the_moves():
+    # VoiceCraft's trainer: .to(self.rank) became .to("tpu") while torch.tensor(..., device=self.rank) stayed an
+    # ordinal (tpu:<global rank>, absent in a one-chip process) and was all-reduced with the 'tpu' tensors
+    out = run(
+        "import torch\ntorch.cuda.manual_seed(0)\ndef step(self, x):\n    x = x.to(self.rank)\n"
+        "    return x, torch.tensor(0.0, device=self.rank)\n"
+    ).new_source
+    assert 'x.to("tpu")' in out and 'torch.tensor(0.0, device="tpu")' in out
