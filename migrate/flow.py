@@ -491,6 +491,14 @@ class Flow:
         if type(parent) is not cst.Arg:
             return None
         call = self.parents.get(parent)
+        if (
+            type(call) is cst.Call
+            and type(call.func) is cst.Attribute
+            and call.func.attr.value in _TORCH_MOVES
+        ):
+            return (
+                None  # `AutoModel.from_pretrained(...).to(DEVICE)`: a module's own .to(), torch's (CogVideo)
+            )
         name = self._qname(call.func) if type(call) is cst.Call else None
         return name if third_party(name, self.path) else None
 
@@ -823,6 +831,11 @@ class Flow:
     def cuda_only_call(self, call: cst.Call) -> str | None:
         """The CUDA-only module a call goes to (``ngram_repeat_block_cuda.forward(...)``), else None."""
         q = self._qname(call.func)
+        last = call.func.attr.value if type(call.func) is cst.Attribute else q.rsplit(".", 1)[-1] if q else ""
+        if (m := _STACK_SWITCH.fullmatch(last)) is not None:
+            # diffusers' is_xformers_available() / unet.enable_xformers_memory_efficient_attention() (AnimateDiff's
+            # app): a probe or a switch of a CUDA-only stack, whatever module it lives in
+            return m.group(1)
         if not q or self._cuda_only is None or q.startswith("torch"):
             return None
         module = q.rsplit(".", 1)[0] if "." in q else q
@@ -1252,6 +1265,12 @@ def checks_to_keep(
     return {k: v for k, v in new.items() if k not in kept}
 
 
+#: A call that probes for or switches on a CUDA-only stack by name.
+_STACK_SWITCH = re.compile(
+    r"(?:is_|enable_|use_)(xformers|flash_attn|apex|triton|bitsandbytes|deepspeed_cuda)\w*"
+)
+#: Methods that place a torch module or tensor, whatever library built it.
+_TORCH_MOVES = frozenset({"to", "cuda"})
 _ORDINAL_NAME = re.compile(r"(?i)rank|gpu|device_id|ordinal")
 
 

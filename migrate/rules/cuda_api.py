@@ -1565,6 +1565,24 @@ def cuda_library_copy(folder: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=512)
+def _library_repository(folder: str) -> str | None:
+    """A folder holding a CUDA-only library's repository: a setup.py that builds CUDA extensions beside that
+    library's package (Vim's det/setup.py beside det/detectron2/), whatever the folder is called."""
+    setup = os.path.join(folder, "setup.py")
+    if not os.path.isfile(setup):
+        return None
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    inner = next(
+        (n for n in names if n in _KERNEL_ROOTS and os.path.isfile(os.path.join(folder, n, "__init__.py"))),
+        None,
+    )
+    return inner if inner is not None and cuda_library_copy(os.path.join(folder, inner)) else None
+
+
 def vendored_cuda_library(path: str | None) -> str | None:
     """The CUDA-only library whose copy ``path`` is part of (a folder above it named like the library, holding
     a CUDA build): its code is that library's, which runs on CPU/CUDA only, not the project's to migrate."""
@@ -1575,6 +1593,8 @@ def vendored_cuda_library(path: str | None) -> str | None:
         name = os.path.basename(folder)
         if name in _KERNEL_ROOTS and cuda_library_copy(folder):
             return name
+        if (inner := _library_repository(folder)) is not None:
+            return inner  # (Vim's det/: detectron2's repository renamed; its configs, tools and projects)
         parent = os.path.dirname(folder)
         if parent == folder:
             break

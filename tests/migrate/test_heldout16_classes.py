@@ -39,6 +39,10 @@ def test_a_vendored_detectron2_is_left_as_written_and_its_importers_are_flagged(
                 "import torch\nfrom detectron2.config.defaults import DEVICE\n"
                 "devices = ['cuda'] if torch.cuda.is_available() else []\n"
             ),
+            "vim/detect.py": (
+                "import torch\nfrom detectron2.config.defaults import DEVICE\n"
+                "devices = ['cuda'] if torch.cuda.is_available() else []\n"
+            ),
         },
     )
     out = _migrate_tree(tmp_path)
@@ -46,8 +50,9 @@ def test_a_vendored_detectron2_is_left_as_written_and_its_importers_are_flagged(
         out["det/detectron2/config/defaults.py"]
         == "import torch\nDEVICE = 'cuda'\nx = torch.zeros(1).cuda()\n"
     )
-    test = out["det/tests/test_boxes.py"]
-    assert "TPU211" in test and "torch.cuda.is_available()" in _code(test) and "'tpu'" not in _code(test)
+    assert "TODO" not in out["det/tests/test_boxes.py"]  # the library's own tests: its code, as written
+    user = out["vim/detect.py"]  # the project's code that uses it: flagged, its CUDA check kept
+    assert "TPU211" in user and "torch.cuda.is_available()" in _code(user) and "'tpu'" not in _code(user)
 
 
 def test_a_vendored_apex_repository_folder_is_left_as_written(tmp_path):
@@ -253,3 +258,42 @@ def test_a_factory_given_the_rank_as_its_device_follows_the_moves():
         "    return x, torch.tensor(0.0, device=self.rank)\n"
     ).new_source
     assert 'x.to("tpu")' in out and 'torch.tensor(0.0, device="tpu")' in out
+
+
+def test_the_rest_of_a_vendored_library_repository_is_its_own_too(tmp_path):
+    # Vim's det/ is detectron2's repository renamed: det/configs/common/train.py set train.device = "cuda" for
+    # detectron2's trainer, moved to 'tpu' (nms/ROIAlign on TPU tensors)
+    _write(
+        tmp_path,
+        {
+            "det/setup.py": _SETUP_CUDA,
+            "det/detectron2/__init__.py": "",
+            "det/configs/common/train.py": "import torch\ntrain = dict(device='cuda')\n",
+        },
+    )
+    assert (
+        _migrate_tree(tmp_path)["det/configs/common/train.py"]
+        == "import torch\ntrain = dict(device='cuda')\n"
+    )
+
+
+def test_a_device_for_a_models_own_to_is_torchs_even_when_another_library_built_the_model():
+    # CogVideo's video_caption: DEVICE kept as CUDA's ("handed to a library that is not torch") for
+    # AutoModelForCausalLM.from_pretrained(...).to(DEVICE), while the inputs went to 'tpu': a device mismatch
+    out = run(
+        "import torch\nfrom transformers import AutoModelForCausalLM\n"
+        "DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "model = AutoModelForCausalLM.from_pretrained('m').eval().to(DEVICE)\nx = torch.ones(1).to('cuda')\n"
+    ).new_source
+    assert "DEVICE = 'tpu' if torch.accelerator.is_available() else 'cpu'" in out
+
+
+def test_a_check_switching_on_xformers_through_diffusers_is_kept():
+    # AnimateDiff's app: `if is_xformers_available() and torch.cuda.is_available():
+    # unet.enable_xformers_memory_efficient_attention()`: renamed, a TPU host with xformers installed raises
+    out = run(
+        "import torch\nfrom diffusers.utils.import_utils import is_xformers_available\n"
+        "def build(unet):\n    if is_xformers_available() and torch.cuda.is_available():\n"
+        "        unet.enable_xformers_memory_efficient_attention()\n    return unet.to('cuda')\n"
+    ).new_source
+    assert "and torch.cuda.is_available():" in out and "CUDA-only `xformers`" in out
