@@ -247,9 +247,10 @@ AUTOCAST = _helper(
     "_tpu_autocast",
     '''def _tpu_autocast(**kwargs):
     """Added by tpu-migrate: torch.autocast on "tpu". CUDA's autocast also ran where there was no GPU (it
-    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere this is CUDA's
-    autocast as written, which switches itself off again (and leaves a CPU autocast around it alone)."""
-    if torch.accelerator.is_available():
+    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere (a CPU-only or
+    a Mac's run) this is CUDA's autocast as written, which switches itself off again (and leaves a CPU
+    autocast around it alone)."""
+    if getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu":
         return torch.autocast("tpu", **kwargs)
     return torch.autocast("cuda", **kwargs)
 ''',
@@ -261,7 +262,8 @@ AMP_DEVICE = _helper(
     """Added by tpu-migrate: the device type of this code's autocast: "tpu" where TorchTPU set one up; elsewhere
     CUDA's as written ("tpu" is no device type there: a decorator naming it fails at import, a query raises),
     whose autocast is off without a GPU, as it was."""
-    return "tpu" if torch.accelerator.is_available() else "cuda"
+    on_tpu = getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"
+    return "tpu" if on_tpu else "cuda"
 ''',
 )
 

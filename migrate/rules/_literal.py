@@ -231,6 +231,78 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
 
 #: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
 _TEST_DEF = re.compile(r"test_|_test$")
+#: A test for a TPU by name (a Mac's mps is an accelerator too).
+_TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
+
+
+def _raises_at_end(node: cst.If) -> bool:
+    """The if/elif chain ends in ``else: raise ...`` (a name it does not know is an error)."""
+    rest = node.orelse
+    while isinstance(rest, cst.If):
+        rest = rest.orelse
+    if not isinstance(rest, cst.Else):
+        return False
+    last = rest.body.body[-1] if rest.body.body else None
+    return type(last) is cst.SimpleStatementLine and type(last.body[0]) is cst.Raise
+
+
+def _device_name_test(test: cst.BaseExpression) -> str | None:
+    """The name a test compares with 'cuda' (``d.startswith("cuda")``, ``d == "cuda"``), else None."""
+    if (
+        type(test) is cst.Call
+        and type(test.func) is cst.Attribute
+        and test.func.attr.value == "startswith"
+        and type(test.func.value) is cst.Name
+        and len(test.args) == 1
+        and string_body(test.args[0].value) == "cuda"
+    ):
+        return test.func.value.value
+    if (
+        type(test) is cst.Comparison
+        and type(test.left) is cst.Name
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.Equal
+        and string_body(test.comparisons[0].comparator) == "cuda"
+    ):
+        return test.left.value
+    return None
+
+
+def _beside_cuda(
+    ctx: Context, orig: cst.CSTNode, node: cst.List | cst.Tuple | cst.Set, rule: str
+) -> cst.CSTNode:
+    elements = []
+    for e in node.elements:
+        elements.append(e)
+        if string_body(e.value) == "cuda":  # type: ignore[attr-defined]
+            quote = e.value.value[0]  # type: ignore[attr-defined]
+            elements.append(e.with_changes(value=cst.SimpleString(f"{quote}tpu{quote}")))
+    ctx.report(orig, "the device names that answer True get 'tpu' beside 'cuda' (the rest raise)", code=rule)
+    fixed = [
+        el.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(elements) - 1 else el
+        for i, el in enumerate(elements)
+    ]
+    if fixed and len(elements) > 1:
+        fixed = [
+            el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            if i < len(fixed) - 1
+            else el
+            for i, el in enumerate(fixed)
+        ]
+    return node.with_changes(elements=fixed)
+
+
+def _tpu_branch(ctx: Context, orig: cst.If, node: cst.If, name: str, rule: str) -> cst.If:
+    ctx.report(orig, f"`{name}` naming 'tpu' gets its own answer beside CUDA's (the rest raise)", code=rule)
+    ctx.need_import("torch")
+    branch = cst.If(
+        test=cst.parse_expression(f'{name}.startswith("tpu")'),
+        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return(cst.parse_expression(_TPU_PRESENT))])]),
+        orelse=node.orelse,
+    )
+    return node.with_changes(orelse=branch)
+
+
 _CUDA_PATCH_TARGET = re.compile(r"""["']((?:[\w]+\.)*torch\.cuda\.\w+)["']""")
 
 
@@ -392,6 +464,45 @@ class LiteralRule(Rule):
         cst.If,
         cst.With,
     )
+
+    def _support_table(self, ctx: Context, node: cst.If) -> None:
+        """A predicate that answers per device name and raises for a name it does not know (lerobot's
+        ``is_torch_device_available``: ``if d.startswith("cuda"): return torch.cuda.is_available() ... else:
+        raise ValueError("Unknown device")``; ``is_amp_available``: ``if d in ["cuda", "xpu", "cpu"]: return
+        True ... else: raise``). The migration hands such code 'tpu' (the program's defaults, a device picker):
+        it gets its own answer, a TPU test beside CUDA's, or 'tpu' beside 'cuda' in the list that answers True.
+        (A table that already names 'tpu', a second run's input, keeps its 'cuda' without a word.)"""
+        if not _raises_at_end(node):
+            return
+        body = node.body.body
+        single = body[0].body[0] if len(body) == 1 and type(body[0]) is cst.SimpleStatementLine else None
+        if type(single) is not cst.Return or single.value is None:
+            return
+        test = node.test
+        if (  # `if d in ["cuda", "xpu", "cpu"]: return True`
+            type(test) is cst.Comparison
+            and len(test.comparisons) == 1
+            and type(test.comparisons[0].operator) is cst.In
+            and type(test.comparisons[0].comparator) in (cst.List, cst.Tuple, cst.Set)
+            and code(single.value) == "True"
+        ):
+            table = test.comparisons[0].comparator
+            names = [e.value for e in table.elements]  # type: ignore[attr-defined]
+            cuda = [v for v in names if string_body(v) == "cuda"]
+            if cuda:
+                if not any(string_body(v) == "tpu" for v in names):
+                    ctx.scratch.setdefault("support-lists", set()).add(id(table))  # type: ignore[union-attr]
+                ctx.claim_string(cuda[0], "", "rewritten", "", value=None)  # (kept: 'tpu' goes beside it)
+            return
+        name = _device_name_test(test)
+        value = single.value
+        if name is None or type(value) is not cst.Call or ctx.qname(value.func) != "torch.cuda.is_available":
+            return
+        if f'{name}.startswith("tpu")' not in code(node):
+            ctx.scratch.setdefault("support-ladders", {})[id(node)] = name  # type: ignore[index]
+        for n in _walk_code(test):  # (kept: the TPU branch goes beside it, no TODO asks for one)
+            if type(n) is cst.SimpleString and string_body(n) == "cuda":
+                ctx.claim_string(n, "", "rewritten", "", value=None)
 
     def _data_round_trip(self, ctx: Context, node: cst.FunctionDef) -> None:
         """A test that hands ``{"device": "cuda"}`` to the code under test and asserts it reads ``== "cuda"`` back
@@ -570,6 +681,8 @@ class LiteralRule(Rule):
         if t is cst.If:
             self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
+            if self.code == "TPU101":
+                self._support_table(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.IfExp:
             self._placement_choice(ctx, node)  # type: ignore[arg-type]
@@ -833,8 +946,8 @@ class LiteralRule(Rule):
                     advice = (
                         # accelerate's InitProcessGroupKwargs(backend="nccl") (CogVideo): handed on to
                         # torch.distributed by the library, on the device the library itself picks
-                        "it may hand the name on to torch.distributed on a device it picks itself; kept: "
-                        "'tpu_dist' where that device is 'tpu', 'gloo' where it is the CPU"
+                        "it may hand the name on to torch.distributed on a device it picks itself; kept as "
+                        "written: use 'tpu_dist' where that device is 'tpu', 'gloo' where it is the CPU"
                         if self.what == "process-group backend"
                         else "its device names are its own; kept: give it a device it supports (often 'cpu') "
                         "or its own TPU option"
@@ -1103,6 +1216,10 @@ class LiteralRule(Rule):
         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if type(orig) in (cst.List, cst.Tuple, cst.Set) and id(orig) in ctx.scratch.get("support-lists", ()):  # type: ignore[operator]
+            return _beside_cuda(ctx, orig, node, self.code)  # type: ignore[arg-type]
+        if type(orig) is cst.If and id(orig) in ctx.scratch.get("support-ladders", {}):  # type: ignore[operator]
+            return _tpu_branch(ctx, orig, node, ctx.scratch["support-ladders"][id(orig)], self.code)  # type: ignore[index,arg-type]
         if isinstance(orig, cst.Call) and isinstance(node, cst.Call) and len(orig.args) == 2:
             dropped = self._drop_runtime_index(ctx, orig, node)
             if dropped is not None:

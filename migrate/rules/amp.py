@@ -182,6 +182,16 @@ class Autocast(Rule):
                 "cast its inputs (and weights) to float32 by hand",
                 code=self.code,
             )
+        off = (enabled := arg(orig, 2, "enabled")) is not None and code(enabled.value) == "False"
+        if was_cuda and given is None and not off:
+            # `torch.autocast("cuda")` computed in CUDA's default float16; TPU autocast's default is bfloat16
+            ctx.report(
+                orig,
+                "autocast without a dtype: CUDA's default was float16, TPU's is bfloat16: numerics change; "
+                "GradScaler is no longer needed",
+                code=self.code,
+                outcome="warned",
+            )
         if dt is not None and _dtype_is_fp16(ctx, _orig_value(orig, "dtype", 1) or dt.value):
             why = (
                 "on TPU"
@@ -561,7 +571,7 @@ class AutocastQueries(Rule):
         "torch.amp.custom_bwd",
         "torch.is_autocast_enabled",
         "torch.get_autocast_dtype",
-        "torch.accelerator.is_available",  # (in the _tpu_amp_device helper)
+        "torch.accelerator.current_accelerator",  # (in the _tpu_amp_device helper)
     )
 
     def ref(self, ctx, orig, node, qname):

@@ -404,9 +404,10 @@ class HfDeviceMapAuto(Rule):
             # the offload device from CUDA/NPU/XPU/MPS (a CUDA default), never 'tpu'
             ctx.flag(
                 node,
-                f"`{node.func.attr.value}()` offloads onto the accelerator diffusers knows (CUDA, NPU, XPU, MPS), "
-                "never TorchTPU's 'tpu': on a TPU host it fails or hooks to CUDA; drop it and keep the pipeline "
-                "on 'tpu' (.to('tpu')), or offload by hand",
+                f"`{node.func.attr.value}()` moves the pipeline through accelerate hooks onto the accelerator "
+                "diffusers knows (CUDA, NPU, XPU, MPS) or the device= given, never TorchTPU's 'tpu' (a TPU host's "
+                "accelerate device is the CPU): drop it and keep the pipeline on 'tpu' (.to('tpu')), or offload by "
+                "hand",
                 code=self.code,
             )
             return
