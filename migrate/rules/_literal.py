@@ -235,6 +235,17 @@ _TEST_DEF = re.compile(r"test_|_test$")
 _TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
 
 
+def _arg_uses(body: cst.CSTNode, name: str) -> int:
+    """How many times ``name`` is passed as a call's argument itself in ``body``."""
+    return sum(
+        1
+        for n in _walk_code(body)
+        if type(n) is cst.Call
+        for a in n.args
+        if type(a.value) is cst.Name and a.value.value == name
+    )
+
+
 def _raises_at_end(node: cst.If) -> bool:
     """The if/elif chain ends in ``else: raise ...`` (a name it does not know is an error)."""
     rest = node.orelse
@@ -504,6 +515,56 @@ class LiteralRule(Rule):
             if type(n) is cst.SimpleString and string_body(n) == "cuda":
                 ctx.claim_string(n, "", "rewritten", "", value=None)
 
+    def _default_for_another_library(self, ctx: Context, node: cst.FunctionDef) -> None:
+        """``def __init__(self, name, device="cuda"): self.model = whisperx.load_model(name, device)`` (VoiceCraft's
+        predictor): a parameter's default read only as an argument of another library's calls is that library's
+        device name (faster-whisper takes cpu/cuda/auto): kept and flagged, like the same literal written there."""
+        params = [*node.params.params, *node.params.kwonly_params]
+        defaults = {
+            p.name.value: p.default
+            for p in params
+            if type(p.default) is cst.SimpleString and self.new_body(string_body(p.default)) is not None
+        }
+        if not defaults:
+            return
+        uses = {name: 0 for name in defaults}
+        handed: dict[str, set[str]] = {name: set() for name in defaults}
+        local = {  # `from whisperx import load_model` inside the function: names the module table lacks
+            (a.asname.name.value if a.asname else a.name.value): f"{code(n.module)}.{code(a.name)}"
+            for n in _walk_code(node.body)
+            if type(n) is cst.ImportFrom
+            and n.module is not None
+            and not n.relative
+            and type(n.names) is not cst.ImportStar
+            for a in n.names
+            if type(a.name) is cst.Name and (a.asname is None or type(a.asname.name) is cst.Name)
+        }
+        for n in _walk_code(node.body):
+            if type(n) is cst.Name and n.value in uses:
+                uses[n.value] += 1
+            elif type(n) is cst.Call:
+                callee = ctx.qname(n.func) or (local.get(n.func.value) if type(n.func) is cst.Name else None)
+                foreign = (
+                    third_party(callee, ctx.path)
+                    and (callee or "").split(".")[0] not in TORCH_DEVICE_LIBRARIES
+                )
+                for a in n.args:
+                    if type(a.value) is cst.Name and a.value.value in handed:
+                        handed[a.value.value].add(callee if foreign else "")
+        for name, default in defaults.items():
+            callees = handed[name]
+            if uses[name] and len(callees) and "" not in callees and sum(1 for _ in callees) <= uses[name]:
+                if _arg_uses(node.body, name) == uses[name]:
+                    ctx.claim_string(
+                        default,
+                        self.code,
+                        "flagged",
+                        f"{self.what} '{string_body(default)}' is the default of `{name}`, read only by "
+                        f"`{sorted(callees)[0]}`, a library that is not torch: its device names are its own; "
+                        "kept: give it a device it supports (often 'cpu') or its own TPU option",
+                        value=None,
+                    )
+
     def _data_round_trip(self, ctx: Context, node: cst.FunctionDef) -> None:
         """A test that hands ``{"device": "cuda"}`` to the code under test and asserts it reads ``== "cuda"`` back
         from the result (lerobot's pipeline overrides): the string is the test's data, stored and compared, not
@@ -704,6 +765,7 @@ class LiteralRule(Rule):
                 self._keep_selector_values(ctx, node)  # type: ignore[arg-type]
             if _TEST_DEF.match(node.name.value):  # type: ignore[attr-defined]
                 self._data_round_trip(ctx, node)  # type: ignore[arg-type]
+            self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")
                 if word is None:

@@ -330,3 +330,19 @@ def test_a_device_support_table_answers_for_the_tpu_the_migration_now_picks():
         scope["is_device_available"]("npu")
     assert "add the 'tpu' path by hand" not in out
     assert run(out).new_source == out  # a second run keeps it
+
+
+def test_a_parameter_default_read_only_by_another_library_keeps_its_name():
+    # VoiceCraft's WhisperxModel(..., device="cuda"): the default reaches only whisperx.load_model (faster-whisper:
+    # cpu/cuda/auto), so 'tpu' made setup() raise; its sibling literals written in those calls were already kept
+    out = run(
+        "import torch\nclass W:\n    def __init__(self, name, device='cuda'):\n"
+        "        from whisperx import load_model\n        self.model = load_model(name, device)\n"
+    ).new_source
+    assert "device='cuda'" in out and "read only by `whisperx.load_model`" in out
+    # a torch-device library's parameter still migrates (transformers' pipeline takes torch devices)
+    out = run(
+        "import torch\nfrom transformers import pipeline\n"
+        "def make(name, device='cuda'):\n    return pipeline('x', name, device=device)\n"
+    ).new_source
+    assert "device='tpu'" in out
