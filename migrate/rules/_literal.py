@@ -511,6 +511,8 @@ class LiteralRule(Rule):
             return
         if f'{name}.startswith("tpu")' not in code(node):
             ctx.scratch.setdefault("support-ladders", {})[id(node)] = name  # type: ignore[index]
+        # CUDA's own answer for the name 'cuda' stays CUDA's, without a TODO (the TPU one is the branch added)
+        ctx.scratch.setdefault("cuda-answers", set()).add(id(value))  # type: ignore[union-attr]
         for n in _walk_code(test):  # (kept: the TPU branch goes beside it, no TODO asks for one)
             if type(n) is cst.SimpleString and string_body(n) == "cuda":
                 ctx.claim_string(n, "", "rewritten", "", value=None)

@@ -725,6 +725,8 @@ class CudaToAccelerator(Rule):
                 code=self.code,
             )
             return None
+        if id(orig) in ctx.scratch.get("cuda-answers", ()):  # type: ignore[operator]
+            return None  # `if d.startswith("cuda"): return torch.cuda.is_available()` (see _literal._support_table)
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
         gate = next(
             (d.name.value for d in ctx.enclosing_definitions() if _gate_helper(ctx, d.name.value)), None
