@@ -712,8 +712,13 @@ def _rewrote_a_check(tr: MigrationTransformer) -> bool:
 def _outcomes(tr: MigrationTransformer) -> tuple[set[int], set[int]]:
     """ids of the original nodes a pass rewrote, and of those it flagged."""
     rewritten = {id(n) for n, _f, _c, _m, fixed, _o in tr._reports if fixed}
-    flagged = {id(n) for n, _f, _c, _m, fixed, _o in tr._reports if not fixed}
+    flagged = {id(n) for n, _f, c, _m, fixed, _o in tr._reports if not fixed and c not in _ADVISORY}
     return rewritten, flagged
+
+
+#: Findings that advise on one call, not mark code CUDA-only: they never keep the device check around them
+#: (PixArt's apps: an optional `pipe.enable_model_cpu_offload()` kept CUDA's check on the whole pipeline load).
+_ADVISORY = frozenset({"TPU915"})
 
 
 def _finish(

