@@ -88,19 +88,7 @@ def test_the_cli_prints_the_json_table(capsys):
     assert main(["project", "--vs-published", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert isinstance(rows, list) and len(rows) > 100
-    fields = {
-        "source",
-        "date",
-        "vendor",
-        "chip",
-        "phase",
-        "precision",
-        "role",
-        "published",
-        "projected",
-        "unit",
-    }
-    assert all(fields | {"error_pct", "note"} <= set(r) for r in rows)
+    assert all(FIELDS <= set(r) for r in rows)
     assert {r["vendor"] for r in rows} == {"gpu", "tpu"} and {r["role"] for r in rows} == {
         "calibration",
         "validation",

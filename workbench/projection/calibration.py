@@ -424,8 +424,10 @@ def vs_published(
                 f"; projected memory {rec.extra['memory_per_device_gb']:.0f} GB per device exceeds "
                 f"{rec.extra['memory_capacity_per_device_gb']:.0f} GB (memory model is approximate)"
             )
-        tok = _tokens_per_device(s.published, s.chip)
-        if tok is not None:
+
+        def add(
+            metric, published, projected, text, low=None, high=None, s=s, rec=rec, p=p, src=src, check=check
+        ):
             rows.append(
                 _row(
                     s.id,
@@ -433,70 +435,42 @@ def vs_published(
                     s.category,
                     s.chip.name,
                     rec.n_chips,
-                    "tokens/s per device",
-                    tok,
-                    rec.tokens_per_s_per_device,
-                    note,
+                    metric,
+                    published,
+                    projected,
+                    text,
                     src,
                     check,
+                    low,
+                    high,
                     model_gap=p.get("model_gap"),
                 )
             )
+
+        tok = _tokens_per_device(s.published, s.chip)
+        if tok is not None:
+            add("tokens/s per device", tok, rec.tokens_per_s_per_device, note)
         mfu, basis = _mfu(s.published, s.chip)
         if mfu is not None and s.kwargs["precision"] != "bf16" and s.published.get("tflops_per_chip"):
             # an fp8 run's printed TFLOP/s over the bf16 peak is no MFU of either peak: compare the TFLOP/s
-            rows.append(
-                _row(
-                    s.id,
-                    s.group,
-                    s.category,
-                    s.chip.name,
-                    rec.n_chips,
-                    f"TFLOP/s per chip ({s.convention})",
-                    s.published["tflops_per_chip"],
-                    rec.achieved_tflops,
-                    note + "; model TFLOP/s as printed",
-                    src,
-                    check,
-                    model_gap=p.get("model_gap"),
-                )
+            tflops = s.published["tflops_per_chip"]
+            add(
+                f"TFLOP/s per chip ({s.convention})",
+                tflops,
+                rec.achieved_tflops,
+                note + "; model TFLOP/s as printed",
             )
         elif mfu is not None:
-            rows.append(
-                _row(
-                    s.id,
-                    s.group,
-                    s.category,
-                    s.chip.name,
-                    rec.n_chips,
-                    f"MFU ({s.convention})",
-                    mfu,
-                    rec.mfu,
-                    note + f"; MFU {basis}",
-                    src,
-                    check,
-                    model_gap=p.get("model_gap"),
-                )
-            )
+            add(f"MFU ({s.convention})", mfu, rec.mfu, note + f"; MFU {basis}")
         elif s.published.get("mfu_range"):
             lo, hi = s.published["mfu_range"]
-            rows.append(
-                _row(
-                    s.id,
-                    s.group,
-                    s.category,
-                    s.chip.name,
-                    rec.n_chips,
-                    f"MFU ({s.convention})",
-                    f"{lo:.2f}-{hi:.2f}",
-                    rec.mfu,
-                    note + "; MFU range as printed",
-                    src,
-                    check,
-                    lo,
-                    hi,
-                    model_gap=p.get("model_gap"),
-                )
+            add(
+                f"MFU ({s.convention})",
+                f"{lo:.2f}-{hi:.2f}",
+                rec.mfu,
+                note + "; MFU range as printed",
+                lo,
+                hi,
             )
         if tok is None and mfu is not None:
             rows[-1]["assumptions"] += "; tokens/s not published (TFLOP/s and MFU only)"
