@@ -354,6 +354,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             progress=update,
             on_stage=slow,
             limits=limits,
+            named=files_args,
         )
     finally:
         if bar is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from . import _pool
 from .discover import check_named, discover
@@ -70,6 +71,7 @@ def migrate_paths(
         jobs=jobs,
         rules=as_rule_set(None, select, ignore),
         limits=limits,
+        named=paths,
     )
 
 
@@ -84,14 +86,18 @@ def run_files(
     progress: Callable[[int], object] | None = None,
     on_stage: StageCallback | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    named: Sequence[str] | None = None,
 ) -> RunResult:
     """Migrate an explicit list of files, in worker processes when it pays off or when a file is big.
+    ``named``: the paths the user named (the run's tree: see ProjectFacts.tree); default the files' folders.
 
     Ctrl-C stops the run: files already written stay written, the rest are reported ``interrupted``
     (``RunResult.interrupted``), and no file is left half-written.
     """
     rules = as_rule_set(rules, select, ignore)
     facts = scan_files(with_project(files), cuda_only_module)
+    if files:
+        facts = replace(facts, tree=tree_of(named if named else files))
     jobs = max(1, jobs or default_jobs())
     sizes = [file_size(f) for f in files]
     pooled = (jobs > 1 and len(files) >= POOL_THRESHOLD) or any(
@@ -145,3 +151,12 @@ def stdin_result(rules: RuleSet, name: str = "-") -> tuple[FileResult, bytes]:
         return FileResult(name, "unparsable", error=f"cannot read: {exc}"), data
     result, new_text = migrate_text(src.text, name, rules=rules)
     return result, encode(src, new_text) if result.status == "changed" else data
+
+
+def tree_of(paths: Sequence[str]) -> str:
+    """The folder holding every path named (a folder itself, a file's folder)."""
+    folders = [p if os.path.isdir(p) else os.path.dirname(p) for p in map(os.path.abspath, paths) if p != "-"]
+    try:
+        return os.path.commonpath(folders)
+    except ValueError:  # (files on different drives)
+        return ""

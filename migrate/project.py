@@ -65,6 +65,9 @@ class ProjectFacts:
     #: functions that answer whether a CUDA-only stack imports (llm-foundry's ``is_flash_v2_installed()``, and
     #: those that call one): a test skipped unless one answers True is a test of that stack
     probes: frozenset[str] = frozenset()
+    #: the folder holding every file of the run ("" when migrating text alone): a CUDA library's folder inside it
+    #: is a copy the project carries; the folder itself (the run is on that library's repository) is not
+    tree: str = ""
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -80,7 +83,14 @@ class ProjectFacts:
             params[k] = tuple(dict.fromkeys((*params.get(k, ()), *v)))
         helpers = {**other.cuda_only_helpers, **self.cuda_only_helpers}
         built_on = {**other.built_on_cuda_only, **self.built_on_cuda_only}
-        return ProjectFacts(self.gates | other.gates, params, helpers, built_on, self.probes | other.probes)
+        return ProjectFacts(
+            self.gates | other.gates,
+            params,
+            helpers,
+            built_on,
+            self.probes | other.probes,
+            self.tree or other.tree,
+        )
 
 
 EMPTY = ProjectFacts()

@@ -1544,26 +1544,26 @@ _SETUP_BUILDS_CUDA = re.compile(r"\bCUDAExtension\b|\bCUDA_HOME\b|\bnvcc\b")
 
 
 @lru_cache(maxsize=512)
-def cuda_library_copy(folder: str) -> bool:
-    """A folder holding a copy of a CUDA library rather than the project's code: a setup.py in it or in the
-    folder above that builds CUDA extensions (jukebox's vendored apex/, hustvl/Vim's det/ = detectron2), or
-    .cu sources inside it."""
+def cuda_library_copy(folder: str) -> str | None:
+    """Where the copy of a CUDA library that ``folder`` holds is built, else None: the folder itself or the folder
+    above, whichever has a setup.py that builds CUDA extensions (jukebox's vendored apex/, hustvl/Vim's det/ =
+    detectron2), or the folder itself where .cu sources are in it."""
     for root in (folder, os.path.dirname(folder)):
         setup = os.path.join(root, "setup.py")
         try:
             with open(setup, encoding="utf-8", errors="replace") as fh:
                 if _SETUP_BUILDS_CUDA.search(fh.read(200_000)):
-                    return True
+                    return root
         except OSError:
             continue
     seen = 0
     for _, _, names in os.walk(folder):
         seen += len(names)
         if any(n.endswith((".cu", ".cuh")) for n in names):
-            return True
+            return folder
         if seen > 5_000:
             break
-    return False
+    return None
 
 
 @lru_cache(maxsize=512)
@@ -1581,7 +1581,15 @@ def _library_repository(folder: str) -> str | None:
         (n for n in names if n in _KERNEL_ROOTS and os.path.isfile(os.path.join(folder, n, "__init__.py"))),
         None,
     )
-    return inner if inner is not None and cuda_library_copy(os.path.join(folder, inner)) else None
+    return inner if inner is not None and cuda_library_copy(os.path.join(folder, inner)) is not None else None
+
+
+def _carried_copy(package: str) -> bool:
+    """A package folder that is a copy of a CUDA library carried inside the run's tree (built below the tree's own
+    folder: a run on that library's own repository keeps it the project's)."""
+    base = cuda_library_copy(package)
+    tree = current().tree
+    return base is not None and (not tree or base.startswith(tree + os.sep))
 
 
 def vendored_cuda_library(path: str | None) -> str | None:
@@ -1590,9 +1598,13 @@ def vendored_cuda_library(path: str | None) -> str | None:
     if not path:
         return None
     folder = os.path.dirname(os.path.abspath(path))
+    tree = current().tree
+
     for _ in range(8):
+        if tree and not folder.startswith(tree + os.sep):
+            return None  # (the run's own folder and above: a run on the library's own repository migrates it)
         name = os.path.basename(folder)
-        if name in _KERNEL_ROOTS and cuda_library_copy(folder):
+        if name in _KERNEL_ROOTS and _carried_copy(folder):
             return name
         if (inner := _library_repository(folder)) is not None:
             return inner  # (Vim's det/: detectron2's repository renamed; its configs, tools and projects)
@@ -1620,7 +1632,7 @@ def _project_package(mod: str, path: str | None) -> bool:
         ):
             package = os.path.join(folder, root)
             # (a copy of the library itself, vendored with its CUDA build, is that library: Vim's det/detectron2)
-            return _importable_package(package, rest[:1]) and not cuda_library_copy(package)
+            return _importable_package(package, rest[:1]) and not _carried_copy(package)
         folder = os.path.dirname(folder)
     return False
 

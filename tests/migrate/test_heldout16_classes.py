@@ -4,6 +4,7 @@ each as a class in its own words, each asserting the rewrite it must not make (o
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 from migrate_helpers import run
@@ -114,8 +115,6 @@ def _import_without_tpu(tmp_path, src: str):
     f = tmp_path / "m.py"
     f.write_text(src + "\nprint('ran', run_it())\n")
     env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PATH": "/usr/bin:/bin"}
-    import sys
-
     return subprocess.run([sys.executable, "-W", "ignore", str(f)], capture_output=True, text=True, env=env)
 
 
@@ -372,3 +371,25 @@ def test_an_optional_offload_does_not_keep_the_check_around_a_pipeline_load():
         "    else:\n        pipe.to(device)\n"
     ).new_source
     assert "if torch.accelerator.is_available():\n    pipe" in out and "TPU915" in out
+
+
+def test_a_run_on_the_librarys_own_repository_migrates_it(tmp_path):
+    # the copy rule is for a library carried inside the project: run on detectron2's (or mamba's) own repository,
+    # its package is the project's code again (before: every file of the run left as written, silently)
+    _write(
+        tmp_path,
+        {
+            "det/setup.py": _SETUP_CUDA,
+            "det/detectron2/__init__.py": "",
+            "det/detectron2/m.py": "import torch\nx = torch.zeros(1).cuda()\n",
+        },
+    )
+    (tmp_path / "det" / "pyproject.toml").write_text("")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", str(tmp_path / "det")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert 'to("tpu")' in (tmp_path / "det" / "detectron2" / "m.py").read_text()
