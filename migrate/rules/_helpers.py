@@ -256,6 +256,10 @@ AUTOCAST = _helper(
 ''',
 )
 
+#: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
+#: anywhere in an expression (`not ...`, `... and x`).
+TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
+
 AMP_DEVICE = _helper(
     "_tpu_amp_device",
     '''def _tpu_amp_device():

@@ -231,8 +231,6 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
 
 #: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
 _TEST_DEF = re.compile(r"test_|_test$")
-#: A test for a TPU by name (a Mac's mps is an accelerator too).
-_TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
 
 
 def _arg_uses(body: cst.CSTNode, name: str) -> int:
@@ -308,7 +306,9 @@ def _tpu_branch(ctx: Context, orig: cst.If, node: cst.If, name: str, rule: str) 
     ctx.need_import("torch")
     branch = cst.If(
         test=cst.parse_expression(f'{name}.startswith("tpu")'),
-        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return(cst.parse_expression(_TPU_PRESENT))])]),
+        body=cst.IndentedBlock(
+            [cst.SimpleStatementLine([cst.Return(cst.parse_expression(_helpers.TPU_PRESENT))])]
+        ),
         orelse=node.orelse,
     )
     return node.with_changes(orelse=branch)

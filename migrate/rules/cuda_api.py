@@ -764,7 +764,7 @@ class CudaToAccelerator(Rule):
                 orig, f"`{qname}()` -> a test for a TPU (the ladder also picks mps/xpu)", code=self.code
             )
             ctx.need_import("torch")
-            return expr(_TPU_PRESENT)
+            return expr(_helpers.TPU_PRESENT)
         old, name, new_sig, rename = _ACCELERATOR[last]
         return _to_accelerator(ctx, orig, node, qname, name, (old, new_sig, rename), self.code)
 
@@ -863,9 +863,6 @@ class CudaManualSeed(Rule):
         return node.with_changes(func=expr(new))
 
 
-#: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
-#: anywhere in an expression (`not ...`, `... and x`).
-_TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
 _OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
 
 
