@@ -12,6 +12,7 @@ None of these sources may trigger a rule themselves (a test migrates each one an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -259,6 +260,8 @@ AUTOCAST = _helper(
 #: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
 #: anywhere in an expression (`not ...`, `... and x`).
 TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'
+#: A test or name that picks another accelerator (`is_xpu_available()`, `torch.backends.mps.is_available()`).
+OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
 
 AMP_DEVICE = _helper(
     "_tpu_amp_device",

@@ -280,25 +280,20 @@ def _device_name_test(test: cst.BaseExpression) -> str | None:
 def _beside_cuda(
     ctx: Context, orig: cst.CSTNode, node: cst.List | cst.Tuple | cst.Set, rule: str
 ) -> cst.CSTNode:
-    elements = []
+    """The list with 'tpu' right after 'cuda' (the same quotes; the new element takes 'cuda''s comma)."""
+    elements: list[cst.BaseElement] = []
     for e in node.elements:
-        elements.append(e)
         if string_body(e.value) == "cuda":  # type: ignore[attr-defined]
             quote = e.value.value[0]  # type: ignore[attr-defined]
-            elements.append(e.with_changes(value=cst.SimpleString(f"{quote}tpu{quote}")))
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            elements += [
+                e.with_changes(comma=comma),
+                e.with_changes(value=cst.SimpleString(f"{quote}tpu{quote}")),
+            ]
+        else:
+            elements.append(e)
     ctx.report(orig, "the device names that answer True get 'tpu' beside 'cuda' (the rest raise)", code=rule)
-    fixed = [
-        el.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(elements) - 1 else el
-        for i, el in enumerate(elements)
-    ]
-    if fixed and len(elements) > 1:
-        fixed = [
-            el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            if i < len(fixed) - 1
-            else el
-            for i, el in enumerate(fixed)
-        ]
-    return node.with_changes(elements=fixed)
+    return node.with_changes(elements=elements)
 
 
 def _tpu_branch(ctx: Context, orig: cst.If, node: cst.If, name: str, rule: str) -> cst.If:
@@ -324,10 +319,6 @@ def _mocked_cuda(ctx: Context) -> str | None:
         m = _CUDA_PATCH_TARGET.search(getattr(ctx, "source_text", ""))
         ctx.scratch["mocked-cuda"] = m.group(1) if m else None
     return ctx.scratch["mocked-cuda"]  # type: ignore[return-value]
-
-
-#: A test that picks another accelerator (`is_xpu_available()`, `torch.backends.mps.is_available()`, `d == "npu"`).
-_OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
 
 
 _CUDA_TESTS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
@@ -639,7 +630,7 @@ class LiteralRule(Rule):
             ]
             ctx.scratch.setdefault("literal-default-branch", set()).update(id(n) for n in body)  # type: ignore[union-attr]
             return
-        if not isinstance(node.orelse, cst.Else) or not _OTHER_ACCELERATOR.search(code(node.test)):
+        if not isinstance(node.orelse, cst.Else) or not _helpers.OTHER_ACCELERATOR.search(code(node.test)):
             return
         mine = [
             n

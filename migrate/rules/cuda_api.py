@@ -863,9 +863,6 @@ class CudaManualSeed(Rule):
         return node.with_changes(func=expr(new))
 
 
-_OTHER_ACCELERATOR = re.compile(r"(?<![A-Za-z])(?:xpu|npu|hpu|mps|mlu|musa)(?![A-Za-z])", re.I)
-
-
 def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
     """``if torch.cuda.is_available(): ... elif torch.backends.mps.is_available(): ...`` (and the same as a
     conditional expression, or an ``else:`` holding the next ``if``): the CUDA test's later branches pick another
@@ -881,7 +878,7 @@ def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
             rest = rest.body.body[0]
         else:
             break
-    if not any(_OTHER_ACCELERATOR.search(code(t)) for t in tests):
+    if not any(_helpers.OTHER_ACCELERATOR.search(code(t)) for t in tests):
         return
     mine = [c for c in _calls_in(node.test) if ctx.qname(c.func) == "torch.cuda.is_available"]
     ladders = ctx.scratch.setdefault("cuda-ladders", set())
