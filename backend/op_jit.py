@@ -292,17 +292,49 @@ def _scalar(f: float) -> Any:
     return a
 
 
+class _ViewSlot:
+    """A :class:`PendingView`'s place in a program's template: its chain of view steps without its root array."""
+
+    __slots__ = ("chain",)
+
+    def __init__(self, chain: tuple) -> None:
+        self.chain = chain
+
+    def apply(self, base: Any) -> Any:
+        for step in self.chain:
+            base = step(base)
+        return jax_module().lax.optimization_barrier(base)
+
+
+_ARRAY_SLOT = object()  # an array argument's place in a program's template
+
+
 def _template(args: tuple, kwargs: dict, lift: bool) -> Callable[[list, list], tuple]:
-    """A function rebuilding (args, kwargs) from positional arrays (and floats, if lifted)."""
+    """A function rebuilding (args, kwargs) from positional arrays (and floats, if lifted). It keeps the arguments'
+    structure, never their arrays: a cached program must not hold the buffers of the call that built it (a
+    replay buffer written row by row kept every 16 MB version alive: DRL-Pytorch's DQN ran out of memory)."""
     array_type = _Types.array
+
+    def skeleton(x: Any) -> Any:
+        c = x.__class__
+        if c is PendingView:
+            return _ViewSlot(x.chain)
+        if isinstance(x, array_type):
+            return _ARRAY_SLOT
+        if c is list or c is tuple:
+            return c(skeleton(v) for v in x)
+        return x
+
+    shape_args = tuple(skeleton(a) for a in args)
+    shape_kwargs = {k: skeleton(v) for k, v in kwargs.items()}
 
     def rebuild(x: Any, arrays: Any, floats: Any) -> Any:
         c = x.__class__
         if c is float and lift:
             return next(floats)
-        if c is PendingView:
+        if c is _ViewSlot:
             return x.apply(next(arrays))
-        if isinstance(x, array_type):
+        if x is _ARRAY_SLOT:
             return next(arrays)
         if c is list or c is tuple:
             return c(rebuild(v, arrays, floats) for v in x)
@@ -310,7 +342,9 @@ def _template(args: tuple, kwargs: dict, lift: bool) -> Callable[[list, list], t
 
     def build(arrays: list, floats: list) -> tuple:
         ia, fa = iter(arrays), iter(floats)
-        return tuple(rebuild(a, ia, fa) for a in args), {k: rebuild(v, ia, fa) for k, v in kwargs.items()}
+        return tuple(rebuild(a, ia, fa) for a in shape_args), {
+            k: rebuild(v, ia, fa) for k, v in shape_kwargs.items()
+        }
 
     return build
 

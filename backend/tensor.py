@@ -317,10 +317,42 @@ def set_value(t: TpuTensor, new: Any) -> None:
                 base = value(root)
             if new.__class__ is Lazy:
                 new = lazy.materialize(new)
-            root._elem = _SCATTER_THROUGH(base, t._chain, new)
+            block = _write_block(base, t._chain, new)
+            root._elem = block if block is not None else _SCATTER_THROUGH(base, t._chain, new)
     root._gen += 1
     t._elem = new
     t._seen = root._gen
+
+
+def _write_block(base: Any, chain: tuple, new: Any) -> Any:
+    """The new root when the view is a block of it (``buf[i] = row``, ``buf[a:b] = rows``: selects and unit-step
+    slices): one dynamic_update_slice whose offsets are traced values, so writing row after row of a replay
+    buffer reuses one program (keyed by shapes) instead of compiling a scatter per row; else None."""
+    if not chain or any(getattr(step.fn, "view_region", None) is None for step in chain):
+        return None
+    dims = list(range(base.ndim))  # base dim of each dim of the current view
+    starts, sizes = [0] * base.ndim, list(base.shape)
+    for step in chain:
+        if step.index is not None or step.kwargs:
+            return None
+        shape = tuple(sizes[d] for d in dims)
+        region = step.fn.view_region(shape, *step.args)
+        if region is None:
+            return None
+        d, start, size = region
+        b = dims[d]
+        starts[b] += start
+        if size is None:  # a select: that dim is gone from the view
+            sizes[b] = 1
+            del dims[d]
+        else:
+            sizes[b] = size
+    jax = jax_module()
+    jnp = jax.numpy
+    view_shape = tuple(sizes[d] for d in dims)
+    update = jnp.broadcast_to(new, view_shape).astype(base.dtype).reshape(tuple(sizes))
+    offsets = [jnp.asarray(o, dtype=jnp.int32) for o in starts]
+    return jax.lax.dynamic_update_slice(base, update, offsets)
 
 
 def _scatter_through(base: Any, chain: tuple, new: Any) -> Any:

@@ -123,6 +123,22 @@ def _permute_back(y: Any, x: Any, d: Any) -> Any:
     return jnp.transpose(y, np.argsort([wrapdim(i, x.ndim) for i in d]))
 
 
+def _select_region(shape: tuple, d: int, index: int) -> tuple[int, int, None] | None:
+    """(dim, start, None) of ``select(d, index)`` on ``shape``: one row of a block, the dim dropped (see
+    backend.tensor: a write through it is one dynamic_update_slice)."""
+    d = wrapdim(d, len(shape))
+    n = shape[d]
+    return (d, index % n, None) if -n <= index < n else None
+
+
+def _slice_region(shape: tuple, d: int = 0, start: int | None = None, end: int | None = None, step: int = 1):
+    """(dim, start, size) of a unit-step ``slice`` on ``shape`` (clamped as torch clamps), else None."""
+    if step != 1:
+        return None
+    s = _slice_index(shape, d, start, end, step)[wrapdim(d, len(shape))]
+    return (wrapdim(d, len(shape)), s.start, s.stop - s.start)
+
+
 @lower(aten.select.int)
 def select(x: Any, d: int, index: int) -> Any:
     d = wrapdim(d, x.ndim)
@@ -152,6 +168,10 @@ def _slice_index(shape: tuple, d: int, start: int | None, end: int | None, step:
 @lower(aten.slice.Tensor)
 def slice_(x: Any, d: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Any:
     return x[_slice_index(x.shape, d, start, end, step)]
+
+
+select.view_region = _select_region  # type: ignore[attr-defined]
+slice_.view_region = _slice_region  # type: ignore[attr-defined]
 
 
 @lower(aten.alias.default, aten.detach.default, aten.lift_fresh.default)
