@@ -73,16 +73,21 @@ def param_counts(cfg: DecoderConfig) -> ParamCounts:
     """Count parameters of :class:`tpu_workbench.bench.workloads.decoder.Decoder` for ``cfg`` (exactly; a test
     compares with ``sum(p.numel())``)."""
     d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
-    attn = L * (d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd + cfg.n_heads * hd * d)
+    if cfg.is_mla:
+        attn = L * mla_attention_params(cfg)
+    else:
+        attn = L * (d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd + cfg.n_heads * hd * d)
     swiglu = 3 * d
     if cfg.is_moe:
-        dense_ffn = 0
-        router = L * d * cfg.n_experts
-        routed = L * cfg.n_experts * swiglu * cfg.moe_ffn_dim
-        routed_active = L * cfg.top_k * swiglu * cfg.moe_ffn_dim
-        shared = L * swiglu * cfg.moe_ffn_dim * cfg.n_shared_experts
+        Lm = cfg.moe_layers  # DeepSeek-V3: the first dense_layers layers have a dense MLP instead
+        dense_ffn = cfg.dense_layers * swiglu * cfg.ffn_dim
+        router = Lm * d * cfg.n_experts
+        routed = Lm * cfg.n_experts * swiglu * cfg.moe_ffn_dim
+        routed_active = Lm * cfg.top_k * swiglu * cfg.moe_ffn_dim
+        shared = Lm * swiglu * cfg.moe_ffn_dim * cfg.n_shared_experts
     else:
         dense_ffn, router, routed, routed_active, shared = L * swiglu * cfg.ffn_dim, 0, 0, 0, 0
+    latent_norms = L * (cfg.q_lora_rank + cfg.kv_lora_rank)  # MLA's RMSNorms of the query and KV latents
     head = cfg.vocab * d
     return ParamCounts(
         embedding=cfg.vocab * d,
@@ -94,8 +99,19 @@ def param_counts(cfg: DecoderConfig) -> ParamCounts:
         routed_experts=routed,
         routed_active=routed_active,
         shared_experts=shared,
-        norms=(2 * L + 1) * d,
+        norms=(2 * L + 1) * d + latent_norms,
     )
+
+
+def mla_attention_params(cfg: DecoderConfig) -> int:
+    """Matmul weights of one MLA layer (MaxText ``calculate_mla_tflops_per_device`` counts the same
+    matrices): query down + up (or one direct projection), KV down to the latent and the shared RoPE key,
+    KV up to every head's no-RoPE key and value, output projection."""
+    d, h, rq, rkv = cfg.d_model, cfg.n_heads, cfg.q_lora_rank, cfg.kv_lora_rank
+    qk = cfg.qk_dim
+    q = d * rq + rq * h * qk if rq else d * h * qk
+    kv = d * (rkv + cfg.qk_rope_head_dim) + rkv * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+    return q + kv + h * cfg.v_head_dim * d
 
 
 def _check(phase: str, convention: str) -> None:
@@ -112,8 +128,9 @@ def attention_flops_per_token(
 
     Sliding-window layers: in a sequence of ``context`` tokens the causal band holds T·W - W²/2 pairs
     (MaxText's count for gpt-oss and Gemma), per token (T·W - W²/2)/T keys, doubled where the convention does
-    not halve for causality; a decode query attends min(context, W) cached positions."""
-    per_key = 4.0 * cfg.n_heads * cfg.head_dim
+    not halve for causality; a decode query attends min(context, W) cached positions. MLA: QKᵀ over the
+    query/key head (no-RoPE + RoPE part) and attention·V over the value head, per head (MaxText's count)."""
+    per_key = 2.0 * cfg.n_heads * (cfg.qk_dim + cfg.v_dim)
     full_layers = cfg.n_layers - cfg.window_layers
     full = per_key * full_layers * context
     if cfg.window_layers:
@@ -156,5 +173,7 @@ def weight_bytes(cfg: DecoderConfig, bytes_per_param: float, *, active_only: boo
 
 
 def kv_bytes_per_token(cfg: DecoderConfig, bytes_per_value: float) -> float:
-    """KV-cache bytes per cached token (all layers, K and V)."""
+    """KV-cache bytes per cached token (all layers, K and V; MLA: its latent and the shared RoPE key)."""
+    if cfg.is_mla:
+        return cfg.n_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bytes_per_value
     return 2.0 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * bytes_per_value

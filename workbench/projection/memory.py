@@ -36,14 +36,17 @@ class MemoryFit:
 
 def sublayer_elements(cfg: DecoderConfig, block: Block = LLAMA) -> dict[str, float]:
     """Elements per token of each sub-layer's output (what saving it costs). A plain MLP has no second
-    input matrix (``mlp_wi_1``)."""
-    hd = cfg.head_dim
+    input matrix (``mlp_wi_1``). MLA: the query and KV latents join the q and k projections' outputs; a
+    model with dense first layers counts the wider of its two MLPs."""
+    qk, v = cfg.qk_dim, cfg.v_dim
     ffn = cfg.top_k * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim if cfg.is_moe else cfg.ffn_dim
+    if cfg.dense_layers:
+        ffn = max(ffn, cfg.ffn_dim)
     return {
-        "q_proj": cfg.n_heads * hd,
-        "k_proj": cfg.n_kv_heads * hd,
-        "v_proj": cfg.n_kv_heads * hd,
-        "attention": cfg.n_heads * hd,
+        "q_proj": cfg.n_heads * qk + cfg.q_lora_rank,
+        "k_proj": cfg.n_kv_heads * qk + (cfg.kv_lora_rank + cfg.qk_rope_head_dim if cfg.is_mla else 0),
+        "v_proj": cfg.n_kv_heads * v,
+        "attention": cfg.n_heads * v,
         "out_proj": cfg.d_model,
         "mlp_wi_0": ffn,
         "mlp_wi_1": ffn if block.mlp_matrices == 3 else 0,

@@ -177,6 +177,11 @@ def resolve(
             "pipeline (pp) and context (cp) parallelism are modelled for training; for serving stages use "
             "`tpu-bench project --serve` (ServingDeployment.pp)"
         )
+    if cfg.is_mla and (w.phase != "train" or lay.cp > 1):
+        raise WorkbenchError(
+            f"{cfg.name}: multi-head latent attention is modelled for training without context parallelism "
+            "(its latent KV cache and absorbed decode are the serving model's: `tpu-bench project --serve`)"
+        )
     wb = BYTES[d.precision]
     # fp8/fp4 training quantizes the linears only (torchao Float8Linear in torchtitan, Transformer Engine, MaxText
     # fp8 matmuls): activations, norms, residuals and the activation collectives stay bf16. Serving keeps

@@ -99,7 +99,7 @@ def _shapes(s: Setting) -> dict[str, float]:
         "dense_gathered": (dense - pc.embedding) * s.wb / lay.tp,  # one TP shard's weights (embedding: rows)
         "expert_gathered": pc.routed_experts * s.wb / (lay.tp * lay.ep),
         "f_exp": max(lay.fsdp * lay.dp_in_slice // lay.ep, 1) if lay.ep > 1 else lay.fsdp,
-        "n_moe": cfg.n_layers if cfg.is_moe else 0,
+        "n_moe": cfg.moe_layers,
         "act": s.tokens * lay.tp * cfg.d_model * s.nb,  # one activation tensor of the TP group
         "a2a": s.tokens * cfg.top_k * (s.capacity_factor or 1.0) * cfg.d_model * s.nb if cfg.is_moe else 0.0,
     }
@@ -177,7 +177,7 @@ def _dropless_moe_passes(step: Step, s: Setting, *, elementwise_recomputed: bool
     k, passes = s.cfg.top_k, 2 if elementwise_recomputed else 1
     actual = (5 * k + 1) * passes + (7 * k + 3)
     counted = (2 + 2 * k) * (passes + BACKWARD["elementwise"])
-    elems = max(actual - counted, 0) * s.cfg.d_model * s.tokens * s.cfg.n_layers
+    elems = max(actual - counted, 0) * s.cfg.d_model * s.tokens * s.cfg.moe_layers
     step.add_memory("moe_dispatch", elems * s.nb, s.hbm)
 
 

@@ -129,56 +129,32 @@ def forward_ops(
     layer's wiring (MLP matrices; attention and MLP in parallel share one norm and one residual add).
     ``kv_nb``: bytes per cached key/value element (None: ``nb``). Decode reads each sequence's whole cache
     (``context`` + 1 positions) every step: that read, not the weights, dominates at long context."""
-    d, hd, L = cfg.d_model, cfg.head_dim, cfg.n_layers
+    d, L = cfg.d_model, cfg.n_layers
     m = tokens * tp  # rows of the TP group's matmuls
-    kv_rep = max(tp // cfg.n_kv_heads, 1)  # KV heads replicated when tp > n_kv_heads
     w = StepWork()
     ops = w.ops
-    q_n, kv_n = cfg.n_heads * hd / tp, cfg.n_kv_heads * hd * kv_rep / tp
-    ops += [
-        _gemm("q_proj", "q_proj", m, d, q_n, nb, tile, groups=L),
-        _gemm("k_proj", "k_proj", m, d, kv_n, nb, tile, groups=L),
-        _gemm("v_proj", "v_proj", m, d, kv_n, nb, tile, groups=L),
-        _gemm("out_proj", "out_proj", m, q_n, d, nb, tile, groups=L),
-    ]
-    # flash attention: QK^T contracts over head_dim, PV produces head_dim -> both fill head_dim/tile
-    keys = _keys_per_query(seq, context, causal, attn_block)
-    heads = cfg.n_heads / tp
-    kv_bytes = m * 2 * cfg.n_kv_heads * kv_rep / tp * hd * (nb if kv_nb is None else kv_nb)
-    attn_flops = attn_bytes = 0.0
-    for layers, k_ in (
-        (L - cfg.window_layers, keys),
-        (cfg.window_layers, _keys_per_query(seq, context, causal, attn_block, cfg.window)),
-    ):
-        # prefill/training: K,V of the sequence re-read once per query block; decode: each sequence's cache
-        # of `keys` positions read once per step (m sequences, one query each)
-        reads = k_ if context is not None else max(k_ / max(attn_block, 1), 1)
-        attn_flops += 4 * m * heads * hd * k_ * layers
-        attn_bytes += (m * 2 * heads * hd * nb + kv_bytes * reads) * layers
+    ops += _attention_projections(cfg, m, tp, nb, tile)
     ops.append(
-        Op(
-            "attention",
-            "attention",
-            "attention",
-            flops=attn_flops,
-            bytes=attn_bytes,
-            fill=tile_fill((hd,), tile),
+        _attention(
+            cfg, m, tp, nb, tile, seq=seq, context=context, causal=causal, attn_block=attn_block, kv_nb=kv_nb
         )
     )
+    Lm, Ld = cfg.moe_layers, L - cfg.moe_layers  # MoE and dense-MLP layers (DeepSeek-V3: 58 and 3)
+    ffn_elems = route_elems = 0.0  # summed over the layers
     if cfg.is_moe:
         cf = capacity_factor or 1.0
         routed = m * cfg.top_k * cf  # token-expert rows the TP group sends
         # each chip holds E/ep experts; after the all-to-all each local expert has ep * routed / E rows
         rows_per_expert = ep * routed / cfg.n_experts
-        groups = L * cfg.n_experts / ep
+        groups = Lm * cfg.n_experts / ep
         f_moe = cfg.moe_ffn_dim / tp
         ops.append(
             Op(
                 "router",
                 "gemm",
                 "mlp_wi_0",
-                flops=2 * m * d * cfg.n_experts / tp * L,
-                bytes=(m * d + d * cfg.n_experts) * nb / tp * L,
+                flops=2 * m * d * cfg.n_experts / tp * Lm,
+                bytes=(m * d + d * cfg.n_experts) * nb / tp * Lm,
             )
         )
         # experts no token is routed to are not read (decode at small batch): each of the ep group's tokens
@@ -199,27 +175,101 @@ def forward_ops(
         if cfg.n_shared_experts:
             fs = cfg.moe_ffn_dim * cfg.n_shared_experts / tp
             ops += [
-                _gemm("shared_wi", "mlp_wi_0", m, d, 2 * fs, nb, tile, groups=L),
-                _gemm("shared_wo", "mlp_wo", m, fs, d, nb, tile, groups=L),
+                _gemm("shared_wi", "mlp_wi_0", m, d, 2 * fs, nb, tile, groups=Lm),
+                _gemm("shared_wo", "mlp_wo", m, fs, d, nb, tile, groups=Lm),
             ]
-        ffn_act = cfg.top_k * cf * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim
-        route_elems = (2 + 2 * cfg.top_k * cf) * d + 4 * cfg.n_experts  # dispatch/combine permutes, top-k
+        ffn_elems = Lm * (cfg.top_k * cf * cfg.moe_ffn_dim + cfg.n_shared_experts * cfg.moe_ffn_dim)
+        route_elems = Lm * ((2 + 2 * cfg.top_k * cf) * d + 4 * cfg.n_experts)  # dispatch/combine, top-k
         if capacity_factor:
             w.notes.append(f"capacity factor {cf:g}: padded expert rows are computed (not model FLOPs)")
-    else:
-        ops += _dense_mlp(m, d, cfg.ffn_dim / tp, nb, tile, L, block)
-        ffn_act, route_elems = cfg.ffn_dim, 0.0
+    if Ld:
+        ops += _dense_mlp(m, d, cfg.ffn_dim / tp, nb, tile, Ld, block)
+        ffn_elems += Ld * cfg.ffn_dim
     # elementwise passes that read and write HBM (norms, residual adds, RoPE, MLP activation, routing permutes)
     elems = (
-        _norm_residual_elems(d, block)
-        + 2 * (cfg.n_heads + cfg.n_kv_heads) * hd
-        + block.mlp_matrices * ffn_act
+        L * (_norm_residual_elems(d, block) + _attention_elementwise(cfg))
+        + block.mlp_matrices * ffn_elems
         + route_elems
     )
-    ops.append(Op("elementwise", "elementwise", "elementwise", bytes=tokens * elems * nb * L))
+    ops.append(Op("elementwise", "elementwise", "elementwise", bytes=tokens * elems * nb))
     ops.append(_gemm("lm_head", "lm_head", m, d, cfg.vocab / tp, nb, tile))
     w.loss_bytes = tokens * cfg.vocab * (2 + 4 + 4 + 2)  # logits read, fp32 softmax write/read, grad write
     return w
+
+
+def _attention_projections(cfg: DecoderConfig, m: float, tp: int, nb: float, tile: int | None) -> list[Op]:
+    """Matmuls into and out of attention. GQA: q, k, v and out (KV heads replicated when tp > n_kv_heads).
+    MLA: the query and KV down-projections to their latents (not split by heads: every TP rank computes
+    them whole), the up-projections to every head (split over tp), the output projection; KV down + up sit
+    under remat's k_proj and v_proj."""
+    d, L, h = cfg.d_model, cfg.n_layers, cfg.n_heads
+    if not cfg.is_mla:
+        hd = cfg.head_dim
+        kv_rep = max(tp // cfg.n_kv_heads, 1)
+        q_n, kv_n = h * hd / tp, cfg.n_kv_heads * hd * kv_rep / tp
+        return [
+            _gemm("q_proj", "q_proj", m, d, q_n, nb, tile, groups=L),
+            _gemm("k_proj", "k_proj", m, d, kv_n, nb, tile, groups=L),
+            _gemm("v_proj", "v_proj", m, d, kv_n, nb, tile, groups=L),
+            _gemm("out_proj", "out_proj", m, q_n, d, nb, tile, groups=L),
+        ]
+    rq, rkv, qk = cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_dim
+    if rq:
+        q = [
+            _gemm("q_down", "q_proj", m, d, rq, nb, tile, groups=L),
+            _gemm("q_up", "q_proj", m, rq, h * qk / tp, nb, tile, groups=L),
+        ]
+    else:
+        q = [_gemm("q_proj", "q_proj", m, d, h * qk / tp, nb, tile, groups=L)]
+    kv_up_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim) / tp
+    return [
+        *q,
+        _gemm("kv_down", "k_proj", m, d, rkv + cfg.qk_rope_head_dim, nb, tile, groups=L),
+        _gemm("kv_up", "v_proj", m, rkv, kv_up_n, nb, tile, groups=L),
+        _gemm("out_proj", "out_proj", m, h * cfg.v_head_dim / tp, d, nb, tile, groups=L),
+    ]
+
+
+def _attention(
+    cfg: DecoderConfig,
+    m: float,
+    tp: int,
+    nb: float,
+    tile: int | None,
+    *,
+    seq: int,
+    context: int | None,
+    causal: bool,
+    attn_block: int,
+    kv_nb: float | None,
+) -> Op:
+    """The flash-attention kernel of every layer: QKᵀ contracts over the query/key head, PV produces the
+    value head (equal under GQA; MLA's 192 and 128), each filling its own share of the MXU tile. MLA in
+    training runs as multi-head attention on the up-projected keys and values (one K/V head per head)."""
+    qk, v, L = cfg.qk_dim, cfg.v_dim, cfg.n_layers
+    heads = cfg.n_heads / tp
+    kv_rep = max(tp // cfg.n_kv_heads, 1)
+    kv_bytes = m * cfg.n_kv_heads * kv_rep / tp * (qk + v) * (nb if kv_nb is None else kv_nb)
+    flops = bytes_ = 0.0
+    for layers, k_ in (
+        (L - cfg.window_layers, _keys_per_query(seq, context, causal, attn_block)),
+        (cfg.window_layers, _keys_per_query(seq, context, causal, attn_block, cfg.window)),
+    ):
+        # prefill/training: K,V of the sequence re-read once per query block; decode: each sequence's cache
+        # of `keys` positions read once per step (m sequences, one query each)
+        reads = k_ if context is not None else max(k_ / max(attn_block, 1), 1)
+        flops += 2 * m * heads * (qk + v) * k_ * layers
+        bytes_ += (m * heads * (qk + v) * nb + kv_bytes * reads) * layers
+    # time-weighted fill of the two matmuls (flops in proportion qk : v)
+    fill = (qk + v) / (qk / tile_fill((qk,), tile) + v / tile_fill((v,), tile))
+    return Op("attention", "attention", "attention", flops=flops, bytes=bytes_, fill=fill)
+
+
+def _attention_elementwise(cfg: DecoderConfig) -> float:
+    """Elements per token and layer of attention's elementwise passes: RoPE (read + write) of the queries
+    and keys; MLA also assembles each head's key from its no-RoPE part and the shared RoPE key, counted in
+    the same pass over the full query/key heads, and normalises its two latents (read + write)."""
+    return 2 * (cfg.n_heads + cfg.n_kv_heads) * cfg.qk_dim + 2 * (cfg.q_lora_rank + cfg.kv_lora_rank)
 
 
 def _dense_mlp(

@@ -37,8 +37,26 @@ class DecoderConfig:
     # only (gpt-oss, Gemma 3, Mistral); the rest attend to the whole causal prefix
     window: int = 0
     window_layers: int = 0
+    # multi-head latent attention (DeepSeek-V2/V3; MaxText attention_type "mla"): queries through a rank
+    # ``q_lora_rank`` bottleneck (0: one direct projection), keys and values up-projected per head from one
+    # ``kv_lora_rank`` latent, plus a RoPE key of ``qk_rope_head_dim`` shared by the heads; set = MLA
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # MoE models whose first ``dense_layers`` layers have a dense MLP of ``ffn_dim`` (DeepSeek-V3: 3)
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
+        _check_mla(self)
+        if self.dense_layers and not (
+            self.is_moe and self.ffn_dim > 0 and 0 < self.dense_layers < self.n_layers
+        ):
+            raise WorkbenchError(
+                f"{self.name}: dense_layers ({self.dense_layers}) needs a MoE model with ffn_dim > 0 and fewer "
+                f"dense layers than layers ({self.n_layers})"
+            )
         if not 0 <= self.window_layers <= self.n_layers or (self.window_layers > 0) != (self.window > 0):
             raise WorkbenchError(
                 f"{self.name}: sliding-window attention needs window > 0 and 0 < window_layers <= n_layers "
@@ -55,6 +73,25 @@ class DecoderConfig:
     def is_moe(self) -> bool:
         return self.n_experts > 0
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of a query/key head: what QKᵀ contracts over (MLA: the no-RoPE part plus the RoPE part)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Width of a value head: what attention·V produces and the output projection reads."""
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is the mixture of experts (the rest are dense)."""
+        return self.n_layers - self.dense_layers if self.is_moe else 0
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -65,6 +102,30 @@ class DecoderConfig:
     def with_(self, **changes) -> DecoderConfig:
         """A copy with some fields changed (e.g. a shorter max_seq)."""
         return replace(self, **changes)
+
+
+_MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _check_mla(cfg: DecoderConfig) -> None:
+    """An MLA config must name all its shapes: a half-given one would be counted as another model. Its
+    ``head_dim`` is the query/key head (no-RoPE + RoPE part), set here when left 0."""
+    given = [f for f in _MLA_FIELDS if getattr(cfg, f)]
+    if not given:
+        return
+    missing = [f for f in _MLA_FIELDS[1:] if getattr(cfg, f) <= 0]
+    if missing:
+        raise WorkbenchError(
+            f"{cfg.name}: multi-head latent attention needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim "
+            f"and v_head_dim > 0 (q_lora_rank may be 0); missing: {', '.join(missing)}"
+        )
+    qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    if cfg.head_dim == 0:
+        object.__setattr__(cfg, "head_dim", qk)
+    elif cfg.head_dim != qk:
+        raise WorkbenchError(
+            f"{cfg.name}: an MLA head_dim must be qk_nope_head_dim + qk_rope_head_dim = {qk} (got {cfg.head_dim})"
+        )
 
 
 _HF = "Hugging Face config.json of "

@@ -188,5 +188,10 @@ def build_model(cfg: DecoderConfig, *, seed: int = 0) -> Decoder:
             f"{cfg.name}: sliding-window layers are modelled by the projection only; the runnable decoder "
             "has full causal attention in every layer"
         )
+    if cfg.is_mla or cfg.dense_layers:  # nor latent attention or dense first layers: refuse, as above
+        raise WorkbenchError(
+            f"{cfg.name}: multi-head latent attention and dense first layers are modelled by the projection "
+            "only; the runnable decoder has GQA attention and one MLP kind in every layer"
+        )
     torch.manual_seed(seed)
     return Decoder(cfg)
