@@ -215,9 +215,11 @@ class Flow:
         if isinstance(found, str):
             check.unseen = found
             # (a comparison's unseen uses are dropped: what it switches on in sight decides, audiocraft's flag
-            # passed to a method then `if flag:`; a value chosen for another library keeps its literals with it)
-            if predicate == "compare" or self._foreign:
-                check.regions = self._seen_regions
+            # passed to a method then `if flag:`; a value chosen for another library keeps its literals with it;
+            # a kept check keeps what it switches on in sight too: glide's `has_cuda` stored in its options and
+            # also choosing `th.device('cpu' if not has_cuda else 'cuda')`, whose 'cuda' renamed alone picks
+            # the CPU on a TPU host and 'tpu' on a CUDA one)
+            check.regions = self._seen_regions
         else:
             check.regions = found
         return check

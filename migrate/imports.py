@@ -17,7 +17,9 @@ from .names import TRIVIA_TYPES, node_types
 from .rules._util import pure
 
 #: Imports a migration makes obsolete; removed only when unused.
-REMOVABLE = re.compile(r"^(torch_xla(\.|$)|torch\.cuda(\.|$))")
+REMOVABLE = re.compile(
+    r"^(torch_xla(\.|$)|torch\.cuda(\.|$)|transformers(\.utils(\.import_utils)?)?\.is_torch_cuda_available$)"
+)
 
 
 def _full(node: cst.CSTNode) -> str:

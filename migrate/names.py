@@ -326,8 +326,53 @@ class ImportTable(cst.CSTVisitor):
             return None  # (most names: a local, or not an import; decided before building the dotted text)
         rest = "." + ".".join(reversed(parts)) if parts else ""
         if found:
-            return qualified + rest
-        return root + rest  # the import lives in another notebook cell, or is about to be added
+            return canonical(qualified + rest)
+        return canonical(root + rest)  # the import lives in another notebook cell, or is about to be added
+
+
+#: Submodules whose public names torch.cuda re-exports (their ``__all__`` in torch 2.13): the rules know
+#: ``torch.cuda.max_memory_allocated``, and ``torch.cuda.memory.max_memory_allocated`` is the same function.
+_REEXPORTED = {
+    "torch.cuda.memory": frozenset(
+        "caching_allocator_alloc caching_allocator_delete caching_allocator_disabled caching_allocator_enable "
+        "get_per_process_memory_fraction set_per_process_memory_fraction empty_cache memory_stats "
+        "memory_stats_as_nested_dict reset_accumulated_memory_stats reset_peak_memory_stats "
+        "reset_max_memory_allocated reset_max_memory_cached host_memory_stats host_memory_stats_as_nested_dict "
+        "reset_accumulated_host_memory_stats reset_peak_host_memory_stats memory_allocated max_memory_allocated "
+        "memory_reserved max_memory_reserved memory_cached max_memory_cached memory_snapshot memory_summary "
+        "list_gpu_processes mem_get_info get_allocator_backend CUDAPluggableAllocator change_current_allocator "
+        "MemPool use_mem_pool".split()
+    ),
+    "torch.cuda.random": frozenset(
+        "get_rng_state get_rng_state_all set_rng_state set_rng_state_all manual_seed manual_seed_all seed "
+        "seed_all initial_seed".split()
+    ),
+}
+
+
+#: Other libraries' names for a torch device check (transformers' is_torch_cuda_available is
+#: torch.cuda.is_available; LLaMA-Factory gates its device code on it).
+_SAME_AS = {
+    **dict.fromkeys(
+        (
+            "transformers.is_torch_cuda_available",
+            "transformers.utils.is_torch_cuda_available",
+            "transformers.utils.import_utils.is_torch_cuda_available",
+        ),
+        "torch.cuda.is_available",
+    ),
+}
+
+
+def canonical(qname: str) -> str:
+    """``torch.cuda.memory.memory_allocated`` -> ``torch.cuda.memory_allocated`` (one name per function)."""
+    if qname in _SAME_AS:
+        return _SAME_AS[qname]
+    if qname.startswith(("torch.cuda.memory.", "torch.cuda.random.")):
+        module, _, rest = qname.rpartition(".")
+        if rest in _REEXPORTED.get(module, ()):
+            return f"torch.cuda.{rest}"
+    return qname
 
 
 def import_table(module: cst.Module) -> ImportTable:

@@ -73,6 +73,8 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("CUDA", r"""['"](?:Autograd|Sparse|Quantized)?CUDA['"]"""),
     # one process over several CUDA devices (rules/distributed.py DataParallelFlag, TPU407)
     ("DataParallel", r"\bDataParallel\b"),
+    # safetensors placing a device held in a variable (rules/foreign_devices.py, TPU109)
+    ("load_", r"\bload_(?:file|model)\([^)\n]*\bdevice\s*=\s*[A-Za-z_]"),
     ("data_parallel", r"\bdata_parallel\b"),
 )
 PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

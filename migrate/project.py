@@ -68,6 +68,9 @@ class ProjectFacts:
     #: the folder holding every file of the run ("" when migrating text alone): a CUDA library's folder inside it
     #: is a copy the project carries; the folder itself (the run is on that library's repository) is not
     tree: str = ""
+    #: a file that creates a process group with a backend read from data (an option, a config attribute), whose
+    #: call the migration wraps in _tpu_backend(...): a config's 'nccl' reaching it is translated at run time
+    groups_from_data: str = ""
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -76,6 +79,7 @@ class ProjectFacts:
             or other.cuda_only_helpers
             or other.built_on_cuda_only
             or other.probes
+            or other.groups_from_data
         ):
             return self
         params = dict(self.enum_params)
@@ -90,6 +94,7 @@ class ProjectFacts:
             built_on,
             self.probes | other.probes,
             self.tree or other.tree,
+            self.groups_from_data or other.groups_from_data,
         )
 
 
@@ -308,7 +313,8 @@ def scan_sources(
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
     links = _cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only)
-    facts = ProjectFacts(frozenset(gates), {}, *links, frozenset(probes))
+    from_data = next((p for p, t, _ in seen if _GROUP_FROM_DATA.search(t)), "")
+    facts = ProjectFacts(frozenset(gates), {}, *links, frozenset(probes), groups_from_data=from_data)
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
@@ -316,6 +322,14 @@ def scan_sources(
         if named.search(text) and (tree := tree or _parse(text)) is not None:
             facts = facts.merged(ProjectFacts(frozenset(), _enum_params(tree, enums)))
     return facts
+
+
+#: ``init_process_group(backend=config.dist_backend)`` / ``init_process_group(args.backend, ...)``: a backend
+#: that is not a literal (Depth-Anything's zoedepth parallelize()).
+_GROUP_FROM_DATA = re.compile(
+    r"init_process_group\(\s*(?:backend\s*=\s*)?(?!['\"]|None\b)[A-Za-z_]"
+    r"|init_process_group\([^)]*\bbackend\s*=\s*(?!['\"]|None\b)[A-Za-z_]"
+)
 
 
 def scan_texts(texts: Iterable[str]) -> ProjectFacts:

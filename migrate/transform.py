@@ -20,7 +20,7 @@ from ._quiet import quiet_statements
 from ._spans import SourceMap
 from ._walk import child_nodes
 from .imports import emptied_if, removable_aliases
-from .names import TRIVIA_TYPES, ImportTable, Scope, node_types
+from .names import TRIVIA_TYPES, ImportTable, Scope, canonical, node_types
 from .results import Diagnostic, Outcome
 from .rules._util import pure
 from .rules.base import Rule
@@ -259,6 +259,9 @@ class MigrationTransformer(cst.CSTTransformer):
         self._stmt_claims[id(stmt)] = (rule, qname, call, target)
         if call is not None:
             self._claimed_calls.add(id(call))
+
+    def statements(self) -> list[cst.CSTNode]:
+        return list(self._stack)
 
     def previous_statement(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
         """The statement just before ``stmt`` in its own block (original tree), or None when it is first.
@@ -618,7 +621,7 @@ class PreciseMigrationTransformer(MigrationTransformer):
                 else None
             )
             if full and full.split(".")[0] in ("torch", "torch_xla") and full not in ("torch", "torch_xla"):
-                return full
+                return canonical(full)
             return None
         found = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
-        return found[0] if found else None
+        return canonical(found[0]) if found else None

@@ -257,6 +257,28 @@ AUTOCAST = _helper(
 ''',
 )
 
+IMPORT_TIME_DEVICE = _helper(
+    "_tpu_device",
+    '''def _tpu_device(index=None):
+    """Added by tpu-migrate: torch.device("cuda") built when the code is imported (a module constant, a class
+    attribute, a parameter default): "tpu" where TorchTPU set one up; elsewhere CUDA's as written, which any
+    machine can build ("tpu" names a device type only where TorchTPU is loaded: importing would fail)."""
+    on_tpu = getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"
+    return torch.device("tpu" if on_tpu else "cuda", index)
+''',
+)
+
+SAFETENSORS_DEVICE = _helper(
+    "_tpu_safetensors_device",
+    '''def _tpu_safetensors_device(device):
+    """Added by tpu-migrate: safetensors places the tensors it loads itself and knows no "tpu" device
+    (SafetensorError: device tpu is invalid): they load on the CPU there, and load_state_dict / load_model
+    copy them onto the model's device; any other device is handed on as before."""
+    return "cpu" if str(device).startswith("tpu") else device
+''',
+    (),
+)
+
 #: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
 #: anywhere in an expression (`not ...`, `... and x`).
 TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'

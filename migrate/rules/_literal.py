@@ -436,6 +436,60 @@ def _chosen_strings(node: cst.CSTNode):
 _GRAPH_WORDS = re.compile(r"findAllNodes|findNode\(|inlined_graph|prim::|\.graph\.nodes\(")
 
 
+def _at_import_time(ctx: Context, node: cst.CSTNode) -> bool:
+    """``node`` runs whenever its module is imported: in a parameter default of the innermost def, in a class
+    body, or in a statement of the module's own body (not inside an ``if``/``for``/``try``) of a file that is
+    not a script (no ``__main__`` block, no ``parse_args()`` at module level: a script's top level runs as
+    the program, whose CUDA code needed the device anyway)."""
+    defs = ctx.enclosing_definitions()
+    if defs and type(defs[-1]) is cst.FunctionDef:
+        return any(n is node for n in _walk_all(defs[-1].params))
+    if defs:
+        return True
+    if len(ctx.statements()) != 1:
+        return False
+    return "__main__" not in ctx.source_text and _SCRIPT_ARGS.search(ctx.source_text) is None
+
+
+#: What only NCCL's branch of a program can hold (device_ids, CUDA streams, NCCL_ variables, its own group).
+_NCCL_OWN = re.compile(r"device_ids|[Ss]tream|NCCL|nccl|ProcessGroupNCCL|cuda_graph|CUDAGraph")
+
+#: A module-level ``args = parser.parse_args()``: the file is a script.
+_SCRIPT_ARGS = re.compile(r"^[^\s#].*\.parse(?:_known)?_args\(", re.M)
+
+
+def _conditional(ctx: Context, node: cst.CSTNode) -> bool:
+    """``node`` is evaluated only when a test holds (a branch of ``x if test else y``, the right side of an
+    ``and``/``or``): ``torch.device("tpu") if torch.accelerator.is_available() else ...`` builds it only where a
+    device is there, as it was."""
+    stmts = ctx.statements()
+    path: list[cst.CSTNode] = []
+
+    def find(n: cst.CSTNode) -> bool:
+        path.append(n)
+        if n is node or any(find(c) for c in child_nodes(n)):
+            return True
+        path.pop()
+        return False
+
+    if not stmts or not find(stmts[-1]):
+        return False
+    for parent, child in zip(path, path[1:], strict=False):
+        if type(parent) is cst.IfExp and child is not parent.test:
+            return True
+        if type(parent) is cst.BooleanOperation and child is parent.right:
+            return True
+    return False
+
+
+def _walk_all(root: cst.CSTNode):
+    todo = [root]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(child_nodes(n))
+
+
 class LiteralRule(Rule):
     """Shared machinery: a regex on string bodies, a replacement, and the contextual claims."""
 
@@ -675,6 +729,18 @@ class LiteralRule(Rule):
             if self.new_body(string_body(p)) is not None
         ]
 
+    def _plain_backend_branch(self, ctx: Context, node: cst.Comparison) -> bool:
+        """``if backend == "nccl":`` whose equal branch holds nothing of NCCL's own (device_ids, streams, NCCL_
+        variables): it picks the GPU path of the program (picotron's set_device + device choice), or a gloo
+        group for CPU tensors NCCL cannot reduce (GroundingDINO's), both of which the TPU backend needs as
+        well; renamed with the backend that reaches it (kept, the CPU device or WORLD group is chosen on TPU)."""
+        stmt = ctx.statement()
+        if type(stmt) is not cst.If or stmt.test is not node or len(node.comparisons) != 1:
+            return False
+        equal = type(node.comparisons[0].operator) is cst.Equal
+        branch = stmt.body if equal else stmt.orelse
+        return branch is None or _NCCL_OWN.search(code(branch)) is None
+
     def _placement_choice(self, ctx: Context, node: cst.IfExp) -> None:
         """``device_map = {"": device.index if device.type == "cuda" else device.type}`` (AutoGPTQ): the test
         chooses what accelerate reads, and an integer there is a CUDA ordinal; renamed, "tpu" would hand
@@ -799,6 +865,7 @@ class LiteralRule(Rule):
                         and s is part
                         and self.new_body(string_body(s)) is not None
                         and all(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons)
+                        and not self._plain_backend_branch(ctx, node)
                     ):
                         ctx.claim_string(
                             s,
@@ -1204,6 +1271,29 @@ class LiteralRule(Rule):
             value=None,
         )
 
+    def _import_time_device(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call | None:
+        """``torch.device("cuda")`` evaluated when the module is imported (module or class level, a parameter
+        default, outside the ``__main__`` block): ``torch.device("tpu")`` there fails every import where
+        TorchTPU is not loaded (a CPU-only test run, a CUDA box), where CUDA's device object could be built
+        anywhere; ``_tpu_device()`` builds "tpu" on a TPU and CUDA's as written elsewhere (glide's attr
+        defaults)."""
+        if not (
+            len(node.args) == 1
+            and node.args[0].keyword is None
+            and type(node.args[0].value) is cst.SimpleString
+            and type(orig.args[0].value) is cst.SimpleString
+            and (m := re.fullmatch(r"tpu(?::(0))?", string_body(node.args[0].value) or "")) is not None
+            and (string_body(orig.args[0].value) or "").startswith("cuda")
+            and ctx.qname(orig.func) == "torch.device"
+            and _at_import_time(ctx, orig)
+            and not _conditional(ctx, orig)
+        ):
+            return None
+        ctx.need_helper(_helpers.IMPORT_TIME_DEVICE)
+        return cst.Call(
+            func=cst.Name(_helpers.IMPORT_TIME_DEVICE), args=[cst.Arg(cst.Integer("0"))] if m.group(1) else []
+        )
+
     def _drop_runtime_index(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call | None:
         """``torch.device("cuda", i)`` whose string became the replacement: ``torch.device("tpu")``. One rule
         for every form of a run-time ordinal (f"cuda:{i}", "cuda:{}".format(i), .cuda(i), .to(i) lose it too):
@@ -1275,6 +1365,10 @@ class LiteralRule(Rule):
             return _beside_cuda(ctx, orig, node, self.code)  # type: ignore[arg-type]
         if type(orig) is cst.If and id(orig) in ctx.scratch.get("support-ladders", {}):  # type: ignore[operator]
             return _tpu_branch(ctx, orig, node, ctx.scratch["support-ladders"][id(orig)], self.code)  # type: ignore[index,arg-type]
+        if isinstance(orig, cst.Call) and isinstance(node, cst.Call) and self.replacement == "tpu":
+            lazy = self._import_time_device(ctx, orig, node)
+            if lazy is not None:
+                return lazy
         if isinstance(orig, cst.Call) and isinstance(node, cst.Call) and len(orig.args) == 2:
             dropped = self._drop_runtime_index(ctx, orig, node)
             if dropped is not None:
@@ -1318,7 +1412,13 @@ class LiteralRule(Rule):
                 else kept_reason(ctx, body.split(":")[0], self.others) or self.data_reason(ctx)
             )
             if reason is not None:
-                ctx.flag(orig, f"{reason}: kept; add the '{self.replacement}' path by hand", code=self.code)
+                # (a name translated at run time elsewhere needs no path of its own: data_reason says where)
+                todo = (
+                    "kept as written"
+                    if "at run time" in reason
+                    else f"kept; add the '{self.replacement}' path by hand"
+                )
+                ctx.flag(orig, f"{reason}: {todo}", code=self.code)
                 ctx.keep_branch()  # (when the literal is in an if's test, that if's body is CUDA's branch)
                 return None
             if claim is not None:

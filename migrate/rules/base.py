@@ -104,6 +104,9 @@ class Context(Protocol):
     def previous_statement(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
         """The statement before ``stmt`` in its block (original tree), or None."""
 
+    def statements(self) -> list[cst.CSTNode]:
+        """The statements around the node being visited, outermost first (original tree)."""
+
     def suppress_current_statement(self) -> None:
         """No other rule touches what is inside the statement being visited."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 import libcst as cst
@@ -825,14 +825,15 @@ class CudaManualSeed(Rule):
     outcome = "warned"
     summary = (
         "Rewrite torch.cuda.manual_seed(_all)(s) to torch.tpu.manual_seed(_all)(s), or to torch.manual_seed(s) "
-        "where the file already seeds the CPU with that same s."
+        "where the CPU was seeded with that same s just before."
     )
     rationale = (
         "torch.cuda.manual_seed seeds the GPU only; torch.manual_seed would also reseed the CPU generator, "
         "which changes every later CPU draw when the value differs (Rainbow seeds the GPU with a second "
         "np.random.randint). torch.tpu.manual_seed(_all) is the contract's mapping (TorchTPU 0.2.0: a no-op "
-        "without a TPU, like CUDA's without a GPU). Where torch.manual_seed(s) with the same call-free s is "
-        "in the file, one torch.manual_seed(s) seeds both and the repeated line goes."
+        "without a TPU, like CUDA's without a GPU). Where torch.manual_seed(s) with the same call-free s runs "
+        "just before (only other seeding between), one torch.manual_seed(s) seeds both and the repeated line "
+        "goes; a CPU seed further up, with random draws between, is not reset again."
     )
     before = "import torch\n\ntorch.cuda.manual_seed_all(seed + rank)\n"
     after = "import torch\n\ntorch.tpu.manual_seed_all(seed + rank)\n"
@@ -914,12 +915,58 @@ def _to_accelerator(
 
 
 def _seeds_cpu_alike(ctx: Context, seed: cst.BaseExpression) -> bool:
-    """``torch.manual_seed(<the same seed>)`` is in the file and the seed has no call in it (a second
-    ``np.random.randint(...)`` is another value). Reads the whole file's text (module-wide context)."""
+    """``torch.manual_seed(<the same seed>)`` runs just before (only other seeding between, climbing out of the
+    ``if torch.cuda.is_available():`` around the call) and the seed has no call in it (a second
+    ``np.random.randint(...)`` is another value). A CPU seed further up, with random draws between, is not
+    alike: one torch.manual_seed there would reset the CPU stream mid-program (Lightning's UvA notebook)."""
     if any(isinstance(n, cst.Call) for n in _calls_in(seed)):
         return False
-    pattern = rf"(?<![\w.])(?:torch|th)\.manual_seed\(\s*{re.escape(code(seed))}\s*\)"
-    return re.search(pattern, ctx.source_text) is not None
+    same = re.compile(rf"(?:torch|th)\.manual_seed\(\s*{re.escape(code(seed))}\s*\)")
+    for stmt in _preceding(ctx):
+        text = code(stmt).strip()
+        if same.fullmatch(text):
+            return True
+        if not _SEEDING.fullmatch(text):
+            return False
+    return False
+
+
+#: A statement that only seeds (random.seed(s), np.random.seed(s), torch.cuda.manual_seed_all(s), ...).
+_SEEDING = re.compile(r"[\w.]*(?:seed|seed_all)\([^()]*\)|[\w.]*deterministic\w*\s*=.*|[\w.]*benchmark\s*=.*")
+
+
+def _preceding(ctx: Context) -> Iterator[cst.CSTNode]:
+    """The simple statements before the current one, nearest first, in its block and then before the ``if``
+    blocks around it (never out of a def, class or loop)."""
+    stack = ctx.statements()
+    for depth in range(len(stack) - 1, -1, -1):
+        stmt = stack[depth]
+        parent = stack[depth - 1] if depth else getattr(ctx, "module", None)
+        body = _block_holding(parent, stmt)
+        if body is None:
+            return
+        i = next(k for k, s in enumerate(body) if s is stmt)
+        for before in reversed(body[:i]):
+            if not isinstance(before, cst.SimpleStatementLine):
+                return
+            yield from (cst.SimpleStatementLine(body=[small]) for small in reversed(before.body))
+        if not isinstance(parent, cst.If):
+            return
+
+
+def _block_holding(parent: cst.CSTNode | None, stmt: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
+    """The statement list of ``parent`` (module, or a compound statement's body/else) that holds ``stmt``."""
+    if parent is None or isinstance(parent, cst.SimpleStatementLine):
+        return None
+    blocks = [getattr(parent, "body", None)]
+    orelse = getattr(parent, "orelse", None)
+    if orelse is not None:
+        blocks.append(orelse.body if isinstance(orelse, cst.Else) else None)
+    for block in blocks:
+        inner = getattr(block, "body", block)
+        if isinstance(inner, (list, tuple)) and any(s is stmt for s in inner):
+            return inner
+    return None
 
 
 #: The rest: no counterpart the released wheel is known to back (flagged).
@@ -1017,16 +1064,33 @@ class CudaDeviceInfo(Rule):
         }
     )
     emits = ("torch.tpu.get_device_name", "torch.tpu.get_device_properties")
-    node_types = (cst.Attribute, cst.Assign)
+    node_types = (cst.Attribute, cst.Assign, cst.Comparison)
 
     def visit_node(self, ctx, node):
-        """Before the reference is left: decide whether the properties' uses all exist on TPU."""
+        """Before the reference is left: decide whether the properties' uses all exist on TPU, and whether a
+        device name is read as a GPU model name."""
+        if type(node) is cst.Comparison:
+            for part in (node.left, *(c.comparator for c in node.comparisons)):
+                self._note_name_test(ctx, part, "compared")
+            return
         call, attrs = None, []
         value = node.value
         func = value.func if type(value) is cst.Call else None
         last = (
             func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
         )
+        if last == "get_device_name":
+            if type(node) is cst.Attribute and node.attr.value in _STRING_TESTS:
+                self._note_name_test(ctx, value, f"`.{node.attr.value}(...)`")
+            elif type(node) is cst.Assign and len(node.targets) == 1:
+                target = node.targets[0].target
+                fn = next(
+                    (d for d in reversed(ctx.enclosing_definitions()) if isinstance(d, cst.FunctionDef)), None
+                )
+                text = code(fn) if fn is not None and isinstance(target, cst.Name) else ctx.source_text
+                if isinstance(target, (cst.Name, cst.Attribute)) and _tests_name(text, code(target)):
+                    self._note_name_test(ctx, value, f"`{code(target)}` is compared")
+            return
         if last != "get_device_properties":
             return  # (cheap test first: this runs for every attribute)
         if isinstance(node, cst.Attribute):
@@ -1049,8 +1113,21 @@ class CudaDeviceInfo(Rule):
         if unknown:
             ctx.scratch.setdefault(self.code, {})[id(call.func)] = unknown  # type: ignore[index]
 
+    def _note_name_test(self, ctx: Context, value: cst.CSTNode, how: str) -> None:
+        if type(value) is cst.Call and ctx.qname(value.func) == "torch.cuda.get_device_name":
+            ctx.scratch.setdefault("device-name-tests", {})[id(value.func)] = how  # type: ignore[index]
+
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
+        tested = ctx.scratch.get("device-name-tests", {}).get(id(orig))  # type: ignore[union-attr]
+        if tested is not None:
+            ctx.flag(
+                orig,
+                f"`{qname}()` is read as a GPU model name ({tested}: H100, A100, ZLUDA ...): a TPU's name matches "
+                "none of them; kept as CUDA's: give the TPU its own entry (torch.tpu.get_device_name() names it)",
+                code=self.code,
+            )
+            return None
         unknown = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
         if unknown:
             ctx.flag(
@@ -1077,6 +1154,28 @@ class CudaDeviceInfo(Rule):
         return None
 
 
+#: String methods that test a device name against known names.
+_STRING_TESTS = frozenset(
+    {"startswith", "endswith", "lower", "upper", "split", "find", "replace", "__contains__"}
+)
+
+
+def _tests_name(text: str, name: str) -> bool:
+    """``name`` (bound to a device name) is compared, searched or used as a key in ``text``."""
+    n = re.escape(name)
+    return (
+        re.search(
+            rf"(?<![\w.]){n}\s*(?:==|!=|\bin\b|\.(?:{'|'.join(_STRING_TESTS)})\b)|\bin\s+{n}(?![\w.])|\[\s*{n}\s*\]",
+            text,
+        )
+        is not None
+    )
+
+
+#: A test that a CUDA device is there (what makes is_bf16_supported() after it mean "this GPU has bf16").
+_AVAILABILITY = re.compile(r"cuda\.is_available\(|cuda\.device_count\(|is_torch_cuda_available\(")
+
+
 def _reads_cuda_version(ctx: Context, node: cst.CSTNode) -> bool:
     """``torch.version.cuda`` read in ``node`` (outside nested scopes): CUDA's toolkit version, None elsewhere."""
     todo = [node]
@@ -1094,10 +1193,25 @@ class Bf16Supported(Rule):
     code = "TPU206"
     name = "cuda-is-bf16-supported"
     family = "cuda_api"
-    summary = "Rewrite torch.cuda.is_bf16_supported() to True."
-    rationale = "Every TPU generation supports bfloat16; there is no torch.tpu.is_bf16_supported."
-    before = 'import torch\n\ndtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"\n'
-    after = 'import torch\n\ndtype = "bfloat16"\n'
+    summary = (
+        "Rewrite torch.cuda.is_bf16_supported() to True after an availability check (folded), elsewhere to a "
+        "test for a TPU."
+    )
+    rationale = (
+        "Every TPU generation supports bfloat16; there is no torch.tpu.is_bf16_supported. After "
+        '`torch.cuda.is_available() and` it meant "this GPU has bf16": True on a TPU, folded. Alone it also '
+        "answered False where there was no CUDA (a CPU-only run kept float32): a test for a TPU keeps that."
+    )
+    requires = ("TPU201",)
+    emits = ("torch.accelerator.current_accelerator",)
+    before = (
+        "import torch\n\nuse_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()\n"
+        'dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"\n'
+    )
+    after = (
+        "import torch\n\nuse_bf16 = torch.accelerator.is_available()\n"
+        f'dtype = "bfloat16" if {_helpers.TPU_PRESENT} else "float16"\n'
+    )
     calls = frozenset({"torch.cuda.is_bf16_supported"})
     node_types = (cst.BooleanOperation, cst.IfExp)
 
@@ -1106,13 +1220,27 @@ class Bf16Supported(Rule):
             return (
                 None  # `torch.cuda.is_available() and is_bf16_supported()` with the guard kept: CUDA's test
             )
-        ctx.report(orig, "`torch.cuda.is_bf16_supported()` -> `True`", code=self.code)
-        return expr("True")
+        if id(orig) in ctx.scratch.get("bf16-after-check", ()):
+            ctx.report(orig, "`torch.cuda.is_bf16_supported()` -> `True`", code=self.code)
+            return expr("True")
+        # alone, it also answered False on a machine without CUDA (a CPU-only run kept float32/float16): ask for
+        # a TPU by name, True there
+        ctx.report(
+            orig, "`torch.cuda.is_bf16_supported()` -> a test for a TPU (every TPU has bf16)", code=self.code
+        )
+        ctx.need_import("torch")
+        return expr(_helpers.TPU_PRESENT)
 
     def visit_node(self, ctx, node):
-        """An and/or holding a CUDA check the flow layer kept: its is_bf16_supported() stays CUDA's test too."""
+        """An and/or holding a CUDA check the flow layer kept: its is_bf16_supported() stays CUDA's test too.
+        One after an availability check (``torch.cuda.is_available() and torch.cuda.is_bf16_supported()``) is
+        True wherever that check holds: folded."""
         if not isinstance(node, cst.BooleanOperation):
             return
+        if isinstance(node.operator, cst.And) and _AVAILABILITY.search(code(node.left)):
+            right = node.right
+            if type(right) is cst.Call and ctx.qname(right.func) in self.calls:
+                ctx.scratch.setdefault("bf16-after-check", set()).add(id(right))  # type: ignore[union-attr]
         kept = ctx.scratch.get("cuda-guards", {})
         calls = _calls_in(node) if kept or "torch.version.cuda" in ctx.source_text else []
         if any(id(c) in kept for c in calls) or (calls and _reads_cuda_version(ctx, node)):
@@ -1466,6 +1594,11 @@ KERNEL_MODULES = (
     *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
     *("detectron2", "warp"),  # (the same)
+    # quantization kernels: hqq's HQQLinear puts its weights on CUDA when built and its ATEN backends are the
+    # hqq_aten CUDA extension (fsdp_qlora's notebooks); GPTQ/AWQ kernels
+    *("hqq", "hqq_aten", "auto_gptq", "gptqmodel", "awq", "eetq"),
+    # RAPIDS: GPU dataframes and estimators (dinov2's cuml logistic regression)
+    *("cuml", "cudf", "cugraph", "cuvs"),
 )
 #: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
 #: general library: numba, torchrec).

@@ -43,8 +43,8 @@ class CudaDeviceLiteral(LiteralRule):
         "not exist there); a literal 'cuda:1' places work on a second device of the same process, which "
         "needs a human (one process per device, or DTensor)."
     )
-    before = 'import torch\n\ndevice = torch.device("cuda")\nloc = f"cuda:{rank}"\n'
-    after = 'import torch\n\ndevice = torch.device("tpu")\nloc = "tpu"\n'
+    before = 'import torch\n\n\ndef place(rank):\n    device = torch.device("cuda")\n    return device, f"cuda:{rank}"\n'
+    after = 'import torch\n\n\ndef place(rank):\n    device = torch.device("tpu")\n    return device, "tpu"\n'
     pattern = re.compile(rf"cuda(?P<suffix>:(\d+|{ORDINAL_SLOT})?)?")
     replacement = "tpu"
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
 
 from .._walk import child_nodes
 from ..flow import PER_HOST
+from ..project import facts_for
 from . import _helpers
 from ._literal import LiteralRule, creates_group
 from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
 from .base import Rule, register
+from .workers import check_workers
 
 _INIT = frozenset(
     {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
@@ -57,6 +60,14 @@ class NcclLiteral(LiteralRule):
             ctx.scratch["creates-group"] = creates_group(ctx.source_text)
         if ctx.scratch["creates-group"]:
             return None
+        where = facts_for(ctx.scratch, ctx.source_text).groups_from_data
+        if where:
+            # (Depth-Anything: config.dist_backend = 'nccl' read by zoedepth's parallelize())
+            return (
+                "the backend name is data this file creates no process group with; where it reaches this "
+                f"project's own init_process_group (`{os.path.basename(where)}`), the migration translates it "
+                "there at run time (_tpu_backend); a framework that takes it names its own backends"
+            )
         return (
             "the backend name goes to code that is not torch.distributed (this file creates no process "
             "group), and frameworks name their own backends"
@@ -237,6 +248,17 @@ class BackendFromData(Rule):
             backend.value.value == "None" or _literal_only(ctx.source_text, backend.value.value)
         ):
             return None  # (a name set only from literals: TPU401 renames those)
+        picker = _backend_picker(ctx, backend.value)
+        if picker is not None:
+            if not picker.startswith("torch."):
+                ctx.flag(
+                    orig,
+                    f"the backend comes from `{picker}(...)`, a function of this program that picks it by device: "
+                    "on a TPU host it must answer 'tpu_dist' (gloo does not reduce 'tpu' tensors); give the TPU its "
+                    "own branch there (kept)",
+                    code=self.code,
+                )
+            return None  # (torch's get_default_backend_for_device answers 'tpu_dist' for 'tpu' itself)
         ctx.report(
             orig,
             f"backend `{code(backend.value)}` comes from data: -> `_tpu_backend(...)` ('nccl' -> 'tpu_dist')",
@@ -272,6 +294,23 @@ def _literal_only(source: str, name: str) -> bool:
     """Whether every assignment to ``name`` in the file starts with a string literal."""
     values = re.findall(rf"(?m)^[ \t]*{re.escape(name)}[ \t]*=(?!=)[ \t]*(.)", source)
     return bool(values) and all(v in "'\"" for v in values)
+
+
+#: Calls that read a backend from data (an environment variable, a mapping, a string conversion).
+_DATA_READS = frozenset({"get", "getenv", "str", "getattr", "lower", "strip", "pop", "format"})
+
+
+def _backend_picker(ctx, value: cst.BaseExpression) -> str | None:
+    """The function that computes the backend (``helper.get_process_group_backend()``, LLaMA-Factory's per-device
+    answer; torch's ``get_default_backend_for_device``), or None when ``value`` is data (a name, ``os.environ.get``,
+    ``cfg.get``, ``str(...)``)."""
+    if type(value) is not cst.Call or _is_wrapped(value):
+        return None
+    func = value.func
+    last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+    if last is None or last in _DATA_READS:
+        return None
+    return ctx.qname(func) or code(func)
 
 
 def _is_wrapped(value: cst.BaseExpression) -> bool:
@@ -354,6 +393,9 @@ class SpawnKeptCount(Rule):
     calls = _SPAWN
 
     def call(self, ctx, orig, node, qname):
+        fn = kwarg(orig, "fn") or next((x for x in orig.args if x.keyword is None and not x.star), None)
+        if fn is not None:
+            check_workers(ctx, orig, fn.value)  # (TPU409: the workers it starts open the device)
         a = kwarg(orig, "nprocs")
         if a is None:
             positional = [x for x in orig.args if x.keyword is None and not x.star]

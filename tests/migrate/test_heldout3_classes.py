@@ -193,9 +193,12 @@ def test_a_conjunction_reading_the_cuda_version_is_not_half_migrated():
     assert "torch.cuda.is_bf16_supported()" in out and "dist.is_nccl_available()" in out
 
 
-def test_is_bf16_supported_alone_still_folds():
+def test_is_bf16_supported_alone_asks_for_a_tpu_and_after_a_check_folds():
+    # (held-out 17: folded to True alone, LLaMA-Factory's export turned a CPU run's float32 into bf16)
     out = run("import torch\ndtype = 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'\n").new_source
-    assert "dtype = 'bf16'\n" in out
+    assert "dtype = 'bf16' if getattr(torch.accelerator.current_accelerator(" in out
+    out = run("import torch\nok = torch.cuda.is_available() and torch.cuda.is_bf16_supported()\n").new_source
+    assert "ok = torch.accelerator.is_available()\n" in out
 
 
 # --- a device ladder whose CUDA branch reads device properties TPU has (yolov5 select_device; held-out 3 ugly) ------

@@ -185,7 +185,7 @@ XLA_TABLE = [
 
 CUDA_TABLE = [
     ("device = 'cuda'", "TPU101", "rewritten", "'tpu'"),
-    ("d = torch.device('cuda:0')", "TPU101", "rewritten", "'tpu:0'"),
+    ("d = torch.device('cuda:0')", "TPU101", "rewritten", "d = _tpu_device(0)"),  # (built at import)
     ("loc = f'cuda:{i}'", "TPU101", "warned", "loc = 'tpu'"),
     ("loc = 'cuda:{}'.format(gpu)", "TPU101", "warned", "loc = 'tpu'"),
     ("p = ('cuda:1', 'cuda:0')", "TPU101", "flagged", "('cuda:1', 'tpu:0')"),
@@ -226,7 +226,12 @@ CUDA_TABLE = [
     ("p = torch.cuda.get_device_properties(0)", "TPU205", "warned", "torch.tpu.get_device_properties(0)"),
     ("ok = torch.cuda.get_device_capability() >= (8, 0)", "TPU205", "flagged", None),
     ("v = torch.version.cuda", "TPU205", "flagged", None),
-    ("ok = torch.cuda.is_bf16_supported()", "TPU206", "rewritten", "ok = True"),
+    (
+        "ok = torch.cuda.is_bf16_supported()",
+        "TPU206",
+        "rewritten",
+        "ok = getattr(torch.accelerator",
+    ),  # (a TPU test)
     ("e = torch.cuda.Event(enable_timing=True)", "TPU207", "warned", "_TpuTimingEvent()"),
     ("e = torch.cuda.Event()", "TPU207", "warned", "torch.Event()"),
     ("s = torch.cuda.Stream()", "TPU207", "warned", "torch.Stream()"),

@@ -285,7 +285,7 @@ def test_a_branch_kept_for_cuda_is_left_whole():
 def test_attribute_names_are_not_devices():
     src = (
         "import torch\nif name in {'contiguous', 'cuda', 'half', 'to'}:\n    pass\nok = hasattr(t, 'cuda')\n"
-        "d = torch.device('cuda')\n"
+        "def f():\n    return torch.device('cuda')\n"
     )
     out = run(src).new_source
     assert "{'contiguous', 'cuda', 'half', 'to'}" in out and "hasattr(t, 'cuda')" in out and "'tpu'" in out

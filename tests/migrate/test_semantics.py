@@ -94,7 +94,9 @@ def test_backend_strings_in_asserts_comparisons_and_dicts():
     res = run(src)
     out = res.new_source
     assert "backend = 'tpu_dist'" in out and "['gloo', 'tpu_dist']" in out
-    assert "backend == 'nccl'" in out  # an equality test gates NCCL's own code: kept, flagged
+    # an equality test whose branch holds nothing of NCCL's own follows the backend it tests (held-out 17:
+    # picotron's device choice); one gating device_ids/streams is kept and flagged (test_real_code)
+    assert "backend == 'tpu_dist'" in out
     assert "'cuda': 'nccl'" in out and "'tpu': 'tpu_dist'}" in out
     assert {"TPU401", "TPU102", "TPU104"} <= set(codes(res))
 
@@ -300,6 +302,6 @@ def test_a_setter_line_repeated_by_a_rewrite_goes():
         "        torch.cuda.manual_seed(1)\n"
     )
     out = run(src).new_source
-    assert (
-        out.count("torch.manual_seed(s)") == 1 and out.count("torch.manual_seed(1)") == 2
-    )  # (not across blocks)
+    # (not across blocks; the else branch never seeded the CPU with 1: only the TPU is seeded there)
+    assert out.count("torch.manual_seed(s)") == 1 and out.count("torch.manual_seed(1)") == 1
+    assert "torch.tpu.manual_seed(1)" in out

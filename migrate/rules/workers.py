@@ -1,0 +1,138 @@
+"""Processes a program starts itself (mp.spawn, Process, process pools) whose work opens the device."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from .._walk import child_nodes
+from ._util import arg, code, kwarg
+from .base import Context, Rule, register
+
+#: Calls that start processes of this program, with the argument naming the function each one runs (mp.spawn
+#: belongs to TPU406, which asks :func:`check_workers` too).
+_STARTS: dict[str, tuple[int, str]] = dict.fromkeys(
+    ("multiprocessing.Process", "torch.multiprocessing.Process", "multiprocessing.process.BaseProcess"),
+    (-1, "target"),
+)
+#: Methods of a process pool that run a function in its worker processes.
+_POOL_METHODS = frozenset(
+    {"submit", "map", "starmap", "imap", "imap_unordered", "apply_async", "map_async", "starmap_async"}
+)
+#: Code that opens an accelerator (what the migration turns into the "tpu" device).
+_OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator|set_device")
+#: A device literal anywhere in the file (handed to workers defined in other modules).
+_DEVICE_LITERAL = re.compile(r"['\"]cuda")
+
+
+@register
+class DeviceWorkers(Rule):
+    code = "TPU409"
+    name = "device-workers"
+    family = "workers"
+    outcome = "flagged"
+    summary = "Flag processes the program starts itself (mp.spawn, Process, process pools) whose work opens the device."
+    rationale = (
+        "On a GPU host each worker picked its own GPU (cuda:{rank}) or shared one; TorchTPU binds one chip to a "
+        "process and a chip serves one process, so workers started by the program itself all open the same chip "
+        "unless each is bound first: torch.tpu.distributed.set_tpu_launch_env(nnodes=1, nproc_per_node=N) before "
+        "starting N device workers (or torchrun after `python -m torch.tpu.distributed`); workers that need no "
+        "accelerator stay on 'cpu'. Flagged once per file."
+    )
+    before = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank):\n"
+        '    x = torch.ones(2, device=f"cuda:{rank}")\n\n\nworkers = [mp.Process(target=worker, args=(r,)) for r in range(4)]\n'
+    )
+    after = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank):\n"
+        '    x = torch.ones(2, device="tpu")\n\n\n'
+        "# TODO(tpu-migrate TPU409): `mp.Process(target=worker, ...)` starts processes of this program whose work opens the "
+        "device (`worker`): TorchTPU binds one chip per process and a chip serves one process; bind each worker "
+        "first with torch.tpu.distributed.set_tpu_launch_env(nnodes=1, nproc_per_node=N) before starting N of them "
+        "(or launch with torchrun after `python -m torch.tpu.distributed`), and keep workers that need no "
+        "accelerator on 'cpu'\n"
+        "workers = [mp.Process(target=worker, args=(r,)) for r in range(4)]\n"
+    )
+    requires = ("TPU101",)
+    calls = frozenset(_STARTS)
+    methods = _POOL_METHODS
+    words = _POOL_METHODS
+
+    def call(self, ctx, orig, node, qname):
+        position, keyword = _STARTS[qname]
+        a = kwarg(orig, keyword) if position < 0 else arg(orig, position, keyword)
+        if a is not None:
+            check_workers(ctx, orig, a.value)
+        return None
+
+    def method(self, ctx, orig, node):
+        func = orig.func
+        if not (isinstance(func, cst.Attribute) and type(func.value) is cst.Name and orig.args):
+            return None
+        if not _is_process_pool(ctx.source_text, func.value.value):
+            return None
+        check_workers(ctx, orig, orig.args[0].value)
+        return None
+
+
+def check_workers(ctx: Context, call: cst.Call, target: cst.BaseExpression) -> None:
+    """Flag ``call`` (once per file) when the function it starts in other processes opens the device."""
+    if not ctx.enabled(DeviceWorkers.code) or ctx.scratch.get("device-workers"):
+        return
+    if "set_tpu_launch_env" in ctx.source_text:
+        return
+    why = _opens_device(ctx, target)
+    if why is None:
+        return
+    ctx.scratch["device-workers"] = True
+    ctx.flag(
+        call,
+        f"`{_short(call)}` starts processes of this program whose work opens the device ({why}): TorchTPU "
+        "binds one chip per process and a chip serves one process; bind each worker first with "
+        "torch.tpu.distributed.set_tpu_launch_env(nnodes=1, nproc_per_node=N) before starting N of them (or "
+        "launch with torchrun after `python -m torch.tpu.distributed`), and keep workers that need no "
+        "accelerator on 'cpu'",
+        code=DeviceWorkers.code,
+    )
+
+
+def _short(call: cst.Call) -> str:
+    """``mp.spawn(worker, ...)``: the callee and the function it starts."""
+    first = code(call.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)) if call.args else ""
+    return f"{code(call.func)}({first}, ...)" if len(call.args) > 1 else f"{code(call.func)}({first})"
+
+
+def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
+    """Why the function a started process runs opens the device (this module's def, read; another module's,
+    when this file hands devices around), or None."""
+    if type(target) is cst.Name:
+        fn = _module_function(getattr(ctx, "module", None), target.value)
+        if fn is not None:
+            return f"`{target.value}`" if _OPENS_DEVICE.search(code(fn.body)) else None
+        if ctx.qname(target) is not None or _DEVICE_LITERAL.search(ctx.source_text):
+            # imported from the project, which picks devices in this file (DRL-Pytorch's actor/learner options)
+            return f"`{target.value}`, from another module, with the devices this file picks"
+    return None
+
+
+def _module_function(module: cst.Module | None, name: str) -> cst.FunctionDef | None:
+    """A def named ``name`` anywhere in ``module`` (workers are often nested in main())."""
+    todo: list[cst.CSTNode] = list(getattr(module, "body", ()))
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.FunctionDef and n.name.value == name:
+            return n
+        if type(n) in (cst.FunctionDef, cst.ClassDef, cst.If, cst.Try, cst.With, cst.IndentedBlock, cst.Else):
+            todo.extend(child_nodes(n))
+    return None
+
+
+def _is_process_pool(text: str, name: str) -> bool:
+    """``name`` is bound to a process pool in the file (``with ProcessPoolExecutor(n) as ex``, ``pool =
+    mp.Pool(n)``, ``ctx.Pool(n)``); a thread pool shares the process and its device."""
+    pool = r"[\w.]*(?:ProcessPoolExecutor|(?<!Thread)Pool)\("
+    return (
+        re.search(rf"\b{re.escape(name)}\s*=\s*{pool}", text) is not None
+        or re.search(rf"{pool}[^\n]*\)\s+as\s+{re.escape(name)}\b", text) is not None
+    )

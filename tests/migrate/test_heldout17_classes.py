@@ -1,0 +1,256 @@
+"""Wrong rewrites found by reading every changed hunk of held-out check 17 (benchmarks/migrate_corpus_heldout17.txt),
+each as a class in its own words, each asserting the rewrite it must not make (or the one it must not miss)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from migrate_helpers import run
+from test_heldout9_classes import _code, _migrate_tree
+
+
+def _write(root, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def _imports_without_torchtpu(folder, module: str) -> subprocess.CompletedProcess:
+    """Import ``module`` from ``folder`` where no TorchTPU device exists (a CPU-only test run)."""
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONPATH": str(folder)}
+    code = f"import {module} as m; print(m.DEVICE, m.Enc().device, m.f.__defaults__[0])"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+# --- a device object built when a module is imported must not make the import fail off-TPU (glide's attr defaults) -
+_LIBRARY = (
+    "import torch\n\nDEVICE = torch.device('cuda')\n\n\nclass Enc:\n    device = torch.device('cuda')\n\n\n"
+    "def f(x, device=torch.device('cuda:0')):\n    return x.to(device)\n\n\n"
+    "def g(x):\n    return x.to(torch.device('cuda'))\n"
+)
+
+
+def test_an_import_time_device_object_is_built_lazily_and_imports_anywhere(tmp_path):
+    out = run(_LIBRARY).new_source
+    body = _code(out)
+    assert "DEVICE = _tpu_device()" in body and "    device = _tpu_device()" in body
+    assert "def f(x, device=_tpu_device(0)):" in body
+    assert "x.to(torch.device('tpu'))" in body  # (built when called: a device is there then, as with CUDA)
+    (tmp_path / "lib.py").write_text(out)
+    proc = _imports_without_torchtpu(tmp_path, "lib")
+    # CUDA's device object, as written, where no TPU is set up (torch.device('tpu') raised at import here)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.split() == ["cuda", "cuda", "cuda:0"]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a script's top level runs as the program, which needed the device anyway
+        "import argparse, torch\nargs = argparse.ArgumentParser().parse_args()\nDEVICE = torch.device('cuda')\n",
+        "import torch\nif __name__ == '__main__':\n    DEVICE = torch.device('cuda')\n",
+        # built only where a device is there
+        "import torch\nDEVICE = torch.device('cuda') if torch.cuda.is_available() else torch.device('cpu')\n",
+    ],
+)
+def test_a_device_object_built_by_a_script_or_behind_a_check_stays_plain(src):
+    out = run(src).new_source
+    assert "_tpu_device" not in out and "torch.device('tpu')" in out
+
+
+# --- what a kept check switches on in sight stays with it (glide's notebooks: has_cuda kept, 'cuda' renamed) -----
+def test_a_kept_check_keeps_the_device_choice_it_makes():
+    src = (
+        "import torch as th\n\nhas_cuda = th.cuda.is_available()\n"
+        "device = th.device('cpu' if not has_cuda else 'cuda')\noptions = {}\noptions['use_fp16'] = has_cuda\n"
+    )
+    res = run(src)
+    body = _code(res.new_source)
+    # the wrong rewrite: 'tpu' behind a CUDA test (CPU on a TPU host, 'tpu' on a CUDA one)
+    assert "else 'cuda')" in body and "has_cuda = th.cuda.is_available()" in body
+    assert any(d.code == "TPU201" and not d.fixed for d in res.diagnostics)
+
+
+# --- another library's name for torch.cuda.is_available() (LLaMA-Factory's transformers gate) -----------------
+def test_transformers_is_torch_cuda_available_is_a_device_check():
+    src = (
+        "import torch\nfrom transformers.utils import is_torch_cuda_available, is_torch_npu_available\n\n\n"
+        "def count():\n    if is_torch_npu_available():\n        return torch.npu.device_count()\n"
+        "    elif is_torch_cuda_available():\n        return torch.cuda.device_count()\n    return 0\n"
+    )
+    out = run(src).new_source
+    assert "elif torch.accelerator.is_available():" in out and "torch.accelerator.device_count()" in out
+    assert "from transformers.utils import is_torch_npu_available\n" in out  # the unused name goes
+
+
+# --- torch.cuda.memory.X is torch.cuda.X (fsdp_qlora's profiling: a false "no equivalent" beside a rewrite) -----
+def test_torch_cuda_memory_submodule_names_are_the_same_functions():
+    src = (
+        "import torch\ntorch.cuda.reset_peak_memory_stats()\npeak = torch.cuda.memory.max_memory_allocated()\n"
+        "torch.cuda.random.manual_seed(0)\n"
+    )
+    out = run(src).new_source
+    assert "peak = torch.accelerator.max_memory_allocated()" in out and "TPU299" not in out
+
+
+# --- a GPU seed is not a CPU re-seed unless the CPU was just seeded (Lightning's UvA notebook) ------------------
+def test_a_gpu_seed_far_from_the_cpu_seed_stays_the_devices_own():
+    src = (
+        "import torch\ntorch.manual_seed(42)\nx = torch.rand(3)\n"
+        "if torch.cuda.is_available():\n    torch.cuda.manual_seed(42)\n    torch.cuda.manual_seed_all(42)\n"
+    )
+    out = _code(run(src).new_source)
+    # the wrong rewrite: torch.manual_seed(42) again, resetting the CPU stream after torch.rand drew from it
+    assert out.count("torch.manual_seed(42)") == 1 and "torch.tpu.manual_seed(42)" in out
+
+
+def test_a_gpu_seed_right_after_the_same_cpu_seed_is_one_seed():
+    src = (
+        "import random, torch\n\n\ndef seed(s):\n    random.seed(s)\n    torch.manual_seed(s)\n"
+        "    if torch.cuda.is_available():\n        torch.cuda.manual_seed_all(s)\n"
+    )
+    out = _code(run(src).new_source)
+    assert "torch.tpu" not in out and out.count("torch.manual_seed(s)") >= 1
+
+
+# --- `backend == "nccl"` choosing the program's GPU path follows the backend (picotron, GroundingDINO) ---------
+def test_a_backend_comparison_that_picks_the_gpu_path_follows_the_renamed_backend():
+    src = (
+        "import torch\nimport torch.distributed as dist\n\n\ndef main(use_cpu, local_rank):\n"
+        "    backend = 'gloo' if use_cpu else 'nccl'\n    if backend == 'nccl':\n"
+        "        torch.cuda.set_device(local_rank)\n        device = torch.device('cuda', local_rank)\n"
+        "    else:\n        device = torch.device('cpu')\n    dist.init_process_group(backend=backend)\n\n\n"
+        "def cpu_group():\n    if dist.get_backend() == 'nccl':\n        return dist.new_group(backend='gloo')\n"
+        "    return dist.group.WORLD\n"
+    )
+    out = _code(run(src).new_source)
+    # the wrong rewrite: 'nccl' kept in the test while the backend became 'tpu_dist': the CPU on a TPU host
+    assert "if backend == 'tpu_dist':" in out and "device = torch.device('tpu')" in out
+    assert "if dist.get_backend() == 'tpu_dist':" in out
+
+
+def test_a_backend_comparison_gating_nccls_own_code_is_still_kept():
+    src = "import torch.distributed as dist\nif dist.get_backend() == 'nccl':\n    dist.barrier(device_ids=[0])\n"
+    assert "== 'nccl'" in run(src).new_source
+
+
+# --- workers the program starts itself all open the same chip (lerobot, F5-TTS, DRL-Pytorch) -----------------
+@pytest.mark.parametrize(
+    "start",
+    [
+        "mp.spawn(worker, nprocs=4)",
+        "ps = [mp.Process(target=worker, args=(r,)) for r in range(4)]",
+        "with ProcessPoolExecutor(4) as ex:\n    fs = [ex.submit(worker, r) for r in range(4)]",
+        "pool = Pool(4)\nout = pool.map(worker, range(4))",
+    ],
+)
+def test_workers_that_open_the_device_are_flagged_once(start):
+    src = (
+        "import torch\nimport torch.multiprocessing as mp\nfrom concurrent.futures import ProcessPoolExecutor\n"
+        "from multiprocessing import Pool\n\n\ndef worker(rank):\n    return torch.ones(2, device=f'cuda:{rank}')\n\n\n"
+        f"{start}\n"
+    )
+    res = run(src)
+    assert [d.code for d in res.diagnostics].count("TPU409") == 1
+    assert "set_tpu_launch_env" in res.new_source
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # a thread pool shares the process (and its chip)
+        "import torch\nfrom concurrent.futures import ThreadPoolExecutor\n\n\ndef worker(r):\n"
+        "    return torch.ones(2, device='cuda')\n\n\nwith ThreadPoolExecutor(4) as ex:\n    ex.map(worker, range(4))\n",
+        # workers that never open the device
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(r):\n    return sum(range(r))\n\n\n"
+        "x = torch.zeros(1).cuda()\nmp.spawn(worker, nprocs=2)\n",
+        # already bound
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(r):\n    return torch.ones(1).cuda()\n\n\n"
+        "torch.tpu.distributed.set_tpu_launch_env(nnodes=1, nproc_per_node=2)\nmp.spawn(worker, nprocs=2)\n",
+    ],
+)
+def test_workers_that_share_the_process_or_need_no_device_are_not_flagged(src):
+    assert "TPU409" not in {d.code for d in run(src).diagnostics}
+
+
+# --- safetensors rejects 'tpu' (F5-TTS's load_checkpoint, lerobot's policies) ---------------------------------
+def test_a_safetensors_device_from_a_variable_loads_on_the_cpu_where_it_is_tpu():
+    src = (
+        "from safetensors.torch import load_file\n\n\ndef load(model, path, device):\n"
+        "    model.load_state_dict(load_file(path, device=device))\n"
+    )
+    out = run(src).new_source
+    assert "load_file(path, device=_tpu_safetensors_device(device))" in out
+    assert run(out).new_source == out  # one pass is the fixed point
+    scope: dict = {}
+    exec(out.split("\n\n\ndef load")[0].split("load_file\n", 1)[1], scope)  # the helper alone
+    assert (
+        scope["_tpu_safetensors_device"]("tpu") == "cpu"
+        and scope["_tpu_safetensors_device"]("cuda:1") == "cuda:1"
+    )
+
+
+# --- a device name read as a GPU model name stays CUDA's (LLaMA-Factory's MFU table, F5-TTS's ZLUDA test) -------
+def test_a_device_name_compared_with_gpu_names_is_kept_and_flagged():
+    src = (
+        "import torch\n\n\ndef flops():\n    name = torch.cuda.get_device_name()\n    if 'H100' in name:\n"
+        "        return 989e12\n    raise NotImplementedError(name)\n\n\n"
+        "def ok():\n    return not torch.cuda.get_device_name().endswith('[ZLUDA]')\n\n\n"
+        "def show():\n    print(torch.cuda.get_device_name(0))\n"
+    )
+    res = run(src)
+    body = _code(res.new_source)
+    assert body.count("torch.cuda.get_device_name()") == 2 and "print(torch.tpu.get_device_name(0))" in body
+    assert sum("read as a GPU model name" in d.message for d in res.diagnostics) == 2
+
+
+# --- a backend picked by the program's own function is not wrapped (LLaMA-Factory v1's accelerator helper) ------
+def test_a_backend_from_a_per_device_function_is_flagged_not_wrapped():
+    src = (
+        "import os\nimport torch.distributed as dist\nfrom . import helper\n\n\ndef init(cfg):\n"
+        "    dist.init_process_group(backend=helper.get_process_group_backend())\n"
+        "    dist.init_process_group(backend=os.environ.get('BACKEND', 'nccl'))\n"
+    )
+    res = run(src)
+    assert "backend=helper.get_process_group_backend()" in res.new_source
+    assert "_tpu_backend(os.environ.get(" in res.new_source
+    assert any("picks it by device" in d.message and not d.fixed for d in res.diagnostics)
+
+
+# --- is_bf16_supported() alone also answered False without CUDA (LLaMA-Factory's fp32 export on a CPU) ---------
+def test_is_bf16_supported_alone_keeps_a_cpu_run_in_float32():
+    out = run(
+        "import torch\nif dtype == torch.float32 and torch.cuda.is_bf16_supported():\n    dtype = torch.bfloat16\n"
+    ).new_source
+    assert 'current_accelerator(check_available=True), "type", None) == "tpu"' in out
+
+
+# --- CUDA-only quantization kernels and RAPIDS (fsdp_qlora's hqq notebooks, dinov2's cuml) --------------------
+@pytest.mark.parametrize("module", ["hqq.core.quantize", "hqq_aten", "cuml.linear_model", "auto_gptq"])
+def test_cuda_only_libraries_are_flagged(module):
+    res = run(f"import torch\nimport {module}\nx = torch.zeros(1).cuda()\n")
+    assert any(d.code == "TPU211" and module in d.message for d in res.diagnostics)
+
+
+# --- a config's backend name read by the project's own init_process_group (Depth-Anything's zoedepth) -----------
+def test_a_config_backend_read_by_the_projects_own_group_says_where_it_is_translated(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "misc.py": (
+                "import torch.distributed as dist\n\n\ndef parallelize(config):\n"
+                "    dist.init_process_group(backend=config.dist_backend)\n"
+            ),
+            "train.py": "import torch\n\n\ndef main(config):\n    config.dist_backend = 'nccl'\n",
+        },
+    )
+    files = _migrate_tree(tmp_path)
+    assert "_tpu_backend(config.dist_backend)" in files["misc.py"]
+    # the false TODO: "goes to code that is not torch.distributed"
+    assert (
+        "translates it there at run time" in files["train.py"]
+        and "not torch.distributed" not in files["train.py"]
+    )
