@@ -70,6 +70,17 @@ _TRIVIA = node_types(*TRIVIA)
 _HARMLESS = HOST_LIBRARIES
 
 
+#: A Lightning Trainer built in the file, and the classes Lightning places on its own device.
+_LIGHTNING_TRAINER = re.compile(r"\bTrainer\s*\(")
+_LIGHTNING_CLASS = re.compile(r"\b(?:LightningModule|LightningDataModule|Callback)\b")
+
+
+#: What names a GPU *resource* rather than a device: a literal 'gpu'/'GPU' (a dict key or a returned label) or
+#: a keyword such as num_gpus= / gpus_per_trial=.
+_GPU_LITERAL = re.compile(r"""^[rbu]?(['"])(?:gpu|GPU)\1$""")
+_GPU_KEYWORD = re.compile(r"(?:^|_)gpus?(?:_|$)")
+
+
 def worth_analysing(source: str) -> bool:
     """Whether ``source`` can hold a device check at all (a cheap text test)."""
     return _WORTH.search(source) is not None
@@ -116,6 +127,7 @@ class Flow:
         statements a check can reach are analysed (:func:`reachable`), the rest of a large file is skipped."""
         self.module = module
         self.path = path
+        self._text = source
         self._cuda_only = cuda_only
         self._host = HostHelpers(source, path, cuda_only) if source is not None else None  # (whole text)
         part, self._shadowing = reachable(module, texts)
@@ -222,6 +234,13 @@ class Flow:
             check.regions = self._seen_regions
         else:
             check.regions = found
+            resource = self._gpu_resource(found) or self._gpu_resource_of_name(node)
+            if resource is not None and predicate != "compare":
+                # SLM-Lab's {'gpu': n} for Ray Tune, LLaMA-Factory's get_device_name() -> "gpu" read by its Ray
+                # launcher: the name of a GPU resource, which a TPU host has none of (trials stay pending)
+                check.unseen = (
+                    f"it picks {resource}, a GPU resource name (Ray's 'GPU'), which a TPU host has none of"
+                )
         return check
 
     def _follow(self, node: cst.CSTNode, positive: bool, hops: int) -> list[cst.CSTNode] | str:
@@ -261,6 +280,8 @@ class Flow:
                 self._seen_regions.extend([parent.body, parent.orelse])
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
+            if type(self.parents.get(parent)) is cst.Assign:  # (its choices stay with it, as for a library)
+                self._seen_regions.extend([parent.body, parent.orelse])
             return (
                 f"it chooses a value handed to `{entry}`, which picks its own device (Lightning's default "
                 "'auto' is CUDA or the CPU, never the native TPU)"
@@ -537,7 +558,81 @@ class Flow:
             name = self._qname(call.func) if type(call) is cst.Call else None
             if name in FRAMEWORK_ENTRIES:
                 return name.rsplit(".", 1)[1]
+        if type(parent) is cst.Assign and parent.value is child and len(parent.targets) == 1:
+            if type(parent.targets[0].target) is cst.Name and _LIGHTNING_TRAINER.search(self._source_text()):
+                # `device = ... if cuda else cpu` read inside a LightningModule or Callback (Lightning's UvA
+                # energy-model notebook: fake images made on it meet the real ones Lightning put on the CPU)
+                for use in self.uses(parent.targets[0].target):
+                    cls = self._enclosing(use, cst.ClassDef)
+                    if cls is not None and any(_LIGHTNING_CLASS.search(_code(b.value)) for b in cls.bases):
+                        return "Trainer"  # (through the LightningModule that reads it)
         return None
+
+    def _gpu_resource(self, regions: list[cst.CSTNode]) -> str | None:
+        """The first GPU resource name in ``regions``: a 'gpu' key of a dict, a 'gpu' the function returns
+        (directly or through the name it is assigned to), a ``num_gpus=``-like keyword; else None. A 'gpu' label
+        only compared or printed in its function (sam2's ``orig_device``) is no resource."""
+        for region in regions:
+            for n in _walk(region):
+                if type(n) is cst.Arg and n.keyword is not None and _GPU_KEYWORD.search(n.keyword.value):
+                    return f"`{n.keyword.value}=`"
+                if type(n) is not cst.SimpleString or not _GPU_LITERAL.match(n.value):
+                    continue
+                parent = self.parents.get(n)
+                if type(parent) is cst.DictElement and parent.key is n or type(parent) is cst.Return:
+                    return n.value
+                if (
+                    type(parent) is cst.Assign
+                    and len(parent.targets) == 1
+                    and type(parent.targets[0].target) is cst.Name
+                ):
+                    name = parent.targets[0].target.value
+                    fn = self._enclosing(parent, cst.FunctionDef)
+                    if fn is not None and any(
+                        type(r) is cst.Return and type(r.value) is cst.Name and r.value.value == name
+                        for r in _walk(fn)
+                    ):
+                        return n.value
+        return None
+
+    def _gpu_resource_of_name(self, node: cst.CSTNode) -> str | None:
+        """``gpus = 1 if torch.cuda.is_available() else 0`` whose name then goes into ``{"gpu": gpus}`` or
+        ``num_gpus=gpus`` (a resource request), else None."""
+        child, parent = node, self.parents.get(node)
+        while (
+            parent is not None
+            and type(parent) is not cst.Assign
+            and not isinstance(parent, cst.BaseStatement)
+        ):
+            child, parent = parent, self.parents.get(parent)
+        if (
+            type(parent) is not cst.Assign
+            or len(parent.targets) != 1
+            or type(parent.targets[0].target) is not cst.Name
+        ):
+            return None
+        for use in self.uses(parent.targets[0].target):
+            holder = self.parents.get(use)
+            if (
+                type(holder) is cst.DictElement
+                and holder.value is use
+                and type(holder.key) is cst.SimpleString
+            ):
+                if _GPU_LITERAL.match(holder.key.value):
+                    return holder.key.value
+            if (
+                type(holder) is cst.Arg
+                and holder.keyword is not None
+                and _GPU_KEYWORD.search(holder.keyword.value)
+            ):
+                return f"`{holder.keyword.value}=`"
+        return None
+
+    def _source_text(self) -> str:
+        text = getattr(self, "_text", None)
+        if text is None:
+            text = self._text = _code(self.module)
+        return text
 
     def _callers(self, ret: cst.Return, positive: bool, hops: int) -> list[cst.CSTNode] | str:
         """A check returned by a function: what its calls in this module control."""

@@ -26,7 +26,7 @@ COMPARISON_CODE = "TPU102"
 ARGPARSE_CODE = "TPU103"
 #: A call that creates a process group (a method so named, OpenRLHF's vLLM ``WorkerWrap.init_process_group(...,
 #: backend="nccl")`` for ray's collectives, is a definition: it creates none by its name).
-_CREATES_GROUP = re.compile(r"(?<!def )\b(?:init_process_group|new_group)\s*\(")
+_CREATES_GROUP = re.compile(r"^(?![ \t]*#).*?(?<!def )\b(?:init_process_group|new_group)\s*\(", re.M)
 
 
 def _text_only(node: cst.CSTNode) -> cst.SimpleString | None:

@@ -64,9 +64,9 @@ class NcclLiteral(LiteralRule):
         if where:
             # (Depth-Anything: config.dist_backend = 'nccl' read by zoedepth's parallelize())
             return (
-                "the backend name is data this file creates no process group with; where it reaches this "
-                f"project's own init_process_group (`{os.path.basename(where)}`), the migration translates it "
-                "there at run time (_tpu_backend); a framework that takes it names its own backends"
+                "the backend name is data this file creates no process group with; where it reaches the "
+                f"process group this project creates (in `{os.path.basename(where)}`), the migration translates "
+                "it there at run time (_tpu_backend); a framework that takes it names its own backends"
             )
         return (
             "the backend name goes to code that is not torch.distributed (this file creates no process "

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 
 import libcst as cst
 
 from .._walk import child_nodes
+from ..project import facts_for
 from ._util import arg, code, kwarg
 from .base import Context, Rule, register
 
@@ -70,7 +73,10 @@ class DeviceWorkers(Rule):
         func = orig.func
         if not (isinstance(func, cst.Attribute) and type(func.value) is cst.Name and orig.args):
             return None
-        if not _is_process_pool(ctx.source_text, func.value.value):
+        pools = ctx.scratch.get("process-pools")
+        if pools is None:  # (once per file: a file may call .map( a thousand times)
+            pools = ctx.scratch["process-pools"] = _process_pools(ctx.source_text)
+        if func.value.value not in pools:  # type: ignore[operator]
             return None
         check_workers(ctx, orig, orig.args[0].value)
         return None
@@ -110,9 +116,39 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
         fn = _module_function(getattr(ctx, "module", None), target.value)
         if fn is not None:
             return f"`{target.value}`" if _OPENS_DEVICE.search(code(fn.body)) else None
-        if ctx.qname(target) is not None or _DEVICE_LITERAL.search(ctx.source_text):
+        qname = ctx.qname(target)
+        body = _project_function(ctx, qname) if qname else None
+        if body is not None:  # (F5-TTS: run_sim opens the device, run_asr_wer hands it to another library)
+            return f"`{target.value}` in its module" if _OPENS_DEVICE.search(body) else None
+        if qname is not None or _DEVICE_LITERAL.search(ctx.source_text):
             # imported from the project, which picks devices in this file (DRL-Pytorch's actor/learner options)
             return f"`{target.value}`, from another module, with the devices this file picks"
+    return None
+
+
+def _project_function(ctx: Context, qname: str) -> str | None:
+    """The source of the function ``qname`` names when it is defined in a module of the run's tree (found by its
+    dotted path below the tree or its src/ folder, or beside this file), else None."""
+    module, _, name = qname.rpartition(".")
+    if not module:
+        return None
+    tree = facts_for(ctx.scratch, ctx.source_text).tree
+    here = os.path.dirname(os.path.abspath(getattr(ctx, "path", "") or "."))
+    rel = module.replace(".", os.sep) + ".py"
+    for root in dict.fromkeys(r for r in (tree, os.path.join(tree, "src") if tree else "", here) if r):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path):
+            path = os.path.join(here, module.rsplit(".", 1)[-1] + ".py")
+            if root != here or not os.path.isfile(path):
+                continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for node in ast.parse(text).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                    return ast.get_source_segment(text, node) or ""
+        except (OSError, SyntaxError, ValueError):
+            return None
     return None
 
 
@@ -128,11 +164,12 @@ def _module_function(module: cst.Module | None, name: str) -> cst.FunctionDef | 
     return None
 
 
-def _is_process_pool(text: str, name: str) -> bool:
-    """``name`` is bound to a process pool in the file (``with ProcessPoolExecutor(n) as ex``, ``pool =
+def _process_pools(text: str) -> frozenset[str]:
+    """The names bound to a process pool in the file (``with ProcessPoolExecutor(n) as ex``, ``pool =
     mp.Pool(n)``, ``ctx.Pool(n)``); a thread pool shares the process and its device."""
+    if "Pool" not in text:
+        return frozenset()
     pool = r"[\w.]*(?:ProcessPoolExecutor|(?<!Thread)Pool)\("
-    return (
-        re.search(rf"\b{re.escape(name)}\s*=\s*{pool}", text) is not None
-        or re.search(rf"{pool}[^\n]*\)\s+as\s+{re.escape(name)}\b", text) is not None
-    )
+    bound = re.findall(rf"\b(\w+)\s*=\s*{pool}", text)
+    bound += re.findall(rf"{pool}[^\n]*\)\s+as\s+(\w+)\b", text)
+    return frozenset(bound)

@@ -254,3 +254,63 @@ def test_a_config_backend_read_by_the_projects_own_group_says_where_it_is_transl
         "translates it there at run time" in files["train.py"]
         and "not torch.distributed" not in files["train.py"]
     )
+    assert (
+        _migrate_tree(tmp_path) == files
+    )  # the TODO's words are no process group of the file's (fixed point)
+
+
+# --- a device read inside a LightningModule follows what Lightning picks (Lightning's UvA energy-model notebook) ---
+def test_a_device_read_inside_a_lightning_module_stays_with_lightnings_choice():
+    src = (
+        "import torch\nimport pytorch_lightning as pl\n\n"
+        "device = torch.device('cuda:0') if torch.cuda.is_available() else torch.device('cpu')\n\n\n"
+        "class Model(pl.LightningModule):\n    def training_step(self, batch, idx):\n"
+        "        return torch.cat([batch, torch.rand(4, 2).to(device)]).sum()\n\n\n"
+        "trainer = pl.Trainer(accelerator='auto')\n"
+    )
+    body = _code(run(src).new_source)
+    # the wrong rewrite: 'tpu:0' for the fake images while Lightning's 'auto' trains on the CPU on a TPU host
+    assert "torch.device('cuda:0') if torch.cuda.is_available()" in body
+
+
+# --- a check that picks a GPU *resource* name stays CUDA's (LLaMA-Factory's Ray launcher, SLM-Lab's Ray Tune) ------
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch\n\n\ndef get_device_name():\n    if torch.cuda.is_available():\n        device = 'gpu'\n"
+        "    else:\n        device = 'cpu'\n    return device\n",
+        "import torch\n\n\ndef resources():\n    gpus = 1 if torch.cuda.is_available() else 0\n"
+        "    return {'cpu': 1, 'gpu': gpus}\n",
+    ],
+)
+def test_a_check_picking_a_gpu_resource_name_is_kept(src):
+    res = run(src)
+    assert "torch.cuda.is_available()" in _code(res.new_source)
+    assert any("GPU resource name" in d.message for d in res.diagnostics)
+
+
+def test_a_gpu_label_only_printed_is_no_resource():
+    src = "import torch\n\n\ndef show():\n    label = 'gpu' if torch.cuda.is_available() else 'cpu'\n    print(label)\n"
+    assert "GPU resource" not in run(src).new_source
+
+
+# --- a worker imported from the project is read where it is defined (F5-TTS's two pools) ------------------------
+def test_an_imported_worker_is_flagged_only_when_its_own_code_opens_the_device(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ev.py": (
+                "import torch\n\n\ndef run_sim(rank):\n    return torch.ones(1, device=f'cuda:{rank}')\n\n\n"
+                "def run_asr(rank):\n    return sum(range(rank))\n"
+            ),
+            "main.py": (
+                "import torch\nfrom multiprocessing import Pool\nfrom pkg.ev import run_sim, run_asr\n\n\n"
+                "def main():\n    x = torch.zeros(1).cuda()\n    pool = Pool(4)\n    pool.map(run_asr, range(4))\n"
+                "    pool.map(run_sim, range(4))\n"
+            ),
+        },
+    )
+    main = _migrate_tree(tmp_path)["main.py"]
+    flagged = [line for line in main.splitlines() if "TPU409" in line]
+    assert len(flagged) == 1 and "run_sim" in flagged[0]
