@@ -112,6 +112,29 @@ def _tsl(script: str, args: str) -> Script:
     )
 
 
+def _mnist_idx(raw: str, n_train: int, n_test: int) -> str:
+    """A ``setup`` writing a small synthetic MNIST (or Fashion-MNIST) in torchvision's raw idx files under ``raw``:
+    28x28 uint8 images, one seeded random binary pattern per class
+    plus noise, so the dataset classes find their files
+    and download nothing."""
+    return f"""
+import numpy as np, os, struct
+rng = np.random.default_rng(0)
+raw = {raw!r}
+os.makedirs(raw, exist_ok=True)
+proto = (rng.random((10, 28, 28)) < 0.25) * 200.0
+def write(prefix, n):
+    labels = rng.integers(0, 10, n).astype(np.uint8)
+    imgs = np.clip(proto[labels] + rng.random((n, 28, 28)) * 55, 0, 255).astype(np.uint8)
+    with open(os.path.join(raw, prefix + "-images-idx3-ubyte"), "wb") as f:
+        f.write(struct.pack(">IIII", 2051, n, 28, 28)); f.write(imgs.tobytes())
+    with open(os.path.join(raw, prefix + "-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 2049, n)); f.write(labels.tobytes())
+write("train", {n_train})
+write("t10k", {n_test})
+"""
+
+
 SCRIPTS = [
     *(
         Script(
@@ -205,6 +228,68 @@ SCRIPTS = [
         "scripts/imputation/ETT_script/DLinear_ETTh1.sh",
         "--task_name imputation --model_id ETTh1_mask_0.125 --mask_rate 0.125 --model DLinear --label_len 0 "
         "--pred_len 96 --batch_size 16 --d_model 128 --d_ff 128 --top_k 5 --learning_rate 0.001",
+    ),
+    # held-out 17 (benchmarks/migrate_corpus_heldout17.txt): tutorial scripts, run as-is on small synthetic MNIST /
+    # Fashion-MNIST idx files (their own requirement: torchvision) or on their own toy data
+    Script(
+        "PyTorchZeroToAll 09_2_softmax_mnist.py (9 epochs of an MLP, device = 'cuda' if cuda.is_available(); "
+        "synthetic MNIST)",
+        "hunkim/PyTorchZeroToAll",
+        ".",
+        ("09_2_softmax_mnist.py",),
+        r"Loss: ([\d.]+)|Average loss: ([\d.]+), Accuracy: (\d+)/",
+        manifest="migrate_corpus_heldout17.txt",
+        setup=_mnist_idx("mnist_data/MNIST/raw", 3200, 320),
+        needs=("torchvision",),
+    ),
+    *(
+        Script(
+            f"pytorch-beginner {folder}/{script} ({epochs} epochs, use_gpu = torch.cuda.is_available(); "
+            "synthetic Fashion-MNIST)",
+            "L1aoXingyu/pytorch-beginner",
+            folder,
+            (script,),
+            r"Loss: ([\d.]+), Acc: ([\d.]+)",
+            manifest="migrate_corpus_heldout17.txt",
+            setup=_mnist_idx("../datasets/FashionMNIST/raw", 640, 128),  # the scripts' root='../datasets',
+            needs=("torchvision",),
+        )
+        for folder, script, epochs in (
+            ("02-Logistic Regression", "Logistic_Regression.py", 100),
+            ("03-Neural Network", "neural_network.py", 50),
+        )
+    ),
+    Script(
+        "pytorch-beginner 08-AutoEncoder/conv_autoencoder.py (100 epochs of a conv autoencoder, "
+        "autoencoder().cuda(); synthetic MNIST)",
+        "L1aoXingyu/pytorch-beginner",
+        "08-AutoEncoder",
+        ("conv_autoencoder.py",),
+        r"loss:([\d.]+)",
+        rtol=5e-3,  # identical to 4 decimals for ~60 epochs; then the CPU alone, run with 1 thread instead of 2, drifts
+        # 0.32% by epoch 100 (the migrated run: 0.35%)
+        cpu_patch=(
+            ("conv_autoencoder.py", "autoencoder().cuda()=>autoencoder()"),
+            ("conv_autoencoder.py", "Variable(img).cuda()=>Variable(img)"),
+        ),
+        manifest="migrate_corpus_heldout17.txt",
+        setup=_mnist_idx("data/MNIST/raw", 512, 16),
+        needs=("torchvision",),
+    ),
+    Script(
+        "Lightning tutorials UvA-DL 01-introduction-to-pytorch notebook.py (the XOR classifier trained 100 epochs on "
+        "the device, then evaluated; as-is)",
+        "Lightning-AI/tutorials",
+        "course_UvA-DL/01-introduction-to-pytorch",
+        ("notebook.py",),
+        # the trained parameters it prints three times (4 decimals), then the test accuracy
+        r"'linear2\.weight', tensor\(\[\[(-?[\d.]+), +(-?[\d.]+), +(-?[\d.]+), +(-?[\d.]+)\]\]"
+        r"|'linear\d\.bias', tensor\(\[ *(-?[\d.]+)(?:, +(-?[\d.]+), +(-?[\d.]+), +(-?[\d.]+))?\]"
+        r"|Accuracy of the model: ([\d.]+)%",
+        rtol=0.0,
+        atol=1.01e-4,
+        manifest="migrate_corpus_heldout17.txt",
+        needs=("matplotlib", "matplotlib_inline", "tqdm", "ipywidgets"),
     ),
 ]
 

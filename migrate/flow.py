@@ -598,13 +598,13 @@ class Flow:
     def _gpu_resource_of_name(self, node: cst.CSTNode) -> str | None:
         """``gpus = 1 if torch.cuda.is_available() else 0`` whose name then goes into ``{"gpu": gpus}`` or
         ``num_gpus=gpus`` (a resource request), else None."""
-        child, parent = node, self.parents.get(node)
+        parent = self.parents.get(node)
         while (
             parent is not None
             and type(parent) is not cst.Assign
             and not isinstance(parent, cst.BaseStatement)
         ):
-            child, parent = parent, self.parents.get(parent)
+            parent = self.parents.get(parent)
         if (
             type(parent) is not cst.Assign
             or len(parent.targets) != 1
