@@ -75,9 +75,8 @@ _LIGHTNING_TRAINER = re.compile(r"\bTrainer\s*\(")
 _LIGHTNING_CLASS = re.compile(r"\b(?:LightningModule|LightningDataModule|Callback)\b")
 
 
-#: What names a GPU *resource* rather than a device: a literal 'gpu'/'GPU' (a dict key or a returned label) or
-#: a keyword such as num_gpus= / gpus_per_trial=.
-_GPU_LITERAL = re.compile(r"""^[rbu]?(['"])(?:gpu|GPU)\1$""")
+#: What names a GPU *resource* rather than a device besides a 'gpu' literal (_GPU_LITERAL below): a keyword such
+#: as num_gpus= / gpus_per_trial=.
 _GPU_KEYWORD = re.compile(r"(?:^|_)gpus?(?:_|$)")
 
 
@@ -1490,15 +1489,45 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
     `print_stats` reads self.peak under its own check; rewriting only the second reads state never set on TPU.
     (Module-wide context: the twin may sit in another method of the class.)"""
     stored: dict[str, dict[str, str]] = {}  # predicate -> attribute -> the kept check's text
+    rebound: dict[
+        str, set[str]
+    ] = {}  # predicate -> names a kept branch rebinds (`model = DataParallel(model)`)
     for c in flow.checks:
         if id(c.key) in kept or (id(c.key) in flagged and id(c.key) not in rewritten):
             for n in walk_regions(c.regions):
                 if type(n) is cst.Attribute and _self_attr(n) and flow._stored(n):
                     stored.setdefault(c.predicate, {}).setdefault(n.attr.value, c.line_hint)
+                if type(n) is cst.Assign:
+                    rebound.setdefault(c.predicate, set()).update(
+                        t.target.value for t in n.targets if type(t.target) is cst.Name
+                    )
     out: dict[int, str] = {}
     for c in flow.checks:
+        if id(c.key) in kept or id(c.key) not in rewritten:
+            continue
+        names = rebound.get(c.predicate, set())
+        wrapped = next(
+            (
+                n
+                for n in walk_regions(c.regions)
+                if type(n) is cst.Attribute
+                and n.attr.value == "module"
+                and type(n.value) is cst.Name
+                and n.value.value in names
+            ),
+            None,
+        )
+        if wrapped is not None:
+            # ffjord: `model = DataParallel(model).cuda()` under a kept check, then `model.module.state_dict() if
+            # torch.cuda.is_available() else model.state_dict()`: renamed alone, a TPU host reads `.module` of the
+            # unwrapped model (AttributeError)
+            out[id(c.key)] = (
+                f"a twin check of the same predicate is kept and its branch rebinds `{wrapped.value.value}`, "  # type: ignore[attr-defined]
+                f"whose wrapper's `.module` this branch reads"
+            )
+            continue
         attrs = stored.get(c.predicate)
-        if not attrs or id(c.key) in kept or id(c.key) not in rewritten:
+        if not attrs:
             continue
         fn = flow._enclosing(c.node, cst.FunctionDef)
         for n in _walk(fn) if fn is not None else ():

@@ -279,6 +279,16 @@ SAFETENSORS_DEVICE = _helper(
     (),
 )
 
+LEGACY_TENSOR = _helper(
+    "_tpu_tensor_type",
+    '''def _tpu_tensor_type(cpu_type):
+    """Added by tpu-migrate: a CUDA tensor type called as a constructor (torch.cuda.FloatTensor(n) for a size,
+    or (data) for values): the tensor the CPU type builds from the same arguments, moved to "tpu"."""
+    return lambda *args, **kwargs: cpu_type(*args, **kwargs).to("tpu")
+''',
+    (),
+)
+
 #: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
 #: anywhere in an expression (`not ...`, `... and x`).
 TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'

@@ -26,6 +26,7 @@ _HARD_CODES_CUDA = re.compile(r"""\.cuda\(|['"]cuda(?::\d+)?['"]""")
 _NOT_PLACEMENT = re.compile(
     r"""#[^\n]*|\b(?:autocast|custom_fwd|custom_bwd|GradScaler|is_autocast_enabled|get_autocast_dtype)\(\s*"""
     r"""(?:device_type\s*=\s*|device\s*=\s*)?['"]cuda['"]"""
+    r"""|\bpartial\(\s*[\w.]*autocast\s*,\s*['"]cuda['"]"""
 )
 
 
@@ -81,6 +82,7 @@ def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
 
 
 _EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+_PARTIAL = frozenset({"functools.partial"})
 
 
 def _is_device_kw(a: cst.Arg) -> bool:
@@ -108,10 +110,12 @@ class Autocast(Rule):
     )
     before = "import torch\n\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
     after = 'import torch\n\nwith torch.autocast("tpu", dtype=torch.bfloat16):\n    y = model(x)\n'
-    calls = _CUDA_AMP | _XLA_AMP | _GENERIC
+    calls = _CUDA_AMP | _XLA_AMP | _GENERIC | _PARTIAL
     emits = ("torch.autocast", "torch.bfloat16")
 
     def call(self, ctx, orig, node, qname):
+        if qname in _PARTIAL:
+            return self._partial(ctx, orig, node)
         if any(a.star for a in node.args):
             if qname in _CUDA_AMP or qname in _XLA_AMP:
                 return self._unpacked(ctx, orig, node, qname)
@@ -212,6 +216,32 @@ class Autocast(Rule):
                 node = set_kwarg(node, "dtype", expr("torch.bfloat16"))
             return _portable(ctx, orig, node) if was_cuda else node
         return _portable(ctx, orig, node) if was_cuda else None
+
+    def _partial(self, ctx, orig: cst.Call, node: cst.Call) -> cst.Call | None:
+        """``partial(autocast, "cuda", enabled=False)`` (vector-quantize-pytorch's fp32 regions): the autocast
+        is made later, so the literal alone was renamed and a CPU-only run raised at every forward; where the code
+        also runs without a TPU it is ``partial(_tpu_autocast, enabled=False)``."""
+        if len(orig.args) < 2 or any(a.star or a.keyword for a in orig.args[:2]):
+            return None
+        if ctx.qname(orig.args[0].value) not in _GENERIC | _CUDA_AMP:
+            return None
+        if not (string_body(orig.args[1].value) or "").startswith("cuda"):
+            return None
+        inner = node.with_changes(func=node.args[0].value, args=node.args[1:])
+        new = _portable(ctx, orig, inner)
+        if new is inner:
+            return None  # (plain "tpu": TPU101 renamed the literal)
+        ctx.report(
+            orig,
+            f"`partial(autocast, '{string_body(orig.args[1].value)}', ...)` -> `partial({AUTOCAST}, ...)` "
+            "(the code also runs without a TPU)",
+            code=self.code,
+            outcome="warned",
+        )
+        first = node.args[0].with_changes(value=cst.Name(AUTOCAST))
+        if not new.args:
+            first = first.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(args=[first, *new.args])
 
     def _unpacked(self, ctx, orig: cst.Call, node: cst.Call, qname: str) -> cst.Call | None:
         """``torch.cuda.amp.autocast(**kwargs)``: the dict holds autocast's own keywords (enabled, dtype,
@@ -536,8 +566,18 @@ _CUSTOM = frozenset({f"torch.cuda.amp.{n}" for n in ("custom_fwd", "custom_bwd")
 #: Calls that already name CUDA as their device type: TPU101 renames the literal, which fails where there is no
 #: TPU (kohya's `@torch.amp.custom_fwd(device_type="cuda")`: the decorated function raised when called on the CPU).
 _NAMED = frozenset(
-    {"torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.is_autocast_enabled", "torch.get_autocast_dtype"}
+    {
+        "torch.amp.custom_fwd",
+        "torch.amp.custom_bwd",
+        "torch.is_autocast_enabled",
+        "torch.get_autocast_dtype",
+        "torch.utils.checkpoint._get_autocast_kwargs",
+    }
 )
+#: torch.utils.checkpoint's capture of the autocast state (``device_type="cuda"`` by default), which checkpoint
+#: functions copied into projects save in forward and restore in backward (EasyContext's, CogVideo's): the restore
+#: becomes TPU autocast, so the capture must read the same device's state.
+_AUTOCAST_KWARGS = "torch.utils.checkpoint._get_autocast_kwargs"
 
 
 def _named_device(orig: cst.Call) -> cst.Arg | None:
@@ -578,6 +618,7 @@ class AutocastQueries(Rule):
     )
     refs = _CUSTOM
     calls = _CUSTOM | frozenset(_QUERIES) | _NAMED
+    words = frozenset({"_get_autocast_kwargs"})
     emits = (
         "torch.amp.custom_fwd",
         "torch.amp.custom_bwd",
@@ -613,6 +654,16 @@ class AutocastQueries(Rule):
     def call(self, ctx, orig, node, qname):
         if qname in _NAMED and orig.args:
             return self._named(ctx, orig, node, qname)
+        if qname == _AUTOCAST_KWARGS:
+            if node.args:
+                return None
+            device = _device_type(ctx, orig)
+            ctx.report(
+                orig,
+                f"`_get_autocast_kwargs()` (CUDA's state) -> `_get_autocast_kwargs({device})`",
+                code=self.code,
+            )
+            return node.with_changes(args=[cst.Arg(expr(device))])
         if qname in _QUERIES:
             if node.args:  # (is_autocast_enabled(device_type) already names its device)
                 return None

@@ -1467,6 +1467,19 @@ class CudaTensorType(Rule):
         )
 
     def ref(self, ctx, orig, node, qname):
+        if not self.flag_only and (ctx.is_called(orig) or _called_alias(ctx)):
+            # a constructor (ffjord's VAE: `self.FloatTensor = torch.cuda.FloatTensor` then
+            # `self.FloatTensor(1).zero_()`): the CPU type's tensor moved to "tpu"
+            cpu = f"torch.{qname.rsplit('.', 1)[1]}"
+            ctx.report(
+                orig,
+                f"`{qname}` called as a constructor -> `{_helpers.LEGACY_TENSOR}({cpu})` (the CPU type's tensor, "
+                "moved to 'tpu')",
+                code=self.code,
+                outcome="warned",
+            )
+            ctx.need_helper(_helpers.LEGACY_TENSOR)
+            return expr(f"{_helpers.LEGACY_TENSOR}({cpu})")
         if ctx.is_called(orig):
             ctx.flag(
                 orig, f"`{qname}`: create the tensor with device='tpu' and an explicit dtype", code=self.code
@@ -1479,6 +1492,26 @@ class CudaTensorType(Rule):
                 code=self.code,
             )
         return None
+
+
+def _called_alias(ctx: Context) -> bool:
+    """The reference is the value (or a branch of it) bound to a name or attribute that the file then calls:
+    ``self.FloatTensor = torch.cuda.FloatTensor`` ... ``self.FloatTensor(1)``."""
+    stmt = ctx.statement()
+    if (
+        type(stmt) is not cst.SimpleStatementLine
+        or len(stmt.body) != 1
+        or type(stmt.body[0]) is not cst.Assign
+    ):
+        return False
+    targets = [code(t.target) for t in stmt.body[0].targets]
+    for t in targets:
+        uses = re.findall(rf"(?<![\w.]){re.escape(t)}(?!\w)(\s*=(?!=)|\(|)", ctx.source_text)
+        calls = [u for u in uses if u == "("]
+        # only ever called (a `.type(FloatTensor)` or isinstance use is a type use: flagged as before)
+        if calls and all(u == "(" or u.strip().startswith("=") for u in uses):
+            return True
+    return False
 
 
 _ENV = {
@@ -1594,6 +1627,7 @@ KERNEL_MODULES = (
     *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
     *("detectron2", "warp"),  # (the same)
+    *("faster_whisper", "ctranslate2"),  # (the same: CTranslate2 runs on the CPU or CUDA only)
     # quantization kernels: hqq's HQQLinear puts its weights on CUDA when built and its ATEN backends are the
     # hqq_aten CUDA extension (fsdp_qlora's notebooks); GPTQ/AWQ kernels
     *("hqq", "hqq_aten", "auto_gptq", "gptqmodel", "awq", "eetq"),
@@ -1620,6 +1654,9 @@ _DEVICE_LIMITED: dict[str, str] = {
     # cfg.MODEL.DEVICE (SlowFast's and pytorchvideo's detectors); NVIDIA Warp compiles kernels for CPU or CUDA
     "detectron2": "run its model on the CPU (cfg.MODEL.DEVICE = 'cpu') and move its outputs to 'tpu'",
     "warp": "give it the device 'cpu' and move its outputs to 'tpu'",
+    # CTranslate2 engines (whisperX's and faster-whisper's ASR models): devices 'cpu', 'cuda' or 'auto' only
+    "faster_whisper": "give its models the device 'cpu' (CTranslate2 runs on the CPU or CUDA only)",
+    "ctranslate2": "give it the device 'cpu' (it runs on the CPU or CUDA only)",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
 }

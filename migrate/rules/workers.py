@@ -152,13 +152,14 @@ def _project_function(ctx: Context, qname: str) -> str | None:
     return None
 
 
-def _module_function(module: cst.Module | None, name: str) -> cst.FunctionDef | None:
-    """A def named ``name`` anywhere in ``module`` (workers are often nested in main())."""
+def _module_function(module: cst.Module | None, name: str) -> cst.FunctionDef | cst.ClassDef | None:
+    """A def (or a class, whose construction is the work: RobustVideoMatting's ``mp.spawn(Trainer, ...)``) named
+    ``name`` anywhere in ``module`` (workers are often nested in main())."""
     todo: list[cst.CSTNode] = list(getattr(module, "body", ()))
     while todo:
         n = todo.pop()
-        if type(n) is cst.FunctionDef and n.name.value == name:
-            return n
+        if type(n) in (cst.FunctionDef, cst.ClassDef) and n.name.value == name:  # type: ignore[attr-defined]
+            return n  # type: ignore[return-value]
         if type(n) in (cst.FunctionDef, cst.ClassDef, cst.If, cst.Try, cst.With, cst.IndentedBlock, cst.Else):
             todo.extend(child_nodes(n))
     return None

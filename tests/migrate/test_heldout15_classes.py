@@ -299,7 +299,10 @@ def test_a_device_name_read_only_by_another_library_stays_with_its_check():
     )
     out = run(src).new_source
     # the wrong rewrite: device 'tpu' on a TPU host; CTranslate2 takes 'cpu', 'cuda' or 'auto' and raises
-    assert "device = 'cuda' if torch.cuda.is_available() else 'cpu'" in out and "TPU201" in out
+    # (since held-out 18 the whole file is left as written: faster_whisper is a CPU-or-CUDA engine, flagged TPU211)
+    assert "device = 'cuda' if torch.cuda.is_available() else 'cpu'" in out and (
+        "TPU201" in out or "TPU211" in out
+    )
 
 
 # --- the XLA generator's state saved and restored for a resume (ChatGLM-6B's P-tuning trainer) --------------------

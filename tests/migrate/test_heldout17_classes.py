@@ -314,3 +314,71 @@ def test_an_imported_worker_is_flagged_only_when_its_own_code_opens_the_device(t
     main = _migrate_tree(tmp_path)["main.py"]
     flagged = [line for line in main.splitlines() if "TPU409" in line]
     assert len(flagged) == 1 and "run_sim" in flagged[0]
+
+
+# --- a checkpoint function's autocast capture follows its restore (held-out 18: EasyContext's ring attention) ----
+def test_a_saved_autocast_state_is_read_from_the_device_its_restore_uses():
+    src = (
+        "import torch\nfrom torch.utils.checkpoint import _get_autocast_kwargs\n\n\n"
+        "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.gpu_kw, ctx.cpu_kw = _get_autocast_kwargs()\n        return x\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        with torch.cuda.amp.autocast(**ctx.gpu_kw):\n"
+        "            return g\n"
+    )
+    out = run(src).new_source
+    # the wrong rewrite: CUDA's state (off under TPU autocast) restored into a TPU autocast: recompute in fp32
+    assert "_get_autocast_kwargs(_tpu_amp_device())" in out and "_tpu_autocast(**ctx.gpu_kw)" in out
+
+
+def test_a_class_started_as_a_worker_is_read_where_it_is_defined():
+    src = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\nclass Trainer:\n    def __init__(self, rank):\n"
+        "        self.model = torch.nn.Linear(2, 2).to(f'cuda:{rank}')\n\n\nmp.spawn(Trainer, nprocs=2)\n"
+    )
+    res = run(src)
+    flags = [d.message for d in res.diagnostics if d.code == "TPU409"]
+    assert len(flags) == 1 and "another module" not in flags[0]
+
+
+# --- held-out 18 -----------------------------------------------------------------------------------------------
+def test_a_twin_reading_the_wrapper_a_kept_branch_built_is_kept_too():
+    # ffjord's train_cnf.py: DataParallel wrap under a kept check, then `model.module...` under its renamed twin
+    src = (
+        "import torch\n\nif __name__ == '__main__':\n    model = torch.nn.Linear(2, 2)\n"
+        "    if torch.cuda.is_available():\n        model = torch.nn.DataParallel(model).cuda()\n"
+        "    sd = model.module.state_dict() if torch.cuda.is_available() else model.state_dict()\n"
+    )
+    body = _code(run(src).new_source)
+    assert "torch.accelerator" not in body  # (renamed alone: AttributeError `.module` on a TPU host)
+
+
+def test_a_cuda_tensor_type_alias_only_called_builds_tpu_tensors():
+    # ffjord's VAE: `self.FloatTensor = torch.cuda.FloatTensor` then `self.FloatTensor(1).zero_()` under a flag the
+    # migration turns on: "used as a type" was false advice, and the call raised without CUDA
+    src = (
+        "import torch\n\n\nclass VAE(torch.nn.Module):\n    def __init__(self, cuda):\n        super().__init__()\n"
+        "        self.FloatTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+        "        self.z = self.FloatTensor(3).zero_()\n"
+    )
+    out = run(src).new_source
+    assert "_tpu_tensor_type(torch.FloatTensor) if cuda else torch.FloatTensor" in out
+    scope: dict = {}
+    exec(out, scope)
+    assert scope["VAE"](True).z.device.type == "tpu" and scope["VAE"](False).z.device.type == "cpu"
+
+
+def test_a_partial_cuda_autocast_in_a_library_stays_portable():
+    # vector-quantize-pytorch's FSQ/LFQ: `partial(autocast, 'cuda', enabled=False)`: renamed to 'tpu', every forward
+    # raised on a machine without TorchTPU
+    src = (
+        "import torch\nfrom functools import partial\nfrom torch.amp import autocast\n\n\n"
+        "def f(x):\n    with partial(autocast, 'cuda', enabled=False)():\n        return x * 2\n"
+    )
+    out = run(src).new_source
+    assert "partial(_tpu_autocast, enabled=False)" in out and "'tpu'" not in _code(out).split("def f")[1]
+
+
+def test_ctranslate2_engines_are_cpu_or_cuda_only():
+    res = run("import torch\nfrom faster_whisper import WhisperModel\nm = WhisperModel('x', device='cuda')\n")
+    assert any(d.code == "TPU211" and "faster_whisper" in d.message for d in res.diagnostics)
+    assert "device='cuda'" in res.new_source

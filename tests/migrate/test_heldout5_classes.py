@@ -29,15 +29,24 @@ _FLAG_SRC = (
 )
 
 
-def test_a_plain_flag_that_also_picks_a_cuda_tensor_type_keeps_the_cuda_check():
-    """Already right: the check assigned as it is is followed to the flagged tensor type and kept."""
-    out = run(_FLAG_SRC.format(flag="torch.cuda.is_available()")).new_source
+@pytest.mark.parametrize(
+    "flag", ["torch.cuda.is_available()", "True if torch.cuda.is_available() else False"]
+)
+def test_a_flag_that_also_picks_a_cuda_tensor_type_only_called_migrates_both(flag):
+    """The type is only ever called (a constructor): since held-out 18 it builds the CPU type's tensor and moves
+    it to 'tpu', so the flag, the model and the tensors all follow the same check."""
+    out = _code(run(_FLAG_SRC.format(flag=flag)).new_source)
     ast.parse(out)
-    assert "torch.accelerator.is_available" not in _code(out)
+    assert "torch.accelerator.is_available" in out
+    assert "Tensor = _tpu_tensor_type(torch.FloatTensor) if cuda else torch.FloatTensor" in out
 
 
-def test_a_bool_ifexp_flag_that_also_picks_a_cuda_tensor_type_keeps_the_cuda_check():
-    out = run(_FLAG_SRC.format(flag="True if torch.cuda.is_available() else False")).new_source
+@pytest.mark.parametrize(
+    "flag", ["torch.cuda.is_available()", "True if torch.cuda.is_available() else False"]
+)
+def test_a_flag_that_also_picks_a_cuda_tensor_type_used_as_a_type_keeps_the_cuda_check(flag):
+    # PyTorch-GAN: `imgs.type(Tensor)`: a type use, which no 'tpu' tensor type can stand for: the check stays
+    out = run(_FLAG_SRC.format(flag=flag) + "y = x.type(Tensor)\n").new_source
     ast.parse(out)
     assert "torch.accelerator.is_available" not in _code(out)  # the wrong rewrite: flag on, tensor type CUDA
 

@@ -285,7 +285,7 @@ CUDA_TABLE = [
     ("torch.cuda.nvtx.range_push('x')", "TPU210", "flagged", None),
     ("g = torch.cuda.CUDAGraph()", "TPU210", "flagged", None),
     ("from torch.profiler import ProfilerActivity\na = [ProfilerActivity.CUDA]", "TPU210", "flagged", None),
-    ("x = torch.cuda.FloatTensor(3)", "TPU208", "flagged", None),
+    ("x = torch.cuda.FloatTensor(3)", "TPU208", "warned", "x = _tpu_tensor_type(torch.FloatTensor)(3)"),
     (
         "torch.set_default_tensor_type('torch.cuda.FloatTensor')",
         "TPU208",
