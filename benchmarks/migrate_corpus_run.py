@@ -31,13 +31,18 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "migrate_corpus_fresh.txt"
 
 #: A sitecustomize put on PYTHONPATH for the runs: every Python process of the run (spawned workers too) starts from
-#: the same seeds on both sides (a script that seeds itself overrides them; one that does not, or whose spawned
-#: workers do not, becomes comparable), notes the device types of the tensors that modules are called with and prints
-#: them at exit; the script itself is untouched.
+#: the same seeds on both sides (Python's, torch's and NumPy's global generators; a script that seeds itself overrides
+#: them; one that does not, or whose spawned workers do not, becomes comparable), notes the device types of the tensors
+#: that modules are called with and prints them at exit; the script itself is untouched.
 HOOK = (
     "import atexit, random, torch\n"
     "random.seed(0)\n"
     "torch.manual_seed(0)\n"
+    "try:\n"
+    "    import numpy\n"
+    "    numpy.random.seed(0)\n"
+    "except ImportError:\n"
+    "    pass\n"
     "_devs = set()\n"
     "def _seen(module, args):\n"
     "    _devs.update(a.device.type for a in args if isinstance(a, torch.Tensor))\n"
@@ -290,6 +295,65 @@ SCRIPTS = [
         atol=1.01e-4,
         manifest="migrate_corpus_heldout17.txt",
         needs=("matplotlib", "matplotlib_inline", "tqdm", "ipywidgets"),
+    ),
+    # held-out 18 (benchmarks/migrate_corpus_heldout18.txt): torchdiffeq's latent-ODE example run as-is on its own
+    # synthetic spirals, from the repository root as a module so that it imports the repository's (migrated)
+    # torchdiffeq (its own requirement: matplotlib)
+    Script(
+        "torchdiffeq examples/latent_ode.py (latent ODE VAE on its synthetic spirals, 30 iterations, "
+        "device = 'cuda:' + str(args.gpu) if cuda.is_available())",
+        "rtqichen/torchdiffeq",
+        ".",
+        ("-m", "examples.latent_ode", "--niters", "30"),
+        r"running avg elbo: (-?[\d.]+)",
+        manifest="migrate_corpus_heldout18.txt",
+        needs=("matplotlib",),
+    ),
+    # held-out 18: DomainBed's training script on its synthetic Debug28 domains (its own requirements: torchvision,
+    # timm, wilds)
+    Script(
+        "DomainBed domainbed/scripts/train.py (ERM on the synthetic Debug28 domains, 101 steps, evaluated every 25; "
+        "device = 'cuda' if cuda.is_available())",
+        "facebookresearch/DomainBed",
+        ".",
+        (
+            "-m", "domainbed.scripts.train", "--dataset", "Debug28", "--algorithm", "ERM", "--steps", "101",
+            "--checkpoint_freq", "25", "--skip_model_save", "--output_dir", "train_output",
+        ),
+        # a results row: the six accuracies, epoch, loss, (mem_gb,) step
+        r"(?m)^(\d\.\d+) +(\d\.\d+) +(\d\.\d+) +(\d\.\d+) +(\d\.\d+) +(\d\.\d+) +([\d.]+) +([\d.]+) +\S+ +(\d+) ",
+        manifest="migrate_corpus_heldout18.txt",
+        needs=("torchvision", "timm", "wilds"),
+    ),
+    # held-out 18: vector-quantize-pytorch's example autoencoders on synthetic Fashion-MNIST idx files in their
+    # root='~/data/fashion_mnist' (their own requirements: torchvision, einops, einx, fire, tqdm), run from the
+    # repository root as modules so that they import the repository's (migrated) package
+    *(
+        Script(
+            f"vector-quantize-pytorch examples/{stem}.py (100 training steps of its {what} autoencoder, "
+            "device = 'cuda' if cuda.is_available(); synthetic Fashion-MNIST)",
+            "lucidrains/vector-quantize-pytorch",
+            ".",
+            ("-m", f"examples.{stem}", "--train_iter", "100"),
+            # the losses of the last step as tqdm shows them at the end: tqdm shows a step's description once, twice
+            # or with another step's count (it also refreshes on a timer), so the steps in between do not line up;
+            # "active %" (distinct codes in the batch, 0.39% a code) is not compared: a near-tie in the nearest
+            # code can flip it by a code on either side
+            r"rec loss: ([\d.]+) \| (?:[a-z ]+ loss: (-?[\d.]+) \| )?active %(?![\s\S]*rec loss)",
+            atol=2.01e-3,  # the script prints 3 decimals
+            manifest="migrate_corpus_heldout18.txt",
+            setup=_mnist_idx(os.path.expanduser("~/data/fashion_mnist/FashionMNIST/raw"), 2560, 16),
+            needs=("torchvision", "einops", "einx", "fire", "tqdm"),
+        )
+        for stem, what in (
+            ("autoencoder", "VQ"),
+            ("autoencoder_fsq", "FSQ"),
+            ("autoencoder_lfq", "LFQ"),
+            ("autoencoder_sim_vq", "SimVQ"),
+            ("autoencoder_hq", "HQ"),
+            ("autoencoder_fvq", "FVQ"),
+            ("autoencoder_fsp", "FSP"),
+        )
     ),
 ]
 

@@ -27,7 +27,7 @@ from ._frameworks import FRAMEWORK_ENTRIES
 from ._host import HOST_LIBRARIES, HostHelpers
 from ._scopes import scopes as _scopes
 from ._walk import child_nodes as _children
-from .names import TRIVIA, node_types
+from .names import TRIVIA, canonical, node_types
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
@@ -38,7 +38,9 @@ PER_HOST = "it counts devices per host"
 _DIVIDE = (cst.Divide, cst.FloorDivide)
 _DIVIDE_ASSIGN = (cst.DivideAssign, cst.FloorDivideAssign)
 #: Text that must be in a file for any check to be there (the analysis is skipped otherwise).
-_WORTH = re.compile(r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|['"](?:cuda|xla)(?::\d+)?['"]""")
+_WORTH = re.compile(
+    r"""\bis_available\b|\bdevice_count\b|\bis_cuda\b|\bis_torch_cuda_available\b|['"](?:cuda|xla)(?::\d+)?['"]"""
+)
 #: A device literal that still names CUDA after the pass.
 _CUDA_LITERAL = re.compile(r"""^[rRbBuU]?(['"])cuda(:\d+)?\1$""")
 #: A device literal a comparison can test (torch_xla's 'xla' becomes 'tpu' too: its branch then runs on TPU).
@@ -786,7 +788,7 @@ class Flow:
     def _qname(self, node: cst.CSTNode) -> str | None:
         """The imported name ``node`` stands for (``torch.cuda.is_available``), else None."""
         found = sorted(q.name for q in self._names(node) if q.source is QualifiedNameSource.IMPORT)
-        return found[0] if found else None
+        return canonical(found[0]) if found else None
 
     def collective(self, region: cst.CSTNode) -> str | None:
         """The first torch.distributed call in ``region`` (a collective a multi-process job runs), else None."""
@@ -1132,7 +1134,7 @@ def _parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
 
 #: Text that makes a top-level statement worth including: an import, or a check (see _WORTH).
 _IMPORT = re.compile(r"\bimport\b")
-_ALIAS = re.compile(r"\b(?:is_available|device_count)\s+as\s+(\w+)")
+_ALIAS = re.compile(r"\b(?:is_available|device_count|is_torch_cuda_available)\s+as\s+(\w+)")
 
 
 def reachable(module: cst.Module, texts: list[str] | None) -> tuple[cst.Module, frozenset[str]]:

@@ -20,6 +20,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cuda", r"\bcuda\s*[.(]"),
     ("cuda", r"\.cuda\b"),
     ("cuda", r"\bis_cuda\b"),
+    ("cuda", r"\bis_torch_cuda_available\b"),  # transformers' name for torch.cuda.is_available
     ("xla", "torch_xla"),
     ("cudnn", "cudnn"),
     *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),
