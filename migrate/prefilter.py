@@ -21,6 +21,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cuda", r"\.cuda\b"),
     ("cuda", r"\bis_cuda\b"),
     ("cuda", r"\bis_torch_cuda_available\b"),  # transformers' name for torch.cuda.is_available
+    ("bf16", r"\bis_torch_bf16_gpu_available\b"),  # and for torch.cuda.is_bf16_supported
     ("xla", "torch_xla"),
     ("cudnn", "cudnn"),
     *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),

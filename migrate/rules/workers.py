@@ -115,7 +115,15 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Name:
         fn = _module_function(getattr(ctx, "module", None), target.value)
         if fn is not None:
-            return f"`{target.value}`" if _OPENS_DEVICE.search(code(fn.body)) else None
+            if _OPENS_DEVICE.search(code(fn.body)):
+                return f"`{target.value}`"
+            # Depth-Anything's main_worker reaches the device only through the project's parallelize()
+            for callee in _called_names(fn):
+                qname = ctx.qname(callee)
+                body = _project_function(ctx, qname) if qname else None
+                if body is not None and _OPENS_DEVICE.search(body):
+                    return f"`{target.value}`, through `{callee.value}`"
+            return None
         qname = ctx.qname(target)
         body = _project_function(ctx, qname) if qname else None
         if body is not None:  # (F5-TTS: run_sim opens the device, run_asr_wer hands it to another library)
@@ -124,6 +132,18 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
             # imported from the project, which picks devices in this file (DRL-Pytorch's actor/learner options)
             return f"`{target.value}`, from another module, with the devices this file picks"
     return None
+
+
+def _called_names(fn: cst.CSTNode) -> list[cst.Name]:
+    """The plain names ``fn`` calls (``parallelize(config, model)``), in order, each once."""
+    seen: dict[str, cst.Name] = {}
+    todo: list[cst.CSTNode] = [fn]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Call and type(n.func) is cst.Name:
+            seen.setdefault(n.func.value, n.func)
+        todo.extend(child_nodes(n))
+    return list(seen.values())
 
 
 def _project_function(ctx: Context, qname: str) -> str | None:

@@ -382,3 +382,30 @@ def test_ctranslate2_engines_are_cpu_or_cuda_only():
     res = run("import torch\nfrom faster_whisper import WhisperModel\nm = WhisperModel('x', device='cuda')\n")
     assert any(d.code == "TPU211" and "faster_whisper" in d.message for d in res.diagnostics)
     assert "device='cuda'" in res.new_source
+
+
+def test_a_worker_reaching_the_device_through_a_project_function_is_flagged(tmp_path):
+    # Depth-Anything: mp.spawn(main_worker) whose only device code is zoedepth's parallelize()
+    _write(
+        tmp_path,
+        {
+            "zoedepth/__init__.py": "",
+            "zoedepth/misc.py": "import torch\n\n\ndef parallelize(config, model):\n    return model.cuda(config.gpu)\n",
+            "train.py": (
+                "import torch\nimport torch.multiprocessing as mp\nfrom zoedepth.misc import parallelize\n\n\n"
+                "def main_worker(gpu, config):\n    return parallelize(config, torch.nn.Linear(2, 2))\n\n\n"
+                "if __name__ == '__main__':\n    mp.spawn(main_worker, nprocs=torch.cuda.device_count(), args=(None,))\n"
+            ),
+        },
+    )
+    assert "TPU409" in _migrate_tree(tmp_path)["train.py"]
+
+
+def test_transformers_bf16_gpu_probe_follows_its_fp16_twin():
+    # LLaMA-Factory: `_is_fp16_available` became true on TPU while `_is_bf16_available` stayed transformers' CUDA probe
+    out = run(
+        "import torch\nfrom transformers.utils import is_torch_bf16_gpu_available\n"
+        "_is_fp16_available = torch.cuda.is_available()\n_is_bf16_available = is_torch_bf16_gpu_available()\n"
+    ).new_source
+    assert "_is_bf16_available = getattr(torch.accelerator.current_accelerator(" in out
+    assert "is_torch_bf16_gpu_available" not in out
