@@ -20,8 +20,18 @@ from tpu_workbench.backend import autograd_thread, state
 def jax_module() -> Any:
     """Import JAX once, with 64-bit types on so int64/float64 stay 64-bit, XLA's persistent compilation
     cache on (eager lowerings compile per shape; a cold process otherwise recompiles everything), and XLA:CPU
-    running each call inline (see :func:`_cpu_dispatch_inline`)."""
-    import jax  # lazy: jax (import torch must not import it)
+    running each call inline (see :func:`_cpu_dispatch_inline`). The import leaves the user's random streams
+    as they were: JAX draws from NumPy's global generator while it imports (its k8s cluster backoff table), so
+    a program that seeded NumPy and first touched the device would draw other numbers than on CUDA or the CPU
+    (held-out 18: torchdiffeq's ode_demo batches)."""
+    import random
+
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    try:
+        import jax  # lazy: jax (import torch must not import it)
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
 
     jax.config.update("jax_enable_x64", True)
     _cpu_dispatch_inline(jax)

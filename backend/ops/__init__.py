@@ -12,6 +12,9 @@ FAMILIES = (
 
 
 def load() -> None:
-    """Import every lowering family (imports JAX)."""
+    """Import every lowering family (imports JAX, through jax_module first: it leaves the random streams be)."""
+    from tpu_workbench.backend._jax import jax_module
+
+    jax_module()
     for name in FAMILIES:
         importlib.import_module(f"tpu_workbench.backend.ops.{name}")

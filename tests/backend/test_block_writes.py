@@ -65,3 +65,19 @@ def test_cached_programs_keep_no_old_buffer_alive() -> None:
     gc.collect()
     alive = [x for x in jax.live_arrays() if x.shape == (n, 2)]
     assert len(alive) == 2  # the two buffers' current values, nothing older
+
+
+def test_first_device_use_leaves_the_random_streams_as_they_were() -> None:
+    """JAX draws from NumPy's global generator while it imports; the first "tpu" op imports it: a program that
+    seeded NumPy, then touched the device, drew other numbers than on the CPU (held-out 18: torchdiffeq)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import random, numpy, torch\nnumpy.random.seed(0); random.seed(0)\n"
+        "(torch.ones(3).to('tpu') * 2).cpu()\nprint(numpy.random.rand(), random.random())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-1500:]
+    np_value, py_value = map(float, out.stdout.split())
+    assert (np_value, py_value) == (0.5488135039273248, 0.8444218515250481)  # the seeds' first draws
