@@ -300,6 +300,17 @@ SCRIPTS = [
     # synthetic spirals, from the repository root as a module so that it imports the repository's (migrated)
     # torchdiffeq (its own requirement: matplotlib)
     Script(
+        "torchdiffeq examples/ode_demo.py (fits an ODE to its synthetic spiral, 100 iterations, "
+        "device = 'cuda:' + str(args.gpu) if cuda.is_available(); batches drawn with NumPy)",
+        "rtqichen/torchdiffeq",
+        ".",
+        ("-m", "examples.ode_demo", "--niters", "100"),
+        r"Total Loss (-?[\d.]+)",
+        rtol=1e-4,
+        atol=1e-6,  # the script prints 6 decimals
+        manifest="migrate_corpus_heldout18.txt",
+    ),
+    Script(
         "torchdiffeq examples/latent_ode.py (latent ODE VAE on its synthetic spirals, 30 iterations, "
         "device = 'cuda:' + str(args.gpu) if cuda.is_available())",
         "rtqichen/torchdiffeq",

@@ -19,7 +19,7 @@ from .rules._util import pure
 #: Imports a migration makes obsolete; removed only when unused.
 REMOVABLE = re.compile(
     r"^(torch_xla(\.|$)|torch\.cuda(\.|$)"
-    r"|transformers(\.utils(\.import_utils)?)?\.is_torch_(?:cuda|bf16_gpu)_available$)"
+    r"|transformers(\.utils(\.import_utils)?)?\.is_torch_cuda_available$)"
 )
 
 

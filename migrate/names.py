@@ -361,15 +361,6 @@ _SAME_AS = {
         ),
         "torch.cuda.is_available",
     ),
-    # bf16 on this CUDA device (LLaMA-Factory's _is_bf16_available beside its fp16 twin)
-    **dict.fromkeys(
-        (
-            "transformers.is_torch_bf16_gpu_available",
-            "transformers.utils.is_torch_bf16_gpu_available",
-            "transformers.utils.import_utils.is_torch_bf16_gpu_available",
-        ),
-        "torch.cuda.is_bf16_supported",
-    ),
 }
 
 

@@ -1172,6 +1172,10 @@ def _tests_name(text: str, name: str) -> bool:
     )
 
 
+#: transformers' bf16 probe (CUDA, XPU, MPS, NPU ...): a TPU is added beside it, never put in its place.
+_TRANSFORMERS_BF16 = frozenset(
+    f"transformers.{m}is_torch_bf16_gpu_available" for m in ("", "utils.", "utils.import_utils.")
+)
 #: A test that a CUDA device is there (what makes is_bf16_supported() after it mean "this GPU has bf16").
 _AVAILABILITY = re.compile(r"cuda\.is_available\(|cuda\.device_count\(|is_torch_cuda_available\(")
 
@@ -1212,10 +1216,19 @@ class Bf16Supported(Rule):
         "import torch\n\nuse_bf16 = torch.accelerator.is_available()\n"
         f'dtype = "bfloat16" if {_helpers.TPU_PRESENT} else "float16"\n'
     )
-    calls = frozenset({"torch.cuda.is_bf16_supported"})
+    calls = frozenset({"torch.cuda.is_bf16_supported"}) | _TRANSFORMERS_BF16
     node_types = (cst.BooleanOperation, cst.IfExp)
 
     def call(self, ctx, orig, node, qname):
+        if qname in _TRANSFORMERS_BF16:
+            # LLaMA-Factory's `_is_bf16_available` beside its fp16 twin: transformers' probe also answers for
+            # MPS/XPU/NPU (and Ampere CUDA): the TPU is added, the probe kept
+            either = f"{_helpers.TPU_PRESENT} or {code(node)}"
+            if either in ctx.source_text:
+                return None  # (a second pass)
+            ctx.report(orig, f"`{code(orig)}` -> `(<a test for a TPU> or {code(orig)})`", code=self.code)
+            ctx.need_import("torch")
+            return expr(f"({either})")
         if id(orig) in ctx.scratch.get("bf16-beside-kept", ()):
             return (
                 None  # `torch.cuda.is_available() and is_bf16_supported()` with the guard kept: CUDA's test

@@ -23,8 +23,16 @@ _STARTS: dict[str, tuple[int, str]] = dict.fromkeys(
 _POOL_METHODS = frozenset(
     {"submit", "map", "starmap", "imap", "imap_unordered", "apply_async", "map_async", "starmap_async"}
 )
-#: Code that opens an accelerator (what the migration turns into the "tpu" device).
-_OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator|set_device")
+#: Code that opens an accelerator (what the migration turns into the "tpu" device), once the calls the migration
+#: deletes are gone (_DELETED: F5-TTS's run_asr_wer only called torch.cuda.set_device(rank), then ran CTranslate2).
+_OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator")
+_DELETED = re.compile(r"torch\.cuda\.(?:set_device|empty_cache|ipc_collect|manual_seed(?:_all)?)\([^()]*\)")
+
+
+def _opens(text: str) -> bool:
+    return _OPENS_DEVICE.search(_DELETED.sub("", text)) is not None
+
+
 #: A device literal anywhere in the file (handed to workers defined in other modules).
 _DEVICE_LITERAL = re.compile(r"['\"]cuda")
 
@@ -115,19 +123,19 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Name:
         fn = _module_function(getattr(ctx, "module", None), target.value)
         if fn is not None:
-            if _OPENS_DEVICE.search(code(fn.body)):
+            if _opens(code(fn.body)):
                 return f"`{target.value}`"
             # Depth-Anything's main_worker reaches the device only through the project's parallelize()
             for callee in _called_names(fn):
                 qname = ctx.qname(callee)
                 body = _project_function(ctx, qname) if qname else None
-                if body is not None and _OPENS_DEVICE.search(body):
+                if body is not None and _opens(body):
                     return f"`{target.value}`, through `{callee.value}`"
             return None
         qname = ctx.qname(target)
         body = _project_function(ctx, qname) if qname else None
         if body is not None:  # (F5-TTS: run_sim opens the device, run_asr_wer hands it to another library)
-            return f"`{target.value}` in its module" if _OPENS_DEVICE.search(body) else None
+            return f"`{target.value}` in its module" if _opens(body) else None
         if qname is not None or _DEVICE_LITERAL.search(ctx.source_text):
             # imported from the project, which picks devices in this file (DRL-Pytorch's actor/learner options)
             return f"`{target.value}`, from another module, with the devices this file picks"

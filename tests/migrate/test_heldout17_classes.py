@@ -407,5 +407,18 @@ def test_transformers_bf16_gpu_probe_follows_its_fp16_twin():
         "import torch\nfrom transformers.utils import is_torch_bf16_gpu_available\n"
         "_is_fp16_available = torch.cuda.is_available()\n_is_bf16_available = is_torch_bf16_gpu_available()\n"
     ).new_source
-    assert "_is_bf16_available = getattr(torch.accelerator.current_accelerator(" in out
-    assert "is_torch_bf16_gpu_available" not in out
+    # (the probe also answers for MPS/XPU/NPU and Ampere CUDA: the TPU is added beside it, not put in its place)
+    assert "_is_bf16_available = (getattr(torch.accelerator.current_accelerator(" in out
+    assert '== "tpu" or is_torch_bf16_gpu_available())' in out
+    assert run(out).new_source == out  # one pass is the fixed point
+
+
+def test_a_worker_whose_only_cuda_call_the_migration_deletes_is_not_flagged():
+    # F5-TTS's run_asr_wer: torch.cuda.set_device(rank), then CTranslate2 / CPU funasr: nothing opens the chip
+    src = (
+        "import torch\nfrom multiprocessing import Pool\n\n\ndef asr(rank):\n    torch.cuda.set_device(rank)\n"
+        "    return rank\n\n\ndef sim(rank):\n    return torch.ones(1, device=f'cuda:{rank}')\n\n\n"
+        "pool = Pool(2)\npool.map(asr, range(2))\npool.map(sim, range(2))\n"
+    )
+    flagged = [line for line in run(src).new_source.splitlines() if "TPU409" in line]
+    assert len(flagged) == 1 and "`sim`" in flagged[0]
