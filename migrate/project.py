@@ -68,9 +68,10 @@ class ProjectFacts:
     #: the folder holding every file of the run ("" when migrating text alone): a CUDA library's folder inside it
     #: is a copy the project carries; the folder itself (the run is on that library's repository) is not
     tree: str = ""
-    #: a file that creates a process group with a backend read from data (an option, a config attribute), whose
-    #: call the migration wraps in _tpu_backend(...): a config's 'nccl' reaching it is translated at run time
-    groups_from_data: str = ""
+    #: (name, path): a file that creates a process group with a backend read from data under that name (the last
+    #: part of ``config.dist_backend``), whose call the migration wraps in _tpu_backend(...): a config's 'nccl'
+    #: stored under the same name is translated there at run time
+    groups_from_data: tuple[tuple[str, str], ...] = ()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -94,7 +95,7 @@ class ProjectFacts:
             built_on,
             self.probes | other.probes,
             self.tree or other.tree,
-            self.groups_from_data or other.groups_from_data,
+            tuple(dict.fromkeys((*self.groups_from_data, *other.groups_from_data))),
         )
 
 
@@ -313,7 +314,7 @@ def scan_sources(
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
     links = _cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only)
-    from_data = next((p for p, t, _ in seen if _GROUP_FROM_DATA.search(t)), "")
+    from_data = tuple(dict.fromkeys((name, p) for p, t, _ in seen for name in _backends_from_data(t)))
     facts = ProjectFacts(frozenset(gates), {}, *links, frozenset(probes), groups_from_data=from_data)
     if not enums:
         return facts
@@ -324,12 +325,24 @@ def scan_sources(
     return facts
 
 
-#: ``init_process_group(backend=config.dist_backend)`` / ``init_process_group(args.backend, ...)``: a backend
-#: that is not a literal (Depth-Anything's zoedepth parallelize()).
-_GROUP_FROM_DATA = re.compile(
-    r"init_process_group\(\s*(?:backend\s*=\s*)?(?!['\"]|None\b)[A-Za-z_]"
-    r"|init_process_group\([^)]*\bbackend\s*=\s*(?!['\"]|None\b)[A-Za-z_]"
-)
+#: ``init_process_group(backend=config.dist_backend)`` / ``init_process_group(args.backend, ...)`` (or already
+#: wrapped, ``backend=_tpu_backend(cfg.DIST_BACKEND)``): a backend that is not a literal (Depth-Anything's zoedepth
+#: parallelize(), SlowFast's multiprocessing.py).
+_GROUP_CALL = re.compile(r"init_process_group\(([^)]*)")
+_BACKEND_VALUE = re.compile(r"^\s*(?:_tpu_backend\(\s*)?([A-Za-z_][\w.]*)")
+
+
+def _backends_from_data(text: str) -> Iterator[str]:
+    """The names (last dotted part) of the non-literal backends this text creates process groups with."""
+    if "init_process_group" not in text:
+        return
+    for m in _GROUP_CALL.finditer(text):
+        args = m.group(1)
+        kw = re.search(r"\bbackend\s*=\s*(.*)", args)
+        first = args if kw is None and not re.match(r"\s*\w+\s*=", args) else (kw.group(1) if kw else "")
+        v = _BACKEND_VALUE.match(first)
+        if v is not None and v.group(1) not in ("None", "True", "False"):
+            yield v.group(1).rsplit(".", 1)[-1]
 
 
 def scan_texts(texts: Iterable[str]) -> ProjectFacts:

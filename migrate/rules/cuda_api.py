@@ -1156,8 +1156,8 @@ class CudaDeviceInfo(Rule):
 
 #: String methods that test a device name against known names.
 _STRING_TESTS = frozenset(
-    {"startswith", "endswith", "lower", "upper", "split", "find", "replace", "__contains__"}
-)
+    {"startswith", "endswith", "find", "__contains__"}
+)  # (not formatting: .replace, .lower)
 
 
 def _tests_name(text: str, name: str) -> bool:

@@ -60,7 +60,7 @@ class NcclLiteral(LiteralRule):
             ctx.scratch["creates-group"] = creates_group(ctx.source_text)
         if ctx.scratch["creates-group"]:
             return None
-        where = facts_for(ctx.scratch, ctx.source_text).groups_from_data
+        where = _group_file_for(ctx, facts_for(ctx.scratch, ctx.source_text).groups_from_data)
         if where:
             # (Depth-Anything: config.dist_backend = 'nccl' read by zoedepth's parallelize())
             return (
@@ -288,6 +288,23 @@ def _drop_device_id(ctx, orig: cst.Call, node: cst.Call) -> cst.Call | None:
         outcome="warned",
     )
     return drop_kwargs(node, {"device_id"})
+
+
+def _group_file_for(ctx, groups: tuple[tuple[str, str], ...]) -> str:
+    """The project file that creates a process group from data stored under the name this literal is assigned to
+    (``config.dist_backend = 'nccl'`` -> the file calling ``init_process_group(backend=config.dist_backend)``),
+    else "" (Vim's ``dict(backend='nccl')`` goes to mmcv's init_dist, which translates nothing)."""
+    stmt = ctx.statement()
+    if (
+        not groups
+        or type(stmt) is not cst.SimpleStatementLine
+        or type(stmt.body[0]) not in (cst.Assign, cst.AnnAssign)
+    ):
+        return ""
+    small = stmt.body[0]
+    targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+    names = {code(t).rsplit(".", 1)[-1].strip("'\"[] ") for t in targets}
+    return next((path for name, path in groups if name in names), "")
 
 
 def _literal_only(source: str, name: str) -> bool:

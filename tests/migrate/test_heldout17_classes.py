@@ -422,3 +422,22 @@ def test_a_worker_whose_only_cuda_call_the_migration_deletes_is_not_flagged():
     )
     flagged = [line for line in run(src).new_source.splitlines() if "TPU409" in line]
     assert len(flagged) == 1 and "`sim`" in flagged[0]
+
+
+# --- final reading: a device name only formatted is no name test; a config name read by no group of the project ---
+def test_a_device_name_only_formatted_for_a_label_is_rewritten():
+    # llm-foundry's benchmark: gpu_type = torch.cuda.get_device_name().replace(' ', '-') (a CSV label)
+    out = run("import torch\nlabel = torch.cuda.get_device_name().replace(' ', '-')\n").new_source
+    assert "torch.tpu.get_device_name().replace(' ', '-')" in out
+
+
+def test_a_config_backend_under_another_name_does_not_claim_a_translation(tmp_path):
+    # Vim: `dist_params = dict(backend='nccl')` (mmcv's init_dist) beside a group made from `args.dist_backend`
+    _write(
+        tmp_path,
+        {
+            "launch.py": "import torch.distributed as dist\n\n\ndef go(args):\n    dist.init_process_group(backend=args.dist_url)\n",
+            "cfg.py": "dist_params = dict(backend='nccl')\nimport torch\nx = torch.zeros(1).cuda()\n",
+        },
+    )
+    assert "translates it there at run time" not in _migrate_tree(tmp_path)["cfg.py"]
