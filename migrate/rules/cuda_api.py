@@ -20,7 +20,7 @@ from ..flow import PER_HOST
 from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
 from . import _helpers
 from ._calls import rebind, same_args
-from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body, unwrap_block
+from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body, unwrap_block, with_body
 from .base import Context, Rule, register
 
 #: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
@@ -1423,18 +1423,36 @@ class CudaTensorType(Rule):
     after = "import torch\n\ntorch.set_default_device('tpu')\n"
     calls = frozenset({"torch.set_default_tensor_type"})
     refs = frozenset(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
-    node_types = (cst.Call, cst.SimpleString)
+    node_types = (cst.Call, cst.SimpleString, cst.Comparison)
     emits = ("torch.set_default_device",)
 
     def visit_node(self, ctx, node):
         if type(node) is cst.Call and ctx.qname(node.func) == "torch.set_default_tensor_type":
             ctx.skip_inside(node)
+        if type(node) is cst.Comparison and len(node.comparisons) == 1:
+            left, right = node.left, node.comparisons[0].comparator
+            for side, other in ((left, right), (right, left)):
+                if (
+                    type(side) is cst.SimpleString
+                    and type(other) is cst.Call
+                    and type(other.func) is cst.Attribute
+                    and other.func.attr.value == "type"
+                    and not other.args
+                ):
+                    ctx.scratch.setdefault("type-tests", set()).add(id(side))  # type: ignore[union-attr]
 
     def leave_node(self, ctx, orig, node):
         """The type's name as text: ``x.type() == 'torch.cuda.HalfTensor'`` is false for every 'tpu' tensor
         (a branch silently not taken), ``x.type('torch.cuda.FloatTensor')`` asks for CUDA."""
         body = string_body(orig)
         if body and body.startswith("torch.cuda.") and body[len("torch.cuda.") :] in _TENSOR_TYPES:
+            if id(orig) in ctx.scratch.get("type-tests", ()):  # type: ignore[operator]
+                # `spect.type() == 'torch.cuda.HalfTensor'` (fairseq's WaveGlow): the type a 'tpu' tensor reports
+                new = "torch.tpu." + body[len("torch.cuda.") :]
+                ctx.report(
+                    orig, f"'{body}' compared with x.type() -> '{new}'", code=self.code, outcome="warned"
+                )
+                return with_body(node, new)
             ctx.flag(
                 orig,
                 f"'{body}' names a CUDA tensor type: no 'tpu' tensor has it (x.type() of one is "
@@ -1492,6 +1510,7 @@ class CudaTensorType(Rule):
                 outcome="warned",
             )
             ctx.need_helper(_helpers.LEGACY_TENSOR)
+            ctx.need_import("torch")  # (`import torch as th`: the finisher writes th.FloatTensor)
             return expr(f"{_helpers.LEGACY_TENSOR}({cpu})")
         if ctx.is_called(orig):
             ctx.flag(
@@ -1641,9 +1660,9 @@ KERNEL_MODULES = (
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
     *("detectron2", "warp"),  # (the same)
     *("faster_whisper", "ctranslate2"),  # (the same: CTranslate2 runs on the CPU or CUDA only)
-    # quantization kernels: hqq's HQQLinear puts its weights on CUDA when built and its ATEN backends are the
-    # hqq_aten CUDA extension (fsdp_qlora's notebooks); GPTQ/AWQ kernels
-    *("hqq", "hqq_aten", "auto_gptq", "gptqmodel", "awq", "eetq"),
+    # quantization kernels: hqq's ATEN backends are the hqq_aten CUDA extension (fsdp_qlora's notebooks; hqq itself
+    # and gptqmodel also have torch/CPU backends: not listed); AutoGPTQ, AutoAWQ and EETQ kernels
+    *("hqq_aten", "auto_gptq", "awq", "eetq"),
     # RAPIDS: GPU dataframes and estimators (dinov2's cuml logistic regression)
     *("cuml", "cudf", "cugraph", "cuvs"),
 )

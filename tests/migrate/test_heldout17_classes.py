@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from migrate_helpers import run
 from test_heldout9_classes import _code, _migrate_tree
 
@@ -229,7 +230,8 @@ def test_is_bf16_supported_alone_keeps_a_cpu_run_in_float32():
 
 
 # --- CUDA-only quantization kernels and RAPIDS (fsdp_qlora's hqq notebooks, dinov2's cuml) --------------------
-@pytest.mark.parametrize("module", ["hqq.core.quantize", "hqq_aten", "cuml.linear_model", "auto_gptq"])
+# (hqq itself and gptqmodel also have torch/CPU backends: the final reading of peft's imports called "CUDA-only" false)
+@pytest.mark.parametrize("module", ["hqq_aten", "cuml.linear_model", "auto_gptq", "eetq"])
 def test_cuda_only_libraries_are_flagged(module):
     res = run(f"import torch\nimport {module}\nx = torch.zeros(1).cuda()\n")
     assert any(d.code == "TPU211" and module in d.message for d in res.diagnostics)
@@ -441,3 +443,27 @@ def test_a_config_backend_under_another_name_does_not_claim_a_translation(tmp_pa
         },
     )
     assert "translates it there at run time" not in _migrate_tree(tmp_path)["cfg.py"]
+
+
+def test_a_cuda_tensor_type_called_in_a_module_that_imports_torch_under_an_alias_still_resolves():
+    # fairseq's MMPT extractor: `import torch as th` only: `_tpu_tensor_type(torch.FloatTensor)` raised NameError
+    src = "import torch as th\n\n\ndef f(n):\n    return th.cuda.FloatTensor(n)\n"
+    out = run(src).new_source
+    scope: dict = {}
+    exec(out, scope)
+    assert scope["f"](2).device.type == "tpu"
+
+
+def test_a_type_string_compared_beside_rewritten_constructors_names_the_tpu_type():
+    # fairseq's WaveGlow in .half(): `spect.type() == 'torch.cuda.HalfTensor'` kept while the constructors it
+    # guards were rewritten: float32 tensors met the half convolution
+    src = (
+        "import torch\n\n\ndef infer(spect, n):\n    if spect.type() == 'torch.cuda.HalfTensor':\n"
+        "        return torch.cuda.HalfTensor(n).normal_()\n    return torch.cuda.FloatTensor(n).normal_()\n"
+    )
+    out = run(src).new_source
+    assert "spect.type() == 'torch.tpu.HalfTensor'" in out
+    scope: dict = {}
+    exec(out, scope)
+    half = torch.zeros(1, dtype=torch.float16, device="tpu")
+    assert half.type() == "torch.tpu.HalfTensor" and scope["infer"](half, 3).dtype == torch.float16
