@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,6 @@ def jax_module() -> Any:
     as they were: JAX draws from NumPy's global generator while it imports (its k8s cluster backoff table), so
     a program that seeded NumPy and first touched the device would draw other numbers than on CUDA or the CPU
     (held-out 18: torchdiffeq's ode_demo batches)."""
-    import random
-
     numpy_state, python_state = np.random.get_state(), random.getstate()
     try:
         import jax  # lazy: jax (import torch must not import it)

@@ -13,7 +13,7 @@ FAMILIES = (
 
 def load() -> None:
     """Import every lowering family (imports JAX, through jax_module first: it leaves the random streams be)."""
-    from tpu_workbench.backend._jax import jax_module
+    from tpu_workbench.backend._jax import jax_module  # lazy: jax
 
     jax_module()
     for name in FAMILIES:
