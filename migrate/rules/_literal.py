@@ -443,7 +443,7 @@ def _at_import_time(ctx: Context, node: cst.CSTNode) -> bool:
     the program, whose CUDA code needed the device anyway)."""
     defs = ctx.enclosing_definitions()
     if defs and type(defs[-1]) is cst.FunctionDef:
-        return any(n is node for n in _walk_all(defs[-1].params))
+        return any(n is node for n in _walk_code(defs[-1].params))  # (not inside a lambda default)
     if defs:
         return True
     if len(ctx.statements()) != 1:
@@ -480,14 +480,6 @@ def _conditional(ctx: Context, node: cst.CSTNode) -> bool:
         if type(parent) is cst.BooleanOperation and child is parent.right:
             return True
     return False
-
-
-def _walk_all(root: cst.CSTNode):
-    todo = [root]
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(child_nodes(n))
 
 
 class LiteralRule(Rule):
