@@ -17,7 +17,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -174,12 +173,6 @@ def parse_losses(text: str) -> list[float]:
     return [x for _, x in pairs]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def child_env(device: str, *, distributed: bool = False, steps: int = 5) -> dict[str, str]:
     """Environment of a training subprocess: single-process torch.distributed settings when needed,
     ``TPU_WORKBENCH_DEVICE`` (read by the sample notebook), unbuffered output."""
@@ -191,7 +184,9 @@ def child_env(device: str, *, distributed: bool = False, steps: int = 5) -> dict
         env.update(
             {
                 "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(free_port()),
+                # a one-process world: rank 0's store binds any free port itself (port 0). A port picked
+                # here and closed again can be taken before the child binds it (EADDRINUSE in CI)
+                "MASTER_PORT": "0",
                 "RANK": "0",
                 "WORLD_SIZE": "1",
                 "LOCAL_RANK": "0",

@@ -29,6 +29,19 @@ def _run(args: list[str], timeout: int = 170) -> str:
     return out.stdout
 
 
+def _run_on_a_free_port(args: list[str], tries: int = 3) -> str:
+    """``args`` + a port for rank 0's store. A port picked here is free only until closed: another process
+    (an ephemeral connect, a parallel test) can take it before rank 0 binds it, so EADDRINUSE means try a
+    fresh one; any other failure fails at once."""
+    for attempt in range(tries):
+        try:
+            return _run([*args, _free_port()])
+        except AssertionError as failure:
+            if "EADDRINUSE" not in str(failure) or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _torchrun(script: str, *args: str) -> str:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     return _run([*cmd, str(SCRIPTS / script), *args])
@@ -126,5 +139,5 @@ def test_fsdp2_with_device_mesh_matches_single_process(single_losses: list[float
 
 @pytest.mark.slow
 def test_mp_spawn_ddp_matches_single_process(single_losses: list[float]) -> None:
-    losses = _losses(_run([sys.executable, str(SCRIPTS / "train.py"), "spawn", _free_port()]))
+    losses = _losses(_run_on_a_free_port([sys.executable, str(SCRIPTS / "train.py"), "spawn"]))
     assert losses == pytest.approx(single_losses, rel=1e-5, abs=1e-6)

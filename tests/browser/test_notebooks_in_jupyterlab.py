@@ -18,7 +18,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -66,10 +65,23 @@ def notebooks_with_controls() -> list[str]:
     return names
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _server_url(runtime: Path, server: subprocess.Popen, deadline: float) -> str:
+    """The URL the server wrote to its runtime file once listening: started on port 0, it binds whatever
+    port is free then (a port picked beforehand can be taken first, and the server would move on to another)."""
+    info = runtime / f"jpserver-{server.pid}.json"
+    while not info.is_file():
+        if server.poll() is not None or time.monotonic() > deadline:
+            log = (runtime.parent / "server.log").read_text()[-3000:]
+            raise RuntimeError(
+                f"JupyterLab wrote no {info.name} (exited: {server.poll() is not None}):\n{log}"
+            )
+        time.sleep(0.25)
+    for _ in range(40):  # written once; a reader can still see it half-written
+        try:
+            return json.loads(info.read_text())["url"].rstrip("/")
+        except (ValueError, KeyError):
+            time.sleep(0.25)
+    raise RuntimeError(f"unreadable server info {info}")
 
 
 def _stop(server: subprocess.Popen) -> None:
@@ -118,7 +130,7 @@ def lab(tmp_path_factory):
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    port, token = _free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     env = {
         **os.environ,
         "JUPYTERLAB_SETTINGS_DIR": str(work / ".settings"),
@@ -134,7 +146,7 @@ def lab(tmp_path_factory):
             "jupyterlab",
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
+            "--ServerApp.port=0",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={work}",
             "--expose-app-in-browser",
@@ -148,10 +160,10 @@ def lab(tmp_path_factory):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    base = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     try:
         deadline = time.monotonic() + 90
+        base = _server_url(work / ".runtime", server, deadline)
         while True:
             try:
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()

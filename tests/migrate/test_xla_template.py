@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -93,12 +92,6 @@ def test_migrated_template_trains_on_tpu(tmp_path, migrated):
     assert "on 1 process(es), ordinal 0" in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_migrated_template_trains_under_torchrun(tmp_path, migrated):
     launcher = [
@@ -106,7 +99,7 @@ def test_migrated_template_trains_under_torchrun(tmp_path, migrated):
         "-m",
         "torch.distributed.run",
         "--nproc_per_node=2",
-        f"--master_port={_free_port()}",
+        "--standalone",  # the launcher's own store on a free port it binds: no port picked here to race for
     ]
     out = _run(tmp_path, migrated, launcher)
     steps = TRAIN_LINE.findall(out)
