@@ -66,6 +66,8 @@ def extract(mirror: Path, dest: Path, repos: list[tuple[str, str]]) -> None:
     """Copy the .py/.ipynb files of each repository at its commit out of a bare git mirror."""
     for name, commit in repos:
         git_dir = mirror / name.replace("/", "+") / "repo"
+        if (git_dir / ".git").is_dir():  # (a mirror the fetch tool left as a checkout)
+            git_dir = git_dir / ".git"
         target = dest / name.replace("/", "+")
         if target.exists():
             continue

@@ -10,7 +10,7 @@ migrated run must show that it ran on the "tpu": a ``sitecustomize`` on ``PYTHON
 installs a global module forward pre-hook in every process of the run and prints the device types of the tensors
 that modules were called with, which must include "tpu".
 
-    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only DDP]
+    python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only DDP ...]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -69,6 +70,10 @@ class Script:
     needs: tuple[
         str, ...
     ] = ()  # the script's own requirements beyond torch (it is skipped, not passed, without)
+    # regex: once the run prints it, the run is ended there and counts as exit 0 (for a script whose compared
+    # numbers are all printed before an ending that cannot finish on either side, e.g. plotting with an API that
+    # today's matplotlib no longer has)
+    stop_at: str = ""
 
 
 #: Time-Series-Library's ETTh1.csv (17,420 hourly rows; the loader's borders need 14,400), synthetic: daily and
@@ -348,8 +353,8 @@ SCRIPTS = [
         needs=("torchvision", "timm", "wilds"),
     ),
     # held-out 18: vector-quantize-pytorch's example autoencoders on synthetic Fashion-MNIST idx files in their
-    # root='~/data/fashion_mnist' (their own requirements: torchvision, einops, einx, fire, tqdm), run from the
-    # repository root as modules so that they import the repository's (migrated) package
+    # root='~/data/fashion_mnist' (their own requirements: torchvision, einops, einx, fire, tqdm; FVQ's also
+    # x-transformers), run from the repository root as modules so that they import the repository's (migrated) package
     *(
         Script(
             f"vector-quantize-pytorch examples/{stem}.py (100 training steps of its {what} autoencoder, "
@@ -365,17 +370,93 @@ SCRIPTS = [
             atol=2.01e-3,  # the script prints 3 decimals
             manifest="migrate_corpus_heldout18.txt",
             setup=_mnist_idx(os.path.expanduser("~/data/fashion_mnist/FashionMNIST/raw"), 2560, 16),
-            needs=("torchvision", "einops", "einx", "fire", "tqdm"),
+            needs=("torchvision", "einops", "einx", "fire", "tqdm", *more),
         )
-        for stem, what in (
-            ("autoencoder", "VQ"),
-            ("autoencoder_fsq", "FSQ"),
-            ("autoencoder_lfq", "LFQ"),
-            ("autoencoder_sim_vq", "SimVQ"),
-            ("autoencoder_hq", "HQ"),
-            ("autoencoder_fvq", "FVQ"),
-            ("autoencoder_fsp", "FSP"),
+        for stem, what, more in (
+            ("autoencoder", "VQ", ()),
+            ("autoencoder_fsq", "FSQ", ()),
+            ("autoencoder_lfq", "LFQ", ()),
+            ("autoencoder_sim_vq", "SimVQ", ()),
+            ("autoencoder_hq", "HQ", ()),
+            # its encoder and decoder are x-transformers Encoders
+            ("autoencoder_fvq", "FVQ", ("x_transformers",)),
+            ("autoencoder_fsp", "FSP", ()),
         )
+    ),
+    # held-out 18: FFJORD's toy 2-D density scripts as its README runs them, on --data circles rather than the
+    # README's 8gaussians: 8gaussians (like pinwheel, the default, and rings) draws from np.random.RandomState(),
+    # seeded from the OS on every call, so no two runs see the same batches; circles draws from sklearn's
+    # make_circles on NumPy's global generator, which the hook seeds (their own requirements: matplotlib,
+    # scikit-learn, torchdiffeq)
+    Script(
+        "ffjord train_toy.py (FFJORD continuous normalizing flow on the circles toy density, 20 iterations and the "
+        "test loss; device = 'cuda:' + str(args.gpu) if cuda.is_available())",
+        "rtqichen/ffjord",
+        ".",
+        (
+            "train_toy.py",
+            *"--data circles --dims 64-64-64 --layer_type concatsquash --save experiment1 --niters 20".split(),
+        ),
+        # each iteration's loss and the dopri5 solver's step counts (an integer that moves if the solver's
+        # accept/reject decisions do), then the test loss
+        r"\| Loss (-?[\d.]+)\(|NFE Forward (\d+)\(|NFE Backward (\d+)\(|Test Loss (-?[\d.]+)",
+        rtol=1e-4,
+        atol=1e-6,  # the script prints 6 decimals
+        manifest="migrate_corpus_heldout18.txt",
+        needs=("matplotlib", "sklearn", "torchdiffeq"),
+        # after training it integrates an 800x800 grid through the flow at 101 times (not done after 5 minutes on
+        # the CPU) and then plots it with matplotlib.cm.get_cmap, gone since matplotlib 3.9, and
+        # Axes.set_axis_bgcolor, gone since 2.2: it cannot end on either side. (The migrated run stops sooner, at
+        # once: torch.linspace(0, end_time, 101), end_time a 0-dim "tpu" tensor, raises "Expected all tensors to be
+        # on the same device ... tpu:0 and cpu", where CUDA's linspace takes end_time.item().)
+        stop_at=r"(?m)^Training has finished\.",  # (its log starts with its own source, where the line is indented)
+    ),
+    # its README: "Glow / Real NVP experiments are run using train_discrete_toy.py" (--glow True puts a learned
+    # 2x2 linear layer before each coupling layer)
+    *(
+        Script(
+            f"ffjord train_discrete_toy.py{flag} ({what} flow on the circles toy density, 500 iterations and the test "
+            "loss; device = 'cuda:' + str(args.gpu) if cuda.is_available())",
+            "rtqichen/ffjord",
+            ".",
+            ("train_discrete_toy.py", *f"--data circles --save experiment1 --niters 500{flag}".split()),
+            r"\| Loss (-?[\d.]+)\(|Test Loss (-?[\d.]+)",  # every 100 iterations (its --log_freq), then the test
+            rtol=1e-4,
+            atol=1e-6,  # the script prints 6 decimals
+            manifest="migrate_corpus_heldout18.txt",
+            needs=("matplotlib", "sklearn"),
+        )
+        for flag, what in (("", "Real NVP coupling"), (" --glow True", "Glow"))
+    ),
+    # held-out 18: Augmented Neural ODEs' image experiment as its README runs it (python main_experiment_img.py
+    # config_img.json), with the committed config's models and a shorter training config, on a small synthetic
+    # MNIST in the loader's '../../mnist_data' (its own requirements: torchvision, imageio, matplotlib,
+    # torchdiffeq). Its toy-data experiment, main_experiment.py, is not here: it hard-codes
+    # device = torch.device('cpu'), so there is nothing to migrate and nothing would run on the "tpu"
+    Script(
+        "augmented-neural-odes main_experiment_img.py (ANODE and NODE conv models of config_img.json, 2 epochs of 4 "
+        "batches each, adjoint dopri5; device = 'cuda' if cuda.is_available(); synthetic MNIST)",
+        "EmilienDupont/augmented-neural-odes",
+        ".",
+        ("main_experiment_img.py", "config_img_short.json"),
+        # every iteration's loss and forward / backward (adjoint) solver steps, and each epoch's mean loss
+        r"(?m)^Loss: ([\d.]+)|^NFE: (\d+)|^BNFE: (\d+)|^Epoch \d+: ([\d.]+)",
+        # the script prints 3 decimals; the first epoch of each model agrees to the last digit, then the CPU alone,
+        # run with 1 thread instead of 2, drifts by up to 0.94% by the 8th step (1.287 -> 1.275; the migrated run:
+        # 0.36%, 1.125 -> 1.129); the solver step counts stay equal
+        rtol=1e-2,
+        atol=1.01e-3,
+        manifest="migrate_corpus_heldout18.txt",
+        setup=_mnist_idx("../../mnist_data/MNIST/raw", 64, 16)
+        + """
+import json
+cfg = json.load(open("config_img.json"))
+# one repetition (not 5) of 2 epochs (not 20) of batches of 16 (not 256), every iteration printed
+cfg["num_reps"] = 1
+cfg["training_config"].update(batch_size=16, print_freq=1, record_freq=1, epochs=2)
+json.dump(cfg, open("config_img_short.json", "w"), indent=2)
+""",
+        needs=("torchvision", "imageio", "matplotlib", "torchdiffeq"),
     ),
 ]
 
@@ -429,12 +510,14 @@ def _patch(tree: Path, patches: tuple[tuple[str, str], ...]) -> None:
         path.write_bytes(data.replace(old.encode(), new.encode()))
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path) -> tuple[object, str, float]:
+def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path, stop_at: str = "") -> tuple[object, str, float]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
     }
     t0 = time.perf_counter()
+    if stop_at:
+        return _run_until(["nice", "-n", "10", *cmd], cwd, env, timeout, stop_at, t0)
     try:
         out = subprocess.run(
             ["nice", "-n", "10", *cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
@@ -445,6 +528,41 @@ def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path) -> tuple[object, s
         rc = "timeout"
         text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
     return rc, text, time.perf_counter() - t0
+
+
+def _run_until(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: int, stop_at: str, t0: float
+) -> tuple[object, str, float]:
+    """Run ``cmd`` with its output in files, polled once a second: once it shows ``stop_at`` the run is ended and
+    counts as exit 0. It is interrupted (SIGINT), so that its atexit hooks, the device report among them, still run;
+    if it has not ended a minute later, its process group (the run's own processes, in a session of their own) is
+    killed."""
+    out_path, err_path = cwd / ".corpus-run.out", cwd / ".corpus-run.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True)
+        rc: object = None
+
+        def text() -> str:
+            return out_path.read_text(errors="replace") + err_path.read_text(errors="replace")
+
+        while rc is None:
+            time.sleep(1)
+            ended = proc.poll() is not None
+            # stop_at first: what the run does after it (an exit included) does not count
+            if re.search(stop_at, text()):
+                rc = 0
+            elif ended:
+                rc = proc.returncode
+            elif time.perf_counter() - t0 > timeout:
+                rc = "timeout"
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # while its leader lives, the group id is still the run's
+                proc.wait()
+    return rc, text(), time.perf_counter() - t0
 
 
 def _values(rx: str, text: str) -> list[float]:
@@ -479,7 +597,7 @@ def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
         hook = base / "hook"
         hook.mkdir(exist_ok=True)
         (hook / "sitecustomize.py").write_text(HOOK)
-        rc, text, secs = _run([sys.executable, *s.argv], tree / s.folder, s.timeout, hook)
+        rc, text, secs = _run([sys.executable, *s.argv], tree / s.folder, s.timeout, hook, s.stop_at)
         (base / f"{side}.log").write_text(text)
         res.rc[side], res.seconds[side] = rc, round(secs, 1)
         res.values[side] = _values(s.numbers, text)
@@ -510,7 +628,13 @@ def main(argv: list[str] | None = None) -> int:
         "--mirror", type=Path, default=Path("/work/.mirror"), help="bare git mirrors (owner+name/repo)"
     )
     p.add_argument("--scratch", type=Path, default=Path("/tmp/corpus-run"), help="where the copies are run")
-    p.add_argument("--only", action="append", default=[], help="run scripts whose name contains this")
+    p.add_argument(
+        "--only",
+        action="extend",
+        nargs="+",
+        default=[],
+        help="run scripts whose name contains one of these",
+    )
     a = p.parse_args(argv)
     ok = 0
     chosen = [s for s in SCRIPTS if not a.only or any(o in s.name for o in a.only)]

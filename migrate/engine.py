@@ -15,7 +15,7 @@ from .limits import DEFAULT_LIMITS, Limits, StageCallback
 from .one_file import Computed, apply, file_size, migrate_text, process_file
 from .project import installed, scan_files, with_project
 from .results import FileResult, RunResult
-from .rules.cuda_api import cuda_only_module
+from .rules.cuda_api import cuda_only_module, device_limited
 from .selection import RuleSet, as_rule_set
 
 #: Below this many files a process pool costs more than it saves.
@@ -95,7 +95,7 @@ def run_files(
     (``RunResult.interrupted``), and no file is left half-written.
     """
     rules = as_rule_set(rules, select, ignore)
-    facts = scan_files(with_project(files), cuda_only_module)
+    facts = scan_files(with_project(files), cuda_only_module, device_limited)
     if files:
         facts = replace(facts, tree=tree_of(named if named else files))
     jobs = max(1, jobs or default_jobs())

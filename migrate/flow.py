@@ -15,6 +15,7 @@ in a container) is never rewritten: its effect is out of sight.
 from __future__ import annotations
 
 import builtins
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from ._host import HOST_LIBRARIES, HostHelpers
 from ._scopes import scopes as _scopes
 from ._walk import child_nodes as _children
 from .names import TRIVIA, canonical, node_types
+from .project import current as _project_facts
 
 #: Calls whose truth means "CUDA is here" (device_count also as `> 0`).
 CHECK_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
@@ -174,6 +176,12 @@ class Flow:
                 and _code(node.value) not in own
             ):
                 self.checks.append(self._check(node, "is_cuda"))
+        reaches = _project_facts().reaches_device_limited.get(os.path.abspath(path)) if path else None
+        for check in self.checks if reaches else ():
+            if check.unseen is None and check.divides is None:
+                check.unseen = (
+                    reaches  # (its branches stay as written with it: the device stays 'cpu'/'cuda')
+                )
 
     # ------------------------------------------------------------------ questions rules ask
     def twins(self, check: Check) -> list[Check]:

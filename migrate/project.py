@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import _sparse
 from .discover import walk
 
 #: Files bigger than this are not scanned (generated code holds no such helper; the scan stays cheap).
@@ -72,6 +73,14 @@ class ProjectFacts:
     #: part of ``config.dist_backend``), whose call the migration wraps in _tpu_backend(...): a config's 'nccl'
     #: stored under the same name is translated there at run time
     groups_from_data: tuple[tuple[str, str], ...] = ()
+    #: absolute path of a module whose imports (function-level too, through other project modules) reach a
+    #: project file built on a CPU-or-CUDA-only library (whisperX's CLI -> transcribe.py -> asr.py, which
+    #: imports faster_whisper) -> why: the device its checks choose may be handed to that library, which takes
+    #: "cpu" or "cuda" only, so its checks are kept (see migrate.flow)
+    reaches_device_limited: dict[str, str] = field(default_factory=dict)
+    #: functions of the project that return sparse tensors -> the sparse positions of their returned tuple (()
+    #: for one tensor): moving those to 'tpu' fails on TorchTPU (migrate._sparse)
+    sparse_returns: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -81,6 +90,8 @@ class ProjectFacts:
             or other.built_on_cuda_only
             or other.probes
             or other.groups_from_data
+            or other.reaches_device_limited
+            or other.sparse_returns
         ):
             return self
         params = dict(self.enum_params)
@@ -96,6 +107,8 @@ class ProjectFacts:
             self.probes | other.probes,
             self.tree or other.tree,
             tuple(dict.fromkeys((*self.groups_from_data, *other.groups_from_data))),
+            {**other.reaches_device_limited, **self.reaches_device_limited},
+            {**other.sparse_returns, **self.sparse_returns},
         )
 
 
@@ -290,7 +303,9 @@ def _probes(tree: ast.Module, path: str, is_cuda_only: Callable[[str, str], bool
 
 
 def scan_sources(
-    sources: Iterable[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None = None
+    sources: Iterable[tuple[str, str]],
+    is_cuda_only: Callable[[str, str], bool] | None = None,
+    is_device_limited: Callable[[str], bool] | None = None,
 ) -> ProjectFacts:
     """The facts of these (path, module text) pairs: every device-named enum, then what takes one; the
     test gates; the modules only CUDA-only files import."""
@@ -298,6 +313,7 @@ def scan_sources(
     gates: set[str] = set()
     probes: set[str] = set()
     enums: dict[str, frozenset[str]] = {}
+    sparse_trees: list[ast.Module] = []
     for path, text in sources:
         if len(text) > SCAN_BYTES:
             continue
@@ -305,7 +321,10 @@ def scan_sources(
         probe_words = is_cuda_only is not None and any(
             not top and not level and is_cuda_only(mod, path) for top, level, mod, _n in _imports(text)
         )
-        tree = _parse(text) if enum_words or gate_words or probe_words else None
+        sparse_words = any(w in text for w in _sparse.WORDS)
+        tree = _parse(text) if enum_words or gate_words or probe_words or sparse_words else None
+        if tree is not None and sparse_words:
+            sparse_trees.append(tree)
         if tree is not None and gate_words:
             gates |= {fn.name for owner, fn in _functions(tree) if owner is None and _is_gate(fn)}
         if tree is not None and probe_words and is_cuda_only is not None:
@@ -313,9 +332,20 @@ def scan_sources(
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    links = _cuda_only_links([(p, t) for p, t, _ in seen], is_cuda_only)
+    helpers, built_on, reaches = _cuda_only_links(
+        [(p, t) for p, t, _ in seen], is_cuda_only, is_device_limited
+    )
     from_data = tuple(dict.fromkeys((name, p) for p, t, _ in seen for name in _backends_from_data(t)))
-    facts = ProjectFacts(frozenset(gates), {}, *links, frozenset(probes), groups_from_data=from_data)
+    facts = ProjectFacts(
+        frozenset(gates),
+        {},
+        helpers,
+        built_on,
+        frozenset(probes),
+        groups_from_data=from_data,
+        reaches_device_limited=reaches,
+        sparse_returns=_sparse.sparse_returns(sparse_trees),
+    )
     if not enums:
         return facts
     named = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(enums))) + r")\b")
@@ -350,10 +380,15 @@ def scan_texts(texts: Iterable[str]) -> ProjectFacts:
     return scan_sources((f"<text {i}>", t) for i, t in enumerate(texts))
 
 
-def scan_files(paths: Iterable[str], is_cuda_only: Callable[[str, str], bool] | None = None) -> ProjectFacts:
+def scan_files(
+    paths: Iterable[str],
+    is_cuda_only: Callable[[str, str], bool] | None = None,
+    is_device_limited: Callable[[str], bool] | None = None,
+) -> ProjectFacts:
     """:func:`scan_sources` over the ``.py`` files among ``paths`` (an unreadable file is left out);
     ``is_cuda_only(module, importer_path)`` names the CUDA-only modules (the rules' test, passed in by the engine
-    so that this module imports no rule)."""
+    so that this module imports no rule); ``is_device_limited(module)`` names those of them that take a device
+    ("cpu" or "cuda" only: CTranslate2, detectron2)."""
 
     def sources() -> Iterator[tuple[str, str]]:
         for p in paths:
@@ -366,7 +401,7 @@ def scan_files(paths: Iterable[str], is_cuda_only: Callable[[str, str], bool] | 
             except OSError:
                 continue
 
-    return scan_sources(sources(), is_cuda_only)
+    return scan_sources(sources(), is_cuda_only, is_device_limited)
 
 
 # --- modules that only CUDA-only files import -----------------------------------------------------------------
@@ -504,14 +539,17 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
 
 
 def _cuda_only_links(
-    sources: list[tuple[str, str]], is_cuda_only: Callable[[str, str], bool] | None
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(modules only CUDA-only files import: left as written with them, modules built on a CUDA-only file)."""
+    sources: list[tuple[str, str]],
+    is_cuda_only: Callable[[str, str], bool] | None,
+    is_device_limited: Callable[[str], bool] | None = None,
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(modules only CUDA-only files import: left as written with them, modules built on a CUDA-only file,
+    modules that reach a file built on a device-limited library)."""
     if is_cuda_only is None:
-        return {}, {}
+        return {}, {}, {}
     cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t, is_cuda_only))}
     if not cuda_only:
-        return {}, {}
+        return {}, {}, {}
     files = {p for p, _ in sources}
     by_key: dict[str, set[str]] = {}
     for p in files:
@@ -541,7 +579,30 @@ def _cuda_only_links(
             f"only CUDA-only code imports this module (`{os.path.relpath(user, os.path.dirname(target))}`, which imports "
             f"`{cuda_only[user]}` and is left as written): left as written with it; port them together"
         )
-    return out, {p: msg for p, msg in built_on.items() if p not in out}
+    limited = {p: m for p, m in cuda_only.items() if is_device_limited is not None and is_device_limited(m)}
+    reaches = _reaching(limited, importers, skip=cuda_only.keys() | out.keys())
+    return out, {p: msg for p, msg in built_on.items() if p not in out}, reaches
+
+
+def _reaching(roots: dict[str, str], importers: dict[str, set[str]], skip: Iterable[str]) -> dict[str, str]:
+    """Files whose imports, at any level and through other project files, reach one of ``roots`` (path -> the
+    device-limited library it imports) -> why. whisperX's ``__main__`` imports ``transcribe`` inside ``cli()``,
+    which imports ``asr.py``, built on faster_whisper: the CLI's ``--device`` default ends in CTranslate2."""
+    out: dict[str, str] = {}
+    skipped = set(skip)
+    todo = [(root, root) for root in sorted(roots)]
+    while todo:
+        at, root = todo.pop(0)
+        for user in sorted(importers.get(at, ())):
+            if user in out or user in skipped or user in roots:
+                continue
+            rel = os.path.relpath(root, os.path.dirname(user))
+            out[user] = (
+                f"it picks a device for a program that reaches the project's `{rel}`, built on `{roots[root]}`, "
+                "which takes the device 'cpu' or 'cuda' only"
+            )
+            todo.append((user, root))
+    return out
 
 
 def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str, str]:

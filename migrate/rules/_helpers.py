@@ -289,6 +289,16 @@ LEGACY_TENSOR = _helper(
     (),
 )
 
+DEVICE_RANDOM = _helper(
+    "_tpu_random",
+    '''def _tpu_random():
+    """Added by tpu-migrate: the module whose manual_seed(_all) seeds the accelerator only, as CUDA's did:
+    torch.tpu where TorchTPU is loaded; elsewhere torch.cuda as written, whose seeding is a no-op without a GPU
+    (torch.tpu exists only where TorchTPU is loaded: naming it there would raise)."""
+    return getattr(torch, "tpu", None) or torch.cuda
+''',
+)
+
 #: A test for a TPU by name (not any accelerator: a Mac's mps is one too). One comparison, so it replaces a call
 #: anywhere in an expression (`not ...`, `... and x`).
 TPU_PRESENT = 'getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"'

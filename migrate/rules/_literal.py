@@ -18,11 +18,18 @@ from ..project import facts_for
 from . import _helpers
 from ._util import code, literals, string_body, with_body
 from .base import Context, Rule
+from .cuda_api import DEVICE_LIMITED_LIBRARIES, device_limited, imported_modules
 from .frameworks import framework_knob_strings
 
 _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
+#: An indented import of a library with CPU and CUDA kernels only (a cheap test before walking functions).
+_LIMITED_IMPORT_WORDS = re.compile(
+    r"(?m)^[ \t]+(?:import|from)[ \t]+(?:"
+    + "|".join(sorted({re.escape(m.split(".")[0]) for m in DEVICE_LIMITED_LIBRARIES}))
+    + r")\b"
+)
 ARGPARSE_CODE = "TPU103"
 #: A call that creates a process group (a method so named, OpenRLHF's vLLM ``WorkerWrap.init_process_group(...,
 #: backend="nccl")`` for ray's collectives, is a definition: it creates none by its name).
@@ -347,6 +354,35 @@ def _device_choice(value: cst.BaseExpression) -> cst.SimpleString | None:
     if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.SimpleString):
         value = value.body
     return value if isinstance(value, cst.SimpleString) else None
+
+
+def _unresolved_cuda_check(ctx: Context, test: cst.BaseExpression) -> str | None:
+    """The text of a ``<name>.cuda.is_available()`` call in ``test`` whose name is a parameter of a def around it
+    (a marimo cell's ``def _(torch):``) and resolves to no import, else None."""
+    params = {
+        p.name.value
+        for s in ctx.statements()
+        if type(s) is cst.FunctionDef
+        for p in (*s.params.params, *s.params.posonly_params, *s.params.kwonly_params)  # type: ignore[attr-defined]
+    }
+    if not params:
+        return None
+    todo: list[cst.CSTNode] = [test]
+    while todo:
+        n = todo.pop()
+        if (
+            type(n) is cst.Call
+            and type(n.func) is cst.Attribute
+            and n.func.attr.value == "is_available"
+            and type(n.func.value) is cst.Attribute
+            and n.func.value.attr.value == "cuda"
+            and type(n.func.value.value) is cst.Name
+            and n.func.value.value.value in params
+            and ctx.qname(n.func) is None
+        ):
+            return code(n)
+        todo.extend(child_nodes(n))
+    return None
 
 
 def _sets_device_map(node: cst.CSTNode) -> bool:
@@ -752,6 +788,51 @@ class LiteralRule(Rule):
                 value=None,
             )
 
+    def _keep_unresolved_choice(self, ctx: Context, node: cst.If | cst.IfExp, check: str) -> None:
+        """``"cuda" if torch.cuda.is_available() else "cpu"`` where ``torch`` is not a module this file imports
+        (a marimo cell's parameter, handed over by the cell that imports torch: rainbow-is-all-you-need): the
+        check is not recognised, so it stays CUDA's; the 'cuda' it chooses renamed alone would pick 'tpu' on a
+        CUDA host and the CPU on a TPU one. Kept with its check, and flagged once."""
+        todo: list[cst.CSTNode] = [node.body]
+        said = False
+        while todo:
+            n = todo.pop()
+            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                ctx.claim_string(
+                    n,
+                    "" if said else self.code,
+                    "rewritten" if said else "flagged",
+                    ""
+                    if said
+                    else (
+                        f"'{string_body(n)}' is chosen by `{check}`, whose name this file does not import (a "
+                        "notebook cell's parameter?): kept with its check; migrate both together "
+                        "(torch.accelerator.is_available() and 'tpu')"
+                    ),
+                    value=None,
+                )
+                said = True
+            todo.extend(child_nodes(n))
+
+    def _keep_for_a_limited_import(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """A function that imports a library with CPU and CUDA kernels only (LTSF-Linear's Pyraformer: `import
+        tvm` in the function that builds a kernel for `target=device`, after `assert device in ['cpu', 'cuda']`):
+        its device strings are that library's targets. Kept as written; TPU211 flags the import."""
+        nodes: list[cst.CSTNode] = [fn.body]
+        imports_limited = False
+        strings: list[cst.SimpleString] = []
+        while nodes:
+            n = nodes.pop()
+            t = type(n)
+            if t is cst.Import or t is cst.ImportFrom:
+                imports_limited = imports_limited or any(device_limited(m) for m in imported_modules(n))
+                continue
+            if t is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                strings.append(n)  # type: ignore[arg-type]
+            nodes.extend(child_nodes(n))
+        for s in strings if imports_limited else ():
+            ctx.claim_string(s, "", "rewritten", "", value=None)
+
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
         renaming 'cuda' there changes which nodes it patches, not the device. Kept and flagged."""
@@ -790,6 +871,8 @@ class LiteralRule(Rule):
         if t is cst.Call and node.args:
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
             self._project_enum_args(ctx, node)  # type: ignore[arg-type]
+        if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
+            self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
         if t is cst.If:
             self._placement_test(ctx, node)  # type: ignore[arg-type]
             self._default_branch(ctx, node)  # type: ignore[arg-type]
@@ -817,6 +900,8 @@ class LiteralRule(Rule):
             if _TEST_DEF.match(node.name.value):  # type: ignore[attr-defined]
                 self._data_round_trip(ctx, node)  # type: ignore[arg-type]
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
+            if _LIMITED_IMPORT_WORDS.search(ctx.source_text):
+                self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")
                 if word is None:

@@ -150,6 +150,7 @@ class Autocast(Rule):
                 (dtype is None and qname in _CUDA_AMP) or (dtype is not None and _dtype_is_fp16(ctx, dtype))
             ):
                 new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
+                _note_bf16_region(ctx, orig)
                 ctx.report(
                     orig,
                     f'`{qname}` (float16) -> `torch.autocast("tpu", dtype=torch.bfloat16)`: the '
@@ -189,6 +190,7 @@ class Autocast(Rule):
         off = (enabled := arg(orig, 2, "enabled")) is not None and code(enabled.value) == "False"
         if was_cuda and given is None and not off:
             # `torch.autocast("cuda")` computed in CUDA's default float16; TPU autocast's default is bfloat16
+            _note_bf16_region(ctx, orig)
             ctx.report(
                 orig,
                 "autocast without a dtype: CUDA's default was float16, TPU's is bfloat16: numerics change; "
@@ -202,6 +204,7 @@ class Autocast(Rule):
                 if literal == "tpu"
                 else "(the device is chosen at run time, and the file's GradScaler is disabled for bf16)"
             )
+            _note_bf16_region(ctx, orig)
             ctx.report(
                 orig,
                 f"autocast dtype float16 -> bfloat16 {why}: numerics change; GradScaler is no longer needed",
@@ -264,6 +267,7 @@ class Autocast(Rule):
         dtype = kwarg(orig, "dtype")
         if dtype is not None and _dtype_is_fp16(ctx, dtype.value):
             new = set_kwarg(new, "dtype", expr("torch.bfloat16"))
+            _note_bf16_region(ctx, orig)
         spread = next(code(a.value) for a in node.args if a.star == "**")
         unnamed = (
             "the compute dtype changes from float16 to bfloat16"
@@ -279,6 +283,197 @@ class Autocast(Rule):
         )
         ctx.need_import("torch")
         return _portable(ctx, orig, new) if qname in _CUDA_AMP else new
+
+
+#: Tensor methods that keep a tensor's dtype (between a bf16 autocast output and its ``.numpy()``).
+_SAME_DTYPE = frozenset(
+    {
+        "detach",
+        "cpu",
+        "clone",
+        "contiguous",
+        "squeeze",
+        "unsqueeze",
+        "view",
+        "reshape",
+        "permute",
+        "transpose",
+        "flatten",
+        "data",
+        "T",
+        "mT",
+    }
+)
+
+
+def _note_bf16_region(ctx: Context, orig: cst.Call) -> None:
+    """The names a ``with`` block assigns under an autocast this rule made bfloat16 (from CUDA's float16), by
+    the function they are in: their tensors are bfloat16 now, which NumPy cannot hold (TPU306)."""
+    stack = ctx.statements()
+    block = next(
+        (
+            s
+            for s in reversed(stack)
+            if type(s) is cst.With and any(item.item is orig for item in s.items)  # type: ignore[attr-defined]
+        ),
+        None,
+    )
+    if block is None:
+        return
+    names: set[str] = set()
+    todo: list[cst.CSTNode] = [block.body]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Assign and _float_valued(n.value):  # type: ignore[attr-defined]
+            for t in n.targets:  # type: ignore[attr-defined]
+                _assigned_names(t.target, names)
+        elif type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        todo.extend(n.children)
+    defs = [s for s in stack if type(s) is cst.FunctionDef]
+    key = id(defs[-1]) if defs else 0
+    ctx.scratch.setdefault("bf16-autocast-names", {}).setdefault(key, set()).update(names)  # type: ignore[union-attr]
+
+
+#: Methods whose result is not a floating tensor of the autocast's dtype (indices, masks, casts, Python values).
+_NOT_FLOAT = frozenset(
+    {
+        "argmax",
+        "argmin",
+        "argsort",
+        "long",
+        "int",
+        "bool",
+        "nonzero",
+        "eq",
+        "ne",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+        "topk",
+        "sort",
+        "max",
+        "min",
+        "item",
+        "tolist",
+        "size",
+        "numel",
+        "to",
+        "type",
+        "float",
+        "double",
+        "round",
+    }
+)
+
+
+def _float_valued(value: cst.BaseExpression) -> bool:
+    """A model's or function's output (``model(x)``, ``self.model(x)[0]``): computed under the autocast, in its
+    dtype; not an index, a mask or a cast (``y.argmax(1)``, ``a > b``)."""
+    while type(value) is cst.Subscript:
+        value = value.value  # type: ignore[attr-defined]
+    if type(value) is not cst.Call:
+        return False
+    func = value.func  # type: ignore[attr-defined]
+    return type(func) is cst.Name or (type(func) is cst.Attribute and func.attr.value not in _NOT_FLOAT)
+
+
+def _assigned_names(target: cst.BaseExpression, into: set[str]) -> None:
+    if type(target) is cst.Name:
+        into.add(target.value)
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for e in target.elements:
+            _assigned_names(e.value, into)
+
+
+@register
+class NumpyOfBf16(Rule):
+    code = "TPU306"
+    name = "numpy-of-bf16-autocast-output"
+    family = "amp"
+    outcome = "warned"
+    summary = (
+        "`x.detach().cpu().numpy()` of a value computed under an autocast that TPU301 made bfloat16 -> "
+        "`x.detach().cpu().float().numpy()`."
+    )
+    rationale = (
+        "CUDA's float16 autocast gave float16 outputs, which NumPy holds; the TPU's bfloat16 ones raise "
+        "TypeError in .numpy() (LTSF-Linear's --use_amp test and predict loops). Only a value assigned in that "
+        "autocast block and reaching .numpy() through dtype-keeping methods (detach, cpu, views) is cast: "
+        "argmax indices and the like keep their dtype. .float() leaves a float32 tensor as it is."
+    )
+    before = (
+        "import torch\n\n\ndef test(model, x):\n    with torch.cuda.amp.autocast():\n        y = model(x)\n"
+        "    return y.detach().cpu().numpy()\n"
+    )
+    after = (
+        "import torch\n"
+        "\n"
+        "\n"
+        "def _tpu_autocast(**kwargs):\n"
+        '    """Added by tpu-migrate: torch.autocast on "tpu". CUDA\'s autocast also ran where there was no GPU (it\n'
+        '    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere (a CPU-only or\n'
+        "    a Mac's run) this is CUDA's autocast as written, which switches itself off again (and leaves a CPU\n"
+        '    autocast around it alone)."""\n'
+        '    if getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu":\n'
+        '        return torch.autocast("tpu", **kwargs)\n'
+        '    return torch.autocast("cuda", **kwargs)\n'
+        "\n"
+        "\n"
+        "def test(model, x):\n"
+        "    with _tpu_autocast(dtype=torch.bfloat16):\n"
+        "        y = model(x)\n"
+        "    return y.detach().cpu().float().numpy()\n"
+    )
+    requires = ("TPU301",)
+    methods = frozenset({"numpy"})
+    emits = ("torch.autocast", "torch.bfloat16", "torch.accelerator.current_accelerator")
+
+    def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
+        regions = ctx.scratch.get("bf16-autocast-names")
+        if not regions or orig.args or type(node.func) is not cst.Attribute:
+            return None
+        root = _dtype_keeping_root(orig.func.value)  # type: ignore[attr-defined]
+        if root is None:
+            return None
+        defs = [s for s in ctx.statements() if type(s) is cst.FunctionDef]
+        if root not in regions.get(id(defs[-1]) if defs else 0, ()):  # type: ignore[union-attr]
+            return None
+        ctx.report(
+            orig,
+            f"`{root}` is computed under an autocast now bfloat16 (CUDA's was float16), which NumPy cannot hold: "
+            "`.numpy()` -> `.float().numpy()`",
+            code=self.code,
+            outcome="warned",
+        )
+        receiver = node.func.value
+        return node.with_changes(
+            func=node.func.with_changes(
+                value=cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name("float")))
+            )
+        )
+
+
+def _dtype_keeping_root(value: cst.BaseExpression) -> str | None:
+    """The name at the root of ``value`` when everything between keeps its dtype (methods of _SAME_DTYPE,
+    subscripts), else None."""
+    while True:
+        t = type(value)
+        if t is cst.Name:
+            return value.value  # type: ignore[attr-defined]
+        if t is cst.Subscript:
+            value = value.value  # type: ignore[attr-defined]
+        elif t is cst.Attribute and value.attr.value in _SAME_DTYPE:  # type: ignore[attr-defined]
+            value = value.value  # type: ignore[attr-defined]
+        elif (
+            t is cst.Call
+            and type(value.func) is cst.Attribute  # type: ignore[attr-defined]
+            and value.func.attr.value in _SAME_DTYPE  # type: ignore[attr-defined]
+        ):
+            value = value.func.value  # type: ignore[attr-defined]
+        else:
+            return None
 
 
 _CUDA_SIGNATURE = "enabled=True, dtype=torch.float16, cache_enabled=True"

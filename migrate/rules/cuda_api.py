@@ -824,21 +824,34 @@ class CudaManualSeed(Rule):
     family = "cuda_api"
     outcome = "warned"
     summary = (
-        "Rewrite torch.cuda.manual_seed(_all)(s) to torch.tpu.manual_seed(_all)(s), or to torch.manual_seed(s) "
-        "where the CPU was seeded with that same s just before."
+        "Rewrite torch.cuda.manual_seed(_all)(s) to _tpu_random().manual_seed(_all)(s) (torch.tpu's where TorchTPU "
+        "is loaded), or to torch.manual_seed(s) where the CPU was seeded with that same s just before."
     )
     rationale = (
         "torch.cuda.manual_seed seeds the GPU only; torch.manual_seed would also reseed the CPU generator, "
         "which changes every later CPU draw when the value differs (Rainbow seeds the GPU with a second "
         "np.random.randint). torch.tpu.manual_seed(_all) is the contract's mapping (TorchTPU 0.2.0: a no-op "
-        "without a TPU, like CUDA's without a GPU). Where torch.manual_seed(s) with the same call-free s runs "
+        "without a TPU, like CUDA's without a GPU); torch.tpu exists only where TorchTPU is loaded, so a helper "
+        "picks it there and CUDA's call (a no-op without a GPU) elsewhere. Where torch.manual_seed(s) with the same call-free s runs "
         "just before (only other seeding between), one torch.manual_seed(s) seeds both and the repeated line "
         "goes; a CPU seed further up, with random draws between, is not reset again."
     )
     before = "import torch\n\ntorch.cuda.manual_seed_all(seed + rank)\n"
-    after = "import torch\n\ntorch.tpu.manual_seed_all(seed + rank)\n"
+    after = (
+        "import torch\n"
+        "\n"
+        "\n"
+        "def _tpu_random():\n"
+        '    """Added by tpu-migrate: the module whose manual_seed(_all) seeds the accelerator only, as CUDA\'s did:\n'
+        "    torch.tpu where TorchTPU is loaded; elsewhere torch.cuda as written, whose seeding is a no-op without a GPU\n"
+        '    (torch.tpu exists only where TorchTPU is loaded: naming it there would raise)."""\n'
+        '    return getattr(torch, "tpu", None) or torch.cuda\n'
+        "\n"
+        "\n"
+        "_tpu_random().manual_seed_all(seed + rank)\n"
+    )
     calls = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
-    emits = ("torch.manual_seed", "torch.tpu.manual_seed", "torch.tpu.manual_seed_all")
+    emits = ("torch.manual_seed", "torch.tpu", "torch.cuda")
 
     def call(self, ctx, orig, node, qname):
         seed = arg(node, 0, "seed")
@@ -852,15 +865,15 @@ class CudaManualSeed(Rule):
             )
             ctx.need_import("torch")
             return node.with_changes(func=expr("torch.manual_seed"))
-        new = f"torch.tpu.{qname.rsplit('.', 1)[1]}"
+        new = f"{_helpers.DEVICE_RANDOM}().{qname.rsplit('.', 1)[1]}"
         ctx.report(
             orig,
-            f"`{qname}` -> `{new}` (seeds the TPU only, as CUDA's seeded the GPU only; torch.manual_seed would "
-            "reseed the CPU generator too)",
+            f"`{qname}` -> `{new}` (torch.tpu's: seeds the TPU only, as CUDA's seeded the GPU only; "
+            "torch.manual_seed would reseed the CPU generator too; CUDA's as written where TorchTPU is not loaded)",
             code=self.code,
             outcome="warned",
         )
-        ctx.need_import("torch")
+        ctx.need_helper(_helpers.DEVICE_RANDOM)
         return node.with_changes(func=expr(new))
 
 
@@ -1367,6 +1380,13 @@ class CudaEventStream(Rule):
         )
 
 
+#: CUDA's floating tensor types -> the dtype a default of that type sets.
+_FLOAT_TYPES = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+}
 _TENSOR_TYPES = (
     "FloatTensor",
     "DoubleTensor",
@@ -1414,7 +1434,10 @@ class CudaTensorType(Rule):
     name = "cuda-tensor-type"
     family = "cuda_api"
     outcome = "warned"
-    summary = "Rewrite set_default_tensor_type('torch.cuda.FloatTensor') to torch.set_default_device('tpu'); flag torch.cuda.*Tensor."
+    summary = (
+        "Rewrite set_default_tensor_type(<a CUDA floating type>) to torch.set_default_device('tpu') (and "
+        "torch.set_default_dtype for half, double, bfloat16); flag torch.cuda.*Tensor."
+    )
     rationale = (
         "set_default_tensor_type is deprecated; the default device and dtype are set separately. "
         "Typed CUDA tensor constructors have no TPU counterpart."
@@ -1422,9 +1445,10 @@ class CudaTensorType(Rule):
     before = "import torch\n\ntorch.set_default_tensor_type('torch.cuda.FloatTensor')\n"
     after = "import torch\n\ntorch.set_default_device('tpu')\n"
     calls = frozenset({"torch.set_default_tensor_type"})
+    statements = frozenset({"torch.set_default_tensor_type"})
     refs = frozenset(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
     node_types = (cst.Call, cst.SimpleString, cst.Comparison)
-    emits = ("torch.set_default_device",)
+    emits = ("torch.set_default_device", "torch.set_default_dtype")
 
     def visit_node(self, ctx, node):
         if type(node) is cst.Call and ctx.qname(node.func) == "torch.set_default_tensor_type":
@@ -1461,7 +1485,23 @@ class CudaTensorType(Rule):
             )
         return None
 
+    def statement(self, ctx, orig, node, qname, call, target):
+        if call is None or target is not None:
+            return None
+        calls = self._default_type(ctx, orig.body[0].value)  # type: ignore[attr-defined]
+        if calls is None:
+            return None
+        first = node.with_changes(body=[cst.Expr(calls[0])], leading_lines=[])  # (the caller puts them back)
+        return [first, *(cst.SimpleStatementLine([cst.Expr(c)]) for c in calls[1:])]
+
     def call(self, ctx, orig, node, qname):
+        calls = self._default_type(ctx, orig, one_call=True)
+        return calls[0] if calls else None
+
+    def _default_type(self, ctx, orig: cst.Call, one_call: bool = False) -> list[cst.Call] | None:
+        """The calls that set what ``torch.set_default_tensor_type(<a CUDA type>)`` set: the default device
+        'tpu', and for a floating type other than float32 its dtype (RIFE's ``torch.cuda.HalfTensor`` for
+        --fp16: flagged, its device choice was kept on CUDA and met a model migrated to 'tpu')."""
         a = arg(orig, 0, "t")
         if a is None:
             return None
@@ -1469,7 +1509,8 @@ class CudaTensorType(Rule):
         text = body if body is not None else (ctx.qname(a.value) or "")
         if not text.startswith("torch.cuda."):
             return None
-        if text != "torch.cuda.FloatTensor":
+        dtype = _FLOAT_TYPES.get(text[len("torch.cuda.") :])
+        if dtype is None or (dtype != "float32" and one_call):
             ctx.flag(
                 orig,
                 f"default tensor type `{text}`: use torch.set_default_device('tpu') and "
@@ -1487,15 +1528,23 @@ class CudaTensorType(Rule):
                 code=self.code,
             )
             return None
+        extra = "" if dtype == "float32" else f" and set_default_dtype(torch.{dtype})"
         ctx.report(
             orig,
-            "set_default_tensor_type(torch.cuda.FloatTensor) -> set_default_device('tpu')",
+            f"set_default_tensor_type({text}) -> set_default_device('tpu'){extra}",
             code=self.code,
             outcome="warned",
         )
-        return node.with_changes(
+        device = orig.with_changes(
             func=expr("torch.set_default_device"), args=[cst.Arg(cst.SimpleString("'tpu'"))]
         )
+        if dtype == "float32":
+            return [device]
+        ctx.need_import("torch")
+        return [
+            device,
+            cst.Call(func=expr("torch.set_default_dtype"), args=[cst.Arg(expr(f"torch.{dtype}"))]),
+        ]
 
     def ref(self, ctx, orig, node, qname):
         if not self.flag_only and (ctx.is_called(orig) or _called_alias(ctx)):
@@ -1660,6 +1709,7 @@ KERNEL_MODULES = (
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
     *("detectron2", "warp"),  # (the same)
     *("faster_whisper", "ctranslate2"),  # (the same: CTranslate2 runs on the CPU or CUDA only)
+    "tvm",  # (the same: Apache TVM builds kernels for a target such as "llvm" or "cuda"; Pyraformer's)
     # quantization kernels: hqq's ATEN backends are the hqq_aten CUDA extension (fsdp_qlora's notebooks; hqq itself
     # and gptqmodel also have torch/CPU backends: not listed); AutoGPTQ, AutoAWQ and EETQ kernels
     *("hqq_aten", "auto_gptq", "awq", "eetq"),
@@ -1689,9 +1739,14 @@ _DEVICE_LIMITED: dict[str, str] = {
     # CTranslate2 engines (whisperX's and faster-whisper's ASR models): devices 'cpu', 'cuda' or 'auto' only
     "faster_whisper": "give its models the device 'cpu' (CTranslate2 runs on the CPU or CUDA only)",
     "ctranslate2": "give it the device 'cpu' (it runs on the CPU or CUDA only)",
+    # Apache TVM: kernels built for the device type of their input (`tvm.build(..., target=device)`: 'llvm'
+    # or 'cuda'), with no TPU target (LTSF-Linear's Pyraformer hierarchical_mm_tvm.py)
+    "tvm": "hand its kernels CPU tensors, or use the plain torch path of the model (no TVM target is a TPU)",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
 }
+#: The libraries of _DEVICE_LIMITED (for other rules' tests).
+DEVICE_LIMITED_LIBRARIES: tuple[str, ...] = tuple(_DEVICE_LIMITED)
 #: Calls that put a program on one of those libraries without importing it (PyG's SparseTensor adjacency), or
 #: that are such an op (torchaudio's forced_align: CPU and CUDA kernels only).
 DEVICE_LIMITED_CALLS = {
@@ -1891,7 +1946,17 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
         for full in imported_modules(small):
             if full == root or full.startswith(root + "."):  # (said there only if flagged there too)
                 earlier = earlier or cuda_only_module(full, getattr(ctx, "path", None))
-    return False  # (an import inside a def or class: its own TODO)
+    # an import inside a def: its own TODO, once per def and package (Pyraformer's `import tvm` then `from
+    # tvm.contrib import nvcc` in one function)
+    defs = [s for s in ctx.statements() if type(s) is cst.FunctionDef]
+    if not defs:
+        return False
+    said = ctx.scratch.setdefault("limited-imports-said", set())
+    key = (id(defs[-1]), root)
+    if key in said:
+        return True
+    said.add(key)
+    return False
 
 
 def imported_modules(small: cst.CSTNode) -> list[str]:

@@ -11,6 +11,8 @@ import re
 
 import libcst as cst
 
+from .._sparse import SPARSE_CONSTRUCTORS
+from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
     ARGPARSE_CODE,
@@ -480,3 +482,81 @@ class MapLocationLambda(Rule):
                 code=self.code,
             )
         return None
+
+
+@register
+class SparseToDevice(Rule):
+    code = "TPU110"
+    name = "sparse-tensor-to-device"
+    family = "cuda_device"
+    outcome = "flagged"
+    summary = (
+        "Flag a sparse tensor moved to the device (built in the file, or returned by a project function that "
+        "builds one, as pygcn's load_data): TorchTPU has no sparse tensors."
+    )
+    rationale = (
+        "TorchTPU 0.2.0's SparsePrivateUse1 fallback throws, so `adj.cuda()` migrated to `adj.to('tpu')` fails "
+        "on a TPU where the CUDA run worked. Densifying (`adj.to_dense()` with torch.mm) is right for a small "
+        "graph and out of memory for a large one, and other code may read the sparse layout: the choice is the "
+        "user's, so the move is flagged (and still migrated)."
+    )
+    before = "import torch\n\nadj = torch.sparse_coo_tensor(i, v, (n, n))\nadj = adj.cuda()\n"
+    after = (
+        "import torch\n\nadj = torch.sparse_coo_tensor(i, v, (n, n))\n# TODO(tpu-migrate TPU110): `adj` is a "
+        "sparse tensor (from `torch.sparse_coo_tensor(...)`): TorchTPU has no sparse tensors (moving one raises); "
+        "move `adj.to_dense()` (torch.mm / torch.spmm take it) if it fits, or keep the sparse product on the CPU\n"
+        'adj = adj.to("tpu")\n'
+    )
+    requires = ("TPU105",)
+    node_types = (cst.Call,)
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        func = node.func  # type: ignore[attr-defined]
+        if (
+            type(func) is not cst.Attribute
+            or func.attr.value not in ("cuda", "to")
+            or type(func.value) is not cst.Name
+        ):
+            return
+        receiver = func.value
+        names = ctx.scratch.get("sparse-names")
+        if names is None:  # (once per file, at its first move)
+            names = ctx.scratch["sparse-names"] = self._sparse_names(ctx)
+        if receiver.value in names:  # type: ignore[operator]
+            ctx.flag(
+                node,
+                f"`{receiver.value}` is a sparse tensor (from `{names[receiver.value]}(...)`): TorchTPU has no "
+                f"sparse tensors (moving one raises); move `{receiver.value}.to_dense()` (torch.mm / torch.spmm "
+                "take it) if it fits, or keep the sparse product on the CPU",
+                code=self.code,
+            )
+
+    def _sparse_names(self, ctx: Context) -> dict[str, str]:
+        """Names the file binds to sparse tensors -> the call that made them (by name, in any scope): a sparse
+        constructor, or a project function returning one (at the sparse positions of its returned tuple)."""
+        returns = facts_for(ctx.scratch, ctx.source_text).sparse_returns
+        text = ctx.source_text
+        if "sparse" not in text and not any(f in text for f in returns):
+            return {}
+        names: dict[str, str] = {}
+        todo: list[cst.CSTNode] = [getattr(ctx, "module", None) or cst.Module([])]
+        while todo:
+            n = todo.pop()
+            if type(n) is cst.Assign and type(n.value) is cst.Call and len(n.targets) == 1:  # type: ignore[attr-defined]
+                self._note(n, returns, names)  # type: ignore[arg-type]
+            todo.extend(n.children)
+        return names
+
+    @staticmethod
+    def _note(node: cst.Assign, returns: dict[str, tuple[int, ...]], names: dict[str, str]) -> None:
+        name = code(node.value.func)  # type: ignore[attr-defined]
+        last = name.rsplit(".", 1)[-1]
+        legacy = ".sparse." in f".{name}" and last.endswith("Tensor")
+        target = node.targets[0].target
+        if last in SPARSE_CONSTRUCTORS or legacy or returns.get(last) == ():
+            if type(target) is cst.Name:
+                names[target.value] = name
+        elif (positions := returns.get(last)) and isinstance(target, (cst.Tuple, cst.List)):
+            for i in positions:
+                if i < len(target.elements) and type(target.elements[i].value) is cst.Name:
+                    names[target.elements[i].value.value] = name  # type: ignore[attr-defined]

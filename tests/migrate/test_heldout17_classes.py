@@ -105,7 +105,7 @@ def test_a_gpu_seed_far_from_the_cpu_seed_stays_the_devices_own():
     )
     out = _code(run(src).new_source)
     # the wrong rewrite: torch.manual_seed(42) again, resetting the CPU stream after torch.rand drew from it
-    assert out.count("torch.manual_seed(42)") == 1 and "torch.tpu.manual_seed(42)" in out
+    assert out.count("torch.manual_seed(42)") == 1 and "_tpu_random().manual_seed(42)" in out
 
 
 def test_a_gpu_seed_right_after_the_same_cpu_seed_is_one_seed():

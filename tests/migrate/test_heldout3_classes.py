@@ -140,8 +140,8 @@ def test_a_gpu_seed_of_another_value_seeds_the_tpu_only():
     out = _code(run(src).new_source)
     # the wrong rewrite: torch.manual_seed(<second draw>) reseeds the CPU generator, changing every later CPU draw
     assert out.count("torch.manual_seed(") == 1
-    assert "torch.tpu.manual_seed(np.random.randint(1, 10000))" in out
-    assert "torch.tpu.manual_seed_all(base + rank)" in out
+    assert "_tpu_random().manual_seed(np.random.randint(1, 10000))" in out
+    assert "_tpu_random().manual_seed_all(base + rank)" in out
 
 
 def test_a_gpu_seed_equal_to_the_cpu_seed_folds_into_it():

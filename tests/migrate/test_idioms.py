@@ -200,8 +200,8 @@ CUDA_TABLE = [
     ("i = torch.cuda.current_device()", "TPU201", "rewritten", "torch.accelerator.current_device_index()"),
     ("torch.cuda.synchronize()", "TPU201", "rewritten", "torch.accelerator.synchronize()"),
     ("torch.cuda.empty_cache()", "TPU202", "rewritten", None),
-    ("torch.cuda.manual_seed(1)", "TPU203", "warned", "torch.tpu.manual_seed(1)"),
-    ("torch.cuda.manual_seed_all(1)", "TPU203", "warned", "torch.tpu.manual_seed_all(1)"),
+    ("torch.cuda.manual_seed(1)", "TPU203", "warned", "_tpu_random().manual_seed(1)"),
+    ("torch.cuda.manual_seed_all(1)", "TPU203", "warned", "_tpu_random().manual_seed_all(1)"),
     # (TorchTPU 0.2.0 answers memory statistics through torch.accelerator: contract §15)
     ("m = torch.cuda.memory_allocated()", "TPU204", "rewritten", "torch.accelerator.memory_allocated()"),
     (

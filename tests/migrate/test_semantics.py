@@ -304,4 +304,4 @@ def test_a_setter_line_repeated_by_a_rewrite_goes():
     out = run(src).new_source
     # (not across blocks; the else branch never seeded the CPU with 1: only the TPU is seeded there)
     assert out.count("torch.manual_seed(s)") == 1 and out.count("torch.manual_seed(1)") == 1
-    assert "torch.tpu.manual_seed(1)" in out
+    assert "_tpu_random().manual_seed(1)" in out

@@ -1,0 +1,133 @@
+"""Wrong rewrites found by the first reading of held-out check 19 (benchmarks/migrate_corpus_heldout19.txt), each
+as a class in its own words, each asserting the rewrite it must not make."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from migrate_helpers import run
+
+
+def _runs_without_torchtpu(tmp_path, source: str) -> subprocess.CompletedProcess:
+    """Run ``source`` where no TorchTPU device exists (a CPU-only user's run)."""
+    (tmp_path / "m.py").write_text(source)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+# --- pytorch-deep-learning: a lone `torch.cuda.manual_seed(42)` became `torch.tpu.manual_seed(42)`, which raises
+# AttributeError wherever TorchTPU is not loaded (CUDA's call is a no-op there) ---
+@pytest.mark.parametrize("call", ["manual_seed", "manual_seed_all"])
+def test_a_lone_device_seed_runs_where_torchtpu_is_not_loaded(tmp_path, call):
+    src = f"import torch\n\ntorch.manual_seed(0)\nx = torch.rand(1)\ntorch.cuda.{call}(42)\nprint(torch.rand(1).item())\n"
+    out = run(src).new_source
+    assert f"_tpu_random().{call}(42)" in out and "torch.tpu" not in out.split("def _tpu_random")[0]
+    proc = _runs_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    # the CPU stream is not reseeded: the same draw as the original's
+    assert proc.stdout == _runs_without_torchtpu(tmp_path, src).stdout
+
+
+def test_the_seed_helper_seeds_the_tpu_where_torchtpu_is_loaded():
+    out = run("import torch\n\ntorch.cuda.manual_seed(7)\n").new_source
+    scope: dict = {}
+    exec(compile(out, "m.py", "exec"), scope)
+    a = torch.rand(3, device="tpu").cpu()
+    scope["_tpu_random"]().manual_seed(7)
+    assert torch.equal(torch.rand(3, device="tpu").cpu(), a)
+
+
+# --- LTSF-Linear's Pyraformer: `import tvm` inside the function that compiles a kernel for `target=device`, after
+# `assert device in ['cpu', 'cuda']`: 'cuda' there is TVM's target, never torch's device ---
+def test_device_strings_in_a_function_importing_a_cpu_or_cuda_only_library_are_kept():
+    src = (
+        "import torch\n\n\ndef compile_kernel(device):\n    import tvm\n    from tvm.contrib import nvcc\n\n"
+        "    assert device in ['cpu', 'cuda']\n    return tvm.build(None, target=device)\n\n\n"
+        "def f(x):\n    return x.to('cuda')\n"
+    )
+    res = run(src)
+    assert "assert device in ['cpu', 'cuda']" in res.new_source
+    assert "x.to('tpu')" in res.new_source  # (the rest of the file is migrated)
+    assert res.new_source.count("TPU211") == 1  # (one TODO for the package in that function)
+
+
+# --- rainbow-is-all-you-need (marimo notebooks): `torch` is a cell function's parameter, so its check was not
+# recognised and stayed CUDA's while the 'cuda' it chooses was renamed: 'tpu' on a CUDA host, the CPU on a TPU ---
+def test_a_device_chosen_by_a_check_on_an_unimported_torch_is_kept_with_it():
+    src = (
+        "import marimo\n\napp = marimo.App()\n\n\n@app.cell\ndef _():\n    import torch\n    return (torch,)\n\n\n"
+        "@app.cell\ndef _(torch):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "    return (device,)\n"
+    )
+    out = run(src).new_source
+    assert "torch.device('cuda' if torch.cuda.is_available() else 'cpu')" in out
+    assert out.count("TODO(tpu-migrate") == 1 and "whose name this file does not import" in out
+
+
+def test_a_check_on_the_imported_torch_still_migrates_its_choice():
+    out = run(
+        "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    ).new_source
+    assert "torch.device('tpu' if torch.accelerator.is_available() else 'cpu')" in out
+
+
+# --- LTSF-Linear: CUDA's float16 autocast became bfloat16 and `outputs.detach().cpu().numpy()` after it raised
+# TypeError (NumPy has no bfloat16) where the fp16 run worked ---
+_AMP_TEST = (
+    "import torch\n\n\ndef predict(model, x):\n    with torch.cuda.amp.autocast():\n        outputs = model(x)\n"
+    "        idx = outputs.argmax(-1)\n    pred = outputs.detach().cpu().numpy()\n    return pred, idx.cpu().numpy()\n"
+)
+
+
+def test_numpy_of_an_autocast_output_made_bfloat16_is_cast_to_float_first():
+    out = run(_AMP_TEST).new_source
+    assert "pred = outputs.detach().cpu().float().numpy()" in out
+    assert "idx.cpu().numpy()" in out  # (indices keep their dtype)
+    assert run(out).new_source == out  # (a fixed point)
+    scope: dict = {}
+    exec(compile(out, "m.py", "exec"), scope)
+    model = torch.nn.Linear(4, 3).to("tpu")
+    pred, idx = scope["predict"](model, torch.randn(2, 4, device="tpu"))
+    assert pred.dtype.name == "float32" and idx.dtype.name == "int64"
+
+
+def test_numpy_outside_an_autocast_block_is_left_alone():
+    src = "import torch\n\n\ndef f(model, x):\n    y = model(x)\n    return y.detach().cpu().numpy()\n"
+    assert run(src).new_source == src
+
+
+# --- ECCV2022-RIFE: `if torch.cuda.is_available(): ... torch.set_default_tensor_type(torch.cuda.HalfTensor)` was a
+# finding, so the check and its twin device choice were kept on CUDA while the model modules moved to 'tpu' ---
+def test_a_half_default_tensor_type_becomes_the_default_device_and_dtype():
+    src = (
+        "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "if torch.cuda.is_available():\n    if fp16:\n        torch.set_default_tensor_type(torch.cuda.HalfTensor)\n"
+    )
+    out = run(src).new_source
+    assert "torch.device('tpu' if torch.accelerator.is_available() else 'cpu')" in out
+    assert "        torch.set_default_device('tpu')\n        torch.set_default_dtype(torch.float16)\n" in out
+    assert "TODO" not in out and run(out).new_source == out
+
+
+# --- pygcn: `adj, features, ... = load_data()` (load_data builds adj with torch.sparse.FloatTensor in utils.py),
+# then `adj = adj.cuda()` became `adj.to("tpu")`: TorchTPU has no sparse tensors ---
+def test_a_sparse_tensor_from_a_project_loader_is_not_moved_silently(tmp_path):
+    from test_heldout9_classes import _migrate_tree
+
+    (tmp_path / "utils.py").write_text(
+        "import torch\n\n\ndef to_sparse(m):\n    return torch.sparse.FloatTensor(m.i, m.v, m.shape)\n\n\n"
+        "def load_data():\n    adj = to_sparse(raw())\n    features = torch.ones(3, 2)\n    return adj, features\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom utils import load_data\n\nadj, features = load_data()\n"
+        "adj = adj.cuda()\nfeatures = features.cuda()\n"
+    )
+    out = _migrate_tree(tmp_path)["train.py"]
+    assert "TODO(tpu-migrate TPU110): `adj` is a sparse tensor (from `load_data(...)`)" in out
+    assert 'features = features.to("tpu")' in out and out.count("TPU110") == 1
