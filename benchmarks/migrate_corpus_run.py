@@ -539,7 +539,16 @@ def _run_until(
     killed."""
     out_path, err_path = cwd / ".corpus-run.out", cwd / ".corpus-run.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            # a run started in the background (`cmd &`) would inherit SIGINT ignored, and Python keeps it so
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         rc: object = None
 
         def text() -> str:
