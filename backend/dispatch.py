@@ -230,8 +230,40 @@ def _direct_plan(
 
 
 # ----------------------------------------------------------------------------- plans
+def _tensor_bounds_plan(func: Any) -> Callable[[Any, tuple, dict], Any] | None:
+    """``torch.linspace(0, t, n)`` / ``logspace`` with a 0-dim device tensor as a bound: PyTorch reads such a
+    bound with ``.item()`` and builds on the requested device (the CPU by default), so it runs on CUDA; the
+    overloads taking tensors come here because of the bound (ffjord's ``linspace(0, end_time, n)``)."""
+    packet = getattr(func, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    if name not in ("linspace", "logspace") or func._overloadname not in _TENSOR_BOUNDS:
+        return None
+    default = packet.default
+
+    def plan_tensor_bounds(f: Any, a: tuple, k: dict) -> Any:
+        start, end, *rest = a
+        wrong = [
+            f"{which} with {b.dim()} dimension(s)"
+            for which, b in (("start", start), ("end", end))
+            if isinstance(b, torch.Tensor) and b.dim() != 0
+        ]
+        if wrong:  # (PyTorch's words)
+            raise RuntimeError(
+                f"{name} only supports 0-dimensional start and end tensors, but got {' and '.join(wrong)}."
+            )
+        scalar = [b.item() if isinstance(b, torch.Tensor) else b for b in (start, end)]
+        return default(*scalar, *rest, **k)
+
+    return plan_tensor_bounds
+
+
+_TENSOR_BOUNDS = frozenset({"Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"})
+
+
 def _make_plan(func: Any) -> Callable[[Any, tuple, dict], Any]:
     operands_module.init()
+    if (bounds := _tensor_bounds_plan(func)) is not None:
+        return bounds
     low = lookup(func)
     if fidelity.fidelity_enabled() and fidelity.absent_on_torchtpu(func):
         message = fidelity.refusal_message(func)
