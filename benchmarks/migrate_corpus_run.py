@@ -74,6 +74,13 @@ class Script:
     # numbers are all printed before an ending that cannot finish on either side, e.g. plotting with an API that
     # today's matplotlib no longer has)
     stop_at: str = ""
+    # a folder under ``folder`` that the command runs in (its README's ``cd``), with ``folder`` itself put on
+    # PYTHONPATH in place of the package's ``python setup.py install`` that the README runs first
+    cwd: str = ""
+    # Python run on both sides before the script (appended to the hook's sitecustomize): a name that today's
+    # libraries removed and the script's era had (NumPy 2.0's np.Inf), put back -- the environment the script was
+    # written for, not an edit of it
+    compat: str = ""
 
 
 #: Time-Series-Library's ETTh1.csv (17,420 hourly rows; the loader's borders need 14,400), synthetic: daily and
@@ -144,6 +151,43 @@ write("train", {n_train})
 write("t10k", {n_test})
 """
 
+
+#: Cora's cora.content (2,708 papers, 1,433 binary word attributes, 7 class names), synthetic: the mirrors of pygcn
+#: and pyGAT hold the committed cora.cites but not cora.content (a blob the fetch left out). One line per paper id of
+#: cora.cites, in the order they first appear there; the class is drawn at random, and each class has 30 words that
+#: its papers use with probability 0.3 (0.01 for the rest), so that the graph networks have something to learn.
+CORA_CONTENT = """
+import numpy as np
+rng = np.random.default_rng(0)
+ids = list(dict.fromkeys(open("data/cora/cora.cites").read().split()))
+classes = ["Case_Based", "Genetic_Algorithms", "Neural_Networks", "Probabilistic_Methods",
+           "Reinforcement_Learning", "Rule_Learning", "Theory"]
+labels = rng.integers(0, 7, len(ids))
+p = np.full((7, 1433), 0.01)
+for c in range(7):
+    p[c, rng.choice(1433, 30, replace=False)] = 0.3
+words = (rng.random((len(ids), 1433)) < p[labels]).astype(int)
+with open("data/cora/cora.content", "w") as f:
+    for i, w, c in zip(ids, words, labels):
+        f.write(i + "\\t" + "\\t".join(map(str, w)) + "\\t" + classes[c] + "\\n")
+"""
+
+#: going_modular's pizza_steak_sushi (ImageFolder train/ and test/, a folder a class), synthetic: 24 training and 8
+#: test JPEGs a class, 96x96, a class-coloured gradient with seeded noise (the script resizes them to 64x64).
+PIZZA_STEAK_SUSHI = """
+import numpy as np, os
+from PIL import Image
+rng = np.random.default_rng(0)
+base = {"pizza": (200, 60, 40), "steak": (120, 70, 50), "sushi": (230, 230, 220)}
+for split, n in (("train", 24), ("test", 8)):
+    for cls, rgb in base.items():
+        d = f"data/pizza_steak_sushi/{split}/{cls}"
+        os.makedirs(d, exist_ok=True)
+        for k in range(n):
+            ramp = np.linspace(0.5, 1.0, 96)[None, :, None]
+            img = np.array(rgb)[None, None, :] * ramp + rng.normal(0, 30, (96, 96, 3))
+            Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(f"{d}/{k}.jpg")
+"""
 
 SCRIPTS = [
     *(
@@ -458,6 +502,74 @@ json.dump(cfg, open("config_img_short.json", "w"), indent=2)
 """,
         needs=("torchvision", "imageio", "matplotlib", "torchdiffeq"),
     ),
+    # held-out 19 (benchmarks/migrate_corpus_heldout19.txt): pyGAT's train.py as its README runs it (python
+    # train.py, from the repository root), on the committed cora.cites and a synthetic cora.content, for 30 of its
+    # 10,000 epochs (its --patience 100 would not stop it sooner); it saves a checkpoint every epoch and reloads the
+    # best one for the test, so the reload (torch.load, given map_location by the tool) is run too
+    *(
+        Script(
+            f"pyGAT train.py{flag} ({what} on Cora with a synthetic cora.content, 30 epochs, then the best epoch "
+            "reloaded and tested; args.cuda = torch.cuda.is_available())",
+            "Diego999/pyGAT",
+            ".",
+            ("train.py", "--epochs", "30", *flag.split()),
+            r"loss_train: ([\d.]+) acc_train: ([\d.]+) loss_val: ([\d.]+) acc_val: ([\d.]+)"
+            r"|Loading (\d+)th epoch|loss= ([\d.]+) accuracy= ([\d.]+)",
+            rtol=0.0,
+            atol=1.01e-4,  # the script prints 4 decimals
+            manifest="migrate_corpus_heldout19.txt",
+            setup=CORA_CONTENT,
+            needs=("scipy",),
+        )
+        for flag, what in (
+            ("", "dense GAT"),
+            (" --sparse", "sparse GAT, its own sparse-matrix autograd Function"),
+        )
+    ),
+    # held-out 19: LTSF-Linear's linear forecasters, each as the first run of scripts/EXP-LongForecasting/Linear/
+    # etth1.sh, on a synthetic ETTh1.csv in its --root_path ./dataset/, for 3 of its 10 epochs (its own
+    # requirements: pandas, scikit-learn, matplotlib); the CPU reference needs no patch: run_longExp.py turns
+    # --use_gpu off itself where CUDA is not there
+    *(
+        Script(
+            f"LTSF-Linear run_longExp.py --model {model} (etth1.sh's first run, 3 epochs, then the test; "
+            "device = 'cuda:{}'.format(args.gpu) if args.use_gpu; synthetic ETTh1)",
+            "cure-lab/LTSF-Linear",
+            ".",
+            (
+                "-u",
+                "run_longExp.py",
+                *"--is_training 1 --root_path ./dataset/ --data_path ETTh1.csv --model_id ETTh1_336_96".split(),
+                *f"--model {model} --data ETTh1 --features M --seq_len 336 --pred_len 96 --enc_in 7".split(),
+                *"--des Exp --itr 1 --batch_size 32 --learning_rate 0.005 --train_epochs 3".split(),
+            ),
+            r"loss: ([\d.]+)|Train Loss: ([\d.]+) Vali Loss: ([\d.]+) Test Loss: ([\d.]+)"
+            r"|mse:([\d.]+), mae:([\d.]+)",
+            rtol=1e-4,
+            atol=1e-6,  # the script prints 7 decimals
+            manifest="migrate_corpus_heldout19.txt",
+            setup=ETT_CSV.replace("dataset/ETT-small", "dataset"),
+            compat="numpy.Inf = numpy.inf\n",  # utils/tools.py's EarlyStopping: self.val_loss_min = np.Inf
+            needs=("pandas", "sklearn", "matplotlib"),
+        )
+        for model in ("DLinear", "NLinear", "Linear")
+    ),
+    # held-out 19: pytorch-deep-learning's going_modular train.py as its notebook runs it (!python
+    # going_modular/train.py, from going_modular/), TinyVGG for its 5 epochs on a synthetic pizza_steak_sushi (its
+    # own requirement: torchvision); it seeds nothing, the hook does
+    Script(
+        "pytorch-deep-learning going_modular/train.py (TinyVGG, 5 epochs; device = 'cuda' if "
+        "cuda.is_available(); synthetic pizza_steak_sushi)",
+        "mrdbourke/pytorch-deep-learning",
+        "going_modular",
+        ("going_modular/train.py",),
+        r"train_loss: ([\d.]+) \| train_acc: ([\d.]+) \| test_loss: ([\d.]+) \| test_acc: ([\d.]+)",
+        rtol=0.0,
+        atol=1.01e-4,  # the script prints 4 decimals
+        manifest="migrate_corpus_heldout19.txt",
+        setup=PIZZA_STEAK_SUSHI,
+        needs=("torchvision",),
+    ),
 ]
 
 
@@ -483,7 +595,10 @@ def _commit(repo: str, manifest: str = MANIFEST.name) -> str:
 
 def _extract(mirror: Path, repo: str, folder: str, dest: Path, manifest: str = MANIFEST.name) -> None:
     """Write the files under ``folder`` at the manifest's commit (blobs absent from the mirror are skipped)."""
-    git_dir = f"--git-dir={mirror / repo.replace('/', '+') / 'repo'}"
+    repo_dir = mirror / repo.replace("/", "+") / "repo"
+    if (repo_dir / ".git").is_dir():  # (a mirror the fetch tool left as a checkout)
+        repo_dir = repo_dir / ".git"
+    git_dir = f"--git-dir={repo_dir}"
     args = ["git", git_dir, "ls-tree", "-r", "-z", _commit(repo, manifest)]
     if folder != ".":
         args += ["--", folder]
@@ -510,10 +625,15 @@ def _patch(tree: Path, patches: tuple[tuple[str, str], ...]) -> None:
         path.write_bytes(data.replace(old.encode(), new.encode()))
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path, stop_at: str = "") -> tuple[object, str, float]:
+def _run(
+    cmd: list[str], cwd: Path, timeout: int, hook: Path, stop_at: str = "", path: str = ""
+) -> tuple[object, str, float]:
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), path, os.environ.get("PYTHONPATH")])),
+        # the same string hashes on both sides: a script that numbers its classes in the order of a set of
+        # strings (pygcn's encode_onehot) would otherwise get another numbering, so other losses, on every run
+        "PYTHONHASHSEED": "0",
     }
     t0 = time.perf_counter()
     if stop_at:
@@ -605,8 +725,10 @@ def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
                     return res
         hook = base / "hook"
         hook.mkdir(exist_ok=True)
-        (hook / "sitecustomize.py").write_text(HOOK)
-        rc, text, secs = _run([sys.executable, *s.argv], tree / s.folder, s.timeout, hook, s.stop_at)
+        (hook / "sitecustomize.py").write_text(HOOK + s.compat)
+        run_in = tree / s.folder / s.cwd if s.cwd else tree / s.folder
+        path = str(tree / s.folder) if s.cwd else ""
+        rc, text, secs = _run([sys.executable, *s.argv], run_in, s.timeout, hook, s.stop_at, path)
         (base / f"{side}.log").write_text(text)
         res.rc[side], res.seconds[side] = rc, round(secs, 1)
         res.values[side] = _values(s.numbers, text)

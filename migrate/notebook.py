@@ -176,6 +176,8 @@ def migrate_notebook(
         body = header + _unmask(body, masked)
         if not source.endswith("\n") and body.endswith("\n"):
             body = body[:-1]
+        if "\r\n" in source and source.count("\r\n") == source.count("\n"):
+            body = body.replace("\r\n", "\n").replace("\n", "\r\n")  # (a cell written on Windows keeps CRLF)
         if body != source:
             changed_cells.add(number - 1)
             raw = cell.get("source", "")

@@ -1038,6 +1038,24 @@ class CudaMemoryStats(Rule):
         return _to_accelerator(ctx, orig, node, qname, name, signatures, self.code)
 
 
+def _capability_names(ctx: Context) -> frozenset[str]:
+    """Names the file assigns ``torch.cuda.get_device_capability(...)`` to (in any scope)."""
+    if "get_device_capability" not in ctx.source_text:
+        return frozenset()
+    found: set[str] = set()
+    todo: list[cst.CSTNode] = [getattr(ctx, "module", None) or cst.Module([])]
+    while todo:
+        n = todo.pop()
+        if (
+            type(n) is cst.Assign
+            and type(n.value) is cst.Call  # type: ignore[attr-defined]
+            and ctx.qname(n.value.func) == "torch.cuda.get_device_capability"  # type: ignore[attr-defined]
+        ):
+            found |= {t.target.value for t in n.targets if type(t.target) is cst.Name}  # type: ignore[attr-defined]
+        todo.extend(n.children)
+    return frozenset(found)
+
+
 #: What torch.tpu.get_device_properties(...) is known to carry (TorchTPU 0.2.0).
 _TPU_PROPERTIES = frozenset({"name", "total_memory"})
 _PROPS = "torch.cuda.get_device_properties"
@@ -1085,6 +1103,7 @@ class CudaDeviceInfo(Rule):
         if type(node) is cst.Comparison:
             for part in (node.left, *(c.comparator for c in node.comparisons)):
                 self._note_name_test(ctx, part, "compared")
+            self._capability_gate(ctx, node)
             return
         call, attrs = None, []
         value = node.value
@@ -1125,6 +1144,25 @@ class CudaDeviceInfo(Rule):
         unknown = sorted(set(attrs) - _TPU_PROPERTIES)
         if unknown:
             ctx.scratch.setdefault(self.code, {})[id(call.func)] = unknown  # type: ignore[index]
+
+    def _capability_gate(self, ctx: Context, node: cst.Comparison) -> None:
+        """``if GPU_SCORE >= (8, 0):`` where ``GPU_SCORE = torch.cuda.get_device_capability()`` elsewhere in the
+        file (pytorch-deep-learning's TF32 cell; the capability kept as CUDA's, so on a TPU host the name is CUDA's
+        answer or unset): the gate has no TPU meaning, whatever its branches were rewritten to."""
+        names = ctx.scratch.get("capability-names")
+        if names is None:  # (once per file)
+            names = ctx.scratch["capability-names"] = _capability_names(ctx)
+        for part in (node.left, *(c.comparator for c in node.comparisons)):
+            if type(part) is cst.Name and part.value in names:  # type: ignore[operator]
+                ctx.flag(
+                    node,
+                    f"`{part.value}` is CUDA's compute capability (`torch.cuda.get_device_capability()`, kept as "
+                    "CUDA's): a TPU has none, so this test has no TPU meaning (and where that call is skipped the "
+                    "name is unset); decide what the TPU path needs (bfloat16 and TF32-class matmuls are always "
+                    "there: torch.set_float32_matmul_precision('high'))",
+                    code=self.code,
+                )
+                return
 
     def _note_name_test(self, ctx: Context, value: cst.CSTNode, how: str) -> None:
         if type(value) is cst.Call and ctx.qname(value.func) == "torch.cuda.get_device_name":
@@ -1946,16 +1984,12 @@ def _earlier_import_of(ctx, node: cst.CSTNode, root: str) -> bool:
         for full in imported_modules(small):
             if full == root or full.startswith(root + "."):  # (said there only if flagged there too)
                 earlier = earlier or cuda_only_module(full, getattr(ctx, "path", None))
-    # an import inside a def: its own TODO, once per def and package (Pyraformer's `import tvm` then `from
-    # tvm.contrib import nvcc` in one function)
-    defs = [s for s in ctx.statements() if type(s) is cst.FunctionDef]
-    if not defs:
-        return False
-    said = ctx.scratch.setdefault("limited-imports-said", set())
-    key = (id(defs[-1]), root)
-    if key in said:
+    # an import inside a def or class: one TODO per package in the file (Pyraformer imports tvm in three
+    # functions, one of them twice: `import tvm` then `from tvm.contrib import nvcc`)
+    said = ctx.scratch.setdefault("nested-imports-said", set())
+    if root in said:  # type: ignore[operator]
         return True
-    said.add(key)
+    said.add(root)  # type: ignore[union-attr]
     return False
 
 

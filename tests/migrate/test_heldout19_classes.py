@@ -54,7 +54,9 @@ def test_device_strings_in_a_function_importing_a_cpu_or_cuda_only_library_are_k
     res = run(src)
     assert "assert device in ['cpu', 'cuda']" in res.new_source
     assert "x.to('tpu')" in res.new_source  # (the rest of the file is migrated)
-    assert res.new_source.count("TPU211") == 1  # (one TODO for the package in that function)
+    assert res.new_source.count("TPU211") == 1  # (one TODO for the package in the file)
+    twice = src + "\n\ndef load(path):\n    import tvm\n    return tvm.runtime.load_module(path)\n"
+    assert run(twice).new_source.count("TPU211") == 1
 
 
 # --- rainbow-is-all-you-need (marimo notebooks): `torch` is a cell function's parameter, so its check was not
@@ -131,3 +133,49 @@ def test_a_sparse_tensor_from_a_project_loader_is_not_moved_silently(tmp_path):
     out = _migrate_tree(tmp_path)["train.py"]
     assert "TODO(tpu-migrate TPU110): `adj` is a sparse tensor (from `load_data(...)`)" in out
     assert 'features = features.to("tpu")' in out and out.count("TPU110") == 1
+
+
+# --- pytorch-deep-learning's 08 notebook (cells written with CRLF): every line of a changed cell came back with LF,
+# so unchanged lines showed in the diff and the file mixed line endings ---
+def test_a_notebook_cell_written_with_crlf_keeps_crlf(tmp_path):
+    import json
+
+    cell = [
+        "import torch\r\n",
+        "x = 1\r\n",
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\r\n",
+        "y = 2",
+    ]
+    nb = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": cell}
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb, indent=1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-1500:]
+    source = json.loads(path.read_text())["cells"][0]["source"]
+    assert source[:2] == cell[:2] and source[3] == cell[3]
+    assert source[2] == "device = 'tpu' if torch.accelerator.is_available() else 'cpu'\r\n"
+
+
+# --- pytorch-deep-learning's TF32 cell: `if GPU_SCORE >= (8, 0):` with GPU_SCORE from get_device_capability() in an
+# earlier cell (kept as CUDA's): its branches were rewritten and the gate said nothing ---
+def test_a_gate_on_a_saved_compute_capability_is_flagged():
+    src = (
+        "import torch\nif torch.cuda.is_available():\n    GPU_SCORE = torch.cuda.get_device_capability()\n"
+        "if GPU_SCORE >= (8, 0):\n    torch.backends.cuda.matmul.allow_tf32 = True\n"
+    )
+    out = run(src).new_source
+    assert "TODO(tpu-migrate TPU205): `GPU_SCORE` is CUDA's compute capability" in out
+    assert run(out).new_source == out
+    unrelated = "import torch\nscore = (9, 0)\nif score >= (8, 0):\n    x = 1\n"
+    assert run(unrelated).new_source == unrelated
