@@ -75,9 +75,10 @@ def test_qwen35_hybrid_layers_carry_a_state_not_a_cache():
 
 def test_mla_caches_one_latent_and_gemma_windows_its_local_layers():
     cfg, mla = load_hf_config(DEEPSEEK_V3, "deepseek-v3")
-    assert mla.kv_values_per_position == 576 and any("dense layers" in n for n in mla.notes)
-    # 671B published; the first 3 dense layers counted as MoE layers add ~33B
-    assert param_counts(cfg).total + mla.extra_params == pytest.approx(671e9 + 33e9, rel=0.02)
+    assert mla.kv_values_per_position == 576 and any("dense MLP" in n for n in mla.notes)
+    assert (cfg.dense_layers, cfg.moe_layers) == (3, 58)
+    # 671B published (without the MTP layer): the first 3 layers' dense MLPs are not counted as experts
+    assert param_counts(cfg).total + mla.extra_params == pytest.approx(671e9, rel=0.01)
     _, gemma = load_hf_config(GEMMA3, "gemma3-27b")
     assert (gemma.full_layers, gemma.window_layers, gemma.window) == (10, 52, 1024)
     assert gemma.cached_positions(32768) == 10 * 32768 + 52 * 1024

@@ -96,7 +96,9 @@ class StepModel:
         d = deployment
         if d.pp < 1 or cfg.n_layers % d.pp:
             raise WorkbenchError(f"pp={d.pp} must divide the layer count ({cfg.n_layers}) of {cfg.name}")
-        stage = cfg.with_(n_layers=cfg.n_layers // d.pp)
+        per_stage = cfg.n_layers // d.pp
+        # (a stage's share of the dense-MLP layers, proportionally: DeepSeek-V3's first 3 of 61)
+        stage = cfg.with_(n_layers=per_stage, dense_layers=cfg.dense_layers * per_stage // cfg.n_layers)
         s = resolve(
             Workload(stage, "decode", batch=1, seq=1),
             Deployment(d.chip, d.chips, d.layout, 1, d.precision, d.kv_precision),

@@ -91,8 +91,12 @@ def load_hf_config(source: str | Path | dict, name: str | None = None) -> tuple[
         elif c.get("shared_expert_intermediate_size"):
             shared = max(1, round(int(c["shared_expert_intermediate_size"]) / moe_ffn))
     notes = []
-    if c.get("first_k_dense_replace"):
-        notes.append(f"first {c['first_k_dense_replace']} dense layers counted as MoE layers (approximation)")
+    ffn = int(c.get("intermediate_size") or moe_ffn)
+    # DeepSeek-V3's first_k_dense_replace: its first layers have a dense MLP of intermediate_size
+    dense = int(c.get("first_k_dense_replace") or 0) if experts and c.get("intermediate_size") else 0
+    dense = dense if 0 < dense < L else 0
+    if dense:
+        notes.append(f"first {dense} layers have a dense MLP ({ffn}), the other {L - dense} experts")
     cfg = DecoderConfig(
         label,
         vocab=int(c["vocab_size"]),
@@ -100,12 +104,13 @@ def load_hf_config(source: str | Path | dict, name: str | None = None) -> tuple[
         n_layers=L,
         n_heads=h,
         n_kv_heads=kv,
-        ffn_dim=int(c.get("intermediate_size") or moe_ffn),
+        ffn_dim=ffn,
         head_dim=hd,
         n_experts=experts,
         top_k=top_k if experts else 0,
         moe_ffn_dim=moe_ffn if experts else 0,
         n_shared_experts=shared,
+        dense_layers=dense,
         max_seq=int(c.get("max_position_embeddings") or 2048),
         tie_embeddings=bool(c.get("tie_word_embeddings", False)),
         source=f"transformers config.json ({label})",
