@@ -178,10 +178,12 @@ class Flow:
                 self.checks.append(self._check(node, "is_cuda"))
         reaches = _project_facts().reaches_device_limited.get(os.path.abspath(path)) if path else None
         for check in self.checks if reaches else ():
-            if check.unseen is None and check.divides is None:
-                check.unseen = (
-                    reaches  # (its branches stay as written with it: the device stays 'cpu'/'cuda')
-                )
+            # a check that picks a device (a 'cuda' literal in what it switches on) stays with its branches: the
+            # device stays 'cpu'/'cuda'; one that only guards other code (Vim's `if not torch.cuda.is_available():
+            # assert mmcv_version >= ...`) is not a device choice
+            chooses = any(is_cuda_literal(n) for n in walk_regions(check.regions))
+            if chooses and check.unseen is None and check.divides is None:
+                check.unseen = reaches
 
     # ------------------------------------------------------------------ questions rules ask
     def twins(self, check: Check) -> list[Check]:

@@ -532,10 +532,20 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
     out: set[str] = set()
     for dotted in (mod, *(f"{mod}.{n}" for n in names)):
         if "." in dotted:
-            out |= by_key.get(dotted, set())
+            out |= _nearest(by_key.get(dotted, set()), here)
         else:  # `import hellaswag`: a module beside the importer
             out |= {c for c in (os.path.join(here, dotted + ".py"),) if c in files}
     return out
+
+
+def _nearest(candidates: set[str], here: str) -> set[str]:
+    """Of several files a dotted name can mean, those nearest the importer (the longest shared folder): Vim's
+    ``seg/test.py`` importing ``backbone.vim`` means ``seg/backbone/vim.py``, not ``det/.../backbone/vim.py``."""
+    if len(candidates) < 2:
+        return candidates
+    depth = {c: len(os.path.commonpath([here, os.path.dirname(c)])) for c in candidates}
+    best = max(depth.values())
+    return {c for c in candidates if depth[c] == best}
 
 
 def _cuda_only_links(
