@@ -186,6 +186,49 @@ for split, n in (("train", 24), ("test", 8)):
             Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(f"{d}/{k}.jpg")
 """
 
+
+def _ltsf(model: str, amp: bool = False) -> Script:
+    """LTSF-Linear's ``run_longExp.py`` as etth1.sh's first run (3 of its 10 epochs, then the test), optionally
+    with --use_amp (see the entries in SCRIPTS)."""
+    args = "--des Exp --itr 1 --batch_size 32 --learning_rate 0.005 --train_epochs 3" + (
+        " --use_amp" if amp else ""
+    )
+    what = "with bf16 autocast, " if amp else ""
+    device = "" if amp else "device = 'cuda:{}'.format(args.gpu) if args.use_gpu; "
+    return Script(
+        f"LTSF-Linear run_longExp.py --model {model}{' --use_amp' if amp else ''} (etth1.sh's first run {what}"
+        f"3 epochs, then the test; {device}synthetic ETTh1)",
+        "cure-lab/LTSF-Linear",
+        ".",
+        (
+            "-u",
+            "run_longExp.py",
+            *"--is_training 1 --root_path ./dataset/ --data_path ETTh1.csv --model_id ETTh1_336_96".split(),
+            *f"--model {model} --data ETTh1 --features M --seq_len 336 --pred_len 96 --enc_in 7".split(),
+            *args.split(),
+        ),
+        r"loss: ([\d.]+)|Train Loss: ([\d.]+) Vali Loss: ([\d.]+) Test Loss: ([\d.]+)|mse:([\d.]+), mae:([\d.]+)",
+        # bf16 matmuls, PyTorch's CPU kernels against XLA's: the numbers differ by 0.10% (DLinear) and 0.12%
+        # (NLinear) at most (DLinear's first training loss 0.0609483 / 0.0609691, its test mse 0.0499246 /
+        # 0.0499293); without amp the script prints 7 decimals
+        rtol=3e-3 if amp else 1e-4,
+        atol=1e-6,
+        cpu_patch=(
+            ("exp/exp_main.py", 'torch.cuda.amp.autocast()=>torch.autocast("cpu", dtype=torch.bfloat16)'),
+            (
+                "exp/exp_main.py",
+                "outputs = outputs.detach().cpu().numpy()=>outputs = outputs.detach().cpu().float().numpy()",
+            ),
+        )
+        if amp
+        else (),
+        manifest="migrate_corpus_heldout19.txt",
+        setup=ETT_CSV.replace("dataset/ETT-small", "dataset"),
+        compat="numpy.Inf = numpy.inf\n",  # utils/tools.py's EarlyStopping: self.val_loss_min = np.Inf
+        needs=("pandas", "sklearn", "matplotlib"),
+    )
+
+
 SCRIPTS = [
     *(
         Script(
@@ -533,68 +576,11 @@ json.dump(cfg, open("config_img_short.json", "w"), indent=2)
     # etth1.sh, on a synthetic ETTh1.csv in its --root_path ./dataset/, for 3 of its 10 epochs (its own
     # requirements: pandas, scikit-learn, matplotlib); the CPU reference needs no patch: run_longExp.py turns
     # --use_gpu off itself where CUDA is not there
-    *(
-        Script(
-            f"LTSF-Linear run_longExp.py --model {model} (etth1.sh's first run, 3 epochs, then the test; "
-            "device = 'cuda:{}'.format(args.gpu) if args.use_gpu; synthetic ETTh1)",
-            "cure-lab/LTSF-Linear",
-            ".",
-            (
-                "-u",
-                "run_longExp.py",
-                *"--is_training 1 --root_path ./dataset/ --data_path ETTh1.csv --model_id ETTh1_336_96".split(),
-                *f"--model {model} --data ETTh1 --features M --seq_len 336 --pred_len 96 --enc_in 7".split(),
-                *"--des Exp --itr 1 --batch_size 32 --learning_rate 0.005 --train_epochs 3".split(),
-            ),
-            r"loss: ([\d.]+)|Train Loss: ([\d.]+) Vali Loss: ([\d.]+) Test Loss: ([\d.]+)"
-            r"|mse:([\d.]+), mae:([\d.]+)",
-            rtol=1e-4,
-            atol=1e-6,  # the script prints 7 decimals
-            manifest="migrate_corpus_heldout19.txt",
-            setup=ETT_CSV.replace("dataset/ETT-small", "dataset"),
-            compat="numpy.Inf = numpy.inf\n",  # utils/tools.py's EarlyStopping: self.val_loss_min = np.Inf
-            needs=("pandas", "sklearn", "matplotlib"),
-        )
-        for model in ("DLinear", "NLinear", "Linear")
-    ),
+    *(_ltsf(model) for model in ("DLinear", "NLinear", "Linear")),
     # the same with --use_amp (torch.cuda.amp.autocast(), float16, becomes bfloat16 autocast on the "tpu", and the
     # test's outputs.numpy() of its bfloat16 outputs becomes .float().numpy()): the CPU reference alone gets the
     # same, as CPU autocast -- CUDA's autocast would switch itself off there and leave it in float32
-    *(
-        Script(
-            f"LTSF-Linear run_longExp.py --model {model} --use_amp (etth1.sh's first run with bf16 autocast, "
-            "3 epochs, then the test; synthetic ETTh1)",
-            "cure-lab/LTSF-Linear",
-            ".",
-            (
-                "-u",
-                "run_longExp.py",
-                *"--is_training 1 --root_path ./dataset/ --data_path ETTh1.csv --model_id ETTh1_336_96".split(),
-                *f"--model {model} --data ETTh1 --features M --seq_len 336 --pred_len 96 --enc_in 7".split(),
-                *"--des Exp --itr 1 --batch_size 32 --learning_rate 0.005 --train_epochs 3 --use_amp".split(),
-            ),
-            r"loss: ([\d.]+)|Train Loss: ([\d.]+) Vali Loss: ([\d.]+) Test Loss: ([\d.]+)"
-            r"|mse:([\d.]+), mae:([\d.]+)",
-            # bf16 matmuls, PyTorch's CPU kernels against XLA's: the numbers differ by 0.10% (DLinear) and 0.12%
-            # (NLinear) at most (DLinear's first training loss 0.0609483 / 0.0609691, its test mse 0.0499246 /
-            # 0.0499293)
-            rtol=3e-3,
-            atol=1e-6,
-            cpu_patch=(
-                ("exp/exp_main.py", 'torch.cuda.amp.autocast()=>torch.autocast("cpu", dtype=torch.bfloat16)'),
-                (
-                    "exp/exp_main.py",
-                    "outputs = outputs.detach().cpu().numpy()=>"
-                    "outputs = outputs.detach().cpu().float().numpy()",
-                ),
-            ),
-            manifest="migrate_corpus_heldout19.txt",
-            setup=ETT_CSV.replace("dataset/ETT-small", "dataset"),
-            needs=("pandas", "sklearn", "matplotlib"),
-            compat="numpy.Inf = numpy.inf\n",
-        )
-        for model in ("DLinear", "NLinear")
-    ),
+    *(_ltsf(model, amp=True) for model in ("DLinear", "NLinear")),
     # held-out 19: pytorch-deep-learning's going_modular train.py as its notebook runs it (!python
     # going_modular/train.py, from going_modular/), TinyVGG for its 5 epochs on a synthetic pizza_steak_sushi (its
     # own requirement: torchvision); it seeds nothing, the hook does

@@ -72,10 +72,23 @@ def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef, known: SparseReturns) -
 
 
 def sparse_returns(trees: Iterable[ast.Module]) -> SparseReturns:
-    """The project's functions that return sparse tensors, through other such functions (two rounds: a loader
-    that calls a converter, as pygcn's ``load_data`` calls ``sparse_mx_to_torch_sparse_tensor``)."""
+    """The project's module-level functions that return sparse tensors, through other such functions (two rounds:
+    a loader that calls a converter, as pygcn's ``load_data`` calls ``sparse_mx_to_torch_sparse_tensor``). Only
+    names defined once in the project: a method or a name several definitions share (peft's ``get_delta_weight``,
+    sparse in one tuner and dense in the others) says nothing about the call that uses it."""
+    trees = list(trees)
+    every = [
+        n.name
+        for tree in trees
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    once = {name for name in every if every.count(name) == 1} if len(every) < 20_000 else set()
     functions = [
-        n for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        n
+        for tree in trees
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in once
     ]
     known: SparseReturns = {}
     for _round in range(2):

@@ -829,6 +829,13 @@ class LiteralRule(Rule):
                 continue
             if t is cst.SimpleString and self.new_body(string_body(n)) is not None:
                 strings.append(n)  # type: ignore[arg-type]
+            elif (
+                t is cst.FormattedString
+                and n.parts  # type: ignore[attr-defined]
+                and type(n.parts[0]) is cst.FormattedStringText  # type: ignore[attr-defined]
+                and self.new_body(n.parts[0].value.split(":")[0]) is not None  # type: ignore[attr-defined]
+            ):
+                strings.append(n)  # type: ignore[arg-type]  # (f"cuda:{local_rank}": rl_games' warp env)
             nodes.extend(child_nodes(n))
         for s in strings if imports_limited else ():
             ctx.claim_string(s, "", "rewritten", "", value=None)
@@ -1510,6 +1517,8 @@ class LiteralRule(Rule):
                 if m and self.new_body(m.group(1)) is not None:
                     if self._foreign_ordinal(ctx, orig):
                         return None
+                    if (claim := ctx.string_claims.get(id(orig))) is not None and not claim[0]:
+                        return None  # kept on purpose (a CPU-or-CUDA-only library's device)
                     if len(node.parts) == 2 and isinstance(node.parts[1], cst.FormattedStringExpression):
                         # f"cuda:{local_rank}": the ordinal picked this process's GPU; TorchTPU binds one device
                         # per process (its own is "tpu", another ordinal does not exist there)

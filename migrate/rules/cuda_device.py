@@ -519,6 +519,8 @@ class SparseToDevice(Rule):
         ):
             return
         receiver = func.value
+        if func.attr.value == "to" and _dtype_only(node):  # type: ignore[arg-type]
+            return  # (`.to(orig_dtype)` moves nothing)
         names = ctx.scratch.get("sparse-names")
         if names is None:  # (once per file, at its first move)
             names = ctx.scratch["sparse-names"] = self._sparse_names(ctx)
@@ -560,3 +562,18 @@ class SparseToDevice(Rule):
             for i in positions:
                 if i < len(target.elements) and type(target.elements[i].value) is cst.Name:
                     names[target.elements[i].value.value] = name  # type: ignore[attr-defined]
+
+
+def _dtype_only(call: cst.Call) -> bool:
+    """``x.to(torch.float16)`` / ``x.to(orig_dtype)`` / ``x.to(dtype=...)``: a cast that names no device."""
+    if any(a.keyword is not None and a.keyword.value == "device" for a in call.args):
+        return False
+    if not call.args:
+        return True
+    first = call.args[0]
+    if first.keyword is not None:
+        return first.keyword.value == "dtype"
+    text = code(first.value)
+    return "dtype" in text or text.startswith(
+        ("torch.float", "torch.bfloat", "torch.half", "torch.int", "torch.long")
+    )

@@ -53,6 +53,11 @@ def test_device_strings_in_a_function_importing_a_cpu_or_cuda_only_library_are_k
     )
     res = run(src)
     assert "assert device in ['cpu', 'cuda']" in res.new_source
+    # rl_games' warp env (held-out 14, re-read): f"cuda:{local_rank}" in the function that imports warp
+    per_rank = (
+        "import os\n\n\ndef make(rank):\n    import warp\n\n    return warp.Env(device=f'cuda:{rank}')\n"
+    )
+    assert "f'cuda:{rank}'" in run(per_rank).new_source
     assert "x.to('tpu')" in res.new_source  # (the rest of the file is migrated)
     assert res.new_source.count("TPU211") == 1  # (one TODO for the package in the file)
     twice = src + "\n\ndef load(path):\n    import tvm\n    return tvm.runtime.load_module(path)\n"
@@ -179,3 +184,28 @@ def test_a_gate_on_a_saved_compute_capability_is_flagged():
     assert run(out).new_source == out
     unrelated = "import torch\nscore = (9, 0)\nif score >= (8, 0):\n    x = 1\n"
     assert run(unrelated).new_source == unrelated
+
+
+# --- peft (held-out 15, re-read): `get_delta_weight` is sparse in one tuner and dense in the others, and TPU110
+# flagged every `delta_weight.to(orig_dtype)`: only a function defined once, at module level, tells, and a cast
+# that names no device moves nothing ---
+def test_a_method_name_shared_by_dense_and_sparse_definitions_taints_nothing(tmp_path):
+    from test_heldout9_classes import _migrate_tree
+
+    (tmp_path / "shira.py").write_text(
+        "import torch\n\n\nclass Shira:\n    def get_delta_weight(self):\n"
+        "        return torch.sparse_coo_tensor(self.i, self.v, self.shape)\n"
+    )
+    (tmp_path / "lora.py").write_text(
+        "import torch\n\n\nclass Lora:\n    def get_delta_weight(self):\n        return self.b @ self.a\n\n"
+        "    def merge(self, w):\n        delta_weight = self.get_delta_weight()\n"
+        "        return w + delta_weight.to(w.dtype).cuda()\n"
+    )
+    out = _migrate_tree(tmp_path)["lora.py"]
+    assert "TPU110" not in out
+
+
+def test_a_dtype_cast_of_a_sparse_tensor_is_not_a_move():
+    src = "import torch\n\nadj = torch.sparse_coo_tensor(i, v, (n, n))\nadj = adj.to(torch.float16)\nadj = adj.cuda()\n"
+    out = run(src).new_source
+    assert out.count("TPU110") == 1 and "adj = adj.to(torch.float16)" in out
