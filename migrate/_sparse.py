@@ -27,7 +27,8 @@ WORDS = ("sparse",)
 SparseReturns = dict[str, tuple[int, ...]]
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` of an attribute chain ("" parts for anything else)."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -41,7 +42,7 @@ def builds_sparse(call: ast.AST, known: SparseReturns) -> bool:
     """``call`` makes a sparse tensor: a sparse constructor, or a project function known to return one whole."""
     if not isinstance(call, ast.Call):
         return False
-    name = _dotted(call.func)
+    name = dotted(call.func)
     last = name.rsplit(".", 1)[-1]
     if last in SPARSE_CONSTRUCTORS or (_LEGACY_PREFIX in name and last.endswith("Tensor")):
         return True

@@ -7,11 +7,12 @@ checks the values that come from the CLI or config files.
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
 
-from .._sparse import SPARSE_CONSTRUCTORS
+from .._sparse import SPARSE_CONSTRUCTORS, dotted
 from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
@@ -535,33 +536,37 @@ class SparseToDevice(Rule):
 
     def _sparse_names(self, ctx: Context) -> dict[str, str]:
         """Names the file binds to sparse tensors -> the call that made them (by name, in any scope): a sparse
-        constructor, or a project function returning one (at the sparse positions of its returned tuple)."""
+        constructor, or a project function returning one (at the sparse positions of its returned tuple). Read
+        from Python's tree of the whole file: a partial parse leaves statements no rule names as text."""
         returns = facts_for(ctx.scratch, ctx.source_text).sparse_returns
         text = ctx.source_text
         if "sparse" not in text and not any(f in text for f in returns):
             return {}
+        tree = getattr(ctx, "source_tree", None)
+        if tree is None:
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError):
+                return {}
         names: dict[str, str] = {}
-        todo: list[cst.CSTNode] = [getattr(ctx, "module", None) or cst.Module([])]
-        while todo:
-            n = todo.pop()
-            if type(n) is cst.Assign and type(n.value) is cst.Call and len(n.targets) == 1:  # type: ignore[attr-defined]
-                self._note(n, returns, names)  # type: ignore[arg-type]
-            todo.extend(n.children)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and len(n.targets) == 1:
+                _note(n, returns, names)
         return names
 
-    @staticmethod
-    def _note(node: cst.Assign, returns: dict[str, tuple[int, ...]], names: dict[str, str]) -> None:
-        name = code(node.value.func)  # type: ignore[attr-defined]
-        last = name.rsplit(".", 1)[-1]
-        legacy = ".sparse." in f".{name}" and last.endswith("Tensor")
-        target = node.targets[0].target
-        if last in SPARSE_CONSTRUCTORS or legacy or returns.get(last) == ():
-            if type(target) is cst.Name:
-                names[target.value] = name
-        elif (positions := returns.get(last)) and isinstance(target, (cst.Tuple, cst.List)):
-            for i in positions:
-                if i < len(target.elements) and type(target.elements[i].value) is cst.Name:
-                    names[target.elements[i].value.value] = name  # type: ignore[attr-defined]
+
+def _note(node: ast.Assign, returns: dict[str, tuple[int, ...]], names: dict[str, str]) -> None:
+    name = dotted(node.value.func)  # type: ignore[attr-defined]
+    last = name.rsplit(".", 1)[-1]
+    legacy = ".sparse." in f".{name}" and last.endswith("Tensor")
+    target = node.targets[0]
+    if last in SPARSE_CONSTRUCTORS or legacy or returns.get(last) == ():
+        if isinstance(target, ast.Name):
+            names[target.id] = name
+    elif (positions := returns.get(last)) and isinstance(target, (ast.Tuple, ast.List)):
+        for i in positions:
+            if i < len(target.elts) and isinstance(target.elts[i], ast.Name):
+                names[target.elts[i].id] = name
 
 
 def _dtype_only(call: cst.Call) -> bool:
