@@ -5,6 +5,7 @@ throws), so that moving their results to the device can be flagged where it happ
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Iterable
 
 #: Calls that build a sparse tensor (by their last dotted part, or a method name).
@@ -78,13 +79,15 @@ def sparse_returns(trees: Iterable[ast.Module]) -> SparseReturns:
     names defined once in the project: a method or a name several definitions share (peft's ``get_delta_weight``,
     sparse in one tuner and dense in the others) says nothing about the call that uses it."""
     trees = list(trees)
-    every = [
+    defined = Counter(
         n.name
         for tree in trees
         for n in ast.walk(tree)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
-    once = {name for name in every if every.count(name) == 1} if len(every) < 20_000 else set()
+    )
+    once = {
+        name for name, count in defined.items() if count == 1
+    }  # (a count per name: linear in the project)
     functions = [
         n
         for tree in trees
