@@ -178,6 +178,8 @@ def alias_plan() -> Callable[[Any, tuple, dict], Any]:
             return out
         value = unwrap_args(a)[0]  # (arrays and pending fused values are immutable: the alias shares it)
         with view_mode(src):
+            if _saved_output_cycle(src):
+                _unhook(src)
             out = TpuTensor(value, False, None if src._root is None else (src.stride(), src.storage_offset()))
         make_view(out, src, None)
         return out
@@ -262,6 +264,33 @@ def metadata_inplace_plan(fn: Callable[..., Any]) -> Callable[[Any, tuple, dict]
         return self
 
     return plan
+
+
+def _saved_output_cycle(src: TpuTensor) -> bool:
+    """Whether an alias of ``src`` would close a reference cycle Python's gc cannot see: autograd saves an op's
+    output (``tanh``, ``sigmoid``, ``relu``, ``exp`` ...) as a detached alias held by the output's own grad_fn
+    (C++), so an alias pointing back at that output keeps it, its graph and every array the graph saved alive
+    for ever when no backward runs (an evaluation loop that forgot ``no_grad`` grew by each step's activations;
+    CUDA frees them). Only a fresh output qualifies: nothing views it yet and it is a plain contiguous root."""
+    return (
+        src._root is None
+        and src.requires_grad
+        and not src.is_leaf
+        and not getattr(src, "_viewed", False)
+        and src.storage_offset() == 0
+        and src.is_contiguous()
+    )
+
+
+def _unhook(t: TpuTensor) -> None:
+    """Give ``t``'s array to a hidden root that ``t`` and its aliases then share, so no alias refers to ``t``
+    (see ``_saved_output_cycle``); writes through either still reach the other, as on one CUDA storage."""
+    storage = TpuTensor(t._elem)
+    storage._gen = t._gen  # (its saved-storage cache is keyed by the generation)
+    for name in ("_address", "_saved_storage"):  # (same storage: same data_ptr, same saved bytes)
+        if name in t.__dict__:
+            setattr(storage, name, t.__dict__.pop(name))
+    t._root, t._chain, t._seen = storage, (), storage._gen
 
 
 def _reroot(t: TpuTensor, old: Any, step: ViewStep) -> None:
