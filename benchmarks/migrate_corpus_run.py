@@ -548,10 +548,10 @@ json.dump(cfg, open("config_img_short.json", "w"), indent=2)
     # best one for the test, so the reload (torch.load, given map_location by the tool) is run too. --dropout 0:
     # the "tpu" draws its dropout masks from its own generator (as CUDA does), so with the default 0.6 the first
     # training loss already differs (1.9477 on the CPU, 1.9469 on the "tpu"; the eval-mode validation loss of that
-    # epoch agrees); without dropout every printed digit agrees. 8 epochs, not more: its per-epoch validation
-    # forward runs with grad enabled and no backward, and the "tpu" keeps each such graph's saved tensors (~0.6 GB
-    # an epoch here: 5.3 GB after 3 epochs, 9.0 GB after 8, killed by the OOM killer at 24 GB in epoch 30; the
-    # CPU run stays at 2.8 GB)
+    # epoch agrees); without dropout every printed digit agrees. Its per-epoch validation forward runs with grad
+    # enabled and no backward: until 2026-12-06 the "tpu" kept each such graph's saved outputs (9.0 GB after 8
+    # epochs, killed by the OOM killer at 24 GB in epoch 30; tests/backend/test_saved_output_cycle.py); since, 20
+    # epochs peak at 2.88 GB resident (/usr/bin/time -v, OMP_NUM_THREADS=1), as the CPU run's 2.8 GB
     *(
         Script(
             f"pyGAT train.py{flag} ({what} on Cora with a synthetic cora.content, 8 epochs without dropout, then "
