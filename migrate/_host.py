@@ -80,6 +80,8 @@ MIGRATED_CUDA_CALLS = frozenset(
         "manual_seed",
         "manual_seed_all",
         "empty_cache",
+        "Stream",  # (rules/cuda_api.py TPU207: torch.Stream; a timing Event: a local event that reads the clock)
+        "Event",
         # memory statistics (rules/cuda_api.py _MEMORY_ACCELERATOR: torch.accelerator's on TorchTPU 0.2.0)
         "memory_allocated",
         "max_memory_allocated",

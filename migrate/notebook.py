@@ -41,9 +41,10 @@ def _mask(source: str, masked: list[str]) -> str:
     masked, its continuation lines by comments, so line numbers stay."""
     out: list[str] = []
     continued = False
+    python = _LogicalLines()
     for line in source.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        m = None if continued else _MAGIC.match(body) or _automagic(body)
+        m = None if continued or not python.at_start else _MAGIC.match(body) or _automagic(body)
         if m or continued:
             indent = m.group(1) if m else body[: len(body) - len(body.lstrip())]
             mark = _STATEMENT_MARK if m and indent else _MARK
@@ -51,8 +52,52 @@ def _mask(source: str, masked: list[str]) -> str:
             masked.append(body)
             continued = body.endswith("\\")
         else:
+            python.feed(body)
             out.append(line)
     return "".join(out)
+
+
+class _LogicalLines:
+    """Where Python's logical lines start: IPython reads a magic only at the start of one, so a line inside
+    open brackets, a triple-quoted string or after a backslash (``print('%d'`` / ``      %(a, b))``) is Python,
+    however it begins."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""  # the open triple quote carried to the next line
+        self.backslash = False
+
+    @property
+    def at_start(self) -> bool:
+        return not (self.depth or self.quote or self.backslash)
+
+    def feed(self, line: str) -> None:
+        i, n, quote = 0, len(line), self.quote
+        while i < n:
+            c = line[i]
+            if quote:
+                if c == "\\":
+                    i += 2
+                    continue
+                if line.startswith(quote, i):
+                    i += len(quote)
+                    quote = ""
+                    continue
+                i += 1
+                continue
+            if c == "#":
+                break
+            if c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            elif c in "'\"":
+                quote = c * 3 if line.startswith(c * 3, i) else c
+                i += len(quote)
+                continue
+            i += 1
+        self.quote = quote if len(quote) == 3 else ""  # (a one-quote string ends with its line)
+        self.backslash = not quote and line.rstrip().endswith("\\") and "#" not in line[i : i + 1]
 
 
 def _automagic(line: str) -> re.Match[str] | None:

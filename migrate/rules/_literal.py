@@ -518,6 +518,34 @@ def _conditional(ctx: Context, node: cst.CSTNode) -> bool:
     return False
 
 
+#: Literal GPU ordinals in a file's text: 'cuda:3', .cuda(3), torch.device('cuda', 3), set_device(3)
+_LITERAL_ORDINALS = re.compile(
+    r"""["'](?:cuda|xla):(\d+)["']|\.cuda\(\s*(?:device\s*=\s*)?(\d+)\s*\)|device\(\s*["']cuda["']\s*,\s*(\d+)\s*\)"""
+    r"|set_device\(\s*(\d+)\s*\)"
+)
+#: Several devices in one process however written: run-time ordinals, device lists, data/model parallel wrappers
+_MANY_DEVICES = re.compile(
+    r"""cuda:(?:%|\{)|["']cuda:["']\s*\+|device_ids|DataParallel|device_count\(\)|\.to\(\s*\d|gpu_ids"""
+)
+
+
+def _sole_ordinal(ctx: Context) -> int | None:
+    """The one GPU ordinal a file names, where it names it once and nothing suggests several devices
+    (``torch.device("cuda:3" if torch.cuda.is_available() else "cpu")`` in a one-GPU notebook: the author's free
+    GPU, which on TorchTPU is the process's own "tpu"); else None."""
+    if "sole-ordinal" not in ctx.scratch:
+        text = ctx.source_text
+        found = [int(next(g for g in m.groups() if g is not None)) for m in _LITERAL_ORDINALS.finditer(text)]
+        # once: a second mention (an assertion reading it back, a second placement) is data to keep in step
+        many = len(found) != 1 or _MANY_DEVICES.search(text) is not None
+        ctx.scratch["sole-ordinal"] = None if many else found[0]
+    return ctx.scratch["sole-ordinal"]  # type: ignore[return-value]
+
+
+#: pytest's test-case makers: their device strings are cases handed to the test, not a device for pytest
+_TEST_CASES = frozenset({"pytest.mark.parametrize", "pytest.param"})
+
+
 class LiteralRule(Rule):
     """Shared machinery: a regex on string bodies, a replacement, and the contextual claims."""
 
@@ -1095,6 +1123,9 @@ class LiteralRule(Rule):
         """Device names handed to a third-party library (``isaacgymenvs.make(sim_device="cuda:0")``,
         ``from_pretrained(device_map="cuda")``) are its vocabulary: renaming them moves nothing to the TPU."""
         callee = code(call.func)
+        if ctx.qname(call.func) in _TEST_CASES:
+            self._keep_test_cases(ctx, call, callee)
+            return
         torch_native = (ctx.qname(call.func) or "").split(".")[0] in TORCH_DEVICE_LIBRARIES
         for a in call.args:
             if torch_native and a.keyword is not None and a.keyword.value == "device":
@@ -1164,6 +1195,24 @@ class LiteralRule(Rule):
                         "flagged",
                         f"{self.what} '{body}' is handed to `{callee}` ({where}), a library that is not torch: "
                         + advice,
+                        value=None,
+                    )
+
+    def _keep_test_cases(self, ctx: Context, call: cst.Call, callee: str) -> None:
+        """``@pytest.mark.parametrize("device", ["cpu", "cuda"])``: pytest hands each case to the test, whose own
+        skip (``if device == "cuda" and not torch.cuda.is_available()``) turns the CUDA case off where CUDA is
+        not; renamed alone, the case and its skip would disagree. Kept, with what to add instead."""
+        for a in call.args:
+            for s in _chosen_strings(a.value):
+                body = string_body(s)
+                if self.new_body(body) is not None:
+                    ctx.claim_string(
+                        s,
+                        self.code,
+                        "flagged",
+                        f"{self.what} '{body}' is a test case of `{callee}`: kept (the test still runs it where "
+                        "CUDA is); add a 'tpu' case that is skipped unless "
+                        "torch.accelerator.current_accelerator() is a TPU",
                         value=None,
                     )
 
@@ -1469,7 +1518,16 @@ class LiteralRule(Rule):
                 return None
             ordinal = re.fullmatch(r"\w+:(\d+)", string_body(node) or "")
             compared = ctx.string_claims.get(id(orig), ("",))[0] == COMPARISON_CODE  # (as in a placement)
-            if ordinal and int(ordinal.group(1)) > 0 and (id(orig) not in ctx.string_claims or compared):
+            sole = (
+                ordinal is not None
+                and (string_body(node) or "").startswith("cuda:")  # (torch_xla's 'xla:1' is another device)
+                and id(orig) not in ctx.string_claims
+                and self.replacement == "tpu"
+                and _sole_ordinal(ctx) == int(ordinal.group(1)) > 0
+            )
+            if sole:
+                new = self.replacement
+            elif ordinal and int(ordinal.group(1)) > 0 and (id(orig) not in ctx.string_claims or compared):
                 ctx.flag(
                     orig,
                     f"{self.what} '{string_body(node)}' names another device of this process; TorchTPU "
@@ -1507,6 +1565,14 @@ class LiteralRule(Rule):
                 return None
             if claim is not None:
                 ctx.report(orig, claim[2], code=claim[0], outcome=claim[1])
+            elif sole:
+                ctx.report(
+                    orig,
+                    f"{self.what} '{string_body(node)}' -> '{new}' (the file's only GPU ordinal: it picked one GPU "
+                    "of the author's machine; TorchTPU binds one device per process)",
+                    code=self.code,
+                    outcome="warned",
+                )
             else:
                 ctx.report(orig, f"{self.what} '{string_body(node)}' -> '{new}'", code=self.code)
             return with_body(node, new)

@@ -451,6 +451,8 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
     q = ctx.qname(call.func)
     if q is not None and q.startswith("torch."):
+        if q == "torch.cuda.stream" and _own_stream(ctx, call) is not None:
+            return None  # `with torch.cuda.stream(s)` on a stream the file made: `with s:` (TPU207)
         return (
             q
             if q.startswith("torch.cuda.") and q not in _MIGRATED and not q.startswith("torch.cuda.amp")
@@ -659,12 +661,17 @@ class CudaToAccelerator(Rule):
         ):
             # `if model_device.type not in ('cuda', 'meta'): warn('... only works on CUDA ...')`: the test keeps
             # a CUDA-only feature off other devices; renamed, it would switch that feature on for 'tpu'
+            case = _parametrized_case(ctx, node.test)
             for lit in lits:
                 ctx.claim_string(
                     lit,
                     self.code,
                     "flagged",
-                    f"'{string_body(lit)}' is tested by code that works only on "
+                    f"'{string_body(lit)}' is the test's pytest case `{case}` and this skips it where CUDA is "
+                    "not: kept with its case; add a 'tpu' case skipped unless "
+                    "torch.accelerator.current_accelerator() is a TPU"
+                    if case
+                    else f"'{string_body(lit)}' is tested by code that works only on "
                     "CUDA (a branch says so, or installs NVIDIA packages): kept, so that code never runs on TPU; "
                     "give the TPU path its own branch",
                     value=None,
@@ -689,7 +696,12 @@ class CudaToAccelerator(Rule):
         )
         cuda_only = f"`{cuda_only}`" if cuda_only else None
         if cuda_only is None and _when_missing(node.test) and _raises_for_cuda(node.body):
-            cuda_only = "a skip or error that says CUDA is needed"
+            case = _parametrized_case(ctx, node.test)
+            cuda_only = (
+                f"the skip of the test's CUDA case (pytest's `{case}`; the case is kept with it)"
+                if case
+                else "a skip or error that says CUDA is needed"
+            )
         if cuda_only is None:
             cuda_only = _kept_twin_reads(ctx, node, guards)
         if cuda_only is not None:
@@ -877,10 +889,35 @@ class CudaManualSeed(Rule):
         return node.with_changes(func=expr(new))
 
 
+def _parametrized_case(ctx: Context, test: cst.BaseExpression) -> str | None:
+    """The name compared in ``test`` (``device == "cuda"``) when the enclosing test function takes it from its
+    own ``@pytest.mark.parametrize("device", [...])``: the string is one of pytest's cases, kept with its skip."""
+    names, todo = set(), [test]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Comparison and type(n.left) is cst.Name:
+            names.add(n.left.value)
+        todo.extend(child_nodes(n))
+    for fn in reversed(ctx.enclosing_definitions()):
+        if type(fn) is not cst.FunctionDef:
+            continue
+        for d in fn.decorators:
+            call = d.decorator
+            if type(call) is cst.Call and ctx.qname(call.func) == "pytest.mark.parametrize" and call.args:
+                first = call.args[0].value
+                declared = string_body(first) if type(first) is cst.SimpleString else None
+                for name in sorted(names):
+                    if declared and name in [p.strip() for p in declared.split(",")]:
+                        return name
+        return None
+    return None
+
+
 def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
     """``if torch.cuda.is_available(): ... elif torch.backends.mps.is_available(): ...`` (and the same as a
-    conditional expression, or an ``else:`` holding the next ``if``): the CUDA test's later branches pick another
-    accelerator, so its rewrite must not be true for them (lerobot's auto-detected devices)."""
+    conditional expression, or an ``else:`` holding the next ``if``, or a last branch that is itself another
+    accelerator: ``"cuda" if torch.cuda.is_available() else "mps"``): the CUDA test's later branches pick another
+    accelerator, so its rewrite must not be true for them (lerobot's auto-detected devices; lightly's examples)."""
     tests, rest = [], node.orelse
     while rest is not None:
         if isinstance(rest, (cst.If, cst.IfExp)):
@@ -892,6 +929,10 @@ def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
             rest = rest.body.body[0]
         else:
             break
+    if isinstance(rest, cst.Else):  # the last branch's own body: `else: device = "mps"`
+        tests.append(rest.body)
+    elif isinstance(rest, cst.BaseExpression):  # `"cuda" if torch.cuda.is_available() else "mps"`
+        tests.append(rest)
     if not any(_helpers.OTHER_ACCELERATOR.search(code(t)) for t in tests):
         return
     mine = [c for c in _calls_in(node.test) if ctx.qname(c.func) == "torch.cuda.is_available"]
@@ -1341,7 +1382,8 @@ class CudaEventStream(Rule):
     outcome = "warned"
     summary = (
         "Rewrite torch.cuda.Event/Stream to torch.Event/torch.Stream (a timing Event to a local _TpuTimingEvent "
-        "whose elapsed_time works); flag torch.cuda.stream(...)."
+        "whose elapsed_time works); `with torch.cuda.stream(s)` on a stream the file made becomes `with s:`, other "
+        "torch.cuda.stream(...) is flagged."
     )
     rationale = (
         "The generic classes follow the current accelerator; TorchTPU's streams and events are "
@@ -1350,7 +1392,7 @@ class CudaEventStream(Rule):
     before = "import torch\n\nstream = torch.cuda.Stream()\ndone = torch.cuda.Event()\n"
     after = "import torch\n\nstream = torch.Stream()\ndone = torch.Event()\n"
     refs = frozenset({"torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.stream"})
-    calls = frozenset({"torch.cuda.Event", "torch.cuda.Stream"})
+    calls = frozenset({"torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.stream"})
     emits = ("torch.Event", "torch.Stream")
     #: name -> (torch.cuda signature, torch signature)
     _SIGNATURES = {
@@ -1364,6 +1406,8 @@ class CudaEventStream(Rule):
     def ref(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
         if last == "stream":
+            if ctx.is_called(orig):
+                return None  # the call hook: `with torch.cuda.stream(s)` on a stream this file made
             ctx.flag(
                 orig,
                 "`torch.cuda.stream(...)`: TorchTPU streams are placeholders; drop the context or "
@@ -1384,6 +1428,8 @@ class CudaEventStream(Rule):
 
     def call(self, ctx, orig, node, qname):
         last = qname.rsplit(".", 1)[1]
+        if last == "stream":
+            return self._stream_context(ctx, orig, node, qname)
         timing = kwarg(orig, "enable_timing")
         if last == "Event" and timing is not None and code(timing.value) != "False":
             # torch.Event's elapsed_time raises on TPU: a local event that reads the clock after synchronize
@@ -1416,6 +1462,44 @@ class CudaEventStream(Rule):
         return (
             node.with_changes(func=func) if same_args(node, args) else node.with_changes(func=func, args=args)
         )
+
+    def _stream_context(self, ctx, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
+        """``with torch.cuda.stream(self.stream):`` where every binding of ``self.stream`` in the file is a
+        ``torch.cuda.Stream()`` (rewritten to ``torch.Stream()``): the stream is its own context manager
+        (``with self.stream:`` makes it current, as ``torch.cuda.stream`` did); kept, a CUDA context around a
+        TPU stream raises (BasicSR's CUDAPrefetcher). Anything else is flagged as before."""
+        a = _own_stream(ctx, orig)
+        stmt = ctx.statement()
+        if a is not None and type(stmt) is cst.With:
+            if _is_with_item(stmt, orig):
+                ctx.report(
+                    orig,
+                    f"`{qname}({code(a)})` -> `{code(a)}` (a torch.Stream is its own context manager)",
+                    code=self.code,
+                    outcome="warned",
+                )
+                return node.args[0].value
+        ctx.flag(
+            orig,
+            "`torch.cuda.stream(...)`: TorchTPU streams are placeholders; drop the context or use torch.Stream",
+            code=self.code,
+        )
+        return None
+
+
+def _own_stream(ctx: Context, call: cst.Call) -> cst.BaseExpression | None:
+    """The stream of ``torch.cuda.stream(s)`` when every binding of ``s`` in the file is a ``torch.cuda.Stream()``
+    (migrated to ``torch.Stream()``, its own context manager), else None."""
+    a = call.args[0].value if len(call.args) == 1 and call.args[0].keyword is None else None
+    if not isinstance(a, (cst.Name, cst.Attribute)):
+        return None
+    bound = re.findall(rf"(?<![\w.]){re.escape(code(a))}\s*=(?!=)\s*([\w.]+)", ctx.source_text)
+    made = [b for b in bound if b in ("torch.cuda.Stream", "torch.Stream")]
+    return a if made and len(made) == len(bound) else None
+
+
+def _is_with_item(stmt: cst.With, call: cst.Call) -> bool:
+    return any(item.item is call for item in stmt.items)
 
 
 #: CUDA's floating tensor types -> the dtype a default of that type sets.
@@ -1625,12 +1709,21 @@ def _called_alias(ctx: Context) -> bool:
         return False
     targets = [code(t.target) for t in stmt.body[0].targets]
     for t in targets:
-        uses = re.findall(rf"(?<![\w.]){re.escape(t)}(?!\w)(\s*=(?!=)|\(|)", ctx.source_text)
-        calls = [u for u in uses if u == "("]
-        # only ever called (a `.type(FloatTensor)` or isinstance use is a type use: flagged as before)
-        if calls and all(u == "(" or u.strip().startswith("=") for u in uses):
+        uses = [
+            (m.group(1), ctx.source_text[max(0, m.start() - 16) : m.start()])
+            for m in re.finditer(rf"(?<![\w.]){re.escape(t)}(?!\w)(\s*=(?!=)|\(|)", ctx.source_text)
+        ]
+        calls = [u for u, _ in uses if u == "("]
+        # called, or handed on as an argument (SPADE's GANLoss(tensor=self.FloatTensor), which calls it); a
+        # `.type(FloatTensor)`, isinstance or comparison use is a type use: flagged as before
+        if calls and not any(u == "" and _TYPE_USE.search(before) for u, before in uses):
             return True
     return False
+
+
+#: What precedes a tensor type's name where it is used as a type, not called: x.type(T), isinstance(x, (A, T)),
+#: t is T / == T
+_TYPE_USE = re.compile(r"(?:\.type|isinstance|issubclass)\([^()]*\(?[^()]*$|(?:==|!=|\bis|\bin)\s*$")
 
 
 _ENV = {

@@ -13,12 +13,18 @@ from migrate_helpers import codes, run
 
 # Statements a check may switch on: those the pass migrates fully, and those it cannot (a finding, or a
 # "cuda" literal kept as data that other code reads).
-SAFE = ["x = x.cuda()", "torch.cuda.synchronize()", 'y = y.to("cuda")', "z = torch.zeros(2, device='cuda')"]
+SAFE = [
+    "x = x.cuda()",
+    "torch.cuda.synchronize()",
+    'y = y.to("cuda")',
+    "z = torch.zeros(2, device='cuda')",
+    "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass",  # (a stream the file made: `with s:`)
+]
 UNSAFE = [
     "m = torch.cuda.memory_summary()",
     'table["cuda"] = x',
     'torch.cuda.nvtx.range_push("step")',
-    "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass",
+    "with torch.cuda.stream(z):\n    pass",  # (a stream from elsewhere: flagged)
 ]
 
 

@@ -1,0 +1,155 @@
+"""Wrong rewrites found by the first reading of held-out check 20 (benchmarks/migrate_corpus_heldout20.txt), each
+as a class in its own words, each asserting the rewrite it must not make."""
+
+from __future__ import annotations
+
+import pytest
+from migrate_helpers import run
+
+
+# --- lightly's examples: `"cuda" if torch.cuda.is_available() else "mps"` became
+# `"tpu" if torch.accelerator.is_available() else "mps"`; a Mac's accelerator is MPS, so the test turned true there
+# and sent the model to "tpu", which such a machine does not have ---
+@pytest.mark.parametrize(
+    "src",
+    [
+        'device = "cuda" if torch.cuda.is_available() else "mps"\n',
+        'device = torch.device("cuda" if torch.cuda.is_available() else "xpu")\n',
+        'if torch.cuda.is_available():\n    device = "cuda"\nelse:\n    device = "mps"\n',
+    ],
+)
+def test_a_last_branch_naming_another_accelerator_makes_the_cuda_test_ask_for_a_tpu(src):
+    out = run("import torch\n" + src).new_source
+    assert "torch.accelerator.is_available()" not in out
+    assert 'current_accelerator(check_available=True), "type", None) == "tpu"' in out
+    assert '"mps"' in out or '"xpu"' in out
+
+
+def test_a_cpu_fallback_still_asks_for_any_accelerator():
+    out = run('import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n').new_source
+    assert 'device = "tpu" if torch.accelerator.is_available() else "cpu"' in out
+
+
+# --- lightly's tests: `@pytest.mark.parametrize("device", ["cpu", "cuda"])` was flagged as a device handed to "a
+# library that is not torch" whose "device names are its own" (advice: hand it 'cpu'); pytest passes each case to
+# the test, which uses it as a torch device and skips the CUDA case itself ---
+@pytest.mark.parametrize(
+    "maker",
+    [
+        '@pytest.mark.parametrize("device", ["cpu", "cuda"])',
+        '@pytest.mark.parametrize("device", [pytest.param("cuda", id="gpu"), "cpu"])',
+    ],
+)
+def test_a_parametrized_device_is_a_test_case_not_a_foreign_library(maker):
+    src = (
+        "import pytest\nimport torch\n\n\n"
+        f"{maker}\n"
+        "def test_it(device):\n"
+        '    if device == "cuda" and not torch.cuda.is_available():\n'
+        '        pytest.skip("no cuda")\n'
+        "    assert torch.ones(1, device=device).sum() == 1\n"
+    )
+    result = run(src)
+    out = result.new_source
+    assert '"cuda"' in out.split("def test_it")[0]  # the case is kept, as its skip is
+    assert "a library that is not torch" not in out and "often 'cpu'" not in out
+    assert "is a test case of `pytest." in out
+
+
+# --- rasbt's notebooks: `print('... %d'` / `      %(epoch, cost))` -- a line inside open brackets that begins
+# with `%` was masked as an IPython magic, the cell no longer parsed, and the whole notebook was left untouched ---
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "print('Epoch: %03d | Cost: %.4f'\n      %(epoch, cost))\n",
+        'text = """\n%not a magic\n"""\n',
+        "x = 1 + \\\n    %2\n",
+    ],
+)
+def test_a_line_inside_a_python_statement_is_never_a_magic(cell):
+    from tpu_workbench.migrate.notebook import _mask
+
+    masked: list[str] = []
+    assert _mask(cell, masked) == cell and masked == []
+
+
+def test_magics_between_statements_are_still_masked():
+    from tpu_workbench.migrate.notebook import _mask
+
+    masked: list[str] = []
+    out = _mask("d = {\n  'a': 1,\n}\n%matplotlib inline\n!ls\n", masked)
+    assert masked == ["%matplotlib inline", "!ls"] and "d = {\n  'a': 1,\n}\n" in out
+
+
+# --- rasbt's notebooks: `torch.device("cuda:3" if torch.cuda.is_available() else "cpu")`, the one GPU ordinal of
+# a one-GPU notebook (the author's free GPU), was kept and flagged as "another device of this process": the
+# notebook trained on the CPU on a TPU host ---
+def test_a_files_only_gpu_ordinal_becomes_the_process_device():
+    src = 'import torch\ndevice = torch.device("cuda:3" if torch.cuda.is_available() else "cpu")\n'
+    out = run(src).new_source
+    assert 'torch.device("tpu" if torch.accelerator.is_available() else "cpu")' in out
+
+
+@pytest.mark.parametrize(
+    ("src", "kept"),
+    [
+        (
+            'import torch\na = torch.zeros(1).to("cuda:0")\nb = torch.zeros(1).to("cuda:1")\n',
+            1,
+        ),  # two devices
+        (
+            'import torch\nnet = torch.nn.DataParallel(torch.nn.Linear(1, 1), device_ids=[0, 1]).to("cuda:1")\n',
+            1,
+        ),
+        (
+            'import torch\nx = torch.zeros(1, device="cuda:2")\nassert str(x.device) == "cuda:2"\n',
+            2,
+        ),  # read back
+    ],
+)
+def test_an_ordinal_among_several_devices_is_still_kept(src, kept):
+    out = run(src).new_source
+    ordinal = max(src.count(f"cuda:{i}") and i for i in range(3))
+    assert out.count(f'"cuda:{ordinal}"') == kept
+
+
+# --- BasicSR's CUDAPrefetcher: `self.stream = torch.cuda.Stream()` became torch.Stream() while
+# `with torch.cuda.stream(self.stream):` was kept (flagged): a CUDA context around a TPU stream raises ---
+def test_a_stream_context_on_a_stream_the_file_made_uses_the_stream_itself():
+    src = (
+        "import torch\n\n\nclass P:\n    def __init__(self):\n        self.stream = torch.cuda.Stream()\n\n"
+        "    def load(self, x):\n        with torch.cuda.stream(self.stream):\n            return x + 1\n"
+    )
+    out = run(src).new_source
+    assert "with self.stream:" in out and "torch.cuda" not in out
+    scope: dict = {}
+    exec(compile(out, "m.py", "exec"), scope)
+    import torch
+
+    assert scope["P"]().load(torch.ones(1, device="tpu")).cpu().item() == 2
+
+
+def test_a_stream_context_on_a_stream_from_elsewhere_is_flagged():
+    src = "import torch\n\n\ndef f(s, x):\n    with torch.cuda.stream(s):\n        return x + 1\n"
+    result = run(src)
+    assert "torch.cuda.stream(s)" in result.new_source and "TPU207" in result.new_source
+
+
+# --- SPADE: `self.FloatTensor = torch.cuda.FloatTensor if self.use_gpu() else torch.FloatTensor`, called as
+# `self.FloatTensor(1)` and handed on as `GANLoss(tensor=self.FloatTensor)`, was kept as "used as a type" while its
+# twin ByteTensor (only called) was rewritten: preprocess_input raised on TPU ---
+def test_a_tensor_type_called_and_handed_on_is_a_constructor():
+    src = (
+        "import torch\n\n\nclass M:\n    def __init__(self, gpu):\n"
+        "        self.FloatTensor = torch.cuda.FloatTensor if gpu else torch.FloatTensor\n"
+        "        self.loss = Loss(tensor=self.FloatTensor)\n\n"
+        "    def f(self):\n        return self.FloatTensor(2).fill_(1)\n"
+    )
+    out = run(src).new_source
+    assert "_tpu_tensor_type(torch.FloatTensor) if gpu" in out
+
+
+def test_a_tensor_type_also_used_as_a_type_stays_flagged():
+    src = "import torch\n\nT = torch.cuda.FloatTensor\nx = T(2)\nprint(isinstance(x, T))\n"
+    out = run(src).new_source
+    assert "_tpu_tensor_type" not in out and "torch.cuda.FloatTensor" in out
