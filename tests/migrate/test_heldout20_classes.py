@@ -153,3 +153,16 @@ def test_a_tensor_type_also_used_as_a_type_stays_flagged():
     src = "import torch\n\nT = torch.cuda.FloatTensor\nx = T(2)\nprint(isinstance(x, T))\n"
     out = run(src).new_source
     assert "_tpu_tensor_type" not in out and "torch.cuda.FloatTensor" in out
+
+
+# --- rasbt's GAN notebooks: the model moved to 'tpu:0' and then `summary(model, input_size=(100,))` from
+# torchsummary, which builds its input on "cpu" or "cuda" only (and asserts the name is one of them): the forward
+# met a CPU input, or the renamed device='tpu' failed its assertion ---
+def test_a_program_built_on_torchsummary_keeps_its_device_and_is_flagged():
+    src = (
+        "import torch\nfrom torchsummary import summary\n\n"
+        "model = torch.nn.Linear(100, 10).to('cuda:0')\nsummary(model, input_size=(100,), device='cuda')\n"
+    )
+    out = run(src).new_source
+    assert "'tpu" not in out and "device='cuda'" in out
+    assert "TPU211" in out and "torchsummary" in out
