@@ -189,7 +189,17 @@ class HostHelpers:
         defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.ClassDef) and s.name == name]
         if len(defs) != 1:
             return None
-        return next((hit for n in ast.walk(defs[0]) if type(n) is ast.Call and (hit := test(n, roots))), None)
+        own = _own_streams(defs[0], roots)
+        return next(
+            (
+                hit
+                for n in ast.walk(defs[0])
+                if type(n) is ast.Call
+                and (hit := test(n, roots))
+                and not (hit == "torch.cuda.stream" and len(n.args) == 1 and ast.unparse(n.args[0]) in own)
+            ),
+            None,
+        )
 
     def _judge(self, tree: ast.Module | None, path: str | None, name: str, depth: int) -> bool:
         key = (path, name)
@@ -389,6 +399,22 @@ def _cuda_words(fn: ast.FunctionDef | ast.ClassDef):
             yield n.attr
         elif type(n) is ast.Constant and type(n.value) is str and not _DEVICE_LITERAL.match(n.value):
             yield n.value
+
+
+def _own_streams(definition: ast.AST, roots: dict) -> set[str]:
+    """Names and attributes the definition binds only to ``torch.cuda.Stream()``: ``with torch.cuda.stream(s)`` on
+    one of them is migrated (rules/cuda_api.py TPU207: ``with s:``), so it does not make the code CUDA-only."""
+    made: set[str] = set()
+    other: set[str] = set()
+    for n in ast.walk(definition):
+        if type(n) is ast.Assign:
+            stream = type(n.value) is ast.Call and _dotted(n.value.func, roots) in (
+                "torch.cuda.Stream",
+                "torch.Stream",
+            )
+            for t in n.targets:
+                (made if stream else other).add(ast.unparse(t))
+    return made - other
 
 
 def _unmigrated_cuda_call(call: ast.Call, roots: dict) -> str | None:

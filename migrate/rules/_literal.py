@@ -224,7 +224,19 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
     """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``, or the text
     of an exception."""
     if isinstance(node, cst.Call):
+        if (  # opt['datasets']['train'].get('prefetch_mode'): a key of a nested config mapping
+            type(node.func) is cst.Attribute
+            and node.func.attr.value == "get"
+            and type(node.func.value) is cst.Subscript
+            and node.args
+            and string_body(node.args[0].value) is not None
+        ):
+            return _external(ctx, node.func.value)
         return ctx.qname(node.func) in _ENV_READS or _error_text(node)
+    if isinstance(
+        node, cst.Name
+    ):  # a local read once from outside: `mode = cfg.get('mode')` ... `mode == 'cuda'`
+        return (value := _only_binding(ctx, node.value)) is not None and _external(ctx, value)
     if isinstance(node, cst.Subscript):
         if ctx.qname(node.value) == "os.environ":
             return True
@@ -234,6 +246,28 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
             and string_body(node.slice[0].slice.value) is not None
         )
     return False
+
+
+def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
+    """The value of the one assignment of ``name`` in the enclosing function, else None (one walk per function:
+    the table of its plain ``x = value`` bindings, a name bound any other way marked None)."""
+    fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+    if fn is None:
+        return None
+    tables = ctx.scratch.setdefault("local-bindings", {})
+    table = tables.get(id(fn))  # type: ignore[union-attr]
+    if table is None:
+        table = {}
+        for n in _walk_code(fn.body):
+            if type(n) is cst.Assign:
+                for t in n.targets:
+                    if type(t.target) is cst.Name:
+                        key = t.target.value
+                        table[key] = n.value if key not in table else None
+            elif type(n) in (cst.AugAssign, cst.AnnAssign, cst.For) and type(n.target) is cst.Name:  # type: ignore[union-attr]
+                table[n.target.value] = None  # type: ignore[union-attr]
+        tables[id(fn)] = table  # type: ignore[index]
+    return table.get(name)
 
 
 #: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).

@@ -166,3 +166,29 @@ def test_a_program_built_on_torchsummary_keeps_its_device_and_is_flagged():
     out = run(src).new_source
     assert "'tpu" not in out and "device='cuda'" in out
     assert "TPU211" in out and "torchsummary" in out
+
+
+# --- BasicSR's train.py: `prefetch_mode = opt['datasets']['train'].get('prefetch_mode')` then
+# `elif prefetch_mode == 'cuda':` -- the name is a value of the user's YAML config; renamed alone, a config saying
+# `cuda` would fall to `else: raise ValueError`. And its TODO claimed the CUDAPrefetcher it switches on was
+# CUDA-only, though the same run migrates that class (`with torch.cuda.stream(self.stream)` -> `with self.stream`)
+def test_a_local_read_from_a_config_mapping_keeps_its_comparison(tmp_path):
+    (tmp_path / "prefetch.py").write_text(
+        "import torch\n\n\nclass CUDAPrefetcher:\n    def __init__(self, loader):\n"
+        "        self.stream = torch.cuda.Stream()\n        self.loader = loader\n\n"
+        "    def preload(self, batch):\n        with torch.cuda.stream(self.stream):\n"
+        "            return batch.to('cuda', non_blocking=True)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "from prefetch import CUDAPrefetcher\n\n\ndef build(opt, loader):\n"
+        "    mode = opt['datasets']['train'].get('prefetch_mode')\n"
+        "    if mode is None or mode == 'cpu':\n        return loader\n"
+        "    elif mode == 'cuda':\n        return CUDAPrefetcher(loader)\n"
+        "    raise ValueError(mode)\n"
+    )
+    from tpu_workbench.migrate.cli import main
+
+    assert main(["--write", "--quiet", str(tmp_path)]) in (0, 1)
+    train = (tmp_path / "train.py").read_text()
+    assert "mode == 'cuda'" in train and "value from outside the file" in train and "CUDA-only" not in train
+    assert "with self.stream:" in (tmp_path / "prefetch.py").read_text()
