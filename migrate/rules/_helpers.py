@@ -284,7 +284,25 @@ LEGACY_TENSOR = _helper(
     '''def _tpu_tensor_type(cpu_type):
     """Added by tpu-migrate: a CUDA tensor type called as a constructor (torch.cuda.FloatTensor(n) for a size,
     or (data) for values): the tensor the CPU type builds from the same arguments, moved to "tpu"."""
-    return lambda *args, **kwargs: cpu_type(*args, **kwargs).to("tpu")
+
+    def build(*args, **kwargs):
+        return cpu_type(*args, **kwargs).to("tpu")
+
+    build.cpu_type = cpu_type  # (read by _tpu_as_type)
+    return build
+''',
+    (),
+)
+
+AS_TYPE = _helper(
+    "_tpu_as_type",
+    '''def _tpu_as_type(tensor, tensor_type):
+    """Added by tpu-migrate: tensor.type(T) where T may be a CUDA tensor type made a TPU constructor by
+    _tpu_tensor_type: the tensor in that type's dtype on "tpu"; any other T as tensor.type(T) did."""
+    cpu_type = getattr(tensor_type, "cpu_type", None)
+    if cpu_type is None:
+        return tensor.type(tensor_type)
+    return tensor.to(device="tpu", dtype=cpu_type.dtype)
 ''',
     (),
 )

@@ -1558,7 +1558,9 @@ class CudaTensorType(Rule):
     outcome = "warned"
     summary = (
         "Rewrite set_default_tensor_type(<a CUDA floating type>) to torch.set_default_device('tpu') (and "
-        "torch.set_default_dtype for half, double, bfloat16); flag torch.cuda.*Tensor."
+        "torch.set_default_dtype for half, double, bfloat16); a CUDA tensor type only called, handed on or cast to "
+        "becomes a 'tpu' constructor (_tpu_tensor_type) and x.type(it) _tpu_as_type(x, it); flag other "
+        "torch.cuda.*Tensor uses."
     )
     rationale = (
         "set_default_tensor_type is deprecated; the default device and dtype are set separately. "
@@ -1570,6 +1572,7 @@ class CudaTensorType(Rule):
     statements = frozenset({"torch.set_default_tensor_type"})
     refs = frozenset(f"torch.cuda.{t}" for t in _TENSOR_TYPES)
     node_types = (cst.Call, cst.SimpleString, cst.Comparison)
+    methods = frozenset({"type"})  # x.type(Tensor) where Tensor was bound to a CUDA tensor type
     emits = ("torch.set_default_device", "torch.set_default_dtype")
 
     def visit_node(self, ctx, node):
@@ -1606,6 +1609,38 @@ class CudaTensorType(Rule):
                 code=self.code,
             )
         return None
+
+    def method(self, ctx, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
+        """``x.type(Tensor)``: see ``_cast_aliases``."""
+        f = orig.func
+        if (
+            type(f) is not cst.Attribute
+            or f.attr.value != "type"
+            or len(orig.args) != 1
+            or orig.args[0].keyword is not None
+            or "torch.cuda." not in ctx.source_text
+        ):
+            return None
+        target = code(orig.args[0].value)
+        if target not in _cast_aliases(ctx):
+            return None
+        ctx.report(
+            orig,
+            f"`.type({target})` -> `{_helpers.AS_TYPE}(..., {target})` ({target} may be a CUDA tensor type, now a "
+            "constructor of 'tpu' tensors: the cast is to its dtype on 'tpu')",
+            code=self.code,
+            outcome="warned",
+        )
+        ctx.need_helper(_helpers.AS_TYPE)
+        new_f = node.func
+        assert isinstance(new_f, cst.Attribute)
+        return cst.Call(
+            func=cst.Name(_helpers.AS_TYPE),
+            args=[
+                cst.Arg(new_f.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                node.args[0],
+            ],
+        )
 
     def statement(self, ctx, orig, node, qname, call, target):
         if call is None or target is not None:
@@ -1713,17 +1748,50 @@ def _called_alias(ctx: Context) -> bool:
             (m.group(1), ctx.source_text[max(0, m.start() - 16) : m.start()])
             for m in re.finditer(rf"(?<![\w.]){re.escape(t)}(?!\w)(\s*=(?!=)|\(|)", ctx.source_text)
         ]
+        casts = [u for u, before in uses if u == "" and _CAST.search(before)]
         calls = [u for u, _ in uses if u == "("]
-        # called, or handed on as an argument (SPADE's GANLoss(tensor=self.FloatTensor), which calls it); a
-        # `.type(FloatTensor)`, isinstance or comparison use is a type use: flagged as before
-        if calls and not any(u == "" and _TYPE_USE.search(before) for u, before in uses):
+        # called, handed on as an argument (SPADE's GANLoss(tensor=self.FloatTensor), which calls it), or cast to
+        # (`x.type(Tensor)`: rewritten to _tpu_as_type); an isinstance or comparison use is a type use: flagged
+        if (calls or casts) and not any(u == "" and _TYPE_USE.search(before) for u, before in uses):
             return True
     return False
 
 
-#: What precedes a tensor type's name where it is used as a type, not called: x.type(T), isinstance(x, (A, T)),
-#: t is T / == T
-_TYPE_USE = re.compile(r"(?:\.type|isinstance|issubclass)\([^()]*\(?[^()]*$|(?:==|!=|\bis|\bin)\s*$")
+def _cast_aliases(ctx: Context) -> frozenset[str]:
+    """Names bound to a CUDA tensor type that the file only calls, hands on or casts to (``Tensor =
+    torch.cuda.FloatTensor if cuda else torch.FloatTensor`` ... ``imgs.type(Tensor)``, PyTorch-YOLOv3's and
+    PyTorch-GAN's idiom): their binding becomes ``_tpu_tensor_type(...)``, so ``x.type(Tensor)`` becomes
+    ``_tpu_as_type(x, Tensor)``."""
+    found = ctx.scratch.get("cast-aliases")
+    if found is None:
+        names = {m.group(1) for m in _CUDA_TYPE_BINDING.finditer(ctx.source_text)}
+        found = ctx.scratch["cast-aliases"] = frozenset(
+            n for n in names if _only_constructed(ctx.source_text, n)
+        )
+    return found  # type: ignore[return-value]
+
+
+def _only_constructed(text: str, target: str) -> bool:
+    uses = [
+        (m.group(1), text[max(0, m.start() - 16) : m.start()])
+        for m in re.finditer(rf"(?<![\w.]){re.escape(target)}(?!\w)(\s*=(?!=)|\(|)", text)
+    ]
+    return any(u == "" and _CAST.search(before) for u, before in uses) and not any(
+        u == "" and _TYPE_USE.search(before) for u, before in uses
+    )
+
+
+#: `name = ... torch.cuda.FloatTensor ...` on one line: a binding of a CUDA tensor type (or a choice of one)
+_CUDA_TYPE_BINDING = re.compile(
+    rf"(?m)^[ \t]*([\w.]+)[ \t]*=[^=\n][^\n]*\btorch\.cuda\.(?:{'|'.join(_TENSOR_TYPES)})\b"
+)
+#: What precedes a tensor type's name where a tensor is cast to it: x.type(T)
+_CAST = re.compile(r"\.type\(\s*$")
+#: What precedes a tensor type's name where it is used as a type, not called: isinstance(x, (A, T)), t is T / == T,
+#: or x.type(A, T) (a second argument: not a plain cast)
+_TYPE_USE = re.compile(
+    r"(?:isinstance|issubclass)\([^()]*\(?[^()]*$|\.type\([^()]+,\s*$|(?:==|!=|\bis|\bin)\s*$"
+)
 
 
 _ENV = {

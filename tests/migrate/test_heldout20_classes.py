@@ -192,3 +192,52 @@ def test_a_local_read_from_a_config_mapping_keeps_its_comparison(tmp_path):
     train = (tmp_path / "train.py").read_text()
     assert "mode == 'cuda'" in train and "value from outside the file" in train and "CUDA-only" not in train
     assert "with self.stream:" in (tmp_path / "prefetch.py").read_text()
+
+
+# --- PyTorch-YOLOv3 (and PyTorch-GAN's idiom): `Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else
+# torch.FloatTensor` then `imgs.type(Tensor)` was kept as "a type use", so its check stayed CUDA's: the inputs stayed
+# on the CPU while models.py (another file) put the model on "tpu" -> "Expected all tensors to be on the same
+# device". A cast to such a name is a cast to its dtype on the device: both are migrated together ---
+CAST_PROGRAM = (
+    "import torch\n\n\ndef run(imgs):\n"
+    "    Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n"
+    "    x = imgs.type(Tensor)\n    ones = Tensor(2, 1).fill_(1.0)\n    return x, ones\n"
+)
+
+
+def test_a_cast_to_a_cuda_type_alias_moves_to_the_tpu_with_its_dtype():
+    out = run(CAST_PROGRAM).new_source
+    assert "_tpu_as_type(imgs, Tensor)" in out and "torch.cuda" not in out.split("def run")[1]
+    scope: dict = {}
+    exec(compile(out, "m.py", "exec"), scope)
+    import torch
+
+    x, ones = scope["run"](torch.arange(6, dtype=torch.int64).reshape(2, 3))
+    assert x.device.type == "tpu" and x.dtype == torch.float32 and ones.device.type == "tpu"
+    assert torch.equal(x.cpu(), torch.arange(6.0).reshape(2, 3))
+
+
+def test_a_cast_alias_runs_unchanged_where_torchtpu_is_not_loaded(tmp_path):
+    out = (
+        run(CAST_PROGRAM).new_source
+        + "\nx, ones = run(torch.ones(2, 3, dtype=torch.int64))\nprint(x.device, x.dtype)\n"
+    )
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(out)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.strip() == "cpu torch.float32"
+
+
+def test_a_cuda_type_alias_also_used_as_a_type_is_not_cast():
+    src = CAST_PROGRAM.replace(
+        "    return x, ones\n", "    assert isinstance(x, Tensor)\n    return x, ones\n"
+    )
+    out = run(src).new_source
+    assert "_tpu_as_type" not in out and "torch.cuda.FloatTensor" in out

@@ -44,9 +44,22 @@ def test_a_flag_that_also_picks_a_cuda_tensor_type_only_called_migrates_both(fla
 @pytest.mark.parametrize(
     "flag", ["torch.cuda.is_available()", "True if torch.cuda.is_available() else False"]
 )
+def test_a_flag_that_also_picks_a_cuda_tensor_type_cast_to_migrates_both(flag):
+    # PyTorch-GAN: `imgs.type(Tensor)` was a type use (the check stayed CUDA's); since held-out 20 a cast to the
+    # type's dtype on 'tpu' (_tpu_as_type), so the flag and the type follow the TPU together
+    out = _code(run(_FLAG_SRC.format(flag=flag) + "y = x.type(Tensor)\n").new_source)
+    ast.parse(out)
+    assert "torch.accelerator.is_available" in out
+    assert "Tensor = _tpu_tensor_type(torch.FloatTensor) if cuda else torch.FloatTensor" in out
+    assert "y = _tpu_as_type(x, Tensor)" in out
+
+
+@pytest.mark.parametrize(
+    "flag", ["torch.cuda.is_available()", "True if torch.cuda.is_available() else False"]
+)
 def test_a_flag_that_also_picks_a_cuda_tensor_type_used_as_a_type_keeps_the_cuda_check(flag):
-    # PyTorch-GAN: `imgs.type(Tensor)`: a type use, which no 'tpu' tensor type can stand for: the check stays
-    out = run(_FLAG_SRC.format(flag=flag) + "y = x.type(Tensor)\n").new_source
+    # `isinstance(x, Tensor)`: a type use, which no 'tpu' tensor type can stand for: the check stays
+    out = run(_FLAG_SRC.format(flag=flag) + "y = isinstance(x, Tensor)\n").new_source
     ast.parse(out)
     assert "torch.accelerator.is_available" not in _code(out)  # the wrong rewrite: flag on, tensor type CUDA
 

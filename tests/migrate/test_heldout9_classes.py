@@ -405,10 +405,11 @@ def test_a_helper_in_a_crlf_file_keeps_crlf():
     assert out.count("\n") == out.count("\r\n")
 
 
-def test_a_device_choice_agrees_with_a_kept_cuda_tensor_type():
-    """PyTorch-GAN's esrgan: `Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.Tensor` is
-    kept (batches built with it stay on the CPU of a TPU host) while `device = torch.device("cuda" if ...)` sent
-    the models to 'tpu'."""
+def test_a_device_choice_agrees_with_a_cuda_tensor_type():
+    """PyTorch-GAN's esrgan: `Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.Tensor` was
+    kept (batches built with it stayed on the CPU of a TPU host) while `device = torch.device("cuda" if ...)` sent
+    the models to 'tpu'. Since held-out 20 the cast `imgs.type(Tensor)` is migrated with its type (a cast to its
+    dtype on 'tpu'), so both checks follow the TPU together."""
     src = (
         "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
         "generator = Generator().to(device)\n"
@@ -416,7 +417,9 @@ def test_a_device_choice_agrees_with_a_kept_cuda_tensor_type():
         "imgs_lr = imgs.type(Tensor)\nout = generator(imgs_lr)\n"
     )
     out = run(src).new_source
-    assert "torch.accelerator" not in out and "'cuda' if torch.cuda.is_available()" in out, out
+    assert "device = torch.device('tpu' if torch.accelerator.is_available() else 'cpu')" in out, out
+    assert "Tensor = _tpu_tensor_type(torch.FloatTensor) if torch.accelerator.is_available()" in out
+    assert "imgs_lr = _tpu_as_type(imgs, Tensor)" in out
 
 
 def test_a_kept_check_whose_branches_follow_a_device_variable_does_not_keep_its_twin():
