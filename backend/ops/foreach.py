@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd.graph import increment_version
 
 from tpu_workbench.backend import _torch_private as private
 from tpu_workbench.backend import lazy
@@ -76,6 +77,8 @@ def _make(op: Any) -> Any:
         if not copy_back:
             batched = _run_batched(target, calls)
             if batched is not None:
+                if inplace:
+                    _written(args[list_pos[0]])
                 return None if inplace else batched
         results = []
         for a, kw in calls:
@@ -83,9 +86,22 @@ def _make(op: Any) -> Any:
             if copy_back:
                 a[0].copy_(r)
             results.append(r)
+        if inplace:
+            _written(args[list_pos[0]])
         return None if inplace else results
 
     return impl
+
+
+def _written(tensors: Any) -> None:
+    """Bump the version counters of the tensors an in-place foreach op wrote, as CUDA's foreach kernels do
+    (``increment_version``): no autograd layer above a foreach op does it, and the per-tensor ops run here, below
+    that layer. Without it an optimizer step on weights that a retained graph saved went unnoticed and the second
+    backward used the new weights (PyTorch-GAN's softmax_gan; the CPU and CUDA raise "modified by an inplace
+    operation")."""
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if tensors:
+        increment_version(tensors)
 
 
 # ----------------------------------------------------------------------------- one executable per call
