@@ -10,6 +10,12 @@ migrated run must show that it ran on the "tpu": a ``sitecustomize`` on ``PYTHON
 installs a global module forward pre-hook in every process of the run and prints the device types of the tensors
 that modules were called with, which must include "tpu".
 
+A Jupyter notebook (``argv`` is one ``.ipynb``) is run as Jupyter runs it, unedited: ``NB_DRIVER`` executes its
+cells in order in a fresh ``python3`` kernel (nbclient + ipykernel) whose working directory is the notebook's folder,
+and prints each cell's printed output as the cell ends. The kernel is the process that calls the modules, and
+nbclient does not pass its own stdout on, so the hook also appends each device type it sees to the file that
+``TPU_RUN_DEVICES_FILE`` names, which the runner reads (for every run).
+
     python benchmarks/migrate_corpus_run.py --mirror /work/.mirror --scratch /tmp/corpus-run [--only DDP ...]
 """
 
@@ -34,9 +40,11 @@ MANIFEST = HERE / "migrate_corpus_fresh.txt"
 #: A sitecustomize put on PYTHONPATH for the runs: every Python process of the run (spawned workers too) starts from
 #: the same seeds on both sides (Python's, torch's and NumPy's global generators; a script that seeds itself overrides
 #: them; one that does not, or whose spawned workers do not, becomes comparable), notes the device types of the tensors
-#: that modules are called with and prints them at exit; the script itself is untouched.
+#: that modules are called with and prints them at exit -- and appends each device type to the file named by
+#: TPU_RUN_DEVICES_FILE the first time it sees it (a notebook's kernel: its stdout is not the run's, see NB_DRIVER);
+#: the script itself is untouched.
 HOOK = (
-    "import atexit, random, torch\n"
+    "import atexit, os, random, torch\n"
     "random.seed(0)\n"
     "torch.manual_seed(0)\n"
     "try:\n"
@@ -45,11 +53,56 @@ HOOK = (
     "except ImportError:\n"
     "    pass\n"
     "_devs = set()\n"
+    "_devs_file = os.environ.get('TPU_RUN_DEVICES_FILE')\n"
     "def _seen(module, args):\n"
-    "    _devs.update(a.device.type for a in args if isinstance(a, torch.Tensor))\n"
+    "    new = {a.device.type for a in args if isinstance(a, torch.Tensor)} - _devs\n"
+    "    if new:\n"
+    "        _devs.update(new)\n"
+    "        if _devs_file:\n"
+    "            with open(_devs_file, 'a') as f:\n"
+    "                f.write(','.join(sorted(new)) + '\\n')\n"
     "torch.nn.modules.module.register_module_forward_pre_hook(_seen)\n"
     "atexit.register(lambda: print('@@devices', ','.join(sorted(_devs)), flush=True))\n"
 )
+
+#: How a notebook is run (written to the scratch folder, run with the runner's Python as ``python nbrun.py NOTEBOOK
+#: TIMEOUT`` in the notebook's folder): nbclient executes every cell, in order, in a new "python3" kernel started in
+#: that folder, as Jupyter's "Restart & Run All" does; the notebook file is not changed (the executed copy stays in
+#: memory). Each cell's stdout/stderr streams are printed as the cell ends, so the runner parses them like a script's
+#: output; a cell that raises ends the run with exit 1 and its traceback. TIMEOUT bounds each cell.
+NB_DRIVER = """
+import re
+import sys
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+def printed(cell, cell_index, execute_reply):
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            sys.stdout.write(out["text"])
+    sys.stdout.flush()
+
+nb = nbformat.read(sys.argv[1], as_version=4)
+client = NotebookClient(
+    nb, timeout=int(sys.argv[2]), kernel_name="python3", resources={"metadata": {"path": "."}},
+    on_cell_executed=printed,
+)
+try:
+    client.execute()
+except CellExecutionError as e:
+    print(re.sub(r"\\x1b\\[[0-9;]*m", "", str(e)), flush=True)  # (IPython's traceback, without its colours)
+    sys.exit(1)
+"""
+
+#: The notebooks of rasbt/deeplearning-models begin with ``%load_ext watermark`` and ``%watermark ...`` (they print
+#: the versions used); the watermark package is not installed here (and nothing can be installed), so the hook's
+#: folder holds a stand-in IPython extension of that name whose %watermark prints nothing -- the environment the
+#: notebook expects, not an edit of it.
+WATERMARK = """
+def load_ipython_extension(ip):
+    ip.register_magic_function(lambda line="": None, "line", "watermark")
+"""
 
 
 @dataclass(frozen=True)
@@ -59,7 +112,8 @@ class Script:
     name: str
     repo: str
     folder: str  # repository folder extracted and migrated (the script's own folder)
-    argv: tuple[str, ...]  # the command line, relative to ``folder``
+    # the command line, relative to ``folder``; or one .ipynb alone: the notebook, run as Jupyter does (NB_DRIVER)
+    argv: tuple[str, ...]
     numbers: str  # regex whose groups are the numbers compared (losses, accuracies)
     timeout: int = 900
     cpu_patch: tuple[tuple[str, str], ...] = ()  # (file, 'old=>new') applied to the CPU reference copy only
@@ -126,11 +180,17 @@ def _tsl(script: str, args: str) -> Script:
     )
 
 
-def _mnist_idx(raw: str, n_train: int, n_test: int) -> str:
+def _mnist_idx(raw: str, n_train: int, n_test: int, flip: float = 0.0) -> str:
     """A ``setup`` writing a small synthetic MNIST (or Fashion-MNIST) in torchvision's raw idx files under ``raw``:
     28x28 uint8 images, one seeded random binary pattern per class
     plus noise, so the dataset classes find their files
-    and download nothing."""
+    and download nothing. ``flip``: that share of the labels is redrawn at random after the images are (without
+    it every model reaches 100% within an epoch, and the accuracies it prints compare nothing)."""
+    relabel = (
+        f"    labels = np.where(rng.random(n) < {flip!r}, rng.integers(0, 10, n), labels).astype(np.uint8)\n"
+        if flip
+        else ""
+    )
     return f"""
 import numpy as np, os, struct
 rng = np.random.default_rng(0)
@@ -140,7 +200,7 @@ proto = (rng.random((10, 28, 28)) < 0.25) * 200.0
 def write(prefix, n):
     labels = rng.integers(0, 10, n).astype(np.uint8)
     imgs = np.clip(proto[labels] + rng.random((n, 28, 28)) * 55, 0, 255).astype(np.uint8)
-    with open(os.path.join(raw, prefix + "-images-idx3-ubyte"), "wb") as f:
+{relabel}    with open(os.path.join(raw, prefix + "-images-idx3-ubyte"), "wb") as f:
         f.write(struct.pack(">IIII", 2051, n, 28, 28)); f.write(imgs.tobytes())
     with open(os.path.join(raw, prefix + "-labels-idx1-ubyte"), "wb") as f:
         f.write(struct.pack(">II", 2049, n)); f.write(labels.tobytes())
@@ -226,6 +286,59 @@ def _ltsf(model: str, amp: bool = False) -> Script:
         setup=ETT_CSV.replace("dataset/ETT-small", "dataset"),
         compat="numpy.Inf = numpy.inf\n",  # utils/tools.py's EarlyStopping: self.val_loss_min = np.Inf
         needs=("pandas", "sklearn", "matplotlib"),
+    )
+
+
+#: What rasbt/deeplearning-models's MNIST notebooks print: the training cost of every 50th batch ("Cost: 0.1234"),
+#: the accuracies after each epoch and at the end ("training accuracy: 91.23%", "Train: 91.234%", "Test accuracy:
+#: 90.12%", "Probability 7 12.34%") -- not the "Time elapsed" lines.
+DLM_NUMBERS = r"Cost: ([\d.]+)|accuracy: ([\d.]+)%|Train: ([\d.]+)%|Probability 7 ([\d.]+)%"
+
+
+def _pytorch_gan(name: str, what: str) -> Script:
+    """PyTorch-GAN's implementations/<name>/<name>.py as its README runs it (python3 <name>.py, in its folder), for
+    one epoch (--n_epochs 1, no image saved) of a synthetic MNIST of 640 images (10 batches of 64) in the
+    ../../data/mnist its datasets.MNIST(..., download=True) reads; the noise it draws with np.random.normal is seeded
+    by the hook on both sides. Its losses print 6 decimals; float32 sums in another order part in the 6th (gan's last
+    G loss: 0.620336 on the CPU, 0.620335 on the "tpu"), so 1e-5 absolute."""
+    return Script(
+        f"PyTorch-GAN {name}.py ({what}; 1 epoch, synthetic MNIST)",
+        "eriklindernoren/PyTorch-GAN",
+        f"implementations/{name}",
+        (f"{name}.py", "--n_epochs", "1", "--sample_interval", "100000"),
+        r"(?:D|G) loss: (-?[\d.]+(?:e[+-]?\d+)?)",
+        rtol=1e-4,
+        atol=1e-5,
+        manifest="migrate_corpus_heldout5.txt",
+        setup=_mnist_idx("../../data/mnist/MNIST/raw", 640, 160),
+        needs=("torchvision",),
+    )
+
+
+def _dlm(notebook: str, what: str, cuda: str = "") -> Script:
+    """One notebook of rasbt/deeplearning-models's pytorch_ipynb/, run unedited as Jupyter runs it (NB_DRIVER) in
+    its own folder (extracted and migrated whole; none of these imports the repository's helper_*.py), on a small
+    synthetic MNIST in the data/MNIST/raw that its datasets.MNIST(root='data', download=True) looks in: 640 training
+    and 160 test images (torchvision finds the raw files and downloads nothing), a quarter of their labels redrawn
+    at random so that the accuracies stay below 100%. Each side runs in a fresh kernel and the notebooks seed
+    themselves (torch.manual_seed before the model; the DataLoader's shuffling draws from the CPU generator on both
+    sides). Tolerance: every printed digit (the costs have 4 decimals, the accuracies 2 or 3). ``cuda``: a
+    hard-coded ``DEVICE = "cuda:N"`` that the CPU reference alone gets as "cpu" (the migrated copy gets "tpu")."""
+    folder, name = notebook.rsplit("/", 1)
+    return Script(
+        f"deeplearning-models {notebook} ({what}; synthetic MNIST)",
+        "rasbt/deeplearning-models",
+        f"pytorch_ipynb/{folder}",
+        (name,),
+        DLM_NUMBERS,
+        timeout=600,
+        # (the notebook is JSON: its source's quotes are escaped there)
+        cpu_patch=((name, f'DEVICE = \\"{cuda}\\"=>DEVICE = \\"cpu\\"'),) if cuda else (),
+        rtol=0.0,
+        atol=1.01e-4,
+        manifest="migrate_corpus_heldout20.txt",
+        setup=_mnist_idx("data/MNIST/raw", 640, 160, flip=0.25),
+        needs=("torchvision", "nbclient", "ipykernel"),
     )
 
 
@@ -608,6 +721,71 @@ json.dump(cfg, open("config_img_short.json", "w"), indent=2)
     # the "tpu" to the end, but its Net's two Dropout layers draw their masks from the "tpu"'s own generator: the
     # very first training loss, before any step, already differs (2.345949 on the CPU, 2.316275 on the "tpu"), and
     # the script has no flag to turn dropout off
+    # held-out 20 (benchmarks/migrate_corpus_heldout20.txt): rasbt/deeplearning-models's course notebooks, each run
+    # whole, unedited, as Jupyter runs it (see _dlm and NB_DRIVER); the tool rewrites their torch.device("cuda:N" if
+    # torch.cuda.is_available() else "cpu") to "tpu" (torch.accelerator.is_available()) and drops the
+    # cudnn.deterministic line; their %watermark cells get the stand-in extension (WATERMARK). Each takes 8-27 s a
+    # side here.
+    _dlm("mlp/mlp-basic.ipynb", "MLP, 2 hidden layers, 10 epochs of SGD"),
+    _dlm("mlp/mlp-batchnorm.ipynb", "MLP with BatchNorm1d, 10 epochs of SGD; eval-mode running statistics"),
+    _dlm("mechanics/mlp-sequential.ipynb", "MLP as nn.Sequential with in-place ReLU, 10 epochs of SGD"),
+    _dlm("basic-ml/softmax-regression.ipynb", "softmax regression, 10 epochs of SGD"),
+    _dlm("autoencoder/ae-basic.ipynb", "fully connected autoencoder, 5 epochs of Adam"),
+    _dlm("autoencoder/ae-deconv.ipynb", "convolutional autoencoder with ConvTranspose2d, 10 epochs of Adam"),
+    _dlm(
+        "autoencoder/ae-conv-nneighbor.ipynb",
+        "convolutional autoencoder with nearest-neighbour F.interpolate, 10 epochs of Adam",
+    ),
+    _dlm("cnn/cnn-basic.ipynb", "2-conv CNN, 10 epochs of SGD"),
+    _dlm("cnn/cnn-he-init.ipynb", "CNN with kaiming_normal_ init, 10 epochs of SGD"),
+    _dlm(
+        "cnn/cnn-standardized.ipynb",
+        "CNN on inputs standardized by the training set's mean and std, 10 epochs",
+    ),
+    _dlm("cnn/cnn-allconv.ipynb", "all-convolutional net, 15 epochs of Adam"),
+    _dlm(
+        "mechanics/cnn-weight-sharing.ipynb",
+        "CNN whose 10 logits share one Linear unit, a bias each, 10 epochs of SGD",
+    ),
+    # its DEVICE = "cuda:1" is hard-coded (no is_available check): the CPU reference alone gets "cpu"; it also
+    # prints one test image's probability of a 7
+    _dlm("cnn/cnn-lenet5-mnist.ipynb", "LeNet-5 on 32x32 resized images, 10 epochs of Adam", cuda="cuda:1"),
+    # Not here from held-out 20 (all run to the end on the "tpu"; their numbers part from the CPU's for reasons of the
+    # notebook, not of the "tpu"): cnn/resnet-ex-1.ipynb -- its conv biases come right before a BatchNorm, so their
+    # gradient is 0 up to rounding (conv_1.bias.grad ~1e-6 against 0.08 for the weight, of either sign on either side),
+    # and Adam turns that noise into full lr steps of its sign: conv_1.bias parts by 0.02 after the first step, the
+    # eval-mode running means with it (first epoch's training accuracy 36.72% on the CPU, 30.78% on the "tpu", while the
+    # training costs agree to 5e-4); cnn/cnn-resnet18-mnist.ipynb -- its first-step gradients already part by 0.1-0.7%
+    # (first cost 2.5470 / 2.5471, then epoch 1 16.09% / 15.16%): given the same input (the "tpu"'s own activations) a
+    # residual block's gradients on the "tpu" are within 4e-7 of float64's while the CPU's float32 is 1e-3 off, i.e.
+    # ReLU/max-pool decisions on values at rounding level; Adam then spreads them over its 11M weights;
+    # tricks/gradclipping_mlp.ipynb -- 5-layer MLP, Adam (lr 0.01) and clip_grad_value_(..., 1.): replayed outside the
+    # notebook, the gradients agree to 1.5e-6 for 13 steps (the clipping itself too), then jump to 6e-4 in one step (a
+    # ReLU unit at its boundary) and the notebook's costs part from epoch 4 (1.0390 / 1.0395); the same replay without
+    # the clipping stays within 4e-5; gan/gan.ipynb -- fails on both sides (ax.plot of its list of loss tensors that
+    # require grad: "Can't call numpy() on Tensor that requires grad", today's matplotlib), and its Dropout draws from
+    # the "tpu"'s own generator; the CIFAR-10 notebooks (torchvision checks the archive's md5: no synthetic stand-in)
+    # and those with Dropout (mlp-dropout, densenet121, the GANs) are not tried
+    # held-out 5 (benchmarks/migrate_corpus_heldout5.txt), since held-out 20's reading: PyTorch-GAN's MNIST GANs, whose
+    # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` ... `imgs.type(Tensor)` / `Tensor(n, 1)` the
+    # tool kept on CUDA until 2026-12-06 (they ran on the CPU of a TPU host): now `_tpu_tensor_type` / `_tpu_as_type`
+    # with `cuda = torch.accelerator.is_available()` and `.cuda()` -> `.to("tpu")`. Those without Dropout (its masks
+    # come from the "tpu"'s own generator, as on CUDA): see _pytorch_gan
+    *(
+        _pytorch_gan(name, what)
+        for name, what in (
+            ("gan", "MLP generator and discriminator, BCE"),
+            ("wgan", "weight-clipped critic, RMSprop, the generator every 5th batch"),
+            ("wgan_gp", "gradient penalty through autograd.grad(create_graph=True)"),
+        )
+    ),
+    # Not here from PyTorch-GAN (tried 2026-12-06, all without Dropout): began.py and bgan.py fail on both sides
+    # (`.data[0]` of a 0-dim loss; an undefined `mnist_loader`); softmax_gan.py raises on both sides since
+    # 2026-12-06 -- its generator's backward runs through the discriminator's graph after optimizer_D.step() changed
+    # its weights in place, which the CPU refuses ("modified by an inplace operation") and the "tpu" ran silently
+    # until its foreach ops bumped version counters (tests/backend/test_foreach_versions.py); ebgan.py applies its
+    # normal_ weight init after .cuda(), so its weights come from the device's own generator (as on CUDA): the
+    # first losses already differ (D 1.441493 on the CPU, 1.359365 on the "tpu")
 ]
 
 
@@ -663,9 +841,12 @@ def _patch(tree: Path, patches: tuple[tuple[str, str], ...]) -> None:
         path.write_bytes(data.replace(old.encode(), new.encode()))
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int, hook: Path, stop_at: str = "") -> tuple[object, str, float]:
+def _run(
+    cmd: list[str], cwd: Path, timeout: int, hook: Path, stop_at: str = "", devices_file: Path | None = None
+) -> tuple[object, str, float]:
     env = {
         **os.environ,
+        **({"TPU_RUN_DEVICES_FILE": str(devices_file)} if devices_file else {}),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
         # the same string hashes on both sides: a script that numbers its classes in the order of a set of
         # strings (pygcn's encode_onehot) would otherwise get another numbering, so other losses, on every run
@@ -762,12 +943,21 @@ def run_script(s: Script, mirror: Path, scratch: Path) -> Result:
         hook = base / "hook"
         hook.mkdir(exist_ok=True)
         (hook / "sitecustomize.py").write_text(HOOK + s.compat)
-        rc, text, secs = _run([sys.executable, *s.argv], tree / s.folder, s.timeout, hook, s.stop_at)
+        cmd = [sys.executable, *s.argv]
+        if len(s.argv) == 1 and s.argv[0].endswith(".ipynb"):
+            (hook / "watermark.py").write_text(WATERMARK)
+            (base / "nbrun.py").write_text(NB_DRIVER)
+            cmd = [sys.executable, str(base / "nbrun.py"), s.argv[0], str(s.timeout)]
+        devices_file = base / f"{side}.devices"
+        devices_file.unlink(missing_ok=True)  # (a previous run's)
+        rc, text, secs = _run(cmd, tree / s.folder, s.timeout, hook, s.stop_at, devices_file)
         (base / f"{side}.log").write_text(text)
         res.rc[side], res.seconds[side] = rc, round(secs, 1)
         res.values[side] = _values(s.numbers, text)
         if side == "tpu":
             seen = {d for m in re.finditer(r"@@devices (\S*)", text) for d in m.group(1).split(",") if d}
+            if devices_file.exists():  # what the hook saw in every process, a notebook's kernel among them
+                seen |= {d for line in devices_file.read_text().split() for d in line.split(",") if d}
             res.devices = ",".join(sorted(seen))
     cpu, tpu = res.values["cpu"], res.values["tpu"]
     if res.rc != {"cpu": 0, "tpu": 0}:
