@@ -18,3 +18,16 @@ def run(src: str, **kw):
 
 def codes(res) -> list[str]:
     return [d.code for d in res.diagnostics]
+
+
+def run_without_torchtpu(tmp_path, source: str):
+    """Run ``source`` as a script where no TorchTPU device exists (a CPU-only user's run)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(source)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
+    )

@@ -3,22 +3,12 @@ as a class in its own words, each asserting the rewrite it must not make."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from migrate_helpers import run
-
-
-def _runs_without_torchtpu(tmp_path, source: str) -> subprocess.CompletedProcess:
-    """Run ``source`` where no TorchTPU device exists (a CPU-only user's run)."""
-    (tmp_path / "m.py").write_text(source)
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    return subprocess.run(
-        [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
-    )
+from migrate_helpers import run, run_without_torchtpu
 
 
 # --- pytorch-deep-learning: a lone `torch.cuda.manual_seed(42)` became `torch.tpu.manual_seed(42)`, which raises
@@ -28,10 +18,10 @@ def test_a_lone_device_seed_runs_where_torchtpu_is_not_loaded(tmp_path, call):
     src = f"import torch\n\ntorch.manual_seed(0)\nx = torch.rand(1)\ntorch.cuda.{call}(42)\nprint(torch.rand(1).item())\n"
     out = run(src).new_source
     assert f"_tpu_random().{call}(42)" in out and "torch.tpu" not in out.split("def _tpu_random")[0]
-    proc = _runs_without_torchtpu(tmp_path, out)
+    proc = run_without_torchtpu(tmp_path, out)
     assert proc.returncode == 0, proc.stderr[-1500:]
     # the CPU stream is not reseeded: the same draw as the original's
-    assert proc.stdout == _runs_without_torchtpu(tmp_path, src).stdout
+    assert proc.stdout == run_without_torchtpu(tmp_path, src).stdout
 
 
 def test_the_seed_helper_seeds_the_tpu_where_torchtpu_is_loaded():

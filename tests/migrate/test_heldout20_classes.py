@@ -4,7 +4,7 @@ as a class in its own words, each asserting the rewrite it must not make."""
 from __future__ import annotations
 
 import pytest
-from migrate_helpers import run
+from migrate_helpers import run, run_without_torchtpu
 
 
 # --- lightly's examples: `"cuda" if torch.cuda.is_available() else "mps"` became
@@ -222,15 +222,7 @@ def test_a_cast_alias_runs_unchanged_where_torchtpu_is_not_loaded(tmp_path):
         run(CAST_PROGRAM).new_source
         + "\nx, ones = run(torch.ones(2, 3, dtype=torch.int64))\nprint(x.device, x.dtype)\n"
     )
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "m.py").write_text(out)
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    proc = subprocess.run(
-        [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
-    )
+    proc = run_without_torchtpu(tmp_path, out)
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert proc.stdout.strip() == "cpu torch.float32"
 
