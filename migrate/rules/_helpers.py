@@ -279,6 +279,21 @@ SAFETENSORS_DEVICE = _helper(
     (),
 )
 
+CPU_COPY = _helper(
+    "_tpu_cpu_copy",
+    '''def _tpu_cpu_copy(module):
+    """Added by tpu-migrate: torchsummary builds its example input on the CPU or CUDA only (its device is "cpu"
+    or "cuda", and without CUDA it is the CPU): a module on "tpu" is summarized as a CPU copy (same layers, same
+    parameter counts); any other module as it is."""
+    import copy
+
+    if any(p.device.type == "tpu" for p in module.parameters()):
+        return copy.deepcopy(module).cpu()
+    return module
+''',
+    (),
+)
+
 LEGACY_TENSOR = _helper(
     "_tpu_tensor_type",
     '''def _tpu_tensor_type(cpu_type):

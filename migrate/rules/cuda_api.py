@@ -895,7 +895,13 @@ def _parametrized_case(ctx: Context, test: cst.BaseExpression) -> str | None:
     names, todo = set(), [test]
     while todo:
         n = todo.pop()
-        if type(n) is cst.Comparison and type(n.left) is cst.Name:
+        if (  # `device == "cuda"` (not `config_cls == LoKrConfig and device not in [...]`)
+            type(n) is cst.Comparison
+            and type(n.left) is cst.Name
+            and len(n.comparisons) == 1
+            and type(n.comparisons[0].operator) in (cst.Equal, cst.NotEqual)
+            and (string_body(n.comparisons[0].comparator) or "").startswith("cuda")
+        ):
             names.add(n.left.value)
         todo.extend(child_nodes(n))
     for fn in reversed(ctx.enclosing_definitions()):
@@ -1909,7 +1915,6 @@ KERNEL_MODULES = (
     *("detectron2", "warp"),  # (the same)
     *("faster_whisper", "ctranslate2"),  # (the same: CTranslate2 runs on the CPU or CUDA only)
     "tvm",  # (the same: Apache TVM builds kernels for a target such as "llvm" or "cuda"; Pyraformer's)
-    "torchsummary",  # (the same: summary() builds its inputs on "cpu" or "cuda" only; rasbt's GAN notebooks)
     # quantization kernels: hqq's ATEN backends are the hqq_aten CUDA extension (fsdp_qlora's notebooks; hqq itself
     # and gptqmodel also have torch/CPU backends: not listed); AutoGPTQ, AutoAWQ and EETQ kernels
     *("hqq_aten", "auto_gptq", "awq", "eetq"),
@@ -1942,9 +1947,6 @@ _DEVICE_LIMITED: dict[str, str] = {
     # Apache TVM: kernels built for the device type of their input (`tvm.build(..., target=device)`: 'llvm'
     # or 'cuda'), with no TPU target (LTSF-Linear's Pyraformer hierarchical_mm_tvm.py)
     "tvm": "hand its kernels CPU tensors, or use the plain torch path of the model (no TVM target is a TPU)",
-    # torchsummary's summary(model, input_size, device="cuda"|"cpu") builds its random input on the CPU or CUDA
-    # only (an assertion refuses any other name): a model on "tpu" meets a CPU input there
-    "torchsummary": "summarize a CPU copy of the model (summary(copy.deepcopy(model).cpu(), ..., device='cpu'))",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import _helpers
-from ._util import arg, code
+from ._util import arg, code, string_body
 from .base import Rule, register
 
 #: safetensors' loaders that place what they load (their device argument: position, keyword); the tensors go
@@ -56,5 +56,63 @@ class SafetensorsDevice(Rule):
         )
         ctx.need_helper(_helpers.SAFETENSORS_DEVICE)
         wrapped = cst.Call(func=cst.Name(_helpers.SAFETENSORS_DEVICE), args=[cst.Arg(a.value)])
+        args = [x.with_changes(value=wrapped) if x is a else x for x in node.args]
+        return node.with_changes(args=args)
+
+
+#: torchsummary's summary(model, input_size, batch_size=-1, device="cuda"): the model and the device its example
+#: input is built on ("cuda" where CUDA is there, else the CPU; any other name fails its assertion).
+_SUMMARIES = frozenset({"torchsummary.summary", "torchsummary.torchsummary.summary"})
+
+
+@register
+class TorchSummary(Rule):
+    code = "TPU111"
+    name = "torchsummary-cpu-copy"
+    family = "foreign_devices"
+    outcome = "warned"
+    summary = (
+        "Summarize a CPU copy of a module on 'tpu' with torchsummary (it builds its example input on the CPU or "
+        "CUDA only); its device argument is its own name and stays as written."
+    )
+    rationale = (
+        "torchsummary.summary builds a random input with torch.cuda.FloatTensor where its device is 'cuda' and "
+        "CUDA is there, else on the CPU, and asserts the device is 'cuda' or 'cpu': a model moved to 'tpu' meets a "
+        "CPU input (rasbt's GAN notebooks), and a renamed device='tpu' fails the assertion. A local "
+        "_tpu_cpu_copy(model) hands it a CPU copy of a module on 'tpu' (the same layers and parameter counts), "
+        "and the module itself elsewhere."
+    )
+    before = (
+        "from torchsummary import summary\n\n\ndef show(model):\n"
+        "    summary(model, input_size=(100,), device='cuda')\n"
+    )
+    after = (
+        "from torchsummary import summary\n\n\n"
+        + _helpers.helper(_helpers.CPU_COPY).source
+        + "\n\ndef show(model):\n    summary(_tpu_cpu_copy(model), input_size=(100,), device='cuda')\n"
+    )
+    calls = _SUMMARIES
+    node_types = (cst.Call,)
+
+    def visit_node(self, ctx, node):
+        """Its device strings are torchsummary's names ('cuda' or 'cpu'): kept as written, silently."""
+        if type(node) is cst.Call and ctx.qname(node.func) in _SUMMARIES:
+            for a in node.args:
+                if type(a.value) is cst.SimpleString and string_body(a.value) in ("cuda", "cpu"):
+                    ctx.claim_string(a.value, "", "rewritten", "", value=None)
+
+    def call(self, ctx, orig, node, qname):
+        a = arg(node, 0, "model")
+        if a is None or (type(a.value) is cst.Call and code(a.value.func) == _helpers.CPU_COPY):
+            return None
+        ctx.report(
+            orig,
+            f"`summary({code(a.value)}, ...)` -> `summary({_helpers.CPU_COPY}({code(a.value)}), ...)` (torchsummary "
+            "builds its example input on the CPU or CUDA only: a CPU copy of a module on 'tpu')",
+            code=self.code,
+            outcome="warned",
+        )
+        ctx.need_helper(_helpers.CPU_COPY)
+        wrapped = cst.Call(func=cst.Name(_helpers.CPU_COPY), args=[cst.Arg(a.value)])
         args = [x.with_changes(value=wrapped) if x is a else x for x in node.args]
         return node.with_changes(args=args)

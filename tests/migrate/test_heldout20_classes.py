@@ -157,15 +157,34 @@ def test_a_tensor_type_also_used_as_a_type_stays_flagged():
 
 # --- rasbt's GAN notebooks: the model moved to 'tpu:0' and then `summary(model, input_size=(100,))` from
 # torchsummary, which builds its input on "cpu" or "cuda" only (and asserts the name is one of them): the forward
-# met a CPU input, or the renamed device='tpu' failed its assertion ---
-def test_a_program_built_on_torchsummary_keeps_its_device_and_is_flagged():
-    src = (
-        "import torch\nfrom torchsummary import summary\n\n"
-        "model = torch.nn.Linear(100, 10).to('cuda:0')\nsummary(model, input_size=(100,), device='cuda')\n"
-    )
-    out = run(src).new_source
-    assert "'tpu" not in out and "device='cuda'" in out
-    assert "TPU211" in out and "torchsummary" in out
+# met a CPU input, or the renamed device='tpu' failed its assertion. (A first fix, 2026-12-06, listed torchsummary
+# as CPU-or-CUDA-only and so left whole files unmigrated: PyTorch-VAE's tests kept `.cuda()`, wrong again.) ---
+SUMMARY_PROGRAM = (
+    "import torch\nfrom torchsummary import summary\n\n"
+    "model = torch.nn.Linear(100, 10).to('cuda:0')\nsummary(model, input_size=(100,), device='cuda')\n"
+)
+
+
+def test_torchsummary_gets_a_cpu_copy_and_keeps_its_own_device_name():
+    out = run(SUMMARY_PROGRAM).new_source
+    assert "model = torch.nn.Linear(100, 10).to('tpu:0')" in out
+    assert "summary(_tpu_cpu_copy(model), input_size=(100,), device='cuda')" in out
+    assert "TODO" not in out
+
+
+def test_the_cpu_copy_leaves_the_model_on_the_tpu():
+    import torch
+
+    out = run(SUMMARY_PROGRAM).new_source
+    scope: dict = {}
+    helper = out[out.index("def _tpu_cpu_copy") : out.index("\nmodel = ")]
+    exec(compile(helper, "m.py", "exec"), scope)
+    model = torch.nn.Linear(3, 2).to("tpu")
+    copy = scope["_tpu_cpu_copy"](model)
+    assert copy is not model and copy.weight.device.type == "cpu" and model.weight.device.type == "tpu"
+    assert torch.equal(copy.weight, model.weight.cpu())
+    cpu_model = torch.nn.Linear(3, 2)
+    assert scope["_tpu_cpu_copy"](cpu_model) is cpu_model
 
 
 # --- BasicSR's train.py: `prefetch_mode = opt['datasets']['train'].get('prefetch_mode')` then
@@ -233,3 +252,17 @@ def test_a_cuda_type_alias_also_used_as_a_type_is_not_cast():
     )
     out = run(src).new_source
     assert "_tpu_as_type" not in out and "torch.cuda.FloatTensor" in out
+
+
+def test_a_skip_on_a_device_list_is_not_read_as_a_pytest_case():
+    # peft's test_stablediffusion: `config_cls` is the pytest case; 'cuda' is in a list of devices it needs
+    src = (
+        "import pytest\nimport torch\n\n\n"
+        '@pytest.mark.parametrize("config_cls", [A, B])\n'
+        "def test_it(self, config_cls):\n"
+        '    if config_cls == B and self.torch_device not in ["cuda", "xpu"]:\n'
+        '        pytest.skip("B needs CUDA")\n'
+        "    assert torch.cuda.is_available()\n"
+    )
+    out = run(src).new_source
+    assert "pytest case `config_cls`" not in out
