@@ -95,6 +95,17 @@ MIGRATED_CUDA_CALLS = frozenset(
         "reset_accumulated_memory_stats",
     )
 )
+#: torch's single-process multi-GPU wrapper: its forward scatters with CUDA's torch._C._scatter, which raises on
+#: "tpu" (rules/distributed.py flags it, TPU407): code that calls it stays CUDA's, like an unmigrated torch.cuda call
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        "torch.nn.parallel.data_parallel",
+        "torch.nn.parallel.data_parallel.data_parallel",
+    }
+)
 #: torch.cuda.amp names the rules migrate (to torch.autocast / torch.amp with the "tpu" device): portable.
 MIGRATED_AMP_CALLS = frozenset(
     f"torch.cuda.amp.{k}" for k in ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
@@ -421,6 +432,8 @@ def _unmigrated_cuda_call(call: ast.Call, roots: dict) -> str | None:
     dotted = _dotted(call.func, roots)
     if dotted.startswith("torch.cuda.") and dotted not in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS:
         return dotted
+    if dotted in DATA_PARALLEL:
+        return dotted  # (captum's influence helpers wrap the model in DataParallel behind a CUDA check)
     return None
 
 

@@ -289,6 +289,10 @@ class Flow:
             # through a name: its literals stay with the check
             if type(self.parents.get(parent)) is cst.Assign:
                 self._seen_regions.extend([parent.body, parent.orelse])
+            if sink.startswith(
+                ("pytest.", "parameterized.")
+            ):  # (a test-case maker: the cases go to the test)
+                return f"it chooses the test cases of `{sink}`, kept with them"
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
         if t is cst.IfExp and parent.test is child and (entry := self._framework_sink(parent)):
             if type(self.parents.get(parent)) is cst.Assign:  # (its choices stay with it, as for a library)

@@ -270,6 +270,43 @@ def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
     return table.get(name)
 
 
+def _negated_cuda_check(ctx: Context, node: cst.BaseExpression) -> cst.Call | None:
+    """The ``torch.cuda.is_available()`` call of ``not torch.cuda.is_available()`` (or of ``torch.cuda.device_count()
+    == 0`` / ``< 1``), else None."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        inner = node.expression
+        if type(inner) is cst.Call and ctx.qname(inner.func) == "torch.cuda.is_available":
+            return inner
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and type(node.left) is cst.Call:
+        op, right = node.comparisons[0].operator, node.comparisons[0].comparator
+        if ctx.qname(node.left.func) == "torch.cuda.device_count" and type(right) is cst.Integer:
+            if (type(op) is cst.Equal and right.value == "0") or (
+                type(op) is cst.LessThan and right.value == "1"
+            ):
+                return node.left
+    return None
+
+
+def _compared_strings(node: cst.BaseExpression) -> list[cst.SimpleString]:
+    """The strings a test compares with: ``x == "cuda"``, ``"cuda" in (a, b)``, ``x.startswith("cuda")``."""
+    if isinstance(node, cst.Comparison):
+        parts = [node.left, *(c.comparator for c in node.comparisons)]
+        found = [p for p in parts if type(p) is cst.SimpleString]
+        for p in parts:
+            if isinstance(p, (cst.Tuple, cst.List, cst.Set)):
+                found += [e.value for e in p.elements if type(e.value) is cst.SimpleString]
+        return found
+    if (
+        isinstance(node, cst.Call)
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value == "startswith"
+        and node.args
+        and type(node.args[0].value) is cst.SimpleString
+    ):
+        return [node.args[0].value]
+    return []
+
+
 #: A patch target naming torch.cuda in a string (``patch("pkg.mod.torch.cuda.is_available")``).
 _TEST_DEF = re.compile(r"test_|_test$")
 
@@ -577,7 +614,16 @@ def _sole_ordinal(ctx: Context) -> int | None:
 
 
 #: pytest's test-case makers: their device strings are cases handed to the test, not a device for pytest
-_TEST_CASES = frozenset({"pytest.mark.parametrize", "pytest.param"})
+_TEST_CASES = frozenset(
+    {
+        "pytest.mark.parametrize",
+        "pytest.param",
+        "parameterized.parameterized_class",
+        "parameterized.parameterized",
+        "parameterized.parameterized.expand",
+        "parameterized.param",
+    }
+)
 
 
 class LiteralRule(Rule):
@@ -609,7 +655,43 @@ class LiteralRule(Rule):
         cst.FunctionDef,
         cst.If,
         cst.With,
+        cst.BooleanOperation,
     )
+
+    def _missing_cuda_request(self, ctx: Context, node: cst.BooleanOperation) -> None:
+        """``device == "cuda" and not torch.cuda.is_available()`` (skorch's get_map_location falls back to the CPU
+        for a net saved on CUDA; its tests skip the 'cuda' case they parametrize): the question is whether CUDA
+        was asked for where it is missing, and on a TPU host the answer is still yes. Renamed, both sides would
+        ask about 'tpu' instead: the fallback is lost and the 'cuda' case runs. Both kept, the check flagged."""
+        if self.replacement != "tpu" or not isinstance(node.operator, cst.And):
+            return
+        sides, todo = [], [node]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.And) and not n.lpar:
+                todo += [n.right, n.left]
+            else:
+                sides.append(n)
+        guards = [g for side in sides if (g := _negated_cuda_check(ctx, side)) is not None]
+        if not guards:
+            return
+        asked = [
+            s
+            for side in sides
+            if _negated_cuda_check(ctx, side) is None
+            for s in _compared_strings(side)
+            if self.new_body(string_body(s)) is not None and (string_body(s) or "").startswith("cuda")
+        ]
+        if not asked:
+            return
+        for s in asked:
+            ctx.claim_string(s, "", "rewritten", "", value=None)
+        keep = ctx.scratch.setdefault("cuda-guards", {})
+        for g in guards:
+            keep[id(g)] = (  # type: ignore[index]
+                f"it asks whether {string_body(asked[0])!r} was requested where CUDA is missing "
+                "(a fallback or a skip that still holds on a TPU host); kept with the 'cuda' it compares"
+            )
 
     def _support_table(self, ctx: Context, node: cst.If) -> None:
         """A predicate that answers per device name and raises for a name it does not know (lerobot's
@@ -977,6 +1059,10 @@ class LiteralRule(Rule):
                     word = ctx.scratch[f"word-{self.code}"] = self.word in ctx.source_text
                 if word:
                     self._keep_compared_defaults(ctx, node)  # type: ignore[arg-type]
+            return
+        if t is cst.BooleanOperation:
+            if "is_available" in ctx.source_text or "device_count" in ctx.source_text:
+                self._missing_cuda_request(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
             if not ctx.enabled(COMPARISON_CODE):

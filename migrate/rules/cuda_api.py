@@ -14,7 +14,7 @@ from functools import lru_cache
 import libcst as cst
 
 from .._foreign import third_party
-from .._host import HostHelpers
+from .._host import DATA_PARALLEL, HostHelpers
 from .._walk import child_nodes
 from ..flow import PER_HOST
 from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
@@ -451,6 +451,8 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
     q = ctx.qname(call.func)
     if q is not None and q.startswith("torch."):
+        if q in DATA_PARALLEL:
+            return q  # its forward scatters with CUDA's torch._C._scatter (flagged TPU407): CUDA-only
         if q == "torch.cuda.stream" and _own_stream(ctx, call) is not None:
             return None  # `with torch.cuda.stream(s)` on a stream the file made: `with s:` (TPU207)
         return (

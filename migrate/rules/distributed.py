@@ -7,6 +7,7 @@ import re
 
 import libcst as cst
 
+from .._host import DATA_PARALLEL
 from .._walk import child_nodes
 from ..flow import PER_HOST
 from ..project import facts_for
@@ -431,15 +432,7 @@ class SpawnKeptCount(Rule):
         return None
 
 
-_DATA_PARALLEL = frozenset(
-    {
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DataParallel",
-        "torch.nn.parallel.data_parallel.DataParallel",
-        "torch.nn.parallel.data_parallel",
-        "torch.nn.parallel.data_parallel.data_parallel",
-    }
-)
+_DATA_PARALLEL = DATA_PARALLEL
 
 
 @register

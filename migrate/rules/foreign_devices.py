@@ -105,6 +105,11 @@ class TorchSummary(Rule):
         a = arg(node, 0, "model")
         if a is None or (type(a.value) is cst.Call and code(a.value.func) == _helpers.CPU_COPY):
             return None
+        device = arg(node, 3, "device")
+        if device is not None and type(device.value) is not cst.SimpleString:
+            # a device from a variable: the program's (torchsummary's own repository, whose summary() takes any
+            # torch device and builds the input there): handed on with the model as it is
+            return None
         ctx.report(
             orig,
             f"`summary({code(a.value)}, ...)` -> `summary({_helpers.CPU_COPY}({code(a.value)}), ...)` (torchsummary "

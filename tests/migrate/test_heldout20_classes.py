@@ -266,3 +266,55 @@ def test_a_skip_on_a_device_list_is_not_read_as_a_pytest_case():
     )
     out = run(src).new_source
     assert "pytest case `config_cls`" not in out
+
+
+# --- held-out 21: captum's `@parameterized_class(("device",), [("cpu",), ("cuda",)] if torch.cuda.is_available()
+# else [("cpu",)])` was said to hand 'cuda' to "a library that is not torch"; and a gate whose code reaches
+# DataParallel (its forward raises on "tpu") was made true on TPU (captum's tracin tests, yolov9's DP gates) ---
+def test_parameterized_cases_are_test_cases_kept_with_their_check():
+    src = (
+        "import torch\nfrom parameterized import parameterized_class\n\n\n"
+        '@parameterized_class(("device",), [("cpu",), ("cuda",)] if torch.cuda.is_available() else [("cpu",)])\n'
+        "class T:\n    def test(self):\n        torch.ones(1).to(self.device)\n"
+    )
+    out = run(src).new_source
+    assert "torch.cuda.is_available()" in out and '("cuda",)' in out
+    assert "a library that is not torch" not in out and "test case of `parameterized_class`" in out
+
+
+@pytest.mark.parametrize("gate", ["torch.cuda.device_count() > 1", "torch.cuda.is_available()"])
+def test_a_gate_that_reaches_data_parallel_stays_cudas(tmp_path, gate):
+    (tmp_path / "helpers.py").write_text(
+        "import torch\n\n\ndef wrap(model):\n    return torch.nn.DataParallel(model)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        f"import torch\nfrom helpers import wrap\n\nmodel = torch.nn.Linear(2, 2)\nif {gate}:\n    model = wrap(model)\n"
+    )
+    from tpu_workbench.migrate.cli import main
+
+    main(["--write", "--quiet", str(tmp_path)])
+    assert gate in (tmp_path / "train.py").read_text()
+
+
+# --- held-out 21: skorch's `map_location.type == 'cuda' and not torch.cuda.is_available()` (a CPU fallback for a
+# net saved on CUDA) and its tests' `if device == 'cuda' and not torch.cuda.is_available(): pytest.skip()` beside a
+# kept 'cuda' case: renamed, the fallback was lost and the 'cuda' case ran on TPU and CPU hosts ---
+@pytest.mark.parametrize(
+    "test",
+    [
+        "map_location.type == 'cuda' and not torch.cuda.is_available()",
+        "device == 'cuda' and not torch.cuda.is_available()",
+        "'cuda' in (a, b) and not torch.cuda.is_available()",
+        "device.startswith('cuda') and torch.cuda.device_count() == 0",
+    ],
+)
+def test_a_request_for_missing_cuda_keeps_both_sides(test):
+    out = run(
+        f"import torch\n\n\ndef f(map_location, device, a, b):\n    if {test}:\n        return 'cpu'\n"
+    ).new_source
+    assert test in out and "TPU201" in out
+
+
+def test_torchsummary_with_a_device_variable_is_handed_on():
+    src = "from torchsummary import summary\n\n\ndef show(model, dev):\n    summary(model, (1, 28, 28), device=dev)\n"
+    assert "_tpu_cpu_copy" not in run(src).new_source
