@@ -8,6 +8,14 @@ from . import _helpers
 from ._util import arg, code, string_body
 from .base import Rule, register
 
+
+def _through_helper(ctx, node: cst.Call, a: cst.Arg, helper: str) -> cst.Call:
+    """``node`` with its argument ``a`` handed through the local ``helper(...)`` (which is added to the file)."""
+    ctx.need_helper(helper)
+    wrapped = cst.Call(func=cst.Name(helper), args=[cst.Arg(a.value)])
+    return node.with_changes(args=[x.with_changes(value=wrapped) if x is a else x for x in node.args])
+
+
 #: safetensors' loaders that place what they load (their device argument: position, keyword); the tensors go
 #: into a state dict or straight into a model, which is where they are copied onto the model's device.
 _SAFETENSORS = {
@@ -54,10 +62,7 @@ class SafetensorsDevice(Rule):
             code=self.code,
             outcome="warned",
         )
-        ctx.need_helper(_helpers.SAFETENSORS_DEVICE)
-        wrapped = cst.Call(func=cst.Name(_helpers.SAFETENSORS_DEVICE), args=[cst.Arg(a.value)])
-        args = [x.with_changes(value=wrapped) if x is a else x for x in node.args]
-        return node.with_changes(args=args)
+        return _through_helper(ctx, node, a, _helpers.SAFETENSORS_DEVICE)
 
 
 #: torchsummary's summary(model, input_size, batch_size=-1, device="cuda"): the model and the device its example
@@ -117,7 +122,4 @@ class TorchSummary(Rule):
             code=self.code,
             outcome="warned",
         )
-        ctx.need_helper(_helpers.CPU_COPY)
-        wrapped = cst.Call(func=cst.Name(_helpers.CPU_COPY), args=[cst.Arg(a.value)])
-        args = [x.with_changes(value=wrapped) if x is a else x for x in node.args]
-        return node.with_changes(args=args)
+        return _through_helper(ctx, node, a, _helpers.CPU_COPY)
