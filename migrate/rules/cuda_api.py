@@ -751,7 +751,9 @@ class CudaToAccelerator(Rule):
             guarded = f"it is inside `{gate}`, a helper that gates tests on CUDA, whose tests stay CUDA's"
         if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
             ctx.flag(
-                orig, f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: a loud error)", code=self.code
+                orig,
+                f"`{qname}()` kept as CUDA's: {guarded} (0 without CUDA: dividing by it raises, spawning that many processes starts none)",
+                code=self.code,
             )
             return None
         if guarded is not None:

@@ -400,7 +400,7 @@ class SpawnKeptCount(Rule):
         "    # TODO(tpu-migrate TPU201): `torch.cuda.device_count()` kept as CUDA's: it counts devices per host "
         "and divides work (`args.batch_size // ngpus`): TorchTPU counts one device per process, so every "
         "process would keep the whole share; under torchrun use int(os.environ['LOCAL_WORLD_SIZE']) (0 without "
-        "CUDA: a loud error)\n"
+        "CUDA: dividing by it raises, spawning that many processes starts none)\n"
         "    ngpus = torch.cuda.device_count()\n    args.batch_size = args.batch_size // ngpus\n"
         "    # TODO(tpu-migrate TPU406): nprocs=ngpus is a device count kept as CUDA's (`ngpus = "
         "torch.cuda.device_count()`): 0 on a TPU host, where spawn(nprocs=0) starts nothing and returns at "
