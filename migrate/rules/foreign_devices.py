@@ -9,8 +9,12 @@ from ._util import arg, code, string_body
 from .base import Rule, register
 
 
-def _through_helper(ctx, node: cst.Call, a: cst.Arg, helper: str) -> cst.Call:
-    """``node`` with its argument ``a`` handed through the local ``helper(...)`` (which is added to the file)."""
+def _through_helper(
+    ctx, orig: cst.Call, node: cst.Call, a: cst.Arg, helper: str, why: str, code_: str
+) -> cst.Call:
+    """``node`` with its argument ``a`` handed through the local ``helper(...)`` (added to the file), reported
+    (warned) with ``why``."""
+    ctx.report(orig, why, code=code_, outcome="warned")
     ctx.need_helper(helper)
     wrapped = cst.Call(func=cst.Name(helper), args=[cst.Arg(a.value)])
     return node.with_changes(args=[x.with_changes(value=wrapped) if x is a else x for x in node.args])
@@ -55,14 +59,11 @@ class SafetensorsDevice(Rule):
         a = arg(node, position, keyword)
         if a is None or not isinstance(a.value, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
-        ctx.report(
-            orig,
+        why = (
             f"`{qname.rsplit('.', 1)[1]}(..., device={code(a.value)})`: safetensors rejects 'tpu'; loads on the "
-            "CPU there (the model copies the weights onto its device)",
-            code=self.code,
-            outcome="warned",
+            "CPU there (the model copies the weights onto its device)"
         )
-        return _through_helper(ctx, node, a, _helpers.SAFETENSORS_DEVICE)
+        return _through_helper(ctx, orig, node, a, _helpers.SAFETENSORS_DEVICE, why, self.code)
 
 
 #: torchsummary's summary(model, input_size, batch_size=-1, device="cuda"): the model and the device its example
@@ -115,11 +116,8 @@ class TorchSummary(Rule):
             # a device from a variable: the program's (torchsummary's own repository, whose summary() takes any
             # torch device and builds the input there): handed on with the model as it is
             return None
-        ctx.report(
-            orig,
+        why = (
             f"`summary({code(a.value)}, ...)` -> `summary({_helpers.CPU_COPY}({code(a.value)}), ...)` (torchsummary "
-            "builds its example input on the CPU or CUDA only: a CPU copy of a module on 'tpu')",
-            code=self.code,
-            outcome="warned",
+            "builds its example input on the CPU or CUDA only: a CPU copy of a module on 'tpu')"
         )
-        return _through_helper(ctx, node, a, _helpers.CPU_COPY)
+        return _through_helper(ctx, orig, node, a, _helpers.CPU_COPY, why, self.code)
