@@ -472,6 +472,23 @@ def _sets_device_map(node: cst.CSTNode) -> bool:
     return False
 
 
+def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
+    """Whether the file's text matches ``pattern``, searched once per file (rules ask per function: searching
+    the whole text each time is quadratic in the file's size)."""
+    key = ("file-has", pattern.pattern)
+    found = ctx.scratch.get(key)  # type: ignore[call-overload]
+    if found is None:
+        found = ctx.scratch[key] = pattern.search(ctx.source_text) is not None  # type: ignore[index]
+    return bool(found)
+
+
+#: A subscript compared with a string (``out["device"] == "cuda"``): a cheap text test before a test's
+#: round-trip walk (migrate._literal LiteralRule._data_round_trip).
+_SUBSCRIPT_COMPARED = re.compile(
+    r"\][\s)\\]*(?:[=!<>]=|[<>]|\bin\b|\bnot\s+in\b|\bis\b(?:\s+not\b)?)[\s(\\]*[rRbBuU]*['\"]"
+)
+
+
 def _walk_code(node: cst.CSTNode):
     """Every node of ``node`` outside nested definitions (they run elsewhere)."""
     todo = [node]
@@ -1038,20 +1055,14 @@ class LiteralRule(Rule):
                 self._patched_cuda_block(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.FunctionDef:
-            graph = ctx.scratch.get("graph-words")
-            if graph is None:  # (once per file: searching the text per function would be quadratic)
-                graph = ctx.scratch["graph-words"] = _GRAPH_WORDS.search(ctx.source_text) is not None
-            if graph and _GRAPH_WORDS.search(code(node)):
+            if _file_has(ctx, _GRAPH_WORDS) and _GRAPH_WORDS.search(code(node)):
                 self._keep_graph_strings(ctx, node)
-            selectors = ctx.scratch.get("selector-lists")
-            if selectors is None:  # (once per file, as above)
-                selectors = ctx.scratch["selector-lists"] = _SELECTOR_LIST.search(ctx.source_text) is not None
-            if selectors:
+            if _file_has(ctx, _SELECTOR_LIST):
                 self._keep_selector_values(ctx, node)  # type: ignore[arg-type]
-            if _TEST_DEF.match(node.name.value):  # type: ignore[attr-defined]
+            if _TEST_DEF.match(node.name.value) and _file_has(ctx, _SUBSCRIPT_COMPARED):  # type: ignore[attr-defined]
                 self._data_round_trip(ctx, node)  # type: ignore[arg-type]
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
-            if _LIMITED_IMPORT_WORDS.search(ctx.source_text):
+            if _file_has(ctx, _LIMITED_IMPORT_WORDS):
                 self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")

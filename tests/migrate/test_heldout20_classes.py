@@ -318,3 +318,18 @@ def test_a_request_for_missing_cuda_keeps_both_sides(test):
 def test_torchsummary_with_a_device_variable_is_handed_on():
     src = "from torchsummary import summary\n\n\ndef show(model, dev):\n    summary(model, (1, 28, 28), device=dev)\n"
     assert "_tpu_cpu_copy" not in run(src).new_source
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "is", "is not", "in", "not in", "<=", ">"])
+@pytest.mark.parametrize("gap", ["", " ", "\n    ", " \\\n  "])
+def test_subscript_comparison_text_test_sees_every_layout(op: str, gap: str) -> None:
+    """The cheap per-file text test in front of the data-round-trip walk must match every layout of a
+    subscript compared with a literal, or the walk is skipped and the test's data is renamed on one side."""
+    from tpu_workbench.migrate.rules._literal import _SUBSCRIPT_COMPARED
+
+    for left in ('out["device"]', '(out["device"])', "x[0]"):
+        for right in ('"cuda"', "'cuda'", '("cuda")', 'r"cuda"'):
+            src = (
+                f"assert ({left}{gap}{op} {right})\n" if "\n" in gap else f"assert {left}{gap}{op} {right}\n"
+            )
+            assert _SUBSCRIPT_COMPARED.search(src), src
