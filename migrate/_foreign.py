@@ -12,8 +12,33 @@ import os
 import sys
 from functools import lru_cache
 
-#: Folders above a file searched for the project's own modules (a repository's layout rarely nests deeper).
+#: Without a project marker above a file, the folders above it searched for the project's own modules.
 _PROJECT_DEPTH = 4
+#: The most folders walked up looking for a project's root (a deep file in a big repository: Megatron's
+#: ``megatron/core/transformer/moe/`` is five below the root that holds ``megatron/``).
+_MAX_DEPTH = 16
+#: What marks a project's root; ``.git`` ends the walk (a repository's own root), the others mark candidates.
+_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+
+
+@lru_cache(maxsize=4096)
+def search_folders(folder: str) -> tuple[str, ...]:
+    """The folders above ``folder`` (itself first) where the project's own top-level modules can live: up to
+    the repository's root (the nearest ``.git``), else the outermost folder holding a ``pyproject.toml``,
+    ``setup.py`` or ``setup.cfg``; with no marker at all, :data:`_PROJECT_DEPTH` folders (a fixed depth
+    took Megatron's own ``megatron.core.transformer.cuda_graphs`` for a compiled CUDA extension)."""
+    chain, marked, here = [], 0, os.path.abspath(folder)
+    for _ in range(_MAX_DEPTH):
+        chain.append(here)
+        if os.path.exists(os.path.join(here, ".git")):
+            return tuple(chain)
+        if any(os.path.isfile(os.path.join(here, m)) for m in _MARKERS[1:]):
+            marked = len(chain)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    return tuple(chain[: marked or _PROJECT_DEPTH])
 
 
 def third_party(qname: str | None, path: str | None) -> bool:
@@ -35,13 +60,9 @@ def third_party(qname: str | None, path: str | None) -> bool:
 
 @lru_cache(maxsize=4096)
 def _project_module(folder: str, root: str) -> bool:
-    for _ in range(_PROJECT_DEPTH):
+    for base_folder in search_folders(folder):
         # (``src/<package>``: the src layout, where tests import the package from beside ``src``)
-        for base in (folder, os.path.join(folder, "src")):
+        for base in (base_folder, os.path.join(base_folder, "src")):
             if os.path.isfile(os.path.join(base, root + ".py")) or os.path.isdir(os.path.join(base, root)):
                 return True
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
     return False

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from . import project
+from ._foreign import search_folders
 
 #: Top-level packages whose calls carry no device state and run no CUDA kernel.
 HOST_LIBRARIES = frozenset(
@@ -115,7 +116,6 @@ _CUDA_WORD = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu")
 _DEVICE_LITERAL = re.compile(r"^(?:cuda|tpu)(?::\d+)?$")
 _MAX_FILES = 3  # project files followed from the first one (a helper of a helper of a helper)
 _MAX_BYTES = 2 << 20
-_PROJECT_DEPTH = 4  # folders above a file searched for an imported project module (as migrate._foreign)
 
 
 class HostHelpers:
@@ -346,13 +346,7 @@ def _module_file(folder: str, level: int, module: str) -> str | None:
             base = os.path.dirname(base)
         bases = [base]
     else:
-        bases, here = [], folder
-        for _ in range(_PROJECT_DEPTH):
-            bases += [here, os.path.join(here, "src")]
-            parent = os.path.dirname(here)
-            if parent == here:
-                break
-            here = parent
+        bases = [b for here in search_folders(folder) for b in (here, os.path.join(here, "src"))]
     for base in bases:
         stem = os.path.join(base, *parts)
         for cand in (stem + ".py", os.path.join(stem, "__init__.py")):

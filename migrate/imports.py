@@ -108,6 +108,58 @@ def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.Impor
     ]
 
 
+#: Exceptions that a failed import raises, or that catch it.
+_IMPORT_FAILURES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def probing_try(node: cst.Try) -> bool:
+    """A ``try`` that records whether its import worked: a handler catches the import error and a flag is set
+    by the body, an ``else`` or a handler (TorchServe's ``try: import torch_xla...; XLA_AVAILABLE = True /
+    except ImportError: XLA_AVAILABLE = False``). Without the import the flag is always True and a CPU-only
+    machine takes the XLA branch, so its torch_xla imports stay (the flag says what its name says: torch_xla
+    is importable). A ``try`` whose body uses the import (``return xm.xla_device()``) is not a probe."""
+    caught = False
+    for h in node.handlers:
+        kinds = h.type.elements if type(h.type) is cst.Tuple else [h.type] if h.type is not None else []
+        names = {_full(k.value if type(k) is cst.Element else k) for k in kinds}  # type: ignore[arg-type]
+        caught = caught or h.type is None or bool(names & _IMPORT_FAILURES)
+    if not caught:
+        return False
+    body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+    imported = _imported_names(body)
+    blocks = [body, *(list(h.body.body) for h in node.handlers if isinstance(h.body, cst.IndentedBlock))]
+    if node.orelse is not None and isinstance(node.orelse.body, cst.IndentedBlock):
+        blocks.append(list(node.orelse.body.body))
+    return any(_sets_flag(stmt, imported) for block in blocks for stmt in block)
+
+
+def _imported_names(body: Sequence[cst.BaseStatement]) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        for b in getattr(s, "body", ()):
+            if type(b) in (cst.Import, cst.ImportFrom) and not isinstance(b.names, cst.ImportStar):
+                out.update(_bound_name(a, type(b) is cst.ImportFrom, False) for a in b.names)
+    return out
+
+
+def _sets_flag(stmt: cst.BaseStatement, imported: set[str]) -> bool:
+    """``NAME = <constant>`` (``True``, ``False``, ``None``, a number or string) for a name the try's
+    imports do not bind (``xm = None`` in the handler only rebinds the import)."""
+    if type(stmt) is not cst.SimpleStatementLine:
+        return False
+    for b in stmt.body:
+        if type(b) is cst.Assign and all(
+            type(t.target) is cst.Name and t.target.value not in imported for t in b.targets
+        ):
+            v = b.value
+            if (type(v) is cst.Name and v.value in ("True", "False", "None")) or type(v) in (
+                cst.Integer,
+                cst.SimpleString,
+            ):
+                return True
+    return False
+
+
 def _only_pass(block: cst.BaseSuite) -> bool:
     return isinstance(block, cst.IndentedBlock) and all(
         isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body)
@@ -156,10 +208,19 @@ class _Remover(cst.CSTTransformer):
         #: The functions around the statement being visited, innermost last, with the names each uses.
         self._functions: list[cst.FunctionDef] = []
         self._function_used: dict[int, tuple[set[str], bool]] = {}
+        #: The bodies of the ``try`` statements that probe for an import (see :func:`probing_try`), and how
+        #: many of them hold the statement being visited.
+        self._probe_bodies: set[int] = set()
+        self._probing = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if type(node) is cst.FunctionDef:
+        t = type(node)
+        if t is cst.FunctionDef:
             self._functions.append(node)  # type: ignore[arg-type]
+        elif t is cst.Try and probing_try(node):  # type: ignore[arg-type]
+            self._probe_bodies.add(id(node.body))  # type: ignore[attr-defined]
+        elif t is cst.IndentedBlock and id(node) in self._probe_bodies:
+            self._probing += 1
         # Imports are statements: expressions and other small statements cannot hold one.
         return type(node) not in _NO_IMPORTS_INSIDE
 
@@ -203,6 +264,7 @@ class _Remover(cst.CSTTransformer):
         if not aliases:
             return node
         used, keep_xla = self._used_here()
+        keep_xla = keep_xla or self._probing > 0
         drop = {
             id(a)
             for a, name in aliases
@@ -236,6 +298,8 @@ class _Remover(cst.CSTTransformer):
         return updated
 
     def leave_IndentedBlock(self, original, updated):
+        if id(original) in self._probe_bodies:
+            self._probing -= 1
         if not updated.body:
             self.changed = True
         body = _carry(updated.body, original.body)

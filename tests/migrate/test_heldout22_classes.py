@@ -1,0 +1,76 @@
+"""Wrong rewrites found by the first reading of held-out check 22 (benchmarks/migrate_corpus_heldout22.txt), each
+as a class in its own words, each asserting the rewrite it must not make."""
+
+from __future__ import annotations
+
+import pytest
+from migrate_helpers import run, run_without_torchtpu
+
+from tpu_workbench.migrate._foreign import search_folders, third_party
+from tpu_workbench.migrate.rules.cuda_api import cuda_only_module
+
+
+# --- Megatron: `megatron/core/transformer/moe/moe_utils.py` imports the project's own
+# `megatron.core.transformer.cuda_graphs`; the project's modules were looked for only 4 folders up, so from 5 down
+# the module was a third party's named like a compiled CUDA extension and the file was left as written ---
+@pytest.mark.parametrize("marker", ["setup.py", "pyproject.toml", ".git"])
+@pytest.mark.parametrize("depth", [1, 5, 9])
+def test_a_project_module_deep_below_the_root_is_the_projects_own(tmp_path, marker, depth):
+    root = tmp_path / "repo"
+    (root / "proj" / "core").mkdir(parents=True)
+    (root / "proj" / "core" / "cuda_graphs.py").write_text("def capturing():\n    return False\n")
+    (root / marker).mkdir() if marker == ".git" else (root / marker).write_text("")
+    deep = root.joinpath(*["proj"] + [f"d{i}" for i in range(depth)])
+    deep.mkdir(parents=True, exist_ok=True)
+    user = deep / "user.py"
+    user.write_text("from proj.core.cuda_graphs import capturing\n")
+    assert not third_party("proj.core.cuda_graphs", str(user))
+    assert not cuda_only_module("proj.core.cuda_graphs", str(user))
+
+
+def test_the_search_stops_at_the_repository_root_and_without_markers_at_a_fixed_depth(tmp_path):
+    outside = tmp_path / "proj_outside.py"
+    outside.write_text("")
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    deep = root / "a" / "b"
+    deep.mkdir(parents=True)
+    assert search_folders(str(deep))[-1] == str(root)
+    (deep / "x.py").write_text("")
+    assert third_party("proj_outside", str(deep / "x.py"))  # (a module beside the repository is not its own)
+    bare = tmp_path / "bare" / "1" / "2" / "3" / "4" / "5"
+    bare.mkdir(parents=True)
+    assert len(search_folders(str(bare))) == 4
+
+
+# --- TorchServe's base handler: `try: import torch_xla...; XLA_AVAILABLE = True / except ImportError:
+# XLA_AVAILABLE = False`; the import was removed as unused, the flag became always True and a CPU-only machine
+# took `elif XLA_AVAILABLE: torch.device("tpu")` ---
+PROBES = {
+    "flag-in-both": "try:\n    import torch_xla.core.xla_model as xm\n    XLA_AVAILABLE = True\n"
+    "except ImportError:\n    XLA_AVAILABLE = False\n",
+    "flag-before": "XLA_AVAILABLE = True\ntry:\n    import torch_xla.core.xla_model as xm\n"
+    "except (ImportError, RuntimeError):\n    XLA_AVAILABLE = False\n",
+    "flag-in-else": "XLA_AVAILABLE = False\ntry:\n    import torch_xla.core.xla_model as xm\n"
+    "except Exception:\n    pass\nelse:\n    XLA_AVAILABLE = True\n",
+}
+LADDER = (
+    "if torch.cuda.is_available():\n    device = torch.device('cuda')\nelif XLA_AVAILABLE:\n"
+    "    device = xm.xla_device()\nelse:\n    device = torch.device('cpu')\nprint('device', device.type)\n"
+)
+
+
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_an_import_probe_keeps_its_import_and_a_cpu_only_run_stays_on_the_cpu(tmp_path, probe):
+    out = run("import torch\n" + PROBES[probe] + LADDER).new_source
+    assert "import torch_xla.core.xla_model as xm" in out
+    proc = run_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0 and "device cpu" in proc.stdout, proc.stderr[-1500:]
+
+
+def test_a_try_whose_body_uses_the_import_is_not_a_probe():
+    src = (
+        "import torch\ndef dev():\n    try:\n        import torch_xla.core.xla_model as xm\n"
+        "        return xm.xla_device()\n    except ImportError:\n        return torch.device('cpu')\n"
+    )
+    assert "torch_xla" not in run(src).new_source
