@@ -23,6 +23,8 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cuda", r"\bis_torch_cuda_available\b"),  # transformers' name for torch.cuda.is_available
     ("bf16", r"\bis_torch_bf16_gpu_available\b"),  # and for torch.cuda.is_bf16_supported
     ("xla", "torch_xla"),
+    ("_C._cu", r"\b_C\._cu(?:da|dnn)"),  # torch's private CUDA bindings: torch._C._cuda_getDevice
+    ("_C._nccl", r"_C\._nccl"),
     ("cudnn", "cudnn"),
     *((w.replace("PT_", ""), rf"\b{w}_[A-Z_]+") for w in ("CUDA", "NCCL", "XLA", "XRT", "PJRT", "PT_XLA")),
     ("TPU_", "TPU_NUM_DEVICES"),

@@ -472,6 +472,24 @@ def _sets_device_map(node: cst.CSTNode) -> bool:
     return False
 
 
+#: Calls whose second positional argument (or ``name=``) is an attribute's name.
+_ATTRIBUTE_NAME_CALLS = frozenset({"setattr", "getattr", "hasattr", "delattr"})
+
+
+def _keep_attribute_names(ctx: Context, node: cst.Call) -> None:
+    """``monkeypatch.setattr(torch.version, "cuda", "13.2")``, ``getattr(torch, "cuda")``: the string names an
+    attribute, not a device; renamed, the call raises AttributeError or reads another object. Kept silently."""
+    f = node.func
+    name = f.value if type(f) is cst.Name else f.attr.value if type(f) is cst.Attribute else ""
+    if name not in _ATTRIBUTE_NAME_CALLS and not (type(f) is cst.Attribute and name == "object"):
+        return  # (`mock.patch.object(torch, "cuda")` too)
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    named = [a for a in node.args if a.keyword is not None and a.keyword.value == "name"]
+    for a in positional[1:2] + named:
+        if type(a.value) is cst.SimpleString:
+            ctx.claim_string(a.value, "", "rewritten", "", value=None)
+
+
 def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
     """Whether the file's text matches ``pattern``, searched once per file (rules ask per function: searching
     the whole text each time is quadratic in the file's size)."""
@@ -1039,6 +1057,7 @@ class LiteralRule(Rule):
         if t is cst.Call and node.args:
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
             self._project_enum_args(ctx, node)  # type: ignore[arg-type]
+            _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
         if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
             self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
         if t is cst.If:

@@ -1560,6 +1560,16 @@ def _legacy_constructor(ctx) -> str | None:
     return None
 
 
+def _type_query(node: cst.CSTNode) -> bool:
+    """``x.type()``: the tensor's type name, read as text."""
+    return (
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value == "type"
+        and not node.args
+    )
+
+
 @register
 class CudaTensorType(Rule):
     code = "TPU208"
@@ -1591,14 +1601,18 @@ class CudaTensorType(Rule):
         if type(node) is cst.Comparison and len(node.comparisons) == 1:
             left, right = node.left, node.comparisons[0].comparator
             for side, other in ((left, right), (right, left)):
-                if (
-                    type(side) is cst.SimpleString
-                    and type(other) is cst.Call
-                    and type(other.func) is cst.Attribute
-                    and other.func.attr.value == "type"
-                    and not other.args
-                ):
+                if type(side) is cst.SimpleString and _type_query(other):
                     ctx.scratch.setdefault("type-tests", set()).add(id(side))  # type: ignore[union-attr]
+            if (
+                type(node.comparisons[0].operator) in (cst.In, cst.NotIn)
+                and _type_query(left)
+                and type(right) in (cst.List, cst.Tuple, cst.Set)
+            ):
+                # Megatron's `param.type() in ['torch.cuda.HalfTensor', 'torch.cuda.BFloat16Tensor']`: every
+                # arm of the dispatch is renamed alike, or bf16 params fall through to its `raise TypeError`
+                for e in right.elements:  # type: ignore[attr-defined]
+                    if type(e.value) is cst.SimpleString:
+                        ctx.scratch.setdefault("type-tests", set()).add(id(e.value))  # type: ignore[union-attr]
 
     def leave_node(self, ctx, orig, node):
         """The type's name as text: ``x.type() == 'torch.cuda.HalfTensor'`` is false for every 'tpu' tensor
@@ -2861,6 +2875,10 @@ class DeviceModuleLookup(Rule):
         return used or None
 
 
+#: torch's private CUDA, cuDNN and NCCL bindings (``torch._C._cuda_getDevice``, ``torch._C._cudnn``).
+_PRIVATE_CUDA = re.compile(r"torch\._C\._(?:cuda|cudnn|nccl|cudart)\w*$")
+
+
 @register
 class UnknownCuda(Rule):
     code = "TPU299"
@@ -2876,9 +2894,15 @@ class UnknownCuda(Rule):
         "import torch\n\n# TODO(tpu-migrate TPU299): `torch.cuda.ipc_collect` has no known TorchTPU "
         "equivalent; port by hand\ntorch.cuda.ipc_collect()\n"
     )
-    ref_prefixes = ("torch.cuda",)
+    ref_prefixes = ("torch.cuda", "torch._C")
 
     def ref(self, ctx, orig, node, qname):
+        if qname.startswith("torch._C"):
+            # torch's private CUDA bindings (Megatron's `torch._C._cuda_clearCublasWorkspaces()`): absent from a
+            # build without CUDA, so they raise AttributeError there; the rest of torch._C is not CUDA's
+            if _PRIVATE_CUDA.match(qname):
+                ctx.flag(orig, f"`{qname}` is a private CUDA binding of torch; port by hand", code=self.code)
+            return None
         if ctx.is_known(qname, ctx.is_called(orig)):
             return None
         if ctx.is_known(qname, True):

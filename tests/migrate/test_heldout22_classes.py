@@ -74,3 +74,46 @@ def test_a_try_whose_body_uses_the_import_is_not_a_probe():
         "        return xm.xla_device()\n    except ImportError:\n        return torch.device('cpu')\n"
     )
     assert "torch_xla" not in run(src).new_source
+
+
+# --- Megatron's distributed optimizer: `param.type() in ['torch.cuda.HalfTensor', 'torch.cuda.BFloat16Tensor']`
+# was flagged while its sibling arm `== 'torch.cuda.FloatTensor'` was renamed: bf16 params fell through to the
+# dispatch's `raise TypeError` ---
+def test_every_arm_of_a_tensor_type_dispatch_is_renamed_alike():
+    src = (
+        "import torch\ndef kind(p):\n    if p.type() in ['torch.cuda.HalfTensor', 'torch.cuda.BFloat16Tensor']:\n"
+        "        return 'half'\n    elif p.type() == 'torch.cuda.FloatTensor':\n        return 'float'\n"
+        "    raise TypeError(p.type())\n"
+        "print(kind(torch.ones(2, device='cuda', dtype=torch.bfloat16)), kind(torch.ones(2, device='cuda')))\n"
+    )
+    out = run(src).new_source
+    assert "['torch.tpu.HalfTensor', 'torch.tpu.BFloat16Tensor']" in out and "'torch.tpu.FloatTensor'" in out
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "half float" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- Megatron's tests: `monkeypatch.setattr(torch.version, "cuda", "13.2")` became `"tpu"`, an attribute
+# torch.version does not have: monkeypatch raised AttributeError ---
+@pytest.mark.parametrize(
+    "call",
+    [
+        'monkeypatch.setattr(torch.version, "cuda", "13.2")',
+        'setattr(torch.version, "cuda", None)',
+        'hasattr(torch.backends, "cudnn")',
+        'mock.patch.object(torch, "cuda", fake)',
+        'monkeypatch.delattr(torch.version, name="cuda")',
+    ],
+)
+def test_an_attribute_name_is_not_a_device(call):
+    out = run(f"import torch\nx = torch.ones(2, device='cuda')\n{call}\n").new_source
+    assert call in out and "device='tpu'" in out
+
+
+# --- `torch._C._cuda_clearCublasWorkspaces()` left unflagged next to migrated code: absent without CUDA ---
+def test_a_private_cuda_binding_is_flagged_and_the_rest_of_torch_c_is_not():
+    res = run("import torch\ntorch._C._cuda_clearCublasWorkspaces()\nstate = torch._C._get_tracing_state()\n")
+    assert [d.code for d in res.diagnostics] == ["TPU299"]
+    assert "private CUDA binding" in res.diagnostics[0].message
