@@ -42,6 +42,8 @@ class Context(Protocol):
     string_claims: dict[int, StringClaim]
     #: The whole source text of the file.
     source_text: str
+    #: The module being migrated (the original tree).
+    module: cst.Module | None
 
     def qname(self, node: cst.CSTNode) -> str | None:
         """Qualified name of a Name/Attribute bound by an import (``xm.xla_device`` ->

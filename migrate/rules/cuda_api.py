@@ -170,8 +170,42 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     test = node.args[0].value
     if last in ("skipUnless", "skip_unless"):
         return reason and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
-    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-    return reason and negated and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
+    # (`skipIf(torch.cuda.device_count() < 1, "This test requires CUDA device")`, torchrec's: the skip-call
+    # branch of TPU201 keeps such a guard, so what it gates is CUDA's test too, not half-migrated)
+    return reason and _when_missing(test) and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
+
+
+def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
+    """``pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")`` at module level
+    (Megatron's test_mxfp8_utils.py) gates every test of the module on CUDA: the module stays CUDA's tests,
+    whole, with one TODO (migrated, its tests would run on a CUDA machine with 'tpu' tensors, never on a TPU)."""
+    if ctx.enclosing_definitions() or ctx.module is None or len(node.targets) != 1:
+        return
+    target = node.targets[0].target
+    if type(target) is not cst.Name or target.value != "pytestmark":
+        return
+    value = node.value
+    marks = [e.value for e in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]  # type: ignore[attr-defined]
+    gate = next((m for m in marks if cuda_test_gate(ctx, m)), None)
+    if gate is None:
+        return
+    ctx.flag(
+        node,
+        f"`pytestmark = {_one_line(code(gate))}` runs every test of this module only where CUDA is: kept as "
+        "CUDA code; add TPU variants by hand",
+        code=rule_code,
+    )
+    here = ctx.statement()
+    body = list(ctx.module.body)
+    after = next((i + 1 for i, stmt in enumerate(body) if stmt is here), len(body))
+    for stmt in body[after:]:  # (those before it, imports and constants, were visited already)
+        ctx.skip_inside(stmt)
+
+
+def _one_line(text: str) -> str:
+    """Code shown in a one-line TODO: a call written over several lines, joined (``f(\n  a,\n)`` -> ``f(a)``)."""
+    text = re.sub(r"\s*\n\s*", " ", text)
+    return re.sub(r"\(\s+", "(", re.sub(r",?\s+\)", ")", text))
 
 
 def _probed(ctx: Context, test: cst.BaseExpression, skip: str) -> bool:
@@ -568,12 +602,15 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If, cst.IfExp, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef)
+    node_types = (cst.If, cst.IfExp, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef, cst.Assign)
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
         ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
         would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        if type(node) is cst.Assign:
+            _module_gate(ctx, node, self.code)  # type: ignore[arg-type]
+            return
         if type(node) is cst.Call and node.args:
             _streams_handed_on(ctx, node)
         if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
@@ -581,7 +618,7 @@ class CudaToAccelerator(Rule):
             if gate is not None:  # a test that runs only with CUDA stays CUDA's test, whole
                 ctx.flag(
                     node,
-                    f"`@{code(gate.decorator)}` runs this test only where CUDA is: kept as CUDA code; "
+                    f"`@{_one_line(code(gate.decorator))}` runs this test only where CUDA is: kept as CUDA code; "
                     "add a TPU variant by hand",
                     code=self.code,
                 )

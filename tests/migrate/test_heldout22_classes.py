@@ -117,3 +117,41 @@ def test_a_private_cuda_binding_is_flagged_and_the_rest_of_torch_c_is_not():
     res = run("import torch\ntorch._C._cuda_clearCublasWorkspaces()\nstate = torch._C._get_tracing_state()\n")
     assert [d.code for d in res.diagnostics] == ["TPU299"]
     assert "private CUDA binding" in res.diagnostics[0].message
+
+
+# --- torchrec / Megatron: `@unittest.skipIf(torch.cuda.device_count() < 1, "This test requires CUDA device")` and a
+# module-level `pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)` were kept as CUDA's guards
+# while the tests they gate were rewritten to "tpu": skipped on a TPU host, broken on a CUDA one ---
+@pytest.mark.parametrize(
+    "gate",
+    [
+        '@unittest.skipIf(torch.cuda.device_count() < 1, "This test requires CUDA device")',
+        '@unittest.skipIf(\n    torch.cuda.device_count() == 0,\n    "requires CUDA",\n)',
+        '@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")',
+    ],
+)
+def test_a_test_its_skip_keeps_on_cuda_is_left_whole(gate):
+    src = f"import unittest\nimport pytest\nimport torch\n\n\n{gate}\ndef test_x():\n    t = torch.ones(2, device='cuda')\n"
+    res = run(src)
+    assert "device='cuda'" in res.new_source and "'tpu'" not in res.new_source
+    todos = [d for d in res.diagnostics if d.code == "TPU201"]
+    assert len(todos) == 1 and "\n" not in todos[0].message
+
+
+def test_a_module_gated_on_cuda_by_pytestmark_is_left_whole():
+    src = (
+        "import pytest\nimport torch\n\npytestmark = [\n    pytest.mark.skipif(not torch.cuda.is_available(), "
+        'reason="CUDA required"),\n    pytest.mark.internal,\n]\n\n\ndef test_x():\n'
+        "    t = torch.ones(2, device='cuda')\n    torch.cuda.synchronize()\n"
+    )
+    res = run(src)
+    assert res.new_source.count("TODO(tpu-migrate") == 1
+    assert "device='cuda'" in res.new_source and "torch.cuda.synchronize()" in res.new_source
+
+
+def test_a_module_gated_on_any_accelerator_is_still_migrated():
+    src = (
+        "import pytest\nimport torch\n\npytestmark = pytest.mark.skipif(not torch.cuda.is_available(), "
+        'reason="needs an accelerator")\n\n\ndef test_x():\n    t = torch.ones(2, device="cuda")\n'
+    )
+    assert 'device="tpu"' in run(src).new_source
