@@ -136,7 +136,7 @@ def probing_try(node: cst.Try) -> bool:
 def _imported_names(body: Sequence[cst.BaseStatement]) -> set[str]:
     out: set[str] = set()
     for s in body:
-        for b in getattr(s, "body", ()):
+        for b in s.body if type(s) is cst.SimpleStatementLine else ():
             if type(b) in (cst.Import, cst.ImportFrom) and not isinstance(b.names, cst.ImportStar):
                 out.update(_bound_name(a, type(b) is cst.ImportFrom, False) for a in b.names)
     return out

@@ -1975,6 +1975,9 @@ KERNEL_MODULES = (
     *("hqq_aten", "auto_gptq", "awq", "eetq"),
     # RAPIDS: GPU dataframes and estimators (dinov2's cuml logistic regression)
     *("cuml", "cudf", "cugraph", "cuvs"),
+    # NVIDIA's GPU-initiated communication (Megatron's nvshmem copy service) and DeepSpeed-MII, whose pipelines
+    # place themselves on f"cuda:{rank}" (TorchServe's MII handlers)
+    *("nvshmem", "mii"),
 )
 #: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
 #: general library: numba, torchrec).

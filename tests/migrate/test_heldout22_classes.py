@@ -155,3 +155,29 @@ def test_a_module_gated_on_any_accelerator_is_still_migrated():
         'reason="needs an accelerator")\n\n\ndef test_x():\n    t = torch.ones(2, device="cuda")\n'
     )
     assert 'device="tpu"' in run(src).new_source
+
+
+# --- TorchServe's DeepSpeed-MII handlers and Megatron's nvshmem copy service: CUDA-only stacks not known as such,
+# so the device strings around them were renamed and the files looked migrated ---
+@pytest.mark.parametrize("stack", ["mii", "nvshmem.core"])
+def test_a_cuda_only_stack_leaves_its_file_as_written(stack):
+    res = run(f"import torch\nimport {stack}\nx = torch.ones(2, device='cuda')\n")
+    assert "device='cuda'" in res.new_source
+    assert any(d.code == "TPU211" and stack.split(".")[0] in d.message for d in res.diagnostics)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    if flag:\n        import torch_xla.core.xla_model as xm\n    HAVE_XLA = True\n",
+        "    with ctx:\n        import torch_xla\n",
+        "    for m in mods:\n        importlib.import_module(m)\n    import torch_xla\n",
+    ],
+)
+def test_a_try_with_compound_statements_is_read_without_failing(body):
+    """(Megatron's unified_memory.py: a try body holding an ``if`` made the probe test raise on its block.)"""
+    run(
+        "import torch\ntry:\n"
+        + body
+        + "except ImportError:\n    HAVE_XLA = False\nx = torch.ones(1).cuda()\n"
+    )
