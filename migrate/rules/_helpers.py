@@ -244,6 +244,19 @@ RESTORE_LOCATION = _helper(
     (),
 )
 
+MEMORY_SUMMARY = _helper(
+    "_tpu_memory_summary",
+    '''def _tpu_memory_summary(device=None, abbreviated=False):
+    """Added by tpu-migrate: torch.cuda.memory_summary where a TPU is the accelerator. CUDA's table reads its
+    caching allocator (without CUDA it raises), so this lists torch.accelerator.memory_stats() instead;
+    elsewhere CUDA's summary as written."""
+    if getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu":
+        stats = torch.accelerator.memory_stats()
+        return "\\n".join(f"{key}: {value}" for key, value in sorted(stats.items()))
+    return getattr(torch, "cuda").memory_summary(device=device, abbreviated=abbreviated)
+''',
+)
+
 AUTOCAST = _helper(
     "_tpu_autocast",
     '''def _tpu_autocast(**kwargs):

@@ -1070,7 +1070,7 @@ def _block_holding(parent: cst.CSTNode | None, stmt: cst.CSTNode) -> Sequence[cs
     return None
 
 
-#: The rest: no counterpart the released wheel is known to back (flagged).
+#: The rest: no counterpart the released wheel is known to back (flagged), but memory_summary (a helper).
 _MEMORY_FLAGGED = (
     "mem_get_info",
     "memory_summary",
@@ -1089,7 +1089,8 @@ class CudaMemoryStats(Rule):
     outcome = "rewritten"
     summary = (
         "Rewrite torch.cuda memory statistics (memory_allocated, max_memory_allocated, memory_reserved, "
-        "reset_peak_memory_stats, memory_stats ...) to torch.accelerator; flag mem_get_info, memory_summary, "
+        "reset_peak_memory_stats, memory_stats ...) to torch.accelerator and memory_summary to "
+        "_tpu_memory_summary (a listing of torch.accelerator.memory_stats on TPU); flag mem_get_info, "
         "memory_snapshot and the allocator knobs."
     )
     rationale = (
@@ -1098,15 +1099,17 @@ class CudaMemoryStats(Rule):
         "torch.accelerator takes the device positionally (device_index, /). Where no accelerator is present "
         "torch.accelerator raises (CUDA's returned 0 on a CPU-only machine): guard such a use by a device check."
     )
-    before = "import torch\n\nprint(torch.cuda.max_memory_allocated(device=0))\nprint(torch.cuda.memory_summary())\n"
+    before = (
+        "import torch\n\nprint(torch.cuda.max_memory_allocated(device=0))\nprint(torch.cuda.mem_get_info())\n"
+    )
     after = (
         "import torch\n\nprint(torch.accelerator.max_memory_allocated(0))\n# TODO(tpu-migrate TPU204): "
-        "`torch.cuda.memory_summary` has no TorchTPU equivalent (its statistics are torch.accelerator's: "
+        "`torch.cuda.mem_get_info` has no TorchTPU equivalent (its statistics are torch.accelerator's: "
         "memory_allocated, max_memory_allocated, memory_reserved, memory_stats); remove it or guard it by "
-        "device type\nprint(torch.cuda.memory_summary())\n"
+        "device type\nprint(torch.cuda.mem_get_info())\n"
     )
     refs = frozenset(f"torch.cuda.{n}" for n in _MEMORY)
-    calls = frozenset(f"torch.cuda.{n}" for n in _MEMORY_ACCELERATOR)
+    calls = frozenset((*(f"torch.cuda.{n}" for n in _MEMORY_ACCELERATOR), "torch.cuda.memory_summary"))
     emits = tuple(sorted({f"torch.accelerator.{n}" for n in _MEMORY_ACCELERATOR.values()}))
 
     def ref(self, ctx, orig, node, qname):
@@ -1121,6 +1124,18 @@ class CudaMemoryStats(Rule):
         return None
 
     def call(self, ctx, orig, node, qname):
+        if qname == "torch.cuda.memory_summary":
+            # (pytorch-cifar100's `print(torch.cuda.memory_summary())` in the blocks its --gpu flag sends to
+            # 'tpu': flagged only, the run raised there after its first evaluation)
+            ctx.need_helper(_helpers.MEMORY_SUMMARY)
+            ctx.report(
+                orig,
+                f"`{qname}` -> `{_helpers.MEMORY_SUMMARY}` (torch.accelerator.memory_stats listed on TPU; CUDA's table "
+                "elsewhere)",
+                code=self.code,
+                outcome="rewritten",
+            )
+            return node.with_changes(func=cst.Name(_helpers.MEMORY_SUMMARY))
         name = _MEMORY_ACCELERATOR[qname.rsplit(".", 1)[1]]
         signatures = ("device=None", "device_index=None, /", {"device": "device_index"})
         return _to_accelerator(ctx, orig, node, qname, name, signatures, self.code)
@@ -2007,6 +2022,16 @@ _DEVICE_LIMITED: dict[str, str] = {
     "tvm": "hand its kernels CPU tensors, or use the plain torch path of the model (no TVM target is a TPU)",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
+    # AOTInductor: builds a shared library for the CPU or CUDA from the device of the model and example inputs
+    # (TorchServe's resnet/bert export scripts for its C++ backend); Inductor has no TPU code generation
+    **dict.fromkeys(
+        (
+            "torch._export.aot_compile",
+            "torch._inductor.aot_compile",
+            "torch._inductor.aoti_compile_and_package",
+        ),
+        'use torch.compile(backend="tpu") in Python instead (AOTInductor has no TPU target)',
+    ),
 }
 #: The libraries of _DEVICE_LIMITED (for other rules' tests).
 DEVICE_LIMITED_LIBRARIES: tuple[str, ...] = tuple(_DEVICE_LIMITED)
@@ -2015,6 +2040,7 @@ DEVICE_LIMITED_LIBRARIES: tuple[str, ...] = tuple(_DEVICE_LIMITED)
 DEVICE_LIMITED_CALLS = {
     "torch_geometric.transforms.ToSparseTensor": "torch_sparse",
     "torchaudio.functional.forced_align": "torchaudio.functional.forced_align",
+    **{q: q for q in _DEVICE_LIMITED if q.startswith("torch._")},
 }
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 

@@ -15,7 +15,7 @@ import pytest
 from tpu_workbench.migrate.cli import EXIT_FINDINGS, EXIT_OK, EXIT_UNPARSABLE, EXIT_USAGE, main
 
 XLA = "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
-FLAG = "import torch\n\nm = torch.cuda.memory_summary()\n"
+FLAG = "import torch\n\nm = torch.cuda.mem_get_info()\n"
 
 
 @pytest.fixture

@@ -85,7 +85,7 @@ def test_messages_say_one_file_and_nothing_to_convert(tmp_path, capsys):
     main(["--report", str(report), str(tmp_path)])
     assert "Converted: nothing to convert" in report.read_text()
     capsys.readouterr()
-    (tmp_path / "a.py").write_text("import torch\nd = 'cuda'\nm = torch.cuda.memory_summary()\n")
+    (tmp_path / "a.py").write_text("import torch\nd = 'cuda'\nm = torch.cuda.mem_get_info()\n")
     main([str(tmp_path)])
     err = capsys.readouterr().err
     assert err.startswith("2 files checked; 1 would be migrated;") and "50.0% converted" in err

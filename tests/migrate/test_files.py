@@ -108,7 +108,7 @@ def test_undecodable_file_is_unparsable_not_a_crash(tmp_path):
 
 def test_run_result_api(tmp_path):
     (tmp_path / "a.py").write_text(SRC)
-    (tmp_path / "f.py").write_text("import torch\nm = torch.cuda.memory_summary()\n")
+    (tmp_path / "f.py").write_text("import torch\nm = torch.cuda.mem_get_info()\n")
     res = migrate_paths([str(tmp_path)])
     assert 0 < res.converted_percent < 100
     assert "tpu-migrate report" in markdown_report(res)

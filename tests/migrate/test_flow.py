@@ -21,7 +21,7 @@ SAFE = [
     "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass",  # (a stream the file made: `with s:`)
 ]
 UNSAFE = [
-    "m = torch.cuda.memory_summary()",
+    "m = torch.cuda.mem_get_info()",
     'table["cuda"] = x',
     'torch.cuda.nvtx.range_push("step")',
     "with torch.cuda.stream(z):\n    pass",  # (a stream from elsewhere: flagged)

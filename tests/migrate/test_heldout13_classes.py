@@ -71,9 +71,9 @@ class MemMeter:
         self.name, self.val = name, 0
 
     def update(self, reset_peak_usage=True):
-        self.val = torch.cuda.memory_summary() // 1e9
+        self.val = torch.cuda.mem_get_info() // 1e9
         if reset_peak_usage:
-            torch.cuda.memory_summary()
+            torch.cuda.mem_get_info()
 """
 _TRAINER = """import torch
 from utils.meters import MemMeter
@@ -110,7 +110,7 @@ def test_a_check_switching_on_a_portable_project_class_is_still_migrated(tmp_pat
 
 def test_a_check_calling_a_function_of_this_file_that_reaches_cuda_state_is_kept():
     src = (
-        "import torch\n\n\ndef reset():\n    torch.cuda.memory_summary()\n\n\n"
+        "import torch\n\n\ndef reset():\n    torch.cuda.mem_get_info()\n\n\n"
         "def step():\n    if torch.cuda.is_available():\n        reset()\n"
     )
     out = run(src).new_source

@@ -41,9 +41,10 @@ def test_memory_statistics_move_to_torch_accelerator_with_their_check():
     assert "torch.accelerator.max_memory_allocated(0)" in out and "torch.accelerator.memory_reserved()" in out
 
 
-def test_a_memory_summary_stays_flagged():
+def test_a_memory_summary_is_the_accelerators_on_tpu_and_cudas_elsewhere():
     out = run("import torch\nprint(torch.cuda.memory_summary())\n").new_source
-    assert "torch.cuda.memory_summary()" in out and "TPU204" in out
+    assert "print(_tpu_memory_summary())" in out and "TODO" not in out
+    assert 'getattr(torch, "cuda").memory_summary(device=device, abbreviated=abbreviated)' in out
 
 
 # --- autocast in code that also runs without a GPU -------------------------------------------------------------

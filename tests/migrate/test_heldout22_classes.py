@@ -181,3 +181,35 @@ def test_a_try_with_compound_statements_is_read_without_failing(body):
         + body
         + "except ImportError:\n    HAVE_XLA = False\nx = torch.ones(1).cuda()\n"
     )
+
+
+# --- pytorch-cifar100: `print(torch.cuda.memory_summary())` in the blocks its --gpu flag now sends to 'tpu' was
+# only flagged; without CUDA it raises (KeyError), so the run died after its first evaluation ---
+def test_memory_summary_prints_the_accelerators_statistics_on_tpu():
+    import subprocess
+    import sys
+
+    src = (
+        "import torch\nnet = torch.nn.Linear(2, 2)\nif gpu:\n    net = net.cuda()\n"
+        "    print(torch.cuda.memory_summary(device=None, abbreviated=True))\n"
+    )
+    out = run("gpu = True\n" + src).new_source
+    assert "_tpu_memory_summary(device=None, abbreviated=True)" in out
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "allocated_bytes.all.current" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- TorchServe's AOTInductor export scripts: the model and inputs went to 'tpu' before
+# torch._export.aot_compile, which builds for the CPU or CUDA only (on a TPU host the original exported for the CPU)
+@pytest.mark.parametrize(
+    "call",
+    ["torch._export.aot_compile(model, inputs)", "torch._inductor.aoti_compile_and_package(ep)"],
+)
+def test_an_aot_inductor_export_is_left_as_written(call):
+    src = (
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        f"model = torch.nn.Linear(2, 2).to(device)\ninputs = (torch.ones(1, 2, device=device),)\nso = {call}\n"
+    )
+    res = run(src)
+    assert "'cuda' if torch.cuda.is_available()" in res.new_source
+    assert any(d.code == "TPU211" and "AOTInductor" in d.message for d in res.diagnostics)

@@ -108,7 +108,7 @@ _TEMPLATE_TWINS = (
     "        line = 'step {n} loss {loss:.3f}'\n"
     "    for n, loss in steps:\n"
     "        if torch.cuda.is_available():\n"
-    "            print(line.format(n=n, loss=loss, reserved=torch.cuda.memory_summary()))\n"
+    "            print(line.format(n=n, loss=loss, reserved=torch.cuda.mem_get_info()))\n"
     "        else:\n"
     "            print(line.format(n=n, loss=loss))\n"
 )
@@ -116,8 +116,8 @@ _VALUE_TWINS = (
     "import torch\n\n"
     "def peak(model, x):\n"
     "    if torch.cuda.is_available():\n"
-    "        torch.cuda.memory_summary()\n"
-    "        before = torch.cuda.memory_summary()\n"
+    "        torch.cuda.mem_get_info()\n"
+    "        before = torch.cuda.mem_get_info()\n"
     "    y = model(x)\n"
     "    if torch.cuda.is_available():\n"
     "        print('peak before the step', before)\n"
@@ -144,7 +144,7 @@ def test_twin_checks_that_share_nothing_are_each_decided_alone():
         "    if torch.cuda.is_available():\n"
         "        x = x.cuda()\n"
         "    if torch.cuda.is_available():\n"
-        "        print(torch.cuda.memory_summary())\n"
+        "        print(torch.cuda.mem_get_info())\n"
         "    return x\n"
     )
     out = _code(run(src).new_source)
@@ -163,7 +163,7 @@ def test_a_twin_that_fills_a_shared_list_in_place_stays_cuda_with_its_kept_twin(
         "    line = ' '.join(parts)\n"
         "    for n in steps:\n"
         "        if torch.cuda.is_available():\n"
-        "            print(line.format(n=n, memory=torch.cuda.memory_summary()))\n"
+        "            print(line.format(n=n, memory=torch.cuda.mem_get_info()))\n"
         "        else:\n"
         "            print(line.format(n=n))\n"
     )

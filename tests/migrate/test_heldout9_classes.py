@@ -109,7 +109,7 @@ def test_a_host_helper_imported_from_another_project_file_is_not_foreign(tmp_pat
     "body",
     [
         "x = fused_window_cuda(n_fft)",  # a CUDA word
-        "x = torch.cuda.memory_summary()",  # a torch.cuda API the rules do not migrate
+        "x = torch.cuda.mem_get_info()",  # a torch.cuda API the rules do not migrate
         "x = kernels.window(n_fft)",  # a call into a library that is not host code
     ],
 )
@@ -182,7 +182,7 @@ def test_a_check_calling_a_helper_that_the_run_migrates_is_migrated_with_it(tmp_
 
 
 def test_a_helper_with_cuda_only_code_still_keeps_the_check(tmp_path):
-    helper = _MOVES.replace("t = t.float().cuda()", "t = t.float().cuda(); torch.cuda.memory_summary()")
+    helper = _MOVES.replace("t = t.float().cuda()", "t = t.float().cuda(); torch.cuda.mem_get_info()")
     path = _project(tmp_path, "import torch\n" + helper)
     out = run(_EVAL, path=path).new_source
     assert "torch.cuda.is_available()" in _code(out) and "TODO(tpu-migrate" in out
@@ -351,7 +351,7 @@ def test_a_check_choosing_between_two_builds_of_a_portable_project_class_is_migr
 
 
 @pytest.mark.parametrize(
-    "body", ["torch.cuda.memory_summary()", "fused_cuda_kernel(x)", "self.ext.cuda_fwd(x)"]
+    "body", ["torch.cuda.mem_get_info()", "fused_cuda_kernel(x)", "self.ext.cuda_fwd(x)"]
 )
 def test_a_project_class_that_may_run_cuda_code_keeps_the_check(body):
     src = _WAVELET.replace(

@@ -221,7 +221,7 @@ CUDA_TABLE = [
     ("s = torch.cuda.memory_stats()", "TPU204", "rewritten", "torch.accelerator.memory_stats()"),
     ("f = torch.cuda.max_memory_allocated", "TPU204", "flagged", None),
     ("f, t = torch.cuda.mem_get_info()", "TPU204", "flagged", None),
-    ("s = torch.cuda.memory_summary()", "TPU204", "flagged", None),
+    ("s = torch.cuda.mem_get_info()", "TPU204", "flagged", None),
     ("n = torch.cuda.get_device_name(0)", "TPU205", "warned", "torch.tpu.get_device_name(0)"),
     ("p = torch.cuda.get_device_properties(0)", "TPU205", "warned", "torch.tpu.get_device_properties(0)"),
     ("ok = torch.cuda.get_device_capability() >= (8, 0)", "TPU205", "flagged", None),

@@ -70,7 +70,7 @@ def test_cell_magics_python_kept_others_skipped():
 
 
 def test_idempotent_and_flag_todo_once():
-    text = _nb(("code", "import torch\nm = torch.cuda.memory_summary()"))
+    text = _nb(("code", "import torch\nm = torch.cuda.mem_get_info()"))
     once = migrate_notebook(text).new_source
     assert migrate_notebook(once).new_source == once
     assert once.count("TODO(tpu-migrate TPU204)") == 1

@@ -220,7 +220,7 @@ def test_lightning_without_an_accelerator_is_flagged_as_auto(call, flagged):
 # own copy of the check and then reads `self.x`. Rewriting only the second reads state never set on TPU.
 _GAUGE = (
     "import torch\nclass Gauge:\n    def start(self):\n        if torch.cuda.is_available():\n"
-    "            self.base = torch.cuda.memory_summary()\n            self.top = torch.cuda.memory_summary()\n"
+    "            self.base = torch.cuda.mem_get_info()\n            self.top = torch.cuda.mem_get_info()\n"
     "    def report(self):\n        label = None\n        if torch.cuda.is_available():\n            label = 'gpu'\n"
     "        if label:\n            print(label, self.top - self.base)\n"
 )

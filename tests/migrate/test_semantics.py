@@ -223,7 +223,7 @@ def test_unknown_xm_attribute_is_flagged_not_guessed():
 
 
 def test_todo_comment_is_not_duplicated_on_rerun():
-    src = "import torch\n\n\ndef f():\n    x = torch.cuda.memory_summary()\n    return x\n"
+    src = "import torch\n\n\ndef f():\n    x = torch.cuda.mem_get_info()\n    return x\n"
     once = migrate_source(src)
     twice = migrate_source(once.new_source)
     assert once.new_source.count("TODO(tpu-migrate TPU204)") == 1
