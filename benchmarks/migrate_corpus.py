@@ -153,9 +153,15 @@ def _cli(args: list[str], cwd: Path) -> tuple[int, dict]:
         data = json.loads(out.stdout) if out.stdout.strip() else {}
     except json.JSONDecodeError:
         data = {"raw": out.stdout}
-    if out.returncode not in (0, 1, 3):
-        raise SystemExit(f"tpu-migrate failed ({out.returncode}) in {cwd}:\n{out.stderr[-3000:]}")
+    _check_ran(out, cwd)
     return out.returncode, data
+
+
+def _check_ran(out: subprocess.CompletedProcess, cwd: Path) -> None:
+    """Stop on a run that failed: an exit status the CLI does not give, or a traceback (an interpreter that
+    died importing the tool exits 1, the status of "would change": read as such, the row said 0 changed)."""
+    if out.returncode not in (0, 1, 3) or "Traceback (most recent call last)" in out.stderr:
+        raise SystemExit(f"tpu-migrate failed ({out.returncode}) in {cwd}:\n{out.stderr[-3000:]}")
 
 
 def _sources(tree: Path) -> list[Path]:
@@ -249,6 +255,7 @@ def _cli_text(cwd: Path) -> tuple[int, str]:
     cmd = [sys.executable, "-m", "tpu_workbench.migrate.cli", "-q", "--jobs", "2", "."]
     env = _env()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+    _check_ran(out, cwd)
     return out.returncode, out.stdout
 
 
