@@ -1404,14 +1404,20 @@ class LiteralRule(Rule):
     def _keep_compared_defaults(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """``def __init__(self, backend="nccl"): ... assert backend == "nccl"`` (nanotron): a comparison this rule
         keeps (``flag_compared``) keeps the literals that reach its name in the same function, a parameter's
-        default or an assignment; renamed alone, the default fails the kept test on every call."""
+        default or an assignment; renamed alone, the default fails the kept test on every call. A comparison
+        that only chooses a branch (``codecs = make() if backend == "nccl" else None``, torchrec's golden
+        training) keeps nothing: its NCCL-only branch is simply not taken on TPU, while the same ``backend``
+        handed to init_process_group must be 'tpu_dist'."""
         names: set[str] = set()
         nodes: list[cst.CSTNode] = []
+        branch_tests: set[int] = set()
         todo: list[cst.CSTNode] = [fn]
         while todo:
             n = todo.pop()
             nodes.append(n)
-            if isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name):
+            if type(n) in (cst.If, cst.IfExp, cst.While):
+                branch_tests.update(id(c) for c in _walk_code(n.test))  # type: ignore[attr-defined]
+            if isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and id(n) not in branch_tests:
                 if any(
                     self.new_body(string_body(s)) is not None
                     for c in n.comparisons

@@ -213,3 +213,25 @@ def test_an_aot_inductor_export_is_left_as_written(call):
     res = run(src)
     assert "'cuda' if torch.cuda.is_available()" in res.new_source
     assert any(d.code == "TPU211" and "AOTInductor" in d.message for d in res.diagnostics)
+
+
+# --- torchrec's golden training: inside a function, `backend = "nccl"` was kept because a branch later compares
+# `backend == "nccl"` (to build NCCL-only codecs), while the same name went to init_process_group: on TPU it
+# asked for NCCL and raised. A comparison that only picks a branch keeps nothing; an assertion still does ---
+def test_a_backend_compared_only_to_pick_a_branch_is_still_renamed_where_it_is_bound():
+    body = (
+        "    if torch.cuda.is_available():\n        device = torch.device('cuda')\n        backend = 'nccl'\n"
+        "    else:\n        device = torch.device('cpu')\n        backend = 'gloo'\n"
+        "    dist.init_process_group(backend=backend)\n    codecs = make() if backend == 'nccl' else None\n"
+    )
+    out = run("import torch\nimport torch.distributed as dist\ndef main():\n" + body).new_source
+    assert "backend = 'tpu_dist'" in out and "if backend == 'nccl' else None" in out
+
+
+def test_a_backend_default_an_assertion_compares_is_kept_with_it():
+    src = (
+        "import torch.distributed as dist\ndef setup(backend='nccl'):\n    assert backend == 'nccl'\n"
+        "    dist.init_process_group(backend)\n"
+    )
+    out = run(src).new_source
+    assert "backend='nccl'" in out and "assert backend == 'nccl'" in out
