@@ -122,6 +122,7 @@ def _static(setters: frozenset[str]) -> re.Pattern[str]:
         *(re.escape(w) for w, _rx in PREFILTER),
         "import",
         "(?i:" + keep_words.DEVICE_TEXT + ")",
+        keep_words.ORDINAL_JOIN,
         _WORTH.pattern,
         keep_words.methods_pattern(),
         _WHOLE + "|".join(map(re.escape, sorted(words))) + r")(?!\w)",

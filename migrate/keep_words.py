@@ -21,6 +21,9 @@ HOOK_WORDS = frozenset({"add_argument"})
 #: Device and backend names, matched in any case inside any word.
 DEVICE_TEXT = r"cuda|nccl|cudnn|xla|tpu|nvidia|device_map"
 IMPORT = re.compile(r"\bimport\b")
+#: A device name joined with an ordinal at run time (``self.map_location + ":" + str(gpu_id)``): the name may
+#: hold a device a rule renames, so the statement is worth the rule pass though it names no device itself.
+ORDINAL_JOIN = r"""\+\s*(?:':'|":")\s*\+"""
 
 
 @lru_cache(maxsize=1)

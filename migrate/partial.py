@@ -157,6 +157,7 @@ _HOOK_WORDS = keep_words.HOOK_WORDS
 #: Device and backend names in any case and any word (``'CUDAExecutionProvider'``, ``use_nccl``): rules read
 #: strings and names more widely than the prefilter's triggers, so any statement holding one is parsed.
 _DEVICE_TEXT = re.compile("(?i)" + keep_words.DEVICE_TEXT)
+_ORDINAL_JOIN = re.compile(keep_words.ORDINAL_JOIN)
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +209,7 @@ def reduce(source: str, tree: ast.Module) -> Reduced | None:
     if units is None:
         return None
     hits = [
-        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods(), _DEVICE_TEXT]),
+        _Hits(source, [rx for w, rx in PREFILTER if w in source] + [_methods(), _DEVICE_TEXT, _ORDINAL_JOIN]),
         _Hits(source, [_WORTH]),
         _Hits(source, [_IMPORT]),
     ]

@@ -490,6 +490,16 @@ def _keep_attribute_names(ctx: Context, node: cst.Call) -> None:
             ctx.claim_string(a.value, "", "rewritten", "", value=None)
 
 
+def _string_choices(value: cst.BaseExpression) -> list[cst.SimpleString] | None:
+    """The literals a value is one of (``"cuda"``, ``"cuda" if ok else "cpu"``), or None for any other value."""
+    if type(value) is cst.SimpleString:
+        return [value]  # type: ignore[list-item]
+    if type(value) is cst.IfExp:
+        body, orelse = _string_choices(value.body), _string_choices(value.orelse)  # type: ignore[attr-defined]
+        return None if body is None or orelse is None else body + orelse
+    return None
+
+
 def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
     """Whether the file's text matches ``pattern``, searched once per file (rules ask per function: searching
     the whole text each time is quadratic in the file's size)."""
@@ -1051,6 +1061,8 @@ class LiteralRule(Rule):
         if t is cst.BinaryOperation:
             if (left := self._concatenated_ordinal(node)) is not None:  # type: ignore[arg-type]
                 ctx.scratch.setdefault("ordinal-concat", set()).add(id(left))  # type: ignore[union-attr]
+            elif self.replacement == "tpu" and (held := self._named_device_concat(ctx, node)):  # type: ignore[arg-type]
+                ctx.scratch.setdefault("named-ordinal-concat", {})[id(node)] = held  # type: ignore[index]
             return
         if t is cst.SimpleString or t is cst.FormattedString:
             return  # (left, not visited: see leave_node)
@@ -1603,6 +1615,54 @@ class LiteralRule(Rule):
             return None
         return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
+    def _named_device_concat(self, ctx: Context, node: cst.BinaryOperation) -> list[cst.SimpleString]:
+        """``self.map_location + ":" + str(gpu_id)`` (TorchServe's handlers), where every value the name is given
+        in its function (a ``self.`` attribute: in its class) is a device literal this rule renames or 'cpu':
+        those literals, else []. Renamed alone, the name builds 'tpu:None' or 'tpu:<rank>', which TorchTPU
+        refuses (one device per process); the ordinal is dropped with it (see leave_node)."""
+        left = node.left
+        if not (
+            isinstance(node.operator, cst.Add)
+            and type(left) is cst.BinaryOperation
+            and isinstance(left.operator, cst.Add)
+            and type(left.right) is cst.SimpleString
+            and string_body(left.right) == ":"
+            and type(left.left) in (cst.Name, cst.Attribute)
+            and type(node.right) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+        ):
+            return []
+        target = code(left.left)
+        defs = ctx.enclosing_definitions()
+        kind = cst.ClassDef if target.startswith(("self.", "cls.")) else cst.FunctionDef
+        scope = next((d for d in reversed(defs) if type(d) is kind), None) or ctx.module
+        if scope is None:
+            return []
+        found: list[cst.SimpleString] = []
+        todo: list[cst.CSTNode] = [scope]
+        while todo:
+            n = todo.pop()
+            todo.extend(child_nodes(n))
+            if type(n) is cst.Assign and any(code(t.target) == target for t in n.targets):  # type: ignore[attr-defined]
+                choices = _string_choices(n.value)  # type: ignore[attr-defined]
+                if choices is None:
+                    return []  # (a value from elsewhere: the ordinal may be needed)
+                found += choices
+            elif (
+                type(n) in (cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr) and code(n.target) == target
+            ):  # type: ignore[attr-defined]
+                return []
+            elif type(n) is cst.Param and n.name.value == target:  # type: ignore[attr-defined]
+                return []  # (a parameter: its value comes from the caller)
+            elif type(n) is cst.AsName and code(n.name) == target:  # type: ignore[attr-defined]
+                return []
+            elif type(n) in (cst.Global, cst.Nonlocal) and any(a.name.value == target for a in n.names):  # type: ignore[attr-defined]
+                return []
+        bodies = [string_body(f) or "" for f in found]
+        renamed = [f for f, b in zip(found, bodies, strict=True) if self.new_body(b) == self.replacement]
+        if not renamed or any(self.new_body(b) != self.replacement and b != "cpu" for b in bodies):
+            return []
+        return renamed
+
     def _concatenated_ordinal(self, node: cst.BinaryOperation) -> cst.SimpleString | None:
         """``"cuda:" + str(rank)``: the literal of a device template completed at run time, else None."""
         if (
@@ -1662,6 +1722,17 @@ class LiteralRule(Rule):
             dropped = self._drop_runtime_index(ctx, orig, node)
             if dropped is not None:
                 return dropped
+        if type(orig) is cst.BinaryOperation and id(orig) in ctx.scratch.get("named-ordinal-concat", {}):  # type: ignore[operator]
+            held = ctx.scratch["named-ordinal-concat"][id(orig)]  # type: ignore[index]
+            if not any(id(lit) in ctx.string_claims for lit in held):
+                ctx.report(
+                    orig,
+                    f"`{code(orig.left.left)} + ':' + ...` -> `{code(orig.left.left)}`: it holds a device this rule "  # type: ignore[attr-defined]
+                    f"renames to '{self.replacement}'; TorchTPU binds one device per process (no ordinal)",
+                    code=self.code,
+                    outcome="warned",
+                )
+                return node.left.left  # type: ignore[attr-defined]
         if isinstance(orig, (cst.Call, cst.BinaryOperation)):
             return self._runtime_ordinal(ctx, orig, node)
         if isinstance(orig, cst.FormattedString) and (plain := _text_only(node)) is not None:

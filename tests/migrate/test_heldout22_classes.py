@@ -235,3 +235,35 @@ def test_a_backend_default_an_assertion_compares_is_kept_with_it():
     )
     out = run(src).new_source
     assert "backend='nccl'" in out and "assert backend == 'nccl'" in out
+
+
+# --- TorchServe's handlers: `self.map_location = "cuda"` renamed, but `self.map_location + ":" + str(gpu_id)`
+# kept: 'tpu:None' (no gpu_id on a TPU host) or 'tpu:<rank>' (tensor parallel), both refused by TorchTPU ---
+@pytest.mark.parametrize(
+    "setup",
+    [
+        'self.map_location = "cuda"',
+        'self.map_location = "cuda" if torch.cuda.is_available() else "cpu"',
+    ],
+)
+def test_a_name_holding_a_renamed_device_loses_its_joined_ordinal(setup):
+    src = (
+        "import torch\n\n\nclass Handler:\n    def initialize(self, gpu_id):\n"
+        f"        {setup}\n        self.device = torch.device(self.map_location + ':' + str(gpu_id))\n\n\n"
+        "h = Handler()\nh.initialize(None)\nprint(h.device.type)\n"
+    )
+    out = run(src).new_source
+    assert "torch.device(self.map_location)" in out
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "tpu", proc.stderr[-1500:]
+
+
+def test_a_name_with_a_value_from_elsewhere_keeps_its_ordinal():
+    src = (
+        "import torch\ndef make(kind, rank):\n    if kind is None:\n        kind = 'cuda'\n"
+        "    return torch.device(kind + ':' + str(rank))\n"
+    )
+    assert "kind + ':' + str(rank)" in run(src).new_source
