@@ -2042,6 +2042,23 @@ DEVICE_LIMITED_CALLS = {
     "torchaudio.functional.forced_align": "torchaudio.functional.forced_align",
     **{q: q for q in _DEVICE_LIMITED if q.startswith("torch._")},
 }
+#: torchvision's compiled detection ops (simple-faster-rcnn's nms and RoIPool): kernels for the CPU, CUDA and
+#: MPS only; TorchTPU has no CPU fallback by default (contract §12), so on 'tpu' tensors they raise.
+CPU_CUDA_OPS = frozenset(
+    f"torchvision.ops.{name}"
+    for base in (
+        "nms",
+        "batched_nms",
+        "roi_align",
+        "roi_pool",
+        "ps_roi_align",
+        "ps_roi_pool",
+        "deform_conv2d",
+    )
+    for name in (base, f"boxes.{base}", f"{base}.{base}")
+) | frozenset(
+    f"torchvision.ops.{c}" for c in ("RoIAlign", "RoIPool", "PSRoIAlign", "PSRoIPool", "DeformConv2d")
+)
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
@@ -2293,7 +2310,7 @@ class CustomKernels(Rule):
         "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n"
     )
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
-    words = frozenset(q.rsplit(".", 1)[-1] for q in DEVICE_LIMITED_CALLS)
+    words = frozenset(q.rsplit(".", 1)[-1] for q in (*DEVICE_LIMITED_CALLS, *CPU_CUDA_OPS))
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _helper_of_cuda_only(self, ctx, node: cst.CSTNode) -> None:
@@ -2336,6 +2353,13 @@ class CustomKernels(Rule):
     def visit_node(self, ctx, node):
         if type(node) is cst.Call and (lib := DEVICE_LIMITED_CALLS.get(ctx.qname(node.func) or "")):
             ctx.flag(node, _limited_message(lib), code=self.code)
+        if type(node) is cst.Call and (op := ctx.qname(node.func) or "") in CPU_CUDA_OPS:
+            ctx.flag(
+                node,
+                f"`{op}` has CPU and CUDA kernels only (on 'tpu' it raises NotImplementedError): call it on CPU "
+                "tensors (`.cpu()`) and move its result back",
+                code=self.code,
+            )
         if type(node) is cst.Call and ctx.qname(node.func) in _JIT_BUILDS and _builds_cuda(node):
             ctx.flag(
                 node,

@@ -267,3 +267,25 @@ def test_a_name_with_a_value_from_elsewhere_keeps_its_ordinal():
         "    return torch.device(kind + ':' + str(rank))\n"
     )
     assert "kind + ':' + str(rank)" in run(src).new_source
+
+
+# --- simple-faster-rcnn: the inputs of torchvision.ops.nms went from .cuda() to .to("tpu"); its kernels are the
+# CPU's, CUDA's and MPS's only, and TorchTPU has no CPU fallback by default: a silent move into a raise ---
+@pytest.mark.parametrize(
+    "use",
+    [
+        "from torchvision.ops import nms\nkeep = nms(boxes, scores, 0.7)\n",
+        "import torchvision\nkeep = torchvision.ops.boxes.batched_nms(boxes, scores, idx, 0.7)\n",
+        "from torchvision.ops import RoIPool\npool = RoIPool((7, 7), 1 / 16)\n",
+    ],
+)
+def test_torchvisions_compiled_detection_ops_are_flagged(use):
+    res = run("import torch\nboxes = torch.rand(4, 4).cuda()\n" + use)
+    assert any(d.code == "TPU211" and "CPU and CUDA kernels only" in d.message for d in res.diagnostics)
+
+
+def test_torchvisions_other_ops_are_not_flagged():
+    res = run(
+        "import torch\nimport torchvision\nb = torch.rand(4, 4).cuda()\nx = torchvision.ops.box_area(b)\n"
+    )
+    assert not any(d.code == "TPU211" for d in res.diagnostics)
