@@ -615,6 +615,16 @@ def _reaching(roots: dict[str, str], importers: dict[str, set[str]], skip: Itera
     return out
 
 
+_VIA = ", which leads to"
+
+
+def imports_cuda_only_directly(why: str) -> bool:
+    """Whether a :attr:`ProjectFacts.built_on_cuda_only` reason is a direct import of the CUDA-only project
+    file (a test of it), not a chain through others (Megatron's tests reach triton through ``megatron.core``'s
+    package imports, whatever they test)."""
+    return _VIA not in why
+
+
 def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str, str]:
     """Files whose top-level imports load a CUDA-only project file, directly or through others (lucidrains'
     PaLM-pytorch: train.py imports palm_pytorch.triton, whose model is built on triton kernels): they do not run
@@ -633,7 +643,7 @@ def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str
                 continue
             stack, root = stacks[p] = (cuda_only[hit], hit) if hit in cuda_only else stacks[hit]
             rel = os.path.relpath(hit, os.path.dirname(p))
-            via = "" if root == hit else f", which leads to `{os.path.relpath(root, os.path.dirname(p))}`"
+            via = "" if root == hit else f"{_VIA} `{os.path.relpath(root, os.path.dirname(p))}`"
             out[p] = (
                 f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as written)"
             )

@@ -117,7 +117,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
     if path and project.is_test_file(path, source):
         if _imports_cuda_only(table, path):
             return "cuda-only"
-        if os.path.abspath(path) in project.current().built_on_cuda_only:
+        why = project.current().built_on_cuda_only.get(os.path.abspath(path))
+        if why and project.imports_cuda_only_directly(why):
             return "cuda-only"  # the test of a CUDA-only project module (rl_games' test_triton_gae.py)
     return "normal"
 

@@ -289,3 +289,29 @@ def test_torchvisions_other_ops_are_not_flagged():
         "import torch\nimport torchvision\nb = torch.rand(4, 4).cuda()\nx = torchvision.ops.box_area(b)\n"
     )
     assert not any(d.code == "TPU211" for d in res.diagnostics)
+
+
+# --- Megatron's tests: a test reaching a triton kernel only through the package's chain of imports was left as
+# written ("a test of it") while the module it tests was migrated: they no longer agreed on the device ---
+def test_only_a_test_that_imports_a_cuda_only_project_file_itself_is_left_as_written(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "setup.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "kern.py").write_text("import triton\n\n\ndef k():\n    return 1\n")
+    (root / "pkg" / "helpers.py").write_text("from pkg.kern import k\n")
+    (root / "pkg" / "util.py").write_text(
+        "import torch\nfrom pkg.helpers import k\n\n\ndef f():\n    return torch.ones(2, device='cuda')\n"
+    )
+    test_body = "import torch\n\n\ndef test_x():\n    assert torch.ones(1, device='cuda').sum() == 1\n"
+    (root / "tests" / "test_direct.py").write_text("from pkg.kern import k\n" + test_body)
+    (root / "tests" / "test_chain.py").write_text("from pkg.util import f\n" + test_body)
+    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
+    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    assert "device='cuda'" in (root / "tests" / "test_direct.py").read_text()
+    assert "device='tpu'" in (root / "tests" / "test_chain.py").read_text()
+    assert "device='tpu'" in (root / "pkg" / "util.py").read_text()
