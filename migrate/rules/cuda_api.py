@@ -175,6 +175,56 @@ def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     return reason and _when_missing(test) and any(ctx.qname(c.func) in _GUARDS for c in _calls_in(test))
 
 
+#: torch.cuda functions the migration always renames to torch.accelerator's (not the checks: a kept guard still
+#: calls CUDA's, so a test patching torch.cuda.is_available keeps patching it).
+_ALWAYS_RENAMED = {
+    **{k: v[1] for k, v in _ACCELERATOR.items() if k not in ("is_available", "device_count")},
+    **_MEMORY_ACCELERATOR,
+}
+_PATCHERS = frozenset({"setattr", "object", "patch"})
+_PATCH_TARGET = re.compile(r"(?:^|\.)torch\.cuda\.(\w+)$")
+
+
+def _patched_cuda_api(ctx: Context, call: cst.Call) -> tuple[str, str] | None:
+    """``monkeypatch.setattr(torch.cuda, "synchronize", fake)``, ``mock.patch.object(torch.cuda, "synchronize")``,
+    ``mock.patch("torch.cuda.current_device", ...)``: a test patching a torch.cuda function the migration renames
+    in the code under test (Megatron's test_cache_refresh). Patched as written, the patch misses the migrated
+    call: (CUDA's name, torch.accelerator's), else None."""
+    f = call.func
+    last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+    if last not in _PATCHERS:
+        return None
+    args = [a for a in call.args if a.keyword is None and not a.star]
+    if not args:
+        return None
+    first = args[0].value
+    if type(first) is cst.SimpleString and last in ("patch", "setattr"):
+        m = _PATCH_TARGET.search(string_body(first) or "")
+    elif last in ("setattr", "object") and len(args) >= 2 and ctx.qname(first) == "torch.cuda":
+        m = re.fullmatch(r"(\w+)", string_body(args[1].value) or "")
+    else:
+        return None
+    if m is None or m.group(1) not in _ALWAYS_RENAMED:
+        return None
+    return m.group(1), _ALWAYS_RENAMED[m.group(1)]
+
+
+def _repatched(call: cst.Call, old: str, new: str) -> cst.Call:
+    """``call`` patching torch.accelerator's ``new`` where it patched torch.cuda's ``old``."""
+    args = list(call.args)
+    i = next(i for i, a in enumerate(args) if a.keyword is None and not a.star)
+    first = args[i].value
+    if type(first) is cst.SimpleString:
+        body = string_body(first) or ""
+        args[i] = args[i].with_changes(
+            value=with_body(first, body[: -len(f"torch.cuda.{old}")] + f"torch.accelerator.{new}")
+        )
+    else:
+        args[i] = args[i].with_changes(value=cst.parse_expression("torch.accelerator"))
+        args[i + 1] = args[i + 1].with_changes(value=with_body(args[i + 1].value, new))  # type: ignore[arg-type]
+    return call.with_changes(args=args)
+
+
 def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
     """``pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")`` at module level
     (Megatron's test_mxfp8_utils.py) gates every test of the module on CUDA: the module stays CUDA's tests,
@@ -613,6 +663,9 @@ class CudaToAccelerator(Rule):
             return
         if type(node) is cst.Call and node.args:
             _streams_handed_on(ctx, node)
+            if (target := _patched_cuda_api(ctx, node)) is not None:  # type: ignore[arg-type]
+                ctx.scratch.setdefault("patched-cuda-apis", {})[id(node)] = target  # type: ignore[index]
+                ctx.skip_inside(node)  # (its `torch.cuda` is the patch's object, not a use to flag)
         if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
             gate = next((d for d in node.decorators if cuda_test_gate(ctx, d.decorator)), None)
             if gate is not None:  # a test that runs only with CUDA stays CUDA's test, whole
@@ -822,6 +875,15 @@ class CudaToAccelerator(Rule):
         return _to_accelerator(ctx, orig, node, qname, name, (old, new_sig, rename), self.code)
 
     def leave_node(self, ctx, orig, node):
+        if type(orig) is cst.Call and id(orig) in ctx.scratch.get("patched-cuda-apis", {}):  # type: ignore[operator]
+            old, new = ctx.scratch["patched-cuda-apis"][id(orig)]  # type: ignore[index]
+            ctx.report(
+                orig,
+                f"patched `torch.cuda.{old}` -> `torch.accelerator.{new}` (what the migrated code calls)",
+                code=self.code,
+                outcome="warned",
+            )
+            return _repatched(node, old, new)
         if type(orig) is cst.Assert and id(orig) in ctx.scratch.get("cuda-rank-asserts", ()):  # type: ignore[operator]
             ctx.report(
                 orig,

@@ -315,3 +315,43 @@ def test_only_a_test_that_imports_a_cuda_only_project_file_itself_is_left_as_wri
     assert "device='cuda'" in (root / "tests" / "test_direct.py").read_text()
     assert "device='tpu'" in (root / "tests" / "test_chain.py").read_text()
     assert "device='tpu'" in (root / "pkg" / "util.py").read_text()
+
+
+# --- Megatron's test_cache_refresh / test_mimo_model: the test patched torch.cuda.synchronize (current_device)
+# while the code under test now calls torch.accelerator's: the patch missed, and a CPU-only run raised ---
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        (
+            'monkeypatch.setattr(torch.cuda, "synchronize", fake)',
+            'monkeypatch.setattr(torch.accelerator, "synchronize", fake)',
+        ),
+        (
+            'mock.patch.object(torch.cuda, "memory_allocated", fake)',
+            'mock.patch.object(torch.accelerator, "memory_allocated", fake)',
+        ),
+        (
+            'mock.patch("torch.cuda.current_device", return_value=0)',
+            'mock.patch("torch.accelerator.current_device_index", return_value=0)',
+        ),
+        (
+            'mock.patch("pkg.mod.torch.cuda.synchronize")',
+            'mock.patch("pkg.mod.torch.accelerator.synchronize")',
+        ),
+    ],
+)
+def test_a_patch_of_a_renamed_cuda_function_follows_the_rename(patch, expected):
+    src = f"import torch\nfrom unittest import mock\n\n\ndef test_x(monkeypatch):\n    p = {patch}\n"
+    out = run(src).new_source
+    assert expected in out and "TODO" not in out
+
+
+def test_the_migrated_code_sees_the_patch(tmp_path):
+    src = (
+        "import torch\n\n\ndef work():\n    torch.cuda.synchronize()\n    return torch.cuda.current_device()\n\n\n"
+        "class MP:\n    def setattr(self, obj, name, value):\n        setattr(obj, name, value)\n\n\n"
+        "calls = []\nmonkeypatch = MP()\nmonkeypatch.setattr(torch.cuda, 'synchronize', lambda: calls.append(1))\n"
+        "monkeypatch.setattr(torch.cuda, 'current_device', lambda: 7)\nprint(work(), calls)\n"
+    )
+    proc = run_without_torchtpu(tmp_path, run(src).new_source)
+    assert proc.returncode == 0 and proc.stdout.strip() == "7 [1]", proc.stderr[-1500:]
