@@ -832,31 +832,41 @@ class LiteralRule(Rule):
     def _data_round_trip(self, ctx: Context, node: cst.FunctionDef) -> None:
         """A test that hands ``{"device": "cuda"}`` to the code under test and asserts it reads ``== "cuda"`` back
         from the result (lerobot's pipeline overrides): the string is the test's data, stored and compared, not
-        a placement; renamed on one side only, the assert fails on every machine. Kept on both sides."""
-        compared = any(
-            type(c) is cst.Comparison
-            and type(c.left)
-            is cst.Subscript  # (read back from a result mapping: `.device.type` is a device test)
-            and any(
-                type(t.comparator) is cst.SimpleString
-                and self.new_body(string_body(t.comparator)) is not None
-                for t in c.comparisons
-            )
-            for c in _walk_code(node.body)
-        )
+        a placement; renamed on one side only, the assert fails on every machine. Kept on both sides. So is a
+        keyword argument named as the key read back (Megatron's ``HyperCommGrid(..., backend="nccl")`` and
+        ``assert kwargs["backend"] == "nccl"`` on the mocked call)."""
+        keys: set[str] = set()
+        compared = False
+        for c in _walk_code(node.body):
+            if (
+                type(c) is cst.Comparison
+                and type(c.left)
+                is cst.Subscript  # (read back from a result mapping: `.device.type` is a test)
+                and any(
+                    type(t.comparator) is cst.SimpleString
+                    and self.new_body(string_body(t.comparator)) is not None
+                    for t in c.comparisons
+                )
+            ):
+                compared = True
+                keys.update(
+                    string_body(e.slice.value) or "" for e in c.left.slice if type(e.slice) is cst.Index
+                )
         if not compared:
             return
         for n in _walk_code(node.body):
-            if (
-                type(n) is cst.DictElement
-                and type(n.value) is cst.SimpleString
-                and self.new_body(string_body(n.value)) is not None
-            ):
+            if type(n) is cst.DictElement:
+                value: cst.BaseExpression = n.value
+            elif type(n) is cst.Arg and n.keyword is not None and n.keyword.value in keys:
+                value = n.value
+            else:
+                continue
+            if type(value) is cst.SimpleString and self.new_body(string_body(value)) is not None:
                 ctx.claim_string(
-                    n.value,
+                    value,
                     COMPARISON_CODE,
                     "flagged",
-                    f"{self.what} '{string_body(n.value)}' is data this test hands on and then compares as read "
+                    f"{self.what} '{string_body(value)}' is data this test hands on and then compares as read "
                     "back: kept on both sides",
                     value=None,
                 )

@@ -355,3 +355,17 @@ def test_the_migrated_code_sees_the_patch(tmp_path):
     )
     proc = run_without_torchtpu(tmp_path, run(src).new_source)
     assert proc.returncode == 0 and proc.stdout.strip() == "7 [1]", proc.stderr[-1500:]
+
+
+# --- Megatron's test_hyper_comm_grid: `HyperCommGrid(..., backend="nccl")` renamed while the test asserts
+# `kwargs["backend"] == "nccl"` on the mocked call: failed on every machine ---
+def test_a_keyword_a_test_reads_back_by_its_name_is_kept_with_the_assertion():
+    src = (
+        "import torch\n\n\ndef test_create(mock_new):\n"
+        '    grid = HyperCommGrid([2, 2], ["tp", "dp"], backend="nccl", device="cuda")\n'
+        "    args, kwargs = mock_new.call_args\n"
+        '    assert kwargs["backend"] == "nccl"\n'
+    )
+    out = run(src).new_source
+    assert 'backend="nccl"' in out and 'kwargs["backend"] == "nccl"' in out
+    assert 'device="tpu"' in out  # (a keyword not read back is a placement as before)
