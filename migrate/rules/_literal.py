@@ -500,6 +500,26 @@ def _string_choices(value: cst.BaseExpression) -> list[cst.SimpleString] | None:
     return None
 
 
+def _functions_importing_limited(ctx: Context) -> frozenset[int]:
+    """ids of the functions whose body (nested ones included) imports a library with CPU and CUDA kernels only,
+    found in one walk of the module (each function walked on its own was quadratic in the nesting)."""
+    found = ctx.scratch.get("limited-import-functions")
+    if found is None:
+        out: set[int] = set()
+        todo: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(ctx.module, ())] if ctx.module is not None else []
+        while todo:
+            n, fns = todo.pop()
+            t = type(n)
+            if t is cst.Import or t is cst.ImportFrom:
+                if any(device_limited(m) for m in imported_modules(n)):  # type: ignore[arg-type]
+                    out.update(fns)
+                continue
+            inner = (*fns, id(n)) if t is cst.FunctionDef else fns
+            todo.extend((c, inner) for c in child_nodes(n))
+        found = ctx.scratch["limited-import-functions"] = frozenset(out)
+    return found  # type: ignore[return-value]
+
+
 def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
     """Whether the file's text matches ``pattern``, searched once per file (rules ask per function: searching
     the whole text each time is quadratic in the file's size)."""
@@ -510,10 +530,11 @@ def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
     return bool(found)
 
 
-#: A subscript compared with a string (``out["device"] == "cuda"``): a cheap text test before a test's
-#: round-trip walk (migrate._literal LiteralRule._data_round_trip).
+#: A subscript compared with a device or backend literal (``out["device"] == "cuda"``; every LiteralRule's
+#: pattern starts with one of these words): a cheap text test before a test's round-trip walk
+#: (LiteralRule._data_round_trip).
 _SUBSCRIPT_COMPARED = re.compile(
-    r"\][\s)\\]*(?:[=!<>]=|[<>]|\bin\b|\bnot\s+in\b|\bis\b(?:\s+not\b)?)[\s(\\]*[rRbBuU]*['\"]"
+    r"\][\s)\\]*(?:[=!<>]=|[<>]|\bin\b|\bnot\s+in\b|\bis\b(?:\s+not\b)?)[\s(\\]*[rRbBuU]*['\"](?:cuda|nccl|xla)"
 )
 
 
@@ -1103,7 +1124,7 @@ class LiteralRule(Rule):
             if _TEST_DEF.match(node.name.value) and _file_has(ctx, _SUBSCRIPT_COMPARED):  # type: ignore[attr-defined]
                 self._data_round_trip(ctx, node)  # type: ignore[arg-type]
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
-            if _file_has(ctx, _LIMITED_IMPORT_WORDS):
+            if _file_has(ctx, _LIMITED_IMPORT_WORDS) and id(node) in _functions_importing_limited(ctx):
                 self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")

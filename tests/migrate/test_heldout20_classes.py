@@ -333,3 +333,20 @@ def test_subscript_comparison_text_test_sees_every_layout(op: str, gap: str) -> 
                 f"assert ({left}{gap}{op} {right})\n" if "\n" in gap else f"assert {left}{gap}{op} {right}\n"
             )
             assert _SUBSCRIPT_COMPARED.search(src), src
+
+
+def test_every_literal_rule_starts_with_a_word_the_text_test_knows():
+    """_SUBSCRIPT_COMPARED skips files without a compared ``cuda``/``nccl``/``xla`` literal: a new literal rule
+    with another word would have its round trips skipped."""
+    import tpu_workbench.migrate.rules  # noqa: F401 (registers every family)
+    from tpu_workbench.migrate.rules._literal import LiteralRule
+    from tpu_workbench.migrate.rules.base import all_rules
+
+    rules = [
+        r
+        for r in all_rules()
+        if isinstance(r, type) and issubclass(r, LiteralRule) or isinstance(r, LiteralRule)
+    ]
+    assert rules
+    for r in rules:
+        assert r.pattern.pattern.startswith(("cuda", "nccl", "xla")), r.code
