@@ -158,9 +158,11 @@ def _cli(args: list[str], cwd: Path) -> tuple[int, dict]:
 
 
 def _check_ran(out: subprocess.CompletedProcess, cwd: Path) -> None:
-    """Stop on a run that failed: an exit status the CLI does not give, or a traceback (an interpreter that
-    died importing the tool exits 1, the status of "would change": read as such, the row said 0 changed)."""
-    if out.returncode not in (0, 1, 3) or "Traceback (most recent call last)" in out.stderr:
+    """Stop on a run that failed: an exit status the CLI does not give, a traceback, or a failure without output
+    (an interpreter that died importing the tool, or found no tool, exits 1, the status of "would change": read
+    as such, every row said 0 changed)."""
+    failed = out.returncode not in (0, 1, 3) or "Traceback (most recent call last)" in out.stderr
+    if failed or (out.returncode != 0 and not out.stdout.strip()):  # (no output: `No module named ...`)
         raise SystemExit(f"tpu-migrate failed ({out.returncode}) in {cwd}:\n{out.stderr[-3000:]}")
 
 
