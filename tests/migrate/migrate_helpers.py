@@ -31,3 +31,11 @@ def run_without_torchtpu(tmp_path, source: str):
     return subprocess.run(
         [sys.executable, str(tmp_path / "m.py")], capture_output=True, text=True, env=env, timeout=120
     )
+
+
+def run_on_tpu(source: str):
+    """Run ``source`` in a fresh interpreter where the "tpu" device is registered (a TPU user's run)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ as a class in its own words, each asserting the rewrite it must not make."""
 from __future__ import annotations
 
 import pytest
-from migrate_helpers import run, run_without_torchtpu
+from migrate_helpers import run, run_on_tpu, run_without_torchtpu
 
 from tpu_workbench.migrate._foreign import search_folders, third_party
 from tpu_workbench.migrate.rules.cuda_api import cuda_only_module
@@ -88,10 +88,7 @@ def test_every_arm_of_a_tensor_type_dispatch_is_renamed_alike():
     )
     out = run(src).new_source
     assert "['torch.tpu.HalfTensor', 'torch.tpu.BFloat16Tensor']" in out and "'torch.tpu.FloatTensor'" in out
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    proc = run_on_tpu(out)
     assert proc.returncode == 0 and "half float" in proc.stdout, proc.stderr[-1500:]
 
 
@@ -186,16 +183,13 @@ def test_a_try_with_compound_statements_is_read_without_failing(body):
 # --- pytorch-cifar100: `print(torch.cuda.memory_summary())` in the blocks its --gpu flag now sends to 'tpu' was
 # only flagged; without CUDA it raises (KeyError), so the run died after its first evaluation ---
 def test_memory_summary_prints_the_accelerators_statistics_on_tpu():
-    import subprocess
-    import sys
-
     src = (
         "import torch\nnet = torch.nn.Linear(2, 2)\nif gpu:\n    net = net.cuda()\n"
         "    print(torch.cuda.memory_summary(device=None, abbreviated=True))\n"
     )
     out = run("gpu = True\n" + src).new_source
     assert "_tpu_memory_summary(device=None, abbreviated=True)" in out
-    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    proc = run_on_tpu(out)
     assert proc.returncode == 0 and "allocated_bytes.all.current" in proc.stdout, proc.stderr[-1500:]
 
 
@@ -254,10 +248,7 @@ def test_a_name_holding_a_renamed_device_loses_its_joined_ordinal(setup):
     )
     out = run(src).new_source
     assert "torch.device(self.map_location)" in out
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, timeout=120)
+    proc = run_on_tpu(out)
     assert proc.returncode == 0 and proc.stdout.strip() == "tpu", proc.stderr[-1500:]
 
 
