@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .._frameworks import COMPOSER_ENTRIES, HF_ENTRIES, LIGHTNING_ENTRIES
-from ._util import code, literals, string_body
+from ._util import literals, string_body
 from .base import Rule, register
 
 #: The last name of every entry point: a cheap text test before a qualified-name look-up.
@@ -434,32 +434,6 @@ class HfDeviceMapAuto(Rule):
                 "the model with .to('tpu')",
                 code=self.code,
             )
-        elif (
-            value is not None and type(node) is cst.Call and _loads_a_model(node) and _read_at_run_time(value)
-        ):
-            # TorchServe's accelerate handler: `device_map=self.setup_config["device_map"]` ("auto" in its
-            # config): the model stays where accelerate puts it (the CPU on a TPU host), the inputs go to 'tpu'
-            ctx.flag(
-                node,
-                f"`device_map={code(value)}` is read at run time: any map ('auto', a dict of devices) lets "
-                "accelerate place the model on the devices it knows (CUDA, XPU, NPU, MPS) or the CPU, never "
-                "TorchTPU's 'tpu': load without device_map and move the model with .to('tpu')",
-                code=self.code,
-            )
-
-
-def _loads_a_model(call: cst.Call) -> bool:
-    """``X.from_pretrained(...)`` or ``pipeline(...)``: a load that honours accelerate's device_map."""
-    f = call.func
-    last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
-    return last in ("from_pretrained", "pipeline")
-
-
-def _read_at_run_time(value: cst.BaseExpression) -> bool:
-    """A value from a name, an attribute, a subscript or a call (not a literal, not None)."""
-    return type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and not (
-        type(value) is cst.Name and value.value in ("None", "True", "False")  # type: ignore[attr-defined]
-    )
 
 
 #: Engines that pick their own device from the accelerators they know, with what they pick on a TPU host.

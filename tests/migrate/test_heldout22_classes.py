@@ -360,19 +360,3 @@ def test_a_keyword_a_test_reads_back_by_its_name_is_kept_with_the_assertion():
     out = run(src).new_source
     assert 'backend="nccl"' in out and 'kwargs["backend"] == "nccl"' in out
     assert 'device="tpu"' in out  # (a keyword not read back is a placement as before)
-
-
-# --- TorchServe's accelerate handler: `from_pretrained(..., device_map=self.setup_config["device_map"])` ('auto'
-# in its config) was not flagged (only a literal 'auto' was): the model stayed on the CPU, the inputs went to 'tpu'
-@pytest.mark.parametrize("value", ['cfg["device_map"]', "args.device_map", "device_map"])
-def test_a_device_map_read_at_run_time_is_flagged(value):
-    src = (
-        "import torch\nfrom transformers import AutoModel\n"
-        f"model = AutoModel.from_pretrained(path, device_map={value})\nx = torch.ones(2).cuda()\n"
-    )
-    assert any(d.code == "TPU915" and "read at run time" in d.message for d in run(src).diagnostics)
-
-
-def test_no_device_map_is_not_flagged():
-    src = "import torch\nfrom transformers import AutoModel\nmodel = AutoModel.from_pretrained(path, device_map=None)\n"
-    assert not any(d.code == "TPU915" for d in run(src + "x = torch.ones(2).cuda()\n").diagnostics)
