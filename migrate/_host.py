@@ -201,11 +201,13 @@ class HostHelpers:
         if len(defs) != 1:
             return None
         own = _own_streams(defs[0], roots)
+        unwrapped = _unwrapped_device_blocks(defs[0], roots)
         return next(
             (
                 hit
                 for n in ast.walk(defs[0])
                 if type(n) is ast.Call
+                and id(n) not in unwrapped
                 and (hit := test(n, roots))
                 and not (hit == "torch.cuda.stream" and len(n.args) == 1 and ast.unparse(n.args[0]) in own)
             ),
@@ -420,6 +422,40 @@ def _own_streams(definition: ast.AST, roots: dict) -> set[str]:
             for t in n.targets:
                 (made if stream else other).add(ast.unparse(t))
     return made - other
+
+
+def _unwrapped_device_blocks(definition: ast.AST, roots: dict) -> set[int]:
+    """The ``torch.cuda.device(...)`` calls of ``with`` blocks the rules unwrap (rules/cuda_api.py TPU219: one
+    item, outside a loop, or a tensor's own device): they do not make the code CUDA-only. gpytorch's
+    ``least_used_cuda_device`` was judged CUDA-only on the first run and portable on the second, after the
+    first had unwrapped its ``with``: its callers' checks changed on a second run."""
+    found: set[int] = set()
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if type(child) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+                visit(child, False)
+                continue
+            if type(child) is ast.With and len(child.items) == 1 and child.items[0].optional_vars is None:
+                call = child.items[0].context_expr
+                if (
+                    type(call) is ast.Call
+                    and _dotted(call.func, roots) == "torch.cuda.device"
+                    and (not in_loop or _tensor_device_arg(call))
+                ):
+                    found.add(id(call))
+            visit(child, in_loop or type(child) in (ast.For, ast.AsyncFor, ast.While))
+
+    visit(definition, False)
+    return found
+
+
+def _tensor_device_arg(call: ast.Call) -> bool:
+    """``torch.cuda.device(t.device)`` / ``(t.get_device())`` (as rules/cuda_api.py ``_own_device``)."""
+    first = call.args[0] if call.args else None
+    if type(first) is ast.Call and type(first.func) is ast.Attribute:
+        return first.func.attr == "get_device"
+    return type(first) is ast.Attribute and first.attr == "device"
 
 
 def _unmigrated_cuda_call(call: ast.Call, roots: dict) -> str | None:

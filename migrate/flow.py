@@ -68,6 +68,13 @@ _MULTI_DEVICE = frozenset(
 )
 #: torch's own switches of CUDA kernels (a function reading them picks a CUDA path).
 _CUDA_SWITCHES = ("torch.backends.cudnn", "torch.backends.cuda")
+#: Switches whose assignments the rules delete or rewrite (rules/cuda_api.py TPU213, TPU214).
+_SET_SWITCHES = frozenset(
+    (
+        *(f"torch.backends.cudnn.{n}" for n in ("benchmark", "deterministic", "enabled", "allow_tf32")),
+        "torch.backends.cuda.matmul.allow_tf32",
+    )
+)
 #: Punctuation and whitespace: the parent map and the binding walk do not enter them.
 _TRIVIA = node_types(*TRIVIA)
 #: Standard modules whose calls carry no device state.
@@ -853,9 +860,24 @@ class Flow:
             if type(n) is cst.Name and n.value != "cuda" and _CUDA_STATE.search(n.value):
                 # torch's switches of CUDA kernels count; its device-neutral API (get_autocast_gpu_dtype) does not
                 api = self._torch_api(n)
-                if not api.startswith("torch.") or api.startswith(_CUDA_SWITCHES):
+                if (not api.startswith("torch.") or api.startswith(_CUDA_SWITCHES)) and not self._set_switch(
+                    n
+                ):
                     return n.value
         return None
+
+    def _set_switch(self, name: cst.Name) -> bool:
+        """``name`` is in the target of ``torch.backends.cudnn.benchmark = False`` (or another switch the rules
+        delete or rewrite, TPU213/TPU214): once the run has removed it, it no longer marks a CUDA path, and a
+        check judged by it on the first run would be renamed on the second (habitat-lab's inference worker)."""
+        node: cst.CSTNode | None = name
+        while node is not None and type(node) is not cst.AssignTarget:
+            if isinstance(node, cst.BaseSmallStatement | cst.BaseCompoundStatement):
+                return False
+            node = self.parents.get(node)
+        if node is None or type(node.target) is not cst.Attribute:
+            return False
+        return (self._qname(node.target) or "") in _SET_SWITCHES
 
     def _torch_api(self, name: cst.Name) -> str:
         """The qualified name of the attribute ``name`` ends (``torch.get_autocast_gpu_dtype``), else ''."""
