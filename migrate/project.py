@@ -447,9 +447,9 @@ def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
         yield top, len(m.group(2)), m.group(3), [n for n in names if n and n != "*"]
 
 
-def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
+def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
-    any import in a test file), else None."""
+    any import in a test file; a build from CUDA sources), else None (see also :func:`_guarded_kernels`)."""
     test_file = is_test_file(path, text)
     for top, level, mod, _names in _imports(text):
         if not level and (top or test_file) and is_cuda_only(mod, path):
@@ -458,10 +458,16 @@ def _is_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]
         return (
             "torch.utils.cpp_extension"  # a kernel built from CUDA sources (fairseq MMS's lib.py load_inline)
         )
+    return None
+
+
+def _guarded_kernels(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
+    """The CUDA-only module whose kernels ``path`` defines under a guarded import (``if TRITON_AVAILABLE: import
+    triton`` then ``@triton.jit``), else None: the file is CUDA-only, though importing it works without CUDA."""
     decorated = {m.group(1) for m in KERNEL_DECORATOR.finditer(text)} if "@" in text else set()
     for _top, level, mod, _names in _imports(text) if decorated else ():
         if not level and mod.split(".")[0] in decorated and is_cuda_only(mod, path):
-            return mod  # kernels defined under a guarded import (`if TRITON_AVAILABLE: import triton`)
+            return mod
     return None
 
 
@@ -557,7 +563,9 @@ def _cuda_only_links(
     modules that reach a file built on a device-limited library)."""
     if is_cuda_only is None:
         return {}, {}, {}
-    cuda_only = {p: m for p, t in sources if (m := _is_cuda_only(p, t, is_cuda_only))}
+    unguarded = {p: m for p, t in sources if (m := _imports_cuda_only(p, t, is_cuda_only))}
+    guarded = {p: m for p, t in sources if p not in unguarded and (m := _guarded_kernels(p, t, is_cuda_only))}
+    cuda_only = unguarded | guarded
     if not cuda_only:
         return {}, {}, {}
     files = {p for p, _ in sources}
@@ -576,7 +584,7 @@ def _cuda_only_links(
                     importers.setdefault(t, set()).add(p)
                     if top or test_file:
                         loads.setdefault(p, set()).add(t)
-    built_on = _built_on(cuda_only, loads)
+    built_on = _built_on(cuda_only, loads, frozenset(guarded))
     out: dict[str, str] = {}
     texts = dict(sources)
     for target, users in importers.items():
@@ -625,29 +633,35 @@ def imports_cuda_only_directly(why: str) -> bool:
     return _VIA not in why
 
 
-def _built_on(cuda_only: dict[str, str], loads: dict[str, set[str]]) -> dict[str, str]:
+def _built_on(
+    cuda_only: dict[str, str], loads: dict[str, set[str]], guarded: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Files whose top-level imports load a CUDA-only project file, directly or through others (lucidrains'
     PaLM-pytorch: train.py imports palm_pytorch.triton, whose model is built on triton kernels): they do not run
     on TPU until that file is ported. They are still migrated (audiocraft's models only wait for transformer.py's
-    optional xformers import), and say so once. Path -> the TODO's text."""
+    optional xformers import), and say so once. Path -> the TODO's text. A file reaching both kinds names one
+    that imports its stack unguarded before one of ``guarded`` (kernels defined under a guarded import, which
+    still import without it: Megatron's vllm_fused_moe.py beside the unguarded triton of ops/paged_stash.py)."""
     stacks: dict[str, tuple[str, str]] = {}  # path -> (the CUDA-only stack, the file that imports it)
     out: dict[str, str] = {}
-    grown = True
-    while grown:
-        grown = False
-        for p in sorted(loads):
-            if p in cuda_only or p in out:
-                continue
-            hit = next((t for t in sorted(loads[p]) if t in cuda_only or t in out), None)
-            if hit is None:
-                continue
-            stack, root = stacks[p] = (cuda_only[hit], hit) if hit in cuda_only else stacks[hit]
-            rel = os.path.relpath(hit, os.path.dirname(p))
-            via = "" if root == hit else f"{_VIA} `{os.path.relpath(root, os.path.dirname(p))}`"
-            out[p] = (
-                f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as written)"
-            )
-            grown = True
+    for roots in ({p: m for p, m in cuda_only.items() if p not in guarded}, cuda_only):
+        grown = True
+        while grown:
+            grown = False
+            for p in sorted(loads):
+                if p in cuda_only or p in out:
+                    continue
+                hit = next((t for t in sorted(loads[p]) if t in roots or t in out), None)
+                if hit is None:
+                    continue
+                stack, root = stacks[p] = (cuda_only[hit], hit) if hit in cuda_only else stacks[hit]
+                rel = os.path.relpath(hit, os.path.dirname(p))
+                via = "" if root == hit else f"{_VIA} `{os.path.relpath(root, os.path.dirname(p))}`"
+                out[p] = (
+                    f"this module imports the project's `{rel}`{via}, built on `{stack}` (CUDA-only, left as "
+                    "written)"
+                )
+                grown = True
     return out
 
 

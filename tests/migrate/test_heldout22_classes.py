@@ -360,3 +360,29 @@ def test_a_keyword_a_test_reads_back_by_its_name_is_kept_with_the_assertion():
     out = run(src).new_source
     assert 'backend="nccl"' in out and 'kwargs["backend"] == "nccl"' in out
     assert 'device="tpu"' in out  # (a keyword not read back is a placement as before)
+
+
+# --- Megatron's moe layers import vllm_fused_moe.py (triton kernels under a guarded import, MagicMock fallback) and
+# ops/paged_stash.py (an unguarded `import triton`): the chain TODO named the first in sorted order, whose import
+# works without triton, and said the module runs on TPU once that one is ported ---
+def test_a_chain_todo_names_the_file_whose_cuda_import_is_unguarded(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "setup.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "a_fused.py").write_text(
+        "try:\n    import triton\nexcept ImportError:\n    from unittest.mock import MagicMock\n"
+        "    triton = MagicMock()\n\n\n@triton.jit\ndef kernel(x):\n    pass\n"
+    )
+    (root / "pkg" / "b_stash.py").write_text("import triton\n\n\ndef stash():\n    return 1\n")
+    (root / "pkg" / "layer.py").write_text(
+        "import torch\nfrom pkg.a_fused import kernel\nfrom pkg.b_stash import stash\n\n\n"
+        "def f():\n    return torch.ones(2, device='cuda')\n"
+    )
+    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
+    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    out = (root / "pkg" / "layer.py").read_text()
+    assert "TPU211" in out and "b_stash.py" in out and "a_fused.py" not in out, out
