@@ -228,15 +228,24 @@ class HostHelpers:
         defs = [
             s
             for s in tree.body
-            if type(s) in (ast.FunctionDef, ast.ClassDef) and s.name == name and not s.decorator_list
+            if type(s) in (ast.FunctionDef, ast.ClassDef)
+            and s.name == name
+            and all(_PLAIN_DECORATOR.match(ast.unparse(d)) for d in s.decorator_list)
         ]
-        if len(defs) != 1 or any(_CUDA_WORD.search(w) for w in _cuda_words(defs[0])):
+        if len(defs) != 1:
+            return False
+        unwrapped = _unwrapped_device_blocks(defs[0], roots)
+        if any(_CUDA_WORD.search(w) for w in _cuda_words(defs[0], unwrapped)):
             return False
         within = type(defs[0]) is ast.ClassDef
         if within and not all(self._host_base(b, tree, path, roots, depth) for b in defs[0].bases):
             return False
         for n in ast.walk(defs[0]):
-            if type(n) is ast.Call and not self._host_call(n, tree, path, roots, depth, within):
+            if (
+                type(n) is ast.Call
+                and id(n) not in unwrapped
+                and not self._host_call(n, tree, path, roots, depth, within)
+            ):
                 return False
         return True
 
@@ -376,12 +385,14 @@ def _parse_text(text: str) -> ast.Module | None:
         return None
 
 
-def _cuda_words(fn: ast.FunctionDef | ast.ClassDef):
+def _cuda_words(fn: ast.FunctionDef | ast.ClassDef, unwrapped: set[int] = frozenset()):  # type: ignore[assignment]
     """The names, attributes and strings of ``fn`` that could name CUDA-only code, leaving out the forms the
-    rules migrate (the ``.cuda()`` method, device literals, migrated torch.cuda calls) and the names of called
-    functions (each is judged itself)."""
+    rules migrate (the ``.cuda()`` method, device literals, migrated torch.cuda calls, the ``torch.cuda.device``
+    of a ``with`` the rules unwrap) and the names of called functions (each is judged itself)."""
     skip: set[int] = set()
     for n in ast.walk(fn):
+        if id(n) in unwrapped and type(n) is ast.Call:
+            skip.update(id(x) for x in ast.walk(n.func))
         if type(n) is ast.Expr and type(n.value) is ast.Constant:
             skip.add(id(n.value))  # a docstring or a bare string: prose, not a value
         if type(n) is ast.Call:
@@ -406,6 +417,12 @@ def _cuda_words(fn: ast.FunctionDef | ast.ClassDef):
             yield n.attr
         elif type(n) is ast.Constant and type(n.value) is str and not _DEVICE_LITERAL.match(n.value):
             yield n.value
+
+
+#: Decorators that leave a function what its body is (gpytorch's ``@contextmanager def least_used_cuda_device()``).
+_PLAIN_DECORATOR = re.compile(
+    r"(?:contextlib\.)?contextmanager$|(?:functools\.)?(?:lru_cache|cache|wraps)\b|(?:staticmethod|classmethod|property)$"
+)
 
 
 def _own_streams(definition: ast.AST, roots: dict) -> set[str]:

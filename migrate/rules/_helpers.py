@@ -314,6 +314,7 @@ LEGACY_TENSOR = _helper(
     or (data) for values): the tensor the CPU type builds from the same arguments, moved to "tpu"."""
 
     def build(*args, **kwargs):
+        kwargs.pop("device", None)  # (a CUDA ordinal: the CPU constructor refuses any device but the CPU)
         return cpu_type(*args, **kwargs).to("tpu")
 
     build.cpu_type = cpu_type  # (read by _tpu_as_type)

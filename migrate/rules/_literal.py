@@ -22,6 +22,9 @@ from .cuda_api import DEVICE_LIMITED_LIBRARIES, device_limited, imported_modules
 from .frameworks import framework_knob_strings
 
 _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
+#: Other command-line parsers' options (their defaults are the program's, as argparse's) and choice types.
+CLI_OPTIONS = frozenset({"click.option", "click.argument", "typer.Option", "typer.Argument"})
+CLI_CHOICES = frozenset({"click.Choice"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 #: An indented import of a library with CPU and CUDA kernels only (a cheap test before walking functions).
@@ -258,7 +261,7 @@ def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
     table = tables.get(id(fn))  # type: ignore[union-attr]
     if table is None:
         table = {}
-        for n in _walk_code(fn.body):
+        for n in walk_code(fn.body):
             if type(n) is cst.Assign:
                 for t in n.targets:
                     if type(t.target) is cst.Name:
@@ -315,7 +318,7 @@ def _arg_uses(body: cst.CSTNode, name: str) -> int:
     """How many times ``name`` is passed as a call's argument itself in ``body``."""
     return sum(
         1
-        for n in _walk_code(body)
+        for n in walk_code(body)
         if type(n) is cst.Call
         for a in n.args
         if type(a.value) is cst.Name and a.value.value == name
@@ -458,7 +461,7 @@ def _unresolved_cuda_check(ctx: Context, test: cst.BaseExpression) -> str | None
 
 def _sets_device_map(node: cst.CSTNode) -> bool:
     """The code writes a device_map: ``x["device_map"] = ...``, ``device_map = ...`` or ``f(device_map=...)``."""
-    for n in _walk_code(node):
+    for n in walk_code(node):
         if type(n) is cst.Arg and n.keyword is not None and n.keyword.value == "device_map":
             return True
         if type(n) is cst.AssignTarget:
@@ -538,7 +541,7 @@ _SUBSCRIPT_COMPARED = re.compile(
 )
 
 
-def _walk_code(node: cst.CSTNode):
+def walk_code(node: cst.CSTNode):
     """Every node of ``node`` outside nested definitions (they run elsewhere)."""
     todo = [node]
     while todo:
@@ -616,7 +619,7 @@ def _at_import_time(ctx: Context, node: cst.CSTNode) -> bool:
     the program, whose CUDA code needed the device anyway)."""
     defs = ctx.enclosing_definitions()
     if defs and type(defs[-1]) is cst.FunctionDef:
-        return any(n is node for n in _walk_code(defs[-1].params))  # (not inside a lambda default)
+        return any(n is node for n in walk_code(defs[-1].params))  # (not inside a lambda default)
     if defs:
         return True
     if len(ctx.statements()) != 1:
@@ -796,7 +799,7 @@ class LiteralRule(Rule):
             ctx.scratch.setdefault("support-ladders", {})[id(node)] = name  # type: ignore[index]
         # CUDA's own answer for the name 'cuda' stays CUDA's, without a TODO (the TPU one is the branch added)
         ctx.scratch.setdefault("cuda-answers", set()).add(id(value))  # type: ignore[union-attr]
-        for n in _walk_code(test):  # (kept: the TPU branch goes beside it, no TODO asks for one)
+        for n in walk_code(test):  # (kept: the TPU branch goes beside it, no TODO asks for one)
             if type(n) is cst.SimpleString and string_body(n) == "cuda":
                 ctx.claim_string(n, "", "rewritten", "", value=None)
 
@@ -816,7 +819,7 @@ class LiteralRule(Rule):
         handed: dict[str, set[str]] = {name: set() for name in defaults}
         local = {  # `from whisperx import load_model` inside the function: names the module table lacks
             (a.asname.name.value if a.asname else a.name.value): f"{code(n.module)}.{code(a.name)}"
-            for n in _walk_code(node.body)
+            for n in walk_code(node.body)
             if type(n) is cst.ImportFrom
             and n.module is not None
             and not n.relative
@@ -824,7 +827,7 @@ class LiteralRule(Rule):
             for a in n.names
             if type(a.name) is cst.Name and (a.asname is None or type(a.asname.name) is cst.Name)
         }
-        for n in _walk_code(node.body):
+        for n in walk_code(node.body):
             if type(n) is cst.Name and n.value in uses:
                 uses[n.value] += 1
             elif type(n) is cst.Call:
@@ -858,7 +861,7 @@ class LiteralRule(Rule):
         ``assert kwargs["backend"] == "nccl"`` on the mocked call)."""
         keys: set[str] = set()
         compared = False
-        for c in _walk_code(node.body):
+        for c in walk_code(node.body):
             if (
                 type(c) is cst.Comparison
                 and type(c.left)
@@ -875,7 +878,7 @@ class LiteralRule(Rule):
                 )
         if not compared:
             return
-        for n in _walk_code(node.body):
+        for n in walk_code(node.body):
             if type(n) is cst.DictElement:
                 value: cst.BaseExpression = n.value
             elif type(n) is cst.Arg and n.keyword is not None and n.keyword.value in keys:
@@ -900,14 +903,14 @@ class LiteralRule(Rule):
             (
                 m.group(1)
                 for item in node.items
-                for n in _walk_code(item.item)
+                for n in walk_code(item.item)
                 if type(n) is cst.SimpleString and (m := _CUDA_PATCH_TARGET.fullmatch(n.value))
             ),
             None,
         )
         if target is None:
             return
-        for n in _walk_code(node.body):
+        for n in walk_code(node.body):
             if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
                 ctx.claim_string(
                     n,
@@ -922,12 +925,12 @@ class LiteralRule(Rule):
         """``if is_xpu_available(): x.to("xpu") else: x.to("cuda")``: the test picks another accelerator and the
         plain ``else`` is the default path, the one a TPU host takes; its CUDA literals are that path's device,
         not one branch of a dispatch (the dispatch rule would keep them, and the TPU host would run 'cuda')."""
-        if any(ctx.qname(c.func) in _CUDA_TESTS for c in _walk_code(node.test) if type(c) is cst.Call):
+        if any(ctx.qname(c.func) in _CUDA_TESTS for c in walk_code(node.test) if type(c) is cst.Call):
             # `elif torch.cuda.is_available(): model.to("cuda")`: the branch of a check that TPU201 migrates (or
             # keeps, with its region frozen): its literals follow the check, not the dispatch rule
             body = [
                 n
-                for n in _walk_code(node.body)
+                for n in walk_code(node.body)
                 if type(n) is cst.SimpleString and self.new_body(string_body(n))
             ]
             ctx.scratch.setdefault("literal-default-branch", set()).update(id(n) for n in body)  # type: ignore[union-attr]
@@ -936,11 +939,11 @@ class LiteralRule(Rule):
             return
         mine = [
             n
-            for n in _walk_code(node.orelse.body)
+            for n in walk_code(node.orelse.body)
             if type(n) is cst.SimpleString and self.new_body(string_body(n))
         ]
         theirs = any(
-            type(n) is cst.SimpleString and self.new_body(string_body(n)) for n in _walk_code(node.body)
+            type(n) is cst.SimpleString and self.new_body(string_body(n)) for n in walk_code(node.body)
         )
         if mine and not theirs:
             default: set[int] = ctx.scratch.setdefault("literal-default-branch", set())  # type: ignore[assignment]
@@ -1206,6 +1209,17 @@ class LiteralRule(Rule):
         elif t is cst.Call and (knobs := framework_knob_strings(ctx, node)):
             for s in knobs:  # a framework's own device switch: flagged by its rule, never rewritten
                 ctx.claim_string(s, "", "rewritten", "", value=None)
+        elif t is cst.Call and (ctx.qname(node.func) or "") in CLI_OPTIONS:
+            # @click.option("--device", default="cuda"): a command-line parser, like argparse; the program
+            # reads the value (model.to(device)), so its default is migrated and its old choices stay
+            for a in node.args:
+                if a.keyword is not None and a.keyword.value == "default" and ctx.enabled(ARGPARSE_CODE):
+                    for s in _walk_strings(a.value):
+                        self._claim(ctx, s, ARGPARSE_CODE, "used as a command-line default")
+        elif t is cst.Call and (ctx.qname(node.func) or "") in CLI_CHOICES:
+            for a in node.args:  # the old choices stay valid (TPU103 adds the new one)
+                for s in _walk_strings(a.value):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
         elif t is cst.Call and third_party(ctx.qname(node.func), getattr(ctx, "path", None)):
             self._keep_foreign_args(ctx, node)
         elif t is cst.Call:
@@ -1459,7 +1473,7 @@ class LiteralRule(Rule):
             n = todo.pop()
             nodes.append(n)
             if type(n) in (cst.If, cst.IfExp, cst.While):
-                branch_tests.update(id(c) for c in _walk_code(n.test))  # type: ignore[attr-defined]
+                branch_tests.update(id(c) for c in walk_code(n.test))  # type: ignore[attr-defined]
             if isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and id(n) not in branch_tests:
                 if any(
                     self.new_body(string_body(s)) is not None

@@ -52,9 +52,11 @@ def _within(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     return tree is node or any(_within(c, node) for c in tree.children)
 
 
-#: What shows that a file also runs where there is no GPU: it names the CPU as a device or tests for CUDA.
+#: What shows that a file also runs where there is no GPU: it names the CPU as a device, tests for CUDA, or takes
+#: its device from the caller (cloneofsimo/lora's ``def train(..., device="cuda:0")``, run with ``--device cpu``).
 _CPU_PATH = re.compile(
     r"""['"]cpu['"]|\bis_available\(\)|\.is_cuda\b|\bdevice\.type\b|\b(?:no|use)_(?:cuda|gpu)\b"""
+    r"""|\bdevice\s*=\s*['"]cuda"""
 )
 
 

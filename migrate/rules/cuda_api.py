@@ -50,6 +50,9 @@ _MEMORY_ACCELERATOR = {
 }
 
 _GUARDS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+#: Keywords that hand a framework a count of CUDA GPUs (Lightning 1.x ``gpus=``, Ray's ``num_gpus=``).
+_CUDA_GPU_COUNTS = frozenset({"gpus", "num_gpus"})
+_GPU_COUNT = "a framework's count of CUDA GPUs"
 #: torch.cuda APIs the rules migrate; any other torch.cuda call stays CUDA-only (it is flagged).
 _MIGRATED = frozenset(
     {
@@ -546,7 +549,9 @@ def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
         )
     if type(call.func) is cst.Attribute and call.func.attr.value == "cuda":
         return None  # the tensor/module method `.cuda()` (TPU105 migrates it)
-    name = full_name(call.func)
+    # (a method of a call's result, `torch.ones(2).cuda().sum()`: its own name, not the chain's calls)
+    chained = type(call.func) is cst.Attribute and type(call.func.value) is cst.Call
+    name = call.func.attr.value if chained else full_name(call.func)  # type: ignore[union-attr]
     if not name or not _CUDA_WORD.search(name):
         return None
     if type(call.func) is cst.Name and _portable(ctx, call.func.value):
@@ -679,8 +684,34 @@ class CudaToAccelerator(Rule):
                     ctx.skip_inside(part)
             return
         if type(node) is cst.Call:
+            for a in node.args:
+                if a.keyword is not None and a.keyword.value in _CUDA_GPU_COUNTS:
+                    # flash.Trainer(gpus=torch.cuda.device_count()) (Lightning 1.x; Ray's num_gpus=): a count of
+                    # CUDA GPUs for the framework; renamed, a TPU host asks for GPUs it does not have and raises
+                    guards = [c for c in _calls_in(a.value) if ctx.qname(c.func) in _GUARDS]
+                    if guards:
+                        self._keep(
+                            ctx,
+                            guards,
+                            f"{_GPU_COUNT} (`{a.keyword.value}=`): 0 on a TPU host, where the framework runs on the "
+                            "CPU (renamed, Lightning would ask for GPUs the host has not and raise); give the "
+                            "framework its TPU setting by hand",
+                        )
             f = node.func
             last = f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else ""
+            if last == "compile" and (backend := arg(node, 99, "backend")) is not None:
+                # fish-speech: `backend="inductor" if torch.cuda.is_available() else "aot_eager"`: made true on TPU
+                # it asks for inductor, which TorchTPU's compile refuses for TPU inputs; kept, a TPU host compiles
+                # with aot_eager as the original did there
+                chosen = {string_body(s) for s in literals(backend.value)}
+                guards = [c for c in _calls_in(backend.value) if ctx.qname(c.func) in _GUARDS]
+                if "inductor" in chosen and guards and ctx.qname(f) == "torch.compile":
+                    self._keep(
+                        ctx,
+                        guards,
+                        "it picks torch.compile's backend 'inductor', which TorchTPU's compile refuses for TPU "
+                        "inputs (with no backend it picks 'tpu' for them and inductor elsewhere)",
+                    )
             if last == "load" and ctx.qname(f) == "torch.load":
                 where = arg(node, 1, "map_location")
                 guards = (
@@ -839,6 +870,9 @@ class CudaToAccelerator(Rule):
             # the helper behind `@RunIf(min_gpus=1)` / `@requires_gpu`: each decorated test is kept as CUDA's
             # test (cuda_test_gate), so the helper's own CUDA test must stay too, or those tests run on TPU
             guarded = f"it is inside `{gate}`, a helper that gates tests on CUDA, whose tests stay CUDA's"
+        if guarded is not None and guarded.startswith(_GPU_COUNT):  # a count for a framework, not a test
+            ctx.flag(orig, f"`{qname}()` kept as CUDA's: {guarded}", code=self.code)
+            return None
         if guarded is not None and guarded.startswith(PER_HOST):  # a count, not a test
             ctx.flag(
                 orig,

@@ -17,6 +17,7 @@ from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
     ARGPARSE_CODE,
+    CLI_CHOICES,
     COMPARISON_CODE,
     DEVICE_WORDS,
     DICT_KEY_CODE,
@@ -25,6 +26,7 @@ from ._literal import (
     accepted_values,
     creates_group,
     device_call_key,
+    walk_code,
 )
 from ._util import append_elements, code, expr, kwarg, separator, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
@@ -105,9 +107,15 @@ class ArgparseDefault(Rule):
         if isinstance(node, cst.Comparison):
             return self._accepted(ctx, orig, node)
         assert isinstance(node, cst.Call)
-        if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
+        if not isinstance(node.func, cst.Attribute):
             return None
-        choices = kwarg(node, "choices")
+        if node.func.attr.value == "Choice" and ctx.qname(orig.func) in CLI_CHOICES and node.args:  # type: ignore[union-attr]
+            # @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cuda"): as argparse's
+            choices = node.args[0]
+        elif node.func.attr.value != "add_argument":
+            return None
+        else:
+            choices = kwarg(node, "choices")
         flags = [string_body(a.value) or "" for a in node.args if a.keyword is None]
         if any("accelerator" in f for f in flags):
             return None  # Lightning/Fabric's knob: its 'tpu' is torch_xla (TPU911 flags the Trainer)
@@ -128,7 +136,10 @@ class ArgparseDefault(Rule):
             code=self.code,
             outcome="warned",
         )
-        return set_kwarg(node, "choices", choices.value.with_changes(elements=new_elements))
+        grown = choices.value.with_changes(elements=new_elements)
+        if choices.keyword is None:  # click.Choice([...])
+            return node.with_changes(args=[choices.with_changes(value=grown), *node.args[1:]])
+        return set_kwarg(node, "choices", grown)
 
     def _accepted(self, ctx: Context, orig: cst.CSTNode, node: cst.Comparison) -> cst.CSTNode | None:
         """``device not in {"auto", "cpu", "cuda", "gpu"}``: the values a setting accepts (anomalib's inferencer,
@@ -382,6 +393,27 @@ def _int_device(node: cst.BaseExpression) -> bool:
     return last in _INT_DEVICE_NAMES
 
 
+def _bound_to_a_device(ctx: Context, node: cst.BaseExpression) -> bool:
+    """``gpu = torch.device("cuda")`` (or a string) in the same function or module: a device, not an ordinal
+    (pyannote's notebook: ``pipeline.to(gpu)``, whose ``Pipeline.to`` takes a torch.device only); its literal
+    is migrated where it is bound."""
+    if type(node) is not cst.Name:
+        return False
+    around = ctx.enclosing_definitions()
+    scope = around[-1] if around else ctx.module
+    for n in walk_code(scope) if scope is not None else ():
+        if (
+            type(n) is cst.Assign
+            and any(type(t.target) is cst.Name and t.target.value == node.value for t in n.targets)
+            and (
+                type(n.value) in (cst.SimpleString, cst.FormattedString)
+                or (type(n.value) is cst.Call and ctx.qname(n.value.func) == "torch.device")
+            )
+        ):
+            return True
+    return False
+
+
 @register
 class IntegerDevice(Rule):
     code = "TPU107"
@@ -402,7 +434,7 @@ class IntegerDevice(Rule):
 
     def call(self, ctx: Context, orig: cst.Call, node: cst.Call, qname: str) -> cst.BaseExpression | None:
         device = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
-        if device is None or not _int_device(device.value):
+        if device is None or not _int_device(device.value) or _bound_to_a_device(ctx, device.value):
             return None
         ctx.report(
             orig,
@@ -417,7 +449,7 @@ class IntegerDevice(Rule):
         if not node.args or node.args[0].keyword is not None or node.args[0].star:
             return None
         first = node.args[0]
-        if not _int_device(first.value):
+        if not _int_device(first.value) or _bound_to_a_device(ctx, first.value):
             return None
         ctx.report(
             orig,

@@ -12,7 +12,7 @@ from .._walk import child_nodes
 from ..flow import PER_HOST
 from ..project import facts_for
 from . import _helpers
-from ._literal import LiteralRule, creates_group
+from ._literal import LiteralRule, creates_group, walk_code
 from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
 from .base import Rule, register
 from .workers import check_workers
@@ -26,6 +26,99 @@ _DDP = frozenset(
 #: A backend string per device type (``"cpu:gloo,cuda:nccl"``) with a CUDA entry.
 _PER_DEVICE_BACKENDS = re.compile(r"(?:[a-z]+:[a-z_]+,)*cuda:nccl(?:,[a-z]+:[a-z_]+)*")
 _BARRIER = frozenset({"torch.distributed.barrier", "torch.distributed.distributed_c10d.barrier"})
+
+
+#: Code of a function that an NCCL test keeps to NCCL itself (streams, NCCL's own settings and module).
+_NCCL_OWN_CODE = re.compile(r"[Ss]tream|NCCL_|\.nccl\b|ProcessGroupNCCL|symmetric_memory|device_ids")
+
+
+def _nccl_operand(ctx, node: cst.BaseExpression) -> bool:
+    """``"nccl"``, ``Backend.NCCL`` or ``dist.Backend.NCCL``."""
+    if type(node) is cst.SimpleString:
+        return string_body(node) == "nccl"
+    return type(node) is cst.Attribute and node.attr.value == "NCCL" and "Backend" in code(node.value)
+
+
+def _asks_backend(ctx, node: cst.BaseExpression) -> bool:
+    """``dist.get_backend()`` / ``dist.get_backend(group)``: the backend torch.distributed runs."""
+    return type(node) is cst.Call and (ctx.qname(node.func) or "").endswith("distributed.get_backend")
+
+
+@register
+class BackendAskedNccl(Rule):
+    code = "TPU410"
+    name = "backend-asked-nccl"
+    family = "distributed"
+    outcome = "warned"
+    summary = (
+        "`dist.get_backend() == 'nccl'` (or Backend.NCCL) -> `in ('nccl', 'tpu_dist')`, `!=` -> `not in`, in a "
+        "file that creates no process group, where the code around it keeps no NCCL-only machinery."
+    )
+    rationale = (
+        "The test asks torch.distributed which backend runs, to put collective tensors on the device (allennlp's "
+        "`if dist.get_backend() == 'nccl': t = t.cuda()`, ClassyVision's Backend.NCCL test): once the process "
+        "group is created with 'tpu_dist', which also needs device tensors, a test for NCCL alone sends them to "
+        "the collective on the CPU, which TorchTPU's backend does not serve. Both names keep CUDA hosts as before."
+    )
+    before = "import torch.distributed as dist\n\nif dist.get_backend() == 'nccl':\n    t = t.to(device)\n"
+    after = "import torch.distributed as dist\n\nif dist.get_backend() in ('nccl', 'tpu_dist'):\n    t = t.to(device)\n"
+    node_types = (cst.FunctionDef, cst.Comparison)
+
+    def visit_node(self, ctx, node):
+        if "creates-group" not in ctx.scratch:
+            ctx.scratch["creates-group"] = creates_group(ctx.source_text)
+        if ctx.scratch["creates-group"]:
+            return  # (a file that creates the group renames its tests with its backend: TPU401)
+        # (claimed from the function down: the backend literal rule claims a function's compared strings when
+        # it enters the function, TPU102)
+        if type(node) is cst.FunctionDef:
+            if not _NCCL_OWN_CODE.search(code(node)):
+                for n in walk_code(node.body):
+                    if type(n) is cst.Comparison:
+                        self._mark(ctx, n)
+            return
+        if not ctx.enclosing_definitions() and not _NCCL_OWN_CODE.search(ctx.source_text):
+            self._mark(ctx, node)
+
+    def _mark(self, ctx, node: cst.Comparison) -> None:
+        if len(node.comparisons) != 1:
+            return
+        op = type(node.comparisons[0].operator)
+        if op in (cst.In, cst.NotIn) and _asks_backend(ctx, node.left):
+            # `get_backend() in ("nccl", "tpu_dist")` (this rule's output, or written so): both names stay
+            names = literals(node.comparisons[0].comparator)
+            if any(string_body(s) == "tpu_dist" for s in names):
+                for s in names:
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+            return
+        if op not in (cst.Equal, cst.NotEqual):
+            return
+        left, right = node.left, node.comparisons[0].comparator
+        asked, named = (left, right) if _asks_backend(ctx, left) else (right, left)
+        if not _asks_backend(ctx, asked) or not _nccl_operand(ctx, named):
+            return
+        if type(named) is cst.SimpleString:
+            ctx.claim_string(named, "", "rewritten", "", value=None)
+        ctx.scratch.setdefault(self.code, {})[id(node)] = named  # type: ignore[index]
+
+    def leave_node(self, ctx, orig, node):
+        named = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
+        if named is None:
+            return None
+        equal = type(node.comparisons[0].operator) is cst.Equal
+        asked = node.left if _asks_backend(ctx, orig.left) else node.comparisons[0].comparator
+        quote = named.value[-1] if type(named) is cst.SimpleString else '"'
+        both = expr(f"({code(named)}, {quote}tpu_dist{quote})")
+        ctx.report(
+            orig,
+            f"`{code(orig)}` -> also true for 'tpu_dist' (TorchTPU's backend, which also needs device tensors)",
+            code=self.code,
+            outcome="warned",
+        )
+        return cst.Comparison(
+            left=asked,
+            comparisons=[cst.ComparisonTarget(operator=cst.In() if equal else cst.NotIn(), comparator=both)],
+        )
 
 
 @register

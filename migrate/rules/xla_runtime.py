@@ -282,6 +282,11 @@ class CompileOptions(Rule):
     def call(self, ctx, orig, node, qname):
         drop: set[str] = set()
         mode, dynamic = kwarg(node, "mode"), kwarg(node, "dynamic")
+        backend = kwarg(node, "backend")
+        if backend is not None and string_body(backend.value) == "inductor":
+            # TorchTPU's compile raises on backend="inductor" with TPU inputs; with no backend it picks "tpu"
+            # for them and inductor for any other device, as the line did before
+            drop.add("backend")
         if mode is not None:
             if string_body(mode.value) is None and not (
                 type(mode.value) is cst.Name and mode.value.value == "None"
@@ -311,7 +316,8 @@ class CompileOptions(Rule):
         ctx.report(
             orig,
             f"torch.compile: dropped {', '.join(f'{n}=' for n in sorted(drop))} (TorchTPU's compile refuses "
-            "them; mode only tunes CUDA speed, and without dynamic=True shapes that change recompile)",
+            "them; mode only tunes CUDA speed, without dynamic=True shapes that change recompile, and with no "
+            "backend TPU inputs compile with 'tpu', others with inductor)",
             code=self.code,
             outcome="warned",
         )

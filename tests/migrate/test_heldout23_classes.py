@@ -93,3 +93,187 @@ def test_a_cuda_switch_the_code_reads_still_marks_a_cuda_path():
         "    return torch.backends.cudnn.enabled\n"
     )
     assert "!= 'cuda'" in run(src).new_source
+
+
+# --- lightning-flash's examples and tests: `flash.Trainer(gpus=torch.cuda.device_count())` became
+# `torch.accelerator.device_count()`: Lightning 1.x's `gpus=` counts CUDA GPUs, and a TPU host asking for one raises
+# MisconfigurationException where the original trained on the CPU with gpus=0 (25 hunks) ---
+@pytest.mark.parametrize(
+    "call",
+    [
+        "flash.Trainer(max_epochs=1, gpus=torch.cuda.device_count())",
+        "pl.Trainer(gpus=torch.cuda.device_count() if torch.cuda.device_count() > 1 else None)",
+        "pl.Trainer(gpus=int(torch.cuda.is_available()))",
+        "ray.remote(num_gpus=torch.cuda.device_count())(f)",
+    ],
+)
+def test_a_frameworks_count_of_cuda_gpus_stays_cudas(call):
+    src = f"import torch\nimport flash\nimport pytorch_lightning as pl\nimport ray\n\nt = {call}\n"
+    res = run(src)
+    assert call in res.new_source
+    assert "a framework's count of CUDA GPUs" in res.new_source
+    assert "never runs on TPU" not in res.new_source  # (a count, not a test: the framework runs on the CPU)
+
+
+def test_a_device_count_for_the_programs_own_use_is_still_renamed():
+    out = run("import torch\n\nn = torch.cuda.device_count()\nprint(n)\n").new_source
+    assert "torch.accelerator.device_count()" in out
+
+
+# --- fish-speech: `@click.option("--device", default="cuda")` was kept as "a library that is not torch" while the
+# value goes to model.to(device); click only parses the command line, like argparse, whose defaults are migrated ---
+def test_a_click_option_default_is_migrated_like_argparses(tmp_path):
+    import subprocess
+    import sys
+
+    src = (
+        "import click\nimport torch\n\n\n@click.command()\n@click.option('--device', default='cuda')\n"
+        "@click.option('--other', type=click.Choice(['cpu', 'cuda']), default='cuda')\n"
+        "def main(device, other):\n    print(torch.ones(1).to(device).device.type, other)\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    out = run(src).new_source
+    assert "default='tpu'" in out and "click.Choice(['cpu', 'cuda', 'tpu'])" in out
+    assert run(out).new_source == out
+    script = tmp_path / "cli.py"
+    script.write_text(out)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["tpu", "tpu"], proc.stderr[-1500:]
+
+
+# --- allennlp's util (peak memory, distributed_device) and ClassyVision's distributed_util: `dist.get_backend() ==
+# "nccl"` (or Backend.NCCL) decides whether collective tensors go to the device; the group became 'tpu_dist' and the
+# test stayed NCCL's: on TPU the tensors reached the collective on the CPU, which TorchTPU's backend does not serve ---
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        ('dist.get_backend() == "nccl"', 'dist.get_backend() in ("nccl", "tpu_dist")'),
+        ("dist.get_backend() != 'nccl'", "dist.get_backend() not in ('nccl', 'tpu_dist')"),
+        ("dist.get_backend(group) == Backend.NCCL", 'dist.get_backend(group) in (Backend.NCCL, "tpu_dist")'),
+        ('"nccl" == dist.get_backend()', 'dist.get_backend() in ("nccl", "tpu_dist")'),
+    ],
+)
+def test_a_test_for_the_running_nccl_backend_also_accepts_tpu_dist(test, expected):
+    src = (
+        "import torch\nimport torch.distributed as dist\nfrom torch.distributed import Backend\n\n\n"
+        f"def gather(t, group=None):\n    if {test}:\n        t = t.cuda()\n    dist.all_reduce(t)\n    return t\n"
+    )
+    out = run(src).new_source
+    assert expected in out and 't.to("tpu")' in out and "TODO" not in out
+    assert run(out).new_source == out
+
+
+def test_a_backend_test_around_nccls_own_machinery_is_kept_and_flagged():
+    src = (
+        "import torch\nimport torch.distributed as dist\n\n\ndef f(t):\n    if dist.get_backend() == 'nccl':\n"
+        "        s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            dist.all_reduce(t)\n"
+    )
+    out = run(src).new_source
+    assert "dist.get_backend() == 'nccl'" in out and "TPU102" in out
+
+
+def test_the_membership_runs_on_a_cpu_only_host(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    lib = "import torch\nimport torch.distributed as dist\n\n\ndef total(t):\n    if dist.get_backend() == 'nccl':\n        t = t.cuda()\n    dist.all_reduce(t)\n    return float(t.sum())\n"
+    out = run(lib).new_source
+    assert "in ('nccl', 'tpu_dist')" in out
+    (tmp_path / "lib.py").write_text(out)
+    (tmp_path / "main.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom lib import total\n\n"
+        "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29571', rank=0, world_size=1)\n"
+        "print('sum', total(torch.ones(2)))\ndist.destroy_process_group()\n"
+    )
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    proc = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0 and "sum 2.0" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- allennlp's get_range_vector: `torch.cuda.LongTensor(size, device=device)` became a constructor built on the
+# CPU type, which refused the device keyword ("legacy constructor expects device type: cpu") ---
+def test_a_cuda_tensor_type_called_with_a_device_builds_on_tpu():
+    from migrate_helpers import run_on_tpu
+
+    src = (
+        "import torch\n\n\ndef get_range_vector(size, device):\n"
+        "    return torch.cuda.LongTensor(size, device=device).fill_(1).cumsum(0) - 1\n\n\n"
+        "v = get_range_vector(4, 0)\nprint(v.device.type, v.tolist())\n"
+    )
+    out = run(src).new_source
+    proc = run_on_tpu(out)
+    assert proc.returncode == 0 and "tpu [0, 1, 2, 3]" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- cloneofsimo/lora: `with torch.autocast("cuda"):` in a function whose device is the caller's (`device="cuda:0"`
+# default, `--device cpu` on the command line) became a bare autocast("tpu"), which raises without TorchTPU ---
+def test_autocast_in_code_that_takes_its_device_from_the_caller_stays_portable(tmp_path):
+    from migrate_helpers import run_without_torchtpu
+
+    src = (
+        "import torch\n\n\ndef evaluate(model, x, device='cuda:0'):\n    model.to(device)\n"
+        "    with torch.autocast('cuda'):\n        return model(x.to(device))\n\n\n"
+        "print(evaluate(torch.nn.Linear(2, 2), torch.ones(1, 2), device='cpu').shape)\n"
+    )
+    out = run(src).new_source
+    assert "_tpu_autocast(" in out
+    proc = run_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0 and "torch.Size([1, 2])" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- fish-speech: `torch.compile(fn, backend="inductor" if torch.cuda.is_available() else "aot_eager")` was renamed
+# to torch.accelerator's check: a TPU host asked for inductor, which TorchTPU's compile refuses for TPU inputs ---
+def test_a_check_choosing_the_inductor_backend_stays_cudas():
+    src = (
+        "import torch\n\nm = torch.nn.Linear(2, 2).cuda()\n"
+        "f = torch.compile(m, backend='inductor' if torch.cuda.is_available() else 'aot_eager')\n"
+    )
+    out = run(src).new_source
+    assert "'inductor' if torch.cuda.is_available() else 'aot_eager'" in out
+
+
+def test_an_explicit_inductor_backend_is_dropped_for_the_default():
+    out = run(
+        "import torch\n\nm = torch.nn.Linear(2, 2).cuda()\nf = torch.compile(m, backend='inductor')\n"
+    ).new_source
+    assert "torch.compile(m)" in out
+
+
+# --- pyannote's MRE notebook: `gpu = torch.device("cuda")` then `pipeline.to(gpu)`: the name `gpu` was read as an
+# integer CUDA ordinal and the argument became the string "tpu", which pyannote's Pipeline.to refuses (TypeError) ---
+@pytest.mark.parametrize("bound", ['torch.device("cuda")', '"cuda"'])
+def test_a_name_bound_to_a_device_is_not_an_ordinal(bound):
+    src = f"import torch\n\nif torch.cuda.is_available():\n    gpu = {bound}\n    pipeline.to(gpu)\n"
+    out = run(src).new_source
+    assert "pipeline.to(gpu)" in out
+
+
+def test_a_name_bound_to_an_ordinal_is_still_the_processs_device():
+    out = run("import torch\n\ngpu = args.gpu\nx = x.cuda()\nmodel = model.to(gpu)\n").new_source
+    assert 'model.to("tpu")' in out
+
+
+# --- gpytorch's `*_cuda` tests: `if torch.cuda.is_available(): with least_used_cuda_device(): ...`, a project
+# helper decorated with @contextmanager whose CUDA code the run migrates; a decorated helper was never judged
+# portable, so 7 tests stayed CUDA's while their helper became device-neutral (green and never run on TPU) ---
+def test_a_context_manager_helper_whose_cuda_code_is_migrated_is_portable(tmp_path):
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "setup.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "utils.py").write_text(
+        "from contextlib import contextmanager\nimport torch\n\n\n@contextmanager\ndef least_used_cuda_device():\n"
+        "    i = torch.cuda.device_count() - 1\n    with torch.cuda.device(i):\n        yield\n"
+    )
+    (root / "pkg" / "test_x.py").write_text(
+        "import torch\nfrom pkg.utils import least_used_cuda_device\n\n\ndef test_x():\n"
+        "    if torch.cuda.is_available():\n        with least_used_cuda_device():\n"
+        "            assert torch.ones(2).cuda().sum() == 2\n"
+    )
+    first, second = _write_twice(root)
+    assert first == second
+    assert "if torch.accelerator.is_available():" in first["pkg/test_x.py"]
+    assert "TODO" not in first["pkg/test_x.py"]
