@@ -212,6 +212,26 @@ def _patched_cuda_api(ctx: Context, call: cst.Call) -> tuple[str, str] | None:
     return m.group(1), _ALWAYS_RENAMED[m.group(1)]
 
 
+#: A mock's own API read from a patched torch.cuda function (``torch.cuda.synchronize.assert_called_once()``).
+_MOCK_USE = re.compile(
+    r"torch\.cuda\.(\w+)(\.(?:assert_\w+|return_value|side_effect|call_count|call_args(?:_list)?|called|"
+    r"mock_calls|reset_mock)(?:\.\w+)*)"
+)
+
+
+def _patched_here(ctx: Context, old: str) -> bool:
+    """The file patches ``torch.cuda.<old>``, a function the migration renames (see _patched_cuda_api)."""
+    if old not in _ALWAYS_RENAMED:
+        return False
+    return (
+        re.search(
+            rf"""patch\w*\(\s*['"][\w.]*torch\.cuda\.{old}['"]|(?:setattr|object)\(\s*torch\.cuda\s*,\s*['"]{old}['"]""",
+            ctx.source_text,
+        )
+        is not None
+    )
+
+
 def _repatched(call: cst.Call, old: str, new: str) -> cst.Call:
     """``call`` patching torch.accelerator's ``new`` where it patched torch.cuda's ``old``."""
     args = list(call.args)
@@ -3094,5 +3114,13 @@ class UnknownCuda(Rule):
         if ctx.is_known(qname, True):
             ctx.flag(orig, f"`{qname}` used as a value; rewrite its uses by hand", code=self.code)
             return None
+        if (m := _MOCK_USE.fullmatch(qname)) is not None and _patched_here(ctx, m.group(1)):
+            # mmengine's test: `@patch('torch.cuda.max_memory_allocated', MagicMock())` (moved to the renamed
+            # function with the code under test) then `torch.cuda.max_memory_allocated.assert_called()`: the
+            # assertion reads the same mock
+            new = f"torch.accelerator.{_ALWAYS_RENAMED[m.group(1)]}{m.group(2)}"
+            ctx.report(orig, f"`{qname}` -> `{new}` (the mock the test patched there)", code=self.code)
+            ctx.need_import("torch")
+            return expr(new)
         ctx.flag(orig, f"`{qname}` has no known TorchTPU equivalent; port by hand", code=self.code)
         return None

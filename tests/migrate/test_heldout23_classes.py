@@ -277,3 +277,28 @@ def test_a_context_manager_helper_whose_cuda_code_is_migrated_is_portable(tmp_pa
     assert first == second
     assert "if torch.accelerator.is_available():" in first["pkg/test_x.py"]
     assert "TODO" not in first["pkg/test_x.py"]
+
+
+# --- mmengine's test_log_processor: `@patch('torch.cuda.max_memory_allocated', MagicMock())` followed the code
+# under test to torch.accelerator, but `torch.cuda.max_memory_allocated.assert_called()` was only flagged: the
+# real function has no assert_called, and the test raised AttributeError on every machine ---
+def test_a_mock_read_back_follows_its_patch(tmp_path):
+    from migrate_helpers import run_without_torchtpu
+
+    src = (
+        "import torch\nfrom unittest.mock import MagicMock, patch\n\n\ndef peak():\n"
+        "    m = torch.cuda.max_memory_allocated()\n    torch.cuda.reset_peak_memory_stats()\n    return m\n\n\n"
+        "@patch('torch.cuda.max_memory_allocated', MagicMock(return_value=7))\n"
+        "@patch('torch.cuda.reset_peak_memory_stats', MagicMock())\ndef test_peak():\n    assert peak() == 7\n"
+        "    torch.cuda.max_memory_allocated.assert_called()\n"
+        "    torch.cuda.reset_peak_memory_stats.assert_called_once()\n\n\ntest_peak()\nprint('ok')\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator.max_memory_allocated.assert_called()" in out and "TODO" not in out
+    proc = run_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-1500:]
+
+
+def test_a_mock_api_of_an_unpatched_function_is_still_flagged():
+    out = run("import torch\n\ntorch.cuda.synchronize.assert_called()\n").new_source
+    assert "TODO(tpu-migrate TPU299)" in out
