@@ -557,6 +557,19 @@ _SELECTOR_LIST = re.compile(r"""\bin\s*[\[({][^\])}\n]*['"](?:cuda|xla|nccl)['"]
 _GPU_SWITCH = re.compile(r"(?i)gpu|cuda")
 
 
+#: A name for a framework's accelerator setting (LitServe's ``accelerator``, ``self._accelerator``).
+_ACCELERATOR_NAME = re.compile(r"(?i)^_*accelerator(?:_name|_type)?$")
+
+
+def accelerator_name(parts: list[cst.CSTNode]) -> str | None:
+    """The name of a comparison's operand that holds a framework's accelerator setting, else None."""
+    for p in parts:
+        last = p.attr.value if type(p) is cst.Attribute else p.value if type(p) is cst.Name else None
+        if last is not None and _ACCELERATOR_NAME.match(last):
+            return code(p)
+    return None
+
+
 def _tested_strings(value: cst.CSTNode):
     """The literals a device test inside ``value`` compares with: ``d == "cuda"``, ``d.startswith("cuda")``
     (through ``not``, ``and``/``or`` and parentheses)."""
@@ -1127,6 +1140,8 @@ class LiteralRule(Rule):
             if _TEST_DEF.match(node.name.value) and _file_has(ctx, _SUBSCRIPT_COMPARED):  # type: ignore[attr-defined]
                 self._data_round_trip(ctx, node)  # type: ignore[arg-type]
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
+            if self.code == "TPU101" and "accelerator" in node.name.value.lower():  # type: ignore[attr-defined]
+                self._accelerator_returns(ctx, node)  # type: ignore[arg-type]
             if _file_has(ctx, _LIMITED_IMPORT_WORDS) and id(node) in _functions_importing_limited(ctx):
                 self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
@@ -1144,6 +1159,9 @@ class LiteralRule(Rule):
             if not ctx.enabled(COMPARISON_CODE):
                 return
             parts = [node.left, *(c.comparator for c in node.comparisons)]
+            if self.code == "TPU101" and (named := accelerator_name(parts)) is not None:
+                self._keep_accelerator_names(ctx, parts, f"compared with `{named}`")
+                return
             external = any(_external(ctx, p) for p in parts)
             if self.flag_compared and any(
                 type(p) is cst.SimpleString and self.new_body(string_body(p)) is not None for p in parts
@@ -1516,6 +1534,36 @@ class LiteralRule(Rule):
                     names.add(n.left.value)
             todo.extend(child_nodes(n))
         return frozenset(names)
+
+    def _keep_accelerator_names(self, ctx: Context, parts: list[cst.CSTNode], where: str) -> None:
+        """LitServe's ``_Connector``: ``accelerator in ("cpu", "cuda", "mps")``, ``self._accelerator == "cuda"``,
+        ``return "cuda"`` from ``_choose_gpu_accelerator_backend``: a framework's own accelerator names ("gpu",
+        "mps", "auto" beside them), not torch devices. Renamed, its documented ``accelerator="cuda"`` broke and its
+        "tpu" counted NVIDIA GPUs. Kept, and flagged once a file."""
+        first = "accelerator-names" not in ctx.scratch
+        ctx.scratch["accelerator-names"] = True
+        for part in parts:
+            for s in literals(part) if not isinstance(part, cst.Call) else ():
+                if self.new_body(string_body(s)) is None:
+                    continue
+                ctx.claim_string(
+                    s,
+                    COMPARISON_CODE if first else "",
+                    "flagged" if first else "rewritten",
+                    f"{self.what} '{string_body(s)}' is a framework's accelerator name ({where}), not a torch "
+                    "device: kept; give the framework its own 'tpu' accelerator by hand (in Lightning it means "
+                    "torch_xla)"
+                    if first
+                    else "",
+                    value=None,
+                )
+                first = False
+
+    def _accelerator_returns(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """``return "cuda"`` from a function named for choosing an accelerator (see _keep_accelerator_names)."""
+        for n in walk_code(fn.body):
+            if type(n) is cst.Return and n.value is not None:
+                self._keep_accelerator_names(ctx, [n.value], f"returned by `{fn.name.value}`")
 
     def _gpu_switch_args(self, ctx: Context, call: cst.Call) -> None:
         """``PerceptualLoss(use_gpu=device.startswith("cuda"))``: a device test handed to a switch named for the

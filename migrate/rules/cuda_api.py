@@ -553,6 +553,41 @@ def _read_names(node: cst.If) -> set[str]:
     return {n.value for b in _branches(node) for n in _own_scope_walk(b) if type(n) is cst.Name}
 
 
+#: Comparisons of a device count that are true where CUDA is absent.
+_NONE_COUNTS = {(cst.Equal, "0"), (cst.LessThan, "1"), (cst.LessThanEqual, "0")}
+#: Skips whose condition says when the test does not run.
+_SKIP_WHEN = frozenset({"skipIf", "skipif", "skip_if"})
+
+
+def _runs_without_cuda(ctx: Context, call: cst.Call) -> bool:
+    """The code a kept check controls is its no-CUDA side (``X if not torch.cuda.is_available() else Y``,
+    ``skipif(torch.cuda.device_count() > 0)``): a TPU host runs it, so saying it "never runs on TPU" is false
+    (torchrl's compile test, LitServe's connector test)."""
+    stmt = ctx.statement()
+    if stmt is None:
+        return False
+    parents: dict[int, cst.CSTNode] = {}
+    todo = [stmt]
+    while todo and id(call) not in parents:
+        n = todo.pop()
+        for c in child_nodes(n):
+            parents[id(c)] = n
+            todo.append(c)
+    negated, node = False, call
+    while (up := parents.get(id(node))) is not None and not isinstance(
+        up, cst.BaseSmallStatement | cst.BaseCompoundStatement | cst.Decorator
+    ):
+        if type(up) is cst.UnaryOperation and type(up.operator) is cst.Not:
+            negated = not negated
+        elif type(up) is cst.Comparison and up.left is node and len(up.comparisons) == 1:
+            op, right = up.comparisons[0].operator, up.comparisons[0].comparator
+            negated ^= type(right) is cst.Integer and (type(op), right.value) in _NONE_COUNTS
+        elif type(up) is cst.Call and full_name(up.func).rsplit(".", 1)[-1] in _SKIP_WHEN:
+            negated = not negated  # (skipif(cond): the test runs where cond is false)
+        node = up
+    return negated
+
+
 def _cuda_only_call(ctx: Context, call: cst.Call) -> str | None:
     """The callee's name when ``call`` stays CUDA-only after the migration (a flagged torch.cuda API, or a
     function of the program or a library named for CUDA: check_cuda_fp8_capability, pynvml.nvmlInit ...)."""
@@ -901,12 +936,12 @@ class CudaToAccelerator(Rule):
             )
             return None
         if guarded is not None:
-            ctx.flag(
-                orig,
-                f"`{qname}()` kept as CUDA's check ({guarded}), so the code it controls never runs on "
-                "TPU; give the TPU path its own branch",
-                code=self.code,
+            effect = (
+                "so a TPU host takes its path for a machine without CUDA"
+                if _runs_without_cuda(ctx, orig)
+                else "so the code it controls never runs on TPU; give the TPU path its own branch"
             )
+            ctx.flag(orig, f"`{qname}()` kept as CUDA's check ({guarded}), {effect}", code=self.code)
             return None
         handed = ctx.scratch.get("cuda-streams-handed", {}).get(id(orig))  # type: ignore[union-attr]
         if handed is not None:

@@ -23,6 +23,7 @@ from ._literal import (
     DICT_KEY_CODE,
     ORDINAL_SLOT,
     LiteralRule,
+    accelerator_name,
     accepted_values,
     creates_group,
     device_call_key,
@@ -147,6 +148,8 @@ class ArgparseDefault(Rule):
         if not ctx.enabled("TPU101"):
             return None
         parts = [node.left, *(c.comparator for c in node.comparisons)]
+        if accelerator_name(parts) is not None:
+            return None  # (a framework's accelerator names: kept as written, see _literal)
         for i, part in enumerate(parts):
             if not isinstance(part, (cst.List, cst.Tuple, cst.Set)) or not accepted_values(node, part):
                 continue

@@ -302,3 +302,43 @@ def test_a_mock_read_back_follows_its_patch(tmp_path):
 def test_a_mock_api_of_an_unpatched_function_is_still_flagged():
     out = run("import torch\n\ntorch.cuda.synchronize.assert_called()\n").new_source
     assert "TODO(tpu-migrate TPU299)" in out
+
+
+# --- LitServe's connector and server: `accelerator in ("cpu", "cuda", "mps")`, `self._accelerator == "cuda"` and
+# `return "cuda"` from `_choose_gpu_accelerator_backend` are the framework's accelerator names ("gpu", "auto" beside
+# them); renamed, the documented accelerator="cuda" raised AttributeError and its "tpu" counted NVIDIA GPUs ---
+def test_a_frameworks_accelerator_names_are_kept_and_flagged_once():
+    src = (
+        "import torch\n\n\nclass Connector:\n    def __init__(self, accelerator='auto'):\n"
+        "        if accelerator not in ['auto', 'cpu', 'mps', 'cuda', 'gpu']:\n            raise ValueError(accelerator)\n"
+        "        if accelerator in ('cpu', 'cuda', 'mps'):\n            self._accelerator = accelerator\n"
+        "        elif accelerator == 'gpu':\n            self._accelerator = self._choose_gpu_accelerator()\n\n"
+        "    def _choose_gpu_accelerator(self):\n        if torch.cuda.device_count() > 0:\n            return 'cuda'\n"
+        "        return 'cpu'\n\n    def count(self):\n        return 2 if self._accelerator == 'cuda' else 1\n"
+    )
+    out = run(src).new_source
+    code_lines = [ln for ln in out.splitlines() if not ln.strip().startswith("#")]
+    assert not any("'tpu'" in ln for ln in code_lines) and sum(ln.count("'cuda'") for ln in code_lines) == 4
+    assert out.count("a framework's accelerator name") == 1
+
+
+def test_a_device_compared_by_another_name_is_still_renamed():
+    out = run("import torch\n\n\ndef f(device):\n    return device == 'cuda'\n").new_source
+    assert "device == 'tpu'" in out
+
+
+# --- torchrl's compile test (`[Collector, MultiAsync] if not torch.cuda.is_available() else [Collector]`) and
+# LitServe's `skipif(torch.cuda.device_count() > 0)`: kept checks whose TODO said the code "never runs on TPU",
+# while a TPU host runs exactly that code (the side for a machine without CUDA) ---
+@pytest.mark.parametrize(
+    "line",
+    [
+        "@pytest.mark.parametrize('k', ['a', 'b'] if not torch.cuda.is_available() else ['a'])\ndef test_k(k):\n"
+        "    assert k\n",
+        "@pytest.mark.skipif(torch.cuda.device_count() > 0, reason='needs no gpu')\ndef test_k():\n    assert 1\n",
+    ],
+)
+def test_a_kept_check_whose_code_runs_without_cuda_says_so(line):
+    out = run("import pytest\nimport torch\n\n\n" + line).new_source
+    assert "kept as CUDA's check" in out and "a TPU host takes its path for a machine without CUDA" in out
+    assert "never runs on TPU" not in out
