@@ -36,6 +36,10 @@ SKIP_DIRS = frozenset(
 )
 
 
+#: Build outputs by name, unless the folder is a Python package.
+_OUTPUT_DIRS = frozenset({"build", "dist"})
+
+
 def _is_venv(path: str) -> bool:
     return os.path.exists(os.path.join(path, "pyvenv.cfg")) or os.path.exists(
         os.path.join(path, "conda-meta")
@@ -81,7 +85,9 @@ def walk(root: str, exclude: Iterable[str] = ()) -> Iterator[str]:
         keep = []
         for d in sorted(dirs):
             full = os.path.join(folder, d)
-            if d in SKIP_DIRS or d.endswith(".egg-info") or os.path.islink(full) or _is_venv(full):
+            if d in _OUTPUT_DIRS and os.path.isfile(os.path.join(full, "__init__.py")):
+                pass  # a package of the project named dist or build (mmengine.dist), not a build's output
+            elif d in SKIP_DIRS or d.endswith(".egg-info") or os.path.islink(full) or _is_venv(full):
                 continue
             if ignored(full, True):
                 continue

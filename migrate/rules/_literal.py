@@ -223,6 +223,10 @@ def _error_text(node: cst.CSTNode) -> bool:
     )
 
 
+#: String methods that keep a value's origin (``sys.argv[1].lower()``).
+_TEXT_METHODS = frozenset({"lower", "upper", "strip", "casefold", "lstrip", "rstrip"})
+
+
 def _external(ctx: Context, node: cst.CSTNode) -> bool:
     """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``, or the text
     of an exception."""
@@ -235,14 +239,16 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
             and string_body(node.args[0].value) is not None
         ):
             return _external(ctx, node.func.value)
+        if type(node.func) is cst.Attribute and node.func.attr.value in _TEXT_METHODS:
+            return _external(ctx, node.func.value)  # sys.argv[1].lower(): the same outside text
         return ctx.qname(node.func) in _ENV_READS or _error_text(node)
     if isinstance(
         node, cst.Name
     ):  # a local read once from outside: `mode = cfg.get('mode')` ... `mode == 'cuda'`
         return (value := _only_binding(ctx, node.value)) is not None and _external(ctx, value)
     if isinstance(node, cst.Subscript):
-        if ctx.qname(node.value) == "os.environ":
-            return True
+        if ctx.qname(node.value) in ("os.environ", "sys.argv"):
+            return True  # (RVC's extract_f0.py: `mode = sys.argv[1].lower()`, a mode its launcher passes)
         return (
             len(node.slice) == 1
             and isinstance(node.slice[0].slice, cst.Index)
@@ -256,12 +262,14 @@ def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
     the table of its plain ``x = value`` bindings, a name bound any other way marked None)."""
     fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
     if fn is None:
-        return None
+        if ctx.enclosing_definitions() or ctx.module is None:
+            return None  # (a class body)
+        fn = ctx.module  # a script's top level: its module-level bindings
     tables = ctx.scratch.setdefault("local-bindings", {})
     table = tables.get(id(fn))  # type: ignore[union-attr]
     if table is None:
         table = {}
-        for n in walk_code(fn.body):
+        for n in walk_code(fn.body if type(fn) is cst.FunctionDef else fn):
             if type(n) is cst.Assign:
                 for t in n.targets:
                     if type(t.target) is cst.Name:
@@ -1117,6 +1125,8 @@ class LiteralRule(Rule):
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
             self._project_enum_args(ctx, node)  # type: ignore[arg-type]
             _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
+            if "torch.testing._internal" in ctx.source_text:
+                self._torch_harness_args(ctx, node)  # type: ignore[arg-type]
         if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
             self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
         if t is cst.If:
@@ -1218,7 +1228,7 @@ class LiteralRule(Rule):
                             COMPARISON_CODE,
                             "flagged",
                             f"{self.what} '{string_body(s)}' is compared with a value from outside the "
-                            "file (environment, config mapping, an error message): kept; migrate "
+                            "file (environment, command line, config mapping, an error message): kept; migrate "
                             "that value and this test together",
                             value=None,
                         )
@@ -1426,8 +1436,16 @@ class LiteralRule(Rule):
     def _keep_test_cases(self, ctx: Context, call: cst.Call, callee: str) -> None:
         """``@pytest.mark.parametrize("device", ["cpu", "cuda"])``: pytest hands each case to the test, whose own
         skip (``if device == "cuda" and not torch.cuda.is_available()``) turns the CUDA case off where CUDA is
-        not; renamed alone, the case and its skip would disagree. Kept, with what to add instead."""
-        for a in call.args:
+        not; renamed alone, the case and its skip would disagree. Kept, with what to add instead. The first
+        argument names the test's parameters (habitat's ``parametrize("cuda", [True, False])``): kept silently."""
+        names_first = ctx.qname(call.func) == "pytest.mark.parametrize"
+        for i, a in enumerate(call.args):
+            if names_first and (
+                (i == 0 and a.keyword is None) or (a.keyword is not None and a.keyword.value == "argnames")
+            ):
+                for s in _walk_strings(a.value):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+                continue
             for s in _chosen_strings(a.value):
                 body = string_body(s)
                 if self.new_body(body) is not None:
@@ -1564,6 +1582,32 @@ class LiteralRule(Rule):
         for n in walk_code(fn.body):
             if type(n) is cst.Return and n.value is not None:
                 self._keep_accelerator_names(ctx, [n.value], f"returned by `{fn.name.value}`")
+
+    def _torch_harness_args(self, ctx: Context, call: cst.Call) -> None:
+        """``self.create_pg("cuda")`` in a test class built on torch's internal harness
+        (``torch.testing._internal.common_distributed.DistributedTestBase``, mmengine's hook tests): the harness
+        maps device names to backends itself and knows cuda/hpu/xpu/cpu only ('tpu' gets a gloo group). Kept,
+        flagged."""
+        f = call.func
+        if not (type(f) is cst.Attribute and type(f.value) is cst.Name and f.value.value == "self"):
+            return
+        cls = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.ClassDef), None)
+        if cls is None or not any(
+            (ctx.qname(b.value) or "").startswith("torch.testing._internal") for b in cls.bases
+        ):
+            return
+        for a in call.args:
+            for s in _chosen_strings(a.value):
+                if self.new_body(string_body(s)) is not None:
+                    ctx.claim_string(
+                        s,
+                        self.code,
+                        "flagged",
+                        f"{self.what} '{string_body(s)}' is handed to `{code(f)}` of torch's internal test "
+                        f"harness (`{code(cls.bases[0].value)}`), which maps only cuda/hpu/xpu/cpu to backends: "
+                        "kept; give the TPU its own setup by hand",
+                        value=None,
+                    )
 
     def _gpu_switch_args(self, ctx: Context, call: cst.Call) -> None:
         """``PerceptualLoss(use_gpu=device.startswith("cuda"))``: a device test handed to a switch named for the

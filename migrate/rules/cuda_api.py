@@ -553,6 +553,30 @@ def _read_names(node: cst.If) -> set[str]:
     return {n.value for b in _branches(node) for n in _own_scope_walk(b) if type(n) is cst.Name}
 
 
+def _sets_gpu_count(body: cst.CSTNode) -> str | None:
+    """The target of an assignment in ``body`` named for a framework's CUDA GPU count (``kwargs["gpus"] = -1``,
+    ``self.num_gpus = n``), else None."""
+    for n in _walk_nodes(body):
+        if type(n) is not cst.AssignTarget:
+            continue
+        t = n.target
+        if type(t) is cst.Subscript and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index):
+            key = string_body(t.slice[0].slice.value)  # type: ignore[arg-type]
+        else:
+            key = t.attr.value if type(t) is cst.Attribute else t.value if type(t) is cst.Name else None
+        if key in _CUDA_GPU_COUNTS:
+            return code(t)
+    return None
+
+
+def _walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(child_nodes(n))
+
+
 #: Comparisons of a device count that are true where CUDA is absent.
 _NONE_COUNTS = {(cst.Equal, "0"), (cst.LessThan, "1"), (cst.LessThanEqual, "0")}
 #: Skips whose condition says when the test does not run.
@@ -759,7 +783,8 @@ class CudaToAccelerator(Rule):
                 # it asks for inductor, which TorchTPU's compile refuses for TPU inputs; kept, a TPU host compiles
                 # with aot_eager as the original did there
                 chosen = {string_body(s) for s in literals(backend.value)}
-                guards = [c for c in _calls_in(backend.value) if ctx.qname(c.func) in _GUARDS]
+                # (and the twins in its other arguments: fish-speech's `mode="default" if torch.cuda...`)
+                guards = [c for a in node.args for c in _calls_in(a.value) if ctx.qname(c.func) in _GUARDS]
                 if "inductor" in chosen and guards and ctx.qname(f) == "torch.compile":
                     self._keep(
                         ctx,
@@ -873,6 +898,10 @@ class CudaToAccelerator(Rule):
             None,
         )
         cuda_only = f"`{cuda_only}`" if cuda_only else None
+        if cuda_only is None and (knob := _sets_gpu_count(node.body)) is not None:
+            # lightning-flash's Trainer: `if torch.cuda.is_available(): kwargs["gpus"] = -1` (all CUDA GPUs, for
+            # Lightning 1.x): made true on TPU, Lightning asks for GPUs the host has not and raises
+            cuda_only = f"it sets `{knob}`, {_GPU_COUNT} (Lightning raises for GPUs a host has not)"
         if cuda_only is None and _when_missing(node.test) and _raises_for_cuda(node.body):
             case = _parametrized_case(ctx, node.test)
             cuda_only = (
@@ -3149,7 +3178,13 @@ class UnknownCuda(Rule):
         if ctx.is_known(qname, True):
             ctx.flag(orig, f"`{qname}` used as a value; rewrite its uses by hand", code=self.code)
             return None
-        if (m := _MOCK_USE.fullmatch(qname)) is not None and _patched_here(ctx, m.group(1)):
+        if (
+            (m := _MOCK_USE.fullmatch(qname)) is not None
+            and ctx.enabled(
+                "TPU201"
+            )  # (the rule that moves the patch; off where the file is left as written)
+            and _patched_here(ctx, m.group(1))
+        ):
             # mmengine's test: `@patch('torch.cuda.max_memory_allocated', MagicMock())` (moved to the renamed
             # function with the code under test) then `torch.cuda.max_memory_allocated.assert_called()`: the
             # assertion reads the same mock

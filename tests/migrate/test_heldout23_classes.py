@@ -342,3 +342,73 @@ def test_a_kept_check_whose_code_runs_without_cuda_says_so(line):
     out = run("import pytest\nimport torch\n\n\n" + line).new_source
     assert "kept as CUDA's check" in out and "a TPU host takes its path for a machine without CUDA" in out
     assert "never runs on TPU" not in out
+
+
+# --- lightning-flash's Trainer: `if torch.cuda.is_available(): kwargs["gpus"] = -1` under test (all CUDA GPUs,
+# Lightning 1.x); renamed, every flash.Trainer on a TPU host asked for GPUs and raised ---
+@pytest.mark.parametrize("target", ['kwargs["gpus"]', "self.num_gpus", "gpus"])
+def test_a_check_that_sets_a_frameworks_gpu_count_stays_cudas(target):
+    src = f"import torch\n\n\ndef setup(self, kwargs):\n    if torch.cuda.is_available():\n        {target} = -1\n"
+    out = run(src).new_source
+    assert "if torch.cuda.is_available():" in out and "a framework's count of CUDA GPUs" in out
+
+
+# --- RVC's extract_f0.py: `mode = sys.argv[1].lower()` ... `elif mode == "cuda":`, a mode its launcher passes on
+# the command line (webui.py, unchanged); renamed, the launcher's "cuda" raised "Unsupported F0 extraction mode" ---
+def test_a_mode_read_from_the_command_line_is_compared_as_written():
+    src = (
+        "import sys\nimport torch\n\nmode = sys.argv[1].lower()\nif mode == 'cpu':\n    n = 1\n"
+        "elif mode == 'cuda':\n    x = torch.ones(1).cuda()\n"
+    )
+    out = run(src).new_source
+    assert "elif mode == 'cuda':" in out and "command line" in out
+
+
+# --- mmengine: its `mmengine/dist/` package (init_dist, the process groups) was skipped as a build output, so a whole
+# tree run never migrated it while the files calling it were; a build's dist/ and build/ folders still are skipped ---
+def test_a_package_named_dist_or_build_is_migrated_and_build_outputs_are_not(tmp_path):
+    from tpu_workbench.migrate.discover import walk
+
+    for name in ("dist", "build"):
+        (tmp_path / "pkg" / name).mkdir(parents=True)
+        (tmp_path / "pkg" / name / "__init__.py").write_text("")
+        (tmp_path / "pkg" / name / "utils.py").write_text("import torch\n")
+        (tmp_path / name / "lib").mkdir(parents=True)
+        (tmp_path / name / "lib" / "copy.py").write_text("import torch\n")
+    found = {str(p.relative_to(tmp_path)) for p in map(__import__("pathlib").Path, walk(str(tmp_path)))}
+    assert {"pkg/dist/utils.py", "pkg/build/utils.py"} <= found
+    assert not any(f.startswith(("dist/", "build/")) for f in found)
+
+
+# --- habitat-lab's sensor tests: `parametrize("cuda", [True, False])` names a parameter; the TODO called it a test
+# case and asked for a 'tpu' case ---
+def test_a_parametrize_argument_name_is_not_a_case():
+    src = (
+        "import pytest\nimport torch\n\n\n@pytest.mark.parametrize('cuda', [True, False])\ndef test_x(cuda):\n"
+        "    x = torch.ones(1).cuda() if cuda else torch.ones(1)\n"
+    )
+    out = run(src).new_source
+    assert "parametrize('cuda', [True, False])" in out and "test case" not in out
+
+
+# --- fish-speech: the check choosing `backend=` stayed CUDA's, its twin choosing `mode=` in the same call was renamed
+# (a TPU host passed mode="default", which TorchTPU's compile refuses) ---
+def test_every_check_of_a_compile_call_choosing_inductor_stays_cudas():
+    src = (
+        "import torch\n\nm = torch.nn.Linear(2, 2).cuda()\nf = torch.compile(m, backend='inductor' if "
+        "torch.cuda.is_available() else 'aot_eager', mode='default' if torch.cuda.is_available() else None)\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator" not in out.split("f = ", 1)[1]
+
+
+# --- mmengine's hook tests: `self.create_pg('cuda')` in a class built on torch.testing._internal's
+# DistributedTestBase, which maps only cuda/hpu/xpu/cpu to backends ('tpu' got a gloo group for TPU tensors) ---
+def test_a_device_handed_to_torchs_internal_test_harness_is_kept():
+    src = (
+        "import torch\nfrom torch.testing._internal.common_distributed import DistributedTestBase\n\n\n"
+        "class T(DistributedTestBase):\n    def test_x(self):\n        self.create_pg('cuda')\n"
+        "        x = torch.ones(1).cuda()\n"
+    )
+    out = run(src).new_source
+    assert "self.create_pg('cuda')" in out and "internal test harness" in out
