@@ -262,14 +262,12 @@ def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
     the table of its plain ``x = value`` bindings, a name bound any other way marked None)."""
     fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
     if fn is None:
-        if ctx.enclosing_definitions() or ctx.module is None:
-            return None  # (a class body)
-        fn = ctx.module  # a script's top level: its module-level bindings
+        return None if ctx.enclosing_definitions() else _module_binding(ctx, name)
     tables = ctx.scratch.setdefault("local-bindings", {})
     table = tables.get(id(fn))  # type: ignore[union-attr]
     if table is None:
         table = {}
-        for n in walk_code(fn.body if type(fn) is cst.FunctionDef else fn):
+        for n in walk_code(fn.body):
             if type(n) is cst.Assign:
                 for t in n.targets:
                     if type(t.target) is cst.Name:
@@ -279,6 +277,27 @@ def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
                 table[n.target.value] = None  # type: ignore[union-attr]
         tables[id(fn)] = table  # type: ignore[index]
     return table.get(name)
+
+
+def _module_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
+    """The value of the one top-level ``name = value`` line of the file (RVC's ``mode = sys.argv[1].lower()``),
+    read from the text: the partial parse may not hold that statement. Else None."""
+    table = ctx.scratch.get("module-bindings")
+    if table is None:
+        table = ctx.scratch["module-bindings"] = {}
+        for m in _TOP_ASSIGN.finditer(ctx.source_text):
+            table[m.group(1)] = m.group(2) if m.group(1) not in table else None  # type: ignore[index]
+    text = table.get(name)  # type: ignore[union-attr]
+    if not text:
+        return None
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError:
+        return None
+
+
+#: A one-line assignment of a name at the top level: ``mode = sys.argv[1].lower()``.
+_TOP_ASSIGN = re.compile(r"(?m)^([A-Za-z_]\w*)[ \t]*=(?!=)[ \t]*([^\n#]+?)[ \t]*(?:#.*)?$")
 
 
 def _negated_cuda_check(ctx: Context, node: cst.BaseExpression) -> cst.Call | None:
