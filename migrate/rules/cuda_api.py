@@ -188,6 +188,19 @@ _PATCHERS = frozenset({"setattr", "object", "patch"})
 _PATCH_TARGET = re.compile(r"(?:^|\.)torch\.cuda\.(\w+)$")
 
 
+def _partial_keywords(ctx: Context, call: cst.Call) -> None:
+    """``functools.partial(torch.cuda.synchronize, device=d)``: a renamed function bound with keywords that
+    torch.accelerator's version names otherwise (``device_index=``); recorded for leave_node."""
+    if ctx.qname(call.func) != "functools.partial" or call.args[0].keyword is not None:
+        return
+    q = ctx.qname(call.args[0].value) or ""
+    if not q.startswith("torch.cuda.") or q.rsplit(".", 1)[1] not in _ACCELERATOR:
+        return
+    renames = _ACCELERATOR[q.rsplit(".", 1)[1]][3]
+    if any(a.keyword is not None and a.keyword.value in renames for a in call.args[1:]):
+        ctx.scratch.setdefault("partial-renames", {})[id(call)] = renames  # type: ignore[index]
+
+
 def _patched_cuda_api(ctx: Context, call: cst.Call) -> tuple[str, str] | None:
     """``monkeypatch.setattr(torch.cuda, "synchronize", fake)``, ``mock.patch.object(torch.cuda, "synchronize")``,
     ``mock.patch("torch.cuda.current_device", ...)``: a test patching a torch.cuda function the migration renames
@@ -747,6 +760,7 @@ class CudaToAccelerator(Rule):
             return
         if type(node) is cst.Call and node.args:
             _streams_handed_on(ctx, node)
+            _partial_keywords(ctx, node)  # type: ignore[arg-type]
             if (target := _patched_cuda_api(ctx, node)) is not None:  # type: ignore[arg-type]
                 ctx.scratch.setdefault("patched-cuda-apis", {})[id(node)] = target  # type: ignore[index]
                 ctx.skip_inside(node)  # (its `torch.cuda` is the patch's object, not a use to flag)
@@ -993,6 +1007,18 @@ class CudaToAccelerator(Rule):
         return _to_accelerator(ctx, orig, node, qname, name, (old, new_sig, rename), self.code)
 
     def leave_node(self, ctx, orig, node):
+        renames = ctx.scratch.get("partial-renames", {}).get(id(orig)) if type(orig) is cst.Call else None  # type: ignore[union-attr]
+        if renames:
+            # `partial(torch.cuda.synchronize, device=d)` (torchrl's env sync): the reference is renamed by ref();
+            # its keywords follow torch.accelerator's signature, which calls the device device_index
+            return node.with_changes(
+                args=[
+                    a.with_changes(keyword=cst.Name(renames[a.keyword.value]))
+                    if a.keyword is not None and a.keyword.value in renames
+                    else a
+                    for a in node.args
+                ]
+            )
         if type(orig) is cst.Call and id(orig) in ctx.scratch.get("patched-cuda-apis", {}):  # type: ignore[operator]
             old, new = ctx.scratch["patched-cuda-apis"][id(orig)]  # type: ignore[index]
             ctx.report(

@@ -267,6 +267,15 @@ class CudaMethod(Rule):
                 code=self.code,
             )
             return None
+        if (own := _own_placement(ctx, orig.func.value)) is not None:  # type: ignore[attr-defined]
+            ctx.flag(
+                orig,
+                f'`{code(orig.func)}()` in a class that defines its own `{own}()`: as `.to("tpu")` it would '
+                "call the class's own `to` (gpytorch's NNUtil.to recursed) or skip its `cuda`; port by hand "
+                "(`super().to(...)` and what the method does besides)",
+                code=self.code,
+            )
+            return None
         keep = [
             a
             for a in node.args
@@ -394,6 +403,17 @@ def _int_device(node: cst.BaseExpression) -> bool:
         else None
     )
     return last in _INT_DEVICE_NAMES
+
+
+def _own_placement(ctx: Context, receiver: cst.BaseExpression) -> str | None:
+    """``self.cuda()`` in a class that defines ``to`` or ``cuda`` itself: the name of that method, else None."""
+    if not (type(receiver) is cst.Name and receiver.value == "self"):
+        return None  # (super().cuda() is nn.Module's: its .to is the same)
+    cls = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.ClassDef), None)
+    if cls is None or type(cls.body) is not cst.IndentedBlock:
+        return None
+    own = {s.name.value for s in cls.body.body if type(s) is cst.FunctionDef}
+    return next((m for m in ("to", "cuda") if m in own), None)
 
 
 def _bound_to_a_device(ctx: Context, node: cst.BaseExpression) -> bool:

@@ -412,3 +412,40 @@ def test_a_device_handed_to_torchs_internal_test_harness_is_kept():
     )
     out = run(src).new_source
     assert "self.create_pg('cuda')" in out and "internal test harness" in out
+
+
+# --- gpytorch's NNUtil: `def to(self, device): ... elif "cuda" in str(device): return self.cuda()`; as
+# `self.to("tpu")` the method called itself until RecursionError ---
+def test_self_cuda_in_a_class_with_its_own_to_is_flagged_not_rewritten():
+    src = (
+        "import torch\n\n\nclass NN(torch.nn.Module):\n    def to(self, device):\n"
+        "        if 'cuda' in str(device):\n            return self.cuda()\n        return super().to(device)\n\n"
+        "    def cuda(self, device=None):\n        return super().cuda(device=device)\n"
+    )
+    out = run(src).new_source
+    assert "return self.cuda()" in out and 'self.to("tpu")' not in out
+    assert 'super().to("tpu")' in out  # (nn.Module's own .to: safe)
+    alone = run(
+        "import torch\n\n\nclass NN(torch.nn.Module):\n    def to(self, d):\n        return self.cuda()\n"
+    )
+    assert "defines its own `to()`" in alone.new_source
+
+
+def test_self_cuda_in_a_plain_module_is_still_moved():
+    src = "import torch\n\n\nclass M(torch.nn.Module):\n    def place(self):\n        return self.cuda()\n"
+    assert 'return self.to("tpu")' in run(src).new_source
+
+
+# --- torchrl's env sync: `partial(torch.cuda.synchronize, device=policy_device)` kept the keyword, which
+# torch.accelerator.synchronize calls device_index (TypeError at every synchronised rollout) ---
+def test_a_partial_of_a_renamed_function_renames_its_keywords():
+    from migrate_helpers import run_on_tpu
+
+    src = (
+        "import functools\nimport torch\n\nd = torch.device('cuda')\n"
+        "sync = functools.partial(torch.cuda.synchronize, device=d)\nsync()\nprint('synced')\n"
+    )
+    out = run(src).new_source
+    assert "functools.partial(torch.accelerator.synchronize, device_index=d)" in out
+    proc = run_on_tpu(out)
+    assert proc.returncode == 0 and "synced" in proc.stdout, proc.stderr[-1500:]
