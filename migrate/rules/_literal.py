@@ -1171,6 +1171,12 @@ class LiteralRule(Rule):
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
             if self.code == "TPU101" and "accelerator" in node.name.value.lower():  # type: ignore[attr-defined]
                 self._accelerator_returns(ctx, node)  # type: ignore[arg-type]
+            if self.code == "TPU101" and "accelerator" in ctx.source_text:
+                for p in (*node.params.params, *node.params.kwonly_params):  # type: ignore[attr-defined]
+                    if p.default is not None and _ACCELERATOR_NAME.match(p.name.value):
+                        # sam2's Trainer(accelerator="cuda") with `if accelerator == "cuda": ... else: raise`: the
+                        # default is one of the names its comparisons keep
+                        self._keep_accelerator_names(ctx, [p.default], f"the default of `{p.name.value}`")
             if _file_has(ctx, _LIMITED_IMPORT_WORDS) and id(node) in _functions_importing_limited(ctx):
                 self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
             if self.flag_compared:
@@ -1577,12 +1583,12 @@ class LiteralRule(Rule):
         ``return "cuda"`` from ``_choose_gpu_accelerator_backend``: a framework's own accelerator names ("gpu",
         "mps", "auto" beside them), not torch devices. Renamed, its documented ``accelerator="cuda"`` broke and its
         "tpu" counted NVIDIA GPUs. Kept, and flagged once a file."""
-        first = "accelerator-names" not in ctx.scratch
-        ctx.scratch["accelerator-names"] = True
         for part in parts:
             for s in literals(part) if not isinstance(part, cst.Call) else ():
                 if self.new_body(string_body(s)) is None:
                     continue
+                first = "accelerator-names" not in ctx.scratch
+                ctx.scratch["accelerator-names"] = True
                 ctx.claim_string(
                     s,
                     COMPARISON_CODE if first else "",
@@ -1594,7 +1600,6 @@ class LiteralRule(Rule):
                     else "",
                     value=None,
                 )
-                first = False
 
     def _accelerator_returns(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """``return "cuda"`` from a function named for choosing an accelerator (see _keep_accelerator_names)."""

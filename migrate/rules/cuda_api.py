@@ -16,7 +16,7 @@ import libcst as cst
 from .._foreign import third_party
 from .._host import DATA_PARALLEL, HostHelpers
 from .._walk import child_nodes
-from ..flow import PER_HOST
+from ..flow import PER_HOST, walk_regions
 from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
 from . import _helpers
 from ._calls import rebind, same_args
@@ -569,7 +569,7 @@ def _read_names(node: cst.If) -> set[str]:
 def _sets_gpu_count(body: cst.CSTNode) -> str | None:
     """The target of an assignment in ``body`` named for a framework's CUDA GPU count (``kwargs["gpus"] = -1``,
     ``self.num_gpus = n``), else None."""
-    for n in _walk_nodes(body):
+    for n in walk_regions([body]):
         if type(n) is not cst.AssignTarget:
             continue
         t = n.target
@@ -580,14 +580,6 @@ def _sets_gpu_count(body: cst.CSTNode) -> str | None:
         if key in _CUDA_GPU_COUNTS:
             return code(t)
     return None
-
-
-def _walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(child_nodes(n))
 
 
 #: Comparisons of a device count that are true where CUDA is absent.

@@ -449,3 +449,21 @@ def test_a_partial_of_a_renamed_function_renames_its_keywords():
     assert "functools.partial(torch.accelerator.synchronize, device_index=d)" in out
     proc = run_on_tpu(out)
     assert proc.returncode == 0 and "synced" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- sam2's trainer (held-out 14, re-read on today's tool): `def __init__(self, accelerator: str = "cuda")` with
+# `if accelerator == "cuda": ... else: raise`: the comparisons were kept as accelerator names while the default
+# became "tpu", and a Trainer built with the default raised "Unsupported accelerator: tpu" ---
+def test_an_accelerator_parameters_default_is_kept_with_its_comparisons(tmp_path):
+    from migrate_helpers import run_on_tpu
+
+    src = (
+        "import torch\n\n\nclass Trainer:\n    def __init__(self, accelerator: str = 'cuda'):\n"
+        "        if accelerator == 'cuda':\n            self.device = torch.device('cuda')\n"
+        "        elif accelerator == 'cpu':\n            self.device = torch.device('cpu')\n        else:\n"
+        "            raise ValueError(accelerator)\n\n\nprint(Trainer().device.type)\n"
+    )
+    out = run(src).new_source
+    assert "accelerator: str = 'cuda'" in out and "torch.device('tpu')" in out
+    proc = run_on_tpu(out)
+    assert proc.returncode == 0 and proc.stdout.strip() == "tpu", proc.stderr[-1500:]
