@@ -65,6 +65,8 @@ class BackendAskedNccl(Rule):
     node_types = (cst.FunctionDef, cst.Comparison)
 
     def visit_node(self, ctx, node):
+        if "get_backend" not in ctx.source_text:
+            return  # (cheap: the function-level walk below runs only where a backend is asked)
         if "creates-group" not in ctx.scratch:
             ctx.scratch["creates-group"] = creates_group(ctx.source_text)
         if ctx.scratch["creates-group"]:
