@@ -297,7 +297,7 @@ class Flow:
             if type(self.parents.get(parent)) is cst.Assign:
                 self._seen_regions.extend([parent.body, parent.orelse])
             if sink.startswith(
-                ("pytest.", "parameterized.")
+                ("pytest.", "parameterized.", "parametrize.", "absl.testing.parameterized.")
             ):  # (a test-case maker: the cases go to the test)
                 return f"it chooses the test cases of `{sink}`, kept with them"
             return f"it chooses a value handed to `{sink}`, a library that is not torch"
@@ -340,6 +340,8 @@ class Flow:
                 self._seen_regions.extend(regions)
                 return unseen
             return regions
+        if t is cst.Arg and (loop := self._counted_loop(parent)) is not None:
+            return [loop.body]  # `for i in range(device_count()): ...`: the body runs for each device counted
         if t is cst.Arg:
             call = self.parents.get(parent)
             if (
@@ -786,10 +788,29 @@ class Flow:
             return parent.target is node
         return t in (cst.Tuple, cst.List, cst.Element) and self._stored(parent)
 
+    def _counted_loop(self, arg: cst.CSTNode) -> cst.For | None:
+        """The ``for`` loop whose iterable is ``range(<arg>)`` (stable-dreamfusion's ``for i in
+        range(torch.cuda.device_count()): torch.cuda.mem_get_info(i)``), else None."""
+        call = self.parents.get(arg)
+        if type(call) is not cst.Call or _last_name(call.func) != "range" or len(call.args) != 1:
+            return None
+        loop = self.parents.get(call)
+        return loop if type(loop) is cst.For and loop.iter is call else None
+
     def _truth_use(self, node: cst.CSTNode) -> bool:
-        """Whether ``node``'s value is used as a truth value (a test, `not`, and/or, `> 0`)."""
+        """Whether ``node``'s value is used as a truth value (a test, `not`, and/or, `> 0`, a loop over
+        ``range(count)``, which runs only where it is above 0)."""
         parent = self.parents.get(node)
         t = type(parent)
+        if t is cst.Arg and self._counted_loop(parent) is not None:
+            return True
+        if t is cst.Assign and parent.value is node and len(parent.targets) == 1:
+            target = parent.targets[0].target  # `num = device_count()` ... `for i in range(num):`
+            if type(target) is cst.Name:
+                return any(
+                    type(arg := self.parents.get(use)) is cst.Arg and self._counted_loop(arg) is not None
+                    for use in self.uses(target)
+                )
         if t in (cst.If, cst.While, cst.IfExp, cst.Assert):
             return parent.test is node
         if t is cst.Comparison:

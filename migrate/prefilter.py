@@ -88,4 +88,14 @@ PREFILTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 
 def needs_parse(source: str) -> bool:
-    return any(word in source and regex.search(source) is not None for word, regex in PREFILTER)
+    return any(
+        word in source and regex.search(source) is not None for word, regex in PREFILTER
+    ) or names_project_kernel(source)
+
+
+def names_project_kernel(source: str) -> bool:
+    """``source`` names a module the run's project builds from CUDA sources (migrate.project's
+    ``cuda_extensions``: ``import MultiScaleDeformableAttention as MSDA`` holds no trigger word)."""
+    from .project import current  # (prefilter is imported by the project scan's own callers)
+
+    return any(name in source for name in current().cuda_extensions)

@@ -81,6 +81,10 @@ class ProjectFacts:
     #: functions of the project that return sparse tensors -> the sparse positions of their returned tuple (()
     #: for one tensor): moving those to 'tpu' fails on TorchTPU (migrate._sparse)
     sparse_returns: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: modules the project builds from CUDA sources (setup.py's ``CUDAExtension(name="MultiScaleDeformableAttention",
+    #: ...)``, ``cpp_extension.load(name="_raymarching", sources=[... ".cu"])``): importing one is importing a
+    #: CUDA kernel, whatever its name (migrate.rules.cuda_api.cuda_only_module)
+    cuda_extensions: frozenset[str] = frozenset()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -92,6 +96,7 @@ class ProjectFacts:
             or other.groups_from_data
             or other.reaches_device_limited
             or other.sparse_returns
+            or other.cuda_extensions
         ):
             return self
         params = dict(self.enum_params)
@@ -109,6 +114,7 @@ class ProjectFacts:
             tuple(dict.fromkeys((*self.groups_from_data, *other.groups_from_data))),
             {**other.reaches_device_limited, **self.reaches_device_limited},
             {**other.sparse_returns, **self.sparse_returns},
+            self.cuda_extensions | other.cuda_extensions,
         )
 
 
@@ -309,6 +315,14 @@ def scan_sources(
 ) -> ProjectFacts:
     """The facts of these (path, module text) pairs: every device-named enum, then what takes one; the
     test gates; the modules only CUDA-only files import."""
+    sources = [(p, t) for p, t in sources if len(t) <= SCAN_BYTES]
+    extensions = frozenset(n for _p, t in sources for n in cuda_extension_names(t))
+    if extensions and is_cuda_only is not None:
+        base = is_cuda_only
+
+        def is_cuda_only(mod: str, path: str, _base=base) -> bool:
+            return mod in extensions or _base(mod, path)
+
     seen: list[tuple[str, str, ast.Module | None]] = []
     gates: set[str] = set()
     probes: set[str] = set()
@@ -345,6 +359,7 @@ def scan_sources(
         groups_from_data=from_data,
         reaches_device_limited=reaches,
         sparse_returns=_sparse.sparse_returns(sparse_trees),
+        cuda_extensions=extensions,
     )
     if not enums:
         return facts
@@ -449,16 +464,113 @@ def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
 
 def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """The CUDA-only module that makes ``path`` flag-only (migrate.source.flag_only_mode: a top-level import, or
-    any import in a test file; a build from CUDA sources), else None (see also :func:`_guarded_kernels`)."""
+    any import in a test file; a build from CUDA sources; the project's own CUDA extension with no fallback
+    but another build of it), else None (see also :func:`_guarded_kernels`)."""
     test_file = is_test_file(path, text)
     for top, level, mod, _names in _imports(text):
         if not level and (top or test_file) and is_cuda_only(mod, path):
             return mod
-    if "cpp_extension" in text and _CUDA_SOURCES.search(text) and not _cuda_build_optional(text):
+    if "cpp_extension" in text and builds_cuda_sources(text) and not _cuda_build_optional(text):
         return (
             "torch.utils.cpp_extension"  # a kernel built from CUDA sources (fairseq MMS's lib.py load_inline)
         )
+    return kernel_without_fallback(path, text, is_cuda_only)
+
+
+#: The name a project gives the CUDA extension it builds: setup.py's ``CUDAExtension("name", ...)`` /
+#: ``CUDAExtension(name="pkg._C", ...)``, and a run-time build, ``load(name="_raymarching", ...)``.
+_EXTENSION_NAME = re.compile(r"""\bCUDAExtension\(\s*(?:name\s*=\s*)?['"]([\w.]+)['"]""")
+_EXTENSION_ALIAS = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*CUDAExtension[ \t]*$", re.M)
+_JIT_NAME = re.compile(r"""\bload\(\s*name\s*=\s*['"]([\w.]+)['"]""")
+
+
+def cuda_extension_names(text: str) -> Iterator[str]:
+    """The modules this file builds from CUDA sources (see ProjectFacts.cuda_extensions): each name and its last
+    part (``pkg._C`` is imported as ``from pkg import _C`` too)."""
+    found = []
+    if "CUDAExtension" in text:
+        found += _EXTENSION_NAME.findall(text)
+        # `extension = CppExtension` ... `extension = CUDAExtension` ... `extension("MultiScaleDeformableAttention",`
+        for alias in set(_EXTENSION_ALIAS.findall(text)):
+            found += re.findall(rf"""\b{alias}\(\s*(?:name\s*=\s*)?['"]([\w.]+)['"]""", text)
+    if "cpp_extension" in text and builds_cuda_sources(text):
+        found += _JIT_NAME.findall(text)
+    for name in found:
+        yield name
+        if "." in name:
+            yield name.rsplit(".", 1)[1]
+
+
+def builds_cuda_sources(text: str) -> bool:
+    """A build from CUDA sources in ``text``: ``cuda_sources=``, or a ``load``/``load_inline`` call naming a
+    ``.cu`` file (inside a comprehension too: ``sources=[os.path.join(src, f) for f in ["k.cu", ...]]``)."""
+    if _CUDA_SOURCES.search(text):
+        return True
+    if ".cu'" not in text and '.cu"' not in text:
+        return False
+    tree = _parse(text)
+    return tree is not None and any(isinstance(n, ast.Call) and _builds_cuda(n) for n in ast.walk(tree))
+
+
+def kernel_without_fallback(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
+    """A CUDA-only module imported in a ``try`` (at any level: torch-ngp's lazy ``get_backend()``) whose
+    ``except`` only imports another build of it (``from .backend import _backend``, a run-time build from
+    ``.cu`` sources) or raises: the file has no path without the kernel (stable-dreamfusion's raymarching,
+    freqencoder). A handler that sets a fallback (``MSDA = None``) makes the kernel optional: None."""
+    if "try" not in text or "except" not in text:
+        return None
+    tree = _parse(text)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try) or not node.handlers:
+            continue
+        kernel = next(
+            (
+                mod
+                for stmt in node.body
+                if isinstance(stmt, (ast.Import, ast.ImportFrom))
+                for mod in _modules_of(stmt)
+                if is_cuda_only(mod, path)
+            ),
+            None,
+        )
+        if kernel is not None and all(
+            all(_another_build(stmt, path, is_cuda_only) for stmt in h.body) for h in node.handlers
+        ):
+            return kernel
     return None
+
+
+def _modules_of(stmt: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(stmt, ast.Import):
+        return [a.name for a in stmt.names]
+    return [stmt.module] if stmt.module and not stmt.level else []
+
+
+def _another_build(stmt: ast.stmt, path: str, is_cuda_only: Callable[[str, str], bool]) -> bool:
+    """A handler's statement that offers no path without CUDA: a raise, or an import of a CUDA-only module or
+    of a project file that builds CUDA sources."""
+    if isinstance(stmt, ast.Raise):
+        return True
+    if isinstance(stmt, ast.Import):
+        return all(is_cuda_only(a.name, path) for a in stmt.names)
+    if not isinstance(stmt, ast.ImportFrom):
+        return False
+    if not stmt.level:
+        return bool(stmt.module) and is_cuda_only(stmt.module or "", path)
+    base = os.path.dirname(os.path.abspath(path))
+    for _ in range(stmt.level - 1):
+        base = os.path.dirname(base)
+    stem = os.path.join(base, *(stmt.module or "").split(".")) if stmt.module else base
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as f:
+                other = f.read(SCAN_BYTES)
+        except OSError:
+            continue
+        return "cpp_extension" in other and builds_cuda_sources(other)
+    return False
 
 
 def _guarded_kernels(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:

@@ -102,6 +102,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
             for small in stmt.body:
                 if any(cuda_only_module(m, path) for m in imported_modules(small)):
                     return "cuda-only"
+    if path and project.current().cuda_extensions and _kernel_without_fallback(source, path):
+        return "cuda-only"  # the project's own CUDA extension, whose only fallback is another build of it
     if _imports_device_limited(module, path):
         return "cuda-only"  # (also inside a module-level try: pytorchvideo's optional detectron2 detector)
     if "class " in source and _subclasses_cuda_only(source, table):
@@ -114,7 +116,7 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
         return "cuda-only"  # (TPU211 says why at the call)
     if "deepspeed" in source and _deepspeed_engine(module, source):
         return "cuda-only"  # (TPU916 says why at the engine)
-    if path and project.is_test_file(path, source):
+    if path and (project.is_test_file(path, source) or os.path.basename(path) in _CHECK_SCRIPTS):
         if _imports_cuda_only(table, path):
             return "cuda-only"
         why = project.current().built_on_cuda_only.get(os.path.abspath(path))
@@ -166,6 +168,18 @@ def _imports_device_limited(module: cst.Module, path: str | None) -> bool:
         for small in import_time_smalls(module)
         for m in imported_modules(small)
     )
+
+
+#: Scripts named as a kernel's check (Deformable-DETR's models/ops/test.py compares its CUDA extension with the
+#: PyTorch reference): importing the CUDA-only project file directly, they are its test, left as written.
+_CHECK_SCRIPTS = frozenset({"test.py", "tests.py"})
+
+
+def _kernel_without_fallback(source: str, path: str) -> bool:
+    names = project.current().cuda_extensions
+    if not any(n in source for n in names):
+        return False
+    return project.kernel_without_fallback(path, source, cuda_only_module) is not None
 
 
 def _imports_cuda_only(table: ImportTable, path: str) -> bool:

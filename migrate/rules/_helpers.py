@@ -259,12 +259,14 @@ MEMORY_SUMMARY = _helper(
 
 AUTOCAST = _helper(
     "_tpu_autocast",
-    '''def _tpu_autocast(**kwargs):
-    """Added by tpu-migrate: torch.autocast on "tpu". CUDA's autocast also ran where there was no GPU (it
-    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere (a CPU-only or
-    a Mac's run) this is CUDA's autocast as written, which switches itself off again (and leaves a CPU
-    autocast around it alone)."""
+    '''def _tpu_autocast(tpu_dtype=None, **kwargs):
+    """Added by tpu-migrate: torch.autocast on "tpu" (in tpu_dtype where the migration chose one: bfloat16 for
+    CUDA's float16). CUDA's autocast also ran where there was no GPU (it switched itself off); "tpu" names a
+    device only where TorchTPU set one up, so elsewhere (a CPU-only or a Mac's run) this is CUDA's autocast as
+    written, in its own dtype, which switches itself off again (and leaves a CPU autocast around it alone)."""
     if getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu":
+        if tpu_dtype is not None:
+            kwargs["dtype"] = tpu_dtype
         return torch.autocast("tpu", **kwargs)
     return torch.autocast("cuda", **kwargs)
 ''',
@@ -366,18 +368,18 @@ AMP_DEVICE = _helper(
 BACKEND = _helper(
     "_tpu_backend",
     '''def _tpu_backend(backend):
-    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): the GPU
-    backend's name becomes "tpu_dist"; gloo, mpi, ucc and fake are kept; in a per-device string
-    ("cuda:nccl,cpu:gloo") the GPU's entry becomes "tpu:tpu_dist" and the others are kept."""
-    if backend is None or str(backend).lower() in ("gloo", "mpi", "ucc", "fake", "tpu", "tpu_dist"):
+    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): NCCL, the
+    GPU's backend, becomes "tpu_dist"; any other name (gloo, mpi, another vendor's hccl) is kept; in a
+    per-device string ("cuda:nccl,cpu:gloo") the GPU's entry becomes "tpu:tpu_dist" and the others are kept."""
+    if backend is None:
         return backend
     if ":" in str(backend):
         entries = []
         for entry in str(backend).split(","):
-            device = entry.partition(":")[0].strip().lower()
-            entries.append(entry if device in ("cpu", "meta", "tpu") else "tpu:tpu_dist")
+            device, _, name = (part.strip().lower() for part in entry.partition(":"))
+            entries.append("tpu:tpu_dist" if device == "cuda" or name == "nccl" else entry)
         return ",".join(dict.fromkeys(entries))
-    return "tpu_dist"
+    return "tpu_dist" if str(backend).lower() == "nccl" else backend
 ''',
     (),
 )

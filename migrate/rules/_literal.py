@@ -223,6 +223,18 @@ def _error_text(node: cst.CSTNode) -> bool:
     )
 
 
+#: Calls whose string arguments are parts of a file path (Deformable-DETR's setup.py globs its ``src/cuda``
+#: folder): a "cuda" among them names a folder, never a device.
+_PATH_CALLS = frozenset(
+    {"os.path.join", "glob.glob", "glob.iglob", "pathlib.Path", "pathlib.PurePath", "os.path.exists"}
+)
+
+
+#: Keywords that name another runtime's execution provider, never a torch device (wenet's ONNX benchmark:
+#: ``provider="cuda"``, compared with "cuda" where the session is made).
+_PROVIDER_KEYWORDS = frozenset({"provider", "providers", "execution_provider", "execution_providers"})
+
+
 #: String methods that keep a value's origin (``sys.argv[1].lower()``).
 _TEXT_METHODS = frozenset({"lower", "upper", "strip", "casefold", "lstrip", "rstrip"})
 
@@ -731,6 +743,12 @@ _TEST_CASES = frozenset(
         "parameterized.parameterized",
         "parameterized.parameterized.expand",
         "parameterized.param",
+        # the `parametrize` package (xtuner's tests: `@parametrize.parametrize("device,tol", [("cuda", 1e-2)])`)
+        # and absl's parameterized test cases
+        "parametrize.parametrize",
+        "absl.testing.parameterized.parameters",
+        "absl.testing.parameterized.named_parameters",
+        "absl.testing.parameterized.product",
     }
 )
 
@@ -1273,6 +1291,17 @@ class LiteralRule(Rule):
             for a in node.args:  # the old choices stay valid (TPU103 adds the new one)
                 for s in _walk_strings(a.value):
                     ctx.claim_string(s, "", "rewritten", "", value=None)
+        elif t is cst.Call and (ctx.qname(node.func) or "") in _PATH_CALLS:
+            for a in node.args:  # os.path.join(ext_dir, "cuda", "*.cu"): a folder's name, not a device
+                for s in _walk_strings(a.value):
+                    ctx.claim_string(s, "", "rewritten", "", value=None)
+        elif t is cst.Call and any(
+            a.keyword is not None and a.keyword.value in _PROVIDER_KEYWORDS for a in node.args
+        ):
+            for a in node.args:  # run(..., provider="cuda"): an ONNX Runtime execution provider's name
+                if a.keyword is not None and a.keyword.value in _PROVIDER_KEYWORDS:
+                    for s in _walk_strings(a.value):
+                        ctx.claim_string(s, "", "rewritten", "", value=None)
         elif t is cst.Call and third_party(ctx.qname(node.func), getattr(ctx, "path", None)):
             self._keep_foreign_args(ctx, node)
         elif t is cst.Call:

@@ -25,7 +25,7 @@ _HARD_CODES_CUDA = re.compile(r"""\.cuda\(|['"]cuda(?::\d+)?['"]""")
 #: autocast being migrated named 'cuda' only for autocast: stable-audio-tools' pretransforms).
 _NOT_PLACEMENT = re.compile(
     r"""#[^\n]*|\b(?:autocast|custom_fwd|custom_bwd|GradScaler|is_autocast_enabled|get_autocast_dtype)\(\s*"""
-    r"""(?:device_type\s*=\s*|device\s*=\s*)?['"]cuda['"]"""
+    r"""(?:(?:[\w.]+\s*=\s*[\w.]+\s*,\s*)*device_type\s*=\s*|device\s*=\s*)?['"]cuda['"]"""
     r"""|\bpartial\(\s*[\w.]*autocast\s*,\s*['"]cuda['"]"""
 )
 
@@ -77,10 +77,31 @@ def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
         for i, a in enumerate(node.args)
         if not (i == 0 and a.keyword is None and not a.star) and not _is_device_kw(a)
     ]
+    chosen = next((a for a in rest if a.keyword is not None and a.keyword.value == "dtype"), None)
+    if chosen is not None:
+        # the dtype chosen for TPU (bfloat16 for CUDA's float16) is the TPU branch's only: CUDA's autocast
+        # elsewhere keeps the dtype as written (a V100 has no bfloat16 autocast)
+        written = _written_dtype(ctx, orig)
+        if written is None or code(written) != code(chosen.value):
+            rest = [a.with_changes(keyword=cst.Name("tpu_dtype")) if a is chosen else a for a in rest]
+            if written is not None:
+                rest.append(cst.Arg(written, keyword=cst.Name("dtype"), equal=_EQ))
     ctx.need_helper(AUTOCAST)
     last = len(rest) - 1
     args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == last else a for i, a in enumerate(rest)]
     return node.with_changes(func=cst.Name(AUTOCAST), args=args)
+
+
+def _written_dtype(ctx: Context, orig: cst.Call) -> cst.BaseExpression | None:
+    """The dtype the original autocast call names (None: its default)."""
+    qname = ctx.qname(orig.func) or ""
+    if qname in _PARTIAL:
+        given = kwarg(orig, "dtype")
+        return given.value if given is not None else None
+    if qname in _CUDA_AMP:
+        bound = bind(orig, _CUDA_SIGNATURE) or {}
+        return bound["dtype"].value if "dtype" in bound else None
+    return _orig_value(orig, "dtype", 1)
 
 
 _EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
@@ -413,18 +434,20 @@ class NumpyOfBf16(Rule):
         "import torch\n"
         "\n"
         "\n"
-        "def _tpu_autocast(**kwargs):\n"
-        '    """Added by tpu-migrate: torch.autocast on "tpu". CUDA\'s autocast also ran where there was no GPU (it\n'
-        '    switched itself off); "tpu" names a device only where TorchTPU set one up, so elsewhere (a CPU-only or\n'
-        "    a Mac's run) this is CUDA's autocast as written, which switches itself off again (and leaves a CPU\n"
-        '    autocast around it alone)."""\n'
+        "def _tpu_autocast(tpu_dtype=None, **kwargs):\n"
+        '    """Added by tpu-migrate: torch.autocast on "tpu" (in tpu_dtype where the migration chose one: bfloat16 for\n'
+        "    CUDA's float16). CUDA's autocast also ran where there was no GPU (it switched itself off); \"tpu\" names a\n"
+        "    device only where TorchTPU set one up, so elsewhere (a CPU-only or a Mac's run) this is CUDA's autocast as\n"
+        '    written, in its own dtype, which switches itself off again (and leaves a CPU autocast around it alone)."""\n'
         '    if getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu":\n'
+        "        if tpu_dtype is not None:\n"
+        '            kwargs["dtype"] = tpu_dtype\n'
         '        return torch.autocast("tpu", **kwargs)\n'
         '    return torch.autocast("cuda", **kwargs)\n'
         "\n"
         "\n"
         "def test(model, x):\n"
-        "    with _tpu_autocast(dtype=torch.bfloat16):\n"
+        "    with _tpu_autocast(tpu_dtype=torch.bfloat16):\n"
         "        y = model(x)\n"
         "    return y.detach().cpu().float().numpy()\n"
     )

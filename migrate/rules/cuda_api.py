@@ -2191,7 +2191,21 @@ KERNEL_MODULES = (
     # NVIDIA's GPU-initiated communication (Megatron's nvshmem copy service) and DeepSpeed-MII, whose pipelines
     # place themselves on f"cuda:{rank}" (TorchServe's MII handlers)
     *("nvshmem", "mii"),
+    # NVIDIA's inference stacks: TensorRT-LLM engines and Polygraphy's TensorRT runners (StreamDiffusion's and
+    # ChatGLM3's TensorRT paths), Riva's CUDA WFST decoders and Triton Inference Server's Python backend, whose
+    # model instances are KIND_GPU (CUDA) or KIND_CPU, never a TPU (wenet's runtime/gpu model repositories)
+    *("tensorrt_llm", "polygraphy", "riva.asrlib", "triton_python_backend_utils"),
+    # DeepSpeed4Science's Evoformer attention: CUDA kernels (openfold's use_deepspeed_evo_attention)
+    "deepspeed.ops.deepspeed4science",
+    *("k2", "fairscale.nn.data_parallel"),  # (see _DEVICE_LIMITED)
 )
+#: What to do instead of a CUDA-only serving stack (its TODO; others say to port the kernels).
+_STACK_ADVICE = {
+    "triton_python_backend_utils": "Triton Inference Server has no TPU instance kind (on a TPU host its models "
+    "run as KIND_CPU): serve on TPU with vLLM TPU or JetStream, or move tensors to 'tpu' by hand",
+    "tensorrt_llm": "TensorRT-LLM engines run on NVIDIA GPUs only: serve on TPU with vLLM TPU or JetStream",
+    "polygraphy": 'Polygraphy runs TensorRT engines (NVIDIA GPUs only): use torch.compile(backend="tpu") on TPU',
+}
 #: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
 #: general library: numba, torchrec).
 _KERNEL_ROOTS = frozenset(m for m in KERNEL_MODULES if "." not in m)
@@ -2218,6 +2232,11 @@ _DEVICE_LIMITED: dict[str, str] = {
     # Apache TVM: kernels built for the device type of their input (`tvm.build(..., target=device)`: 'llvm'
     # or 'cuda'), with no TPU target (LTSF-Linear's Pyraformer hierarchical_mm_tvm.py)
     "tvm": "hand its kernels CPU tensors, or use the plain torch path of the model (no TVM target is a TPU)",
+    # k2's FSAs and losses: CPU and CUDA contexts only (wenet's LF-MMI and HLG decoding)
+    "k2": "keep its graphs and decoding on the CPU (device 'cpu') and move the results to 'tpu'",
+    # fairscale's FSDP computes on CUDA (its default compute_device) or a CPU it is given, never 'tpu' (esm's and
+    # metaseq's FSDP training)
+    "fairscale.nn.data_parallel": "shard with torch.distributed.fsdp (fully_shard) on 'tpu' instead",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
     # AOTInductor: builds a shared library for the CPU or CUDA from the device of the model and example inputs
@@ -2409,7 +2428,10 @@ def _importable_package(folder: str, sub: list[str]) -> bool:
 def cuda_only_module(mod: str, path: str | None = None) -> bool:
     """A CUDA-only package, or a third-party module named like a compiled CUDA extension (a module of the project
     beside the file, ``cuda_utils.py``, is the project's own code; so is a package of the repository that shares a
-    CUDA stack's name, BingBertGlue's own ``nvidia/modeling.py``)."""
+    CUDA stack's name, BingBertGlue's own ``nvidia/modeling.py``); a module the project builds from CUDA sources
+    (Deformable-DETR's ``MultiScaleDeformableAttention``, named by its setup.py's CUDAExtension)."""
+    if mod in current().cuda_extensions:
+        return True
     if any(mod == m or mod.startswith(m + ".") for m in KERNEL_MODULES):
         return not _project_package(mod, path)
     last = mod.split(".")[-1]
@@ -2541,10 +2563,15 @@ class CustomKernels(Rule):
             root = mod.split(".")[0]
             if _earlier_import_of(ctx, node, root):
                 return  # one TODO per package at the top of a file (`import apex` / `from apex.parallel ...`)
-            port = (
+            port = next(
+                (
+                    advice
+                    for stack, advice in _STACK_ADVICE.items()
+                    if mod == stack or mod.startswith(stack + ".")
+                ),
                 "move its transfers to torch.distributed with the 'tpu_dist' backend"
                 if "nccl" in mod.lower()
-                else "port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op), or drop it"
+                else "port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op), or drop it",
             )
             ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); {port}", code=self.code)
 
@@ -2919,7 +2946,10 @@ class CudnnFlags(Rule):
     code = "TPU213"
     name = "cudnn-flags"
     family = "cuda_api"
-    summary = "Delete assignments to torch.backends.cudnn.benchmark/deterministic/enabled."
+    summary = (
+        "Delete assignments to torch.backends.cudnn.benchmark/deterministic/enabled; flag "
+        "torch.backends.cudnn.is_available() (False on TPU)."
+    )
     rationale = (
         "They are no-ops off CUDA. For determinism use torch.use_deterministic_algorithms, which "
         "is device-agnostic (a warning says so when `deterministic` is removed)."
@@ -2927,6 +2957,7 @@ class CudnnFlags(Rule):
     before = "import torch\n\ntorch.backends.cudnn.benchmark = True\nx = 1\n"
     after = "import torch\n\nx = 1\n"
     statements = frozenset(f"torch.backends.cudnn.{n}" for n in ("benchmark", "deterministic", "enabled"))
+    calls = frozenset({"torch.backends.cudnn.is_available"})
 
     def statement(self, ctx, orig, node, qname, call, target):
         if target is None:
@@ -2953,6 +2984,16 @@ class CudnnFlags(Rule):
         return cst.RemovalSentinel.REMOVE
 
     def call(self, ctx, orig, node, qname):
+        if qname == "torch.backends.cudnn.is_available":
+            # CodeFormer's `'cuda' if torch.cuda.is_available() and torch.backends.cudnn.is_available() else
+            # 'cpu'`: cuDNN is CUDA's library, absent on a TPU host, so the check beside it stays CUDA's (a
+            # finding here keeps it) rather than picking the CPU silently
+            ctx.flag(
+                orig,
+                "`torch.backends.cudnn.is_available()` is False on a TPU host (cuDNN is CUDA's library): drop it "
+                "from a test for an accelerator (torch.accelerator.is_available())",
+                code=self.code,
+            )
         return None
 
 

@@ -53,9 +53,9 @@ def test_a_memory_summary_is_the_accelerators_on_tpu_and_cudas_elsewhere():
     [
         (
             "with torch.cuda.amp.autocast(enabled=amp):",
-            "with _tpu_autocast(enabled=amp, dtype=torch.bfloat16):",
+            "with _tpu_autocast(enabled=amp, tpu_dtype=torch.bfloat16):",
         ),
-        ("with torch.cuda.amp.autocast(amp):", "with _tpu_autocast(enabled=amp, dtype=torch.bfloat16):"),
+        ("with torch.cuda.amp.autocast(amp):", "with _tpu_autocast(enabled=amp, tpu_dtype=torch.bfloat16):"),
         ("with torch.autocast('cuda', enabled=False):", "with _tpu_autocast(enabled=False):"),
         ("with torch.amp.autocast(device_type='cuda'):", "with _tpu_autocast():"),
     ],
@@ -68,7 +68,7 @@ def test_autocast_in_a_file_with_a_cpu_path_stays_runnable_without_a_tpu(before,
     )
     out = run(src).new_source
     assert after in out and 'torch.autocast("tpu"' in out  # (the helper's own body)
-    assert "def _tpu_autocast(**kwargs):" in out
+    assert "def _tpu_autocast(tpu_dtype=None, **kwargs):" in out
     assert run(out).new_source == out
 
 

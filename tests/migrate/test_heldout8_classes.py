@@ -59,7 +59,7 @@ def test_autocast_replayed_from_a_dict_follows_its_recorded_twin_to_tpu():
         # an fp16 keyword beside the dict is still TPU's bf16
         (
             "torch.cuda.amp.autocast(dtype=torch.float16, **kw)",
-            "_tpu_autocast(dtype=torch.bfloat16, **kw)",
+            "_tpu_autocast(tpu_dtype=torch.bfloat16, **kw)",
         ),
         # torch_xla's device argument goes, the rest follows
         ("torch_xla.amp.autocast(dev, **kw)", 'torch.autocast("tpu", **kw)'),

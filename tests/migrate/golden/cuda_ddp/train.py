@@ -19,18 +19,18 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def _tpu_backend(backend):
-    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): the GPU
-    backend's name becomes "tpu_dist"; gloo, mpi, ucc and fake are kept; in a per-device string
-    ("cuda:nccl,cpu:gloo") the GPU's entry becomes "tpu:tpu_dist" and the others are kept."""
-    if backend is None or str(backend).lower() in ("gloo", "mpi", "ucc", "fake", "tpu", "tpu_dist"):
+    """Added by tpu-migrate: a process-group backend read from data (an option, a config, a dict): NCCL, the
+    GPU's backend, becomes "tpu_dist"; any other name (gloo, mpi, another vendor's hccl) is kept; in a
+    per-device string ("cuda:nccl,cpu:gloo") the GPU's entry becomes "tpu:tpu_dist" and the others are kept."""
+    if backend is None:
         return backend
     if ":" in str(backend):
         entries = []
         for entry in str(backend).split(","):
-            device = entry.partition(":")[0].strip().lower()
-            entries.append(entry if device in ("cpu", "meta", "tpu") else "tpu:tpu_dist")
+            device, _, name = (part.strip().lower() for part in entry.partition(":"))
+            entries.append("tpu:tpu_dist" if device == "cuda" or name == "nccl" else entry)
         return ",".join(dict.fromkeys(entries))
-    return "tpu_dist"
+    return "tpu_dist" if str(backend).lower() == "nccl" else backend
 
 
 def get_args():

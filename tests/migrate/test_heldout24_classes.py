@@ -1,0 +1,210 @@
+"""Wrong rewrites found on held-out check 24 (benchmarks/migrate_corpus_heldout24.txt), each as a class in its own
+words, each asserting what the tool must (not) do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from migrate_helpers import run
+
+from tpu_workbench.migrate.rules import _helpers
+
+
+def _write(root) -> dict[str, str]:
+    """Each .py file of ``root`` after one ``--write`` of the whole tree (the project scan sees every file)."""
+    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
+    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+# --- a CUDA extension the project builds itself (Deformable-DETR's and DINO's MultiScaleDeformableAttention,
+# named in setup.py through `extension = CUDAExtension`; torch-ngp's raymarching, built at run time by
+# `load(name=...)` when the prebuilt module is missing): its wrappers' `.cuda()` fed TPU tensors to CUDA kernels
+# with no TODO, and the kernel's check script was migrated ---
+SETUP = (
+    "import torch\nfrom torch.utils.cpp_extension import CUDAExtension, CppExtension\n\n"
+    "extension = CppExtension\nif torch.cuda.is_available():\n    extension = CUDAExtension\n"
+    'ext_modules = [extension("MsdaKernels", ["src/vision.cpp"])]\n'
+)
+FUNC = (
+    "import torch\nimport MsdaKernels as MSDA\n\n\ndef attn(value, loc):\n"
+    "    return MSDA.forward(value.cuda(), loc.cuda())\n"
+)
+CHECK = "import torch\nfrom functions.func import attn\n\nvalue = torch.rand(2, 3).cuda()\nprint(attn(value, value))\n"
+
+
+def test_an_extension_the_project_builds_is_a_cuda_kernel_and_its_check_script_is_left(tmp_path):
+    root = tmp_path / "ops"
+    (root / "functions").mkdir(parents=True)
+    (root / "setup.py").write_text(SETUP)
+    (root / "functions" / "__init__.py").write_text("")
+    (root / "functions" / "func.py").write_text(FUNC)
+    (root / "test.py").write_text(CHECK)
+    out = _write(root)
+    func = out["functions/func.py"]
+    assert "TPU211" in func and "`MsdaKernels` is CUDA-only" in func
+    assert ".cuda()" in func and '"tpu"' not in func  # left as written
+    assert "left as written" in out["test.py"] and ".cuda()" in out["test.py"]
+
+
+BACKEND = (
+    "import os\nfrom torch.utils.cpp_extension import load\n\n_src = os.path.dirname(__file__)\n"
+    "_backend = load(name='_rays', sources=[os.path.join(_src, f) for f in ['rays.cu', 'bindings.cpp']])\n"
+)
+WRAPPER = (
+    "import torch\n\n\ndef get_backend():\n    try:\n        import _rays as _backend\n    except ImportError:\n"
+    "        {fallback}\n    return _backend\n\n\ndef march(x):\n    if not x.is_cuda:\n        x = x.cuda()\n"
+    "    return get_backend().march(x)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("fallback", "kept"),
+    [("from .backend import _backend", True), ("_backend = None", False)],
+)
+def test_a_kernel_whose_only_fallback_is_another_build_is_left_as_written(tmp_path, fallback, kept):
+    root = tmp_path / "proj"
+    (root / "rays").mkdir(parents=True)
+    (root / "setup.py").write_text("")
+    (root / "rays" / "__init__.py").write_text("")
+    (root / "rays" / "backend.py").write_text(BACKEND)
+    (root / "rays" / "rays.py").write_text(WRAPPER.format(fallback=fallback))
+    text = _write(root)["rays/rays.py"]
+    assert ("x = x.cuda()" in text) is kept and "`_rays` is CUDA-only" in text  # (flagged either way)
+
+
+# --- strings that are not devices: a folder in a path, another runtime's execution provider ---
+@pytest.mark.parametrize(
+    "line",
+    [
+        'sources = glob.glob(os.path.join(extensions_dir, "cuda", "*.cu"))',
+        'found = os.path.exists(os.path.join("kernels", "cuda"))',
+        'run_session(model, provider="cuda")',
+    ],
+)
+def test_a_folder_or_a_provider_named_cuda_is_kept(line):
+    src = f"import glob\nimport os\n\nimport torch\n\n{line}\nx = torch.zeros(1).cuda()\n"
+    out = run(src).new_source
+    assert line in out and '.to("tpu")' in out
+
+
+# --- xtuner's Ray worker: `backend = "hccl"` for Ascend NPUs beside "nccl"; the helper turned both into tpu_dist ---
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("hccl", "hccl"),
+        ("npu:hccl,cpu:gloo", "npu:hccl,cpu:gloo"),
+        ("nccl", "tpu_dist"),
+        ("cuda:nccl,cpu:gloo", "tpu:tpu_dist,cpu:gloo"),
+        ("xccl", "xccl"),
+    ],
+)
+def test_the_backend_helper_renames_nccl_alone(value, expected):
+    scope: dict = {}
+    exec(_helpers.helper(_helpers.BACKEND).source, scope)
+    assert scope["_tpu_backend"](value) == expected
+
+
+# --- SadTalker's arcface backbones, DINO: `torch.cuda.amp.autocast(self.fp16)` became `_tpu_autocast(enabled=...,
+# dtype=torch.bfloat16)`, and the helper's CUDA branch ran bf16 autocast on a CUDA box (a V100 refuses it) ---
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("torch.cuda.amp.autocast(self.fp16)", "_tpu_autocast(enabled=self.fp16, tpu_dtype=torch.bfloat16)"),
+        (
+            "torch.cuda.amp.autocast(dtype=torch.float16)",
+            "_tpu_autocast(tpu_dtype=torch.bfloat16, dtype=torch.float16)",
+        ),
+        ("torch.autocast('cuda', dtype=torch.bfloat16)", "_tpu_autocast(dtype=torch.bfloat16)"),
+    ],
+)
+def test_the_tpu_dtype_is_the_tpu_branchs_only(before, after):
+    src = (
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+        f"        with {before}:\n            return x\n\n\nif torch.cuda.is_available():\n    pass\n"
+    )
+    out = run(src).new_source
+    assert f"with {after}:" in out
+    scope: dict = {"torch": torch}
+    exec(_helpers.helper(_helpers.AUTOCAST).source, scope)
+    on_tpu = scope["_tpu_autocast"](tpu_dtype=torch.bfloat16, dtype=torch.float16)
+    assert on_tpu.device == "tpu" and on_tpu.fast_dtype == torch.bfloat16
+
+
+def test_an_autocast_naming_its_device_after_other_keywords_gets_the_helper():
+    # Fooocus's sub-quadratic attention, the CPU path's default: `torch.autocast(enabled=False, device_type='cuda')`
+    src = (
+        "import torch\n\n\ndef chunk(q, upcast):\n    if upcast:\n"
+        "        with torch.autocast(enabled=False, device_type = 'cuda'):\n            return q.float()\n"
+        "    return q\n"
+    )
+    out = run(src).new_source
+    assert "_tpu_autocast(enabled=False)" in out and "device_type = 'tpu'" not in out
+
+
+# --- NVIDIA serving stacks: Triton Inference Server's Python backend (KIND_GPU is CUDA, never a TPU),
+# TensorRT-LLM, Polygraphy ---
+@pytest.mark.parametrize(
+    "stack",
+    ["import triton_python_backend_utils as pb_utils", "import tensorrt_llm", "from polygraphy import cuda"],
+)
+def test_a_file_built_on_an_nvidia_serving_stack_is_left_as_written(stack):
+    src = (
+        f"{stack}\nimport torch\n\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
+        '        self.device = "cuda" if args["model_instance_kind"] == "GPU" else "cpu"\n'
+        "        self.x = torch.zeros(1).cuda()\n"
+    )
+    out = run(src).new_source
+    code = "\n".join(line for line in out.splitlines() if "TODO" not in line)
+    assert "TPU211" in out and '"cuda"' in code and ".cuda()" in code and "tpu" not in code
+
+
+@pytest.mark.parametrize(
+    "lib", ["import k2", "from fairscale.nn.data_parallel import FullyShardedDataParallel"]
+)
+def test_a_cpu_or_cuda_library_keeps_the_program_off_tpu(lib):
+    src = f"{lib}\nimport torch\n\ndevice = torch.device('cuda')\nx = torch.zeros(1, device=device)\n"
+    out = run(src).new_source
+    assert "runs on the CPU or CUDA only" in out and "'tpu'" not in out.split("TODO")[-1].split("\n", 1)[1]
+
+
+# --- stable-dreamfusion's get_GPU_mem: `num = torch.cuda.device_count()` ... `for i in range(num):
+# torch.cuda.mem_get_info(i)`: the count became 1 on a TPU host and the loop raised at every epoch's end ---
+def test_a_count_whose_loop_keeps_cuda_only_calls_stays_cudas():
+    src = (
+        "import torch\n\n\ndef mem():\n    num = torch.cuda.device_count()\n    for i in range(num):\n"
+        "        free, total = torch.cuda.mem_get_info(i)\n\n\ndef names():\n"
+        "    for i in range(torch.cuda.device_count()):\n        print(i)\n"
+    )
+    out = run(src).new_source
+    assert "num = torch.cuda.device_count()" in out and "kept as CUDA's check" in out
+    assert "range(torch.accelerator.device_count())" in out
+    assert run(out).new_source == out
+
+
+# --- CodeFormer's get_device: `'cuda' if torch.cuda.is_available() and torch.backends.cudnn.is_available() else
+# 'cpu'`: the first test renamed, the second stayed False on a TPU host: the CPU, silently ---
+def test_a_cudnn_test_beside_a_cuda_check_keeps_the_check():
+    src = (
+        "import torch\n\n\ndef get_device():\n"
+        "    return torch.device('cuda' if torch.cuda.is_available() and torch.backends.cudnn.is_available() "
+        "else 'cpu')\n"
+    )
+    out = run(src).new_source
+    assert "torch.cuda.is_available()" in out and "cudnn.is_available()` is False on a TPU host" in out
+    assert "'tpu'" not in out
+
+
+# --- xtuner's tests: `@parametrize.parametrize("device,tol", [("cuda", 1e-2)])` (the `parametrize` package) was
+# called "a library that is not torch" whose device names are its own ---
+def test_the_parametrize_package_makes_test_cases():
+    src = (
+        "import parametrize\nimport torch\n\n\nclass T:\n"
+        '    @parametrize.parametrize("device", [("cuda",)])\n    def test_x(self, device):\n'
+        "        torch.zeros(1).to(device)\n"
+    )
+    out = run(src).new_source
+    assert "is a test case of `parametrize.parametrize`" in out
