@@ -82,7 +82,7 @@ def _portable(ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call:
         # the dtype chosen for TPU (bfloat16 for CUDA's float16) is the TPU branch's only: CUDA's autocast
         # elsewhere keeps the dtype as written (a V100 has no bfloat16 autocast)
         written = _written_dtype(ctx, orig)
-        if written is None or code(written) != code(chosen.value):
+        if written is None or (code(written) != code(chosen.value) and _dtype_is_fp16(ctx, written)):
             rest = [a.with_changes(keyword=cst.Name("tpu_dtype")) if a is chosen else a for a in rest]
             if written is not None:
                 rest.append(cst.Arg(written, keyword=cst.Name("dtype"), equal=_EQ))

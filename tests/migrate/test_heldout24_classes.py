@@ -208,3 +208,17 @@ def test_the_parametrize_package_makes_test_cases():
     )
     out = run(src).new_source
     assert "is a test case of `parametrize.parametrize`" in out
+
+
+def test_a_dtype_chosen_by_a_cuda_query_is_rewritten_once():
+    # nanoVLM's measure_vram.py: `autocast(dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() else
+    # torch.float16)`: the TPU dtype is not the rule's own choice, and one run is a fixed point
+    src = (
+        "import torch\n\n\ndef f(model, x):\n    if torch.cuda.is_available():\n"
+        "        with torch.autocast(device_type='cuda', dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() "
+        "else torch.float16):\n            return model(x)\n"
+    )
+    out = run(src).new_source
+    line = next(line for line in out.splitlines() if "with " in line)
+    assert "tpu_dtype" not in line and "is_bf16_supported" not in line
+    assert run(out).new_source == out
