@@ -515,7 +515,7 @@ def builds_cuda_sources(text: str) -> bool:
 def kernel_without_fallback(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
     """A CUDA-only module imported in a ``try`` (at any level: torch-ngp's lazy ``get_backend()``) whose
     ``except`` only imports another build of it (``from .backend import _backend``, a run-time build from
-    ``.cu`` sources) or raises: the file has no path without the kernel (stable-dreamfusion's raymarching,
+    ``.cu`` sources): the file has no path without the kernel (stable-dreamfusion's raymarching,
     freqencoder). A handler that sets a fallback (``MSDA = None``) makes the kernel optional: None."""
     if "try" not in text or "except" not in text:
         return None
@@ -549,10 +549,9 @@ def _modules_of(stmt: ast.Import | ast.ImportFrom) -> list[str]:
 
 
 def _another_build(stmt: ast.stmt, path: str, is_cuda_only: Callable[[str, str], bool]) -> bool:
-    """A handler's statement that offers no path without CUDA: a raise, or an import of a CUDA-only module or
-    of a project file that builds CUDA sources."""
-    if isinstance(stmt, ast.Raise):
-        return True
+    """A handler's statement that offers no path without CUDA: an import of a CUDA-only module or of a project
+    file that builds CUDA sources. (A raise does not count: ClassyVision's `if self._use_larc: try: from apex...
+    except ImportError: raise ...` is an option that is off by default, not the module's only path.)"""
     if isinstance(stmt, ast.Import):
         return all(is_cuda_only(a.name, path) for a in stmt.names)
     if not isinstance(stmt, ast.ImportFrom):

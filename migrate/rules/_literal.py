@@ -93,10 +93,13 @@ def _names_in(ctx: Context, node: cst.CSTNode) -> frozenset[str]:
 
 
 def _is_accelerator_class(node: cst.CSTNode) -> bool:
+    """A framework's accelerator class: named as one (``CUDAAccelerator``) or built on one (``(Accelerator)``);
+    not a class that only mentions the word (xtuner's ``RayAcceleratorWorker`` sets up process groups)."""
     if not isinstance(node, cst.ClassDef):
         return False
-    names = [node.name.value, *(code(b.value) for b in node.bases)]
-    return any("accelerator" in n.lower() for n in names)
+    return node.name.value.lower().endswith("accelerator") or any(
+        "accelerator" in code(b.value).lower() for b in node.bases
+    )
 
 
 def _is_enum_class(node: cst.CSTNode) -> bool:
@@ -239,9 +242,10 @@ _PROVIDER_KEYWORDS = frozenset({"provider", "providers", "execution_provider", "
 _TEXT_METHODS = frozenset({"lower", "upper", "strip", "casefold", "lstrip", "rstrip"})
 
 
-def _external(ctx: Context, node: cst.CSTNode) -> bool:
+def _external(ctx: Context, node: cst.CSTNode, seen: frozenset[str] = frozenset()) -> bool:
     """A value read from outside the file: ``os.environ[...]``, ``os.getenv(...)``, ``cfg["device"]``, or the text
-    of an exception."""
+    of an exception. ``seen``: the names already followed (LitServe's ``accelerator = accelerator.lower()`` binds a
+    name to itself)."""
     if isinstance(node, cst.Call):
         if (  # opt['datasets']['train'].get('prefetch_mode'): a key of a nested config mapping
             type(node.func) is cst.Attribute
@@ -250,14 +254,17 @@ def _external(ctx: Context, node: cst.CSTNode) -> bool:
             and node.args
             and string_body(node.args[0].value) is not None
         ):
-            return _external(ctx, node.func.value)
+            return _external(ctx, node.func.value, seen)
         if type(node.func) is cst.Attribute and node.func.attr.value in _TEXT_METHODS:
-            return _external(ctx, node.func.value)  # sys.argv[1].lower(): the same outside text
+            return _external(ctx, node.func.value, seen)  # sys.argv[1].lower(): the same outside text
         return ctx.qname(node.func) in _ENV_READS or _error_text(node)
     if isinstance(
         node, cst.Name
     ):  # a local read once from outside: `mode = cfg.get('mode')` ... `mode == 'cuda'`
-        return (value := _only_binding(ctx, node.value)) is not None and _external(ctx, value)
+        if node.value in seen:
+            return False
+        value = _only_binding(ctx, node.value)
+        return value is not None and _external(ctx, value, seen | {node.value})
     if isinstance(node, cst.Subscript):
         if ctx.qname(node.value) in ("os.environ", "sys.argv"):
             return True  # (RVC's extract_f0.py: `mode = sys.argv[1].lower()`, a mode its launcher passes)

@@ -2204,7 +2204,8 @@ _STACK_ADVICE = {
     "triton_python_backend_utils": "Triton Inference Server has no TPU instance kind (on a TPU host its models "
     "run as KIND_CPU): serve on TPU with vLLM TPU or JetStream, or move tensors to 'tpu' by hand",
     "tensorrt_llm": "TensorRT-LLM engines run on NVIDIA GPUs only: serve on TPU with vLLM TPU or JetStream",
-    "polygraphy": 'Polygraphy runs TensorRT engines (NVIDIA GPUs only): use torch.compile(backend="tpu") on TPU',
+    "polygraphy": "Polygraphy's TensorRT and CUDA runners need an NVIDIA GPU: on TPU leave this path unused and "
+    'compile the model with torch.compile(backend="tpu")',
 }
 #: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
 #: general library: numba, torchrec).
@@ -2563,15 +2564,21 @@ class CustomKernels(Rule):
             root = mod.split(".")[0]
             if _earlier_import_of(ctx, node, root):
                 return  # one TODO per package at the top of a file (`import apex` / `from apex.parallel ...`)
-            port = next(
+            advice = next(
                 (
                     advice
                     for stack, advice in _STACK_ADVICE.items()
                     if mod == stack or mod.startswith(stack + ".")
                 ),
+                None,
+            )
+            if advice is not None:  # (an NVIDIA serving stack: what it is and what serves on TPU)
+                ctx.flag(node, f"`{mod}`: {advice}", code=self.code)
+                return
+            port = (
                 "move its transfers to torch.distributed with the 'tpu_dist' backend"
                 if "nccl" in mod.lower()
-                else "port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op), or drop it",
+                else "port to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op), or drop it"
             )
             ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); {port}", code=self.code)
 
@@ -2947,8 +2954,8 @@ class CudnnFlags(Rule):
     name = "cudnn-flags"
     family = "cuda_api"
     summary = (
-        "Delete assignments to torch.backends.cudnn.benchmark/deterministic/enabled; flag "
-        "torch.backends.cudnn.is_available() (False on TPU)."
+        "Delete assignments to torch.backends.cudnn.benchmark/deterministic/enabled; drop "
+        "torch.backends.cudnn.is_available() beside a rewritten CUDA check (False on TPU)."
     )
     rationale = (
         "They are no-ops off CUDA. For determinism use torch.use_deterministic_algorithms, which "
@@ -2957,7 +2964,7 @@ class CudnnFlags(Rule):
     before = "import torch\n\ntorch.backends.cudnn.benchmark = True\nx = 1\n"
     after = "import torch\n\nx = 1\n"
     statements = frozenset(f"torch.backends.cudnn.{n}" for n in ("benchmark", "deterministic", "enabled"))
-    calls = frozenset({"torch.backends.cudnn.is_available"})
+    node_types = (cst.BooleanOperation,)
 
     def statement(self, ctx, orig, node, qname, call, target):
         if target is None:
@@ -2984,16 +2991,30 @@ class CudnnFlags(Rule):
         return cst.RemovalSentinel.REMOVE
 
     def call(self, ctx, orig, node, qname):
-        if qname == "torch.backends.cudnn.is_available":
-            # CodeFormer's `'cuda' if torch.cuda.is_available() and torch.backends.cudnn.is_available() else
-            # 'cpu'`: cuDNN is CUDA's library, absent on a TPU host, so the check beside it stays CUDA's (a
-            # finding here keeps it) rather than picking the CPU silently
-            ctx.flag(
-                orig,
-                "`torch.backends.cudnn.is_available()` is False on a TPU host (cuDNN is CUDA's library): drop it "
-                "from a test for an accelerator (torch.accelerator.is_available())",
-                code=self.code,
-            )
+        return None
+
+    def leave_node(self, ctx, orig, node):
+        """``torch.cuda.is_available() and torch.backends.cudnn.is_available()`` (CodeFormer's get_device): cuDNN is
+        CUDA's library, absent on a TPU host, so where the run rewrites the CUDA check the cuDNN test goes with
+        it (kept, it would pick the CPU silently); where the CUDA check is kept, so is it."""
+        if type(node) is not cst.BooleanOperation or type(orig.operator) is not cst.And:
+            return None
+        for mine, theirs, new in ((orig.right, orig.left, node.left), (orig.left, orig.right, node.right)):
+            if (
+                type(mine) is cst.Call
+                and not mine.args
+                and ctx.qname(mine.func) == "torch.backends.cudnn.is_available"
+                and type(theirs) is cst.Call
+                and ctx.qname(theirs.func) == "torch.cuda.is_available"
+                and code(new) != code(theirs)
+            ):
+                ctx.report(
+                    orig,
+                    "`torch.backends.cudnn.is_available()` dropped beside the rewritten CUDA check (cuDNN is CUDA's "
+                    "library: False on a TPU host)",
+                    code=self.code,
+                )
+                return new.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else new
         return None
 
 

@@ -24,8 +24,9 @@ _POOL_METHODS = frozenset(
     {"submit", "map", "starmap", "imap", "imap_unordered", "apply_async", "map_async", "starmap_async"}
 )
 #: Code that opens an accelerator (what the migration turns into the "tpu" device), once the calls the migration
-#: deletes are gone (_DELETED: F5-TTS's run_asr_wer only called torch.cuda.set_device(rank), then ran CTranslate2).
-_OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator")
+#: deletes are gone (_DELETED: F5-TTS's run_asr_wer only called torch.cuda.set_device(rank), then ran CTranslate2);
+#: a process group on the accelerator's backend binds the worker to a device too (verl's test_engine `_worker`).
+_OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator|['\"](?:nccl|tpu_dist)['\"]")
 _DELETED = re.compile(r"torch\.cuda\.(?:set_device|empty_cache|ipc_collect|manual_seed(?:_all)?)\([^()]*\)")
 
 
