@@ -233,6 +233,13 @@ _PATH_CALLS = frozenset(
 )
 
 
+def _device_built(ctx: Context, node: cst.FormattedString) -> bool:
+    """``f"cuda{idx}"`` with no colon is a device only where its statement builds one from it (esm's
+    ``torch.device(f'cuda{device_idx}' if use_cuda else 'cpu')``), and has no other part."""
+    stmt = ctx.statement()
+    return len(node.parts) == 2 and stmt is not None and "torch.device(" in code(stmt)
+
+
 #: Keywords that name another runtime's execution provider, never a torch device (wenet's ONNX benchmark:
 #: ``provider="cuda"``, compared with "cuda" where the session is made).
 _PROVIDER_KEYWORDS = frozenset({"provider", "providers", "execution_provider", "execution_providers"})
@@ -2003,7 +2010,9 @@ class LiteralRule(Rule):
         if isinstance(node, cst.FormattedString) and len(node.parts) >= 2:
             first = node.parts[0]
             if isinstance(first, cst.FormattedStringText):
-                m = re.fullmatch(r"(cuda|xla):", first.value)
+                m = re.fullmatch(r"(cuda|xla):?", first.value)
+                if m and not first.value.endswith(":") and not _device_built(ctx, node):
+                    m = None  # (f"cuda{i}_results": a name; esm's torch.device(f'cuda{device_idx}'), idx ":0")
                 if m and self.new_body(m.group(1)) is not None:
                     if self._foreign_ordinal(ctx, orig):
                         return None

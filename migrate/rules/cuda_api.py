@@ -1607,8 +1607,15 @@ class Bf16Supported(Rule):
             if type(right) is cst.Call and ctx.qname(right.func) in self.calls:
                 ctx.scratch.setdefault("bf16-after-check", set()).add(id(right))  # type: ignore[union-attr]
         kept = ctx.scratch.get("cuda-guards", {})
-        calls = _calls_in(node) if kept or "torch.version.cuda" in ctx.source_text else []
-        if any(id(c) in kept for c in calls) or (calls and _reads_cuda_version(ctx, node)):
+        capability = isinstance(node.operator, cst.And) and _CUDA_CAPABILITY.search(code(node)) is not None
+        calls = _calls_in(node) if kept or capability or "torch.version.cuda" in ctx.source_text else []
+        if (
+            any(id(c) in kept for c in calls)
+            or (
+                calls and capability
+            )  # (Fooocus: `is_bf16_supported() and get_device_properties(...).major >= 8`)
+            or (calls and _reads_cuda_version(ctx, node))
+        ):
             # (`torch.version.cuda and torch.cuda.is_bf16_supported() and ...`: a CUDA-version test, kept and
             # flagged, beside it; folding only the bf16 part half-migrates the conjunction)
             beside = ctx.scratch.setdefault("bf16-beside-kept", set())
@@ -1632,6 +1639,12 @@ class Bf16Supported(Rule):
         if isinstance(node, cst.IfExp) and self._was_check(ctx, orig.test, node.test):
             return node.body.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else node.body
         return None
+
+
+#: A CUDA compute-capability test (an and's operand beside is_bf16_supported(): Ampere and newer), kept as CUDA's.
+_CUDA_CAPABILITY = re.compile(
+    r"torch\.cuda\.(?:get_device_properties\([^()]*(?:\([^()]*\))?[^()]*\)\.major|get_device_capability)"
+)
 
 
 @register

@@ -279,3 +279,32 @@ def test_a_spawned_worker_that_joins_an_nccl_group_is_a_device_worker():
         "def test_x():\n    mp.spawn(fn=_worker, args=(8,), nprocs=8)\n"
     )
     assert "TPU409" in run(src).new_source
+
+
+def test_a_bf16_test_beside_a_cuda_capability_test_stays_cudas():
+    # Fooocus: `torch.cuda.is_bf16_supported() and torch.cuda.get_device_properties(...).major >= 8` became a TPU
+    # test and-ed with a CUDA query that raises on TPU (swallowed by a bare except: the bf16 VAE never chosen)
+    src = (
+        "import torch\n\ntry:\n    if torch.cuda.is_bf16_supported() and "
+        "torch.cuda.get_device_properties(torch.cuda.current_device()).major >= 8:\n        dtype = torch.bfloat16\n"
+        "except Exception:\n    pass\n"
+    )
+    out = run(src).new_source
+    assert "if torch.cuda.is_bf16_supported() and" in out and "TPU205" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "after"),
+    [
+        (
+            "device = torch.device(f'cuda{device_idx}' if use_cuda else 'cpu')",
+            "device = torch.device('tpu' if use_cuda else 'cpu')",
+        ),
+        ("name = f'cuda{i}_results.txt'", "name = f'cuda{i}_results.txt'"),
+        ("key = f'cuda{i}'", "key = f'cuda{i}'"),
+    ],
+)
+def test_an_fstring_naming_cuda_without_a_colon_is_a_device_only_where_one_is_built(line, after):
+    # esm's lm_design: `use_cuda = torch.cuda.is_available() and ...` renamed, `f'cuda{device_idx}'` (":0") kept
+    src = f"import torch\n\n\ndef f(device_idx='', i=0):\n    use_cuda = torch.cuda.is_available()\n    {line}\n"
+    assert f"    {after}\n" in run(src).new_source
