@@ -66,6 +66,15 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
         for w in ("tensorrt", "deep_ep", "pynvml", "flashinfer", "cutlass", "mamba_ssm", "liger_kernel")
     ),
     ("cuda", r"\bfrom\s+cuda\b"),
+    # NVIDIA serving stacks and CPU-or-CUDA libraries imported by name (rules/cuda_api.py KERNEL_MODULES): a file
+    # holding only the import (wenet's stateful Riva decoder) still gets its TODO
+    *(
+        (w, rf"(?:^|\n)[ \t]*(?:import|from)[ \t]+{w}\b")
+        for w in ("riva", "k2", "polygraphy", "tensorrt_llm")
+    ),
+    ("triton_python", r"\btriton_python_backend_utils\b"),
+    ("fairscale", r"\bfairscale\.nn\.data_parallel\b"),
+    ("deepspeed4science", r"\bdeepspeed4science\b"),
     ("fbgemm", r"\bfbgemm_gpu\b"),
     ("torchrec", r"\btorchrec\.distributed\b"),
     # engines that pick their own device (rules/frameworks.py EngineOwnDevice, TPU916)

@@ -85,6 +85,10 @@ class ProjectFacts:
     #: ...)``, ``cpp_extension.load(name="_raymarching", sources=[... ".cu"])``): importing one is importing a
     #: CUDA kernel, whatever its name (migrate.rules.cuda_api.cuda_only_module)
     cuda_extensions: frozenset[str] = frozenset()
+    #: functions of the project's tests that only tests gated on CUDA call (torchmetrics'
+    #: ``MetricTester.run_precision_test_gpu(device="cuda")``, called by every ``@skipif(not
+    #: torch.cuda.is_available())`` test): they stay CUDA's with their callers, which the migration keeps whole
+    cuda_test_helpers: frozenset[str] = frozenset()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -97,6 +101,7 @@ class ProjectFacts:
             or other.reaches_device_limited
             or other.sparse_returns
             or other.cuda_extensions
+            or other.cuda_test_helpers
         ):
             return self
         params = dict(self.enum_params)
@@ -115,6 +120,7 @@ class ProjectFacts:
             {**other.reaches_device_limited, **self.reaches_device_limited},
             {**other.sparse_returns, **self.sparse_returns},
             self.cuda_extensions | other.cuda_extensions,
+            self.cuda_test_helpers | other.cuda_test_helpers,
         )
 
 
@@ -279,6 +285,66 @@ def _is_gate(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+#: A test decorator that runs the test only where CUDA is (``@pytest.mark.skipif(not torch.cuda.is_available(),
+#: ...)``, ``@unittest.skipUnless(torch.cuda.is_available(), ...)``), read from its source text.
+_CUDA_GATE_TEXT = re.compile(r"skip\w*\((?:[^()]|\([^()]*\))*\bcuda\.(?:is_available|device_count)\(")
+
+
+def _gated_tests(tree: ast.Module) -> list[tuple[int, int, set[str], str | None]]:
+    """(first line, last line, names it calls, its name where the function skips itself) of each function run
+    only where CUDA is: a test under a CUDA gate, or one that skips itself without CUDA (torchmetrics' retrieval
+    ``run_precision_test_gpu``: ``if not torch.cuda.is_available(): pytest.skip("Test requires GPU")``)."""
+    out = []
+    for _owner, fn in _functions(tree):
+        decorated = any(_CUDA_GATE_TEXT.search(ast.unparse(d)) for d in fn.decorator_list)
+        itself = not decorated and _is_gate(fn)
+        if decorated or itself:
+            called = {
+                _last(n.func)
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+            }
+            out.append((fn.lineno, fn.end_lineno or fn.lineno, called, fn.name if itself else None))
+    return out
+
+
+def _cuda_test_helpers(
+    sources: list[tuple[str, str]], gated: list[tuple[str, list[tuple[int, int, set[str], str | None]]]]
+) -> frozenset[str]:
+    """Functions defined in the project's test files with a CUDA device in them that only CUDA-gated tests call
+    (see ProjectFacts.cuda_test_helpers): a call anywhere else rules one out (by name: each definition of it),
+    unless a definition of that name skips itself without CUDA (the call is then gated by its callee)."""
+    wanted = {name for _p, tests in gated for _a, _b, called, _n in tests for name in called}
+    if not wanted:
+        return frozenset()
+    defined: set[str] = set()
+    for path, text in sources:
+        if "test" not in path.replace("\\", "/").lower():
+            continue
+        defined.update(m.group(1) for m in _DEF_WITH_CUDA.finditer(text) if m.group(1) in wanted)
+    if not defined:
+        return frozenset()
+    self_gated = {name for _p, tests in gated for *_rest, name in tests if name}
+    ranges = {p: [(a, b) for a, b, _c, _n in tests] for p, tests in gated}
+    names = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, sorted(defined - self_gated))) + r")\s*\(")
+    outside: set[str] = set()
+    for path, text in sources if defined - self_gated else ():
+        spans = ranges.get(path, [])
+        for m in names.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            if text[max(0, m.start() - 4) : m.start()] == "def ":
+                continue
+            if not any(a <= line <= b for a, b in spans):
+                outside.add(m.group(1))
+    return frozenset(n for n in defined if n not in outside)
+
+
+#: A def whose own lines (up to the next def or class) hold a CUDA device name.
+_DEF_WITH_CUDA = re.compile(
+    r"^[ \t]*def[ \t]+(\w+)\((?:(?!^[ \t]*(?:def|class)[ \t]).)*?['\"]cuda(?::\d+)?['\"]", re.M | re.S
+)
+
+
 def _probes(tree: ast.Module, path: str, is_cuda_only: Callable[[str, str], bool]) -> set[str]:
     """Module-level functions of ``tree`` that import a CUDA-only module (``try: import flash_attn`` then
     ``return True``), and those of the same module that call one (``check_alibi_support('flash')``)."""
@@ -328,6 +394,7 @@ def scan_sources(
     probes: set[str] = set()
     enums: dict[str, frozenset[str]] = {}
     sparse_trees: list[ast.Module] = []
+    gated_tests: list[tuple[str, list[tuple[int, int, set[str], str | None]]]] = []
     for path, text in sources:
         if len(text) > SCAN_BYTES:
             continue
@@ -341,6 +408,7 @@ def scan_sources(
             sparse_trees.append(tree)
         if tree is not None and gate_words:
             gates |= {fn.name for owner, fn in _functions(tree) if owner is None and _is_gate(fn)}
+            gated_tests.append((path, _gated_tests(tree)))
         if tree is not None and probe_words and is_cuda_only is not None:
             probes |= _probes(tree, path, is_cuda_only)
         if tree is not None and enum_words:
@@ -360,6 +428,7 @@ def scan_sources(
         reaches_device_limited=reaches,
         sparse_returns=_sparse.sparse_returns(sparse_trees),
         cuda_extensions=extensions,
+        cuda_test_helpers=_cuda_test_helpers([(p, t) for p, t, _ in seen], gated_tests),
     )
     if not enums:
         return facts

@@ -767,6 +767,17 @@ class CudaToAccelerator(Rule):
                 )
                 for part in (*node.decorators, node.body):  # (its parametrize values are CUDA's too)
                     ctx.skip_inside(part)
+            elif type(node) is cst.FunctionDef and node.name.value in current().cuda_test_helpers:
+                # torchmetrics' run_precision_test_gpu(device="cuda"): only the CUDA-gated tests above call it,
+                # and they stay CUDA's whole: migrated alone, a CUDA box ran them with 'tpu' and a TPU skipped them
+                ctx.flag(
+                    node,
+                    f"`{node.name.value}` is called only by tests that run where CUDA is (kept as CUDA code): kept "
+                    "with them; add a TPU variant of both by hand",
+                    code=self.code,
+                )
+                for part in (*node.decorators, node.params, node.body):
+                    ctx.skip_inside(part)
             return
         if type(node) is cst.Call:
             for a in node.args:

@@ -308,3 +308,33 @@ def test_an_fstring_naming_cuda_without_a_colon_is_a_device_only_where_one_is_bu
     # esm's lm_design: `use_cuda = torch.cuda.is_available() and ...` renamed, `f'cuda{device_idx}'` (":0") kept
     src = f"import torch\n\n\ndef f(device_idx='', i=0):\n    use_cuda = torch.cuda.is_available()\n    {line}\n"
     assert f"    {after}\n" in run(src).new_source
+
+
+# --- torchmetrics: `run_precision_test_gpu(..., device="cuda")` in the shared tester, called only by tests under
+# `@pytest.mark.skipif(not torch.cuda.is_available())` (kept whole as CUDA's tests) and by an override that skips
+# itself without CUDA: migrated alone, a CUDA box ran those tests with 'tpu' and a TPU host skipped them ---
+TESTER = (
+    "import torch\n\n\nclass Tester:\n    def run_precision_test_gpu(self, preds):\n"
+    '        return preds.to(device="cuda").half()\n\n    def run_cpu(self, preds):\n'
+    '        return preds.to(device="cuda")\n'
+)
+GATED = (
+    "import pytest\nimport torch\nfrom helpers.tester import Tester\n\n\nclass TestAcc(Tester):\n"
+    '    @pytest.mark.skipif(not torch.cuda.is_available(), reason="test requires cuda")\n'
+    "    def test_half_gpu(self):\n        self.run_precision_test_gpu(torch.ones(2))\n\n"
+    "    def test_plain(self):\n        self.run_cpu(torch.ones(2))\n"
+)
+
+
+def test_a_test_helper_only_cuda_gated_tests_call_stays_cudas(tmp_path):
+    root = tmp_path / "proj"
+    (root / "tests" / "helpers").mkdir(parents=True)
+    (root / "setup.py").write_text("")
+    (root / "tests" / "helpers" / "__init__.py").write_text("")
+    (root / "tests" / "helpers" / "tester.py").write_text(TESTER)
+    (root / "tests" / "test_acc.py").write_text(GATED)
+    tester = _write(root)["tests/helpers/tester.py"]
+    assert (
+        'preds.to(device="cuda").half()' in tester and "called only by tests that run where CUDA is" in tester
+    )
+    assert 'return preds.to(device="tpu")' in tester  # (a helper an ungated test calls is migrated)
