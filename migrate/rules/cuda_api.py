@@ -2616,6 +2616,13 @@ class CustomKernels(Rule):
                 "tensors (`.cpu()`) and move its result back",
                 code=self.code,
             )
+        if (
+            type(node) is cst.Call
+            and node.args
+            and ctx.qname(node.func) == "importlib.import_module"
+            and (name := string_body(node.args[0].value))
+        ):
+            self._flag(ctx, node, name)  # (openfold's importlib.import_module("attn_core_inplace_cuda"))
         if type(node) is cst.Call and ctx.qname(node.func) in _JIT_BUILDS and _builds_cuda(node):
             ctx.flag(
                 node,

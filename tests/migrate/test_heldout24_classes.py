@@ -338,3 +338,15 @@ def test_a_test_helper_only_cuda_gated_tests_call_stays_cudas(tmp_path):
         'preds.to(device="cuda").half()' in tester and "called only by tests that run where CUDA is" in tester
     )
     assert 'return preds.to(device="tpu")' in tester  # (a helper an ungated test calls is migrated)
+
+
+def test_a_cuda_extension_imported_through_importlib_is_flagged():
+    # openfold's structure_module: `attn_core_inplace_cuda = importlib.import_module("attn_core_inplace_cuda")`,
+    # called on the inference path: no TODO said so
+    src = (
+        "import importlib\nimport torch\n\n"
+        'attn_core_inplace_cuda = importlib.import_module("attn_core_inplace_cuda")\n'
+        "x = torch.zeros(1).cuda()\n"
+    )
+    out = run(src).new_source
+    assert "`attn_core_inplace_cuda` is CUDA-only" in out
