@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from .project import current
+
 #: Cheap text test run before parsing: a file that matches none of these cannot match a rule. Written
 #: against code forms, not prose: "CUDA" in a docstring does not make a file worth parsing. Each regex
 #: comes with a word that every one of its matches contains: a regex runs only over a file that holds its
@@ -105,6 +107,4 @@ def needs_parse(source: str) -> bool:
 def names_project_kernel(source: str) -> bool:
     """``source`` names a module the run's project builds from CUDA sources (migrate.project's
     ``cuda_extensions``: ``import MultiScaleDeformableAttention as MSDA`` holds no trigger word)."""
-    from .project import current  # (prefilter is imported by the project scan's own callers)
-
     return any(name in source for name in current().cuda_extensions)
