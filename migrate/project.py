@@ -317,11 +317,17 @@ def _cuda_test_helpers(
     wanted = {name for _p, tests in gated for _a, _b, called, _n in tests for name in called}
     if not wanted:
         return frozenset()
+    gates_at = {
+        (p, a) for p, tests in gated for a, _b, _c, name in tests if name
+    }  # (those that skip themselves)
     defined: set[str] = set()
     for path, text in sources:
         if "test" not in path.replace("\\", "/").lower():
             continue
-        defined.update(m.group(1) for m in _DEF_WITH_CUDA.finditer(text) if m.group(1) in wanted)
+        for m in _DEF_WITH_CUDA.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            if m.group(1) in wanted and m.group(1) not in _TEST_HOOKS and (path, line) not in gates_at:
+                defined.add(m.group(1))  # (captum's setUp skips itself without CUDA: a gate, not a helper)
     if not defined:
         return frozenset()
     self_gated = {name for _p, tests in gated for *_rest, name in tests if name}
@@ -339,6 +345,19 @@ def _cuda_test_helpers(
     return frozenset(n for n in defined if n not in outside)
 
 
+#: Methods a test framework calls itself (never a helper the tests call by name).
+_TEST_HOOKS = frozenset(
+    {
+        "setUp",
+        "tearDown",
+        "setUpClass",
+        "tearDownClass",
+        "setup_method",
+        "teardown_method",
+        "setup",
+        "teardown",
+    }
+)
 #: A def whose own lines (up to the next def or class) hold a CUDA device name.
 _DEF_WITH_CUDA = re.compile(
     r"^[ \t]*def[ \t]+(\w+)\((?:(?!^[ \t]*(?:def|class)[ \t]).)*?['\"]cuda(?::\d+)?['\"]", re.M | re.S

@@ -350,3 +350,20 @@ def test_a_cuda_extension_imported_through_importlib_is_flagged():
     )
     out = run(src).new_source
     assert "`attn_core_inplace_cuda` is CUDA-only" in out
+
+
+def test_a_setup_that_skips_itself_without_cuda_is_no_helper_and_one_run_is_a_fixed_point(tmp_path):
+    # captum's stochastic-gate tests: `setUp` compares its device with "cuda" and raises SkipTest without CUDA; the
+    # helper rule called it a helper of CUDA-gated tests on the second --write only
+    root = tmp_path / "proj"
+    (root / "tests").mkdir(parents=True)
+    (root / "setup.py").write_text("")
+    (root / "tests" / "test_gates.py").write_text(
+        "import unittest\nimport torch\n\n\nclass T(unittest.TestCase):\n    testing_device = 'cpu'\n\n"
+        "    def setUp(self):\n        super().setUp()\n"
+        "        if self.testing_device == 'cuda' and not torch.cuda.is_available():\n"
+        "            raise unittest.SkipTest('Skipping GPU test since CUDA not available.')\n\n"
+        "    def test_x(self):\n        x = torch.zeros(1).cuda()\n"
+    )
+    first = _write(root)["tests/test_gates.py"]
+    assert "called only by tests" not in first and _write(root)["tests/test_gates.py"] == first
