@@ -7,9 +7,11 @@ leaving a half-written file, and an interrupted run knows exactly what it wrote.
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,11 +101,31 @@ def migrate_text(
         ), text
     if not res.changed:
         return FileResult(path, "unchanged", res.diagnostics), text
+    broken = None if path.endswith(".ipynb") else _syntax_error(res.new_source)
+    if broken is not None and _syntax_error(text) is None:  # never break what Python could read (a tool bug)
+        return FileResult(
+            path,
+            "unparsable",
+            error=f"tpu-migrate's output would not parse ({broken}): a tool bug, please report it; left untouched",
+        ), text
     if watch is not None:
         watch.stage("diffing")
     return FileResult(
         path, "changed", res.diagnostics, unified_diff(text, res.new_source, path)
     ), res.new_source
+
+
+def _syntax_error(code: str) -> str | None:
+    """Python's own complaint about ``code`` ("line N: message"), or None when it parses."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (odd escapes the original had too)
+            compile(code, "<migrated>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError):  # (the original's own limits: not ours to judge)
+        return None
+    return None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
+from ._fstring import requote_fields
 from ._positions import start_positions
 from ._quiet import quiet_statements
 from ._spans import SourceMap
@@ -36,6 +37,7 @@ _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
 _DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
 _LOOPS = node_types(cst.For, cst.While)
 _IF = node_types(cst.If)
+_FSTRING = node_types(cst.FormattedString)
 _IF_WHILE = node_types(cst.If, cst.While)
 _NAME = node_types(cst.Name)
 _EXPRESSIONS = node_types(cst.BaseExpression)
@@ -419,6 +421,8 @@ class MigrationTransformer(cst.CSTTransformer):
                         break
         if id(original) in self.frozen:
             self._skip_depth -= 1
+        if t in _FSTRING and result is not original and isinstance(result, cst.FormattedString):
+            result = requote_fields(result)  # (a rule's "tpu" inside f"{...}": see migrate._fstring)
         if type(result) in _INDENTED and not result.body:  # type: ignore[attr-defined]
             result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         if t in _SIMPLE_LINE and id(original) in self._stmt_claims:
