@@ -1335,6 +1335,13 @@ def checks_to_keep(
             why = f"it selects `{f}`, which may be CUDA-only"
         elif cuda_test and (f := flow.cuda_state_around(c.node)):
             why = f"its function reads CUDA-only state (`{f}`): it selects a CUDA path"
+        elif (state := _saved_state_test(flow, c)) is not None:
+            # chemprop's checkpoints: `not torch.cuda.is_available() and metric.device.type != "cpu"` rebuilds a
+            # metric stored on a GPU; renamed, a TPU host kept the stale CUDA metric and failed at model.to()
+            why = (
+                f"with `{state}` it asks whether an object placed on a GPU can be used without CUDA (it was "
+                "saved on a GPU): on a TPU host the answer is still no"
+            )
         elif (listed := _collection_list(flow, c.node)) is not None:
             # open-instruct's conftest: `if not torch.cuda.is_available(): collect_ignore += [*_gpu.py]`; renamed,
             # a TPU host collects the GPU test files, whose imports need the CUDA stack
@@ -1597,6 +1604,29 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
                 )
                 break
     return out
+
+
+def _saved_state_test(flow: Flow, c: Check) -> str | None:
+    """``not torch.cuda.is_available() and x.device.type != "cpu"``: "no CUDA here, yet ``x`` is on an
+    accelerator", an object restored from a GPU machine; the text of that comparison, else None."""
+    if not c.predicate.endswith("is_available") or not c.operands:
+        return None
+    negated = flow.parents.get(c.node)
+    if type(negated) is not cst.UnaryOperation or type(negated.operator) is not cst.Not:
+        return None
+    for n in walk_regions(c.operands):
+        if (
+            type(n) is cst.Comparison
+            and _tensor_device_test(n)
+            and any(
+                type(t.operator) is cst.NotEqual
+                and type(t.comparator) is cst.SimpleString
+                and t.comparator.value.strip("'\"") == "cpu"
+                for t in n.comparisons
+            )
+        ):
+            return _code(n)[:60]
+    return None
 
 
 def _tensor_cuda_test(c: Check) -> bool:

@@ -72,7 +72,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     # holding only the import (wenet's stateful Riva decoder) still gets its TODO
     *(
         (w, rf"(?:^|\n)[ \t]*(?:import|from)[ \t]+{w}\b")
-        for w in ("riva", "k2", "polygraphy", "tensorrt_llm")
+        for w in ("riva", "k2", "polygraphy", "tensorrt_llm", "isaacgym")
     ),
     ("triton_python", r"\btriton_python_backend_utils\b"),
     ("fairscale", r"\bfairscale\.nn\.data_parallel\b"),

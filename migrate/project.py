@@ -518,7 +518,7 @@ _IMPORT = re.compile(
 #: decorator's root name (shared with migrate.source).
 KERNEL_DECORATOR = re.compile(r"^[ \t]*@[ \t]*([A-Za-z_]\w*)(?:\.\w+)*\.(?:jit|autotune|heuristics)\b", re.M)
 #: A kernel compiled from CUDA sources at run time (``load_inline(cuda_sources=...)``, ``load(sources=["k.cu"])``).
-_CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=|\bload\s*\([^)]*\.cu['\"]")
+_CUDA_SOURCES = re.compile(r"\bcuda_sources\s*=|\bextra_cuda_cflags\s*=|\bload\s*\([^)]*\.cu['\"]")
 #: What a test module holds besides its name: a test function or class, or a test framework's import (SlowFast's
 #: tools/test_net.py is the evaluation script, named like a test).
 _TEST_CONTENT = re.compile(
@@ -709,7 +709,8 @@ def _builds_cuda(call: ast.Call) -> bool:
     if name not in ("load", "load_inline"):
         return False
     return (
-        any(k.arg == "cuda_sources" for k in call.keywords)
+        # (nvcc's flags: BigVGAN's load.py passes its .cu sources through a variable)
+        any(k.arg in ("cuda_sources", "extra_cuda_cflags") for k in call.keywords)
         or any(
             isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".cu")
             for a in [*call.args, *(k.value for k in call.keywords)]

@@ -1316,6 +1316,23 @@ class LiteralRule(Rule):
                 if a.keyword is not None and a.keyword.value in _PROVIDER_KEYWORDS:
                     for s in _walk_strings(a.value):
                         ctx.claim_string(s, "", "rewritten", "", value=None)
+        elif t is cst.Call and type(node.func) is cst.Name and _autocast_alias(ctx, node.func.value):
+            # stable diffusion's `precision_scope = autocast if opt.precision == "autocast" else nullcontext` ...
+            # `with precision_scope("cuda"):`: 'tpu' there is bfloat16 (NumPy cannot hold its outputs) and raises
+            # without TorchTPU; kept, a TPU host runs the block in float32 (CUDA's autocast switches itself off)
+            for a in node.args[:1]:
+                for s in _walk_strings(a.value):
+                    if self.new_body(string_body(s)) is not None:
+                        ctx.claim_string(
+                            s,
+                            self.code,
+                            "flagged",
+                            f"`{node.func.value}` is torch.autocast here (or a no-op): its '{string_body(s)}' is "
+                            "autocast's device type, kept (a TPU host runs the block in float32); for mixed "
+                            "precision on TPU use torch.autocast('tpu', dtype=torch.bfloat16) and cast outputs "
+                            "to float before .numpy()",
+                            value=None,
+                        )
         elif t is cst.Call and third_party(ctx.qname(node.func), getattr(ctx, "path", None)):
             self._keep_foreign_args(ctx, node)
         elif t is cst.Call:
@@ -1738,6 +1755,18 @@ class LiteralRule(Rule):
         if new is None:
             return
         if claim_code == ARGPARSE_CODE:
+            if re.fullmatch(r"\w+:0*[1-9]\d*", string_body(s) or "") and self.replacement == "tpu":
+                # ElegantRL's `--device cuda:1`: 'tpu:1' does not exist in a process (one device each); the
+                # default means "a GPU of this host", on TorchTPU the process's own
+                new = self.replacement
+                ctx.scratch.setdefault("cli-ordinals", set()).add(id(s))  # type: ignore[union-attr]
+                msg = (
+                    f"{self.what} '{string_body(s)}' -> '{new}' in a command-line option (TorchTPU binds one "
+                    "device per process: 'tpu:1' would not exist); launch scripts and configs may still pass "
+                    "the old value"
+                )
+                ctx.claim_string(s, claim_code, "warned", msg)
+                return
             msg = (
                 f"{self.what} '{string_body(s)}' -> '{new}' in a command-line option; flag names are kept, "
                 "but launch scripts and configs may still pass the old value"
@@ -1996,6 +2025,8 @@ class LiteralRule(Rule):
                 return None
             if claim is not None:
                 ctx.report(orig, claim[2], code=claim[0], outcome=claim[1])
+                if id(orig) in ctx.scratch.get("cli-ordinals", ()):  # type: ignore[operator]
+                    return with_body(node, self.replacement)
             elif sole:
                 ctx.report(
                     orig,
@@ -2037,3 +2068,40 @@ class LiteralRule(Rule):
                         parts=[first.with_changes(value=f"{self.replacement}:"), *node.parts[1:]]
                     )
         return None
+
+
+_AUTOCAST_NAMES = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+    }
+)
+
+
+def _autocast_alias(ctx: Context, name: str) -> bool:
+    """``name`` is bound, in the enclosing function or the module, to torch's autocast (alone or as one branch of
+    a conditional: ``autocast if opt.precision == "autocast" else nullcontext``)."""
+    defs = [d for d in ctx.statements() if type(d) is cst.FunctionDef]
+    scope = defs[-1] if defs else ctx.module
+    cache = ctx.scratch.setdefault("autocast-aliases", {})
+    found = cache.get(id(scope))  # type: ignore[union-attr]
+    if found is None:
+        found = set()
+        todo: list[cst.CSTNode] = [scope.body if type(scope) is cst.FunctionDef else scope]  # type: ignore[union-attr]
+        while todo:
+            n = todo.pop()
+            if type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda) and n is not scope:
+                continue
+            if type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Name:  # type: ignore[attr-defined]
+                refs = [n.value, *(([n.value.body, n.value.orelse]) if type(n.value) is cst.IfExp else [])]  # type: ignore[attr-defined]
+                if any(
+                    type(r) in (cst.Name, cst.Attribute) and ctx.qname(r) in _AUTOCAST_NAMES for r in refs
+                ):
+                    found.add(n.targets[0].target.value)  # type: ignore[attr-defined]
+                continue
+            todo.extend(n.children)
+        cache[id(scope)] = found  # type: ignore[index]
+    return name in found

@@ -690,10 +690,26 @@ _STREAM_NAMES = frozenset(q.rsplit(".", 1)[1] for q in _STREAMS)
 _STREAM_METHODS = frozenset({"wait_stream", "wait_event", "record_stream", "record_event", "record"})
 
 
+def _stream_handles_read(ctx: Context, values: list[cst.BaseExpression]) -> None:
+    """``torch.cuda.current_stream().cuda_stream`` (CosyVoice's TensorRT ``execute_async_v3``): the raw CUDA handle of
+    the stream, which a TPU stream has not (torch.Stream has no ``cuda_stream``): the stream stays CUDA's."""
+    for v in values:
+        if (
+            type(v) is cst.Attribute
+            and v.attr.value == "cuda_stream"
+            and type(v.value) is cst.Call
+            and type(v.value.func) is cst.Attribute
+            and v.value.func.attr.value in _STREAM_NAMES
+            and ctx.qname(v.value.func) in _STREAMS
+        ):
+            ctx.scratch.setdefault("cuda-streams-handed", {})[id(v.value)] = ".cuda_stream"  # type: ignore[index]
+
+
 def _streams_handed_on(ctx: Context, call: cst.Call) -> None:
     """``group.broadcast(t, src=0, stream=torch.cuda.current_stream())`` where ``group`` is no torch object
     (OpenRLHF's and torchtune's vLLM PyNcclCommunicator): the callee reads the stream's CUDA handle, so the
     stream stays CUDA's (the call's qualified name is unknown, or a third-party library's)."""
+    _stream_handles_read(ctx, [a.value for a in call.args])
     streams = [
         a.value
         for a in call.args
@@ -748,6 +764,7 @@ class CudaToAccelerator(Rule):
         ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
         would run that code there. Such a guard is kept (and flagged), not rewritten."""
         if type(node) is cst.Assign:
+            _stream_handles_read(ctx, [node.value])  # type: ignore[attr-defined]
             _module_gate(ctx, node, self.code)  # type: ignore[arg-type]
             return
         if type(node) is cst.Call and node.args:
@@ -990,6 +1007,14 @@ class CudaToAccelerator(Rule):
             ctx.flag(orig, f"`{qname}()` kept as CUDA's check ({guarded}), {effect}", code=self.code)
             return None
         handed = ctx.scratch.get("cuda-streams-handed", {}).get(id(orig))  # type: ignore[union-attr]
+        if handed == ".cuda_stream":
+            ctx.flag(
+                orig,
+                f"`{qname}().cuda_stream` is the stream's raw CUDA handle (for TensorRT, CuPy, a CUDA kernel), "
+                "which a TPU stream has not: kept as CUDA code",
+                code=self.code,
+            )
+            return None
         if handed is not None:
             ctx.flag(
                 orig,
@@ -2221,7 +2246,7 @@ KERNEL_MODULES = (
     *("tensorrt_llm", "polygraphy", "riva.asrlib", "triton_python_backend_utils"),
     # DeepSpeed4Science's Evoformer attention: CUDA kernels (openfold's use_deepspeed_evo_attention)
     "deepspeed.ops.deepspeed4science",
-    *("k2", "fairscale.nn.data_parallel"),  # (see _DEVICE_LIMITED)
+    *("k2", "fairscale.nn.data_parallel", "isaacgym"),  # (see _DEVICE_LIMITED)
 )
 #: What to do instead of a CUDA-only serving stack (its TODO; others say to port the kernels).
 _STACK_ADVICE = {
@@ -2262,6 +2287,9 @@ _DEVICE_LIMITED: dict[str, str] = {
     # fairscale's FSDP computes on CUDA (its default compute_device) or a CPU it is given, never 'tpu' (esm's and
     # metaseq's FSDP training)
     "fairscale.nn.data_parallel": "shard with torch.distributed.fsdp (fully_shard) on 'tpu' instead",
+    # NVIDIA's Isaac Gym physics API (ElegantRL's own Isaac tasks): sim_device 'cpu' or 'cuda:N' only, its
+    # observation and action tensors live there (isaacgymenvs.make(sim_device=...) is a foreign call: TPU101)
+    "isaacgym": "simulate with sim_device='cpu' and move its observations to 'tpu' (and the actions back)",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
     # AOTInductor: builds a shared library for the CPU or CUDA from the device of the model and example inputs

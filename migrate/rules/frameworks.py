@@ -66,12 +66,31 @@ def _entry(ctx, call: cst.Call) -> str | None:
     f = call.func
     last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
     if last not in _ENTRY_NAMES:
-        return _subclassed_entry(ctx, f.value) if isinstance(f, cst.Name) else None
+        found = _subclassed_entry(ctx, f.value) if isinstance(f, cst.Name) else None
+        return found or _accelerator_keyword_entry(ctx, call)
     q = ctx.qname(f)
     return q if q in _ALL_ENTRIES else None
 
 
 _ALL_ENTRIES = LIGHTNING_ENTRIES | COMPOSER_ENTRIES | HF_ENTRIES
+
+
+#: What an unknown callee's ``accelerator=`` knob looks like when it is Lightning's (or a subclass's from another
+#: module or package: torch-uncertainty's ``TUTrainer(accelerator="gpu")``); torch itself has no such keyword.
+_KEYWORD_ENTRY = "lightning.Trainer"
+
+
+def _accelerator_keyword_entry(ctx, call: cst.Call) -> str | None:
+    """Lightning's entry for a call of something else that takes ``accelerator="cuda"``/``"gpu"``/...: a Trainer
+    subclass defined elsewhere (handed "tpu" it would pick Lightning's torch_xla accelerator)."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "accelerator":
+            body = string_body(a.value)
+            if body is None or body.lower() not in _LIGHTNING_KNOBS["accelerator"]:  # type: ignore[operator]
+                return None
+            q = ctx.qname(call.func)
+            return None if q is not None and q.split(".")[0] == "torch" else _KEYWORD_ENTRY
+    return None
 
 
 def _subclassed_entry(ctx, name: str) -> str | None:
@@ -152,7 +171,15 @@ class _KnobRule(Rule):
             for _text, a in found:
                 for lit in literals(a.value):
                     ctx.claim_string(lit, "", "rewritten", "", value=None)  # kept as written
-            ctx.flag(node, self.message(q.rsplit(".", 1)[1], ", ".join(t for t, _a in found)), code=self.code)
+            f = node.func
+            own = (
+                f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+            )
+            short = own if q == _KEYWORD_ENTRY and own else q.rsplit(".", 1)[1]
+            message = self.message(short, ", ".join(t for t, _a in found))
+            if q == _KEYWORD_ENTRY and own not in _ENTRY_NAMES:
+                message += f" (`{own}` takes Lightning's accelerator names)"
+            ctx.flag(node, message, code=self.code)
 
 
 @register

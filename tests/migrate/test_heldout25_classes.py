@@ -4,6 +4,8 @@ words, each asserting what the tool must (not) do."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 import pytest
 from migrate_helpers import run
@@ -40,3 +42,147 @@ def test_output_that_would_not_parse_is_never_written(monkeypatch):
     result, text = one_file.migrate_text("import torch\nx = torch.zeros(1).cuda()\n", "a.py")
     assert result.status == "unparsable" and "tool bug" in result.error
     assert text == "import torch\nx = torch.zeros(1).cuda()\n"  # left untouched
+
+
+def _write(root) -> dict[str, str]:
+    """Each .py file of ``root`` after one ``--write`` of the whole tree (the project scan sees every file)."""
+    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
+    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+# --- a stream's raw CUDA handle (CosyVoice's TensorRT `execute_async_v3(torch.cuda.current_stream().cuda_stream)`):
+# torch.accelerator's stream has no `.cuda_stream`, so the rewrite raised AttributeError on every host ---
+
+
+def test_a_streams_raw_cuda_handle_keeps_the_cuda_stream():
+    src = (
+        "import torch\n\n\ndef infer(ctx):\n    ctx.execute_async_v3(torch.cuda.current_stream().cuda_stream)\n"
+        "    handle = torch.cuda.current_stream().cuda_stream\n    torch.cuda.current_stream().synchronize()\n"
+    )
+    out = run(src).new_source
+    assert out.count("    ctx.execute_async_v3(torch.cuda.current_stream().cuda_stream)") == 1
+    assert out.count("    handle = torch.cuda.current_stream().cuda_stream") == 1
+    assert out.count("TODO(tpu-migrate TPU201)") == 2 and "raw CUDA handle" in out
+    assert "torch.accelerator.current_stream().synchronize()" in out  # a stream used as torch's is migrated
+
+
+# --- a Lightning Trainer subclass from another package (torch-uncertainty's TUTrainer(accelerator="cuda")) was
+# handed "tpu", Lightning's torch_xla accelerator ---
+
+
+@pytest.mark.parametrize("value", ["cuda", "gpu"])
+def test_an_accelerator_keyword_of_an_unknown_trainer_is_lightnings_knob(value):
+    src = (
+        "import torch\nfrom torch_uncertainty import TUTrainer\n\n"
+        f'trainer = TUTrainer(accelerator="{value}", devices=1)\nx = torch.zeros(1).cuda()\n'
+    )
+    out = run(src).new_source
+    assert f'accelerator="{value}"' in out and "TPU911" in out and "`TUTrainer(" in out
+    assert 'x = torch.zeros(1).to("tpu")' in out
+
+
+def test_torchs_own_accelerator_names_are_not_a_framework_knob():
+    out = run('import torch\n\nx = torch.zeros(1, device="cuda")\n').new_source
+    assert '"tpu"' in out and "TPU911" not in out
+
+
+# --- a CUDA kernel built at run time whose .cu sources reach load() through a variable (BigVGAN's
+# alias_free_activation/cuda/load.py passes nvcc flags): its importers and their tests were migrated unflagged ---
+
+BUILD = (
+    "import pathlib\nfrom torch.utils import cpp_extension\n\n\ndef load():\n"
+    "    src = pathlib.Path(__file__).parent\n    sources = [src / 'act.cpp', src / 'act_cuda.cu']\n"
+    "    return cpp_extension.load(name='act_cuda', sources=sources, extra_cuda_cflags=['-O3'])\n"
+)
+WRAP = "import torch\nfrom kernels import load\n\nact_cuda = load.load()\n\n\ndef act(x):\n    return act_cuda.fwd(x)\n"
+TEST = (
+    "import torch\nfrom kernels import wrap\n\n\ndef test_act():\n"
+    '    x = torch.rand(4, device="cuda")\n    assert wrap.act(x).shape == x.shape\n'
+)
+
+
+def test_a_kernel_built_with_nvcc_flags_makes_its_importers_flagged(tmp_path):
+    root = tmp_path / "proj"
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "__init__.py").write_text("")
+    (root / "kernels" / "load.py").write_text(BUILD)
+    (root / "kernels" / "wrap.py").write_text(WRAP)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_act.py").write_text(TEST)
+    out = _write(root)
+    assert "TPU211" in out["kernels/wrap.py"] and "load.py" in out["kernels/wrap.py"]
+    assert "TPU211" in out["tests/test_act.py"]
+
+
+# --- autocast reached through a variable (stable diffusion's `precision_scope = autocast if ... else
+# nullcontext; with precision_scope("cuda"):`): 'tpu' there is bfloat16 (its images then hit .numpy()) and
+# raises on a host without TorchTPU ---
+
+
+@pytest.mark.parametrize("bound", ["autocast", "torch.autocast", "autocast if opt.amp else nullcontext"])
+def test_a_device_handed_to_autocast_through_a_variable_is_kept(bound):
+    src = (
+        "import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n\n\ndef main(opt, model):\n"
+        f"    scope = {bound}\n"
+        '    with scope("cuda"):\n        x = model(torch.zeros(1).cuda())\n    return x.cpu().numpy()\n'
+    )
+    out = run(src).new_source
+    assert 'scope("cuda")' in out and "is torch.autocast here" in out
+    assert 'torch.zeros(1).to("tpu")' in out
+
+
+def test_a_call_of_another_variable_keeps_its_device_rewritten():
+    src = 'import torch\n\n\ndef main(place):\n    place("cuda")\n'
+    assert 'place("tpu")' in run(src).new_source
+
+
+# --- a simulator that runs on the CPU or CUDA only (Isaac Gym's sim_device='cuda:0'): handed 'tpu' ---
+
+
+def test_isaac_gym_is_a_cpu_or_cuda_library():
+    src = (
+        "import isaacgym\nimport torch\n\n\ndef make(i):\n"
+        '    sim_device = f"cuda:{i}" if i >= 0 else "cpu"\n    return sim_device\n'
+    )
+    out = run(src).new_source
+    assert "TPU211" in out and "`isaacgym` runs on the CPU or CUDA only" in out
+    assert 'f"cuda:{i}"' in out
+
+
+# --- a command-line default naming a GPU above 0 (ElegantRL's `--device cuda:1`) became 'tpu:1', which does not
+# exist in a process (TorchTPU binds one device each) ---
+
+
+def test_a_command_line_default_naming_another_gpu_becomes_the_processs_device():
+    src = (
+        "import argparse\nimport torch\n\np = argparse.ArgumentParser()\n"
+        'p.add_argument("--device", default="cuda:1")\np.add_argument("--first", default="cuda:0")\n'
+    )
+    out = run(src).new_source
+    assert 'default="tpu")' in out and 'default="tpu:0")' in out and "tpu:1" not in out
+
+
+# --- "no CUDA here, yet this object is on an accelerator" (chemprop's checkpoints: `not torch.cuda.is_available()
+# and metric.device.type != "cpu"` rebuilds a metric saved on a GPU): renamed, a TPU host kept the stale CUDA
+# metric ---
+
+
+def test_a_check_for_state_saved_on_a_gpu_stays_cudas():
+    src = (
+        "import torch\n\n\ndef load(metric, rebuild):\n"
+        '    if not torch.cuda.is_available() and metric.device.type != "cpu":\n        metric = rebuild(metric)\n'
+        "    return metric, torch.zeros(1).cuda()\n"
+    )
+    out = run(src).new_source
+    assert "not torch.cuda.is_available() and metric.device.type" in out and "saved on a GPU" in out
+    assert 'torch.zeros(1).to("tpu")' in out
+
+
+def test_a_plain_cpu_fallback_check_is_still_migrated():
+    src = (
+        "import torch\n\n\ndef place(x):\n"
+        "    if not torch.cuda.is_available():\n        return x\n    return x.cuda()\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator.is_available()" in out
