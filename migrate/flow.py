@@ -402,9 +402,24 @@ class Flow:
             return None
         divisors = self._divisors()
         names = [n for t in parent.targets if (n := _last_name(t.target))]
-        return next((divisors[n] for n in names if n in divisors), None) or next(
-            (self._dividends()[n] for n in names if n in self._dividends()), None
+        return (
+            next((divisors[n] for n in names if n in divisors), None)
+            or next((self._dividends()[n] for n in names if n in self._dividends()), None)
+            or self._launch_count(set(names))
         )
+
+    def _launch_count(self, names: set[str]) -> str | None:
+        """A launcher's command line written with the count (MiniCPM-V's ``os.system(f"torchrun
+        --nproc-per-node={NGPU} ...")``): one process per GPU of the host; the command's text, else None."""
+        for n in _walk(self.module):
+            if type(n) is cst.FormattedString and any(
+                type(p) is cst.FormattedStringExpression and _last_name(p.expression) in names
+                for p in n.parts
+            ):
+                text = _code(n)
+                if _LAUNCH_WORDS.search(text):
+                    return text
+        return None
 
     def _dividends(self) -> dict[str, str]:
         """Names the module divides (``gpus_per_node // cp_degree``: open-instruct's FSDP shard degree from the
@@ -1303,7 +1318,12 @@ def checks_to_keep(
             continue
         why = None
         cuda_test = False
-        if c.divides is not None:
+        if c.divides is not None and _LAUNCH_WORDS.search(c.divides):
+            why = (
+                f"{PER_HOST} and starts that many processes (`{c.divides[:60]}`): TorchTPU counts one device "
+                "per process, so a TPU host would start one; give the launcher the host's chip count"
+            )
+        elif c.divides is not None:
             derives = "%" in c.divides and "/" not in c.divides
             why = (
                 (
@@ -1606,6 +1626,12 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
     return out
 
 
+#: A command line that starts one process per device (torchrun's, DeepSpeed's, accelerate's launchers).
+_LAUNCH_WORDS = re.compile(
+    r"nproc|torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|--gpus"
+)
+
+
 def _saved_state_test(flow: Flow, c: Check) -> str | None:
     """``not torch.cuda.is_available() and x.device.type != "cpu"``: "no CUDA here, yet ``x`` is on an
     accelerator", an object restored from a GPU machine; the text of that comparison, else None."""
@@ -1689,6 +1715,10 @@ def _data_parallel_wrapper(flow: Flow, call: cst.Call) -> str | None:
 _PLACEMENT_MAPS = frozenset({"max_memory", "device_map"})
 
 
+#: What a placement map is built from (a string is accelerate's "auto"/"balanced" device_map).
+_MAP_VALUES = (cst.Dict, cst.DictComp, cst.Call, cst.SimpleString, cst.Name, cst.Subscript)
+
+
 def _placement_map_write(n: cst.CSTNode) -> str | None:
     """``max_memory.update({i: ...})``, ``max_memory[i] = ...``, ``device_map = ...`` or ``f(max_memory=...)``:
     the map's name when ``n`` writes one, else None."""
@@ -1696,9 +1726,17 @@ def _placement_map_write(n: cst.CSTNode) -> str | None:
     if t is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("update", "setdefault"):
         base = n.func.value
         return base.value if type(base) is cst.Name and base.value in _PLACEMENT_MAPS else None
-    if t is cst.AssignTarget:
-        target = n.target.value if type(n.target) is cst.Subscript else n.target
+    if t is cst.AssignTarget and type(n.target) is cst.Subscript:
+        target = n.target.value
         return target.value if type(target) is cst.Name and target.value in _PLACEMENT_MAPS else None
+    if t is cst.Assign and type(n.value) in _MAP_VALUES:
+        # (a map: `max_memory = {0: "20GiB"}`; ElegantRL's `max_memory = torch.cuda.max_memory_allocated()` is a
+        # number of its own, no placement)
+        for target in n.targets:
+            if type(target.target) is cst.Name and target.target.value in _PLACEMENT_MAPS:
+                return target.target.value
+    if t is cst.AnnAssign and n.value is not None and type(n.value) in _MAP_VALUES:
+        return n.target.value if type(n.target) is cst.Name and n.target.value in _PLACEMENT_MAPS else None
     if t is cst.Arg and n.keyword is not None and n.keyword.value in _PLACEMENT_MAPS:
         return n.keyword.value
     return None

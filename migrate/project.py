@@ -89,6 +89,9 @@ class ProjectFacts:
     #: ``MetricTester.run_precision_test_gpu(device="cuda")``, called by every ``@skipif(not
     #: torch.cuda.is_available())`` test): they stay CUDA's with their callers, which the migration keeps whole
     cuda_test_helpers: frozenset[str] = frozenset()
+    #: absolute path of a module -> the torch names it gets from ``from <project module> import *`` (ElegantRL's
+    #: ``from methods.L2A.TNCO_local_search import *`` brings ``th``, that module's ``import torch as th``)
+    star_names: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -102,6 +105,7 @@ class ProjectFacts:
             or other.sparse_returns
             or other.cuda_extensions
             or other.cuda_test_helpers
+            or other.star_names
         ):
             return self
         params = dict(self.enum_params)
@@ -121,6 +125,7 @@ class ProjectFacts:
             {**other.sparse_returns, **self.sparse_returns},
             self.cuda_extensions | other.cuda_extensions,
             self.cuda_test_helpers | other.cuda_test_helpers,
+            {**other.star_names, **self.star_names},
         )
 
 
@@ -448,6 +453,7 @@ def scan_sources(
         sparse_returns=_sparse.sparse_returns(sparse_trees),
         cuda_extensions=extensions,
         cuda_test_helpers=_cuda_test_helpers([(p, t) for p, t, _ in seen], gated_tests),
+        star_names=_star_names([(p, t) for p, t, _ in seen]),
     )
     if not enums:
         return facts
@@ -760,6 +766,54 @@ def _nearest(candidates: set[str], here: str) -> set[str]:
     depth = {c: len(os.path.commonpath([here, os.path.dirname(c)])) for c in candidates}
     best = max(depth.values())
     return {c for c in candidates if depth[c] == best}
+
+
+_STAR_IMPORT = re.compile(r"^from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\*", re.M)
+_TORCH_IMPORT = re.compile(
+    r"^import[ \t]+((?:torch|torch_xla)(?:\.\w+)*)(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$", re.M
+)
+
+
+def _star_names(sources: list[tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """For each module with a ``from <project module> import *``: the torch names that brings (see
+    ProjectFacts.star_names), through chains of star imports too."""
+    stars = {p: _STAR_IMPORT.findall(t) for p, t in sources if "import *" in t}
+    if not stars:
+        return {}
+    files = {p for p, _ in sources}
+    by_key: dict[str, set[str]] = {}
+    for p in files:
+        if p.endswith(".py"):
+            for k in _module_keys(p):
+                by_key.setdefault(k, set()).add(p)
+    own: dict[str, dict[str, str]] = {}
+    for p, t in sources:
+        if "import torch" in t or "import torch_xla" in t:
+            found = {
+                alias or mod.split(".")[0]: mod if alias else mod.split(".")[0]
+                for mod, alias in _TORCH_IMPORT.findall(t)
+            }
+            if found:
+                own[p] = found
+    links = {
+        p: {t for dots, mod in found for t in _targets(p, len(dots), mod, [], by_key, files)}
+        for p, found in stars.items()
+    }
+    out: dict[str, dict[str, str]] = {}
+    for p in links:
+        names: dict[str, str] = {}
+        seen, todo = {p}, list(links[p])
+        while todo:
+            t = todo.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            for k, v in own.get(t, {}).items():
+                names.setdefault(k, v)
+            todo.extend(links.get(t, ()))
+        if names:
+            out[os.path.abspath(p)] = names
+    return out
 
 
 def _cuda_only_links(

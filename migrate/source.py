@@ -609,6 +609,12 @@ def _rule_pass(
         raise UnparsableError(*describe_syntax_error(text, exc)) from exc
     watch.stage("resolving names")
     table = import_table(module)
+    if path and "import *" in text and (star := project.current().star_names.get(os.path.abspath(path))):
+        for (
+            name,
+            qname,
+        ) in star.items():  # (torch names a project module's `import *` brings: ElegantRL's `th`)
+            table.module_scope.names.setdefault(name, qname)
     mode = flag_only_mode(source, module, table, path)
     if mode == "spmd" and "TPU901" not in codes:
         mode = "normal"

@@ -1524,6 +1524,30 @@ class LiteralRule(Rule):
         not; renamed alone, the case and its skip would disagree. Kept, with what to add instead. The first
         argument names the test's parameters (habitat's ``parametrize("cuda", [True, False])``): kept silently."""
         names_first = ctx.qname(call.func) == "pytest.mark.parametrize"
+        values = [
+            string_body(s)
+            for i, a in enumerate(call.args)
+            if not (
+                names_first
+                and (
+                    (i == 0 and a.keyword is None)
+                    or (a.keyword is not None and a.keyword.value == "argnames")
+                )
+            )
+            for s in _chosen_strings(a.value)
+        ]
+        one_case = (ctx.qname(call.func) or "").endswith(".param")  # (pytest.param: one case of a list)
+        if not one_case and not any((b or "").split(":")[0] in _OTHER_DEVICE_CASES for b in values):
+            # xtuner's model tests: `("cuda", 1, False, ...)` is every case, no CPU alternative: the test is a CUDA
+            # test whose body moves to 'tpu' with it; kept alone, the case asked for NCCL beside 'tpu' tensors
+            for i, a in enumerate(call.args):
+                if names_first and (
+                    (i == 0 and a.keyword is None)
+                    or (a.keyword is not None and a.keyword.value == "argnames")
+                ):
+                    for s in _walk_strings(a.value):
+                        ctx.claim_string(s, "", "rewritten", "", value=None)
+            return
         for i, a in enumerate(call.args):
             if names_first and (
                 (i == 0 and a.keyword is None) or (a.keyword is not None and a.keyword.value == "argnames")
@@ -2069,6 +2093,9 @@ class LiteralRule(Rule):
                     )
         return None
 
+
+#: Devices a parametrized test offers beside CUDA (its 'cuda' case is then one of several, with its own skip).
+_OTHER_DEVICE_CASES = frozenset({"cpu", "mps", "xpu", "meta", "hpu", "npu", "xla", "tpu"})
 
 _AUTOCAST_NAMES = frozenset(
     {

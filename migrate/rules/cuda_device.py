@@ -580,19 +580,23 @@ class SparseToDevice(Rule):
         names = ctx.scratch.get("sparse-names")
         if names is None:  # (once per file, at its first move)
             names = ctx.scratch["sparse-names"] = self._sparse_names(ctx)
-        if receiver.value in names:  # type: ignore[operator]
+        scope = ".".join(d.name.value for d in ctx.enclosing_definitions())
+        made = names.get((scope, receiver.value)) or names.get(("", receiver.value))  # type: ignore[union-attr]
+        if made is not None:
             ctx.flag(
                 node,
-                f"`{receiver.value}` is a sparse tensor (from `{names[receiver.value]}(...)`): TorchTPU has no "
+                f"`{receiver.value}` is a sparse tensor (from `{made}(...)`): TorchTPU has no "
                 f"sparse tensors (moving one raises); move `{receiver.value}.to_dense()` (torch.mm / torch.spmm "
                 "take it) if it fits, or keep the sparse product on the CPU",
                 code=self.code,
             )
 
-    def _sparse_names(self, ctx: Context) -> dict[str, str]:
-        """Names the file binds to sparse tensors -> the call that made them (by name, in any scope): a sparse
-        constructor, or a project function returning one (at the sparse positions of its returned tuple). Read
-        from Python's tree of the whole file: a partial parse leaves statements no rule names as text."""
+    def _sparse_names(self, ctx: Context) -> dict[tuple[str, str], str]:
+        """(scope, name) the file binds to a sparse tensor -> the call that made it: a sparse constructor, or a
+        project function returning one (at the sparse positions of its returned tuple). The scope is the dotted
+        path of the enclosing defs ("" at module level): pytext's sparse ``x`` of one test is not the batch ``x``
+        of another. Read from Python's tree of the whole file: a partial parse leaves statements no rule names
+        as text."""
         returns = facts_for(ctx.scratch, ctx.source_text).sparse_returns
         text = ctx.source_text
         if "sparse" not in text and not any(f in text for f in returns):
@@ -603,11 +607,20 @@ class SparseToDevice(Rule):
                 tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError):
                 return {}
-        names: dict[str, str] = {}
-        for n in ast.walk(tree):
+        names: dict[tuple[str, str], str] = {}
+        todo: list[tuple[ast.AST, str]] = [(tree, "")]
+        while todo:
+            n, scope = todo.pop()
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and len(n.targets) == 1:
-                _note(n, returns, names)
+                found: dict[str, str] = {}
+                _note(n, returns, found)
+                names.update({(scope, k): v for k, v in found.items()})
+            inner = f"{scope}.{n.name}".lstrip(".") if isinstance(n, _DEFS) else scope
+            todo.extend((c, inner) for c in ast.iter_child_nodes(n))
         return names
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _note(node: ast.Assign, returns: dict[str, tuple[int, ...]], names: dict[str, str]) -> None:
