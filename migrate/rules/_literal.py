@@ -484,14 +484,22 @@ def _device_choice(value: cst.BaseExpression) -> cst.SimpleString | None:
 
 
 def _unresolved_cuda_check(ctx: Context, test: cst.BaseExpression) -> str | None:
-    """The text of a ``<name>.cuda.is_available()`` call in ``test`` whose name is a parameter of a def around it
-    (a marimo cell's ``def _(torch):``) and resolves to no import, else None."""
+    """The text of a ``<name>.cuda.is_available()`` call in ``test`` whose name resolves to no import: a parameter
+    of a def around it (a marimo cell's ``def _(torch):``), or, in a file with ``from ... import *``, a name the
+    file binds nowhere (ElegantRL's ``th``, from a module the repository does not hold), else None."""
     params = {
         p.name.value
         for s in ctx.statements()
         if type(s) is cst.FunctionDef
         for p in (*s.params.params, *s.params.posonly_params, *s.params.kwonly_params)  # type: ignore[attr-defined]
     }
+    if "import *" in ctx.source_text and "cuda" in code(test):
+        table = getattr(ctx, "table", None)
+        params |= {
+            n.value
+            for n in _names_under(test)
+            if table is not None and not table.lookup(n.value, list(getattr(ctx, "_scopes", [])))[0]
+        }
     if not params:
         return None
     todo: list[cst.CSTNode] = [test]
@@ -510,6 +518,17 @@ def _unresolved_cuda_check(ctx: Context, test: cst.BaseExpression) -> str | None
             return code(n)
         todo.extend(child_nodes(n))
     return None
+
+
+def _names_under(node: cst.CSTNode) -> list[cst.Name]:
+    out: list[cst.Name] = []
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.Name:
+            out.append(n)  # type: ignore[arg-type]
+        todo.extend(child_nodes(n))
+    return out
 
 
 def _sets_device_map(node: cst.CSTNode) -> bool:
@@ -1092,6 +1111,20 @@ class LiteralRule(Rule):
         said = False
         while todo:
             n = todo.pop()
+            if (
+                type(n) is cst.FormattedString
+                and n.parts  # type: ignore[attr-defined]
+                and type(n.parts[0]) is cst.FormattedStringText  # type: ignore[attr-defined]
+                and self.new_body(n.parts[0].value.split(":")[0]) is not None  # type: ignore[attr-defined]
+            ):
+                # f"cuda:{gpu_id}": kept with its check as the plain literal is (see the FormattedString leave)
+                ctx.scratch.setdefault("kept-fstrings", {})[id(n)] = (  # type: ignore[index]
+                    ""
+                    if said
+                    else f"'{n.parts[0].value}...' is chosen by `{check}`, whose name this file does not import: "  # type: ignore[attr-defined]
+                    "kept with its check; migrate both together (torch.accelerator.is_available() and 'tpu')"
+                )
+                said = True
             if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
                 ctx.claim_string(
                     n,
@@ -1547,6 +1580,16 @@ class LiteralRule(Rule):
                 ):
                     for s in _walk_strings(a.value):
                         ctx.claim_string(s, "", "rewritten", "", value=None)
+                    continue
+                for s in _chosen_strings(a.value):  # every case, a row with other strings too (a name list)
+                    if (new := self.new_body(string_body(s))) is not None:
+                        ctx.claim_string(
+                            s,
+                            self.code,
+                            "rewritten",
+                            f"{self.what} '{string_body(s)}' -> '{new}' (a test case of `{callee}`; every case is "
+                            "CUDA's: the test moves with its body)",
+                        )
             return
         for i, a in enumerate(call.args):
             if names_first and (
@@ -2062,6 +2105,16 @@ class LiteralRule(Rule):
             else:
                 ctx.report(orig, f"{self.what} '{string_body(node)}' -> '{new}'", code=self.code)
             return with_body(node, new)
+        if (
+            isinstance(node, cst.FormattedString)
+            and (
+                kept := ctx.scratch.get("kept-fstrings", {}).get(id(orig))  # type: ignore[union-attr]
+            )
+            is not None
+        ):
+            if kept:
+                ctx.flag(orig, kept, code=self.code)
+            return None
         if isinstance(node, cst.FormattedString) and len(node.parts) >= 2:
             first = node.parts[0]
             if isinstance(first, cst.FormattedStringText):

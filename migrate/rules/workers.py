@@ -121,6 +121,21 @@ def _short(call: cst.Call) -> str:
 def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
     """Why the function a started process runs opens the device (this module's def, read; another module's,
     when this file hands devices around), or None."""
+    if (
+        type(target) is cst.Attribute
+        and type(target.value) is cst.Name
+        and target.value.value == "self"
+        and (cls := next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.ClassDef), None))
+        is not None
+    ):
+        # ElegantRL's AM_TSP: `mp.spawn(self._train_worker, nprocs=world_size)`, a method of this class
+        method = next(
+            (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == target.attr.value),
+            None,
+        )
+        if method is not None and _opens(code(method.body)):
+            return f"`{code(target)}`"
+        return None
     if type(target) is cst.Name:
         fn = _module_function(getattr(ctx, "module", None), target.value)
         if fn is not None:
@@ -129,7 +144,7 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
             # Depth-Anything's main_worker reaches the device only through the project's parallelize()
             for callee in _called_names(fn):
                 qname = ctx.qname(callee)
-                body = _project_function(ctx, qname) if qname else None
+                body = _project_function(ctx, qname, hops=2) if qname else None
                 if body is not None and _opens(body):
                     return f"`{target.value}`, through `{callee.value}`"
             return None
@@ -155,9 +170,11 @@ def _called_names(fn: cst.CSTNode) -> list[cst.Name]:
     return list(seen.values())
 
 
-def _project_function(ctx: Context, qname: str) -> str | None:
+def _project_function(ctx: Context, qname: str, hops: int = 0) -> str | None:
     """The source of the function ``qname`` names when it is defined in a module of the run's tree (found by its
-    dotted path below the tree or its src/ folder, or beside this file), else None."""
+    dotted path below the tree or its src/ folder, or beside this file), else None; with ``hops``, followed by the
+    source of the functions of the same module it calls, that many calls deep (pytext's train_model ->
+    prepare_task -> _set_cuda)."""
     module, _, name = qname.rpartition(".")
     if not module:
         return None
@@ -173,12 +190,33 @@ def _project_function(ctx: Context, qname: str) -> str | None:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
-            for node in ast.parse(text).body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                    return ast.get_source_segment(text, node) or ""
+            defs = {
+                n.name: n
+                for n in ast.parse(text).body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            if name in defs:
+                return _with_callees(text, defs, name, hops)
         except (OSError, SyntaxError, ValueError):
             return None
     return None
+
+
+def _with_callees(text: str, defs: dict[str, ast.AST], name: str, hops: int) -> str:
+    """The source of ``defs[name]`` and of the module's functions it calls, ``hops`` calls deep."""
+    parts, seen, level = [], {name}, [name]
+    for depth in range(hops + 1):
+        nxt = []
+        for n in level:
+            parts.append(ast.get_source_segment(text, defs[n]) or "")  # type: ignore[arg-type]
+            if depth < hops:
+                for c in ast.walk(defs[n]):
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in defs:
+                        if c.func.id not in seen:
+                            seen.add(c.func.id)
+                            nxt.append(c.func.id)
+        level = nxt
+    return "\n".join(parts)
 
 
 def _module_function(module: cst.Module | None, name: str) -> cst.FunctionDef | cst.ClassDef | None:

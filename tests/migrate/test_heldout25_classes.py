@@ -273,3 +273,65 @@ def test_a_sparse_name_is_matched_in_its_own_function_only():
     )
     out = run(src).new_source
     assert out.count("TPU110") == 1 and out.index("TPU110") < out.index("def batches")
+
+
+def test_all_cuda_cases_move_also_in_rows_with_other_strings():
+    # (xtuner's `("cuda", "all2all", 4, 1)` rows, two strings each, were kept as name lists while the row with
+    # one string moved: the file reached its fixed point only on the second --write)
+    src = (
+        "import parametrize\nimport torch\n\n\nclass T:\n"
+        '    @parametrize.parametrize("device,dispatcher,ep", [("cuda", None, 1), ("cuda", "all2all", 4)])\n'
+        "    def test_x(self, device, dispatcher, ep):\n        return torch.zeros(1, device=device)\n"
+    )
+    out = run(src).new_source
+    assert '("tpu", None, 1), ("tpu", "all2all", 4)' in out
+    assert run(out).new_source == out
+
+
+# --- a check whose torch comes from a star import of a module the repository does not hold (ElegantRL's
+# `th.cuda.is_available()` after `from methods.L2A.TNCO_local_search import *`): its f"cuda:{i}" became 'tpu' and
+# the check stayed CUDA's ---
+
+
+def test_a_choice_by_an_unresolvable_check_is_kept_with_it():
+    src = (
+        "from missing.module import *\n\n\ndef main(gpu_id):\n"
+        '    return th.device(f"cuda:{gpu_id}" if th.cuda.is_available() and gpu_id >= 0 else "cpu")\n'
+    )
+    res = run(src)
+    assert 'f"cuda:{gpu_id}" if th.cuda.is_available()' in res.new_source
+    assert res.new_source.count("TODO(tpu-migrate TPU101)") == 1 and "does not import" in res.new_source
+
+
+# --- workers started with a bound method (ElegantRL's `mp.spawn(self._train_worker, ...)`) or reaching the device
+# through the project's functions two calls deep (pytext's run_single -> train_model -> prepare_task -> _set_cuda)
+# were not flagged (TPU409) ---
+
+
+def test_a_bound_method_started_in_processes_is_checked():
+    src = (
+        "import torch\nimport torch.multiprocessing as mp\n\n\nclass Trainer:\n"
+        "    def _train_worker(self, rank):\n        x = torch.zeros(1).cuda()\n\n"
+        "    def train(self):\n        mp.spawn(self._train_worker, nprocs=torch.cuda.device_count())\n"
+    )
+    out = run(src).new_source
+    assert "TPU409" in out and "`self._train_worker`" in out
+
+
+def test_a_worker_reaching_the_device_through_project_functions_is_checked(tmp_path):
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "workflow.py").write_text(
+        "import torch\n\n\ndef _set_cuda(use):\n    if use and torch.cuda.is_available():\n"
+        "        torch.cuda.set_device(0)\n\n\ndef prepare(cfg):\n    _set_cuda(cfg.cuda)\n\n\n"
+        "def train_model(cfg):\n    prepare(cfg)\n"
+    )
+    (root / "pkg" / "main.py").write_text(
+        "import torch\nfrom torch.multiprocessing.spawn import spawn\nfrom pkg.workflow import train_model\n\n\n"
+        "def run_single(rank, cfg):\n    train_model(cfg)\n\n\n"
+        "def main(cfg):\n    if cfg.world_size > 1:\n        spawn(run_single, (cfg,), cfg.world_size)\n"
+        "    x = torch.zeros(1).cuda()\n"
+    )
+    out = _write(root)["pkg/main.py"]
+    assert "TPU409" in out and "through `train_model`" in out
