@@ -475,10 +475,17 @@ def _tensor_device_arg(call: ast.Call) -> bool:
     return type(first) is ast.Attribute and first.attr == "device"
 
 
+#: What TPU205 writes for CUDA's device queries where it can (elsewhere it keeps them): a caller's check that kept
+#: CUDA's for the query keeps it on a second run too, over the migrated callee (OLMo-core's GPU monitor callback)
+_REWRITTEN_QUERIES = frozenset({"torch.tpu.get_device_name", "torch.tpu.get_device_properties"})
+
+
 def _unmigrated_cuda_call(call: ast.Call, roots: dict) -> str | None:
     dotted = _dotted(call.func, roots)
     if dotted.startswith("torch.cuda.") and dotted not in MIGRATED_CUDA_CALLS | MIGRATED_AMP_CALLS:
         return dotted
+    if dotted in _REWRITTEN_QUERIES:
+        return "torch.cuda." + dotted.rsplit(".", 1)[1]
     if dotted in DATA_PARALLEL:
         return dotted  # (captum's influence helpers wrap the model in DataParallel behind a CUDA check)
     return None
