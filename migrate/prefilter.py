@@ -75,6 +75,7 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
         for w in ("riva", "k2", "polygraphy", "tensorrt_llm", "isaacgym")
     ),
     ("triton_python", r"\btriton_python_backend_utils\b"),
+    ("load_in_", r"\bload_in_[48]bit\s*=\s*(?!False\b)"),  # bitsandbytes through transformers (TPU211)
     ("fairscale", r"\bfairscale\.nn\.data_parallel\b"),
     ("deepspeed4science", r"\bdeepspeed4science\b"),
     ("fbgemm", r"\bfbgemm_gpu\b"),

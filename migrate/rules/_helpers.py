@@ -257,6 +257,18 @@ MEMORY_SUMMARY = _helper(
 ''',
 )
 
+MEMORY_STAT = _helper(
+    "_tpu_memory_stat",
+    '''def _tpu_memory_stat(name, *args):
+    """Added by tpu-migrate: torch.accelerator's memory statistic `name` (TorchTPU answers them). Where no
+    accelerator is present CUDA's returned 0 (memory_stats: an empty dict) and torch.accelerator's raise: the
+    same answer as CUDA's there."""
+    if torch.accelerator.current_accelerator(check_available=True) is None:
+        return {} if name == "memory_stats" else 0
+    return getattr(torch.accelerator, name)(*args)
+''',
+)
+
 AUTOCAST = _helper(
     "_tpu_autocast",
     '''def _tpu_autocast(tpu_dtype=None, **kwargs):
@@ -275,9 +287,10 @@ AUTOCAST = _helper(
 IMPORT_TIME_DEVICE = _helper(
     "_tpu_device",
     '''def _tpu_device(index=None):
-    """Added by tpu-migrate: torch.device("cuda") built when the code is imported (a module constant, a class
-    attribute, a parameter default): "tpu" where TorchTPU set one up; elsewhere CUDA's as written, which any
-    machine can build ("tpu" names a device type only where TorchTPU is loaded: importing would fail)."""
+    """Added by tpu-migrate: torch.device("cuda") built where any machine runs it (when the code is imported: a
+    module constant, a class attribute, a parameter default; or compared with a device): "tpu" where TorchTPU set
+    one up; elsewhere CUDA's as written, which any machine can build ("tpu" names a device type only where
+    TorchTPU is loaded: building it would fail)."""
     on_tpu = getattr(torch.accelerator.current_accelerator(check_available=True), "type", None) == "tpu"
     return torch.device("tpu" if on_tpu else "cuda", index)
 ''',

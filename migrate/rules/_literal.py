@@ -1256,9 +1256,12 @@ class LiteralRule(Rule):
                 self._missing_cuda_request(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
+            parts = [node.left, *(c.comparator for c in node.comparisons)]
+            for part in parts:  # `device == torch.device("cuda")`: built on every host that runs the test
+                if type(part) is cst.Call and ctx.qname(part.func) == "torch.device":  # type: ignore[attr-defined]
+                    ctx.scratch.setdefault("compared-devices", set()).add(id(part))  # type: ignore[union-attr]
             if not ctx.enabled(COMPARISON_CODE):
                 return
-            parts = [node.left, *(c.comparator for c in node.comparisons)]
             if self.code == "TPU101" and (named := accelerator_name(parts)) is not None:
                 self._keep_accelerator_names(ctx, parts, f"compared with `{named}`")
                 return
@@ -1886,8 +1889,12 @@ class LiteralRule(Rule):
             and (m := re.fullmatch(r"tpu(?::(0))?", string_body(node.args[0].value) or "")) is not None
             and (string_body(orig.args[0].value) or "").startswith("cuda")
             and ctx.qname(orig.func) == "torch.device"
-            and _at_import_time(ctx, orig)
-            and not _conditional(ctx, orig)
+            and (
+                (_at_import_time(ctx, orig) and not _conditional(ctx, orig))
+                # stablediffusion's `if device == torch.device("cuda"):` in a function a CPU-only run calls:
+                # torch.device("tpu") raises there without TorchTPU; CUDA's object compared unequal
+                or id(orig) in ctx.scratch.get("compared-devices", ())  # type: ignore[operator]
+            )
         ):
             return None
         ctx.need_helper(_helpers.IMPORT_TIME_DEVICE)
@@ -1904,7 +1911,8 @@ class LiteralRule(Rule):
             isinstance(orig.func, cst.Attribute)
             and orig.func.attr.value == "device"
             and len(orig.args) == 2 == len(node.args)
-            and orig.args[1].keyword is None
+            # (sample-factory's `torch.device("cuda", index=i)`: the keyword form is the same ordinal)
+            and (orig.args[1].keyword is None or orig.args[1].keyword.value == "index")
             and not isinstance(orig.args[1].value, cst.Integer)
             and (was := _device_choice(orig.args[0].value)) is not None
             and (now := _device_choice(node.args[0].value)) is not None

@@ -49,6 +49,22 @@ _MEMORY_ACCELERATOR = {
     "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
 }
 
+#: Memory statistics that answer a number (a dict): CUDA's answered 0 ({}) without a GPU, torch.accelerator's raise.
+_MEMORY_QUERIES = frozenset(
+    {"memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats"}
+)
+#: An if/while test that asks about the device (the block runs where there is one, or where the user chose it).
+_DEVICE_TEST = re.compile(r"is_available|device_count|is_cuda|\.type\b|cuda|gpu|accelerator|device|tpu")
+
+
+def _device_guarded(ctx: Context) -> bool:
+    """The code being rewritten is inside an ``if``/``while`` whose test asks about the device."""
+    return any(
+        type(s) in (cst.If, cst.While) and _DEVICE_TEST.search(code(s.test))  # type: ignore[attr-defined]
+        for s in ctx.statements()
+    )
+
+
 _GUARDS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 #: Keywords that hand a framework a count of CUDA GPUs (Lightning 1.x ``gpus=``, Ray's ``num_gpus=``).
 _CUDA_GPU_COUNTS = frozenset({"gpus", "num_gpus"})
@@ -1331,16 +1347,18 @@ class CudaMemoryStats(Rule):
         "The released TorchTPU 0.2.0 answers memory statistics through torch.accelerator from its device "
         "allocator (torch.tpu has no memory_* names); left as torch.cuda they return 0 or raise on a TPU host. "
         "torch.accelerator takes the device positionally (device_index, /). Where no accelerator is present "
-        "torch.accelerator raises (CUDA's returned 0 on a CPU-only machine): guard such a use by a device check."
+        "torch.accelerator raises (CUDA's returned 0 on a CPU-only machine): a query outside a device check goes "
+        "through _tpu_memory_stat, which answers as CUDA's did there."
     )
     before = (
-        "import torch\n\nprint(torch.cuda.max_memory_allocated(device=0))\nprint(torch.cuda.mem_get_info())\n"
+        "import torch\n\nif torch.cuda.is_available():\n    print(torch.cuda.max_memory_allocated(device=0))\n"
+        "print(torch.cuda.mem_get_info())\n"
     )
     after = (
-        "import torch\n\nprint(torch.accelerator.max_memory_allocated(0))\n# TODO(tpu-migrate TPU204): "
-        "`torch.cuda.mem_get_info` has no TorchTPU equivalent (its statistics are torch.accelerator's: "
-        "memory_allocated, max_memory_allocated, memory_reserved, memory_stats); remove it or guard it by "
-        "device type\nprint(torch.cuda.mem_get_info())\n"
+        "import torch\n\nif torch.cuda.is_available():\n    print(torch.accelerator.max_memory_allocated(0))\n"
+        "# TODO(tpu-migrate TPU204): `torch.cuda.mem_get_info` has no TorchTPU equivalent (its statistics are "
+        "torch.accelerator's: memory_allocated, max_memory_allocated, memory_reserved, memory_stats); remove it or "
+        "guard it by device type\nprint(torch.cuda.mem_get_info())\n"
     )
     refs = frozenset(f"torch.cuda.{n}" for n in _MEMORY)
     calls = frozenset((*(f"torch.cuda.{n}" for n in _MEMORY_ACCELERATOR), "torch.cuda.memory_summary"))
@@ -1372,7 +1390,21 @@ class CudaMemoryStats(Rule):
             return node.with_changes(func=cst.Name(_helpers.MEMORY_SUMMARY))
         name = _MEMORY_ACCELERATOR[qname.rsplit(".", 1)[1]]
         signatures = ("device=None", "device_index=None, /", {"device": "device_index"})
-        return _to_accelerator(ctx, orig, node, qname, name, signatures, self.code)
+        new = _to_accelerator(ctx, orig, node, qname, name, signatures, self.code)
+        if (
+            name in _MEMORY_QUERIES
+            and type(new) is cst.Call
+            and not _device_guarded(ctx)
+            and f"{qname}'" not in ctx.source_text  # (a test patches it by name: mmengine's mocks, TPU218)
+            and f'{qname}"' not in ctx.source_text
+        ):
+            # icefall's f5-tts `--oom-check`: torch.cuda's query answered 0 on a CPU-only host, torch.accelerator's
+            # raises there; the helper answers as CUDA's did where there is no accelerator
+            ctx.need_helper(_helpers.MEMORY_STAT)
+            return cst.Call(
+                func=cst.Name(_helpers.MEMORY_STAT), args=[cst.Arg(cst.SimpleString(f'"{name}"')), *new.args]
+            )
+        return new
 
 
 def _capability_names(ctx: Context) -> frozenset[str]:
@@ -2330,6 +2362,8 @@ CPU_CUDA_OPS = frozenset(
     f"torchvision.ops.{c}" for c in ("RoIAlign", "RoIPool", "PSRoIAlign", "PSRoIPool", "DeformConv2d")
 )
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
+#: transformers' loading keywords that quantize with bitsandbytes (LLaVA-style loaders pass them on).
+_BNB_LOADS = frozenset({"load_in_8bit", "load_in_4bit"})
 
 
 #: A compiled CUDA extension's module name (xentropy_cuda_lib, fused_layer_norm_cuda, wkv_cuda, my_cuda_ext).
@@ -2658,6 +2692,26 @@ class CustomKernels(Rule):
                 "TPU; port the kernel to torch ops or a Pallas kernel (torch.tpu.pallas.jax_op)",
                 code=self.code,
             )
+        if type(node) is cst.Call and node.args:
+            q = next(
+                (
+                    a
+                    for a in node.args
+                    if a.keyword is not None
+                    and a.keyword.value in _BNB_LOADS
+                    and not (type(a.value) is cst.Name and a.value.value in ("False", "None"))
+                ),
+                None,
+            )
+            if q is not None:
+                # PixArt-sigma's `T5EncoderModel.from_pretrained(..., load_in_8bit=True)`: transformers quantizes
+                # with bitsandbytes, CUDA's kernels only (on a TPU host it raises); no import of it to flag
+                ctx.flag(
+                    node,
+                    f"`{q.keyword.value}=` quantizes with bitsandbytes (CUDA kernels only): load in bfloat16 on "  # type: ignore[union-attr]
+                    "TPU, or quantize with torchao",
+                    code=self.code,
+                )
         if type(node) is cst.Call:
             a = kwarg(node, "attn_implementation")
             if a is not None and string_body(a.value) in _FLASH_ATTENTION:

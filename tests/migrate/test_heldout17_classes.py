@@ -94,7 +94,7 @@ def test_torch_cuda_memory_submodule_names_are_the_same_functions():
         "torch.cuda.random.manual_seed(0)\n"
     )
     out = run(src).new_source
-    assert "peak = torch.accelerator.max_memory_allocated()" in out and "TPU299" not in out
+    assert 'peak = _tpu_memory_stat("max_memory_allocated")' in out and "TPU299" not in out
 
 
 # --- a GPU seed is not a CPU re-seed unless the CPU was just seeded (Lightning's UvA notebook) ------------------

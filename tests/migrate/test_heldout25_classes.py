@@ -350,3 +350,59 @@ def test_a_device_query_of_a_migrated_callee_still_reaches_cuda(query):
     for written in (f"torch.cuda.{query}(0)", f"torch.tpu.{query}(0)"):  # (before and after the first run)
         call = ast.parse(written).body[0].value
         assert _host._unmigrated_cuda_call(call, roots) == f"torch.cuda.{query}"
+
+
+# --- (held-out 26) `if device == torch.device("cuda"):` in a function a CPU-only run calls became
+# torch.device("tpu"), which raises where TorchTPU is not loaded (stablediffusion's txt2img); and the keyword form
+# `torch.device("cuda", index=i)` kept its ordinal (sample-factory) ---
+
+
+def test_a_compared_cuda_device_is_built_where_any_machine_can(tmp_path):
+    from migrate_helpers import run_without_torchtpu
+
+    src = (
+        "import torch\n\n\ndef load(device):\n    if device == torch.device('cuda'):\n        return 'gpu'\n"
+        "    return 'other'\n\n\nprint(load(torch.device('cpu')))\n"
+    )
+    out = run(src).new_source
+    assert "device == _tpu_device()" in out
+    proc = run_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0 and "other" in proc.stdout, proc.stderr[-1500:]
+
+
+def test_the_keyword_ordinal_of_a_device_is_dropped_like_the_positional_one():
+    out = run('import torch\n\n\ndef place(i):\n    return torch.device("cuda", index=i)\n').new_source
+    assert 'torch.device("tpu")' in out and "index" not in out
+
+
+# --- (held-out 26) a memory statistic read where no device check guards it: CUDA's answered 0 on a CPU-only host,
+# torch.accelerator's raises there (icefall's f5-tts `--oom-check` logging) ---
+
+
+def test_an_unguarded_memory_query_still_answers_without_an_accelerator(tmp_path):
+    from migrate_helpers import run_without_torchtpu
+
+    src = (
+        "import torch\n\n\ndef log():\n    return torch.cuda.max_memory_allocated(), torch.cuda.memory_stats()\n\n\n"
+        "print(log())\nif torch.cuda.is_available():\n    print(torch.cuda.memory_allocated())\n"
+    )
+    out = run(src).new_source
+    assert '_tpu_memory_stat("max_memory_allocated")' in out and '_tpu_memory_stat("memory_stats")' in out
+    assert "    print(torch.accelerator.memory_allocated())" in out  # guarded: the plain rewrite
+    proc = run_without_torchtpu(tmp_path, out)
+    assert proc.returncode == 0 and "(0, {})" in proc.stdout, proc.stderr[-1500:]
+
+
+# --- (held-out 26) bitsandbytes quantization asked of transformers (PixArt-sigma's `load_in_8bit=True`): CUDA
+# kernels only, and no import of bitsandbytes in the file to flag ---
+
+
+@pytest.mark.parametrize("kw", ["load_in_8bit=True", "load_in_4bit=args.q4"])
+def test_a_bitsandbytes_load_is_flagged(kw):
+    out = run(f"from transformers import AutoModel\n\nm = AutoModel.from_pretrained('x', {kw})\n").new_source
+    assert "TPU211" in out and "bitsandbytes" in out
+
+
+def test_a_load_that_turns_quantization_off_is_not_flagged():
+    src = "import torch\nfrom transformers import AutoModel\n\nm = AutoModel.from_pretrained('x', load_in_8bit=False).cuda()\n"
+    assert "bitsandbytes" not in run(src).new_source
