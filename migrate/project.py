@@ -774,6 +774,16 @@ _TORCH_IMPORT = re.compile(
 )
 
 
+def _modules_by_key(files: set[str]) -> dict[str, set[str]]:
+    """Dotted name -> the project's .py files it can mean (see _module_keys)."""
+    by_key: dict[str, set[str]] = {}
+    for p in files:
+        if p.endswith(".py"):
+            for k in _module_keys(p):
+                by_key.setdefault(k, set()).add(p)
+    return by_key
+
+
 def _star_names(sources: list[tuple[str, str]]) -> dict[str, dict[str, str]]:
     """For each module with a ``from <project module> import *``: the torch names that brings (see
     ProjectFacts.star_names), through chains of star imports too."""
@@ -781,11 +791,7 @@ def _star_names(sources: list[tuple[str, str]]) -> dict[str, dict[str, str]]:
     if not stars:
         return {}
     files = {p for p, _ in sources}
-    by_key: dict[str, set[str]] = {}
-    for p in files:
-        if p.endswith(".py"):
-            for k in _module_keys(p):
-                by_key.setdefault(k, set()).add(p)
+    by_key = _modules_by_key(files)
     own: dict[str, dict[str, str]] = {}
     for p, t in sources:
         if "import torch" in t or "import torch_xla" in t:
@@ -831,11 +837,7 @@ def _cuda_only_links(
     if not cuda_only:
         return {}, {}, {}
     files = {p for p, _ in sources}
-    by_key: dict[str, set[str]] = {}
-    for p in files:
-        if p.endswith(".py"):
-            for k in _module_keys(p):
-                by_key.setdefault(k, set()).add(p)
+    by_key = _modules_by_key(files)
     importers: dict[str, set[str]] = {}
     loads: dict[str, set[str]] = {}  # what a file's top-level imports load (any import, in a test file)
     for p, text in sources:
