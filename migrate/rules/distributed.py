@@ -584,6 +584,46 @@ class DataParallelFlag(Rule):
             self._flag(ctx, node, f"`{node.func.value}` (a subclass of torch.nn.DataParallel)")
 
 
+_HARNESS_PG = (
+    "`self.create_pg(...)` of torch's DistributedTestBase builds a gloo group for 'tpu' and counts devices "
+    "through torch.get_device_module('tpu'), which raises on torch >= 2.11: create the test's group with "
+    "init_process_group('tpu_dist') (override backend() or create_pg)"
+)
+
+
+@register
+class HarnessProcessGroup(Rule):
+    code = "TPU411"
+    name = "harness-process-group"
+    family = "distributed"
+    outcome = "flagged"
+    summary = (
+        "Flag `self.create_pg(device)` of torch's DistributedTestBase: for 'tpu' it builds a gloo group."
+    )
+    rationale = (
+        "torch.testing's DistributedTestBase.create_pg(device) sizes its store with "
+        "torch.get_device_module(device).device_count() (torch.tpu's raises on torch >= 2.11) and picks the "
+        "backend by device type: anything but cuda/hpu/xpu gets gloo, whose collectives take CPU and CUDA tensors "
+        "only (xtuner's model tests, whose cases and bodies move to 'tpu'). Flagged: the test's group needs "
+        "init_process_group('tpu_dist') (override backend() or create_pg in the test's base class)."
+    )
+    before = 'class T(DistributedTestBase):\n    def test_x(self):\n        self.create_pg("cuda")\n'
+    after = (
+        "class T(DistributedTestBase):\n    def test_x(self):\n        # TODO(tpu-migrate TPU411): "
+        f'{_HARNESS_PG}\n        self.create_pg("cuda")\n'
+    )
+    methods = frozenset({"create_pg"})
+    words = methods
+
+    def method(self, ctx, orig, node):
+        f = orig.func
+        if (
+            type(f.value) is cst.Name and f.value.value == "self"
+        ):  # (the harness's own method, on a test case)
+            ctx.flag(orig, _HARNESS_PG, code=self.code)
+        return None
+
+
 _SYNC_BATCHNORM = frozenset(
     {
         "torch.nn.SyncBatchNorm",
