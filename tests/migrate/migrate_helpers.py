@@ -39,3 +39,13 @@ def run_on_tpu(source: str):
     import sys
 
     return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+
+
+def write_tree(root) -> dict[str, str]:
+    """Each .py file of ``root`` after one ``--write`` of the whole tree (the project scan sees every file)."""
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
+    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}

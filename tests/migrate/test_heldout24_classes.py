@@ -3,22 +3,11 @@ words, each asserting what the tool must (not) do."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
-from migrate_helpers import run
+from migrate_helpers import run, write_tree
 
 from tpu_workbench.migrate.rules import _helpers
-
-
-def _write(root) -> dict[str, str]:
-    """Each .py file of ``root`` after one ``--write`` of the whole tree (the project scan sees every file)."""
-    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
-    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
-
 
 # --- a CUDA extension the project builds itself (Deformable-DETR's and DINO's MultiScaleDeformableAttention,
 # named in setup.py through `extension = CUDAExtension`; torch-ngp's raymarching, built at run time by
@@ -43,7 +32,7 @@ def test_an_extension_the_project_builds_is_a_cuda_kernel_and_its_check_script_i
     (root / "functions" / "__init__.py").write_text("")
     (root / "functions" / "func.py").write_text(FUNC)
     (root / "test.py").write_text(CHECK)
-    out = _write(root)
+    out = write_tree(root)
     func = out["functions/func.py"]
     assert "TPU211" in func and "`MsdaKernels` is CUDA-only" in func
     assert ".cuda()" in func and '"tpu"' not in func  # left as written
@@ -72,7 +61,7 @@ def test_a_kernel_whose_only_fallback_is_another_build_is_left_as_written(tmp_pa
     (root / "rays" / "__init__.py").write_text("")
     (root / "rays" / "backend.py").write_text(BACKEND)
     (root / "rays" / "rays.py").write_text(WRAPPER.format(fallback=fallback))
-    text = _write(root)["rays/rays.py"]
+    text = write_tree(root)["rays/rays.py"]
     assert ("x = x.cuda()" in text) is kept and "`_rays` is CUDA-only" in text  # (flagged either way)
 
 
@@ -256,7 +245,7 @@ def test_an_optional_kernel_that_raises_without_it_is_not_a_cuda_only_module(tmp
     (root / "pkg" / "task.py").write_text(
         "import torch\nfrom pkg.sgd import prepare\n\nx = torch.zeros(1).cuda()\n"
     )
-    task = _write(root)["pkg/task.py"]
+    task = write_tree(root)["pkg/task.py"]
     assert '.to("tpu")' in task and "built on" not in task
 
 
@@ -334,7 +323,7 @@ def test_a_test_helper_only_cuda_gated_tests_call_stays_cudas(tmp_path):
     (root / "tests" / "helpers" / "__init__.py").write_text("")
     (root / "tests" / "helpers" / "tester.py").write_text(TESTER)
     (root / "tests" / "test_acc.py").write_text(GATED)
-    tester = _write(root)["tests/helpers/tester.py"]
+    tester = write_tree(root)["tests/helpers/tester.py"]
     assert (
         'preds.to(device="cuda").half()' in tester and "called only by tests that run where CUDA is" in tester
     )
@@ -366,5 +355,5 @@ def test_a_setup_that_skips_itself_without_cuda_is_no_helper_and_one_run_is_a_fi
         "            raise unittest.SkipTest('Skipping GPU test since CUDA not available.')\n\n"
         "    def test_x(self):\n        x = torch.zeros(1).cuda()\n"
     )
-    first = _write(root)["tests/test_gates.py"]
-    assert "called only by tests" not in first and _write(root)["tests/test_gates.py"] == first
+    first = write_tree(root)["tests/test_gates.py"]
+    assert "called only by tests" not in first and write_tree(root)["tests/test_gates.py"] == first

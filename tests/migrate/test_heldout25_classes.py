@@ -4,11 +4,9 @@ words, each asserting what the tool must (not) do."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 
 import pytest
-from migrate_helpers import run
+from migrate_helpers import run, write_tree
 
 from tpu_workbench.migrate import one_file
 
@@ -42,13 +40,6 @@ def test_output_that_would_not_parse_is_never_written(monkeypatch):
     result, text = one_file.migrate_text("import torch\nx = torch.zeros(1).cuda()\n", "a.py")
     assert result.status == "unparsable" and "tool bug" in result.error
     assert text == "import torch\nx = torch.zeros(1).cuda()\n"  # left untouched
-
-
-def _write(root) -> dict[str, str]:
-    """Each .py file of ``root`` after one ``--write`` of the whole tree (the project scan sees every file)."""
-    cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
-    subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
 
 
 # --- a stream's raw CUDA handle (CosyVoice's TensorRT `execute_async_v3(torch.cuda.current_stream().cuda_stream)`):
@@ -110,7 +101,7 @@ def test_a_kernel_built_with_nvcc_flags_makes_its_importers_flagged(tmp_path):
     (root / "kernels" / "wrap.py").write_text(WRAP)
     (root / "tests").mkdir()
     (root / "tests" / "test_act.py").write_text(TEST)
-    out = _write(root)
+    out = write_tree(root)
     assert "TPU211" in out["kernels/wrap.py"] and "load.py" in out["kernels/wrap.py"]
     assert "TPU211" in out["tests/test_act.py"]
 
@@ -218,7 +209,7 @@ def test_torch_brought_by_a_project_star_import_is_resolved(tmp_path):
         '    device = th.device(f"cuda:{gpu_id}" if th.cuda.is_available() and gpu_id >= 0 else "cpu")\n'
         "    return device\n"
     )
-    out = _write(root)["run.py"]
+    out = write_tree(root)["run.py"]
     assert "th.cuda.is_available()" not in out and "accelerator.is_available()" in out and '"tpu"' in out
 
 
@@ -333,7 +324,7 @@ def test_a_worker_reaching_the_device_through_project_functions_is_checked(tmp_p
         "def main(cfg):\n    if cfg.world_size > 1:\n        spawn(run_single, (cfg,), cfg.world_size)\n"
         "    x = torch.zeros(1).cuda()\n"
     )
-    out = _write(root)["pkg/main.py"]
+    out = write_tree(root)["pkg/main.py"]
     assert "TPU409" in out and "through `train_model`" in out
 
 
