@@ -412,3 +412,10 @@ def test_the_test_harness_process_group_is_flagged():
     out = run(src).new_source
     assert "TPU411" in out and "gloo" in out and '[("tpu",)]' in out
     assert run(out).new_source == out
+
+
+def test_a_memory_query_under_a_users_flag_still_answers_without_an_accelerator():
+    # (`if args.cuda:` is the user's choice, not a test that a device is there: CUDA's query answered 0 under it
+    # on a CPU-only host, so the helper keeps that answer)
+    src = "import torch\n\n\ndef log(args):\n    if args.cuda:\n        return torch.cuda.max_memory_allocated()\n"
+    assert '_tpu_memory_stat("max_memory_allocated")' in run(src).new_source
