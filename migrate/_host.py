@@ -159,6 +159,8 @@ class HostHelpers:
         facts = project.current()
         folder = os.path.dirname(self._path)
         for dotted in (module, *(f"{module}.{n}" if module else n for n in names)):
+            if dotted and dotted.rsplit(".", 1)[-1] in facts.cuda_extensions:
+                return dotted  # (EasyOCR's `from .. import deform_pool_cuda`: the project's compiled CUDA extension)
             target = _module_file(folder, level, dotted) if dotted else None
             if target is None:
                 continue

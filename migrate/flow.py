@@ -398,6 +398,10 @@ class Flow:
             value, parent = parent, self.parents.get(parent)  # `device_count() if is_available() else 1`
         if type(parent) is cst.BinaryOperation and type(parent.operator) in _DIVIDE and parent.right is value:
             return _code(parent)  # (torchtune: `os.cpu_count() // (device_count() if is_available() else 1)`)
+        while type(parent) is cst.BinaryOperation and parent.left is value:
+            # EasyOCR's `ngpus_per_node = torch.cuda.device_count() // 2` (half the host's GPUs train): still a
+            # count of the host's devices, bound to the name that divides work and sizes the spawn
+            value, parent = parent, self.parents.get(parent)
         if type(parent) is not cst.Assign or parent.value is not value:
             return None
         divisors = self._divisors()
@@ -457,21 +461,38 @@ class Flow:
         would be its host's first. A result only used as a device ordinal (pytorch/examples' imagenet) is not
         matched: that ordinal is dropped wherever it is used."""
         names = self._count_names(call)
-        found = None
-        for n in _walk(self.module):
-            if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo:
-                if n.right is call or _last_name(n.right) in names:
-                    found = n
-                    break
-        if found is None:
-            return None
-        parent = self.parents.get(found)
-        if type(parent) is not cst.Assign or parent.value is not found:
-            return None
-        ranks = {n for t in parent.targets if (n := _last_name(t.target))}
-        compared, copies = self._compared_and_copied()
-        ranks |= {m for r in ranks for m in copies.get(r, ())}
-        return _code(found) if ranks & compared else None
+        for found in _walk(self.module):
+            if not (type(found) is cst.BinaryOperation and type(found.operator) is cst.Modulo):
+                continue
+            if not (found.right is call or _last_name(found.right) in names):
+                continue
+            if self._env_written(found):
+                # InternVL's SLURM setup: `os.environ['LOCAL_RANK'] = str(proc_id % num_gpus)`, read by DeepSpeed
+                # and the Trainer as the process's rank within its host
+                return _code(found)
+            parent = self.parents.get(found)
+            if type(parent) is not cst.Assign or parent.value is not found:
+                continue
+            ranks = {n for t in parent.targets if (n := _last_name(t.target))}
+            compared, copies = self._compared_and_copied()
+            ranks |= {m for r in ranks for m in copies.get(r, ())}
+            if ranks & compared:
+                return _code(found)
+        return None
+
+    def _env_written(self, value: cst.CSTNode) -> bool:
+        """``value`` (or ``str(value)``) is assigned into ``os.environ[...]``: handed to other programs."""
+        parent = self.parents.get(value)
+        if type(parent) is cst.Arg:
+            call = self.parents.get(parent)
+            if type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "str":
+                value, parent = call, self.parents.get(call)
+        if type(parent) is not cst.Assign or parent.value is not value:
+            return False
+        return any(
+            type(t.target) is cst.Subscript and _code(t.target.value).endswith("environ")
+            for t in parent.targets
+        )
 
     def _compared_and_copied(self) -> tuple[set[str], dict[str, set[str]]]:
         """Names compared by value anywhere in the module (``== 0``, ``args.local_rank == device``; not ``is
@@ -855,19 +876,25 @@ class Flow:
         return None
 
     def fed_literals(self, c: Check) -> list[cst.CSTNode]:
-        """The device literals that reach the name a kept comparison tests, within its function: the parameter's
-        default, an assignment to it, the list a ``for`` over it walks. They stay with the comparison, or the two
-        disagree on TPU (mmcv's profiler hook: ``activities=['cpu', 'cuda']`` walked by ``for activity in
-        activities`` and tested ``activity == 'cuda'``: renamed alone, the default raises "activity should be
-        'cpu' or 'cuda'" on every call)."""
+        """The device literals that reach the value a kept comparison tests: within its function, the parameter's
+        default, an assignment to it, the list a ``for`` over it walks, and the lists it is tested against
+        (``args.device in ['cpu', 'cuda', 'mps']``); for an option's value (``args.device``), the option's default
+        and choices in the module's parser. They stay with the comparison, or the two disagree on TPU (mmcv's
+        profiler hook: ``activities=['cpu', 'cuda']`` walked by ``for activity in activities`` and tested
+        ``activity == 'cuda'``: renamed alone, the default raises "activity should be 'cpu' or 'cuda'" on every
+        call; nnUNet's ``-device`` default and its assert list renamed while ``args.device == 'cuda'`` stays: a
+        TPU host falls through to ``torch.device('mps')``)."""
         if c.predicate != "compare" or type(c.node) is not cst.Comparison:
             return []
         sides = (c.node.left, *(x.comparator for x in c.node.comparisons))
         names = {side.value for side in sides if type(side) is cst.Name}
-        fn = self._enclosing(c.node, cst.FunctionDef) if names else None
-        if fn is None:
+        options = {
+            side.attr.value for side in sides if type(side) is cst.Attribute and type(side.value) is cst.Name
+        }
+        fn = self._enclosing(c.node, cst.FunctionDef) if names or options else None
+        if fn is None and not options:
             return []
-        nodes = list(_walk(fn))
+        nodes = list(_walk(fn)) if fn is not None else list(_walk(self.part))
         for n in nodes:
             if type(n) is cst.For and type(n.target) is cst.Name and n.target.value in names:
                 if type(n.iter) is cst.Name:
@@ -880,9 +907,13 @@ class Flow:
                 type(t.target) is cst.Name and t.target.value in names for t in n.targets
             ):
                 value = n.value
+            elif type(n) is cst.Comparison and n is not c.node and _tests_subject(n, names, options):
+                value = n  # (the lists and literals the same value is tested against)
             else:
                 continue
             out += [s for s in _walk(value) if type(s) is cst.SimpleString and _TESTED_LITERAL.match(s.value)]
+        if options:
+            out += _option_literals(self.part, options)
         return out
 
     def cuda_state_around(self, node: cst.CSTNode) -> str | None:
@@ -1178,6 +1209,43 @@ def _last_name(f: cst.BaseExpression) -> str | None:
     return f.attr.value if type(f) is cst.Attribute else f.value if type(f) is cst.Name else None
 
 
+def _tests_subject(cmp: cst.Comparison, names: set[str], options: set[str]) -> bool:
+    """``cmp`` tests one of ``names`` or an option value ``x.<option>`` (``args.device in [...]``)."""
+    for side in (cmp.left, *(x.comparator for x in cmp.comparisons)):
+        if type(side) is cst.Name and side.value in names:
+            return True
+        if type(side) is cst.Attribute and type(side.value) is cst.Name and side.attr.value in options:
+            return True
+    return False
+
+
+def _option_literals(module: cst.CSTNode, options: set[str]) -> list[cst.SimpleString]:
+    """Device literals in the ``default=`` and ``choices=`` of the parser options whose value is one of
+    ``options`` (``parser.add_argument('-device', default='cuda')`` -> ``args.device``)."""
+    out: list[cst.SimpleString] = []
+    for n in _walk(module):
+        if not (
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "add_argument"
+        ):
+            continue
+        flags = [a.value for a in n.args if a.keyword is None and type(a.value) is cst.SimpleString]
+        dest = next((a.value for a in n.args if a.keyword is not None and a.keyword.value == "dest"), None)
+        if type(dest) is cst.SimpleString:
+            names = {dest.evaluated_value}
+        else:
+            names = {str(f.evaluated_value).lstrip("-").replace("-", "_") for f in flags}
+        if not names & options:
+            continue
+        for a in n.args:
+            if a.keyword is not None and a.keyword.value in ("default", "choices"):
+                out += [
+                    s
+                    for s in _walk(a.value)
+                    if type(s) is cst.SimpleString and _TESTED_LITERAL.match(s.value)
+                ]
+    return out
+
+
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     todo = [node]
     while todo:
@@ -1299,6 +1367,22 @@ def is_cuda_literal(node: cst.CSTNode) -> bool:
     return type(node) is cst.SimpleString and _CUDA_LITERAL.match(node.value) is not None
 
 
+def _kept_half(flow: Flow, node: cst.CSTNode, flagged: set[int]) -> str | None:
+    """A ``.is_cuda`` the pass flagged and kept in the same boolean test as ``node`` (``not x.is_cuda and
+    cuda.is_available()``): its code, else None."""
+    root = node
+    while type(parent := flow.parents.get(root)) in (cst.BooleanOperation, cst.UnaryOperation, cst.Call):
+        if type(parent) is cst.Call and parent is not root and parent.func is not root:
+            break  # (a call's argument is another expression's business)
+        root = parent
+    if root is node:
+        return None
+    for n in _walk(root):
+        if type(n) is cst.Attribute and n.attr.value == "is_cuda" and id(n) in flagged:
+            return _code(n)
+    return None
+
+
 def checks_to_keep(
     flow: Flow, rewritten: set[int], flagged: set[int], kept: dict[int, str]
 ) -> dict[int, str]:
@@ -1327,7 +1411,7 @@ def checks_to_keep(
             derives = "%" in c.divides and "/" not in c.divides
             why = (
                 (
-                    f"{PER_HOST} and derives a rank within the host (`{c.divides[:60]}`, then compared): "
+                    f"{PER_HOST} and derives a rank within the host (`{c.divides[:60]}`, then compared or exported): "
                     "TorchTPU counts one device per process, so every process would be its host's first; under "
                     "torchrun use int(os.environ['LOCAL_RANK'])"
                 )
@@ -1340,6 +1424,10 @@ def checks_to_keep(
             )
         elif c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
+        elif (half := _kept_half(flow, c.node, flagged)) is not None:
+            # flair: `if not data.is_cuda and cuda.is_available(): raise` with `.is_cuda` kept (TPU106): renamed
+            # alone, the availability half made every batch on 'tpu' raise "data isnt on cuda"
+            why = f"the same test asks `{half}`, kept as written: both halves stay CUDA's"
         elif (
             c.predicate.endswith("device_count")
             and _above_one(flow, c.node)

@@ -114,6 +114,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
         return "cuda-only"  # (TPU211 says why at the import)
     if any(w in source for w in _LIMITED_CALL_WORDS) and _calls_device_limited(source, table):
         return "cuda-only"  # (TPU211 says why at the call)
+    if "load_ext" in source and _loads_compiled_ops(source, table):
+        return "cuda-only"  # (TPU211 says why at the call: mmcv's compiled operators)
     if "deepspeed" in source and _deepspeed_engine(module, source):
         return "cuda-only"  # (TPU916 says why at the engine)
     if path and (project.is_test_file(path, source) or os.path.basename(path) in _CHECK_SCRIPTS):
@@ -238,6 +240,19 @@ def _bound(table: ImportTable) -> Iterator[tuple[str, str | None]]:
     """(name, qualified name) of every name the file's imports bind, in any scope."""
     for scope in (table.module_scope, *table.scopes.values()):
         yield from scope.names.items()
+
+
+def _loads_compiled_ops(source: str, table: ImportTable) -> bool:
+    """A file that loads mmcv's compiled operators (``ext_module = ext_loader.load_ext('_ext', [...])``) to call
+    them: its device tests and allocations are the CUDA kernels' (carafe's ``assert grad_output.is_cuda``,
+    three_nn's ``torch.cuda.FloatTensor`` outputs)."""
+    for name, q in _bound(table):
+        if name is not None and (
+            q == "ext_loader" or (q or "").endswith(".ext_loader") or name == "ext_loader"
+        ):
+            if re.search(rf"(?<![\w.]){re.escape(name)}\.load_ext\s*\(", source):
+                return True
+    return False
 
 
 def _calls_device_limited(source: str, table: ImportTable) -> bool:

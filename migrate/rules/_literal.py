@@ -16,7 +16,7 @@ from .._foreign import third_party
 from .._walk import child_nodes
 from ..project import facts_for
 from . import _helpers
-from ._util import code, literals, string_body, with_body
+from ._util import code, literals, mentions, string_body, with_body
 from .base import Context, Rule
 from .cuda_api import DEVICE_LIMITED_LIBRARIES, device_limited, imported_modules
 from .frameworks import framework_knob_strings
@@ -197,12 +197,14 @@ _ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.__getitem__"}
 
 
 def _name_list(display: cst.List | cst.Tuple | cst.Set) -> bool:
-    """``{"contiguous", "cuda", "half", "to"}``: a display holding an identifier that is no device or backend lists
-    method or attribute names; its 'cuda' is a name too."""
-    return any(
-        b is not None and b.isidentifier() and b not in DEVICE_WORDS
-        for b in (string_body(e.value) for e in display.elements)
-    )
+    """``{"contiguous", "cuda", "half", "to"}``: a display of strings holding an identifier that is no device or
+    backend lists method or attribute names; its 'cuda' is a name too. A display that also holds other values
+    (EasyOCR's test inputs ``[polys, 64, '', 'greedy', 5, 'cuda']``, a call's arguments) is a record, not a list of
+    names."""
+    bodies = [string_body(e.value) for e in display.elements]
+    if any(type(e.value) is not cst.SimpleString for e in display.elements):
+        return False
+    return any(b is not None and b.isidentifier() and b not in DEVICE_WORDS for b in bodies)
 
 
 _ERROR_NAMES = frozenset({"e", "err", "error", "exc", "exception", "ex"})
@@ -493,7 +495,7 @@ def _unresolved_cuda_check(ctx: Context, test: cst.BaseExpression) -> str | None
         if type(s) is cst.FunctionDef
         for p in (*s.params.params, *s.params.posonly_params, *s.params.kwonly_params)  # type: ignore[attr-defined]
     }
-    if "import *" in ctx.source_text and "cuda" in code(test):
+    if mentions(ctx, "import *") and "cuda" in code(test):
         table = getattr(ctx, "table", None)
         params |= {
             n.value
@@ -709,7 +711,7 @@ def _at_import_time(ctx: Context, node: cst.CSTNode) -> bool:
         return True
     if len(ctx.statements()) != 1:
         return False
-    return "__main__" not in ctx.source_text and _SCRIPT_ARGS.search(ctx.source_text) is None
+    return not mentions(ctx, "__main__") and not _file_has(ctx, _SCRIPT_ARGS)
 
 
 #: What only NCCL's branch of a program can hold (device_ids, CUDA streams, NCCL_ variables, its own group).
@@ -1209,7 +1211,7 @@ class LiteralRule(Rule):
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
             self._project_enum_args(ctx, node)  # type: ignore[arg-type]
             _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
-            if "torch.testing._internal" in ctx.source_text:
+            if mentions(ctx, "torch.testing._internal"):
                 self._torch_harness_args(ctx, node)  # type: ignore[arg-type]
         if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
             self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
@@ -1223,7 +1225,7 @@ class LiteralRule(Rule):
             self._placement_choice(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.With:
-            if "patch" in ctx.source_text:
+            if mentions(ctx, "patch"):
                 self._patched_cuda_block(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.FunctionDef:
@@ -1236,7 +1238,7 @@ class LiteralRule(Rule):
             self._default_for_another_library(ctx, node)  # type: ignore[arg-type]
             if self.code == "TPU101" and "accelerator" in node.name.value.lower():  # type: ignore[attr-defined]
                 self._accelerator_returns(ctx, node)  # type: ignore[arg-type]
-            if self.code == "TPU101" and "accelerator" in ctx.source_text:
+            if self.code == "TPU101" and mentions(ctx, "accelerator"):
                 for p in (*node.params.params, *node.params.kwonly_params):  # type: ignore[attr-defined]
                     if p.default is not None and _ACCELERATOR_NAME.match(p.name.value):
                         # sam2's Trainer(accelerator="cuda") with `if accelerator == "cuda": ... else: raise`: the
@@ -1252,7 +1254,7 @@ class LiteralRule(Rule):
                     self._keep_compared_defaults(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.BooleanOperation:
-            if "is_available" in ctx.source_text or "device_count" in ctx.source_text:
+            if mentions(ctx, "is_available") or mentions(ctx, "device_count"):
                 self._missing_cuda_request(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
@@ -1462,6 +1464,20 @@ class LiteralRule(Rule):
             and "cuda" not in (string_body(node.key) or "")
         ):
             ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]  # a key: data
+        elif t is cst.DictElement and (
+            type(node.key) is cst.BinaryOperation
+            or (
+                type(node.key) is cst.Call
+                and type(node.key.func) is cst.Attribute
+                and node.key.func.attr.value == "format"
+            )
+        ):
+            # EasyOCR's `map_location = {"cuda:%d" % 0: "cuda:%d" % gpu}`: a key built from a device literal names
+            # where the data was (a saved location), as a plain "cuda:0" key does: kept; its value is migrated
+            key = node.key
+            template = key.left if type(key) is cst.BinaryOperation else getattr(key.func, "value", None)  # type: ignore[attr-defined]
+            if type(template) is cst.SimpleString and "cuda" in (string_body(template) or ""):
+                ctx.claim_string(template, "", "rewritten", "", value=None)
         elif t is cst.DictElement and (inner := device_call_key(node.key)) is not None:
             if self.new_body(string_body(inner)) is not None and "cuda" in (string_body(inner) or ""):
                 # {torch.device("cuda"): dist.Backend.NCCL}: as below, TPU104 adds a torch.device("tpu") entry
@@ -1881,8 +1897,14 @@ class LiteralRule(Rule):
         TorchTPU is not loaded (a CPU-only test run, a CUDA box), where CUDA's device object could be built
         anywhere; ``_tpu_device()`` builds "tpu" on a TPU and CUDA's as written elsewhere (glide's attr
         defaults)."""
+        # (nnUNet's `device=torch.device('cuda', 0)` parameter default: the literal ordinal 0 as "cuda:0")
+        zero = (
+            len(node.args) == 2
+            and type(node.args[1].value) is cst.Integer
+            and node.args[1].value.value == "0"
+        )
         if not (
-            len(node.args) == 1
+            (len(node.args) == 1 or zero)
             and node.args[0].keyword is None
             and type(node.args[0].value) is cst.SimpleString
             and type(orig.args[0].value) is cst.SimpleString
@@ -1899,7 +1921,8 @@ class LiteralRule(Rule):
             return None
         ctx.need_helper(_helpers.IMPORT_TIME_DEVICE)
         return cst.Call(
-            func=cst.Name(_helpers.IMPORT_TIME_DEVICE), args=[cst.Arg(cst.Integer("0"))] if m.group(1) else []
+            func=cst.Name(_helpers.IMPORT_TIME_DEVICE),
+            args=[cst.Arg(cst.Integer("0"))] if m.group(1) or zero else [],
         )
 
     def _drop_runtime_index(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.Call | None:

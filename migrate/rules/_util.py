@@ -14,6 +14,16 @@ _EMPTY = cst.Module(body=[])
 _SIMPLE = re.compile(r"^(?P<prefix>[rRuU]?)(?P<q>'|\")(?P<body>[^'\"\\\n]*)(?P=q)$")
 
 
+def mentions(ctx, word: str) -> bool:
+    """Whether the file's text holds ``word``, searched once per file: rules ask per node, and a search of the
+    whole text each time is quadratic in the file's size (a 5 MB file: minutes)."""
+    cache = ctx.scratch.setdefault("mentions", {})
+    found = cache.get(word)
+    if found is None:
+        found = cache[word] = word in ctx.source_text
+    return found
+
+
 def code(node: cst.CSTNode) -> str:
     """Source text of a node."""
     return _EMPTY.code_for_node(node)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from ._calls import bind, rebind
 from ._helpers import AMP_DEVICE, AUTOCAST, helper
-from ._util import arg, code, expr, kwarg, literals, set_kwarg, string_body, with_body
+from ._util import arg, code, expr, kwarg, literals, mentions, set_kwarg, string_body, with_body
 from .base import Context, Rule, register
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
@@ -195,7 +195,7 @@ class Autocast(Rule):
         )
         # A device chosen at run time (device_type=self.device_type) is 'tpu' after the migration; where the file
         # has a GradScaler, TPU302 disables it, and fp16 autocast without loss scaling would underflow.
-        runtime = literal is None and "GradScaler" in ctx.source_text
+        runtime = literal is None and mentions(ctx, "GradScaler")
         if literal != "tpu" and not runtime:
             return None
         dt = arg(node, 1, "dtype")

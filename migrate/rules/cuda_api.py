@@ -20,7 +20,19 @@ from ..flow import PER_HOST, walk_regions
 from ..project import NEEDS_CUDA, TEST_FILE, current, facts_for, is_test_file
 from . import _helpers
 from ._calls import rebind, same_args
-from ._util import arg, code, expr, full_name, kwarg, literals, pure, string_body, unwrap_block, with_body
+from ._util import (
+    arg,
+    code,
+    expr,
+    full_name,
+    kwarg,
+    literals,
+    mentions,
+    pure,
+    string_body,
+    unwrap_block,
+    with_body,
+)
 from .base import Context, Rule, register
 
 #: torch.cuda name -> (its signature, the torch.accelerator name, that one's signature, renamed parameters).
@@ -1410,7 +1422,7 @@ class CudaMemoryStats(Rule):
 
 def _capability_names(ctx: Context) -> frozenset[str]:
     """Names the file assigns ``torch.cuda.get_device_capability(...)`` to (in any scope)."""
-    if "get_device_capability" not in ctx.source_text:
+    if not mentions(ctx, "get_device_capability"):
         return frozenset()
     found: set[str] = set()
     todo: list[cst.CSTNode] = [getattr(ctx, "module", None) or cst.Module([])]
@@ -1677,7 +1689,7 @@ class Bf16Supported(Rule):
                 ctx.scratch.setdefault("bf16-after-check", set()).add(id(right))  # type: ignore[union-attr]
         kept = ctx.scratch.get("cuda-guards", {})
         capability = isinstance(node.operator, cst.And) and _CUDA_CAPABILITY.search(code(node)) is not None
-        calls = _calls_in(node) if kept or capability or "torch.version.cuda" in ctx.source_text else []
+        calls = _calls_in(node) if kept or capability or mentions(ctx, "torch.version.cuda") else []
         if (
             any(id(c) in kept for c in calls)
             or (
@@ -1974,7 +1986,7 @@ class CudaTensorType(Rule):
             or f.attr.value != "type"
             or len(orig.args) != 1
             or orig.args[0].keyword is not None
-            or "torch.cuda." not in ctx.source_text
+            or not mentions(ctx, "torch.cuda.")
         ):
             return None
         target = code(orig.args[0].value)
@@ -2221,6 +2233,7 @@ class CudaGraphsNvtx(Rule):
 #: Python packages that only run on NVIDIA GPUs (kernels, compilers, bindings, monitoring).
 KERNEL_MODULES = (
     "triton",
+    "triton_pre_mlir",  # (MosaicML's pinned triton fork: MPT's flash_attn_triton in InternVL and LLaVA copies)
     "apex",
     "bitsandbytes",
     "flash_attn",
@@ -2280,6 +2293,7 @@ KERNEL_MODULES = (
     # DeepSpeed4Science's Evoformer attention: CUDA kernels (openfold's use_deepspeed_evo_attention)
     "deepspeed.ops.deepspeed4science",
     *("k2", "fairscale.nn.data_parallel", "isaacgym"),  # (see _DEVICE_LIMITED)
+    "basicsr.ops",  # (the same: BasicSR's compiled upfirdn2d / fused_act / dcn, GFPGAN's StyleGAN2 blocks)
 )
 #: What to do instead of a CUDA-only serving stack (its TODO; others say to port the kernels).
 _STACK_ADVICE = {
@@ -2323,6 +2337,9 @@ _DEVICE_LIMITED: dict[str, str] = {
     # NVIDIA's Isaac Gym physics API (ElegantRL's own Isaac tasks): sim_device 'cpu' or 'cuda:N' only, its
     # observation and action tensors live there (isaacgymenvs.make(sim_device=...) is a foreign call: TPU101)
     "isaacgym": "simulate with sim_device='cpu' and move its observations to 'tpu' (and the actions back)",
+    # BasicSR's compiled ops (GFPGAN's and Real-ESRGAN's StyleGAN2 blocks): upfirdn2d, fused_act and dcn branch on
+    # input.device.type between a CPU path and their CUDA kernels, so a 'tpu' tensor reaches the CUDA kernel
+    "basicsr.ops": "run those blocks on CPU tensors, or use the project's pure-torch ('clean') architectures",
     # an op of a library with CPU and CUDA kernels only, reached by a call (fairseq's MMS alignment)
     "torchaudio.functional.forced_align": "run the alignment on CPU tensors (.cpu() before the call)",
     # AOTInductor: builds a shared library for the CPU or CUDA from the device of the model and example inputs
@@ -2597,6 +2614,12 @@ def import_time_smalls(module) -> Iterator[cst.BaseSmallStatement]:
             todo.extend(reversed(inner))
 
 
+def loads_compiled_ops(qname: str) -> bool:
+    """``ext_loader.load_ext('_ext', [...])``: mmcv's loader of its compiled operators (mmcv itself or a copy of it
+    carried in the tree, LAVIS's and InternImage's): the module it returns runs CPU and CUDA kernels only."""
+    return qname == "ext_loader.load_ext" or qname.endswith(".ext_loader.load_ext")
+
+
 @register
 class CustomKernels(Rule):
     code = "TPU211"
@@ -2618,7 +2641,7 @@ class CustomKernels(Rule):
         "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n"
     )
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
-    words = frozenset(q.rsplit(".", 1)[-1] for q in (*DEVICE_LIMITED_CALLS, *CPU_CUDA_OPS))
+    words = frozenset(q.rsplit(".", 1)[-1] for q in (*DEVICE_LIMITED_CALLS, *CPU_CUDA_OPS)) | {"load_ext"}
     node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
 
     def _helper_of_cuda_only(self, ctx, node: cst.CSTNode) -> None:
@@ -2672,6 +2695,13 @@ class CustomKernels(Rule):
     def visit_node(self, ctx, node):
         if type(node) is cst.Call and (lib := DEVICE_LIMITED_CALLS.get(ctx.qname(node.func) or "")):
             ctx.flag(node, _limited_message(lib), code=self.code)
+        if type(node) is cst.Call and loads_compiled_ops(ctx.qname(node.func) or code(node.func)):
+            ctx.flag(
+                node,
+                "loads mmcv's compiled operators (`_ext`: CPU and CUDA kernels only, none for 'tpu'): call them on "
+                "CPU tensors and move their results back, or port them to torch ops",
+                code=self.code,
+            )
         if type(node) is cst.Call and (op := ctx.qname(node.func) or "") in CPU_CUDA_OPS:
             ctx.flag(
                 node,

@@ -122,6 +122,8 @@ class ArgparseDefault(Rule):
             return None  # Lightning/Fabric's knob: its 'tpu' is torch_xla (TPU911 flags the Trainer)
         if choices is None or not isinstance(choices.value, (cst.List, cst.Tuple)):
             return None
+        if _kept_with_a_test(ctx, orig):
+            return None  # (its values stay with a device test kept as written: flow.fed_literals)
         bodies = [string_body(e.value) for e in choices.value.elements]
         add = [new for old, new in _CHOICE_ADDS.items() if old in bodies and new not in bodies]
         if "tpu_dist" in add and not creates_group(ctx.source_text):
@@ -170,6 +172,23 @@ class ArgparseDefault(Rule):
             comps[i - 1] = comps[i - 1].with_changes(comparator=grown)
             return node.with_changes(comparisons=comps)
         return None
+
+
+def _kept_with_a_test(ctx: Context, call: cst.CSTNode) -> bool:
+    """A literal of the original option is frozen: a device test kept as written reads the option's value
+    (nnUNet's ``-device``), so its choices gain no 'tpu' either."""
+    frozen = getattr(ctx, "frozen", ())
+    return bool(frozen) and any(id(n) in frozen for n in _strings_in(call))
+
+
+def _strings_in(node: cst.CSTNode) -> list[cst.SimpleString]:
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if type(n) is cst.SimpleString:
+            out.append(n)
+        todo.extend(n.children)
+    return out
 
 
 def _a_flag(value: cst.BaseExpression) -> bool:
@@ -355,7 +374,10 @@ class IsCuda(Rule):
         assert isinstance(node, cst.Attribute) and isinstance(orig, cst.Attribute)
         if node.attr.value != "is_cuda" or ctx.is_target(orig) or ctx.qname(orig):
             return None
-        if "is_cuda" in ctx.source_text and code(node.value) in set(_OWN_IS_CUDA.findall(ctx.source_text)):
+        own = ctx.scratch.get("own-is-cuda")
+        if own is None:  # (once per file: a search per attribute is quadratic in the file's size)
+            own = ctx.scratch["own-is-cuda"] = set(_OWN_IS_CUDA.findall(ctx.source_text))
+        if code(node.value) in own:
             return None  # `self.is_cuda = ...`: the program's own attribute (its value is migrated where it is set)
         kept = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
         if kept is not None:  # (see migrate.flow: what the test selects may be CUDA-only)

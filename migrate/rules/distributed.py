@@ -13,7 +13,7 @@ from ..flow import PER_HOST
 from ..project import facts_for
 from . import _helpers
 from ._literal import LiteralRule, creates_group, walk_code
-from ._util import code, drop_kwargs, expr, kwarg, literals, string_body, with_body
+from ._util import code, drop_kwargs, expr, kwarg, literals, mentions, string_body, with_body
 from .base import Rule, register
 from .workers import check_workers
 
@@ -65,7 +65,7 @@ class BackendAskedNccl(Rule):
     node_types = (cst.FunctionDef, cst.Comparison)
 
     def visit_node(self, ctx, node):
-        if "get_backend" not in ctx.source_text:
+        if not mentions(ctx, "get_backend"):
             return  # (cheap: the function-level walk below runs only where a backend is asked)
         if "creates-group" not in ctx.scratch:
             ctx.scratch["creates-group"] = creates_group(ctx.source_text)
@@ -530,6 +530,16 @@ class SpawnKeptCount(Rule):
 _DATA_PARALLEL = DATA_PARALLEL
 
 
+_MMCV_WRAPPER = re.compile(r"(?:^|\.)mmcv\.parallel(?:\.\w+)?\.(MMDataParallel|MMDistributedDataParallel)$")
+
+
+def _mmcv_wrapper(qname: str) -> str | None:
+    """mmcv's MMDataParallel / MMDistributedDataParallel, from mmcv or a copy of it carried in the tree (LAVIS's
+    ``annotator.uniformer.mmcv.parallel``): the wrapper's name, else None."""
+    m = _MMCV_WRAPPER.search(qname)
+    return m.group(1) if m else None
+
+
 @register
 class DataParallelFlag(Rule):
     code = "TPU407"
@@ -577,6 +587,15 @@ class DataParallelFlag(Rule):
         """A subclass of DataParallel in this file (StyleTTS2's ``class MyDataParallel(torch.nn.DataParallel)``)
         scatters like it: the class and each construction of it are flagged."""
         subclasses = ctx.scratch.setdefault("data-parallel-subclasses", set())
+        if type(node) is cst.Call and (wrapper := _mmcv_wrapper(ctx.qname(node.func) or "")) is not None:
+            ctx.flag(
+                node,
+                f"`{wrapper}` (mmcv) moves each batch to its device_ids with mmcv's own scatter, which knows "
+                "CUDA, MLU and NPU devices only (with the model on 'tpu' it raises or feeds it CPU tensors): wrap "
+                "the module in torch's DistributedDataParallel without device_ids, or call it directly",
+                code=self.code,
+            )
+            return
         if type(node) is cst.ClassDef:
             if any(ctx.qname(b.value) in _DATA_PARALLEL for b in node.bases):
                 subclasses.add(node.name.value)  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .._frameworks import COMPOSER_ENTRIES, HF_ENTRIES, LIGHTNING_ENTRIES
-from ._util import literals, string_body
+from ._util import literals, mentions, string_body
 from .base import Rule, register
 
 #: The last name of every entry point: a cheap text test before a qualified-name look-up.
@@ -425,7 +425,7 @@ class HfDeviceMapAuto(Rule):
             type(node) is cst.Call
             and type(node.func) is cst.Attribute
             and node.func.attr.value in _OFFLOADS
-            and "diffusers" in ctx.source_text
+            and mentions(ctx, "diffusers")
         ):
             # CogVideo's replicate predictors: `.to("tpu")` then pipe.enable_model_cpu_offload(): diffusers picks
             # the offload device from CUDA/NPU/XPU/MPS (a CUDA default), never 'tpu'

@@ -10,7 +10,7 @@ import libcst as cst
 
 from .._walk import child_nodes
 from ..project import facts_for
-from ._util import arg, code, kwarg
+from ._util import arg, code, kwarg, mentions
 from .base import Context, Rule, register
 
 #: Calls that start processes of this program, with the argument naming the function each one runs (mp.spawn
@@ -27,7 +27,10 @@ _POOL_METHODS = frozenset(
 #: deletes are gone (_DELETED: F5-TTS's run_asr_wer only called torch.cuda.set_device(rank), then ran CTranslate2);
 #: a process group on the accelerator's backend binds the worker to a device too (verl's test_engine `_worker`).
 _OPENS_DEVICE = re.compile(r"\bcuda\b|['\"]cuda|['\"]tpu\b|torch\.accelerator|['\"](?:nccl|tpu_dist)['\"]")
-_DELETED = re.compile(r"torch\.cuda\.(?:set_device|empty_cache|ipc_collect|manual_seed(?:_all)?)\([^()]*\)")
+#: (one level of nested calls: nnUNet's `torch.cuda.set_device(torch.device('cuda', dist.get_rank()))`)
+_DELETED = re.compile(
+    r"torch\.cuda\.(?:set_device|empty_cache|ipc_collect|manual_seed(?:_all)?)\((?:[^()]|\([^()]*\))*\)"
+)
 
 
 def _opens(text: str) -> bool:
@@ -95,7 +98,7 @@ def check_workers(ctx: Context, call: cst.Call, target: cst.BaseExpression) -> N
     """Flag ``call`` (once per file) when the function it starts in other processes opens the device."""
     if not ctx.enabled(DeviceWorkers.code) or ctx.scratch.get("device-workers"):
         return
-    if "set_tpu_launch_env" in ctx.source_text:
+    if mentions(ctx, "set_tpu_launch_env"):
         return
     why = _opens_device(ctx, target)
     if why is None:
@@ -141,8 +144,12 @@ def _opens_device(ctx: Context, target: cst.BaseExpression) -> str | None:
         if fn is not None:
             if _opens(code(fn.body)):
                 return f"`{target.value}`"
-            # Depth-Anything's main_worker reaches the device only through the project's parallelize()
+            # Depth-Anything's main_worker reaches the device only through the project's parallelize(); nnUNet's
+            # run_ddp through this module's setup_ddp (its process group), once set_device is gone
             for callee in _called_names(fn):
+                local = _module_function(getattr(ctx, "module", None), callee.value)
+                if type(local) is cst.FunctionDef and local is not fn and _opens(code(local.body)):
+                    return f"`{target.value}`, through `{callee.value}`"
                 qname = ctx.qname(callee)
                 body = _project_function(ctx, qname, hops=2) if qname else None
                 if body is not None and _opens(body):

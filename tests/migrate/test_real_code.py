@@ -305,10 +305,14 @@ def test_device_with_an_index():
         "import torch\na = torch.device('cuda', fabric.local_rank)\nb = torch.device('cuda', 1)\n"
         "c = torch.device('cuda', 0)\n"
     ).new_source
-    assert (
-        "a = torch.device('tpu')\n" in out and "b = torch.device('cuda', 1)" in out
-    )  # run-time ordinal: dropped
-    assert "c = torch.device('tpu', 0)" in out
+    # run-time ordinal: dropped (every form alike, test_wrong_rewrite_classes); the literal ordinal 0 built at import
+    # (module level) takes the import-safe helper, as "cuda:0" does
+    assert "a = torch.device('tpu')\n" in out and "b = torch.device('cuda', 1)" in out
+    assert "c = _tpu_device(0)" in out
+    inside = run(
+        "import torch\n\n\ndef f(rank):\n    return torch.device('cuda', rank), torch.device('cuda', 0)\n"
+    )
+    assert "torch.device('tpu'), torch.device('tpu', 0)" in inside.new_source  # (at run time: plain)
 
 
 def test_a_file_built_on_a_cuda_only_package_is_flagged_only():

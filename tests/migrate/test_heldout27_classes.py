@@ -1,0 +1,220 @@
+"""Wrong rewrites and fixed-point failures found on held-out check 27 (benchmarks/migrate_corpus_heldout27.txt),
+each as a class in its own words, each asserting what the tool must (not) do."""
+
+from __future__ import annotations
+
+from migrate_helpers import run, write_tree
+
+# --- a worker that reaches the device through a function of its own module (nnUNet's run_ddp calls setup_ddp, which
+# opens the process group): the first run saw CUDA in run_ddp's `torch.cuda.set_device(torch.device('cuda', r))` and
+# kept the device test around mp.spawn; the second run, that call gone, no longer saw the device and rewrote the
+# test: not a fixed point ---
+
+SPAWNED = (
+    "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+    "def setup(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n\n\n"
+    "def work(rank, world):\n    setup(rank, world)\n"
+    "    torch.cuda.set_device(torch.device('cuda', dist.get_rank()))\n\n\n"
+    "def main(device, n):\n    if n > 1:\n        assert device.type == 'cuda'\n"
+    "        mp.spawn(work, args=(n,), nprocs=n)\n"
+)
+
+
+def test_a_worker_opening_the_device_through_its_modules_function_is_seen_on_every_run():
+    first = run(SPAWNED).new_source
+    assert "assert device.type == 'cuda'" in first  # kept (flagged): the spawned workers need binding first
+    assert run(first).new_source == first  # one run is the fixed point
+
+
+# --- an option's value tested against "cuda" where the test is kept (nnUNet's run_training: `-device` defaults to
+# 'cuda', `assert args.device in ['cpu', 'cuda', 'mps']`, then `if args.device == 'cuda': ... else:
+# torch.device('mps')` kept because its function reads num_gpus): the default and the list were renamed alone, so a
+# TPU host passed the assert and fell through to 'mps' ---
+
+OPTION = (
+    "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+    "    parser.add_argument('-device', type=str, default='cuda', choices=['cpu', 'cuda', 'mps'])\n"
+    "    parser.add_argument('-num_gpus', type=int, default=1)\n    args = parser.parse_args()\n"
+    "    assert args.device in ['cpu', 'cuda', 'mps'], args.device\n"
+    "    if args.device == 'cuda':\n        torch.cuda.set_per_process_memory_fraction(0.5)\n"
+    "        device = torch.device('cuda')\n"
+    "    elif args.device == 'cpu':\n        device = torch.device('cpu')\n    else:\n"
+    "        device = torch.device('mps')\n    return device, args.num_gpus\n"
+)
+
+
+def test_an_options_default_and_lists_stay_with_a_kept_test_of_its_value():
+    out = run(OPTION).new_source
+    kept = "if args.device == 'cuda':" in out
+    lists = "default='cuda', choices=['cpu', 'cuda', 'mps']" in out and "in ['cpu', 'cuda', 'mps']" in out
+    assert kept == lists  # the option, its list and its test agree: all renamed or none
+    assert run(out).new_source == out
+
+
+# --- torch.device('cuda', 0) as a parameter default (nnUNet's compute_gaussian): built at import, so
+# torch.device('tpu', 0) failed every import where TorchTPU is not loaded; the import-safe helper takes the ordinal ---
+
+
+def test_an_import_time_device_with_the_literal_ordinal_0_takes_the_import_safe_helper():
+    src = (
+        "import torch\n\n\ndef gaussian(size, device=torch.device('cuda', 0)):\n    return torch.ones(size, device=device)\n"
+        "\n\ndef other(x, device=torch.device('cuda', index=0)):\n    return x.to(device)\n"
+    )
+    out = run(src).new_source
+    assert out.count("_tpu_device(0)") == 2 and "torch.device('tpu', 0)" not in out
+
+
+# --- a map_location dict whose key is built from a device literal (EasyOCR's `{"cuda:%d" % 0: "cuda:%d" % gpu}`):
+# the key names where the checkpoint was saved; renamed, nothing matched and the tensors went back to cuda:0 ---
+
+
+def test_a_built_map_location_key_stays_and_only_its_value_moves():
+    src = (
+        "import torch\n\n\ndef load(path, gpu):\n    map_location = {'cuda:%d' % 0: 'cuda:%d' % gpu}\n"
+        "    return torch.load(path, map_location=map_location)\n"
+    )
+    out = run(src).new_source
+    assert "{'cuda:%d' % 0: 'tpu'}" in out
+
+
+# --- mmcv's compiled operators loaded through its ext_loader, in mmcv or a copy carried in the tree (LAVIS's
+# uniformer/mmcv/ops, InternImage): `assert grad_output.is_cuda` became a "tpu" test and torch.cuda.FloatTensor
+# outputs "tpu" tensors, all handed to CPU/CUDA-only kernels with no TODO ---
+
+OPS = (
+    "import torch\nfrom torch.autograd import Function\n\nfrom ..utils import ext_loader\n\n"
+    "ext_module = ext_loader.load_ext('_ext', ['three_nn_forward'])\n\n\n"
+    "class ThreeNN(Function):\n    @staticmethod\n    def forward(ctx, target, source):\n"
+    "        assert target.is_cuda\n        dist2 = torch.cuda.FloatTensor(1, 3, 3)\n"
+    "        ext_module.three_nn_forward(target, source, dist2)\n        return dist2\n"
+)
+
+
+def test_a_file_loading_mmcvs_compiled_operators_is_left_as_written_and_flagged():
+    res = run(OPS)
+    assert "assert target.is_cuda" in res.new_source and "torch.cuda.FloatTensor(1, 3, 3)" in res.new_source
+    assert [d.code for d in res.diagnostics] == ["TPU211"] and "compiled operators" in res.new_source
+
+
+# --- mmcv's MMDataParallel / MMDistributedDataParallel (mmseg's train.py in LAVIS and InternVL): the model moved
+# to 'tpu' and device_ids kept, so mmcv's CUDA-only scatter raised at the first batch, with no TODO ---
+
+
+def test_mmcvs_data_parallel_wrappers_are_flagged():
+    src = (
+        "import torch\nfrom mmcv.parallel import MMDataParallel, MMDistributedDataParallel\n\n\n"
+        "def wrap(model, cfg, distributed):\n    if distributed:\n"
+        "        return MMDistributedDataParallel(model.cuda(), device_ids=[torch.cuda.current_device()])\n"
+        "    return MMDataParallel(model.cuda(cfg.gpu_ids[0]), device_ids=cfg.gpu_ids)\n"
+    )
+    res = run(src)
+    found = [d for d in res.diagnostics if d.code == "TPU407"]
+    assert len(found) == 2 and all("mmcv" in d.message for d in found)
+
+
+# --- a host's device count that derives each process's LOCAL_RANK for other programs (InternVL's SLURM setup:
+# `os.environ['LOCAL_RANK'] = str(proc_id % num_gpus)`), or that is halved before it divides work and sizes the
+# spawn (EasyOCR's `ngpus_per_node = torch.cuda.device_count() // 2`): renamed, TorchTPU's one device per process
+# made every process its host's first and spawned none; kept, like its twin, with a TODO ---
+
+
+def test_a_count_exporting_a_local_rank_stays_cudas():
+    src = (
+        "import os\nimport torch\n\n\ndef init_slurm():\n    proc_id = int(os.environ['SLURM_PROCID'])\n"
+        "    num_gpus = torch.cuda.device_count()\n    os.environ['LOCAL_RANK'] = str(proc_id % num_gpus)\n"
+    )
+    res = run(src)
+    assert "num_gpus = torch.cuda.device_count()" in res.new_source and "TPU201" in res.new_source
+
+
+def test_a_halved_count_that_divides_work_stays_with_its_twin():
+    src = (
+        "import torch\n\n\ndef main(config):\n    if config['mode'] == 'weak':\n"
+        "        ngpus = torch.cuda.device_count() // 2\n    else:\n        ngpus = torch.cuda.device_count()\n"
+        "    return config['batch_size'] / ngpus\n"
+    )
+    out = run(src).new_source
+    assert "torch.cuda.device_count() // 2" in out and "ngpus = torch.cuda.device_count()\n" in out
+
+
+# --- a project whose device is DeepSpeed's accelerator (Megatron-DeepSpeed: `get_accelerator()` in 46 modules
+# places the model, its buffers and groups): DeepSpeed has no TPU accelerator, so the CUDA left in its scripts,
+# moved to 'tpu', met a model on the CPU (19 hunks); such a project's CUDA modules are left as written, flagged ---
+
+
+def test_a_project_placed_by_deepspeeds_accelerator_is_left_as_written(tmp_path):
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text(
+            "import torch\nfrom deepspeed.accelerator import get_accelerator\n\n\n"
+            f"def place{i}(model):\n    return model.to(get_accelerator().current_device_name())\n"
+        )
+    script = "import torch\n\n\ndef step(model, data):\n    return model(data.cuda())\n"
+    (tmp_path / "pretrain.py").write_text(script)
+    out = write_tree(tmp_path)
+    assert "data.cuda()" in out["pretrain.py"] and "DeepSpeed's accelerator" in out["pretrain.py"]
+
+
+def test_one_deepspeed_module_among_plain_scripts_does_not_stop_their_migration(tmp_path):
+    (tmp_path / "ds.py").write_text(
+        "from deepspeed.accelerator import get_accelerator\n\n\ndef dev():\n"
+        "    return get_accelerator().current_device_name()\n"
+    )
+    for i in range(5):
+        (tmp_path / f"s{i}.py").write_text("import torch\n\n\ndef f(x):\n    return x.cuda()\n")
+    out = write_tree(tmp_path)
+    assert all('x.to("tpu")' in out[f"s{i}.py"] for i in range(5))
+
+
+# --- a record of arguments holding a non-device word (EasyOCR's test inputs `[polys, 64, '', 'greedy', 5, 'cuda']`)
+# was read as a list of names and kept, while the same file's other input lists were migrated: the recognizer's
+# cases sent their inputs to 'cuda' and the detector's to 'tpu' ---
+
+
+def test_a_record_of_arguments_is_no_list_of_names():
+    src = (
+        "import torch\n\n\ndef cases(polys, model):\n    a = [polys, 64, False, 'cuda']\n"
+        "    b = [polys, 64, '', 'greedy', 5, 'cuda']\n    return model(*a), model(*b)\n"
+    )
+    out = run(src).new_source
+    assert out.count("'tpu'") == 2 and "'cuda'" not in out
+    names = (
+        "import torch\n\n\ndef f(x):\n    return [getattr(x, n) for n in ('contiguous', 'cuda', 'half')]\n"
+    )
+    assert "'cuda'" in run(names).new_source  # (a display of names stays as it is)
+
+
+# --- a check that guards the import of the project's own compiled CUDA extension by a relative import (EasyOCR's
+# dcn: `if torch.cuda.is_available(): from .. import deform_pool_cuda`, built by its setup.py's CUDAExtension): a
+# TPU host tried to import or build the CUDA kernel; kept as CUDA's, like its twin in setup.py ---
+
+
+def test_a_check_guarding_a_relative_import_of_the_projects_cuda_extension_stays_cudas(tmp_path):
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
+        "setup(ext_modules=[CUDAExtension('pool_cuda', ['src/pool_cuda.cpp', 'src/pool_kernel.cu'])])\n"
+    )
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "__init__.py").write_text("")
+    (tmp_path / "ops" / "functions").mkdir()
+    (tmp_path / "ops" / "functions" / "__init__.py").write_text("")
+    (tmp_path / "ops" / "functions" / "pool.py").write_text(
+        "import torch\n\nif torch.cuda.is_available():\n    from .. import pool_cuda\n    ready = True\n"
+    )
+    out = write_tree(tmp_path)["ops/functions/pool.py"]
+    assert "if torch.cuda.is_available():" in out and "TPU201" in out
+
+
+# --- one boolean test with a kept `.is_cuda` and an availability check (flair's language-model trainer: `if not
+# data.is_cuda and cuda.is_available(): raise Exception("data isnt on cuda")`): renamed alone, the availability half
+# made every batch on 'tpu' raise; both halves stay CUDA's ---
+
+
+def test_a_kept_is_cuda_keeps_the_availability_check_of_its_test():
+    src = (
+        "import torch\nfrom torch import cuda\n\n\nclass T:\n    def step(self, data, targets):\n"
+        "        if not data.is_cuda and cuda.is_available():\n            raise Exception('data isnt on cuda')\n"
+        "        return self.loss_function(data, targets)\n"
+    )
+    out = run(src).new_source
+    kept_is_cuda = "not data.is_cuda" in out
+    assert kept_is_cuda == ("cuda.is_available()" in out and "accelerator.is_available" not in out)
