@@ -218,3 +218,19 @@ def test_a_kept_is_cuda_keeps_the_availability_check_of_its_test():
     out = run(src).new_source
     kept_is_cuda = "not data.is_cuda" in out
     assert kept_is_cuda == ("cuda.is_available()" in out and "accelerator.is_available" not in out)
+
+
+# --- a test for "more than one GPU" (`device_count() != 1`) guarding counts kept as CUDA's (EasyOCR's eval): renamed,
+# a TPU host took the branch its counts do not ---
+
+
+def test_a_multi_gpu_guard_of_counts_kept_as_cudas_stays_cudas():
+    guard = (
+        "import torch\n\n\ndef shards(mode, items):\n    if mode == 'weak' and torch.cuda.device_count() != 1:\n"
+        "        n = torch.cuda.device_count() // 2\n    else:\n        n = torch.cuda.device_count()\n"
+        "    return len(items) // n\n"
+    )
+    code_lines = "\n".join(
+        line for line in run(guard).new_source.splitlines() if not line.lstrip().startswith("#")
+    )
+    assert "torch.accelerator" not in code_lines and code_lines.count("torch.cuda.device_count()") == 3
