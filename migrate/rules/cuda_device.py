@@ -178,17 +178,7 @@ def _kept_with_a_test(ctx: Context, call: cst.CSTNode) -> bool:
     """A literal of the original option is frozen: a device test kept as written reads the option's value
     (nnUNet's ``-device``), so its choices gain no 'tpu' either."""
     frozen = getattr(ctx, "frozen", ())
-    return bool(frozen) and any(id(n) in frozen for n in _strings_in(call))
-
-
-def _strings_in(node: cst.CSTNode) -> list[cst.SimpleString]:
-    out, todo = [], [node]
-    while todo:
-        n = todo.pop()
-        if type(n) is cst.SimpleString:
-            out.append(n)
-        todo.extend(n.children)
-    return out
+    return bool(frozen) and any(type(n) is cst.SimpleString and id(n) in frozen for n in walk_code(call))
 
 
 def _a_flag(value: cst.BaseExpression) -> bool:
