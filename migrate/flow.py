@@ -1382,9 +1382,7 @@ def _kept_half(flow: Flow, node: cst.CSTNode, flagged: set[int]) -> str | None:
     """A ``.is_cuda`` the pass flagged and kept in the same boolean test as ``node`` (``not x.is_cuda and
     cuda.is_available()``): its code, else None."""
     root = node
-    while type(parent := flow.parents.get(root)) in (cst.BooleanOperation, cst.UnaryOperation, cst.Call):
-        if type(parent) is cst.Call and parent is not root and parent.func is not root:
-            break  # (a call's argument is another expression's business)
+    while type(parent := flow.parents.get(root)) in (cst.BooleanOperation, cst.UnaryOperation):
         root = parent
     if root is node:
         return None

@@ -31,6 +31,7 @@ from .rules.cuda_api import (
     device_limited,
     import_time_smalls,
     imported_modules,
+    loads_compiled_ops,
     vendored_cuda_library,
 )
 from .rules.xla_flag_only import SPMD_MARKERS, SPMD_MODULES, Spmd, SpmdProgram
@@ -246,13 +247,12 @@ def _loads_compiled_ops(source: str, table: ImportTable) -> bool:
     """A file that loads mmcv's compiled operators (``ext_module = ext_loader.load_ext('_ext', [...])``) to call
     them: its device tests and allocations are the CUDA kernels' (carafe's ``assert grad_output.is_cuda``,
     three_nn's ``torch.cuda.FloatTensor`` outputs)."""
-    for name, q in _bound(table):
-        if name is not None and (
-            q == "ext_loader" or (q or "").endswith(".ext_loader") or name == "ext_loader"
-        ):
-            if re.search(rf"(?<![\w.]){re.escape(name)}\.load_ext\s*\(", source):
-                return True
-    return False
+    return any(
+        name is not None
+        and loads_compiled_ops(f"{q or name}.load_ext")
+        and re.search(rf"(?<![\w.]){re.escape(name)}\.load_ext\s*\(", source) is not None
+        for name, q in _bound(table)
+    )
 
 
 def _calls_device_limited(source: str, table: ImportTable) -> bool:

@@ -201,9 +201,9 @@ def _name_list(display: cst.List | cst.Tuple | cst.Set) -> bool:
     backend lists method or attribute names; its 'cuda' is a name too. A display that also holds other values
     (EasyOCR's test inputs ``[polys, 64, '', 'greedy', 5, 'cuda']``, a call's arguments) is a record, not a list of
     names."""
-    bodies = [string_body(e.value) for e in display.elements]
     if any(type(e.value) is not cst.SimpleString for e in display.elements):
         return False
+    bodies = (string_body(e.value) for e in display.elements)
     return any(b is not None and b.isidentifier() and b not in DEVICE_WORDS for b in bodies)
 
 
