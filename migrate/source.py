@@ -307,15 +307,12 @@ CHUNK_CHARS = 1_000_000
 _TOP_LINE = re.compile(r"^(?:def|class|async|[A-Za-z_]\w*\s*[=(.:\[])", re.M)
 
 
-def _parse_in_chunks(source: str) -> ast.Module:
-    """``ast.parse(source)`` with the parser's own working memory for one chunk at a time (on a 5 MB file its
-    arena is ~130 MB over the ~800 MB tree). Chunks start on a line that begins a top-level ``def``, ``class`` or
-    statement; each is parsed after as many newlines as lines come before it (the same line numbers). A cut
-    inside a string, brackets, a continued line, a decorated def or an ``if``/``else`` leaves a chunk that does
-    not parse: then the whole text is parsed at once (and so is a file naming ``__future__``)."""
-    if "__future__" in source:
-        return ast.parse(source)
-    bodies: list[ast.stmt] = []
+def top_level_chunks(source: str) -> Iterator[str]:
+    """``source`` cut into pieces of about :data:`CHUNK_CHARS`, each starting on a line that begins a top-level
+    ``def``, ``class`` or statement and preceded by as many newlines as lines come before it (the same line
+    numbers). A cut inside a string, brackets, a continued line, a decorated def or an ``if``/``else`` leaves a
+    piece that does not parse alone; when every piece parses, so does the whole text (each ends on a complete
+    statement at column 0, where the next begins)."""
     at = 0
     line = 0
     while at < len(source):
@@ -325,12 +322,23 @@ def _parse_in_chunks(source: str) -> ast.Module:
             if m is not None:
                 cut = m.start()
         chunk = source[at:cut]
-        try:
-            bodies.extend(ast.parse("\n" * line + chunk).body)
-        except SyntaxError:
-            return ast.parse(source)
+        yield "\n" * line + chunk
         line += chunk.count("\n")
         at = cut
+
+
+def _parse_in_chunks(source: str) -> ast.Module:
+    """``ast.parse(source)`` with the parser's own working memory for one chunk at a time (on a 5 MB file its
+    arena is ~130 MB over the ~800 MB tree); a chunk that does not parse alone, or a file naming
+    ``__future__`` (whose imports must come first), is parsed at once."""
+    if "__future__" in source:
+        return ast.parse(source)
+    bodies: list[ast.stmt] = []
+    for chunk in top_level_chunks(source):
+        try:
+            bodies.extend(ast.parse(chunk).body)
+        except SyntaxError:
+            return ast.parse(source)
     return ast.Module(body=bodies, type_ignores=[])
 
 

@@ -380,6 +380,8 @@ def _cmd_plot(args) -> int:
     paths = make_plots(
         args.files, kinds=args.kind, outdir=args.outdir, chips=args.chip, workload=args.workload
     )
+    if not paths:  # one line for a usage error: the refusal says it all
+        raise WorkbenchError("no figure drawn: the files hold no measured records")
     for path in paths:
         print(path)
     skipped = (
@@ -392,8 +394,6 @@ def _cmd_plot(args) -> int:
             f"tpu-bench plot: {', '.join(skipped)} not drawn: no measured records in the files given",
             file=sys.stderr,
         )
-    if not paths:
-        raise WorkbenchError("no figure drawn: the files hold no measured records")
     return 0
 
 

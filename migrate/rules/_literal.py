@@ -285,6 +285,14 @@ def _external(ctx: Context, node: cst.CSTNode, seen: frozenset[str] = frozenset(
     return False
 
 
+#: The qualified name of an OpenMMLab config's constructor: mmcv's or mmengine's ``Config`` (or a copy of mmcv).
+_OPENMMLAB_CONFIG = re.compile(r"(?:^|\.)(?:mmcv|mmengine)(?:\.\w+)*\.Config(?:\.fromfile|\.fromstring)?$")
+#: ``from mmcv import Config`` (or mmcv.utils, mmengine.config, a vendored mmcv), or ``import mmcv``.
+_OPENMMLAB_CONFIG_IMPORT = re.compile(
+    r"(?m)^\s*from\s+[\w.]*\b(?:mmcv|mmengine)\b[\w.]*\s+import\s+[^\n]*\bConfig\b|^\s*import\s+(?:mmcv|mmengine)\b"
+)
+
+
 def _only_binding(ctx: Context, name: str) -> cst.BaseExpression | None:
     """The value of the one assignment of ``name`` in the enclosing function, else None (one walk per function:
     the table of its plain ``x = value`` bindings, a name bound any other way marked None)."""
@@ -818,6 +826,7 @@ class LiteralRule(Rule):
         cst.If,
         cst.With,
         cst.BooleanOperation,
+        cst.Assign,
     )
 
     def _missing_cuda_request(self, ctx: Context, node: cst.BooleanOperation) -> None:
@@ -1453,6 +1462,8 @@ class LiteralRule(Rule):
                             f"{', '.join(repr(w) for w in seen)}: kept ({why})",
                             value=None,
                         )
+        elif t is cst.Assign and mentions(ctx, "Config"):
+            self._openmmlab_config_device(ctx, node)  # type: ignore[arg-type]
         elif t is cst.Subscript:
             # cfg["xla"], results["cuda"]: a key into data, not a device (the data still says "xla")
             for el in node.slice:
@@ -1490,6 +1501,49 @@ class LiteralRule(Rule):
                 ctx.claim_string(node.key, "", "rewritten", "", value=None)  # type: ignore[arg-type]
                 for s in _walk_strings(node.value):
                     ctx.claim_string(s, "", "rewritten", "", value=None)
+
+    def _openmmlab_config_device(self, ctx: Context, node: cst.Assign) -> None:
+        """``cfg.device = 'cuda'`` on an OpenMMLab config (mmcv's or mmengine's ``Config``, or a copy of mmcv
+        carried in the tree): the framework reads it (mmseg's ``train_segmentor`` -> ``build_dp``/``build_ddp``,
+        whose device tables know cuda, cpu, mlu, npu, ipu), so 'tpu' there fails in the framework (InternVL's
+        segmentation/train.py): kept and flagged."""
+        if type(node.value) is not cst.SimpleString or self.new_body(string_body(node.value)) is None:
+            return
+        for t in node.targets:
+            target = t.target
+            if type(target) is cst.Attribute:
+                leaf = target.attr.value
+            elif type(target) is cst.Subscript and len(target.slice) == 1:
+                leaf = string_body(getattr(target.slice[0].slice, "value", None)) or ""
+            else:
+                continue
+            root = target.value
+            while type(root) in (cst.Attribute, cst.Subscript):
+                root = root.value  # type: ignore[attr-defined]
+            if leaf != "device" or type(root) is not cst.Name or not self._openmmlab_config(ctx, root):
+                continue
+            ctx.claim_string(
+                node.value,
+                self.code,
+                "flagged",
+                f"'{string_body(node.value)}' is stored in an OpenMMLab config (`{code(target)}`): the framework "
+                "dispatches on it (build_dp/build_ddp and its runners know cuda, cpu, mlu, npu, ipu; 'tpu' fails "
+                "there); kept: run the framework's CPU path or port the training loop to move model and batches "
+                "to 'tpu' yourself",
+                value=None,
+            )
+            return
+
+    @staticmethod
+    def _openmmlab_config(ctx: Context, root: cst.Name) -> bool:
+        """``root`` is an OpenMMLab ``Config``: its one binding is ``Config.fromfile(...)``/``Config(...)``
+        of mmcv or mmengine (or a vendored mmcv), or it is named cfg/config in a file importing that Config."""
+        value = _only_binding(ctx, root.value)
+        if type(value) is cst.Call:
+            return _OPENMMLAB_CONFIG.search(ctx.qname(value.func) or "") is not None
+        return (
+            root.value in ("cfg", "config") and _OPENMMLAB_CONFIG_IMPORT.search(ctx.source_text) is not None
+        )
 
     def _keep_foreign_args(self, ctx: Context, call: cst.Call) -> None:
         """Device names handed to a third-party library (``isaacgymenvs.make(sim_device="cuda:0")``,
@@ -2213,6 +2267,6 @@ def _autocast_alias(ctx: Context, name: str) -> bool:
                 ):
                     found.add(n.targets[0].target.value)  # type: ignore[attr-defined]
                 continue
-            todo.extend(n.children)
+            todo.extend(child_nodes(n))
         cache[id(scope)] = found  # type: ignore[index]
     return name in found

@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from .._walk import child_nodes
 from ._calls import bind, rebind
 from ._helpers import AMP_DEVICE, AUTOCAST, helper
 from ._util import arg, code, expr, kwarg, literals, mentions, set_kwarg, string_body, with_body
@@ -49,7 +50,7 @@ def _needs_portable(ctx: Context, orig: cst.CSTNode) -> bool:
 def _within(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     """``node`` is ``tree`` or inside it (``@torch.cuda.amp.custom_fwd(cast_inputs=...)``: the reference is the
     call's callee)."""
-    return tree is node or any(_within(c, node) for c in tree.children)
+    return tree is node or any(_within(c, node) for c in child_nodes(tree))
 
 
 #: What shows that a file also runs where there is no GPU: it names the CPU as a device, tests for CUDA, or takes
@@ -352,7 +353,7 @@ def _note_bf16_region(ctx: Context, orig: cst.Call) -> None:
                 _assigned_names(t.target, names)
         elif type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             continue
-        todo.extend(n.children)
+        todo.extend(child_nodes(n))
     defs = [s for s in stack if type(s) is cst.FunctionDef]
     key = id(defs[-1]) if defs else 0
     ctx.scratch.setdefault("bf16-autocast-names", {}).setdefault(key, set()).update(names)  # type: ignore[union-attr]

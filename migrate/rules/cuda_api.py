@@ -1434,7 +1434,7 @@ def _capability_names(ctx: Context) -> frozenset[str]:
             and ctx.qname(n.value.func) == "torch.cuda.get_device_capability"  # type: ignore[attr-defined]
         ):
             found |= {t.target.value for t in n.targets if type(t.target) is cst.Name}  # type: ignore[attr-defined]
-        todo.extend(n.children)
+        todo.extend(child_nodes(n))
     return frozenset(found)
 
 

@@ -101,3 +101,36 @@ def test_a_big_file_parsed_by_ast_in_chunks_gives_the_same_tree(monkeypatch):
     for s in sources:
         want = ast.dump(ast.parse(s), include_attributes=True)
         assert ast.dump(python_tree(s)[0], include_attributes=True) == want, s
+
+
+def test_the_output_check_in_chunks_says_what_python_says(monkeypatch):
+    """The check that an output parses reads a big text a chunk at a time: it must accept exactly what Python
+    accepts, and name the line Python names (a cut inside a string or a bracket falls back to one parse)."""
+    import ast
+
+    from tpu_workbench.migrate import one_file
+
+    monkeypatch.setattr(source, "CHUNK_CHARS", 40)
+    monkeypatch.setattr(one_file, "CHUNK_CHARS", 40)
+    good = _test_sources() + [
+        "x = '''\ndef f():\n    pass\n'''\n" * 5,
+        "y = (1,\nfoo(2))\nz = 1 + \\\n  2\n" * 8,
+        "@dec\ndef f():\n    pass\n\n\nif a:\n    pass\nelse:\n    pass\n" * 5,
+    ]
+    breaks = ["def g(:\n    pass\n", "else:\n    pass\n", "x = (\n", "  indented = 1\n", "'''\n"]
+    checked = 0
+    for text in good:
+        lines = text.splitlines(keepends=True)
+        for k, bad in enumerate(breaks):
+            at = len(lines) * (k + 1) // (len(breaks) + 1)
+            for candidate in (text, "".join(lines[:at]) + bad + "".join(lines[at:])):
+                try:
+                    compile(candidate, "<migrated>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+                    want = None
+                except SyntaxError as exc:
+                    want = f"line {exc.lineno}: {exc.msg}"
+                except ValueError:
+                    continue
+                assert one_file._syntax_error(candidate) == want, candidate
+                checked += len(candidate) > 40
+    assert checked > 100  # the chunked path was taken

@@ -234,3 +234,57 @@ def test_a_multi_gpu_guard_of_counts_kept_as_cudas_stays_cudas():
         line for line in run(guard).new_source.splitlines() if not line.lstrip().startswith("#")
     )
     assert "torch.accelerator" not in code_lines and code_lines.count("torch.cuda.device_count()") == 3
+
+
+# --- a count of devices is not CUDA-only state (nnUNet's run_training_from_pretrained: `main` passes `args.num_gpus`
+# on, and its `elif args.device == 'cuda':` was kept with a TODO saying the function "reads CUDA-only state
+# (`num_gpus`)"; a count of GPUs asks for processes or devices, which the TPU has too) ---
+
+COUNTED = (
+    "import argparse\nimport torch\n\n\ndef train(n, device):\n    return n, device\n\n\n"
+    "def main():\n    p = argparse.ArgumentParser()\n    p.add_argument('-device', default='cuda')\n"
+    "    p.add_argument('-{count}', type=int, default=1)\n    args = p.parse_args()\n"
+    "    if args.device == 'cpu':\n        device = torch.device('cpu')\n"
+    "    elif args.device == 'cuda':\n        torch.set_num_threads(1)\n        device = torch.device('cuda')\n"
+    "    else:\n        device = torch.device('mps')\n    train(args.{count}, device)\n"
+)
+
+
+def test_a_count_of_gpus_does_not_keep_a_device_test_as_cudas():
+    for count in ("num_gpus", "n_gpu", "ngpus", "gpus", "gpus_per_node"):
+        out = run(COUNTED.format(count=count)).new_source
+        assert "elif args.device == 'tpu':" in out and "torch.device('tpu')" in out, count
+        assert "TODO" not in out, count
+    # what does hold CUDA-only state still keeps it: a GPU's index or ids, a CUDA switch
+    for state in ("gpu_ids", "use_cuda_graph"):
+        out = run(COUNTED.format(count=state)).new_source
+        assert "elif args.device == 'cuda':" in out and "TODO(tpu-migrate" in out, state
+
+
+# --- a device string stored in an OpenMMLab config (InternVL's segmentation/train.py: `cfg = Config.fromfile(...)`,
+# `cfg.device = 'cuda'`, then mmseg's train_segmentor -> build_dp/build_ddp, whose tables know cuda, cpu, mlu, npu,
+# ipu): renamed to 'tpu', the framework fails on it ---
+
+MM_CONFIG = (
+    "import torch\n{imports}\n\n\ndef main(args):\n    {binding}\n    {target} = 'cuda'\n"
+    "    train_segmentor(cfg)\n"
+)
+
+
+def test_a_device_stored_in_an_openmmlab_config_is_kept_and_flagged():
+    cases = [
+        ("from mmcv.utils import Config", "cfg = Config.fromfile(args.config)", "cfg.device"),
+        ("from mmengine.config import Config", "cfg = Config.fromfile(args.config)", "cfg['device']"),
+        ("from annotator.uniformer.mmcv import Config", "conf = Config(dict())", "conf.device"),
+        ("from mmcv import Config, DictAction", "cfg = args.cfg", "cfg.device"),
+    ]
+    for imports, binding, target in cases:
+        out = run(MM_CONFIG.format(imports=imports, binding=binding, target=target)).new_source
+        assert f"{target} = 'cuda'" in out and "OpenMMLab config" in out, (imports, target)
+    # not an OpenMMLab config: a plain settings object's device is the program's own, migrated
+    for imports, binding, target in [
+        ("from omegaconf import OmegaConf", "cfg = OmegaConf.load(args.config)", "cfg.device"),
+        ("from mmcv.utils import Config", "cfg = Config.fromfile(args.config)", "cfg.model_device"),
+    ]:
+        out = run(MM_CONFIG.format(imports=imports, binding=binding, target=target)).new_source
+        assert f"{target} = 'tpu'" in out and "OpenMMLab" not in out, (imports, target)

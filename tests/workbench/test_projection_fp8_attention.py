@@ -1,5 +1,6 @@
 """FP8 training quantizes the linears only: attention runs at the bf16 peak (torchtitan Float8, Transformer
-Engine), so its share of the fp8 peak is bf16/fp8; bf16 training and fp8 serving are unchanged."""
+Engine), so its share of the fp8 peak is bf16/fp8; so does fp8 serving on TPU (vLLM TPU's bf16 queries); bf16
+training and fp8 serving on GPUs are unchanged."""
 
 from __future__ import annotations
 
@@ -30,8 +31,19 @@ def test_fp8_training_attention_runs_at_the_bf16_peak():
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
-def test_fp8_inference_keeps_its_attention_efficiency(phase):
+def test_fp8_inference_keeps_its_attention_efficiency_on_gpus(phase):
     assert _eff(phase, "fp8") == pytest.approx(0.35)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_fp8_serving_on_tpu_runs_attention_at_the_bf16_peak(phase):
+    """vLLM TPU keeps the query in bf16 beside an fp8 KV cache (tpu-inference@b8692ff: q_scale None), so a fp8
+    deployment's attention matmuls reach bf16/fp8 of the fp8 peak; bf16 serving is unchanged."""
+    c = load_catalog().chip("TPU v7")
+    assert _eff(phase, "fp8", "TPU v7") == pytest.approx(
+        0.35 * c.peak("bf16", per="chip") / c.peak("fp8", per="chip")
+    )
+    assert _eff(phase, "bf16", "TPU v7") == pytest.approx(0.35)
 
 
 def test_attention_backward_relative_slows_only_the_attention_backward():

@@ -48,7 +48,7 @@ SOURCE_11_14 = (
 SOURCE_1_8 = "PyTorch Blog 'Introducing TorchTPU' + Google Cloud Blog, via trade press (2026-11-03)"
 SOURCE_9_10 = "SemiAnalysis InferenceX as cited in trade press (2026-11-03); no primary page matched"
 # Fitted by fit_seq_overhead() on row 12 (tests/workbench/test_validation_serving.py re-fits and checks them).
-SEQ_OVERHEAD_S = {"tpu": 4.600e-05, "gpu": 6.193e-05}
+SEQ_OVERHEAD_S = {"tpu": 4.515e-05, "gpu": 6.193e-05}
 CALIBRATION_ROWS = {"tpu": ("row 12", "TPU v7", 9364.0), "gpu": ("row 12", "B200", 8903.0)}
 
 

@@ -136,8 +136,12 @@ def slices_for(chip: Chip, n_chips: int, slices: int, domain: int) -> tuple[int,
 
 def _attention_peak_share(chip: Chip, phase: str, precision: str) -> float:
     """Low-precision training (torchtitan Float8 linears, Transformer Engine, MaxText fp8 matmuls) quantizes
-    the linears only: flash attention runs in bf16, so against the fp8/fp4 peak it reaches bf16/peak of it."""
-    if phase != "train" or BYTES[precision] >= 2 or "bf16" not in chip.peak_tflops:
+    the linears only: flash attention runs in bf16, so against the fp8/fp4 peak it reaches bf16/peak of it.
+    Serving on TPU likewise: vLLM TPU's ragged paged attention keeps the query in bf16 beside an fp8 KV cache
+    (vllm-project/tpu-inference@b8692ff, ``q_scale`` None until "the VREG spill issue is resolved")."""
+    if phase != "train" and chip.vendor != "Google":
+        return 1.0
+    if BYTES[precision] >= 2 or "bf16" not in chip.peak_tflops:
         return 1.0
     return chip.peak("bf16", per="chip") / chip.peak(precision, per="chip")
 
