@@ -317,6 +317,48 @@ def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
         ctx.skip_inside(stmt)
 
 
+#: Arithmetic that turns a process's ordinal into a position in the data (``gpu_idx * slice_idx``).
+_INDEX_ARITHMETIC = (cst.Multiply, cst.Add, cst.FloorDivide, cst.Modulo)
+
+
+def _ordinal_as_data_index(ctx: Context, node: cst.Assign, rule_code: str) -> None:
+    """``gpu_idx = torch.cuda.current_device()`` then ``paths[gpu_idx * n:(gpu_idx + 1) * n]`` (EasyOCR's CRAFT
+    eval, one process per GPU): the process's CUDA ordinal picks its share of the data. TorchTPU binds one device
+    per process, so ``current_device_index()`` is 0 in every process and each would take the first share:
+    rewritten (``torch.cuda`` raises on a TPU host) and flagged to use the process's rank."""
+    if (
+        len(node.targets) != 1
+        or type(node.targets[0].target) is not cst.Name
+        or type(node.value) is not cst.Call
+    ):
+        return
+    if ctx.qname(node.value.func) != "torch.cuda.current_device":
+        return
+    name = node.targets[0].target.value
+    scope = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+    todo: list[cst.CSTNode] = [scope.body if scope is not None else (ctx.module or node)]
+    while todo:
+        n = todo.pop()
+        t = type(n)
+        if t is cst.BinaryOperation and isinstance(n.operator, _INDEX_ARITHMETIC):  # type: ignore[attr-defined]
+            parts = (n.left, n.right)  # type: ignore[attr-defined]
+        elif t is cst.Slice:
+            parts = (n.lower, n.upper)  # type: ignore[attr-defined]
+        else:
+            todo.extend(child_nodes(n))
+            continue
+        if any(type(p) is cst.Name and p.value == name for p in parts):  # type: ignore[union-attr]
+            ctx.flag(
+                node,
+                f"`{name}` (this process's CUDA ordinal) also picks this process's share of the data "
+                f"(`{_one_line(code(n))}`): TorchTPU binds one device per process, so its ordinal is 0 in every "
+                "process; use the process's rank (dist.get_rank() or LOCAL_RANK) for the share",
+                code=rule_code,
+            )
+            return
+        todo.extend(child_nodes(n))
+
+
 def _one_line(text: str) -> str:
     """Code shown in a one-line TODO: a call written over several lines, joined (``f(\n  a,\n)`` -> ``f(a)``)."""
     text = re.sub(r"\s*\n\s*", " ", text)
@@ -795,6 +837,7 @@ class CudaToAccelerator(Rule):
         if type(node) is cst.Assign:
             _stream_handles_read(ctx, [node.value])  # type: ignore[attr-defined]
             _module_gate(ctx, node, self.code)  # type: ignore[arg-type]
+            _ordinal_as_data_index(ctx, node, self.code)  # type: ignore[arg-type]
             return
         if type(node) is cst.Call and node.args:
             _streams_handed_on(ctx, node)

@@ -288,3 +288,28 @@ def test_a_device_stored_in_an_openmmlab_config_is_kept_and_flagged():
     ]:
         out = run(MM_CONFIG.format(imports=imports, binding=binding, target=target)).new_source
         assert f"{target} = 'tpu'" in out and "OpenMMLab" not in out, (imports, target)
+
+
+# --- the process's CUDA ordinal used as its share of the data (EasyOCR's trainer/craft/eval.py: `gpu_idx =
+# torch.cuda.current_device()`, then `paths[gpu_idx * n:(gpu_idx + 1) * n]`): on TorchTPU the ordinal is 0 in every
+# process, so every process evaluated the first share, unflagged ---
+
+SHARDED = (
+    "import torch\n\n\ndef evaluate(paths, n_procs):\n    gpu_idx = torch.cuda.current_device()\n"
+    "    size = len(paths) // n_procs\n    mine = {use}\n    return [p for p in mine]\n"
+)
+
+
+def test_a_cuda_ordinal_that_picks_the_datas_share_is_flagged():
+    for use in (
+        "paths[gpu_idx * size:(gpu_idx + 1) * size]",
+        "paths[gpu_idx::n_procs]",
+        "paths[size % 3 + gpu_idx]",
+    ):
+        out = run(SHARDED.format(use=use)).new_source
+        assert "gpu_idx = torch.accelerator.current_device_index()" in out, use
+        assert out.count("use the process's rank") == 1, use
+        assert run(out).new_source == out  # a fixed point
+    # an ordinal that only names the device is the process's own device: no TODO
+    out = run(SHARDED.format(use="torch.zeros(1, device=gpu_idx)")).new_source
+    assert "rank" not in out and "current_device_index()" in out
