@@ -591,9 +591,9 @@ class GradScalerRule(Rule):
     emits = ("torch.amp.GradScaler",)
 
     def call(self, ctx, orig, node, qname):
-        if any(a.star for a in node.args):
-            return None
         takes_device = qname.startswith("torch.amp.")
+        if any(a.star for a in node.args):
+            return self._spread(ctx, orig, node, takes_device)
         positional = [a for a in node.args if a.keyword is None]
         dev = (
             positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
@@ -660,6 +660,34 @@ class GradScalerRule(Rule):
             )
         ctx.need_import("torch")
         return new
+
+    def _spread(self, ctx, orig, node, takes_device):
+        """``GradScaler(**loss_scale)`` (mmcv's optimizer hook, beside ``GradScaler()`` and
+        ``GradScaler(init_scale=...)``): CUDA's scaler takes no device, so the mapping holds scaler options only
+        and the call moves with its twins, its ``enabled`` left to the mapping. A ``*args`` spread, or a spread
+        into a scaler that takes a device, may carry the device: flagged, never left silently on CUDA's scaler."""
+        first = node.args[0] if node.args and node.args[0].keyword is None and not node.args[0].star else None
+        if takes_device and first is not None and string_body(first.value) is not None:
+            return None  # torch.amp.GradScaler("tpu", **kw) (migrated) or another device's scaler: not CUDA's
+        if takes_device or first is not None or any(a.star == "*" for a in node.args):
+            ctx.flag(
+                orig,
+                "GradScaler built from a spread of arguments: its device may be CUDA's; rewrite as "
+                'torch.amp.GradScaler("tpu", ...) by hand',
+                code=self.code,
+            )
+            return None
+        ctx.report(
+            orig,
+            f'GradScaler -> torch.amp.GradScaler("tpu"): loss scaling as `{code(orig)}` says (the mapping decides '
+            "`enabled`: under bf16 it can be off)",
+            code=self.code,
+            outcome="warned",
+        )
+        ctx.need_import("torch")
+        return node.with_changes(
+            func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *node.args]
+        )
 
 
 @register

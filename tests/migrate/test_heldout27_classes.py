@@ -313,3 +313,27 @@ def test_a_cuda_ordinal_that_picks_the_datas_share_is_flagged():
     # an ordinal that only names the device is the process's own device: no TODO
     out = run(SHARDED.format(use="torch.zeros(1, device=gpu_idx)")).new_source
     assert "rank" not in out and "current_device_index()" in out
+
+
+# --- a GradScaler built from a spread mapping beside its twins (mmcv's Fp16OptimizerHook: `GradScaler()`,
+# `GradScaler(init_scale=s)`, `GradScaler(**loss_scale)`): the spread one was left on torch.cuda.amp silently, so
+# one configuration of the same hook scaled on CUDA's scaler (disabled on a TPU host) ---
+
+SPREAD = (
+    "import torch\nfrom torch.cuda.amp import GradScaler\n\n\ndef build(loss_scale, args):\n"
+    "    if loss_scale == 'dynamic':\n        return GradScaler()\n"
+    "    if isinstance(loss_scale, float):\n        return GradScaler(init_scale=loss_scale)\n"
+    "    if isinstance(loss_scale, dict):\n        return GradScaler(**loss_scale)\n"
+    "    return {other}\n"
+)
+
+
+def test_a_gradscaler_from_a_spread_mapping_moves_with_its_twins():
+    out = run(SPREAD.format(other="None")).new_source
+    assert 'GradScaler("tpu", **loss_scale)' in out and "torch.cuda.amp" not in out
+    assert run(out).new_source == out
+    # a positional spread, or one into a scaler that takes a device, may carry CUDA's device: flagged, kept
+    for other in ("GradScaler(*args)", "torch.amp.GradScaler(**args)"):
+        out = run(SPREAD.format(other=other)).new_source
+        assert f"return {other}" in out and out.count("spread of arguments") == 1, other
+        assert run(out).new_source == out
