@@ -498,8 +498,9 @@ class EngineOwnDevice(Rule):
         "Flag deepspeed.initialize / init_inference and accelerate.Accelerator(): they pick their own device."
     )
     rationale = (
-        "DeepSpeed moves the model to get_accelerator()'s device and accelerate to the backend it detects; "
-        "neither knows TorchTPU's 'tpu', so on a TPU host the engine runs on the CPU while migrated code "
+        "DeepSpeed moves the model to get_accelerator()'s device and accelerate to the backend it detects "
+        "(releases that ask torch.accelerator, 1.16 here, find 'tpu'; older ones do not); DeepSpeed does not know "
+        "TorchTPU's 'tpu', so on a TPU host its engine runs on the CPU while migrated code "
         "sends tensors to 'tpu'; a file that builds a DeepSpeed engine is therefore left as written (its "
         "tensors follow the engine). Train with plain torch on 'tpu' (DDP / FSDP2 on tpu_dist), or keep this "
         "path CUDA's."
@@ -517,6 +518,18 @@ class EngineOwnDevice(Rule):
 
     def call(self, ctx, orig, node, qname):
         _lib, picks, extra = _OWN_DEVICE[qname]
+        if _lib == "accelerate":
+            # accelerate 1.16's get_torch_accelerator_backend asks torch.accelerator.current_accelerator(), which
+            # is TorchTPU's 'tpu' on a TPU host (measured here: Accelerator().device == 'tpu'); older releases
+            # know a fixed list and fall back to the CPU
+            ctx.flag(
+                orig,
+                f"`{qname}` places the model on the backend it detects: releases that ask torch.accelerator "
+                f"(accelerate 1.16 does) pick 'tpu' on a TPU host, older ones only {picks}; {extra}, and upgrade "
+                "accelerate if it says 'cpu'",
+                code=self.code,
+            )
+            return None
         ctx.flag(
             orig,
             f"`{qname}` places the model with {picks}, never TorchTPU's 'tpu': on a TPU host it runs on the CPU "
