@@ -61,7 +61,8 @@ _CUDA_STATE = re.compile(r"(?i)cuda|cudnn|nccl|triton|gpu|device_ids")
 _DEVICE_COUNT = re.compile(r"(?i)(?:num_?|n_?)gpus?(?:_per_node)?|gpus(?:_per_node)?|gpus?_?(?:count|num)")
 
 
-def _cuda_state(name: str) -> bool:
+def cuda_state(name: str) -> bool:
+    """``name`` holds CUDA-only state (``self.cuda_kernel``, ``use_cuda_graph``), not a count of devices."""
     return name != "cuda" and _CUDA_STATE.search(name) is not None and _DEVICE_COUNT.fullmatch(name) is None
 
 
@@ -935,7 +936,7 @@ class Flow:
         # (its body and parameters: not its name, MiniGPT-4's `def cuda_enabled(self): return dev.type == "cuda"`,
         # nor its decorators, llm-foundry's `@pytest.mark.gpu`, a test mark and no state)
         for n in (*_walk(fn.params), *_walk(fn.body)) if fn is not None else ():
-            if type(n) is cst.Name and _cuda_state(n.value):
+            if type(n) is cst.Name and cuda_state(n.value):
                 # torch's switches of CUDA kernels count; its device-neutral API (get_autocast_gpu_dtype) does not
                 api = self._torch_api(n)
                 if (not api.startswith("torch.") or api.startswith(_CUDA_SWITCHES)) and not self._set_switch(
@@ -979,7 +980,7 @@ class Flow:
                 continue
             if type(n) is cst.Name and id(n) in portable:
                 continue
-            if type(n) is cst.Name and _cuda_state(n.value):
+            if type(n) is cst.Name and cuda_state(n.value):
                 if self._torch_api(n).startswith("torch."):
                     continue  # torch.get_autocast_gpu_dtype, torch.backends.cudnn: torch's API (the rules' job)
                 return n.value  # CUDA-only state of the program (self.cuda_config, use_cuda_graph ...)

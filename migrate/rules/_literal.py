@@ -14,6 +14,7 @@ import libcst as cst
 
 from .._foreign import third_party
 from .._walk import child_nodes
+from ..flow import cuda_state
 from ..project import facts_for
 from . import _helpers
 from ._util import code, literals, mentions, string_body, with_body
@@ -285,6 +286,8 @@ def _external(ctx: Context, node: cst.CSTNode, seen: frozenset[str] = frozenset(
     return False
 
 
+#: A flag that means "use the accelerator" (``use_cuda``, ``args.gpu``), not CUDA-only state.
+_ACCELERATOR_FLAG = re.compile(r"(?i)(?:use_|with_|enable_|is_|on_|no_)?(?:cuda|gpus?)")
 #: The qualified name of an OpenMMLab config's constructor: mmcv's or mmengine's ``Config`` (or a copy of mmcv).
 _OPENMMLAB_CONFIG = re.compile(r"(?:^|\.)(?:mmcv|mmengine)(?:\.\w+)*\.Config(?:\.fromfile|\.fromstring)?$")
 #: ``from mmcv import Config`` (or mmcv.utils, mmengine.config, a vendored mmcv), or ``import mmcv``.
@@ -829,6 +832,30 @@ class LiteralRule(Rule):
         cst.Assign,
     )
 
+    def _beside_cuda_state(self, ctx: Context, node: cst.BooleanOperation) -> None:
+        """``use_cuda_graph and device == "cuda"`` (GPT-SoVITS' inference_webui: the branch builds a CUDA graph
+        runner): a device test and-ed with CUDA-only state gates CUDA's own path; renamed, a TPU host would take
+        it. Kept and flagged (a flag meaning "use the GPU", ``use_cuda``/``use_gpu``, is not such state)."""
+        leaves = [
+            o.value if type(o) is cst.Name else o.attr.value
+            for o in (node.left, node.right)
+            if type(o) is cst.Name or type(o) is cst.Attribute
+        ]
+        state = next((w for w in leaves if cuda_state(w) and not _ACCELERATOR_FLAG.fullmatch(w)), None)
+        if state is None:
+            return
+        for o in (node.left, node.right):
+            for s in _tested_strings(o):
+                if self.new_body(string_body(s)) is not None:
+                    ctx.claim_string(
+                        s,
+                        COMPARISON_CODE,
+                        "flagged",
+                        f"{self.what} '{string_body(s)}' is tested together with `{state}` (CUDA-only state): "
+                        "the branch is CUDA's own path; kept; give the TPU its own branch if it needs one",
+                        value=None,
+                    )
+
     def _missing_cuda_request(self, ctx: Context, node: cst.BooleanOperation) -> None:
         """``device == "cuda" and not torch.cuda.is_available()`` (skorch's get_map_location falls back to the CPU
         for a net saved on CUDA; its tests skip the 'cuda' case they parametrize): the question is whether CUDA
@@ -1265,6 +1292,8 @@ class LiteralRule(Rule):
         if t is cst.BooleanOperation:
             if mentions(ctx, "is_available") or mentions(ctx, "device_count"):
                 self._missing_cuda_request(ctx, node)  # type: ignore[arg-type]
+            if type(node.operator) is cst.And:  # type: ignore[attr-defined]
+                self._beside_cuda_state(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.Comparison:
             parts = [node.left, *(c.comparator for c in node.comparisons)]

@@ -432,6 +432,10 @@ def _is_wrapped(value: cst.BaseExpression) -> bool:
 
 _SPAWN = frozenset(
     {
+        # (the standard library has no spawn() function, only a submodule: `mp.spawn(...)` where a file imports
+        # both `multiprocessing as mp` and `torch.multiprocessing as mp` is torch's, whichever name resolution
+        # picks: nnUNet's run_training_from_pretrained)
+        "multiprocessing.spawn",
         "torch.multiprocessing.spawn",
         "torch.multiprocessing.spawn.spawn",
         "torch.multiprocessing.start_processes",

@@ -337,3 +337,38 @@ def test_a_gradscaler_from_a_spread_mapping_moves_with_its_twins():
         out = run(SPREAD.format(other=other)).new_source
         assert f"return {other}" in out and out.count("spread of arguments") == 1, other
         assert run(out).new_source == out
+
+
+# --- `mp.spawn` where the file imports both `multiprocessing as mp` and `torch.multiprocessing as mp` (nnUNet's
+# run_training_from_pretrained): name resolution picked the standard library's name, which has no spawn(), so the
+# spawn was not seen and the device test around it was renamed, unlike its twin in run_training.py ---
+
+
+def test_spawn_through_a_doubly_imported_mp_is_torchs():
+    both = SPAWNED.replace(
+        "import torch.multiprocessing as mp\n",
+        "import multiprocessing as mp\nimport torch.multiprocessing as mp\n",
+    )
+    out = run(both).new_source
+    assert (
+        "assert device.type == 'cuda'" in out and "mp.spawn(work" in out.split("TODO(tpu-migrate TPU102)")[1]
+    )
+    assert out.replace("import multiprocessing as mp\n", "") == run(SPAWNED).new_source  # as with one import
+    assert run(out).new_source == out
+
+
+# --- a device test and-ed with CUDA-only state (GPT-SoVITS' inference_webui: `if use_cuda_graph and device ==
+# "cuda":` builds a CUDA graph runner): renamed, a TPU host took CUDA's own path ---
+
+GATED = "def f(x, device, {flag}):\n    if {flag} and device == 'cuda':\n        return run_graph(x)\n    return x.to(device)\n"
+
+
+def test_a_device_test_beside_cuda_only_state_stays_cudas():
+    for flag in ("use_cuda_graph", "self_cudnn_ok", "triton_enabled"):
+        out = run(GATED.format(flag=flag)).new_source
+        assert f"if {flag} and device == 'cuda':" in out and "CUDA-only state" in out, flag
+        assert run(out).new_source == out
+    # a flag meaning "use the accelerator" is not such state: the test moves with the device
+    for flag in ("use_cuda", "use_gpu", "gpu"):
+        out = run(GATED.format(flag=flag)).new_source
+        assert f"if {flag} and device == 'tpu':" in out, flag
