@@ -538,7 +538,13 @@ class Flow:
             for n in _walk(self.module):
                 t = type(n)
                 if t is cst.BinaryOperation and type(n.operator) in _DIVIDE:
-                    divisor = _last_name(n.right)
+                    right = n.right
+                    while type(right) is cst.BinaryOperation and type(right.operator) in (
+                        cst.Subtract,
+                        cst.Add,
+                    ):
+                        right = right.left  # InternVL's split_model: `num_layers / (world_size - vit_alpha)`
+                    divisor = _last_name(right)
                 elif t is cst.AugAssign and type(n.operator) in _DIVIDE_ASSIGN:
                     divisor = _last_name(n.value)
                 else:

@@ -372,3 +372,21 @@ def test_a_device_test_beside_cuda_only_state_stays_cudas():
     for flag in ("use_cuda", "use_gpu", "gpu"):
         out = run(GATED.format(flag=flag)).new_source
         assert f"if {flag} and device == 'tpu':" in out, flag
+
+
+# --- a device count that divides work through an offset (InternVL's split_model: `world_size =
+# torch.cuda.device_count()`, `math.ceil(num_layers / (world_size - vit_alpha))` layers per GPU in a device_map):
+# renamed, TorchTPU's one device per process put every layer on one chip, unflagged ---
+
+SPLIT = (
+    "import math\nimport torch\n\n\ndef split_model(num_layers, vit_alpha=0.5):\n    device_map = {}\n"
+    "    world_size = torch.cuda.device_count()\n"
+    "    per_gpu = math.ceil(num_layers / (world_size - vit_alpha))\n"
+    "    for i, n in enumerate([per_gpu] * world_size):\n        device_map[i] = n\n    return device_map\n"
+)
+
+
+def test_a_count_that_divides_work_through_an_offset_stays_cudas():
+    out = run(SPLIT).new_source
+    assert "world_size = torch.cuda.device_count()" in out and "divides work" in out
+    assert run(out).new_source == out
