@@ -593,7 +593,7 @@ class GradScalerRule(Rule):
     def call(self, ctx, orig, node, qname):
         takes_device = qname.startswith("torch.amp.")
         if any(a.star for a in node.args):
-            return self._spread(ctx, orig, node, takes_device)
+            return self._spread(ctx, orig, node, qname, takes_device)
         positional = [a for a in node.args if a.keyword is None]
         dev = (
             positional[0] if takes_device and positional else kwarg(node, "device") if takes_device else None
@@ -661,7 +661,7 @@ class GradScalerRule(Rule):
         ctx.need_import("torch")
         return new
 
-    def _spread(self, ctx, orig, node, takes_device):
+    def _spread(self, ctx, orig, node, qname, takes_device):
         """``GradScaler(**loss_scale)`` (mmcv's optimizer hook, beside ``GradScaler()`` and
         ``GradScaler(init_scale=...)``): CUDA's scaler takes no device, so the mapping holds scaler options only
         and the call moves with its twins, its ``enabled`` left to the mapping. A ``*args`` spread, or a spread
@@ -669,10 +669,12 @@ class GradScalerRule(Rule):
         first = node.args[0] if node.args and node.args[0].keyword is None and not node.args[0].star else None
         if takes_device and first is not None and string_body(first.value) is not None:
             return None  # torch.amp.GradScaler("tpu", **kw) (migrated) or another device's scaler: not CUDA's
-        if takes_device or first is not None or any(a.star == "*" for a in node.args):
+        xla = qname.startswith("torch_xla.")  # (its scaler takes use_zero_grad, which torch.amp's does not)
+        if takes_device or xla or first is not None or any(a.star == "*" for a in node.args):
             ctx.flag(
                 orig,
-                "GradScaler built from a spread of arguments: its device may be CUDA's; rewrite as "
+                "GradScaler built from a spread of arguments (they may name CUDA's device, or options torch.amp's "
+                "scaler lacks); rewrite as "
                 'torch.amp.GradScaler("tpu", ...) by hand',
                 code=self.code,
             )

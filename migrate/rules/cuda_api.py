@@ -327,7 +327,8 @@ def _ordinal_as_data_index(ctx: Context, node: cst.Assign, rule_code: str) -> No
     per process, so ``current_device_index()`` is 0 in every process and each would take the first share:
     rewritten (``torch.cuda`` raises on a TPU host) and flagged to use the process's rank."""
     if (
-        len(node.targets) != 1
+        not mentions(ctx, "current_device")  # (every assignment comes here: a per-file text test first)
+        or len(node.targets) != 1
         or type(node.targets[0].target) is not cst.Name
         or type(node.value) is not cst.Call
     ):
