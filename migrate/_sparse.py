@@ -39,10 +39,27 @@ def dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
+#: Methods whose result keeps a sparse tensor sparse (``torch.sparse_coo_tensor(...).coalesce()``).
+_KEEPS_SPARSE = frozenset({"coalesce", "detach", "clone", "float", "double", "half", "requires_grad_"})
+
+
+def sparse_source(call: ast.Call) -> ast.Call:
+    """The call under methods that keep sparsity: ``torch.sparse_coo_tensor(i, v).coalesce()`` -> the constructor
+    (sentence-transformers' test helper returns that)."""
+    while (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in _KEEPS_SPARSE
+        and isinstance(call.func.value, ast.Call)
+    ):
+        call = call.func.value
+    return call
+
+
 def builds_sparse(call: ast.AST, known: SparseReturns) -> bool:
     """``call`` makes a sparse tensor: a sparse constructor, or a project function known to return one whole."""
     if not isinstance(call, ast.Call):
         return False
+    call = sparse_source(call)
     name = dotted(call.func)
     last = name.rsplit(".", 1)[-1]
     if last in SPARSE_CONSTRUCTORS or (_LEGACY_PREFIX in name and last.endswith("Tensor")):

@@ -180,7 +180,12 @@ class Flow:
                 if name.endswith("device_count") and not self._truth_use(node):
                     # a count (`rank % device_count()`), not a test that CUDA is here; but a count that
                     # divides work is CUDA's devices per host, which TorchTPU's one device per process is not
-                    if (share := self._divides_work(node) or self._ranks_within_host(node)) is not None:
+                    if (
+                        share := self._divides_work(node)
+                        or self._ranks_within_host(node)
+                        or self._exported_count(node)
+                        or self._enumerated_devices(node)
+                    ) is not None:
                         count = Check(node, "device-count-share", _code(node), key=node, divides=share)
                         self.checks.append(count)
                     continue
@@ -488,9 +493,50 @@ class Flow:
             ranks = {n for t in parent.targets if (n := _last_name(t.target))}
             compared, copies = self._compared_and_copied()
             ranks |= {m for r in ranks for m in copies.get(r, ())}
-            if ranks & compared:
+            if ranks & (compared | self._exported_names()):
                 return _code(found)
         return None
+
+    def _exported_names(self) -> set[str]:
+        """Names assigned into ``os.environ[...]`` (``os.environ['LOCAL_RANK'] = str(gpu)``)."""
+        out: set[str] = set()
+        for n in _walk(self.module):
+            if type(n) is cst.Assign and self._env_written(n.value):
+                value = n.value
+                if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "str":
+                    value = value.args[0].value if len(value.args) == 1 else value
+                if (name := _last_name(value)) is not None:
+                    out.add(name)
+        return out
+
+    def _enumerated_devices(self, call: cst.CSTNode) -> str | None:
+        """``[f"cuda:{i}" for i in range(device_count())]`` (sentence-transformers' multi-process pool): one device
+        name per GPU of the host, each for a worker process of its own. TorchTPU counts one device per process."""
+        arg = self.parents.get(call)
+        rng = self.parents.get(arg) if type(arg) is cst.Arg else None
+        if not (type(rng) is cst.Call and type(rng.func) is cst.Name and rng.func.value == "range"):
+            return None
+        comp_for = self.parents.get(rng)
+        comp = self.parents.get(comp_for) if type(comp_for) is cst.CompFor else None
+        if type(comp) not in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
+            return None
+        elt = comp.elt  # type: ignore[union-attr]
+        names = any(
+            is_cuda_literal(n)
+            or (type(n) is cst.FormattedString and _code(n).strip("fF'\"").startswith("cuda"))
+            for n in _walk(elt)
+        )
+        return f"enumerates: {_code(comp)}" if names else None
+
+    def _exported_count(self, call: cst.CSTNode) -> str | None:
+        """``os.environ['LOCAL_SIZE'] = str(device_count())`` (InternVL's SLURM setup): the host's process count
+        handed to DeepSpeed / the Trainer. TorchTPU counts one device per process, so it would say one."""
+        if not self._env_written(call):
+            return None
+        stmt = self.parents.get(call)
+        while stmt is not None and type(stmt) is not cst.Assign:
+            stmt = self.parents.get(stmt)
+        return f"exported: {_code(stmt)}" if stmt is not None else None
 
     def _env_written(self, value: cst.CSTNode) -> bool:
         """``value`` (or ``str(value)``) is assigned into ``os.environ[...]``: handed to other programs."""
@@ -1432,6 +1478,19 @@ def checks_to_keep(
                 f"{PER_HOST} and starts that many processes (`{c.divides[:60]}`): TorchTPU counts one device "
                 "per process, so a TPU host would start one; give the launcher the host's chip count"
             )
+        elif c.divides is not None and c.divides.startswith("enumerates: "):
+            why = (
+                f"{PER_HOST} and names one device per GPU (`{c.divides[12:72]}`), each for a worker process of "
+                "its own: TorchTPU binds one chip per process, so every worker would ask for the chip this "
+                "process holds; bind each worker first (torch.tpu.distributed.set_tpu_launch_env) or keep the "
+                "workers on 'cpu'"
+            )
+        elif c.divides is not None and c.divides.startswith("exported: "):
+            why = (
+                f"{PER_HOST} and hands it to other programs (`{c.divides[10:70]}`): TorchTPU counts one device "
+                "per process, so every host would say it runs one; under torchrun use "
+                "int(os.environ['LOCAL_WORLD_SIZE'])"
+            )
         elif c.divides is not None:
             derives = "%" in c.divides and "/" not in c.divides
             why = (
@@ -1553,11 +1612,39 @@ def checks_to_keep(
                             new.setdefault(id(twin.key), f"a twin check of the same predicate ({why})")
                     break
         if why is not None:
-            new[id(c.key)] = why
+            new[id(c.key)] = why + _unset_without_else(flow, c)
     new.update(_state_twins(flow, rewritten, {**kept, **new}, flagged))
     new.update(_reported_twins(flow, rewritten, {**kept, **new}))
     new.update(_placement_twins(flow, rewritten, {**kept, **new}))
     return {k: v for k, v in new.items() if k not in kept}
+
+
+def _unset_without_else(flow: Flow, c: Check) -> str:
+    """For a kept device comparison in an ``if``/``elif`` ladder with no ``else`` (so-vits-svc's ONNX encoders:
+    ``if device == 'cpu': providers = [...] elif device == 'cuda': providers = [...]``): the names only its
+    branches set, which a device it does not name ('tpu', handed in by migrated callers) leaves unset."""
+    if c.predicate != "compare":
+        return ""
+    node = c.node
+    while (parent := flow.parents.get(node)) is not None and not (
+        type(parent) is cst.If and parent.test is node
+    ):
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return ""
+        node = parent
+    ladder = parent
+    while type(ladder) is cst.If and type(flow.parents.get(ladder)) is cst.If:
+        ladder = flow.parents.get(ladder)  # (up to the first `if` of the chain)
+    names: set[str] = set()
+    while type(ladder) is cst.If:
+        for stmt in _walk(ladder.body):
+            if type(stmt) is cst.Assign:
+                names |= {n for t in stmt.targets if type(t.target) is cst.Name and (n := t.target.value)}
+        ladder = ladder.orelse
+    if ladder is not None or not names:
+        return ""
+    shown = ", ".join(f"`{n}`" for n in sorted(names)[:3])
+    return f"; the ladder has no else: on 'tpu' (which migrated callers may pass) {shown} stays unset"
 
 
 #: A call that probes for or switches on a CUDA-only stack by name.
@@ -1566,7 +1653,11 @@ _STACK_SWITCH = re.compile(
 )
 #: Methods that place a torch module or tensor, whatever library built it.
 _TORCH_MOVES = frozenset({"to", "cuda"})
-_ORDINAL_NAME = re.compile(r"(?i)rank|gpu|device_id|ordinal")
+_ORDINAL_NAME = re.compile(r"(?i)rank|gpu|device_id|ordinal|\.index$")
+
+
+#: Keywords through which libraries take a CUDA ordinal (allennlp's ``ElmoEmbedder(cuda_device=...)``).
+_INT_DEVICE_KEYWORDS = frozenset({"device", "cuda_device", "gpu_id", "gpu_device"})
 
 
 def _int_device_handed(flow: Flow, assign: cst.Assign) -> tuple[str, str] | None:
@@ -1585,7 +1676,7 @@ def _int_device_handed(flow: Flow, assign: cst.Assign) -> tuple[str, str] | None
     target = assign.targets[0].target
     for use in flow.uses(target):
         arg = flow.parents.get(use)
-        if type(arg) is cst.Arg and arg.keyword is not None and arg.keyword.value == "device":
+        if type(arg) is cst.Arg and arg.keyword is not None and arg.keyword.value in _INT_DEVICE_KEYWORDS:
             callee = flow._sink_of(use)
             if callee is not None:
                 return target.value, callee

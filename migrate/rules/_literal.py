@@ -459,6 +459,13 @@ def _tpu_branch(ctx: Context, orig: cst.If, node: cst.If, name: str, rule: str) 
 _CUDA_PATCH_TARGET = re.compile(r"""["']((?:[\w]+\.)*torch\.cuda\.\w+)["']""")
 
 
+#: A test's patch of a torch.cuda function, by name or by object (``monkeypatch.setattr(torch.cuda, "is_available",
+#: ...)``, ``mocker.patch("torch.cuda.is_available")``, ``@patch.object(torch.cuda, "device_count")``).
+_CUDA_SETATTR = re.compile(
+    r"""(?:setattr|patch)\(\s*["']((?:\w+\.)*torch\.cuda\.\w+)["']|(?:setattr|patch\.object)\(\s*torch\.cuda\s*,\s*["'](\w+)["']"""
+)
+
+
 def _mocked_cuda(ctx: Context) -> str | None:
     """The torch.cuda function a test file patches by name, else None. (Module-wide context: the whole
     file's text, read once per file.)"""
@@ -1024,6 +1031,26 @@ class LiteralRule(Rule):
                     value=None,
                 )
 
+    def _patched_cuda_function(self, ctx: Context, fn: cst.FunctionDef) -> None:
+        """``monkeypatch.setattr(torch.cuda, "is_available", lambda: flag)`` in a test function (doctr's CLI tests,
+        then ``assert resolve(value) == torch.device("cuda:0" if flag else "cpu")``): the function tests what the
+        code does with CUDA under the patch, as the patched ``with`` block does; its device names are kept."""
+        m = _CUDA_SETATTR.search(code(fn))
+        if m is None:
+            return
+        target = m.group(1) or f"torch.cuda.{m.group(2)}"
+        for n in walk_code(fn.body):
+            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                ctx.claim_string(
+                    n,
+                    COMPARISON_CODE,
+                    "flagged",
+                    f"{self.what} '{string_body(n)}' is used in a test that patches `{target}`: it tests what "
+                    "the code does with CUDA; kept, migrate the test with the code it patches (patch "
+                    "torch.accelerator's answer where that code now asks it)",
+                    value=None,
+                )
+
     def _patched_cuda_block(self, ctx: Context, node: cst.With) -> None:
         """``with patch("torch.cuda.is_available", return_value=False): get_safe_torch_device("cuda")``: the block
         tests what the code under test does with CUDA (lerobot's test_device_utils): its device names are the
@@ -1265,6 +1292,8 @@ class LiteralRule(Rule):
                 self._patched_cuda_block(ctx, node)  # type: ignore[arg-type]
             return
         if t is cst.FunctionDef:
+            if _file_has(ctx, _CUDA_SETATTR):
+                self._patched_cuda_function(ctx, node)  # type: ignore[arg-type]
             if _file_has(ctx, _GRAPH_WORDS) and _GRAPH_WORDS.search(code(node)):
                 self._keep_graph_strings(ctx, node)
             if _file_has(ctx, _SELECTOR_LIST):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import lru_cache
 
@@ -458,18 +459,23 @@ class NumpyOfBf16(Rule):
 
     def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
         regions = ctx.scratch.get("bf16-autocast-names")
-        if not regions or orig.args or type(node.func) is not cst.Attribute:
+        if orig.args or type(node.func) is not cst.Attribute:
+            return None
+        if not regions and not _fed_from_fp16_autocast(ctx):
             return None
         root = _dtype_keeping_root(orig.func.value)  # type: ignore[attr-defined]
         if root is None:
             return None
         defs = [s for s in ctx.statements() if type(s) is cst.FunctionDef]
-        if root not in regions.get(id(defs[-1]) if defs else 0, ()):  # type: ignore[union-attr]
+        if root in (regions or {}).get(id(defs[-1]) if defs else 0, ()):  # type: ignore[union-attr]
+            why = f"`{root}` is computed under an autocast now bfloat16 (CUDA's was float16)"
+        elif defs and (fed := _fed_from_fp16_autocast(ctx).get(defs[-1].name.value, {}).get(root)):
+            why = f"`{root}` is handed `{fed}`, computed under an autocast now bfloat16 (CUDA's was float16)"
+        else:
             return None
         ctx.report(
             orig,
-            f"`{root}` is computed under an autocast now bfloat16 (CUDA's was float16), which NumPy cannot hold: "
-            "`.numpy()` -> `.float().numpy()`",
+            f"{why}, which NumPy cannot hold: `.numpy()` -> `.float().numpy()`",
             code=self.code,
             outcome="warned",
         )
@@ -479,6 +485,73 @@ class NumpyOfBf16(Rule):
                 value=cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name("float")))
             )
         )
+
+
+def _fed_from_fp16_autocast(ctx: Context) -> dict[str, dict[str, str]]:
+    """Functions of this module handed, as a positional argument, a value computed under a CUDA float16 autocast
+    (TPU301 makes it bfloat16): {function: {parameter: the argument's code}}. instruct-pix2pix's dataset
+    generator: ``with torch.autocast("cuda"): ...; x0 = x_samples_ddim[0]; to_pil(x0)``, and ``to_pil`` calls
+    ``image.cpu().numpy()``. Read once per file from Python's tree; the function may come before the block."""
+    key = "bf16-fed-params"
+    if key not in ctx.scratch:
+        ctx.scratch[key] = _fed_params(ctx.source_text)
+    return ctx.scratch[key]  # type: ignore[return-value]
+
+
+def _fed_params(source: str) -> dict[str, dict[str, str]]:
+    if "autocast" not in source or ".numpy()" not in source:
+        return {}
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    functions = {
+        f.name: [a.arg for a in f.args.posonlyargs + f.args.args]
+        for f in tree.body
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    out: dict[str, dict[str, str]] = {}
+    for block in ast.walk(tree):
+        if not isinstance(block, (ast.With, ast.AsyncWith)):
+            continue
+        if not any(_fp16_cuda_autocast(item.context_expr) for item in block.items):
+            continue
+        inside = [n for s in block.body for n in ast.walk(s)]
+        names: set[str] = set()
+        for _ in range(3):  # (an index of a value assigned further down in the walk: a few rounds settle it)
+            for n in inside:
+                if isinstance(n, ast.Assign) and _computed(n.value, names):
+                    names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        for n in inside:
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions:
+                params = functions[n.func.id]
+                for i, a in enumerate(n.args[: len(params)]):
+                    if isinstance(a, ast.Name) and a.id in names:
+                        out.setdefault(n.func.id, {})[params[i]] = a.id
+    return out
+
+
+def _fp16_cuda_autocast(call: ast.expr) -> bool:
+    """``torch.autocast("cuda")`` / ``torch.cuda.amp.autocast()`` computing in float16 (TPU301 makes it bfloat16)."""
+    if not isinstance(call, ast.Call):
+        return False
+    func = ast.unparse(call.func)
+    if not func.endswith("autocast"):
+        return False
+    device = (
+        call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device_type"), None)
+    )
+    cuda = "cuda" in func or (isinstance(device, ast.Constant) and str(device.value).startswith("cuda"))
+    kw = {k.arg: ast.unparse(k.value) for k in call.keywords if k.arg}
+    fp16 = "dtype" not in kw or "float16" in kw["dtype"] or "half" in kw["dtype"]
+    return cuda and fp16 and kw.get("enabled") != "False"
+
+
+def _computed(value: ast.expr, names: set[str]) -> bool:
+    """A value computed in the region: a call's result, or an expression (index, arithmetic) of one."""
+    return isinstance(value, ast.Call) or any(
+        isinstance(n, ast.Name) and n.id in names for n in ast.walk(value)
+    )
 
 
 def _dtype_keeping_root(value: cst.BaseExpression) -> str | None:
@@ -918,6 +991,16 @@ class AutocastQueries(Rule):
         if qname in _QUERIES:
             if node.args:  # (is_autocast_enabled(device_type) already names its device)
                 return None
+            if qname == "torch.is_autocast_enabled" and _guards_fp16_cast(ctx, orig):
+                ctx.flag(
+                    orig,
+                    "`torch.is_autocast_enabled()` (CUDA's autocast, float16) guards a cast to float16: TPU autocast "
+                    "is bfloat16, so asking the TPU's state would force float16 outputs into a bfloat16 model; kept "
+                    "as CUDA's (off on the TPU: float32 outputs). To follow TPU autocast, cast to "
+                    '`torch.get_autocast_dtype("tpu")` under `torch.is_autocast_enabled("tpu")`',
+                    code=self.code,
+                )
+                return None
             new = _QUERIES[qname].replace('"tpu"', _device_type(ctx, orig))
             ctx.report(orig, f"`{qname}()` -> `{new}`", code=self.code)
             return expr(new)
@@ -934,6 +1017,19 @@ class AutocastQueries(Rule):
             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
         )
         return node.with_changes(func=expr(f"torch.amp.{last}"), args=[first, *node.args])
+
+
+_FP16_CAST = re.compile(r"\btorch\.(?:float16|half)\b|\.half\(\s*\)|[\"']float16[\"']")
+
+
+def _guards_fp16_cast(ctx: Context, orig: cst.Call) -> bool:
+    """The autocast query is (part of) an ``if`` / conditional test whose taken branch casts to float16
+    (GPT-SoVITS' DoubleSwish: ``if x.dtype == torch.float16 or torch.is_autocast_enabled(): y = y.to(torch.float16)``)."""
+    for stmt in reversed(ctx.statements()):
+        if type(stmt) is cst.If and _within(stmt.test, orig):  # type: ignore[attr-defined]
+            return _FP16_CAST.search(code(stmt.body)) is not None  # type: ignore[attr-defined]
+    stmt = ctx.statement()
+    return stmt is not None and _within(stmt, orig) and _FP16_CAST.search(code(stmt)) is not None
 
 
 def _device_type(ctx, orig: cst.CSTNode) -> str:

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from .._sparse import SPARSE_CONSTRUCTORS, dotted
+from .._sparse import SPARSE_CONSTRUCTORS, dotted, sparse_source
 from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
@@ -285,6 +285,16 @@ class CudaMethod(Rule):
                 code=self.code,
             )
             return None
+        if (guard := _on_gpu_guard(ctx)) is not None:
+            ctx.flag(
+                orig,
+                f"`{code(orig.func)}()` runs only under `{guard}`, Lightning's `on_gpu` (device.type == 'cuda'): "
+                "false on 'tpu', so this branch never runs there and what it moves back stays where the code "
+                "before it left it; keep the device it was on (`device = self.device`) and move back with "
+                "`.to(device)`",
+                code=self.code,
+            )
+            return None
         keep = [
             a
             for a in node.args
@@ -314,6 +324,29 @@ class CudaMethod(Rule):
         else:
             ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+
+_ON_GPU = re.compile(r"\.on_gpu\b")
+
+
+def _on_gpu_guard(ctx: Context) -> str | None:
+    """The ``if`` test around this call when it reads Lightning's ``on_gpu`` (``device.type == "cuda"``), directly
+    or through a name the function bound from it (ReAgent's ``was_on_gpu = self.on_gpu; self.cpu(); ...; if
+    was_on_gpu: self.cuda()``): the test's code, else None."""
+    body = None
+    for stmt in reversed(ctx.statements()):
+        if type(stmt) is not cst.If:
+            continue
+        test = code(stmt.test)  # type: ignore[attr-defined]
+        if _ON_GPU.search(test):
+            return test
+        for name in re.findall(r"\b[A-Za-z_]\w*\b", test):
+            if body is None:
+                defs = [d for d in ctx.enclosing_definitions() if type(d) is cst.FunctionDef]
+                body = code(defs[-1]) if defs else ""
+            if "on_gpu" in body and re.search(rf"^\s*{name}\s*=\s*[\w.]+\.on_gpu\s*$", body, re.M):
+                return test
+    return None
 
 
 def _engine_owner(ctx: Context, receiver: cst.BaseExpression) -> tuple[str, str] | None:
@@ -636,7 +669,7 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _note(node: ast.Assign, returns: dict[str, tuple[int, ...]], names: dict[str, str]) -> None:
-    name = dotted(node.value.func)  # type: ignore[attr-defined]
+    name = dotted(sparse_source(node.value).func)  # type: ignore[arg-type]
     last = name.rsplit(".", 1)[-1]
     legacy = ".sparse." in f".{name}" and last.endswith("Tensor")
     target = node.targets[0]

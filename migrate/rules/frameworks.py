@@ -417,7 +417,7 @@ class HfDeviceMapAuto(Rule):
         "load without device_map and move the model with .to('tpu')\n"
         'm = AutoModel.from_pretrained(name, device_map="auto")\nx = x.cuda()\n'
     )
-    node_types = (cst.Call, cst.Assign)
+    node_types = (cst.Call, cst.Assign, cst.Param)
     words = _OFFLOADS
 
     def visit_node(self, ctx, node):
@@ -438,7 +438,11 @@ class HfDeviceMapAuto(Rule):
                 code=self.code,
             )
             return
-        if type(node) is cst.Call:
+        if type(node) is cst.Param:
+            # InternVL's LLaVA builder: `def load_pretrained_model(..., device_map="auto", device="cuda")`, the
+            # default handed on through kwargs: the model is placed by accelerate while `device` becomes 'tpu'
+            value = node.default if node.name.value == "device_map" else None
+        elif type(node) is cst.Call:
             value = next(
                 (a.value for a in node.args if a.keyword is not None and a.keyword.value == "device_map"),
                 None,

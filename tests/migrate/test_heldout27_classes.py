@@ -390,3 +390,185 @@ def test_a_count_that_divides_work_through_an_offset_stays_cudas():
     out = run(SPLIT).new_source
     assert "world_size = torch.cuda.device_count()" in out and "divides work" in out
     assert run(out).new_source == out
+
+
+# --- CUDA's autocast query guarding a cast to float16 (GPT-SoVITS' DoubleSwish: `if x.dtype == torch.float16 or
+# torch.is_autocast_enabled(): y = y.to(torch.float16)`): asking the TPU's autocast (bfloat16) instead forced float16
+# outputs into a bfloat16 model; kept as CUDA's and flagged ---
+
+FP16_UNDER_AUTOCAST = (
+    "import torch\n\n\ndef swish(x):\n    y = x * torch.sigmoid(x)\n"
+    "    if x.dtype == torch.float16 or torch.is_autocast_enabled():\n        y = y.to(torch.float16)\n"
+    "    return y\n\n\ndef scale(x):\n    if torch.is_autocast_enabled():\n        x = x.float()\n    return x\n"
+)
+
+
+def test_an_autocast_query_that_guards_a_float16_cast_stays_cudas():
+    result = run(FP16_UNDER_AUTOCAST)
+    out = result.new_source
+    assert "torch.float16 or torch.is_autocast_enabled():" in out  # kept, flagged
+    assert "TODO(tpu-migrate TPU305)" in out
+    assert (
+        out.count('is_autocast_enabled("tpu")') == 1
+    )  # the guard of a float32 cast still follows TPU autocast
+    assert run(out).new_source == out
+
+
+# --- a count of the host's GPUs exported for other programs (InternVL's SLURM setup: `os.environ['LOCAL_SIZE'] =
+# str(torch.cuda.device_count())` beside `gpu = rank % torch.cuda.device_count()` kept as CUDA's): renamed, every
+# host said it runs one process, and the two counts disagreed ---
+
+EXPORTED = (
+    "import os\nimport torch\n\n\ndef setup():\n    rank = int(os.environ['SLURM_PROCID'])\n"
+    "    gpu = rank % torch.cuda.device_count()\n    os.environ['LOCAL_RANK'] = str(gpu)\n"
+    "    os.environ['LOCAL_SIZE'] = str(torch.cuda.device_count())\n"
+)
+
+
+def test_a_device_count_exported_to_the_environment_stays_cudas():
+    out = run(EXPORTED).new_source
+    assert "os.environ['LOCAL_SIZE'] = str(torch.cuda.device_count())" in out
+    assert "torch.accelerator.device_count" not in out  # both counts alike
+    assert run(out).new_source == out
+
+
+# --- `.cuda()` under Lightning's `on_gpu` (ReAgent: `was_on_gpu = self.on_gpu; self.cpu(); ...; if was_on_gpu:
+# self.cuda()`): `on_gpu` is device.type == 'cuda', false on 'tpu'; renamed, the move back looked migrated and a
+# module that was on 'tpu' stayed on the CPU ---
+
+
+def test_a_move_back_under_lightnings_on_gpu_is_flagged_not_renamed():
+    src = (
+        "import pytorch_lightning as pl\n\n\nclass T(pl.LightningModule):\n    def gather(self, outs):\n"
+        "        was_on_gpu = self.on_gpu\n        self.cpu()\n        data = list(outs)\n"
+        "        if was_on_gpu:\n            self.cuda()\n        return data\n\n"
+        "    def to_gpu(self, x):\n        return x.cuda()\n"
+    )
+    out = run(src).new_source
+    assert "            self.cuda()" in out and "TODO(tpu-migrate TPU105)" in out
+    assert 'return x.to("tpu")' in out
+    assert run(out).new_source == out
+
+
+# --- one device name per GPU of the host for a pool of worker processes (sentence-transformers'
+# start_multi_process_pool: `[f"cuda:{i}" for i in range(torch.cuda.device_count())]`): renamed, the pool's workers
+# all asked for the chip the parent holds ---
+
+
+def test_device_names_enumerated_from_the_count_stay_cudas():
+    src = (
+        "import torch\n\n\ndef pool(target_devices=None):\n    if target_devices is None:\n"
+        "        if torch.cuda.is_available():\n"
+        '            target_devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]\n'
+        '        else:\n            target_devices = ["cpu"] * 4\n    return target_devices\n'
+    )
+    out = run(src).new_source
+    assert 'f"cuda:{i}" for i in range(torch.cuda.device_count())' in out
+    assert "if torch.cuda.is_available():" in out and "TODO(tpu-migrate TPU201)" in out
+    assert run(out).new_source == out
+
+
+# --- `device_map="auto"` as a parameter's default, handed on through kwargs (InternVL's LLaVA builder:
+# `def load_pretrained_model(..., device_map="auto", device="cuda")`): the device became 'tpu' with no word that
+# accelerate still places the LLM ---
+
+
+def test_a_device_map_auto_default_is_flagged_where_the_device_is_renamed():
+    src = (
+        "import torch\nfrom transformers import AutoModelForCausalLM\n\n\n"
+        'def load(path, device_map="auto", device="cuda"):\n    kwargs = {"device_map": device_map}\n'
+        "    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)\n"
+        "    tower = torch.nn.Linear(2, 2).to(device=device)\n    return model, tower\n"
+    )
+    out = run(src).new_source
+    assert "TODO(tpu-migrate TPU915)" in out
+    assert run(out).new_source == out
+
+
+# --- a device test whose branch sets a library's CUDA ordinal (flair's ELMo: `if device.type == "cuda": cuda_device =
+# device.index`, then allennlp's `ElmoEmbedder(cuda_device=cuda_device)`): renamed, a TPU host handed allennlp an
+# ordinal it takes for a CUDA GPU ---
+
+
+def test_a_device_test_that_sets_a_libraries_cuda_ordinal_stays_cudas():
+    src = (
+        "import torch\nfrom allennlp.commands.elmo import ElmoEmbedder\n\n\ndef build(device):\n"
+        '    if device.type == "cuda":\n        cuda_device = device.index\n    else:\n        cuda_device = -1\n'
+        "    return ElmoEmbedder(cuda_device=cuda_device)\n"
+    )
+    out = run(src).new_source
+    assert 'if device.type == "cuda":' in out and "TODO(tpu-migrate TPU102)" in out
+    assert run(out).new_source == out
+
+
+# --- a test function that patches a torch.cuda function (doctr: `monkeypatch.setattr(torch.cuda, "is_available",
+# lambda: flag)`, then `assert resolve("auto") == torch.device("cuda:0" if flag else "cpu")`): its expected 'cuda:0'
+# was renamed while the patch still drives CUDA's answer ---
+
+
+def test_device_names_in_a_test_that_patches_torch_cuda_are_kept():
+    src = (
+        "import torch\nimport pytest\n\n\n@pytest.mark.parametrize('flag', [False, True])\n"
+        "def test_auto(monkeypatch, flag):\n"
+        '    monkeypatch.setattr(torch.cuda, "is_available", lambda: flag)\n'
+        '    assert resolve("auto") == torch.device("cuda:0" if flag else "cpu")\n\n\n'
+        "def test_move():\n    assert torch.ones(1).cuda().device.type == 'cuda'\n"
+    )
+    out = run(src).new_source
+    assert 'torch.device("cuda:0" if flag else "cpu")' in out
+    assert "torch.ones(1).cuda()" not in out  # the function without the patch still migrates
+    assert run(out).new_source == out
+
+
+# --- a kept device ladder with no else (so-vits-svc's ONNX encoders: `if device == 'cpu': providers = [...] elif
+# device == 'cuda': providers = ['CUDAExecutionProvider', ...]`), whose callers were migrated to pass 'tpu': the
+# finding says the name a 'tpu' device leaves unset ---
+
+
+def test_a_kept_ladder_without_else_names_what_tpu_leaves_unset():
+    src = (
+        "import onnxruntime\nimport torch\n\n\ndef session(path, device=None):\n"
+        "    if device == 'cpu' or device is None:\n        providers = ['CPUExecutionProvider']\n"
+        "    elif device == 'cuda':\n        providers = ['CUDAExecutionProvider', 'CPUExecutionProvider']\n"
+        "    return onnxruntime.InferenceSession(path, providers=providers)\n"
+    )
+    out = run(src).new_source
+    assert "elif device == 'cuda':" in out
+    assert "`providers` stays unset" in out
+    assert run(out).new_source == out
+
+
+# --- a value computed under CUDA's float16 autocast handed to a function of the module that calls .numpy() on it
+# (instruct-pix2pix: `with torch.autocast("cuda"): ... x0 = samples[0]; to_pil(x0)`, to_pil defined above the block):
+# bfloat16 on the TPU, which NumPy cannot hold ---
+
+TO_PIL = (
+    "import torch\n\n\ndef to_pil(image):\n    return (255.0 * image.cpu().numpy()).astype('uint8')\n\n\n"
+    "def label(ids):\n    return ids.cpu().numpy()\n\n\n"
+    "def main(model, z):\n    with torch.no_grad(), torch.autocast('cuda'):\n"
+    "        samples = model.decode(z)\n        samples = torch.clamp((samples + 1.0) / 2.0, 0.0, 1.0)\n"
+    "        x0 = samples[0]\n        ids = [1, 2]\n        return to_pil(x0), label(torch.tensor(ids))\n"
+)
+
+
+def test_numpy_in_a_function_handed_a_bf16_autocast_value_casts_first():
+    out = run(TO_PIL).new_source
+    assert "image.cpu().float().numpy()" in out
+    assert "ids.cpu().numpy()" in out  # (handed a call's result, not a name computed in the block)
+    assert run(out).new_source == out
+
+
+# --- a project function returning `torch.sparse_coo_tensor(...).coalesce()` (sentence-transformers' similarity
+# tests): the method hid the constructor, so its results moved to 'tpu' unflagged (TorchTPU has no sparse tensors) ---
+
+
+def test_a_coalesced_sparse_tensor_moved_to_the_device_is_seen():
+    src = (
+        "import torch\n\n\ndef make(n):\n    i = torch.tensor([[0, 1], [1, 0]])\n"
+        "    return torch.sparse_coo_tensor(i, torch.ones(2), (n, n)).coalesce()\n\n\n"
+        "def pair():\n    a = make(2)\n    if torch.cuda.is_available():\n        return a.to('cuda')\n    return a\n"
+    )
+    out = run(src).new_source
+    assert "a.to('tpu')" not in out  # kept with its check, or moved with a TPU110 flag: never silently
+    assert "TODO(tpu-migrate" in out
+    assert run(out).new_source == out
