@@ -97,3 +97,29 @@ def test_bad_configs_are_refused_in_one_line(tmp_path):
         load_hf_config(tmp_path / "missing.json")
     with pytest.raises(WorkbenchError, match="unknown layer type"):
         load_hf_config({**LLAMA31_8B, "layer_types": ["mamba"] * 32}, "m")
+
+
+def test_vllm_tpu_pads_each_devices_kv_heads_to_the_cache_dtype_packing():
+    """tpu-inference's RPA cache stores a device's K and V heads in rows of 32 / bits (fp8: 4): one fp8 KV head
+    per device (Qwen3-Coder-480B's 8 heads over 8 TensorCores) takes two heads' bytes; four per device do not
+    pad; without ``tp_devices`` (another engine, or data-parallel attention) nothing changes."""
+    cfg, shape = load_hf_config(MODELS / "qwen3-coder-480b-a35b.json")
+    assert (cfg.n_kv_heads, cfg.head_dim) == (8, 128)
+
+    def share(chips, devices, kv="fp8"):
+        d = ServingDeployment("TPU v7", chips, "tp", precision="fp8", kv_precision=kv, tp_devices=devices)
+        return StepModel.build(cfg, d, shape=shape).kv_share()
+
+    assert share(4, 0) == pytest.approx(1 / 4)
+    assert share(4, 8) == pytest.approx(2 / 4)  # 1 head per device: K, V + 2 padding rows
+    assert share(4, 8, "bf16") == pytest.approx(1 / 4)  # bf16 packs 2: K and V fill the row
+    assert share(4, 16) == pytest.approx(4 / 4)  # 16 devices > 8 heads: replicated, then padded
+    assert share(1, 2) == pytest.approx(1.0)  # 4 heads per device: no padding
+    with pytest.raises(WorkbenchError, match="multiple"):
+        share(4, 6)
+
+    def per_token(devices):
+        d = ServingDeployment("TPU v7", 4, "tp", precision="fp8", kv_precision="fp8", tp_devices=devices)
+        return StepModel.build(cfg, d, shape=shape).kv_bytes_per_token_per_chip()
+
+    assert per_token(8) == pytest.approx(2 * per_token(0))  # capacity and bytes read follow the share

@@ -64,6 +64,11 @@ class ServingDeployment:
     # weight-only quantization (W8A16: jetstream-pytorch --quantize_weights without --quantize_activation):
     # weights stored and read at ``precision``, matmuls on bf16 activations at the bf16 peak
     weight_only: bool = False
+    # > 0: vLLM on TPU with attention tensor parallel over this many devices (--tensor-parallel-size; a device is
+    # a TensorCore, two per TPU v7 chip): its paged KV cache is tpu-inference's ragged-paged-attention layout,
+    # which stores each device's K and V heads padded to the cache dtype's packing (see StepModel.kv_share);
+    # 0: not modelled (another engine, data-parallel attention, or unstated)
+    tp_devices: int = 0
 
     @property
     def chips_per_replica(self) -> int:
@@ -150,12 +155,31 @@ class StepModel:
         return (dense / (lay.tp * lay.fsdp) + experts) * s.wb
 
     def kv_share(self) -> float:
-        """Fraction of a sequence's KV cache one chip of its TP group holds: its KV heads (at least one);
-        an MLA latent is not split by heads, so every chip holds all of it."""
+        """Bytes one chip of a TP group stores (and reads) per byte of a sequence's KV cache: its KV heads (at
+        least one); an MLA latent is not split by heads, so every chip holds all of it. With ``tp_devices``
+        (vLLM on TPU, attention tensor parallel over devices) the cache is tpu-inference's RPA layout: each
+        device holds ``n_kv / tp_devices`` KV heads (one, replicated, when there are more devices than heads)
+        and stores their K and V heads in rows of ``packing`` = 32 / bits of the cache dtype, padded
+        (vllm-project/tpu-inference ``kernels/ragged_paged_attention/v3/kernel.py`` ``get_kv_cache_shape``:
+        ``align_to(num_kv_heads * 2, kv_packing)``, head_dim aligned to 128; the head_dim-64 kernel packs K and
+        V in one 128-lane row, ``align_to(num_kv_heads, kv_packing)``; ``runner/kv_cache.py`` applies it per
+        device). One fp8 KV head per device thus takes two heads' bytes."""
         s = self.setting
-        if self.shape.kv_values_per_position != 2 * s.cfg.n_kv_heads * s.cfg.head_dim:
+        cfg = s.cfg
+        if self.shape.kv_values_per_position != 2 * cfg.n_kv_heads * cfg.head_dim:
             return 1.0
-        return 1.0 / min(s.lay.tp, s.cfg.n_kv_heads)
+        dev = self.deployment.tp_devices
+        if not dev:
+            return 1.0 / min(s.lay.tp, cfg.n_kv_heads)
+        if dev % s.lay.tp:
+            raise WorkbenchError(f"tp_devices={dev} must be a multiple of the chips' tp={s.lay.tp}")
+        heads = cfg.n_kv_heads / dev if dev <= cfg.n_kv_heads else 1.0
+        packing = max(round(4 / s.kvb), 1)
+        if cfg.head_dim == 64:
+            stored = math.ceil(heads / packing) * packing * 128  # K and V share a 128-lane row
+        else:
+            stored = math.ceil(2 * heads / packing) * packing * math.ceil(cfg.head_dim / 128) * 128
+        return dev // s.lay.tp * stored / (2 * cfg.n_kv_heads * cfg.head_dim)
 
     def seq_bytes_per_chip(self, context: float) -> float:
         """Bytes one sequence at ``context`` keeps on each chip that holds it: KV share + state share."""

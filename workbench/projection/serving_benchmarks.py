@@ -109,6 +109,11 @@ class BenchProjection:
             if p["kv_allocation"] == "fixed"
             else f"KV {p['kv_precision']} allocated on demand (mean resident context)"
         )
+        if p.get("tp_devices"):
+            kv += (
+                f" in tpu-inference's ragged-paged-attention layout over {p['tp_devices']} devices "
+                "(each device's K and V heads padded to the cache dtype's packing, StepModel.kv_share)"
+            )
         head = (
             f"{p['model'].removesuffix('.json')} {p['precision']} weights"
             + (
@@ -168,6 +173,7 @@ def _model(p: dict, overhead_s: float) -> StepModel:
         weight_only=bool(p.get("weight_only")),
         block_tokens=p.get("block_tokens", ServingDeployment.block_tokens),
         hbm_utilization=p.get("hbm_utilization", HBM_UTILIZATION),
+        tp_devices=p.get("tp_devices", 0),
     )
     return StepModel.build(cfg, d, shape=shape)
 
