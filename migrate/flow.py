@@ -514,8 +514,16 @@ class Flow:
         name per GPU of the host, each for a worker process of its own. TorchTPU counts one device per process."""
         arg = self.parents.get(call)
         rng = self.parents.get(arg) if type(arg) is cst.Arg else None
+        if type(rng) is cst.Call and type(rng.func) is cst.Name and rng.func.value in ("max", "min"):
+            arg = self.parents.get(rng)  # `range(max(1, device_count()))`
+            rng = self.parents.get(arg) if type(arg) is cst.Arg else None
         if not (type(rng) is cst.Call and type(rng.func) is cst.Name and rng.func.value == "range"):
             return None
+        handed = self.parents.get(self.parents.get(rng))
+        if type(self.parents.get(rng)) is cst.Arg and type(handed) is cst.Call:
+            # tortoise-tts: `parallelize(get_device_map(n_layers, range(max(1, device_count()))))`: a layer map
+            # over CUDA ordinals (transformers' GPT-2 model parallelism)
+            return f"maps: {_code(handed)}"
         comp_for = self.parents.get(rng)
         comp = self.parents.get(comp_for) if type(comp_for) is cst.CompFor else None
         if type(comp) not in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
@@ -1484,6 +1492,11 @@ def checks_to_keep(
                 "its own: TorchTPU binds one chip per process, so every worker would ask for the chip this "
                 "process holds; bind each worker first (torch.tpu.distributed.set_tpu_launch_env) or keep the "
                 "workers on 'cpu'"
+            )
+        elif c.divides is not None and c.divides.startswith("maps: "):
+            why = (
+                f"{PER_HOST} and spreads a model over that many GPUs (`{c.divides[6:66]}`): TorchTPU counts one "
+                "device per process; keep the model whole on 'tpu', or shard it with DTensor"
             )
         elif c.divides is not None and c.divides.startswith("exported: "):
             why = (

@@ -94,6 +94,10 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
     """
     if vendored_cuda_library(path):
         return "vendored"  # (its importers' TPU211 says how to use it on a TPU host)
+    if _OTHER_FRAMEWORK_IMPORT.search(source) and not _TORCH_IMPORT.search(source):
+        return (
+            "vendored"  # another framework's file (skrl's JAX tests): its device names are JAX's, not torch's
+        )
     if any(m in source for m in SPMD_MARKERS) and _uses_spmd(source, table):
         return "spmd"
     if path and os.path.abspath(path) in project.current().cuda_only_helpers:
@@ -119,6 +123,8 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
         return "cuda-only"  # (TPU211 says why at the call: mmcv's compiled operators)
     if "deepspeed" in source and _deepspeed_engine(module, source):
         return "cuda-only"  # (TPU916 says why at the engine)
+    if "pytestmark" in source and _GATED_ON_CUDA_HARDWARE.search(source) and _MODULE_GATE.search(source):
+        return "cuda-only"  # a test module skipped unless a CUDA compute capability (axolotl's Blackwell FP4 tests)
     if path and (project.is_test_file(path, source) or os.path.basename(path) in _CHECK_SCRIPTS):
         if _imports_cuda_only(table, path):
             return "cuda-only"
@@ -126,6 +132,22 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
         if why and project.imports_cuda_only_directly(why):
             return "cuda-only"  # the test of a CUDA-only project module (rl_games' test_triton_gae.py)
     return "normal"
+
+
+#: A module-level pytest gate, and CUDA hardware asked by capability: a module of tests for one GPU generation.
+_MODULE_GATE = re.compile(r"^pytestmark\s*=\s*(?:\[\s*)?pytest\.mark\.skipif\(", re.M)
+_GATED_ON_CUDA_HARDWARE = re.compile(r"^\S.*torch\.cuda\.get_device_capability\(", re.M)
+
+
+#: A file written for another array framework, and one that reaches torch (directly or through its stacks).
+_OTHER_FRAMEWORK_IMPORT = re.compile(
+    r"^[ \t]*(?:import|from)[ \t]+(?:jax|jaxlib|flax|tensorflow|paddle|mindspore|mxnet|cupy)\b", re.M
+)
+_TORCH_IMPORT = re.compile(
+    r"^[ \t]*(?:import|from)[ \t]+(?:torch\w*|pytorch_lightning|lightning|accelerate|transformers|diffusers|"
+    r"deepspeed|timm|apex)\b",
+    re.M,
+)
 
 
 #: DeepSpeed's entry points: the engine they build picks its device (never TorchTPU's 'tpu').

@@ -837,7 +837,46 @@ class LiteralRule(Rule):
         cst.With,
         cst.BooleanOperation,
         cst.Assign,
+        cst.AnnAssign,
+        cst.Param,
     )
+
+    def _literal_type_choices(
+        self, orig: cst.AnnAssign | cst.Param, node: cst.AnnAssign | cst.Param
+    ) -> cst.CSTNode | None:
+        """``device_type: Literal["cpu", "cuda", "mps"] = "cuda"`` (nerfstudio's machine config, read by tyro): the
+        default renamed to 'tpu' must be one of the type's choices, or the CLI refuses its own default; the
+        renamed value joins the ``Literal`` (its "cuda" stays: other code may still pass it)."""
+        before = orig.value if type(orig) is cst.AnnAssign else orig.default  # type: ignore[union-attr]
+        after = node.value if type(node) is cst.AnnAssign else node.default  # type: ignore[union-attr]
+        annotation = node.annotation
+        if (
+            annotation is None
+            or type(before) is not cst.SimpleString
+            or type(after) is not cst.SimpleString
+            or before.value == after.value
+            or type(annotation.annotation) is not cst.Subscript
+        ):
+            return None
+        sub = annotation.annotation
+        if code(sub.value).rsplit(".", 1)[-1] != "Literal":
+            return None
+        bodies = [string_body(e.slice.value) for e in sub.slice if isinstance(e.slice, cst.Index)]
+        new = string_body(after)
+        if new in bodies or string_body(before) not in bodies:
+            return None
+        last = sub.slice[-1]
+        added = cst.SubscriptElement(
+            cst.Index(after.with_changes(value=before.value.replace(string_body(before) or "", new or "", 1)))
+        )
+        elements = [
+            *sub.slice[:-1],
+            last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+            added,
+        ]
+        return node.with_changes(
+            annotation=annotation.with_changes(annotation=sub.with_changes(slice=elements))
+        )
 
     def _beside_cuda_state(self, ctx: Context, node: cst.BooleanOperation) -> None:
         """``use_cuda_graph and device == "cuda"`` (GPT-SoVITS' inference_webui: the branch builds a CUDA graph
@@ -2153,6 +2192,8 @@ class LiteralRule(Rule):
         return cst.SimpleString(f"{quote}{self.replacement}{quote}")
 
     def leave_node(self, ctx: Context, orig: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+        if type(orig) is cst.AnnAssign or type(orig) is cst.Param:
+            return self._literal_type_choices(orig, node)  # type: ignore[arg-type]
         if type(orig) in (cst.List, cst.Tuple, cst.Set) and id(orig) in ctx.scratch.get("support-lists", ()):  # type: ignore[operator]
             return _beside_cuda(ctx, orig, node, self.code)  # type: ignore[arg-type]
         if type(orig) is cst.If and id(orig) in ctx.scratch.get("support-ladders", {}):  # type: ignore[operator]

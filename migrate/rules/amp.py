@@ -674,6 +674,10 @@ class GradScalerRule(Rule):
         where = string_body(dev.value) if dev is not None else None
         if where is not None and where.split(":")[0] not in ("cuda", "xla", "tpu"):
             return None  # a scaler for the CPU (or another device) is not CUDA code
+        if dev is not None and where is None and type(dev.value) is not cst.FormattedString:
+            # skrl's agents: `torch.amp.GradScaler(device=self._device_type, ...)`, the variable their autocast
+            # takes too: the scaler already follows the run's device ('tpu' there, 'cpu' on a CPU run)
+            return None
         if (
             takes_device
             and dev is not None

@@ -173,6 +173,15 @@ def _gate_helper(ctx: Context, name: str) -> bool:
     )
 
 
+def _skips_tests(ctx: Context, d: cst.CSTNode) -> bool:
+    """A gate helper that skips tests (``pytest.skip``, ``unittest.skipIf``, a decorator it returns), or one the
+    project shows to be a gate; not a library guard named like one (LMFlow's ``require_cuda_for_gpu_mode()``,
+    which raises in its evaluator and inferencer and gates no test)."""
+    if type(d) is cst.ClassDef or d.name.value in facts_for(ctx.scratch, ctx.source_text).gates:  # type: ignore[attr-defined]
+        return True
+    return re.search(r"skip|pytest|unittest|mark\.", code(d)) is not None
+
+
 def cuda_test_gate(ctx: Context, node: cst.BaseExpression) -> bool:
     """A decorator or mark that runs a test only where CUDA is: ``@skipUnless(torch.cuda.is_available(),
     "needs CUDA")``, ``@pytest.mark.skipif(not torch.cuda.is_available(), reason="requires a GPU")``,
@@ -1055,7 +1064,12 @@ class CudaToAccelerator(Rule):
             return None  # `if d.startswith("cuda"): return torch.cuda.is_available()` (see _literal._support_table)
         guarded = ctx.scratch.get("cuda-guards", {}).get(id(orig))  # type: ignore[union-attr]
         gate = next(
-            (d.name.value for d in ctx.enclosing_definitions() if _gate_helper(ctx, d.name.value)), None
+            (
+                d.name.value
+                for d in ctx.enclosing_definitions()
+                if _gate_helper(ctx, d.name.value) and _skips_tests(ctx, d)
+            ),
+            None,
         )
         if guarded is None and gate is not None and qname in _GUARDS:
             # the helper behind `@RunIf(min_gpus=1)` / `@requires_gpu`: each decorated test is kept as CUDA's

@@ -285,6 +285,15 @@ class CudaMethod(Rule):
                 code=self.code,
             )
             return None
+        if (function := _module_function(ctx, orig)) is not None:
+            ctx.flag(
+                orig,
+                f"`{code(orig.func)}(...)` calls `{function}`, a function of an imported module (it takes the data, "
+                "not a device index), not the tensor method: kept; port that function (or call its device-taking "
+                "form with 'tpu') by hand",
+                code=self.code,
+            )
+            return None
         if (guard := _on_gpu_guard(ctx)) is not None:
             ctx.flag(
                 orig,
@@ -324,6 +333,23 @@ class CudaMethod(Rule):
         else:
             ctx.report(orig, '`.cuda()` -> `.to("tpu")`', code=self.code)
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
+
+
+#: What a ``.cuda(i)`` argument looks like when it is a device index (an int, a rank, a GPU id, a device).
+_INDEX_LIKE = re.compile(r"(?i)^\d+$|rank|gpu|device|dev\b|local|ordinal|idx|index|id$|^i$|^d$")
+
+
+def _module_function(ctx: Context, orig: cst.Call) -> str | None:
+    """``utils.cuda(data)`` (torchdrug's helper that moves a nested container): the receiver is an imported name
+    and the first argument is not a device index, so this is a module's function called ``cuda``."""
+    positional = [a for a in orig.args if a.keyword is None and not a.star]
+    if not positional or _INDEX_LIKE.search(code(positional[0].value).strip()):
+        return None
+    receiver = orig.func.value  # type: ignore[attr-defined]
+    if type(receiver) is not cst.Name:
+        return None
+    qname = ctx.qname(orig.func)
+    return qname if qname and not qname.startswith("torch.") else None
 
 
 _ON_GPU = re.compile(r"\.on_gpu\b")

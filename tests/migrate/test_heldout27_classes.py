@@ -572,3 +572,123 @@ def test_a_coalesced_sparse_tensor_moved_to_the_device_is_seen():
     assert "a.to('tpu')" not in out  # kept with its check, or moved with a TPU110 flag: never silently
     assert "TODO(tpu-migrate" in out
     assert run(out).new_source == out
+
+
+# --- held-out 28 ---
+# a scaler whose device is already a variable (skrl's agents: `torch.amp.GradScaler(device=self._device_type,
+# enabled=...)`, the same variable their autocast takes): hard-coded to "tpu", it disagreed with a CPU run ---
+
+
+def test_a_scaler_that_follows_a_device_variable_is_left_alone():
+    src = (
+        "import torch\n\n\nclass Agent:\n    def __init__(self, device, amp):\n"
+        "        self._device_type = torch.device(device).type\n"
+        "        self.scaler = torch.amp.GradScaler(device=self._device_type, enabled=amp)\n"
+        "        self.other = torch.amp.GradScaler('cuda')\n"
+    )
+    out = run(src).new_source
+    assert "torch.amp.GradScaler(device=self._device_type, enabled=amp)" in out
+    assert "torch.amp.GradScaler('cuda')" not in out  # a literal CUDA scaler still migrates
+
+
+# --- a module's own function named cuda (torchdrug: `utils.cuda(data)` moves a nested container): taken for the
+# tensor method, it became `utils.to("tpu")`, dropping the data and calling a function that does not exist ---
+
+
+def test_a_modules_function_named_cuda_is_not_the_tensor_method():
+    src = (
+        "import torch\nfrom torchdrug import utils\n\n\ndef f(data, args, model):\n"
+        "    a = utils.cuda(data)\n    b = model.cuda(args.gpu)\n    return a, b, torch.ones(1).cuda(0)\n"
+    )
+    out = run(src).new_source
+    assert "utils.cuda(data)" in out and "TODO(tpu-migrate TPU105)" in out
+    assert 'model.to("tpu")' in out and 'torch.ones(1).to("tpu")' in out
+
+
+# --- a JAX file beside torch code (skrl's tests/test_jax_config.py: `jax.devices("cuda")`, no torch import): its
+# device names are JAX's; `device.startswith("cuda")` became "tpu" while its cases stayed "cuda" ---
+
+
+def test_a_file_of_another_framework_is_left_as_written():
+    src = (
+        "import jax\nimport pytest\n\n\n@pytest.mark.parametrize('device', ['cpu', 'cuda', 'cuda:0'])\n"
+        "def test_parse(device):\n    if device.startswith('cuda'):\n        return jax.devices('cuda')\n"
+    )
+    assert run(src).new_source == src
+    both = "import jax\nimport torch\n\nx = torch.ones(1).cuda()\n"
+    assert 'to("tpu")' in run(both).new_source  # a file that also uses torch still migrates
+
+
+# --- a test module gated at module level on a CUDA compute capability (axolotl's Blackwell FP4 tests:
+# `pytestmark = pytest.mark.skipif(not _IS_BLACKWELL, ...)`, `DEV = "cuda"`): the gate stayed CUDA's while DEV became
+# 'tpu', so the tests ran only on Blackwell and put their tensors on 'tpu' there ---
+
+
+def test_a_module_gated_on_a_cuda_capability_is_left_as_written():
+    src = (
+        "import pytest\nimport torch\n\n_IS_CUDA = torch.cuda.is_available()\n"
+        "_NEW = _IS_CUDA and torch.cuda.get_device_capability()[0] >= 10\n"
+        "pytestmark = pytest.mark.skipif(not _NEW, reason='Blackwell only')\n\nDEV = 'cuda'\n\n\n"
+        "def test_x():\n    assert torch.ones(1, device=DEV).is_cuda\n"
+    )
+    out = run(src).new_source
+    assert "DEV = 'cuda'" in out and "torch.cuda.is_available()" in out
+
+
+# --- one ordinal per GPU handed to a model-parallel map (tortoise-tts: `get_device_map(n_layers,
+# range(max(1, torch.cuda.device_count())))` for GPT-2's parallelize): the count changed meaning on 'tpu' ---
+
+
+def test_a_count_that_spreads_a_model_over_gpus_stays_cudas():
+    src = (
+        "import torch\n\n\ndef parallelize(model, n_layers):\n"
+        "    device_map = get_device_map(n_layers, range(max(1, torch.cuda.device_count())))\n"
+        "    model.parallelize(device_map)\n"
+    )
+    out = run(src).new_source
+    assert "range(max(1, torch.cuda.device_count()))" in out and "TODO(tpu-migrate TPU201)" in out
+
+
+# --- a library guard named like a test gate (LMFlow's `require_cuda_for_gpu_mode()`, called by its evaluator and
+# inferencers through set_cuda_device): kept as "a helper that gates tests", every pipeline stopped on 'tpu' ---
+
+
+def test_a_library_guard_named_like_a_gate_is_migrated():
+    src = (
+        "import torch\n\n\ndef require_cuda_for_gpu_mode():\n    if not torch.cuda.is_available():\n"
+        "        raise RuntimeError('CUDA is not available')\n\n\ndef set_cuda_device(rank):\n"
+        "    require_cuda_for_gpu_mode()\n    torch.cuda.set_device(rank)\n\n\n"
+        "def requires_gpu(fn):\n    import pytest\n"
+        "    return pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')(fn)\n"
+    )
+    out = run(src).new_source
+    assert "if not torch.accelerator.is_available():" in out
+    assert "skipif(not torch.cuda.is_available()" in out  # a real test gate stays CUDA's
+
+
+# --- a device default typed as a Literal of choices (nerfstudio's `device_type: Literal["cpu", "cuda", "mps"] =
+# "cuda"`, read by tyro): the default became 'tpu', outside the type's own choices ---
+
+
+def test_a_renamed_default_joins_its_literal_type():
+    src = (
+        "from dataclasses import dataclass\nfrom typing import Literal\n\nimport torch\n\n\n@dataclass\nclass M:\n"
+        '    device_type: Literal["cpu", "cuda", "mps"] = "cuda"\n\n\n'
+        'def launch(device_type: Literal["cpu", "cuda"] = "cuda"):\n    return torch.ones(1, device=device_type)\n'
+    )
+    out = run(src).new_source
+    assert 'device_type: Literal["cpu", "cuda", "mps", "tpu"] = "tpu"' in out
+    assert 'def launch(device_type: Literal["cpu", "cuda", "tpu"] = "tpu"):' in out
+    assert run(out).new_source == out
+
+
+# --- a backend named in capitals (Pointcept's `init_process_group(backend="NCCL")`, torch lower-cases it): left as
+# NCCL while its comparison elsewhere (`get_backend() == "nccl"`) became "tpu_dist" ---
+
+
+def test_an_nccl_backend_in_capitals_is_nccl():
+    src = (
+        "import torch.distributed as dist\n\n\ndef worker(url, world, rank):\n"
+        '    dist.init_process_group(backend="NCCL", init_method=url, world_size=world, rank=rank)\n'
+    )
+    assert 'backend="tpu_dist"' in run(src).new_source

