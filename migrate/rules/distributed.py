@@ -147,7 +147,9 @@ class NcclLiteral(LiteralRule):
         alone, no backend serves "tpu" tensors in that group)."""
         if body is not None and _PER_DEVICE_BACKENDS.fullmatch(body):
             return body.replace("cuda:nccl", "tpu:tpu_dist")
-        if body == "NCCL":  # torch lower-cases a backend's name (Pointcept's `init_process_group(backend="NCCL")`)
+        if (
+            body == "NCCL"
+        ):  # torch lower-cases a backend's name (Pointcept's `init_process_group(backend="NCCL")`)
             return "tpu_dist"
         return super().new_body(body)
 
