@@ -135,7 +135,7 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
 
 
 #: A module-level pytest gate, and CUDA hardware asked by capability: a module of tests for one GPU generation.
-_MODULE_GATE = re.compile(r"^pytestmark\s*=\s*(?:\[\s*)?pytest\.mark\.skipif\(", re.M)
+_MODULE_GATE = re.compile(r"^pytestmark\s*=[^\n]*(?:\n[ \t]+[^\n]*){0,6}?\bskipif\(", re.M)
 _GATED_ON_CUDA_HARDWARE = re.compile(r"^\S.*torch\.cuda\.get_device_capability\(", re.M)
 
 

@@ -3,6 +3,7 @@ each as a class in its own words, each asserting what the tool must (not) do."""
 
 from __future__ import annotations
 
+import pytest
 from migrate_helpers import run, write_tree
 
 # --- a worker that reaches the device through a function of its own module (nnUNet's run_ddp calls setup_ddp, which
@@ -624,11 +625,18 @@ def test_a_file_of_another_framework_is_left_as_written():
 # 'tpu', so the tests ran only on Blackwell and put their tensors on 'tpu' there ---
 
 
-def test_a_module_gated_on_a_cuda_capability_is_left_as_written():
+@pytest.mark.parametrize(
+    "mark",
+    [
+        "pytest.mark.skipif(not _NEW, reason='Blackwell only')",
+        "[\n    pytest.mark.slow,\n    pytest.mark.skipif(not _NEW, reason='Blackwell only'),\n]",
+    ],
+)
+def test_a_module_gated_on_a_cuda_capability_is_left_as_written(mark):
     src = (
         "import pytest\nimport torch\n\n_IS_CUDA = torch.cuda.is_available()\n"
         "_NEW = _IS_CUDA and torch.cuda.get_device_capability()[0] >= 10\n"
-        "pytestmark = pytest.mark.skipif(not _NEW, reason='Blackwell only')\n\nDEV = 'cuda'\n\n\n"
+        f"pytestmark = {mark}\n\nDEV = 'cuda'\n\n\n"
         "def test_x():\n    assert torch.ones(1, device=DEV).is_cuda\n"
     )
     out = run(src).new_source
