@@ -665,7 +665,7 @@ def _rule_pass(
         mode = "normal"
     index = _rule_index(codes, mode)
     watch.stage("rewriting")
-    own = _added_helpers(module)
+    own = _added_helpers(module) | _old_torch_branches(module, source)
     transformer, new = _rewrite(module, index, path, source, table, watch, {}, set(own), quiet_tree)
     smap = SourceMap(text, module, tree)
     if flow.worth_analysing(source) and _rewrote_a_check(transformer):
@@ -690,6 +690,48 @@ def _rule_pass(
 #: Passes after the first one that may keep more device checks (each keeps at least one more).
 _MAX_FLOW_PASSES = 4
 _CHECK_CODES = frozenset({"TPU201", "TPU106", "TPU102"})
+
+
+#: A test of torch's own version (``version.parse(torch.__version__) >= version.parse("2.4")``, ``TORCH_VERSION``).
+_TORCH_VERSION = re.compile(r"torch\.__version__|\bTORCH_VERSION\b|\btorch_version\b")
+_NEWER = (cst.GreaterThan, cst.GreaterThanEqual)
+_OLDER = (cst.LessThan, cst.LessThanEqual)
+
+
+def _old_torch_branches(module: cst.Module, source: str) -> set[int]:
+    """The branches of ``if <torch version> >= X: ... else: ...`` that run only on an older torch (skrl's agents:
+    ``torch.amp.GradScaler(device=...)`` from 2.4, else ``torch.cuda.amp.GradScaler()``): TorchTPU needs a torch
+    far newer than any such test, so the older branch never runs on a TPU host, and rewritten it would call APIs
+    the older torch it serves lacks. Left as written."""
+    if not _TORCH_VERSION.search(source):
+        return set()
+    out: set[int] = set()
+    todo: list[cst.CSTNode] = [module]
+    while todo:
+        node = todo.pop()
+        todo.extend(walk.child_nodes(node))
+        if (
+            type(node) is not cst.If
+            or type(node.test) is not cst.Comparison
+            or len(node.test.comparisons) != 1
+        ):
+            continue
+        cmp = node.test
+        op = type(cmp.comparisons[0].operator)
+        left = _TORCH_VERSION.search(_code_of(cmp.left)) is not None
+        right = _TORCH_VERSION.search(_code_of(cmp.comparisons[0].comparator)) is not None
+        if left == right or op not in (*_NEWER, *_OLDER):
+            continue
+        newer_in_body = (op in _NEWER) == left
+        if newer_in_body and node.orelse is not None:
+            out.add(id(node.orelse))
+        elif not newer_in_body:
+            out.add(id(node.body))
+    return out
+
+
+def _code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _added_helpers(module: cst.Module) -> set[int]:

@@ -841,6 +841,35 @@ class LiteralRule(Rule):
         cst.Param,
     )
 
+    def _autocast_device_expression(self, ctx: Context, call: cst.Call) -> None:
+        """``torch.autocast(device_type="cuda" if not mps else "mps", dtype=torch.float16)`` (tortoise-tts): a device
+        chosen by an expression, which TPU301 cannot turn into its import-safe TPU autocast; renamed alone, the
+        'tpu' branch kept float16 and raised on a CPU-only host even when disabled. Kept (CUDA's autocast switches
+        itself off where there is no GPU) and flagged."""
+        if ctx.qname(call.func) not in (
+            "torch.autocast",
+            "torch.amp.autocast",
+            "torch.amp.autocast_mode.autocast",
+        ):
+            return
+        first = call.args[0] if call.args and call.args[0].keyword is None else None
+        dev = first or next(
+            (a for a in call.args if a.keyword is not None and a.keyword.value == "device_type"), None
+        )
+        if dev is None or type(dev.value) in (cst.SimpleString, cst.Name, cst.Attribute):
+            return
+        for n in walk_code(dev.value):
+            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
+                ctx.claim_string(
+                    n,
+                    self.code,
+                    "flagged",
+                    f"{self.what} '{string_body(n)}' is chosen by an expression as autocast's device: kept (CUDA's "
+                    "autocast switches itself off where there is no GPU); for TPU autocast, choose 'tpu' with "
+                    "dtype=torch.bfloat16 where torch.accelerator.current_accelerator() is a TPU",
+                    value=None,
+                )
+
     def _literal_type_choices(
         self, orig: cst.AnnAssign | cst.Param, node: cst.AnnAssign | cst.Param
     ) -> cst.CSTNode | None:
@@ -1311,6 +1340,8 @@ class LiteralRule(Rule):
             return  # (left, not visited: see leave_node)
         if t is cst.Call and node.args:
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
+            if self.code == "TPU101" and mentions(ctx, "autocast"):
+                self._autocast_device_expression(ctx, node)  # type: ignore[arg-type]
             self._project_enum_args(ctx, node)  # type: ignore[arg-type]
             _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
             if mentions(ctx, "torch.testing._internal"):

@@ -700,3 +700,35 @@ def test_an_nccl_backend_in_capitals_is_nccl():
         '    dist.init_process_group(backend="NCCL", init_method=url, world_size=world, rank=rank)\n'
     )
     assert 'backend="tpu_dist"' in run(src).new_source
+
+
+# --- a branch for an older torch (skrl's agents: `if version.parse(torch.__version__) >= version.parse("2.4"):
+# GradScaler(device=...) else: torch.cuda.amp.GradScaler(...)`): it never runs with TorchTPU's torch, and rewritten it
+# called torch.amp.GradScaler, which the older torch it serves lacks ---
+
+
+def test_a_branch_for_an_older_torch_is_left_as_written():
+    src = (
+        "import torch\nfrom packaging import version\n\n"
+        'if version.parse(torch.__version__) >= version.parse("2.4"):\n    a = torch.ones(1).cuda()\n'
+        "else:\n    s = torch.cuda.amp.GradScaler()\n"
+        'if torch.__version__ < "2.0":\n    b = torch.ones(1).cuda()\nelse:\n    c = torch.ones(1).cuda()\n'
+    )
+    out = run(src).new_source
+    assert "s = torch.cuda.amp.GradScaler()" in out and "b = torch.ones(1).cuda()" in out
+    assert 'a = torch.ones(1).to("tpu")' in out and 'c = torch.ones(1).to("tpu")' in out
+
+
+# --- autocast's device chosen by an expression (tortoise-tts: `torch.autocast(device_type="cuda" if not mps else
+# "mps", dtype=torch.float16, enabled=self.half)`): renamed alone, it kept float16 on 'tpu' and raised on a CPU-only
+# host even when disabled ---
+
+
+def test_an_autocast_device_chosen_by_an_expression_is_kept_and_flagged():
+    src = (
+        "import torch\n\n\ndef run(model, x, half, mps):\n"
+        '    with torch.autocast(device_type="cuda" if not mps else "mps", dtype=torch.float16, enabled=half):\n'
+        "        return model(x)\n"
+    )
+    out = run(src).new_source
+    assert 'device_type="cuda" if not mps else "mps"' in out and "TODO(tpu-migrate TPU101)" in out
