@@ -185,6 +185,7 @@ class Flow:
                         or self._ranks_within_host(node)
                         or self._exported_count(node)
                         or self._enumerated_devices(node)
+                        or self._named_host_size(node)
                     ) is not None:
                         count = Check(node, "device-count-share", _code(node), key=node, divides=share)
                         self.checks.append(count)
@@ -535,6 +536,15 @@ class Flow:
             for n in _walk(elt)
         )
         return f"enumerates: {_code(comp)}" if names else None
+
+    def _named_host_size(self, call: cst.CSTNode) -> str | None:
+        """``local_size = torch.cuda.device_count()`` (InternVL's SLURM setup beside ``local_rank = rank %
+        device_count()``): the count named as the host's number of processes."""
+        names = self._count_names(call)
+        if any(_HOST_SIZE_NAME.fullmatch(n) for n in names):
+            parent = self.parents.get(call)
+            return f"names: {_code(parent)}" if type(parent) is cst.Assign else None
+        return None
 
     def _exported_count(self, call: cst.CSTNode) -> str | None:
         """``os.environ['LOCAL_SIZE'] = str(device_count())`` (InternVL's SLURM setup): the host's process count
@@ -1493,6 +1503,12 @@ def checks_to_keep(
                 "process holds; bind each worker first (torch.tpu.distributed.set_tpu_launch_env) or keep the "
                 "workers on 'cpu'"
             )
+        elif c.divides is not None and c.divides.startswith("names: "):
+            why = (
+                f"{PER_HOST} and names it the host's process count (`{c.divides[7:67]}`): TorchTPU counts one "
+                "device per process, so every host would count one; under torchrun use "
+                "int(os.environ['LOCAL_WORLD_SIZE'])"
+            )
         elif c.divides is not None and c.divides.startswith("maps: "):
             why = (
                 f"{PER_HOST} and spreads a model over that many GPUs (`{c.divides[6:66]}`): TorchTPU counts one "
@@ -1648,6 +1664,7 @@ def _unset_without_else(flow: Flow, c: Check) -> str:
     ladder = parent
     while type(ladder) is cst.If and type(flow.parents.get(ladder)) is cst.If:
         ladder = flow.parents.get(ladder)  # (up to the first `if` of the chain)
+    first = ladder
     names: set[str] = set()
     while type(ladder) is cst.If:
         for stmt in _walk(ladder.body):
@@ -1655,6 +1672,19 @@ def _unset_without_else(flow: Flow, c: Check) -> str:
                 names |= {n for t in stmt.targets if type(t.target) is cst.Name and (n := t.target.value)}
         ladder = ladder.orelse
     if ladder is not None or not names:
+        return ""
+    scope = flow.parents.get(first)
+    while scope is not None and type(scope) is not cst.FunctionDef:
+        scope = flow.parents.get(scope)
+    inside = {id(n) for n in _walk(first)}
+    for n in _walk(scope if scope is not None else flow.module):
+        # (doctr's `model = model.to(device)` before `if device.type == "cuda": model = model.bfloat16()`: set anyway)
+        if type(n) is cst.Param:
+            names.discard(n.name.value)
+        elif type(n) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and id(n) not in inside:
+            targets = [t.target for t in n.targets] if type(n) is cst.Assign else [n.target]
+            names -= {t.value for t in targets if type(t) is cst.Name}
+    if not names:
         return ""
     shown = ", ".join(f"`{n}`" for n in sorted(names)[:3])
     return f"; the ladder has no else: on 'tpu' (which migrated callers may pass) {shown} stays unset"
@@ -1667,6 +1697,11 @@ _STACK_SWITCH = re.compile(
 #: Methods that place a torch module or tensor, whatever library built it.
 _TORCH_MOVES = frozenset({"to", "cuda"})
 _ORDINAL_NAME = re.compile(r"(?i)rank|gpu|device_id|ordinal|\.index$")
+
+
+#: Names of a host's process count as other programs read it (``local_size``, ``local_world_size``). (Not a count
+#: that sizes a spawn, ``ngpus_per_node``: renamed, it starts one worker on its chip, tests/migrate/test_heldout4_classes.py.)
+_HOST_SIZE_NAME = re.compile(r"(?i)local_?(?:world_?)?size")
 
 
 #: Keywords through which libraries take a CUDA ordinal (allennlp's ``ElmoEmbedder(cuda_device=...)``).

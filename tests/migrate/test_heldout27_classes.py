@@ -732,3 +732,28 @@ def test_an_autocast_device_chosen_by_an_expression_is_kept_and_flagged():
     )
     out = run(src).new_source
     assert 'device_type="cuda" if not mps else "mps"' in out and "TODO(tpu-migrate TPU101)" in out
+
+
+# --- re-read on held-out 27 after the fixes: a count named as the host's process count beside a kept rank within the
+# host (InternVL's `local_rank = rank % device_count()` kept, `local_size = device_count()` renamed), and a kept
+# ladder whose names were set before it (doctr's `model = model.to(device)`: not "unset") ---
+
+
+def test_a_local_size_count_stays_with_its_kept_twin():
+    src = (
+        "import os\nimport torch\n\n\ndef init():\n    rank = int(os.environ['SLURM_PROCID'])\n"
+        "    local_rank = rank % torch.cuda.device_count()\n    local_size = torch.cuda.device_count()\n"
+        "    return local_rank == 0, local_size\n"
+    )
+    out = run(src).new_source
+    assert "local_size = torch.cuda.device_count()" in out
+    assert "torch.accelerator.device_count" not in out
+
+
+def test_a_kept_ladder_does_not_call_a_name_set_before_it_unset():
+    src = (
+        "import torch\n\n\ndef load(model, device):\n    model = model.to(device)\n"
+        "    if device.type == 'cuda' and torch.cuda.get_device_capability(device) >= (8, 0):\n"
+        "        model = model.bfloat16()\n    return model\n"
+    )
+    assert "stays unset" not in run(src).new_source
