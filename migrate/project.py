@@ -617,10 +617,20 @@ def cuda_extension_names(text: str) -> Iterator[str]:
             found += re.findall(rf"""\b{alias}\(\s*(?:name\s*=\s*)?['"]([\w.]+)['"]""", text)
     if "cpp_extension" in text and builds_cuda_sources(text):
         found += _JIT_NAME.findall(text)
+    own = _KERNEL_PACKAGE.search(text)
     for name in found:
         yield name
         if "." in name:
             yield name.rsplit(".", 1)[1]
+            if own is not None and name.split(".", 1)[0] == own.group(1):
+                # Pointcept's libs/pointops: `packages=["pointops"]` beside `CUDAExtension(name="pointops._C")`: the
+                # package exists to wrap the kernels (its functions call _C), so importing it is importing them
+                yield own.group(1)
+
+
+#: A setup.py that ships one package by a literal list (a kernel package: ``packages=["pointops"]``), not
+#: ``find_packages()`` (a library with its kernels beside the rest, mmcv's ``mmcv._ext``).
+_KERNEL_PACKAGE = re.compile(r"""\bpackages\s*=\s*\[\s*['"](\w+)['"]\s*,?\s*\]""")
 
 
 def builds_cuda_sources(text: str) -> bool:
@@ -659,11 +669,24 @@ def kernel_without_fallback(path: str, text: str, is_cuda_only: Callable[[str, s
             ),
             None,
         )
+        top = node in tree.body
         if kernel is not None and all(
-            all(_another_build(stmt, path, is_cuda_only) for stmt in h.body) for h in node.handlers
+            (top and _raises(h.body)) or all(_another_build(stmt, path, is_cuda_only) for stmt in h.body)
+            for h in node.handlers
         ):
             return kernel
     return None
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    """A handler that only says how to build the kernel and raises (Deformable-DETR's MSDA, copied into Mask2Former
+    and d2go: ``except ModuleNotFoundError: info = "..."; raise ModuleNotFoundError(info)``). At a module's top
+    level that makes the kernel the module's only path; inside a function or an option it is one choice of many."""
+    return (
+        bool(body)
+        and isinstance(body[-1], ast.Raise)
+        and all(isinstance(s, (ast.Assign, ast.Expr, ast.Pass)) for s in body[:-1])
+    )
 
 
 #: A ``try:`` whose first statement is an import (the only shape kernel_without_fallback looks for).

@@ -757,3 +757,52 @@ def test_a_kept_ladder_does_not_call_a_name_set_before_it_unset():
         "        model = model.bfloat16()\n    return model\n"
     )
     assert "stays unset" not in run(src).new_source
+
+
+# --- a kernel package of the project (Pointcept's libs/pointops: setup.py ships `packages=["pointops"]` from
+# functions/ beside `CUDAExtension(name="pointops._C")`): importing it is importing the kernels, so the engines that
+# hand it batches cannot move them to 'tpu' unflagged ---
+
+
+def test_a_projects_kernel_package_is_cuda_only(tmp_path):
+    kernel = tmp_path / "libs" / "kops"
+    (kernel / "functions").mkdir(parents=True)
+    (kernel / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CUDAExtension\n\n"
+        'setup(\n    name="kops",\n    packages=["kops"],\n    package_dir={"kops": "functions"},\n'
+        '    ext_modules=[CUDAExtension(name="kops._C", sources=["src/k.cu"])],\n'
+        '    cmdclass={"build_ext": BuildExtension},\n)\n'
+    )
+    (kernel / "functions" / "__init__.py").write_text("from kops._C import knn\n")
+    (tmp_path / "engine.py").write_text(
+        "import torch\nimport kops\n\n\ndef test(batch):\n    batch = batch.cuda()\n    return kops.knn(batch)\n"
+    )
+    out = write_tree(tmp_path)
+    assert "batch = batch.cuda()" in out["engine.py"] and "TODO(tpu-migrate TPU211)" in out["engine.py"]
+
+
+# --- a module whose top-level import of the project's kernel raises when it is missing (Deformable-DETR's MSDA, in
+# Mask2Former and d2go: `try: import MultiScaleDeformableAttention as MSDA except ModuleNotFoundError: raise ...`):
+# the kernel is the module's only path, so its op test cannot move the op's inputs to 'tpu' ---
+
+
+def test_a_kernel_imported_or_raise_at_top_level_makes_its_users_cuda_only(tmp_path):
+    ops = tmp_path / "ops"
+    (ops / "functions").mkdir(parents=True)
+    (ops / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n"
+        "extension = CppExtension\nif True:\n    extension = CUDAExtension\n"
+        'setup(name="MSDA", ext_modules=[extension("MultiScaleDeformableAttention", ["a.cu"])])\n'
+    )
+    (ops / "functions" / "__init__.py").write_text("")
+    (ops / "functions" / "msda_func.py").write_text(
+        "import torch\n\ntry:\n    import MultiScaleDeformableAttention as MSDA\nexcept ModuleNotFoundError:\n"
+        "    info = 'compile it'\n    raise ModuleNotFoundError(info)\n\n\ndef run(v):\n    return MSDA.forward(v)\n"
+    )
+    (ops / "test.py").write_text(
+        "import torch\nfrom functions.msda_func import run\n\nvalue = torch.rand(2, 3).cuda()\nprint(run(value))\n"
+    )
+    out = write_tree(tmp_path)
+    assert (
+        "torch.rand(2, 3).cuda()" in out["ops/test.py"] and "TODO(tpu-migrate TPU211)" in out["ops/test.py"]
+    )
