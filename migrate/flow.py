@@ -1458,6 +1458,26 @@ def is_cuda_literal(node: cst.CSTNode) -> bool:
     return type(node) is cst.SimpleString and _CUDA_LITERAL.match(node.value) is not None
 
 
+#: Names of a CUDA-only path (a CUDA graph, cuDNN, Triton, NCCL, a CUDA extension or kernel); not ``use_cuda`` /
+#: ``use_gpu``, which mostly mean "use the accelerator".
+_CUDA_ONLY_PATH = re.compile(r"(?i)cuda_?graph|cudagraph|cudnn|triton|nccl|cuda_?(?:ext|kernel)")
+
+
+def _and_cuda_only_state(flow: Flow, node: cst.CSTNode) -> str | None:
+    """An operand and-ed with the check that names a CUDA-only path (``use_cuda_graph``): its code, else None."""
+    root = node
+    while type(parent := flow.parents.get(root)) is cst.BooleanOperation and type(parent.operator) is cst.And:
+        root = parent
+    if root is node:
+        return None
+    for n in _walk(root):
+        if type(n) in (cst.Name, cst.Attribute) and n is not node:
+            last = n.value if type(n) is cst.Name else n.attr.value
+            if _CUDA_ONLY_PATH.search(last):
+                return _code(n)
+    return None
+
+
 def _kept_half(flow: Flow, node: cst.CSTNode, flagged: set[int]) -> str | None:
     """A ``.is_cuda`` the pass flagged and kept in the same boolean test as ``node`` (``not x.is_cuda and
     cuda.is_available()``): its code, else None."""
@@ -1537,6 +1557,12 @@ def checks_to_keep(
             )
         elif c.unseen is not None:
             why = f"its effect is out of sight: {c.unseen}"
+        elif (
+            c.predicate.endswith("is_available") and (state := _and_cuda_only_state(flow, c.node)) is not None
+        ):
+            # GPT-SoVITS' t2s_model_cudagraph: `request.use_cuda_graph and self.graph is None and
+            # torch.cuda.is_available()`: renamed, a TPU host would capture a torch.cuda.CUDAGraph
+            why = f"it is and-ed with `{state}`, which asks for a CUDA-only path"
         elif (half := _kept_half(flow, c.node, flagged)) is not None:
             # flair: `if not data.is_cuda and cuda.is_available(): raise` with `.is_cuda` kept (TPU106): renamed
             # alone, the availability half made every batch on 'tpu' raise "data isnt on cuda"

@@ -806,3 +806,19 @@ def test_a_kernel_imported_or_raise_at_top_level_makes_its_users_cuda_only(tmp_p
     assert (
         "torch.rand(2, 3).cuda()" in out["ops/test.py"] and "TODO(tpu-migrate TPU211)" in out["ops/test.py"]
     )
+
+
+# --- an availability check and-ed with a CUDA-graph switch (GPT-SoVITS' t2s_model_cudagraph: `request.use_cuda_graph
+# and self.graph is None and torch.cuda.is_available()`): renamed, a TPU host captured a torch.cuda.CUDAGraph ---
+
+
+def test_an_availability_check_and_ed_with_a_cuda_graph_switch_stays_cudas():
+    src = (
+        "import torch\n\n\ndef step(request, decoder, graph):\n"
+        "    if request.use_cuda_graph and graph is None and torch.cuda.is_available():\n"
+        "        graph = decoder.capture()\n    return graph\n\n\n"
+        "def pick(args):\n    return 'cuda' if args.use_gpu and torch.cuda.is_available() else 'cpu'\n"
+    )
+    out = run(src).new_source
+    assert "graph is None and torch.cuda.is_available()" in out and "TODO(tpu-migrate TPU201)" in out
+    assert "args.use_gpu and torch.accelerator.is_available()" in out  # "use the GPU" means the accelerator
