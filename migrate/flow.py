@@ -1458,6 +1458,37 @@ def is_cuda_literal(node: cst.CSTNode) -> bool:
     return type(node) is cst.SimpleString and _CUDA_LITERAL.match(node.value) is not None
 
 
+#: How a count of the host's devices is used, by the tag flow.Flow gives it (see Flow.__init__), and why that keeps
+#: it CUDA's; ``{}`` is the code that uses it.
+_PER_HOST_USES = {
+    "enumerates: ": (
+        "names one device per GPU (`{}`), each for a worker process of its own: TorchTPU binds one chip per "
+        "process, so every worker would ask for the chip this process holds; bind each worker first "
+        "(torch.tpu.distributed.set_tpu_launch_env) or keep the workers on 'cpu'"
+    ),
+    "names: ": (
+        "names it the host's process count (`{}`): TorchTPU counts one device per process, so every host would "
+        "count one; under torchrun use int(os.environ['LOCAL_WORLD_SIZE'])"
+    ),
+    "maps: ": (
+        "spreads a model over that many GPUs (`{}`): TorchTPU counts one device per process; keep the model whole "
+        "on 'tpu', or shard it with DTensor"
+    ),
+    "exported: ": (
+        "hands it to other programs (`{}`): TorchTPU counts one device per process, so every host would say it "
+        "runs one; under torchrun use int(os.environ['LOCAL_WORLD_SIZE'])"
+    ),
+}
+
+
+def _per_host_use(divides: str) -> str | None:
+    """Why a count tagged with one of _PER_HOST_USES stays CUDA's, else None (a plain division or a rank)."""
+    for tag, why in _PER_HOST_USES.items():
+        if divides.startswith(tag):
+            return f"{PER_HOST} and " + why.format(divides[len(tag) : len(tag) + 60])
+    return None
+
+
 #: Names of a CUDA-only path (a CUDA graph, cuDNN, Triton, NCCL, a CUDA extension or kernel); not ``use_cuda`` /
 #: ``use_gpu``, which mostly mean "use the accelerator".
 _CUDA_ONLY_PATH = re.compile(r"(?i)cuda_?graph|cudagraph|cudnn|triton|nccl|cuda_?(?:ext|kernel)")
@@ -1516,30 +1547,8 @@ def checks_to_keep(
                 f"{PER_HOST} and starts that many processes (`{c.divides[:60]}`): TorchTPU counts one device "
                 "per process, so a TPU host would start one; give the launcher the host's chip count"
             )
-        elif c.divides is not None and c.divides.startswith("enumerates: "):
-            why = (
-                f"{PER_HOST} and names one device per GPU (`{c.divides[12:72]}`), each for a worker process of "
-                "its own: TorchTPU binds one chip per process, so every worker would ask for the chip this "
-                "process holds; bind each worker first (torch.tpu.distributed.set_tpu_launch_env) or keep the "
-                "workers on 'cpu'"
-            )
-        elif c.divides is not None and c.divides.startswith("names: "):
-            why = (
-                f"{PER_HOST} and names it the host's process count (`{c.divides[7:67]}`): TorchTPU counts one "
-                "device per process, so every host would count one; under torchrun use "
-                "int(os.environ['LOCAL_WORLD_SIZE'])"
-            )
-        elif c.divides is not None and c.divides.startswith("maps: "):
-            why = (
-                f"{PER_HOST} and spreads a model over that many GPUs (`{c.divides[6:66]}`): TorchTPU counts one "
-                "device per process; keep the model whole on 'tpu', or shard it with DTensor"
-            )
-        elif c.divides is not None and c.divides.startswith("exported: "):
-            why = (
-                f"{PER_HOST} and hands it to other programs (`{c.divides[10:70]}`): TorchTPU counts one device "
-                "per process, so every host would say it runs one; under torchrun use "
-                "int(os.environ['LOCAL_WORLD_SIZE'])"
-            )
+        elif c.divides is not None and (per_host := _per_host_use(c.divides)) is not None:
+            why = per_host
         elif c.divides is not None:
             derives = "%" in c.divides and "/" not in c.divides
             why = (

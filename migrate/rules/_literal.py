@@ -1107,15 +1107,23 @@ class LiteralRule(Rule):
         if m is None:
             return
         target = m.group(1) or f"torch.cuda.{m.group(2)}"
-        for n in walk_code(fn.body):
+        self._keep_patched(
+            ctx,
+            fn.body,
+            f"in a test that patches `{target}`",
+            " (patch torch.accelerator's answer where that code now asks it)",
+        )
+
+    def _keep_patched(self, ctx: Context, body: cst.CSTNode, where: str, advice: str = "") -> None:
+        """Keep (flagged) every device name in ``body``, code that tests what its subject does with CUDA."""
+        for n in walk_code(body):
             if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
                 ctx.claim_string(
                     n,
                     COMPARISON_CODE,
                     "flagged",
-                    f"{self.what} '{string_body(n)}' is used in a test that patches `{target}`: it tests what "
-                    "the code does with CUDA; kept, migrate the test with the code it patches (patch "
-                    "torch.accelerator's answer where that code now asks it)",
+                    f"{self.what} '{string_body(n)}' is used {where}: it tests what the code does with CUDA; "
+                    f"kept, migrate the test with the code it patches{advice}",
                     value=None,
                 )
 
@@ -1134,16 +1142,7 @@ class LiteralRule(Rule):
         )
         if target is None:
             return
-        for n in walk_code(node.body):
-            if type(n) is cst.SimpleString and self.new_body(string_body(n)) is not None:
-                ctx.claim_string(
-                    n,
-                    COMPARISON_CODE,
-                    "flagged",
-                    f"{self.what} '{string_body(n)}' is used inside a block that patches `{target}`: it tests "
-                    "what the code does with CUDA; kept, migrate the test with the code it patches",
-                    value=None,
-                )
+        self._keep_patched(ctx, node.body, f"inside a block that patches `{target}`")
 
     def _default_branch(self, ctx: Context, node: cst.If) -> None:
         """``if is_xpu_available(): x.to("xpu") else: x.to("cuda")``: the test picks another accelerator and the
