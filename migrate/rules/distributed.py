@@ -40,8 +40,35 @@ def _nccl_operand(ctx, node: cst.BaseExpression) -> bool:
 
 
 def _asks_backend(ctx, node: cst.BaseExpression) -> bool:
-    """``dist.get_backend()`` / ``dist.get_backend(group)``: the backend torch.distributed runs."""
+    """``dist.get_backend()`` / ``dist.get_backend(group)``: the backend torch.distributed runs; or a backend
+    parameter of the function around the test (torchdrug's ``def init_process_group(backend, ...)``), which its
+    callers fill: migrated ones pass 'tpu_dist', others (and the docstring) still 'nccl'."""
+    if type(node) is cst.Name:
+        return node.value in ctx.scratch.get("backend-params", ())  # type: ignore[operator]
     return type(node) is cst.Call and (ctx.qname(node.func) or "").endswith("distributed.get_backend")
+
+
+def _rebound(fn: cst.FunctionDef, name: str) -> bool:
+    """Whether the function's body binds ``name`` again (``backend = ...``, ``for backend in ...``)."""
+    for n in walk_code(fn.body):
+        targets = (
+            [t.target for t in n.targets]
+            if type(n) is cst.Assign
+            else [n.target]
+            if type(n) in (cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)
+            else []
+        )
+        if any(type(t) is cst.Name and t.value == name for t in targets):
+            return True
+    return False
+
+
+def _backend_params(fn: cst.FunctionDef) -> frozenset[str]:
+    """The function's parameters named for a process-group backend that its body never rebinds."""
+    params = (*fn.params.params, *fn.params.kwonly_params, *fn.params.posonly_params)
+    return frozenset(
+        p.name.value for p in params if "backend" in p.name.value.lower() and not _rebound(fn, p.name.value)
+    )
 
 
 @register
@@ -51,8 +78,8 @@ class BackendAskedNccl(Rule):
     family = "distributed"
     outcome = "warned"
     summary = (
-        "`dist.get_backend() == 'nccl'` (or Backend.NCCL) -> `in ('nccl', 'tpu_dist')`, `!=` -> `not in`, in a "
-        "file that creates no process group, where the code around it keeps no NCCL-only machinery."
+        "`dist.get_backend() == 'nccl'` (or Backend.NCCL), or a function's backend parameter compared so -> "
+        "`in ('nccl', 'tpu_dist')`, `!=` -> `not in`, where the code around it keeps no NCCL-only machinery."
     )
     rationale = (
         "The test asks torch.distributed which backend runs, to put collective tensors on the device (allennlp's "
@@ -65,19 +92,19 @@ class BackendAskedNccl(Rule):
     node_types = (cst.FunctionDef, cst.Comparison)
 
     def visit_node(self, ctx, node):
-        if not mentions(ctx, "get_backend"):
-            return  # (cheap: the function-level walk below runs only where a backend is asked)
-        if "creates-group" not in ctx.scratch:
-            ctx.scratch["creates-group"] = creates_group(ctx.source_text)
-        if ctx.scratch["creates-group"]:
-            return  # (a file that creates the group renames its tests with its backend: TPU401)
-        # (claimed from the function down: the backend literal rule claims a function's compared strings when
-        # it enters the function, TPU102)
+        if not mentions(ctx, "nccl") and not mentions(ctx, "NCCL"):
+            return  # (cheap: the function-level walk below runs only where NCCL is named)
+        # A file that creates the group itself tests the same way: the asked backend is what the run made it
+        # (Pointcept's `get_backend() == "nccl"` for a gloo side group, its WORLD group made in another file that
+        # keeps NCCL), and both names keep either run as written. (Claimed from the function down: the backend
+        # literal rule claims a function's compared strings when it enters the function, TPU102.)
         if type(node) is cst.FunctionDef:
             if not _NCCL_OWN_CODE.search(code(node)):
+                ctx.scratch["backend-params"] = _backend_params(node)
                 for n in walk_code(node.body):
                     if type(n) is cst.Comparison:
                         self._mark(ctx, n)
+                ctx.scratch["backend-params"] = frozenset()
             return
         if not ctx.enclosing_definitions() and not _NCCL_OWN_CODE.search(ctx.source_text):
             self._mark(ctx, node)
@@ -101,14 +128,15 @@ class BackendAskedNccl(Rule):
             return
         if type(named) is cst.SimpleString:
             ctx.claim_string(named, "", "rewritten", "", value=None)
-        ctx.scratch.setdefault(self.code, {})[id(node)] = named  # type: ignore[index]
+        ctx.scratch.setdefault(self.code, {})[id(node)] = (named, asked is left)  # type: ignore[index]
 
     def leave_node(self, ctx, orig, node):
-        named = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
-        if named is None:
+        marked = ctx.scratch.get(self.code, {}).get(id(orig))  # type: ignore[union-attr]
+        if marked is None:
             return None
+        named, asked_left = marked
         equal = type(node.comparisons[0].operator) is cst.Equal
-        asked = node.left if _asks_backend(ctx, orig.left) else node.comparisons[0].comparator
+        asked = node.left if asked_left else node.comparisons[0].comparator
         quote = named.value[-1] if type(named) is cst.SimpleString else '"'
         both = expr(f"({code(named)}, {quote}tpu_dist{quote})")
         ctx.report(

@@ -1,0 +1,41 @@
+"""Wrong rewrites found on held-out check 28 (benchmarks/migrate_corpus_heldout28.txt), each as a class in its own
+words, each asserting what the tool must (not) do."""
+
+from __future__ import annotations
+
+from migrate_helpers import run
+
+# --- a backend tested where the run chose it (torchdrug's `def init_process_group(backend, ...)` testing
+# `backend == "nccl"` after creating the group with the translated name; Pointcept's `get_backend() == "nccl"` in a
+# file that creates a gloo side group, its WORLD group made by a launcher that keeps NCCL): renamed to 'tpu_dist',
+# a caller still passing 'nccl' (or a CUDA run) lost its gloo group for CPU collectives ---
+
+
+def test_a_backend_parameter_compared_with_nccl_accepts_both_names():
+    src = (
+        "import torch.distributed as dist\n\n\ndef init(backend, init_method=None):\n"
+        "    dist.init_process_group(backend, init_method)\n"
+        "    if backend == 'nccl':\n        side = dist.new_group(backend='gloo')\n    else:\n"
+        "        side = dist.group.WORLD\n    return side\n"
+    )
+    out = run(src).new_source
+    assert "if backend in ('nccl', 'tpu_dist'):" in out
+    assert "_tpu_backend(backend)" in out and "new_group(backend='gloo')" in out
+
+
+def test_a_rebound_backend_parameter_is_renamed_with_its_literal():
+    src = (
+        "import torch.distributed as dist\n\n\ndef init(backend=None):\n    backend = 'nccl'\n"
+        "    dist.init_process_group(backend)\n    if backend == 'nccl':\n        print('gpu')\n"
+    )
+    out = run(src).new_source
+    assert "backend = 'tpu_dist'" in out and "in ('nccl', 'tpu_dist')" not in out
+
+
+def test_the_asked_backend_accepts_both_names_in_a_file_that_makes_a_side_group():
+    src = (
+        "import torch.distributed as dist\n\n\ndef gloo_group():\n    if dist.get_backend() == 'nccl':\n"
+        "        return dist.new_group(backend='gloo')\n    return dist.group.WORLD\n"
+    )
+    out = run(src).new_source
+    assert "dist.get_backend() in ('nccl', 'tpu_dist')" in out
