@@ -589,9 +589,14 @@ def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], 
     any import in a test file; a build from CUDA sources; the project's own CUDA extension with no fallback
     but another build of it), else None (see also :func:`_guarded_kernels`)."""
     test_file = is_test_file(path, text)
-    for top, level, mod, _names in _imports(text):
-        if not level and (top or test_file) and is_cuda_only(mod, path):
+    for top, level, mod, names in _imports(text):
+        if level or not (top or test_file):
+            continue
+        if is_cuda_only(mod, path):
             return mod
+        # d2go's detr: `from detr import _C as MSDA`, the `detr._C` its setup.py builds with CUDAExtension
+        if (kernel := next((f"{mod}.{n}" for n in names if is_cuda_only(f"{mod}.{n}", path)), None)) is not None:
+            return kernel
     if "cpp_extension" in text and builds_cuda_sources(text) and not _cuda_build_optional(text):
         return (
             "torch.utils.cpp_extension"  # a kernel built from CUDA sources (fairseq MMS's lib.py load_inline)

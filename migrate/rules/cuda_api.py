@@ -2649,7 +2649,11 @@ def imported_modules(small: cst.CSTNode) -> list[str]:
     if isinstance(small, cst.Import):
         return [cst.helpers.get_full_name_for_node(a.name) or "" for a in small.names]
     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-        return [cst.helpers.get_full_name_for_node(small.module) or ""]
+        mod = cst.helpers.get_full_name_for_node(small.module) or ""
+        names = () if isinstance(small.names, cst.ImportStar) else small.names
+        # d2go's detr: `from detr import _C as MSDA` imports the `detr._C` its setup.py builds from CUDA sources
+        kernels = [f"{mod}.{a.name.value}" for a in names if type(a.name) is cst.Name]
+        return [mod, *(k for k in kernels if k in current().cuda_extensions)]
     return []
 
 
@@ -2819,7 +2823,9 @@ class CustomKernels(Rule):
             for alias in orig.names:
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")
         elif isinstance(orig, cst.ImportFrom) and orig.module is not None and not orig.relative:
-            self._flag(ctx, orig, cst.helpers.get_full_name_for_node(orig.module) or "")
+            mod = cst.helpers.get_full_name_for_node(orig.module) or ""
+            # `from detr import _C`: the flag names the kernel (`detr._C`), where its package is plain code
+            self._flag(ctx, orig, next((m for m in imported_modules(orig)[1:]), mod))
         elif type(orig) is cst.SimpleString and (m := _CUDA_BUILD.match(string_body(orig) or "")):
             # a device check that picks this name (`"onnxruntime-gpu" if cuda else "onnxruntime"`) is kept by the
             # flow layer through this finding: made true on TPU it would install / select CUDA's build

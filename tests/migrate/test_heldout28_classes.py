@@ -3,7 +3,7 @@ words, each asserting what the tool must (not) do."""
 
 from __future__ import annotations
 
-from migrate_helpers import run
+from migrate_helpers import run, write_tree
 
 # --- a backend tested where the run chose it (torchdrug's `def init_process_group(backend, ...)` testing
 # `backend == "nccl"` after creating the group with the translated name; Pointcept's `get_backend() == "nccl"` in a
@@ -39,3 +39,32 @@ def test_the_asked_backend_accepts_both_names_in_a_file_that_makes_a_side_group(
     )
     out = run(src).new_source
     assert "dist.get_backend() in ('nccl', 'tpu_dist')" in out
+
+
+# --- a kernel imported from its package (d2go's detr: `from detr import _C as MSDA`, the `detr._C` its setup.py
+# builds with CUDAExtension): the function file was migrated with no flag and its op test moved the op's inputs
+# to 'tpu', where the kernel has no build ---
+
+
+def test_a_kernel_imported_from_its_package_is_flagged_and_its_test_stays_cudas(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "detr" / "functions").mkdir(parents=True)
+    (proj / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CppExtension, CUDAExtension\n\n"
+        "extension = CppExtension\nif True:\n    extension = CUDAExtension\n"
+        'setup(name="detr", ext_modules=[extension(\n    "detr._C", ["a.cu"])])\n'
+    )
+    (proj / "detr" / "__init__.py").write_text("")
+    (proj / "detr" / "functions" / "__init__.py").write_text("")
+    (proj / "detr" / "functions" / "msda.py").write_text(
+        "import torch\nfrom detr import _C as MSDA\nfrom torch.cuda.amp import custom_fwd\n\n\n"
+        "@custom_fwd(cast_inputs=torch.float32)\ndef run(v):\n    return MSDA.forward(v)\n"
+    )
+    (proj / "test_op.py").write_text(
+        "import torch\nfrom detr.functions.msda import run\n\nUSE_CUDA = torch.cuda.device_count() > 0\n\n\n"
+        "def test_op():\n    if USE_CUDA:\n        run(torch.rand(2, 3).cuda())\n"
+    )
+    out = write_tree(tmp_path)
+    assert "TODO(tpu-migrate TPU211): `detr._C` is CUDA-only" in out["proj/detr/functions/msda.py"]
+    test = out["proj/test_op.py"]
+    assert "torch.cuda.device_count() > 0" in test and ".cuda()" in test and "TPU211" in test
