@@ -10,6 +10,8 @@ caller falls back to libcst's full scope analysis.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from . import _walk as walk
@@ -79,6 +81,8 @@ def _names_in(target: cst.CSTNode, out: set[str]) -> None:
 #: What a binding that is not an import maps to in a scope.
 LOCAL = None
 _NO_HOOK = object()
+#: A call that imports a module by name and returns it (pytest's importorskip, importlib's import_module).
+_IMPORTING_CALL = re.compile(r"(?:pytest\.)?importorskip|(?:importlib\.)?import_module")
 
 
 class Scope:
@@ -138,6 +142,8 @@ class ImportTable(cst.CSTVisitor):
         #: Names whose resolution this table cannot make exact (see needs_scopes).
         self._unsure: set[str] = set()
         self._hooks: dict[type, object] = {}
+        #: id(AssignTarget) -> the module a call imports into it (see visit_Assign).
+        self._imported_by_call: dict[int, object] = {}
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -239,7 +245,25 @@ class ImportTable(cst.CSTVisitor):
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._comprehension(node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``torch = pytest.importorskip("torch")`` (axolotl's kernel tests), ``np = importlib.import_module("numpy")``:
+        an import by call, bound like ``import torch``."""
+        value = node.value
+        if (
+            len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Name
+            and type(value) is cst.Call
+            and value.args
+            and type(value.args[0].value) is cst.SimpleString
+            and _IMPORTING_CALL.match(cst.helpers.get_full_name_for_node(value.func) or "")
+        ):
+            self._imported_by_call[id(node.targets[0])] = value.args[0].value.evaluated_value  # type: ignore[assignment]
+
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        mod = self._imported_by_call.get(id(node))
+        if isinstance(mod, str) and re.fullmatch(r"[A-Za-z_][\w.]*", mod):
+            self._bind(node.target.value, mod)  # type: ignore[attr-defined]
+            return
         self._bind_all(node.target)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:

@@ -595,7 +595,9 @@ def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], 
         if is_cuda_only(mod, path):
             return mod
         # d2go's detr: `from detr import _C as MSDA`, the `detr._C` its setup.py builds with CUDAExtension
-        if (kernel := next((f"{mod}.{n}" for n in names if is_cuda_only(f"{mod}.{n}", path)), None)) is not None:
+        if (
+            kernel := next((f"{mod}.{n}" for n in names if is_cuda_only(f"{mod}.{n}", path)), None)
+        ) is not None:
             return kernel
     if "cpp_extension" in text and builds_cuda_sources(text) and not _cuda_build_optional(text):
         return (

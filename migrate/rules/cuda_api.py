@@ -299,6 +299,35 @@ def _repatched(call: cst.Call, old: str, new: str) -> cst.Call:
     return call.with_changes(args=args)
 
 
+def _pytestmark_gate(ctx: Context, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The CUDA gate of a module-level ``pytestmark = ...`` statement line, else None."""
+    if (
+        type(node) is not cst.SimpleStatementLine
+        or len(node.body) != 1
+        or type(node.body[0]) is not cst.Assign
+    ):
+        return None
+    assign = node.body[0]
+    if len(assign.targets) != 1 or code(assign.targets[0].target) != "pytestmark":
+        return None
+    return _cuda_mark(ctx, assign.value)
+
+
+def _cuda_mark(ctx: Context, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The mark of ``pytestmark = <value>`` (one, or a list of them) that runs tests only where CUDA is."""
+    marks = [e.value for e in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]  # type: ignore[attr-defined]
+    return next((m for m in marks if cuda_test_gate(ctx, m)), None)
+
+
+def _before_module_gate(ctx: Context, module: cst.Module) -> None:
+    """The statements above a module's CUDA ``pytestmark`` (axolotl's ``DEVICE = "cuda"`` two lines before it)
+    belong to the same CUDA tests: no rule touches them (the gate's own statement flags and keeps the rest)."""
+    body = list(module.body)
+    at = next((i for i, stmt in enumerate(body) if _pytestmark_gate(ctx, stmt) is not None), None)
+    for stmt in body[: at or 0]:
+        ctx.skip_inside(stmt)
+
+
 def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
     """``pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")`` at module level
     (Megatron's test_mxfp8_utils.py) gates every test of the module on CUDA: the module stays CUDA's tests,
@@ -308,9 +337,7 @@ def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
     target = node.targets[0].target
     if type(target) is not cst.Name or target.value != "pytestmark":
         return
-    value = node.value
-    marks = [e.value for e in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]  # type: ignore[attr-defined]
-    gate = next((m for m in marks if cuda_test_gate(ctx, m)), None)
+    gate = _cuda_mark(ctx, node.value)
     if gate is None:
         return
     ctx.flag(
@@ -838,12 +865,25 @@ class CudaToAccelerator(Rule):
     statements = frozenset({"torch.cuda.set_device"})
     emits = tuple(f"torch.accelerator.{v[1]}" for v in _ACCELERATOR.values())
 
-    node_types = (cst.If, cst.IfExp, cst.Call, cst.Assert, cst.FunctionDef, cst.ClassDef, cst.Assign)
+    node_types = (
+        cst.Module,
+        cst.If,
+        cst.IfExp,
+        cst.Call,
+        cst.Assert,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Assign,
+    )
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         """``if torch.cuda.is_available() and not check_cuda_fp8_capability():`` guards CUDA-only code, and
         ``@skipUnless(torch.cuda.is_available(), "needs CUDA")`` skips a test that needs CUDA: made true on TPU they
         would run that code there. Such a guard is kept (and flagged), not rewritten."""
+        if type(node) is cst.Module:
+            if mentions(ctx, "pytestmark"):
+                _before_module_gate(ctx, node)  # type: ignore[arg-type]
+            return
         if type(node) is cst.Assign:
             _stream_handles_read(ctx, [node.value])  # type: ignore[attr-defined]
             _module_gate(ctx, node, self.code)  # type: ignore[arg-type]

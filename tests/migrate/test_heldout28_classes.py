@@ -68,3 +68,30 @@ def test_a_kernel_imported_from_its_package_is_flagged_and_its_test_stays_cudas(
     assert "TODO(tpu-migrate TPU211): `detr._C` is CUDA-only" in out["proj/detr/functions/msda.py"]
     test = out["proj/test_op.py"]
     assert "torch.cuda.device_count() > 0" in test and ".cuda()" in test and "TPU211" in test
+
+
+# --- a module of CUDA tests (axolotl's MX kernel tests): `DEVICE = "cuda"` above `pytestmark = skipif(not
+# torch.cuda.is_available())` was renamed while the gate kept the module CUDA's; with `torch =
+# pytest.importorskip("torch")` the gate was not even seen, and the test moved the kernel's inputs to 'tpu' ---
+
+
+def test_a_cuda_pytestmark_keeps_the_lines_above_it():
+    src = (
+        "import pytest\nimport torch\n\nDEVICE = 'cuda'\n\n"
+        "pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA required')\n\n\n"
+        "def test_k():\n    x = torch.ones(2, device=DEVICE)\n    assert x.is_cuda\n"
+    )
+    out = run(src).new_source
+    assert "DEVICE = 'cuda'" in out and "TODO(tpu-migrate TPU201)" in out and "'tpu'" not in out
+
+
+def test_torch_imported_by_importorskip_is_torch():
+    src = (
+        "import pytest\n\ntorch = pytest.importorskip('torch')\n"
+        "pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA required')\n\n\n"
+        "def test_k():\n    dev = 'cuda'\n    assert torch.ones(2, device=dev).is_cuda\n"
+    )
+    out = run(src).new_source
+    assert "dev = 'cuda'" in out and "TODO(tpu-migrate TPU201)" in out
+    plain = run("import pytest\n\ntorch = pytest.importorskip('torch')\nok = torch.cuda.is_available()\n")
+    assert "torch.accelerator.is_available()" in plain.new_source
