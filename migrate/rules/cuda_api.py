@@ -3381,6 +3381,12 @@ _TPU_MODULE_WORKS = frozenset(
 )
 
 
+#: The uses of a device module returned to callers: unknown here.
+_HANDED_OUT = frozenset({"<returned>"})
+#: A variable naming a device type (``device_name``, ``device_type``, ``accelerator``), not a dtype.
+_DEVICE_KIND = re.compile(r"(?i)device|accelerator|backend_name")
+
+
 @register
 class DeviceModuleLookup(Rule):
     code = "TPU220"
@@ -3411,6 +3417,7 @@ class DeviceModuleLookup(Rule):
     )
     node_types = (cst.Call,)
     emits = ("torch.accelerator",)
+    words = frozenset({"getattr"})
 
     def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
         if self._lookup(ctx, node) is not None:
@@ -3419,6 +3426,15 @@ class DeviceModuleLookup(Rule):
     def leave_node(self, ctx, orig, node):
         used = self._lookup(ctx, orig)
         if used is None:
+            return None
+        if used == _HANDED_OUT:
+            ctx.flag(
+                orig,
+                f"`{code(orig)[:60]}` hands its callers torch.tpu on a TPU host, whose is_available, device_count, "
+                "synchronize and current_device raise on torch >= 2.11: give callers torch.accelerator for those "
+                "(its module has them for any accelerator)",
+                code=self.code,
+            )
             return None
         if used <= _ACCELERATOR_MODULE and not self.flag_only:
             ctx.report(
@@ -3449,15 +3465,20 @@ class DeviceModuleLookup(Rule):
         type>, torch.cuda)`` bound to a name or attribute."""
         if type(node) is not cst.Call or type(node.func) is not cst.Name or node.func.value != "getattr":
             return None
-        if len(node.args) != 3 or any(a.keyword is not None or a.star for a in node.args):
+        if len(node.args) not in (2, 3) or any(a.keyword is not None or a.star for a in node.args):
             return None
-        base, kind, default = (a.value for a in node.args)
-        if ctx.qname(default) != "torch.cuda" or type(base) is not cst.Name or base.value != "torch":
-            return None
-        if string_body(kind) is not None:
+        base, kind, *default = (a.value for a in node.args)
+        if type(base) is not cst.Name or base.value != "torch" or string_body(kind) is not None:
             return None  # (a literal name: the literal rules decide)
+        if default and ctx.qname(default[0]) != "torch.cuda":
+            return None
+        if not default and not _DEVICE_KIND.search(code(kind)):
+            return None  # `getattr(torch, dtype_name)`: a dtype, not a device module
         stmt = ctx.statement()
         small = stmt.body[0] if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 else None
+        if type(small) is cst.Return and small.value is node:
+            # LMFlow's get_torch_device() (after torchtune's _device.py): `return getattr(torch, device_name)`
+            return set(_HANDED_OUT)
         if type(small) is not cst.Assign or small.value is not node or len(small.targets) != 1:
             return None
         target = code(small.targets[0].target)

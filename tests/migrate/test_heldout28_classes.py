@@ -95,3 +95,28 @@ def test_torch_imported_by_importorskip_is_torch():
     assert "dev = 'cuda'" in out and "TODO(tpu-migrate TPU201)" in out
     plain = run("import pytest\n\ntorch = pytest.importorskip('torch')\nok = torch.cuda.is_available()\n")
     assert "torch.accelerator.is_available()" in plain.new_source
+
+
+# --- a device module handed to callers (LMFlow's get_torch_device(), after torchtune's _device.py: `return
+# getattr(torch, device_name)` where get_device_name() now answers 'tpu'): callers' `.is_available()` reached
+# torch.tpu's legacy API, which raises on torch >= 2.11 ---
+
+
+def test_a_device_module_returned_by_name_is_flagged_and_a_dtype_lookup_is_not():
+    src = (
+        "import torch\n\n\ndef get_device_name():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n\n\n"
+        "def get_torch_device():\n    device_name = get_device_name()\n    return getattr(torch, device_name)\n\n\n"
+        "def dtype_of(name):\n    return getattr(torch, name)\n"
+    )
+    out = run(src).new_source
+    assert out.count("TODO(tpu-migrate TPU220)") == 1
+    assert "hands its callers torch.tpu" in out
+
+
+def test_a_two_argument_device_module_lookup_used_for_accelerator_calls_becomes_torch_accelerator():
+    src = (
+        "import torch\n\n\ndef clear(device_type):\n    mod = getattr(torch, device_type)\n"
+        "    mod.empty_cache()\n    x = torch.ones(2).cuda()\n"
+    )
+    out = run(src).new_source
+    assert "mod = torch.accelerator" in out
