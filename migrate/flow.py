@@ -186,6 +186,7 @@ class Flow:
                         or self._exported_count(node)
                         or self._enumerated_devices(node)
                         or self._named_host_size(node)
+                        or self._gpus_argument(node)
                     ) is not None:
                         count = Check(node, "device-count-share", _code(node), key=node, divides=share)
                         self.checks.append(count)
@@ -544,6 +545,25 @@ class Flow:
         if any(_HOST_SIZE_NAME.fullmatch(n) for n in names):
             parent = self.parents.get(call)
             return f"names: {_code(parent)}" if type(parent) is cst.Assign else None
+        return None
+
+    def _gpus_argument(self, call: cst.CSTNode) -> str | None:
+        """``def setup_gpus(gpus): ... return n if n != -1 else torch.cuda.device_count()`` (LoFTR's fix for
+        Lightning 1.3): the count answers a ``gpus`` argument (-1: every GPU) and goes where that argument went,
+        Lightning's ``Trainer(gpus=...)`` and a world size: a number of CUDA GPUs, which a TPU host has none of."""
+        value, parent = call, self.parents.get(call)
+        while type(parent) in (cst.IfExp, cst.BooleanOperation):
+            value, parent = parent, self.parents.get(parent)
+        if type(parent) is not cst.Return:
+            return None
+        fn = parent
+        while fn is not None and type(fn) is not cst.FunctionDef:
+            fn = self.parents.get(fn)
+        if fn is None:
+            return None
+        params = (*fn.params.params, *fn.params.kwonly_params)  # type: ignore[attr-defined]
+        if any(_GPUS_PARAM.fullmatch(p.name.value) for p in params):
+            return f"answers: {fn.name.value}({', '.join(p.name.value for p in params)})"  # type: ignore[attr-defined]
         return None
 
     def _exported_count(self, call: cst.CSTNode) -> str | None:
@@ -1458,6 +1478,9 @@ def is_cuda_literal(node: cst.CSTNode) -> bool:
     return type(node) is cst.SimpleString and _CUDA_LITERAL.match(node.value) is not None
 
 
+#: A parameter naming a number of GPUs the caller asks for (``gpus``, ``n_gpus``, ``num_gpus``).
+_GPUS_PARAM = re.compile(r"(?:n_?|num_?)?gpus")
+
 #: How a count of the host's devices is used, by the tag flow.Flow gives it (see Flow.__init__), and why that keeps
 #: it CUDA's; ``{}`` is the code that uses it.
 _PER_HOST_USES = {
@@ -1473,6 +1496,11 @@ _PER_HOST_USES = {
     "maps: ": (
         "spreads a model over that many GPUs (`{}`): TorchTPU counts one device per process; keep the model whole "
         "on 'tpu', or shard it with DTensor"
+    ),
+    "answers: ": (
+        "answers a `gpus` argument with every GPU of the host (`{}`), a count for a framework's `gpus=` (Lightning "
+        "1.x) or a launcher: TorchTPU counts one device per process, and Lightning's `gpus=` means CUDA; give the "
+        "TPU run its own `accelerator=`/`devices=` setting"
     ),
     "exported: ": (
         "hands it to other programs (`{}`): TorchTPU counts one device per process, so every host would say it "

@@ -120,3 +120,18 @@ def test_a_two_argument_device_module_lookup_used_for_accelerator_calls_becomes_
     )
     out = run(src).new_source
     assert "mod = torch.accelerator" in out
+
+
+# --- a count answering a `gpus` argument (LoFTR's setup_gpus for Lightning 1.3: `-1` means every GPU, and the
+# answer goes to `Trainer(gpus=...)`): renamed, a TPU host asked Lightning for one CUDA GPU ---
+
+
+def test_a_count_answering_a_gpus_argument_stays_cudas():
+    src = (
+        "import torch\n\n\ndef setup_gpus(gpus):\n    n = int(gpus)\n"
+        "    return n if n != -1 else torch.cuda.device_count()\n\n\n"
+        "def world():\n    return torch.cuda.device_count()\n"
+    )
+    out = run(src).new_source
+    assert "return n if n != -1 else torch.cuda.device_count()" in out and "TODO(tpu-migrate TPU201)" in out
+    assert "return torch.accelerator.device_count()" in out
