@@ -551,9 +551,9 @@ class Flow:
         """``def setup_gpus(gpus): ... return n if n != -1 else torch.cuda.device_count()`` (LoFTR's fix for
         Lightning 1.3): the count answers a ``gpus`` argument (-1: every GPU) and goes where that argument went,
         Lightning's ``Trainer(gpus=...)`` and a world size: a number of CUDA GPUs, which a TPU host has none of."""
-        value, parent = call, self.parents.get(call)
+        parent = self.parents.get(call)
         while type(parent) in (cst.IfExp, cst.BooleanOperation):
-            value, parent = parent, self.parents.get(parent)
+            parent = self.parents.get(parent)
         if type(parent) is not cst.Return:
             return None
         fn = parent

@@ -92,6 +92,9 @@ class ProjectFacts:
     #: absolute path of a module -> the torch names it gets from ``from <project module> import *`` (ElegantRL's
     #: ``from methods.L2A.TNCO_local_search import *`` brings ``th``, that module's ``import torch as th``)
     star_names: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: classes of the project, not torch modules, that define their own ``cuda()`` (torchdrug's ``Graph``, whose
+    #: ``to(device)`` sends every non-CPU device back to ``cuda``): ``obj.cuda()`` on one is the project's method
+    own_cuda_classes: frozenset[str] = frozenset()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -106,6 +109,7 @@ class ProjectFacts:
             or other.cuda_extensions
             or other.cuda_test_helpers
             or other.star_names
+            or other.own_cuda_classes
         ):
             return self
         params = dict(self.enum_params)
@@ -126,6 +130,7 @@ class ProjectFacts:
             self.cuda_extensions | other.cuda_extensions,
             self.cuda_test_helpers | other.cuda_test_helpers,
             {**other.star_names, **self.star_names},
+            self.own_cuda_classes | other.own_cuda_classes,
         )
 
 
@@ -455,6 +460,9 @@ def scan_sources(
         cuda_extensions=extensions,
         cuda_test_helpers=_cuda_test_helpers([(p, t) for p, t, _ in seen], gated_tests),
         star_names=_star_names([(p, t) for p, t, _ in seen]),
+        own_cuda_classes=_with_subclasses(
+            frozenset(c for _p, t, tree in seen for c in _own_cuda_classes(t, tree)), [t for _p, t, _ in seen]
+        ),
     )
     if not enums:
         return facts
@@ -463,6 +471,45 @@ def scan_sources(
         if named.search(text) and (tree := tree or _parse(text)) is not None:
             facts = facts.merged(ProjectFacts(frozenset(), _enum_params(tree, enums)))
     return facts
+
+
+#: A method ``cuda`` defined in a class body.
+_OWN_CUDA = re.compile(r"^[ \t]+def cuda\(self\b", re.M)
+#: Bases that make a class a torch module or tensor (its ``cuda`` wraps torch's own).
+_TORCH_BASES = re.compile(r"Module|Tensor|Parameter|nn\.|Sequential|ModuleList|ModuleDict")
+
+
+def _own_cuda_classes(text: str, tree: ast.Module | None) -> Iterator[str]:
+    """Classes of this module defining ``cuda(self, ...)`` whose bases are not torch modules or tensors."""
+    if _OWN_CUDA.search(text) is None or (tree := tree or _parse(text)) is None:
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = " ".join(ast.unparse(b) for b in node.bases)
+        if _TORCH_BASES.search(bases):
+            continue
+        if any(isinstance(s, ast.FunctionDef) and s.name == "cuda" for s in node.body):
+            yield node.name
+
+
+_CLASS_LINE = re.compile(r"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.M)
+
+
+def _with_subclasses(classes: frozenset[str], texts: list[str]) -> frozenset[str]:
+    """``classes`` and the project's classes derived from them (torchdrug's ``Molecule(Graph)``), by name."""
+    if not classes:
+        return classes
+    found = set(classes)
+    pairs = [(m.group(1), m.group(2)) for t in texts if "class " in t for m in _CLASS_LINE.finditer(t)]
+    grown = True
+    while grown:
+        grown = False
+        for name, bases in pairs:
+            if name not in found and any(b.strip().rsplit(".", 1)[-1] in found for b in bases.split(",")):
+                found.add(name)
+                grown = True
+    return frozenset(found)
 
 
 #: DeepSpeed's device abstraction imported (``from deepspeed.accelerator import get_accelerator``).

@@ -585,6 +585,13 @@ def _orig_value(orig: cst.Call, name: str, index: int) -> cst.BaseExpression | N
     return a.value if a is not None else None
 
 
+#: FSDP's scaler: its device (first parameter) defaults to "cuda"; it keeps its own class on TPU.
+_SHARDED_SCALERS = frozenset(
+    {
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+        "torch.distributed.fsdp.ShardedGradScaler",
+    }
+)
 _SCALERS = frozenset(
     {
         "torch.cuda.amp.GradScaler",
@@ -593,6 +600,7 @@ _SCALERS = frozenset(
         "torch.amp.grad_scaler.GradScaler",
         "torch_xla.amp.GradScaler",
         "torch_xla.amp.grad_scaler.GradScaler",
+        *_SHARDED_SCALERS,
     }
 )
 
@@ -664,7 +672,8 @@ class GradScalerRule(Rule):
     emits = ("torch.amp.GradScaler",)
 
     def call(self, ctx, orig, node, qname):
-        takes_device = qname.startswith("torch.amp.")
+        sharded = qname in _SHARDED_SCALERS
+        takes_device = qname.startswith("torch.amp.") or sharded
         if any(a.star for a in node.args):
             return self._spread(ctx, orig, node, qname, takes_device)
         positional = [a for a in node.args if a.keyword is None]
@@ -698,15 +707,21 @@ class GradScalerRule(Rule):
             for a in node.args
             if a.keyword is not None and a.keyword.value != "device"
         ]
-        new = node.with_changes(
-            func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws]
+        new = (
+            # d2go: `ShardedGradScaler() if fsdp else GradScaler()`: both branches scale on the same device
+            set_kwarg(node.with_changes(args=kws), "device", expr('"tpu"'))
+            if sharded
+            else node.with_changes(
+                func=expr("torch.amp.GradScaler"), args=[cst.Arg(cst.SimpleString('"tpu"')), *kws]
+            )
         )
+        made = 'ShardedGradScaler(device="tpu"' if sharded else 'torch.amp.GradScaler("tpu"'
         runtime = _runtime_autocast_dtype(ctx)
         if kwarg(new, "enabled") is None and runtime is not None:
             # the autocast dtype is chosen at run time (it may be fp16): the scaler stays on, as written
             ctx.report(
                 orig,
-                f'GradScaler -> torch.amp.GradScaler("tpu"): the file\'s autocast dtype `{runtime}` is chosen at '
+                f"GradScaler -> {made}): the file's autocast dtype `{runtime}` is chosen at "
                 "run time, so loss scaling stays on (needed under fp16, a small cost under bf16)",
                 code=self.code,
                 outcome="warned",
@@ -714,7 +729,7 @@ class GradScalerRule(Rule):
         elif kwarg(new, "enabled") is None and _scaler_dtype_unseen(ctx) is not None:
             ctx.report(
                 orig,
-                f'GradScaler -> torch.amp.GradScaler("tpu"): loss scaling stays on: {_scaler_dtype_unseen(ctx)} '
+                f"GradScaler -> {made}): loss scaling stays on: {_scaler_dtype_unseen(ctx)} "
                 "(under bf16 it is a small cost; disable it there by hand)",
                 code=self.code,
                 outcome="warned",
@@ -723,14 +738,14 @@ class GradScalerRule(Rule):
             new = set_kwarg(new, "enabled", expr("False"))
             ctx.report(
                 orig,
-                'GradScaler -> torch.amp.GradScaler("tpu", enabled=False): bf16 needs no loss scaling',
+                f"GradScaler -> {made}, enabled=False): bf16 needs no loss scaling",
                 code=self.code,
                 outcome="warned",
             )
         else:
             ctx.report(
                 orig,
-                f'GradScaler -> torch.amp.GradScaler("tpu", enabled={code(kwarg(new, "enabled").value)})'
+                f"GradScaler -> {made}, enabled={code(kwarg(new, 'enabled').value)})"
                 ": under bf16 the scaler should be disabled",
                 code=self.code,
                 outcome="warned",

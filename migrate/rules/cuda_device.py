@@ -13,6 +13,7 @@ import re
 import libcst as cst
 
 from .._sparse import SPARSE_CONSTRUCTORS, dotted, sparse_source
+from .._walk import child_nodes
 from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
@@ -262,6 +263,16 @@ class CudaMethod(Rule):
     before = "x = x.cuda()\nimages = images.cuda(args.gpu, non_blocking=True)\n"
     after = 'x = x.to("tpu")\nimages = images.to("tpu", non_blocking=True)\n'
     methods = frozenset({"cuda"})
+    node_types = (cst.ClassDef, cst.FunctionDef)
+
+    def visit_node(self, ctx: Context, node: cst.CSTNode) -> None:
+        """A top-level class or function that keeps one of the project's own-``cuda()`` objects on CUDA
+        (torchdrug's ``test_device``: ``graph.cuda()``, then ``device.type == "cuda"``): its device names stay."""
+        if ctx.enclosing_definitions()[:-1] or not _beside_own_cuda_object(ctx):
+            return
+        for n in _every_node(node):
+            if type(n) is cst.SimpleString and (string_body(n) or "").split(":")[0] == "cuda":
+                ctx.claim_string(n, "", "rewritten", "", value=None)
 
     def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
         assert isinstance(node.func, cst.Attribute)
@@ -285,6 +296,17 @@ class CudaMethod(Rule):
                 code=self.code,
             )
             return None
+        if (own_class := _own_cuda_object(ctx, orig.func.value)) is not None:  # type: ignore[attr-defined]
+            ctx.flag(
+                orig,
+                f"`{code(orig.func)}()` calls the project's `{own_class}.cuda`, not the tensor method: `{own_class}` "
+                "defines its own placement (its `to` may send every non-CPU device back to `cuda`); kept: give "
+                f"`{own_class}` a TPU path, then move it with `.to('tpu')`",
+                code=self.code,
+            )
+            return None
+        if _beside_own_cuda_object(ctx):
+            return None  # (torchdrug's tests: the inputs stay beside the graph they meet, whose `.cuda()` is flagged)
         if (function := _module_function(ctx, orig)) is not None:
             ctx.flag(
                 orig,
@@ -474,6 +496,79 @@ def _int_device(node: cst.BaseExpression) -> bool:
         else None
     )
     return last in _INT_DEVICE_NAMES
+
+
+def _own_cuda_object(
+    ctx: Context, receiver: cst.BaseExpression, within: cst.CSTNode | None = None
+) -> str | None:
+    """The project class (one defining its own ``cuda()``, migrate.project) that ``receiver`` is built from:
+    ``data.Graph(...)``, ``data.Graph.from_dense(...)``, or a name (``self.<name>`` in its class) bound to one."""
+    classes = facts_for(ctx.scratch, ctx.source_text).own_cuda_classes
+    if not classes:
+        return None
+    value: cst.BaseExpression | None = receiver
+    if type(receiver) is cst.Name or (
+        type(receiver) is cst.Attribute
+        and type(receiver.value) is cst.Name
+        and receiver.value.value == "self"
+    ):
+        value = _bound_value(ctx, receiver, within)
+    while type(value) is cst.Call:
+        parts = set(re.findall(r"\w+", code(value.func)))
+        if hit := sorted(parts & classes):
+            return hit[0]
+        value = value.func.value if type(value.func) is cst.Attribute else None  # `Graph.pack(gs).cuda()`
+    return None
+
+
+def _every_node(node: cst.CSTNode):
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(child_nodes(n))
+
+
+def _beside_own_cuda_object(ctx: Context) -> bool:
+    """Whether the class (else the function) around this call also moves one of the project's own-``cuda()``
+    objects with ``.cuda()``: that one is kept, so the tensors it meets stay on CUDA with it."""
+    if not facts_for(ctx.scratch, ctx.source_text).own_cuda_classes:
+        return False
+    around = ctx.enclosing_definitions()
+    scope = next((d for d in around if type(d) is cst.ClassDef), None) or (around[0] if around else None)
+    if scope is None:
+        return False
+    cache = ctx.scratch.setdefault("own-cuda-scopes", {})
+    if id(scope) not in cache:  # type: ignore[operator]
+        cache[id(scope)] = any(  # type: ignore[index]
+            type(n) is cst.Call
+            and type(n.func) is cst.Attribute
+            and n.func.attr.value == "cuda"
+            and _own_cuda_object(ctx, n.func.value, scope) is not None
+            for n in _every_node(scope)
+        )
+    return cache[id(scope)]  # type: ignore[index]
+
+
+def _bound_value(
+    ctx: Context, target: cst.BaseExpression, within: cst.CSTNode | None = None
+) -> cst.BaseExpression | None:
+    """The value last bound to ``target`` (a name in its function or module, ``self.x`` in its class; in
+    ``within`` where given)."""
+    around = ctx.enclosing_definitions()
+    if within is not None:
+        scope: cst.CSTNode | None = within
+    elif type(target) is cst.Attribute:
+        scope = next((d for d in reversed(around) if type(d) is cst.ClassDef), None)
+    else:
+        scope = next((d for d in reversed(around) if type(d) is cst.FunctionDef), None) or ctx.module
+    text = code(target)
+    found = None
+    walk = _every_node if type(scope) is cst.ClassDef else walk_code  # (`self.x = ...` in its methods)
+    for n in walk(scope) if scope is not None else ():
+        if type(n) is cst.Assign and any(code(t.target) == text for t in n.targets):
+            found = n.value
+    return found
 
 
 def _own_placement(ctx: Context, receiver: cst.BaseExpression) -> str | None:

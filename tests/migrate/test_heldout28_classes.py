@@ -135,3 +135,51 @@ def test_a_count_answering_a_gpus_argument_stays_cudas():
     out = run(src).new_source
     assert "return n if n != -1 else torch.cuda.device_count()" in out and "TODO(tpu-migrate TPU201)" in out
     assert "return torch.accelerator.device_count()" in out
+
+
+# --- FSDP's scaler beside CUDA's (d2go: `ShardedGradScaler() if fsdp else GradScaler()`): one branch moved to
+# 'tpu', the other kept CUDA's default device ---
+
+
+def test_fsdps_scaler_moves_with_its_twin():
+    src = (
+        "import torch\nfrom torch.cuda.amp import GradScaler\n"
+        "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n\n\n"
+        "def scaler(fsdp):\n    return ShardedGradScaler() if fsdp else GradScaler()\n\n\n"
+        "def step(m, x):\n    with torch.cuda.amp.autocast():\n        return m(x)\n"
+    )
+    out = run(src).new_source
+    assert (
+        'ShardedGradScaler(device="tpu", enabled=False) if fsdp else torch.amp.GradScaler("tpu", enabled=False)'
+        in out
+    )
+
+
+# --- a project class with its own `cuda()` (torchdrug's Graph, whose `to(device)` sends every non-CPU device back
+# to `cuda`): `graph.cuda()` became `graph.to("tpu")`, which raises inside Graph.cuda; the tensors it meets moved
+# to 'tpu' without it ---
+
+
+def test_a_project_objects_own_cuda_is_kept_with_the_tensors_it_meets(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "lib").mkdir(parents=True)
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='lib')\n")
+    (proj / "lib" / "__init__.py").write_text("")
+    (proj / "lib" / "graph.py").write_text(
+        "class Graph:\n    def __init__(self, edges):\n        self.edges = edges\n\n"
+        "    def cuda(self, *args, **kwargs):\n        return Graph(self.edges.cuda(*args, **kwargs))\n\n"
+        "    def to(self, device):\n        return self if device == 'cpu' else self.cuda(device)\n\n\n"
+        "class Molecule(Graph):\n    pass\n"
+    )
+    (proj / "test_graph.py").write_text(
+        "import unittest\n\nimport torch\nfrom lib.graph import Graph, Molecule\n\n\n"
+        "class GraphTest(unittest.TestCase):\n    def setUp(self):\n        self.graph = Graph(torch.ones(3)).cuda()\n"
+        "        self.x = torch.rand(3).cuda()\n\n    def test_device(self):\n"
+        "        self.assertEqual(self.graph.edges.device.type, 'cuda')\n\n\n"
+        "def test_molecule():\n    mol = Molecule(torch.ones(2))\n    assert mol.cuda().edges.is_cuda\n\n\n"
+        "def test_tensor():\n    assert torch.ones(2).cuda().sum() == 2\n"
+    )
+    out = write_tree(tmp_path)["proj/test_graph.py"]
+    assert "Graph(torch.ones(3)).cuda()" in out and "torch.rand(3).cuda()" in out and "type, 'cuda')" in out
+    assert "mol.cuda()" in out and out.count("calls the project's") == 2
+    assert 'torch.ones(2).to("tpu")' in out
