@@ -2766,6 +2766,29 @@ class CustomKernels(Rule):
         if why:
             ctx.flag(node, why, code=self.code)
 
+    @staticmethod
+    def _nested_cuda_only(ctx, node: cst.Import | cst.ImportFrom) -> None:
+        """An import inside a function of a project file built on a CUDA-only stack (ProjectFacts.nested_cuda_only)."""
+        path = getattr(ctx, "path", None)
+        found = (
+            facts_for(ctx.scratch, ctx.source_text).nested_cuda_only.get(os.path.abspath(path))
+            if path
+            else None
+        )
+        if not found:
+            return
+        if isinstance(node, cst.ImportFrom):
+            mods = (
+                ["." * len(node.relative) + (cst.helpers.get_full_name_for_node(node.module) or "")]
+                if node.module
+                else []
+            )
+        else:
+            mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in node.names]
+        why = next((found[m] for m in mods if m in found), None)
+        if why is not None:
+            ctx.flag(node, why, code=CustomKernels.code)
+
     def _flag(self, ctx, node, mod: str):
         limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)
         if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
@@ -2859,6 +2882,8 @@ class CustomKernels(Rule):
     def leave_node(self, ctx, orig, node):
         if isinstance(orig, (cst.Import, cst.ImportFrom)):
             self._helper_of_cuda_only(ctx, orig)
+            if ctx.enclosing_definitions():
+                self._nested_cuda_only(ctx, orig)
         if isinstance(orig, cst.Import):
             for alias in orig.names:
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")

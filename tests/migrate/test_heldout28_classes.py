@@ -183,3 +183,25 @@ def test_a_project_objects_own_cuda_is_kept_with_the_tensors_it_meets(tmp_path):
     assert "Graph(torch.ones(3)).cuda()" in out and "torch.rand(3).cuda()" in out and "type, 'cuda')" in out
     assert "mol.cuda()" in out and out.count("calls the project's") == 2
     assert 'torch.ones(2).to("tpu")' in out
+
+
+# --- a CUDA-only project module imported inside a function (LLaMA2-Accessory's demos: `if args.quant: from
+# accessory.util.quant import quantize`, quant.py built on bitsandbytes, then `model.cuda()` -> 'tpu'): the file
+# carried no note that this path is CUDA's ---
+
+
+def test_a_function_importing_a_project_module_built_on_a_cuda_only_stack_is_flagged(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "pkg" / "util").mkdir(parents=True)
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
+    for init in ("pkg/__init__.py", "pkg/util/__init__.py"):
+        (proj / init).write_text("")
+    (proj / "pkg" / "util" / "quant.py").write_text(
+        "import bitsandbytes as bnb\n\n\ndef quantize(model):\n    return bnb.nn.Linear4bit\n"
+    )
+    (proj / "demo.py").write_text(
+        "import torch\n\n\ndef main(model, quant):\n    if quant:\n        from pkg.util.quant import quantize\n\n"
+        "        quantize(model)\n    model.cuda()\n"
+    )
+    out = write_tree(tmp_path)["proj/demo.py"]
+    assert "this function imports the project's `pkg/util/quant.py`, built on `bitsandbytes`" in out
