@@ -222,8 +222,10 @@ class DdpDeviceIds(Rule):
 
     def call(self, ctx, orig, node, qname):
         if qname in _BARRIER:
-            if kwarg(node, "device_ids") is None:
-                return None
+            if kwarg(node, "device_ids") is None or _in_nccl_branch(ctx):
+                return (
+                    None  # (under an NCCL test, which stays: NCCL's own argument, Pointcept's `synchronize`)
+                )
             ctx.report(
                 orig,
                 "dropped barrier device_ids (CUDA ordinals; TorchTPU: one device per process)",
@@ -396,6 +398,27 @@ class BackendFromData(Rule):
         ctx.need_helper(_helpers.BACKEND)
         wrapped = backend.with_changes(value=expr(f"{_helpers.BACKEND}({code(backend.value)})"))
         return node.with_changes(args=[wrapped if a is backend else a for a in node.args])
+
+
+def _in_nccl_branch(ctx) -> bool:
+    """Whether the statement being visited lies in the NCCL branch of ``if <backend> == NCCL`` (kept with the
+    device_ids it holds, TPU410: taken out, the next run would see the test free of NCCL's code and rewrite it)."""
+    stack = ctx.statements()
+    for outer, inner in zip(stack, stack[1:], strict=False):
+        if (
+            type(outer) is not cst.If
+            or type(outer.test) is not cst.Comparison
+            or len(outer.test.comparisons) != 1
+        ):
+            continue
+        test = outer.test
+        if type(test.comparisons[0].operator) is not cst.Equal:
+            continue
+        if (_nccl_operand(ctx, test.left) or _nccl_operand(ctx, test.comparisons[0].comparator)) and any(
+            inner is s for s in getattr(outer.body, "body", ())
+        ):
+            return True
+    return False
 
 
 def _drop_device_id(ctx, orig: cst.Call, node: cst.Call) -> cst.Call | None:

@@ -205,3 +205,15 @@ def test_a_function_importing_a_project_module_built_on_a_cuda_only_stack_is_fla
     )
     out = write_tree(tmp_path)["proj/demo.py"]
     assert "this function imports the project's `pkg/util/quant.py`, built on `bitsandbytes`" in out
+
+
+def test_an_nccl_test_around_a_barrier_with_device_ids_settles_in_one_run():
+    src = (
+        "import torch\nimport torch.distributed as dist\n\n\ndef synchronize():\n"
+        "    if dist.get_backend() == dist.Backend.NCCL:\n"
+        "        dist.barrier(device_ids=[torch.cuda.current_device()])\n    else:\n        dist.barrier()\n"
+    )
+    once = run(src).new_source
+    # the NCCL branch is NCCL's own (its device_ids): kept whole, so the next run finds the same
+    assert "dist.get_backend() == dist.Backend.NCCL" in once and "device_ids=" in once
+    assert run(once).new_source == once
