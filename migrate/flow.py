@@ -187,6 +187,7 @@ class Flow:
                         or self._enumerated_devices(node)
                         or self._named_host_size(node)
                         or self._gpus_argument(node)
+                        or self._launch_text(node)
                     ) is not None:
                         count = Check(node, "device-count-share", _code(node), key=node, divides=share)
                         self.checks.append(count)
@@ -546,6 +547,19 @@ class Flow:
             parent = self.parents.get(call)
             return f"names: {_code(parent)}" if type(parent) is cst.Assign else None
         return None
+
+    def _launch_text(self, call: cst.CSTNode) -> str | None:
+        """``f"--num_processes {torch.cuda.device_count()}"`` (LMFlow's accelerate test): the count written into
+        a launcher's command line, one process per GPU of the host; the text, else None."""
+        parent = self.parents.get(call)
+        fstring = self.parents.get(parent) if type(parent) is cst.FormattedStringExpression else None
+        if type(fstring) is not cst.FormattedString or not _LAUNCH_WORDS.search(_code(fstring)):
+            return None
+        at = next(i for i, part in enumerate(fstring.parts) if part is parent)
+        before = fstring.parts[at - 1] if at else None
+        lead = before.value.rsplit("\n", 1)[-1].lstrip() if type(before) is cst.FormattedStringText else ""
+        text = f"{lead}{{{_code(call)}}}"  # (the option and its value: `--num_processes {...}`)
+        return text if _LAUNCH_WORDS.search(text) else _code(fstring)
 
     def _gpus_argument(self, call: cst.CSTNode) -> str | None:
         """``def setup_gpus(gpus): ... return n if n != -1 else torch.cuda.device_count()`` (LoFTR's fix for
@@ -1944,7 +1958,7 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
 
 #: A command line that starts one process per device (torchrun's, DeepSpeed's, accelerate's launchers).
 _LAUNCH_WORDS = re.compile(
-    r"nproc|torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|--gpus"
+    r"nproc|num_processes|num_gpus|torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|--gpus"
 )
 
 

@@ -99,6 +99,9 @@ class ProjectFacts:
     #: file built on a CUDA-only stack (LLaMA2-Accessory's demos: ``from accessory.util.quant import quantize``
     #: inside main, quant.py importing bitsandbytes): what follows that import runs where the stack does
     nested_cuda_only: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: absolute path of a module -> {a name it imports at top level from a project file built on a CUDA-only
+    #: stack: that stack} (axolotl's marlin ``from . import load_ext``, the package building ``.cu`` sources)
+    cuda_only_names: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -115,6 +118,7 @@ class ProjectFacts:
             or other.star_names
             or other.own_cuda_classes
             or other.nested_cuda_only
+            or other.cuda_only_names
         ):
             return self
         params = dict(self.enum_params)
@@ -137,6 +141,7 @@ class ProjectFacts:
             {**other.star_names, **self.star_names},
             self.own_cuda_classes | other.own_cuda_classes,
             {**other.nested_cuda_only, **self.nested_cuda_only},
+            {**other.cuda_only_names, **self.cuda_only_names},
         )
 
 
@@ -449,7 +454,7 @@ def scan_sources(
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    helpers, built_on, reaches, nested = _cuda_only_links(
+    helpers, built_on, reaches, nested, names = _cuda_only_links(
         [(p, t) for p, t, _ in seen], is_cuda_only, is_device_limited
     )
     helpers = {**_on_deepspeed_accelerator([(p, t) for p, t, _ in seen]), **helpers}
@@ -467,6 +472,7 @@ def scan_sources(
         cuda_test_helpers=_cuda_test_helpers([(p, t) for p, t, _ in seen], gated_tests),
         star_names=_star_names([(p, t) for p, t, _ in seen]),
         nested_cuda_only=nested,
+        cuda_only_names=names,
         own_cuda_classes=_with_subclasses(
             frozenset(c for _p, t, tree in seen for c in _own_cuda_classes(t, tree)), [t for _p, t, _ in seen]
         ),
@@ -938,28 +944,35 @@ def _cuda_only_links(
     sources: list[tuple[str, str]],
     is_cuda_only: Callable[[str, str], bool] | None,
     is_device_limited: Callable[[str], bool] | None = None,
-) -> tuple[dict[str, str], dict[str, str], dict[str, str], dict[str, dict[str, str]]]:
+) -> tuple[
+    dict[str, str], dict[str, str], dict[str, str], dict[str, dict[str, str]], dict[str, dict[str, str]]
+]:
     """(modules only CUDA-only files import: left as written with them, modules built on a CUDA-only file,
     modules that reach a file built on a device-limited library, imports inside functions of a file built on a
-    CUDA-only stack: ProjectFacts.nested_cuda_only)."""
+    CUDA-only stack: ProjectFacts.nested_cuda_only, names imported from one: ProjectFacts.cuda_only_names)."""
     if is_cuda_only is None:
-        return {}, {}, {}, {}
+        return {}, {}, {}, {}, {}
     unguarded = {p: m for p, t in sources if (m := _imports_cuda_only(p, t, is_cuda_only))}
     guarded = {p: m for p, t in sources if p not in unguarded and (m := _guarded_kernels(p, t, is_cuda_only))}
     cuda_only = unguarded | guarded
     if not cuda_only:
-        return {}, {}, {}, {}
+        return {}, {}, {}, {}, {}
     files = {p for p, _ in sources}
     by_key = _modules_by_key(files)
     importers: dict[str, set[str]] = {}
     loads: dict[str, set[str]] = {}  # what a file's top-level imports load (any import, in a test file)
     nested: dict[str, dict[str, str]] = {}
+    names_from: dict[str, dict[str, str]] = {}
     for p, text in sources:
         test_file = is_test_file(p, text)
         for top, level, mod, names in _imports(text):
             for t in _targets(p, level, mod, names, by_key, files):
                 if t != p:
                     importers.setdefault(t, set()).add(p)
+                    if top and t in unguarded and p not in cuda_only and names:
+                        names_from.setdefault(os.path.abspath(p), {}).update(
+                            dict.fromkeys(names, unguarded[t])
+                        )
                     if top or test_file:
                         loads.setdefault(p, set()).add(t)
                     elif t in unguarded and p not in cuda_only:
@@ -984,7 +997,7 @@ def _cuda_only_links(
         )
     limited = {p: m for p, m in cuda_only.items() if is_device_limited is not None and is_device_limited(m)}
     reaches = _reaching(limited, importers, skip=cuda_only.keys() | out.keys())
-    return out, {p: msg for p, msg in built_on.items() if p not in out}, reaches, nested
+    return out, {p: msg for p, msg in built_on.items() if p not in out}, reaches, nested, names_from
 
 
 def _reaching(roots: dict[str, str], importers: dict[str, set[str]], skip: Iterable[str]) -> dict[str, str]:

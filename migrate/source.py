@@ -915,6 +915,50 @@ def _defines(module: cst.Module, name: str) -> bool:
     return any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in module.body)
 
 
+def _bound_at_module_level(module: cst.Module, name: str) -> bool:
+    """An ``import name`` run at import time: the module's own, or inside a module-level if/try/with."""
+    todo: list[cst.CSTNode] = list(module.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                    (cst.helpers.get_full_name_for_node(a.name) or "").split(".")[0] == name
+                    and a.asname is None
+                    for a in small.names
+                ):
+                    return True
+        elif isinstance(stmt, (cst.If, cst.Try, cst.With, cst.Else, cst.ExceptHandler, cst.Finally)):
+            todo.extend(getattr(stmt.body, "body", ()))
+            todo.extend(getattr(stmt, "handlers", ()))
+            for part in ("orelse", "finalbody"):
+                if getattr(stmt, part, None) is not None:
+                    todo.append(getattr(stmt, part))
+    return False
+
+
+def _importing_inside(stmt: cst.CSTNode, name: str) -> cst.CSTNode:
+    """A helper's def (each method of a helper class) that uses ``name`` and does not import it, with
+    ``import name`` as its first statement after the docstring."""
+    if isinstance(stmt, cst.ClassDef):
+        return stmt.with_changes(
+            body=stmt.body.with_changes(body=[_importing_inside(s, name) for s in stmt.body.body])
+        )
+    if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
+        return stmt
+    text = cst.Module(body=[]).code_for_node(stmt.body)
+    if f"{name}." not in text or re.search(rf"^\s*import {re.escape(name)}\b", text, re.M):
+        return stmt
+    body = list(stmt.body.body)
+    at = 1 if body and _is_docstring(body[0], 0) else 0
+    body[at:at] = [cst.SimpleStatementLine([cst.Import([cst.ImportAlias(cst.Name(name))])])]
+    if at < len(body) - 1:
+        body[at + 1] = body[at + 1].with_changes(
+            leading_lines=[cst.EmptyLine(indent=False), *body[at + 1].leading_lines]
+        )
+    return stmt.with_changes(body=stmt.body.with_changes(body=body))
+
+
 def _add_helpers(module: cst.Module, helpers: list[Helper]) -> cst.Module:
     """Insert helper definitions once, after the leading import block (a helper must be defined before any
     statement that may call it runs)."""
@@ -930,9 +974,14 @@ def _add_helpers(module: cst.Module, helpers: list[Helper]) -> cst.Module:
         elif last_import >= 0 and not _is_docstring(s, i) and not _import_setup(s):
             break
     new_nodes: list[cst.BaseStatement] = []
+    lazy = [m for m in ("torch",) if not _bound_at_module_level(module, m)]
     for h in helpers:
         # (in the file's own line endings: a CRLF file's helper docstring keeps CRLF inside the string too)
         parsed = list(cst.parse_module(h.source.replace("\n", module.default_newline)).body)
+        for m in (x for x in lazy if x in h.imports):
+            # axolotl's test_activation_offloading.py imports torch only inside its tests: the helper imports it
+            # where it runs, as they do (a top-level import would break a file that loads without torch)
+            parsed = [_importing_inside(stmt, m) for stmt in parsed]
         parsed[0] = parsed[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
         new_nodes.extend(parsed)
     body[last_import + 1 : last_import + 1] = new_nodes

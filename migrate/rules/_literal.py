@@ -7,6 +7,7 @@ device``. A literal rule therefore rewrites matching literals everywhere, and th
 
 from __future__ import annotations
 
+import os
 import re
 from typing import ClassVar
 
@@ -19,7 +20,7 @@ from ..project import facts_for
 from . import _helpers
 from ._util import code, literals, mentions, string_body, with_body
 from .base import Context, Rule
-from .cuda_api import DEVICE_LIMITED_LIBRARIES, device_limited, imported_modules
+from .cuda_api import DEVICE_LIMITED_LIBRARIES, cuda_only_module, device_limited, imported_modules
 from .frameworks import framework_knob_strings
 
 _ARGPARSE_METHODS = frozenset({"add_argument", "set_defaults"})
@@ -613,6 +614,68 @@ def _functions_importing_limited(ctx: Context) -> frozenset[int]:
             todo.extend((c, inner) for c in child_nodes(n))
         found = ctx.scratch["limited-import-functions"] = frozenset(out)
     return found  # type: ignore[return-value]
+
+
+#: An import inside a block (a function's, mostly): ``    import cutlass``, ``    from triton import jit``.
+_INDENTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]+([\w.]+)", re.M)
+
+
+def cuda_only_functions(ctx: Context) -> frozenset[int]:
+    """ids of the functions that run a CUDA-only stack wherever they run: their body imports one outside any
+    ``try`` (axolotl's cutlass wrappers: ``def _helpers(): import cutlass ...``), or calls a name the file imports
+    from a project module built on one (``ext = load_ext()``, the package building ``.cu`` sources), or calls a
+    function of this file that does (``_helpers()``). Their device strings and ``.cuda()`` are that stack's."""
+    found = ctx.scratch.get("cuda-only-functions")
+    if found is not None:
+        return found  # type: ignore[return-value]
+    path = getattr(ctx, "path", None)
+    facts = facts_for(ctx.scratch, ctx.source_text)
+    key = os.path.abspath(path) if path else ""
+    imported_names = facts.cuda_only_names.get(key, {})
+    nested = facts.nested_cuda_only.get(key, {})
+    if (
+        not imported_names
+        and not nested
+        and not any(cuda_only_module(m.group(1), path) for m in _INDENTED_IMPORT.finditer(ctx.source_text))
+    ):
+        found = ctx.scratch["cuda-only-functions"] = frozenset()  # (no function of this file can be one)
+        return found
+    direct: set[int] = set()
+    calls: dict[int, set[str]] = {}
+    by_name: dict[str, int] = {}
+    todo: list[tuple[cst.CSTNode, int | None, bool]] = [(ctx.module, None, False)] if ctx.module else []
+    while todo:
+        n, fn, guarded = todo.pop()
+        t = type(n)
+        if t is cst.FunctionDef:
+            by_name.setdefault(n.name.value, id(n))  # type: ignore[attr-defined]
+            fn, guarded = id(n), False
+        elif t is cst.Try:
+            guarded = True
+        elif fn is not None and not guarded and (t is cst.Import or t is cst.ImportFrom):
+            mods = imported_modules(n)  # type: ignore[arg-type]
+            rel = (
+                "." * len(n.relative) + (code(n.module) if n.module else "") if t is cst.ImportFrom else None
+            )  # type: ignore[attr-defined]
+            if any(cuda_only_module(m, path) for m in mods) or (rel is not None and rel in nested):
+                direct.add(fn)
+            continue
+        elif fn is not None and t is cst.Call and type(n.func) is cst.Name:  # type: ignore[attr-defined]
+            name = n.func.value  # type: ignore[attr-defined]
+            if name in imported_names and not guarded:
+                direct.add(fn)
+            calls.setdefault(fn, set()).add(name)
+        todo.extend((c, fn, guarded) for c in child_nodes(n))
+    out = set(direct)
+    grown = True
+    while grown:
+        grown = False
+        for fn, names in calls.items():
+            if fn not in out and any(by_name.get(m) in out for m in names):
+                out.add(fn)
+                grown = True
+    found = ctx.scratch["cuda-only-functions"] = frozenset(out)
+    return found
 
 
 def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
@@ -1274,12 +1337,12 @@ class LiteralRule(Rule):
                 said = True
             todo.extend(child_nodes(n))
 
-    def _keep_for_a_limited_import(self, ctx: Context, fn: cst.FunctionDef) -> None:
+    def _keep_for_a_limited_import(self, ctx: Context, fn: cst.FunctionDef, always: bool = False) -> None:
         """A function that imports a library with CPU and CUDA kernels only (LTSF-Linear's Pyraformer: `import
         tvm` in the function that builds a kernel for `target=device`, after `assert device in ['cpu', 'cuda']`):
         its device strings are that library's targets. Kept as written; TPU211 flags the import."""
         nodes: list[cst.CSTNode] = [fn.body]
-        imports_limited = False
+        imports_limited = always  # (or a function running a CUDA-only stack: cuda_only_functions)
         strings: list[cst.SimpleString] = []
         while nodes:
             n = nodes.pop()
@@ -1380,6 +1443,8 @@ class LiteralRule(Rule):
                         self._keep_accelerator_names(ctx, [p.default], f"the default of `{p.name.value}`")
             if _file_has(ctx, _LIMITED_IMPORT_WORDS) and id(node) in _functions_importing_limited(ctx):
                 self._keep_for_a_limited_import(ctx, node)  # type: ignore[arg-type]
+            elif self.code == "TPU101" and id(node) in cuda_only_functions(ctx):
+                self._keep_for_a_limited_import(ctx, node, always=True)  # type: ignore[arg-type]
             if self.flag_compared:
                 word = ctx.scratch.get(f"word-{self.code}")
                 if word is None:

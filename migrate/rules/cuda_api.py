@@ -328,6 +328,27 @@ def _before_module_gate(ctx: Context, module: cst.Module) -> None:
         ctx.skip_inside(stmt)
 
 
+#: A function named for a CUDA-only path: transformers' Mamba ``cuda_kernels_forward``, ``*_triton``,
+#: ``*_cuda_kernel``, ``*cuda_graph*`` (not ``*_cuda``: `to_cuda`, `is_cuda` helpers move data or ask).
+_CUDA_KERNEL_FUNCTION = re.compile(r"(?i)cuda_?kernels?(?:_|$)|_triton(?:_|$)|^triton_|cuda_?graph")
+
+
+def _keep_what_follows(ctx: Context, node: cst.If) -> None:
+    """``if not torch.cuda.is_available(): pytest.skip("... requires CUDA")`` kept as CUDA's: the statements after
+    it in its block (axolotl's activation-offloading test: `.to("cuda")`, `device="cuda"`) are what runs only where
+    CUDA is, CUDA's test: no rule touches them (renamed, a CUDA host would get 'tpu' tensors, a TPU host skips)."""
+    stack = ctx.statements()
+    parent = stack[-2] if len(stack) > 1 and stack[-1] is node else None
+    block = getattr(getattr(parent, "body", None), "body", None)
+    if not isinstance(block, (list, tuple)) or not any(s is node for s in block):
+        return
+    after = False
+    for stmt in block:
+        if after:
+            ctx.skip_inside(stmt)
+        after = after or stmt is node
+
+
 def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
     """``pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA required")`` at module level
     (Megatron's test_mxfp8_utils.py) gates every test of the module on CUDA: the module stays CUDA's tests,
@@ -917,6 +938,18 @@ class CudaToAccelerator(Rule):
                 )
                 for part in (*node.decorators, node.params, node.body):
                     ctx.skip_inside(part)
+            elif type(node) is cst.FunctionDef and _CUDA_KERNEL_FUNCTION.search(node.name.value):
+                # axolotl's falcon_h1 `patched_cuda_kernels_forward` (mamba_ssm's Triton scans, chosen by a kept
+                # `"cuda" in weight.device.type`): only CUDA runs it; rewritten, a CUDA run lost its
+                # `with torch.cuda.device(x.device)` and a TPU run gains nothing
+                ctx.flag(
+                    node,
+                    f"`{node.name.value}` is named for a CUDA-only path (CUDA kernels, Triton, a CUDA graph): left as "
+                    "written; give the TPU its own path",
+                    code=self.code,
+                )
+                for part in (*node.decorators, node.params, node.body):
+                    ctx.skip_inside(part)
             return
         if type(node) is cst.Call:
             for a in node.args:
@@ -1065,6 +1098,8 @@ class CudaToAccelerator(Rule):
                 if case
                 else "a skip or error that says CUDA is needed"
             )
+            if not case and node.orelse is None:
+                _keep_what_follows(ctx, node)
         if cuda_only is None:
             cuda_only = _kept_twin_reads(ctx, node, guards)
         if cuda_only is not None:
@@ -2785,9 +2820,11 @@ class CustomKernels(Rule):
             )
         else:
             mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in node.names]
-        why = next((found[m] for m in mods if m in found), None)
-        if why is not None:
-            ctx.flag(node, why, code=CustomKernels.code)
+        mod = next((m for m in mods if m in found), None)
+        said = ctx.scratch.setdefault("nested-cuda-only-said", set())
+        if mod is not None and mod not in said:  # type: ignore[operator]
+            said.add(mod)  # type: ignore[union-attr]  # (one TODO per module a file's functions import)
+            ctx.flag(node, found[mod], code=CustomKernels.code)
 
     def _flag(self, ctx, node, mod: str):
         limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)

@@ -27,6 +27,7 @@ from ._literal import (
     accelerator_name,
     accepted_values,
     creates_group,
+    cuda_only_functions,
     device_call_key,
     walk_code,
 )
@@ -305,6 +306,11 @@ class CudaMethod(Rule):
                 code=self.code,
             )
             return None
+        fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+        if fn is not None and id(fn) in cuda_only_functions(ctx):
+            return (
+                None  # (axolotl's cutlass wrappers: the tensor goes to the CUDA-only stack the function runs)
+            )
         if _beside_own_cuda_object(ctx):
             return None  # (torchdrug's tests: the inputs stay beside the graph they meet, whose `.cuda()` is flagged)
         if (function := _module_function(ctx, orig)) is not None:

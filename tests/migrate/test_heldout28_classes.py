@@ -217,3 +217,106 @@ def test_an_nccl_test_around_a_barrier_with_device_ids_settles_in_one_run():
     # the NCCL branch is NCCL's own (its device_ids): kept whole, so the next run finds the same
     assert "dist.get_backend() == dist.Backend.NCCL" in once and "device_ids=" in once
     assert run(once).new_source == once
+
+
+# --- third reading of held-out 28 (tool 2da4912) ---
+# a device count written into a launcher's command line (LMFlow's accelerate test: `--num_processes
+# {torch.cuda.device_count()}`): renamed, a TPU host launched one process
+
+
+def test_a_count_written_into_a_launch_command_stays_cudas():
+    src = (
+        "import torch\n\nARGS = f'''\n    --num_processes {torch.cuda.device_count()}\n    --same_network\n'''.split()\n"
+        "DS = f'--num_gpus {torch.cuda.device_count()}'\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator" not in out and "starts that many processes (`--num_processes {" in out
+
+
+# a helper added to a file that imports torch only inside its functions (axolotl's activation-offloading tests):
+# the module-level helper raised NameError
+
+
+def test_a_helper_in_a_file_importing_torch_lazily_imports_it_itself():
+    src = (
+        "import pytest\n\n\ndef test_mem():\n    import torch\n\n    torch.cuda.synchronize()\n"
+        "    return torch.cuda.memory_allocated()\n"
+    )
+    out = run(src).new_source
+    helper = out.split("def _tpu_memory_stat", 1)[1].split("\ndef ", 1)[0]
+    assert "    import torch\n" in helper
+    assert "\nimport torch" not in out.split("def _tpu_memory_stat", 1)[0]
+    compile(out, "<migrated>", "exec")
+
+
+# a test that skips itself without CUDA (`if not torch.cuda.is_available(): pytest.skip("... requires CUDA")`,
+# kept): what follows in the test is CUDA's; renamed, a CUDA host got 'tpu' tensors and a TPU host skipped
+
+
+def test_what_follows_a_kept_cuda_skip_stays_cudas():
+    src = (
+        "import pytest\nimport torch\n\n\ndef test_offload(model):\n    if not torch.cuda.is_available():\n"
+        "        pytest.skip('offload requires CUDA')\n    model = model.to('cuda')\n"
+        "    x = torch.ones(2, device='cuda')\n    return model(x)\n\n\n"
+        "def test_other(model):\n    return model.to('cuda')\n"
+    )
+    out = run(src).new_source
+    assert "model.to('cuda')" in out and "device='cuda'" in out and "return model.to('tpu')" in out
+
+
+# a function running a CUDA-only stack (axolotl's cutlass wrappers: `_helpers()` imports cutlass; marlin's
+# `ext = load_ext()`, the package building .cu sources): its tensors went to 'tpu' and on into that stack
+
+
+def test_a_function_running_a_cuda_only_stack_keeps_its_devices():
+    src = (
+        "import torch\n\n\ndef _helpers():\n    import cutlass.torch as cutlass_torch\n\n    return cutlass_torch\n\n\n"
+        "def build(x):\n    ct = _helpers()\n    return ct.convert(x.cuda(), device='cuda')\n\n\n"
+        "def plain(x):\n    return x.cuda()\n"
+    )
+    out = run(src).new_source
+    assert "ct.convert(x.cuda(), device='cuda')" in out and 'return x.to("tpu")' in out
+
+
+def test_a_function_calling_a_projects_cuda_extension_loader_keeps_its_devices(tmp_path):
+    pkg = tmp_path / "proj" / "marlin"
+    pkg.mkdir(parents=True)
+    (tmp_path / "proj" / "setup.py").write_text("from setuptools import setup\nsetup(name='marlin')\n")
+    (pkg / "__init__.py").write_text(
+        "from torch.utils.cpp_extension import load\n\n\ndef load_ext():\n"
+        "    return load(name='marlin_ext', sources=['k.cu'])\n"
+    )
+    (pkg / "linear.py").write_text(
+        "import torch\n\nfrom . import load_ext\n\n\nclass Linear:\n    def __init__(self, w):\n"
+        "        if w.device.type != 'cuda':\n            w = w.to('cuda')\n        self.w = load_ext().repack(w)\n\n"
+        "    def other(self, x):\n        return x.to('cuda')\n"
+    )
+    out = write_tree(tmp_path)["proj/marlin/linear.py"]
+    assert "w = w.to('cuda')" in out and "return x.to('tpu')" in out
+
+
+# a function named for CUDA kernels (transformers' Mamba `cuda_kernels_forward`, patched by axolotl): its
+# `with torch.cuda.device(x.device)` was unwrapped although only CUDA runs it
+
+
+def test_a_function_named_for_cuda_kernels_is_left_as_written():
+    src = (
+        "import torch\n\n\ndef patched_cuda_kernels_forward(self, x):\n    with torch.cuda.device(x.device):\n"
+        "        return self.scan(x)\n\n\ndef to_cuda(x):\n    return x.cuda()\n"
+    )
+    out = run(src).new_source
+    assert "with torch.cuda.device(x.device):" in out and "TODO(tpu-migrate TPU201)" in out
+    assert 'return x.to("tpu")' in out
+
+
+def test_a_project_module_imported_by_several_functions_is_flagged_once(tmp_path):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='k')\n")
+    (proj / "kern.py").write_text("import triton\n\n\n@triton.jit\ndef k(x):\n    pass\n")
+    (proj / "use.py").write_text(
+        "import torch\n\n\ndef a(x):\n    from kern import k\n\n    return k(x)\n\n\n"
+        "def b(x):\n    from kern import k\n\n    return k(x.cuda())\n"
+    )
+    out = write_tree(tmp_path)["proj/use.py"]
+    assert out.count("this function imports the project's `kern.py`") == 1
