@@ -1958,7 +1958,7 @@ def _state_twins(flow: Flow, rewritten: set[int], kept: dict[int, str], flagged:
 
 #: A command line that starts one process per device (torchrun's, DeepSpeed's, accelerate's launchers).
 _LAUNCH_WORDS = re.compile(
-    r"nproc|num_processes|num_gpus|torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|--gpus"
+    r"nproc|--num_processes|--num_gpus|torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|--gpus"
 )
 
 

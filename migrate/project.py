@@ -799,6 +799,14 @@ def _guarded_kernels(path: str, text: str, is_cuda_only: Callable[[str, str], bo
     for _top, level, mod, _names in _imports(text) if decorated else ():
         if not level and mod.split(".")[0] in decorated and is_cuda_only(mod, path):
             return mod
+    if "_C" not in text:
+        return None
+    for top, level, mod, names in _imports(text):
+        # detrex's multi_scale_deform_attn.py: `try: from detrex import _C except ImportError: <a stand-in that
+        # raises>`, its autograd Function calling `_C.ms_deform_attn_forward`: the project's compiled kernels
+        for kernel in (mod, *(f"{mod}.{n}" for n in names)):
+            if not top and not level and kernel.endswith("._C") and is_cuda_only(kernel, path):
+                return kernel
     return None
 
 

@@ -328,6 +328,11 @@ def _before_module_gate(ctx: Context, module: cst.Module) -> None:
         ctx.skip_inside(stmt)
 
 
+#: Words of a build of CUDA sources (a check choosing them is a CUDA build decision, not a device choice).
+_CUDA_SOURCES_BUILD = re.compile(
+    r"extra_cuda_cflags|_is_cuda_file|\bnvcc\b|CUDA_HOME|-DCUDA|WITH_CUDA|cuda_sources"
+)
+
 #: A function named for a CUDA-only path: transformers' Mamba ``cuda_kernels_forward``, ``*_triton``,
 #: ``*_cuda_kernel``, ``*cuda_graph*`` (not ``*_cuda``: `to_cuda`, `is_cuda` helpers move data or ask).
 _CUDA_KERNEL_FUNCTION = re.compile(r"(?i)cuda_?kernels?(?:_|$)|_triton(?:_|$)|^triton_|cuda_?graph")
@@ -1087,6 +1092,10 @@ class CudaToAccelerator(Rule):
             None,
         )
         cuda_only = f"`{cuda_only}`" if cuda_only else None
+        if cuda_only is None and (build := _CUDA_SOURCES_BUILD.search(code(node))) is not None:
+            # torchdrug's load_extension: `if torch.cuda.is_available(): extra_cuda_cflags = ["-O3"] else: <drop
+            # the .cu sources>`: made true on TPU, the JIT build compiles CUDA sources with nvcc and fails
+            cuda_only = f"it chooses whether to build CUDA sources (`{build.group(0)}`)"
         if cuda_only is None and (knob := _sets_gpu_count(node.body)) is not None:
             # lightning-flash's Trainer: `if torch.cuda.is_available(): kwargs["gpus"] = -1` (all CUDA GPUs, for
             # Lightning 1.x): made true on TPU, Lightning asks for GPUs the host has not and raises

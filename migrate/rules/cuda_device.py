@@ -641,9 +641,12 @@ class IntegerDevice(Rule):
         return node.with_changes(args=[new if a is device else a for a in node.args])
 
     def method(self, ctx: Context, orig: cst.Call, node: cst.Call) -> cst.BaseExpression | None:
-        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+        # (`.to(device=self.local_rank)` too: LMFlow's evaluator moves its batch so beside the factory's
+        # `device=self.local_rank` this rule rewrites)
+        first = next((a for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if first is None and (not node.args or node.args[0].keyword is not None or node.args[0].star):
             return None
-        first = node.args[0]
+        first = first or node.args[0]
         if not _int_device(first.value) or _bound_to_a_device(ctx, first.value):
             return None
         ctx.report(
@@ -652,7 +655,8 @@ class IntegerDevice(Rule):
             code=self.code,
             outcome="warned",
         )
-        return node.with_changes(args=[first.with_changes(value=cst.SimpleString('"tpu"')), *node.args[1:]])
+        new = first.with_changes(value=cst.SimpleString('"tpu"'))
+        return node.with_changes(args=[new if a is first else a for a in node.args])
 
 
 def _keeps_storage(fn: cst.Lambda) -> bool:

@@ -320,3 +320,59 @@ def test_a_project_module_imported_by_several_functions_is_flagged_once(tmp_path
     )
     out = write_tree(tmp_path)["proj/use.py"]
     assert out.count("this function imports the project's `kern.py`") == 1
+
+
+# a CUDA check choosing what a JIT build compiles (torchdrug's load_extension: `if torch.cuda.is_available():
+# extra_cuda_cflags = ["-O3"] else: <drop the .cu sources>`): made true on TPU, nvcc ran on a TPU host
+
+
+def test_a_check_choosing_a_cuda_build_stays_cudas():
+    src = (
+        "import torch\n\n\ndef load_extension(sources, extra_cuda_cflags=None):\n    if extra_cuda_cflags is None:\n"
+        "        if torch.cuda.is_available():\n            extra_cuda_cflags = ['-O3']\n        else:\n"
+        "            sources = [s for s in sources if not s.endswith('.cu')]\n    return sources\n"
+    )
+    out = run(src).new_source
+    assert "if torch.cuda.is_available():" in out and "it chooses whether to build CUDA sources" in out
+
+
+# the test of a module that imports the project's compiled `_C` under a guard (detrex's multi-scale deformable
+# attention: `try: from detrex import _C except ImportError: <a stand-in>`): its `.cuda()` tensors went to 'tpu'
+
+
+def test_the_test_of_a_module_guarding_its_compiled_kernel_is_left_as_written(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "pkg" / "layers").mkdir(parents=True)
+    (proj / "tests").mkdir()
+    (proj / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
+        "setup(name='pkg', ext_modules=[CUDAExtension('pkg._C', ['a.cu'])])\n"
+    )
+    (proj / "pkg" / "__init__.py").write_text("")
+    (proj / "pkg" / "layers" / "__init__.py").write_text("")
+    (proj / "pkg" / "layers" / "msda.py").write_text(
+        "import torch\n\n\nclass Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, v):\n"
+        "        return _C.forward(v)\n\n\ndef reference(v):\n    return v * 2\n\n\n"
+        "try:\n    from pkg import _C\nexcept ImportError:\n    _C = None\n"
+    )
+    (proj / "tests" / "test_msda.py").write_text(
+        "import unittest\n\nimport torch\nfrom pkg.layers.msda import Fn, reference\n\n\n"
+        "class T(unittest.TestCase):\n    def test_equal(self):\n        v = torch.rand(2).cuda()\n"
+        "        self.assertTrue(torch.allclose(Fn.apply(v), reference(v)))\n"
+    )
+    out = write_tree(tmp_path)["proj/tests/test_msda.py"]
+    assert "torch.rand(2).cuda()" in out and "a test of it, left as written" in out
+
+
+# an integer device given by keyword (LMFlow's evaluator: `.to(device=self.local_rank)` beside `torch.tensor(...,
+# device=self.local_rank)`, which was rewritten): the batch stayed on CUDA ordinal while its twin moved
+
+
+def test_an_integer_device_keyword_of_to_moves_with_its_factory_twin():
+    src = (
+        "import torch\n\n\nclass E:\n    def run(self, model, x):\n        torch.cuda.set_device(self.local_rank)\n"
+        "        x = x.to(device=self.local_rank)\n"
+        "        flag = torch.tensor([1.0], device=self.local_rank)\n        return model(x), flag\n"
+    )
+    out = run(src).new_source
+    assert 'x.to(device="tpu")' in out and 'torch.tensor([1.0], device="tpu")' in out
