@@ -689,10 +689,11 @@ def cuda_extension_names(text: str) -> Iterator[str]:
         yield name
         if "." in name:
             yield name.rsplit(".", 1)[1]
-            if own is not None and name.split(".", 1)[0] == own.group(1):
-                # Pointcept's libs/pointops: `packages=["pointops"]` beside `CUDAExtension(name="pointops._C")`: the
-                # package exists to wrap the kernels (its functions call _C), so importing it is importing them
-                yield own.group(1)
+    if own is not None and any(name.split(".", 1)[0].startswith(own.group(1)) for name in found):
+        # Pointcept's libs/pointops: `packages=["pointops"]` beside `CUDAExtension(name="pointops._C")`, and
+        # libs/pointgroup_ops: `packages=["pointgroup_ops"]` beside `CUDAExtension(name="pointgroup_ops_cuda")`:
+        # the one package the setup ships exists to wrap its kernels, so importing it is importing them
+        yield own.group(1)
 
 
 #: A setup.py that ships one package by a literal list (a kernel package: ``packages=["pointops"]``), not

@@ -376,3 +376,26 @@ def test_an_integer_device_keyword_of_to_moves_with_its_factory_twin():
     )
     out = run(src).new_source
     assert 'x.to(device="tpu")' in out and 'torch.tensor([1.0], device="tpu")' in out
+
+
+# a kernel package whose extension has its own name (Pointcept's libs/pointgroup_ops: `packages=["pointgroup_ops"]`
+# beside `CUDAExtension(name="pointgroup_ops_cuda")`): its users were migrated and fed 'tpu' tensors to it
+
+
+def test_a_kernel_package_beside_a_differently_named_extension_makes_its_users_cuda_only(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "libs" / "pgops" / "functions").mkdir(parents=True)
+    (proj / "model").mkdir()
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
+    (proj / "libs" / "pgops" / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
+        "setup(name='pgops', packages=['pgops'], package_dir={'pgops': 'functions'},\n"
+        "      ext_modules=[CUDAExtension(name='pgops_cuda', sources=['k.cu'])])\n"
+    )
+    (proj / "libs" / "pgops" / "functions" / "__init__.py").write_text("")
+    (proj / "model" / "utils.py").write_text(
+        "import torch\nimport pgops\n\n\ndef cluster(x):\n    offsets = torch.zeros(2).int().cuda()\n"
+        "    return pgops.ballquery(x, offsets)\n"
+    )
+    out = write_tree(tmp_path)["proj/model/utils.py"]
+    assert "torch.zeros(2).int().cuda()" in out and "`pgops` is CUDA-only" in out
