@@ -622,7 +622,7 @@ _INDENTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]+([\w.]+)", re.M)
 
 def cuda_only_functions(ctx: Context) -> frozenset[int]:
     """ids of the functions that run a CUDA-only stack wherever they run: their body imports one outside any
-    ``try`` (axolotl's cutlass wrappers: ``def _helpers(): import cutlass ...``), or calls a name the file imports
+    ``try`` or ``if`` (axolotl's cutlass wrappers: ``def _helpers(): import cutlass ...``), or calls a name the file imports
     from a project module built on one (``ext = load_ext()``, the package building ``.cu`` sources), or calls a
     function of this file that does (``_helpers()``). Their device strings and ``.cuda()`` are that stack's."""
     found = ctx.scratch.get("cuda-only-functions")
@@ -650,8 +650,10 @@ def cuda_only_functions(ctx: Context) -> frozenset[int]:
         if t is cst.FunctionDef:
             by_name.setdefault(n.name.value, id(n))  # type: ignore[attr-defined]
             fn, guarded = id(n), False
-        elif t is cst.Try:
-            guarded = True
+        elif t is cst.Try or t is cst.If or t is cst.IfExp:
+            guarded = (
+                True  # (an optional path: LLaMA2-Accessory's `if args.quant: from ...quant import quantize`)
+            )
         elif fn is not None and not guarded and (t is cst.Import or t is cst.ImportFrom):
             mods = imported_modules(n)  # type: ignore[arg-type]
             rel = (
@@ -664,7 +666,8 @@ def cuda_only_functions(ctx: Context) -> frozenset[int]:
             name = n.func.value  # type: ignore[attr-defined]
             if name in imported_names and not guarded:
                 direct.add(fn)
-            calls.setdefault(fn, set()).add(name)
+            if not guarded:
+                calls.setdefault(fn, set()).add(name)
         todo.extend((c, fn, guarded) for c in child_nodes(n))
     out = set(direct)
     grown = True
