@@ -338,6 +338,27 @@ _CUDA_SOURCES_BUILD = re.compile(
 _CUDA_KERNEL_FUNCTION = re.compile(r"(?i)cuda_?kernels?(?:_|$)|_triton(?:_|$)|^triton_|cuda_?graph")
 
 
+def _kept_whole(fn: cst.FunctionDef) -> str | None:
+    """Why a function stays CUDA's whole (left as written, one TODO at its ``def``), else None."""
+    name = fn.name.value
+    if name in current().cuda_test_helpers:
+        # torchmetrics' run_precision_test_gpu(device="cuda"): only the CUDA-gated tests above call it, and they
+        # stay CUDA's whole: migrated alone, a CUDA box ran them with 'tpu' and a TPU skipped them
+        return (
+            f"`{name}` is called only by tests that run where CUDA is (kept as CUDA code): kept with them; add a "
+            "TPU variant of both by hand"
+        )
+    if _CUDA_KERNEL_FUNCTION.search(name):
+        # axolotl's falcon_h1 `patched_cuda_kernels_forward` (mamba_ssm's Triton scans, chosen by a kept
+        # `"cuda" in weight.device.type`): only CUDA runs it; rewritten, a CUDA run lost its
+        # `with torch.cuda.device(x.device)` and a TPU run gains nothing
+        return (
+            f"`{name}` is named for a CUDA-only path (CUDA kernels, Triton, a CUDA graph): left as written; give "
+            "the TPU its own path"
+        )
+    return None
+
+
 def _keep_what_follows(ctx: Context, node: cst.If) -> None:
     """``if not torch.cuda.is_available(): pytest.skip("... requires CUDA")`` kept as CUDA's: the statements after
     it in its block (axolotl's activation-offloading test: `.to("cuda")`, `device="cuda"`) are what runs only where
@@ -932,27 +953,8 @@ class CudaToAccelerator(Rule):
                 )
                 for part in (*node.decorators, node.body):  # (its parametrize values are CUDA's too)
                     ctx.skip_inside(part)
-            elif type(node) is cst.FunctionDef and node.name.value in current().cuda_test_helpers:
-                # torchmetrics' run_precision_test_gpu(device="cuda"): only the CUDA-gated tests above call it,
-                # and they stay CUDA's whole: migrated alone, a CUDA box ran them with 'tpu' and a TPU skipped them
-                ctx.flag(
-                    node,
-                    f"`{node.name.value}` is called only by tests that run where CUDA is (kept as CUDA code): kept "
-                    "with them; add a TPU variant of both by hand",
-                    code=self.code,
-                )
-                for part in (*node.decorators, node.params, node.body):
-                    ctx.skip_inside(part)
-            elif type(node) is cst.FunctionDef and _CUDA_KERNEL_FUNCTION.search(node.name.value):
-                # axolotl's falcon_h1 `patched_cuda_kernels_forward` (mamba_ssm's Triton scans, chosen by a kept
-                # `"cuda" in weight.device.type`): only CUDA runs it; rewritten, a CUDA run lost its
-                # `with torch.cuda.device(x.device)` and a TPU run gains nothing
-                ctx.flag(
-                    node,
-                    f"`{node.name.value}` is named for a CUDA-only path (CUDA kernels, Triton, a CUDA graph): left as "
-                    "written; give the TPU its own path",
-                    code=self.code,
-                )
+            elif type(node) is cst.FunctionDef and (why := _kept_whole(node)) is not None:
+                ctx.flag(node, why, code=self.code)
                 for part in (*node.decorators, node.params, node.body):
                     ctx.skip_inside(part)
             return
