@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import libcst as cst
@@ -244,3 +244,12 @@ def child_nodes(node: CSTNode, skip: frozenset[type] = frozenset()) -> list[CSTN
         elif value is not None and value is not MaybeSentinel.DEFAULT and type(value) not in skip:
             out.append(value)  # (a planned field holds a node, None or MaybeSentinel.DEFAULT)
     return out
+
+
+def every_node(node: CSTNode) -> Iterator[CSTNode]:
+    """``node`` and every node below it, nested definitions included (pre-order, children reversed)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(child_nodes(n))

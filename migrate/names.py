@@ -255,7 +255,7 @@ class ImportTable(cst.CSTVisitor):
             and type(value) is cst.Call
             and value.args
             and type(value.args[0].value) is cst.SimpleString
-            and _IMPORTING_CALL.match(cst.helpers.get_full_name_for_node(value.func) or "")
+            and _IMPORTING_CALL.fullmatch(cst.helpers.get_full_name_for_node(value.func) or "")
         ):
             self._imported_by_call[id(node.targets[0])] = value.args[0].value.evaluated_value  # type: ignore[assignment]
 

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 from .._sparse import SPARSE_CONSTRUCTORS, dotted, sparse_source
-from .._walk import child_nodes
+from .._walk import every_node
 from ..project import facts_for
 from ._helpers import RESTORE_LOCATION
 from ._literal import (
@@ -271,7 +271,7 @@ class CudaMethod(Rule):
         (torchdrug's ``test_device``: ``graph.cuda()``, then ``device.type == "cuda"``): its device names stay."""
         if ctx.enclosing_definitions()[:-1] or not _beside_own_cuda_object(ctx):
             return
-        for n in _every_node(node):
+        for n in every_node(node):
             if type(n) is cst.SimpleString and (string_body(n) or "").split(":")[0] == "cuda":
                 ctx.claim_string(n, "", "rewritten", "", value=None)
 
@@ -527,14 +527,6 @@ def _own_cuda_object(
     return None
 
 
-def _every_node(node: cst.CSTNode):
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(child_nodes(n))
-
-
 def _beside_own_cuda_object(ctx: Context) -> bool:
     """Whether the class (else the function) around this call also moves one of the project's own-``cuda()``
     objects with ``.cuda()``: that one is kept, so the tensors it meets stay on CUDA with it."""
@@ -551,7 +543,7 @@ def _beside_own_cuda_object(ctx: Context) -> bool:
             and type(n.func) is cst.Attribute
             and n.func.attr.value == "cuda"
             and _own_cuda_object(ctx, n.func.value, scope) is not None
-            for n in _every_node(scope)
+            for n in every_node(scope)
         )
     return cache[id(scope)]  # type: ignore[index]
 
@@ -570,7 +562,7 @@ def _bound_value(
         scope = next((d for d in reversed(around) if type(d) is cst.FunctionDef), None) or ctx.module
     text = code(target)
     found = None
-    walk = _every_node if type(scope) is cst.ClassDef else walk_code  # (`self.x = ...` in its methods)
+    walk = every_node if type(scope) is cst.ClassDef else walk_code  # (`self.x = ...` in its methods)
     for n in walk(scope) if scope is not None else ():
         if type(n) is cst.Assign and any(code(t.target) == text for t in n.targets):
             found = n.value
