@@ -1628,6 +1628,12 @@ def checks_to_keep(
                 f"it tests for a multi-device job and its branch runs `{f}`; TorchTPU counts one device per "
                 "process, so the test turns false: test the world size (dist.get_world_size() > 1) instead"
             )
+        elif (c.predicate == "is_cuda" or _tensor_cuda_test(c)) and _shares_memory(flow, c.node):
+            # skrl's parallel trainer: `if not obs.is_cuda: obs.share_memory_()` before a multiprocessing queue
+            why = (
+                "it chooses between CUDA's IPC and `share_memory_()` for tensors sent to other processes: "
+                "TorchTPU tensors cannot cross processes, so keep the tensors these processes exchange on the CPU"
+            )
         elif (c.predicate == "is_cuda" or (cuda_test := _tensor_cuda_test(c))) and (
             f := _first(flow.foreign_call(r) for r in c.regions)
         ):
@@ -1843,31 +1849,35 @@ def _placement_twins(flow: Flow, rewritten: set[int], kept: dict[int, str]) -> d
     PyTorch-GAN's esrgan keeps ``Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.Tensor``
     (batches on the CPU of a TPU host) while ``device = torch.device("cuda" if ... else "cpu")`` moved the models.
     A check that places or picks a device keeps the CUDA test while a twin (same predicate, same module) that
-    places data is kept."""
-    placing = next(
-        (
-            c
-            for c in flow.checks
-            if id(c.key) in kept
-            and c.predicate == "torch.cuda.is_available"
-            and _moves(c.regions) is not None
-        ),
-        None,
-    )
-    if placing is None:
+    places data is kept. For a comparison, a twin compares the same thing (torchdrug's engine: `if
+    self.device.type == "cuda": batch = utils.cuda(batch, ...)` kept in train and evaluate, so the model's own
+    `if self.device.type == "cuda": task = task.cuda(self.device)` stays with them)."""
+    placing = [
+        c
+        for c in flow.checks
+        if id(c.key) in kept
+        and (c.predicate == "torch.cuda.is_available" or c.predicate == "compare")
+        and _moves(c.regions) is not None
+    ]
+    if not placing:
         return {}
     out: dict[int, str] = {}
     for c in flow.checks:
-        if (
-            c is placing
-            or id(c.key) in kept
-            or id(c.key) not in rewritten
-            or c.predicate != placing.predicate
-        ):
+        if id(c.key) in kept or id(c.key) not in rewritten:
             continue
-        if (moved := _moves(c.regions, choices=True)) is not None:
+        twin = next(
+            (
+                p
+                for p in placing
+                if p is not c
+                and p.predicate == c.predicate
+                and (c.predicate != "compare" or _code(p.node) == _code(c.node))
+            ),
+            None,
+        )
+        if twin is not None and (moved := _moves(c.regions, choices=True)) is not None:
             out[id(c.key)] = (
-                f"its twin `{_code(placing.node)[:40]}` places tensors (`{_moves(placing.regions)[:40]}`) and "
+                f"its twin `{_code(twin.node)[:40]}` places tensors (`{_moves(twin.regions)[:40]}`) and "
                 f"stays CUDA's, so `{moved[:40]}` here must agree with it"
             )
     return out
@@ -2070,6 +2080,23 @@ def _placement_map_write(n: cst.CSTNode) -> str | None:
     if t is cst.Arg and n.keyword is not None and n.keyword.value in _PLACEMENT_MAPS:
         return n.keyword.value
     return None
+
+
+def _shares_memory(flow: Flow, node: cst.CSTNode) -> bool:
+    """The ``if`` testing ``node`` moves a tensor into shared memory on either side (``if not t.is_cuda:
+    t.share_memory_()``): the CPU half of a choice whose CUDA half is CUDA's inter-process handles."""
+    child, parent = node, flow.parents.get(node)
+    while parent is not None and not (type(parent) is cst.If and parent.test is child):
+        if isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
+            return False
+        child, parent = parent, flow.parents.get(parent)
+    if parent is None:
+        return False
+    branches = [parent.body] + ([parent.orelse] if parent.orelse is not None else [])
+    return any(
+        type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "share_memory_"
+        for n in walk_regions(branches)
+    )
 
 
 def _first(items: Iterator[str | None]) -> str | None:

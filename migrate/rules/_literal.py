@@ -30,9 +30,22 @@ CLI_CHOICES = frozenset({"click.Choice"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 #: An indented import of a library with CPU and CUDA kernels only (a cheap test before walking functions).
+#: Other array frameworks: a function importing one (skrl's JAX config class, beside its PyTorch one) names that
+#: framework's devices ("cuda:0" is jax.devices("cuda")[0] there), not torch's.
+_OTHER_FRAMEWORKS = ("jax", "jaxlib", "flax", "tensorflow", "paddle", "mindspore", "mxnet", "cupy")
+
+
+def _keeps_device_names(mod: str) -> bool:
+    """Importing ``mod`` makes a function's device strings another library's (CUDA-only kernels, another
+    framework)."""
+    return device_limited(mod) or mod.split(".")[0] in _OTHER_FRAMEWORKS
+
+
 _LIMITED_IMPORT_WORDS = re.compile(
     r"(?m)^[ \t]+(?:import|from)[ \t]+(?:"
-    + "|".join(sorted({re.escape(m.split(".")[0]) for m in DEVICE_LIMITED_LIBRARIES}))
+    + "|".join(
+        sorted({re.escape(m.split(".")[0]) for m in DEVICE_LIMITED_LIBRARIES} | set(_OTHER_FRAMEWORKS))
+    )
     + r")\b"
 )
 ARGPARSE_CODE = "TPU103"
@@ -607,10 +620,12 @@ def _functions_importing_limited(ctx: Context) -> frozenset[int]:
             n, fns = todo.pop()
             t = type(n)
             if t is cst.Import or t is cst.ImportFrom:
-                if any(device_limited(m) for m in imported_modules(n)):  # type: ignore[arg-type]
+                if any(_keeps_device_names(m) for m in imported_modules(n)):  # type: ignore[arg-type]
                     out.update(fns)
                 continue
-            inner = (*fns, id(n)) if t is cst.FunctionDef else fns
+            # (a class defined in a function is its own program part: skrl's config builds a PyTorch, a JAX and
+            # a Warp class in one __init__, and only the Warp one imports warp)
+            inner = (*fns, id(n)) if t is cst.FunctionDef else () if t is cst.ClassDef else fns
             todo.extend((c, inner) for c in child_nodes(n))
         found = ctx.scratch["limited-import-functions"] = frozenset(out)
     return found  # type: ignore[return-value]
@@ -1351,7 +1366,7 @@ class LiteralRule(Rule):
             n = nodes.pop()
             t = type(n)
             if t is cst.Import or t is cst.ImportFrom:
-                imports_limited = imports_limited or any(device_limited(m) for m in imported_modules(n))
+                imports_limited = imports_limited or any(_keeps_device_names(m) for m in imported_modules(n))
                 continue
             if t is cst.SimpleString and self.new_body(string_body(n)) is not None:
                 strings.append(n)  # type: ignore[arg-type]
@@ -1362,9 +1377,65 @@ class LiteralRule(Rule):
                 and self.new_body(n.parts[0].value.split(":")[0]) is not None  # type: ignore[attr-defined]
             ):
                 strings.append(n)  # type: ignore[arg-type]  # (f"cuda:{local_rank}": rl_games' warp env)
-            nodes.extend(child_nodes(n))
+            if t is not cst.ClassDef:
+                nodes.extend(child_nodes(n))
         for s in strings if imports_limited else ():
             ctx.claim_string(s, "", "rewritten", "", value=None)
+
+    def _config_device_of_limited_program(self, ctx: Context, node: cst.Assign) -> None:
+        """``train.device = "cuda"`` at the top of a config module (detrex's LazyConfig files) whose program reaches
+        a project module built on a library with CPU and CUDA kernels only (detectron2): that module is left as
+        written, its ``.cuda()`` calls CUDA's, so the configured device stays CUDA's with it. Kept and flagged."""
+        value = node.value
+        if type(value) is not cst.SimpleString or self.new_body(string_body(value)) is None:
+            return
+        if not any(type(t.target) is cst.Attribute and t.target.attr.value == "device" for t in node.targets):
+            return
+        path = getattr(ctx, "path", None)
+        facts = facts_for(ctx.scratch, ctx.source_text)
+        reach = facts.reaches_device_limited.get(os.path.abspath(path)) if path else None
+        if reach is not None:
+            ctx.claim_string(
+                value,  # type: ignore[arg-type]
+                self.code,
+                "flagged",
+                f"'{string_body(value)}' kept: {reach}; the modules built on it are left as written, so the "
+                "configured device stays with them: move them to 'tpu' together",
+            )
+
+    def _prefix_cut_by_length(self, ctx: Context, node: cst.Call) -> None:
+        """``if d.startswith("cuda:"): d = int(d[5:])`` (axolotl's NVML helper): the code cuts the prefix off by
+        its length, so a renamed prefix ('tpu:' is one shorter) would leave a stray character for int() to
+        refuse. Kept and flagged."""
+        prefix = node.args[0].value
+        body = string_body(prefix) if type(prefix) is cst.SimpleString else None
+        if body is None or self.new_body(body.rstrip(":")) is None:
+            return
+        fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+        if fn is None:
+            return
+        subject = code(node.func.value)  # type: ignore[attr-defined]
+        todo: list[cst.CSTNode] = [fn.body]
+        while todo:
+            n = todo.pop()
+            todo.extend(child_nodes(n))
+            if not (type(n) is cst.Subscript and len(n.slice) == 1 and code(n.value) == subject):
+                continue
+            cut = n.slice[0].slice
+            if (
+                type(cut) is cst.Slice
+                and type(cut.lower) is cst.Integer
+                and cut.lower.evaluated_value == len(body)
+            ):
+                ctx.claim_string(
+                    prefix,  # type: ignore[arg-type]
+                    self.code,
+                    "flagged",
+                    f"'{body}' is tested as a prefix and cut off by its length (`{code(n)}`): kept, a renamed "
+                    f"prefix would cut the wrong characters; read the index with torch.device({subject}).index "
+                    "by hand",
+                )
+                return
 
     def _keep_graph_strings(self, ctx: Context, fn: cst.FunctionDef) -> None:
         """A function that walks a TorchScript/FX graph matches node kinds and device constants by their text:
@@ -1404,6 +1475,8 @@ class LiteralRule(Rule):
         if t is cst.SimpleString or t is cst.FormattedString:
             return  # (left, not visited: see leave_node)
         if t is cst.Call and node.args:
+            if type(node.func) is cst.Attribute and node.func.attr.value == "startswith":  # type: ignore[attr-defined]
+                self._prefix_cut_by_length(ctx, node)  # type: ignore[arg-type]
             self._gpu_switch_args(ctx, node)  # type: ignore[arg-type]
             if self.code == "TPU101" and mentions(ctx, "autocast"):
                 self._autocast_device_expression(ctx, node)  # type: ignore[arg-type]
@@ -1411,6 +1484,8 @@ class LiteralRule(Rule):
             _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
             if mentions(ctx, "torch.testing._internal"):
                 self._torch_harness_args(ctx, node)  # type: ignore[arg-type]
+        if t is cst.Assign and self.code == "TPU101" and not ctx.enclosing_definitions():
+            self._config_device_of_limited_program(ctx, node)  # type: ignore[arg-type]
         if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
             self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
         if t is cst.If:

@@ -646,6 +646,10 @@ def _scaler_dtype_unseen(ctx) -> str | None:
     return ctx.scratch[key]  # type: ignore[return-value]
 
 
+def _literal_false(arg: cst.Arg | None) -> bool:
+    return arg is not None and type(arg.value) is cst.Name and arg.value.value == "False"
+
+
 @register
 class GradScalerRule(Rule):
     code = "TPU302"
@@ -657,8 +661,9 @@ class GradScalerRule(Rule):
     )
     rationale = (
         "bf16 has fp32's exponent range, so loss scaling is pointless; a disabled scaler keeps "
-        "scaler.scale/step/update calls working unchanged. An explicit enabled= expression is kept "
-        "(with a warning: it must be False unless you really train in fp16). Disabled only where the file shows "
+        "scaler.scale/step/update calls working unchanged. An explicit enabled= switch is turned off too where "
+        "every autocast of the file runs bf16 (the old expression is named in the warning), and kept elsewhere "
+        "(it must be False unless you really train in fp16). Disabled only where the file shows "
         "that every autocast becomes bf16: with no autocast in the file (the dtype is chosen in another module), "
         "a run-time autocast dtype, or fp16 used outside autocast, loss scaling stays on; a scaler for the CPU is "
         "left alone."
@@ -739,6 +744,23 @@ class GradScalerRule(Rule):
             ctx.report(
                 orig,
                 f"GradScaler -> {made}, enabled=False): bf16 needs no loss scaling",
+                code=self.code,
+                outcome="warned",
+            )
+        elif (
+            runtime is None
+            and _scaler_dtype_unseen(ctx) is None
+            and not _literal_false(kwarg(new, "enabled"))
+        ):
+            # dreamerv3's `GradScaler(enabled=use_amp)`, nerfstudio's `enabled=use_grad_scaler`: "use mixed
+            # precision" switches, while every autocast of the file runs bf16 on TPU: kept on, the scaler scaled
+            # bf16 losses with ops TorchTPU does not promise (_amp_foreach_non_finite_check_and_unscale_)
+            was = code(kwarg(new, "enabled").value)
+            new = set_kwarg(new, "enabled", expr("False"))
+            ctx.report(
+                orig,
+                f"GradScaler -> {made}, enabled=False) (was enabled={was[:60]}): every autocast of this file runs "
+                "bf16 on TPU, which needs no loss scaling",
                 code=self.code,
                 outcome="warned",
             )

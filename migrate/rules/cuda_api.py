@@ -2814,7 +2814,9 @@ class CustomKernels(Rule):
 
     @staticmethod
     def _nested_cuda_only(ctx, node: cst.Import | cst.ImportFrom) -> None:
-        """An import inside a function of a project file built on a CUDA-only stack (ProjectFacts.nested_cuda_only)."""
+        """An import inside a function, or in a module-level ``if``/``try`` (LLaMA2-Accessory's single_turn: ``if
+        args.quant: from accessory.util.quant import quantize``), of a project file built on a CUDA-only stack
+        (ProjectFacts.nested_cuda_only)."""
         path = getattr(ctx, "path", None)
         found = (
             facts_for(ctx.scratch, ctx.source_text).nested_cuda_only.get(os.path.abspath(path))
@@ -2835,7 +2837,10 @@ class CustomKernels(Rule):
         said = ctx.scratch.setdefault("nested-cuda-only-said", set())
         if mod is not None and mod not in said:  # type: ignore[operator]
             said.add(mod)  # type: ignore[union-attr]  # (one TODO per module a file's functions import)
-            ctx.flag(node, found[mod], code=CustomKernels.code)
+            why = found[mod]
+            if not ctx.enclosing_definitions():
+                why = why.replace("this function imports", "this module imports, in a branch,", 1)
+            ctx.flag(node, why, code=CustomKernels.code)
 
     def _flag(self, ctx, node, mod: str):
         limited = next((m for m in _DEVICE_LIMITED if mod == m or mod.startswith(m + ".")), None)
@@ -2930,8 +2935,7 @@ class CustomKernels(Rule):
     def leave_node(self, ctx, orig, node):
         if isinstance(orig, (cst.Import, cst.ImportFrom)):
             self._helper_of_cuda_only(ctx, orig)
-            if ctx.enclosing_definitions():
-                self._nested_cuda_only(ctx, orig)
+            self._nested_cuda_only(ctx, orig)
         if isinstance(orig, cst.Import):
             for alias in orig.names:
                 self._flag(ctx, orig, cst.helpers.get_full_name_for_node(alias.name) or "")

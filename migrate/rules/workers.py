@@ -110,9 +110,53 @@ def check_workers(ctx: Context, call: cst.Call, target: cst.BaseExpression) -> N
         "binds one chip per process and a chip serves one process; bind each worker first with "
         "torch.tpu.distributed.set_tpu_launch_env(nnodes=1, nproc_per_node=N) before starting N of them (or "
         "launch with torchrun after `python -m torch.tpu.distributed`), and keep workers that need no "
-        "accelerator on 'cpu'",
+        f"accelerator on 'cpu'{_HANDED if _hands_values(call, target) and _parent_places(ctx, target) else ''}",
         code=DeviceWorkers.code,
     )
+
+
+#: Said when the parent hands the workers values: CUDA tensors cross processes by CUDA's IPC handles.
+_HANDED = (
+    "; tensors the parent hands them (arguments, queues) must be on the CPU: TorchTPU tensors cannot cross "
+    "processes as CUDA's do, so place them in each worker"
+)
+
+
+_CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString)
+#: A placement on CUDA in the text: `.cuda(`, `.to("cuda`, `device="cuda` (not a `device_type="cuda"` default).
+_PLACES = re.compile(r"""\.cuda\(|\.to\(\s*(?:device\s*=\s*)?['"]cuda|\bdevice\s*=\s*['"]cuda""")
+
+
+def _parent_places(ctx: Context, target: cst.BaseExpression) -> bool:
+    """The code around the start (its class, else its function) places tensors on CUDA outside the worker
+    function itself (torchdrug's comm test builds its `.cuda()` objects in setUp, then hands them to the workers;
+    a launcher handing its workers a config places nothing)."""
+    scopes = ctx.enclosing_definitions()
+    around = next((d for d in reversed(scopes) if type(d) is cst.ClassDef), None) or (
+        scopes[-1] if scopes else None
+    )
+    if around is None:
+        return False
+    fn = _module_function(getattr(ctx, "module", None), target.value) if type(target) is cst.Name else None
+    text = code(around)
+    if fn is not None:
+        text = text.replace(code(fn), "")
+    return _PLACES.search(text) is not None
+
+
+def _hands_values(call: cst.Call, target: cst.BaseExpression) -> bool:
+    """``call`` passes its workers values besides the function (``mp.spawn(worker, (fn, objs, queue))``,
+    ``Process(target=f, args=(x,))``), not just counts and flags."""
+    for a in call.args:
+        if a.value is target or (a.keyword is not None and a.keyword.value not in ("args", "kwargs")):
+            continue
+        if type(a.value) in (cst.Tuple, cst.List) and any(
+            type(e.value) not in _CONSTANTS for e in a.value.elements
+        ):
+            return True
+        if type(a.value) is cst.Dict and a.value.elements:
+            return True
+    return False
 
 
 def _short(call: cst.Call) -> str:
