@@ -493,6 +493,14 @@ class Flow:
             parent = self.parents.get(found)
             if type(parent) is not cst.Assign or parent.value is not found:
                 continue
+            if self._text is not None and any(
+                type(t.target) is cst.Attribute
+                and re.search(rf"{re.escape(_code(t.target))}\s*=[^\n]*\bLOCAL_RANK\b", self._text)
+                for t in parent.targets
+            ):
+                # DETR's init_distributed_mode: `args.gpu = int(os.environ["LOCAL_RANK"])` in one branch, `args.gpu =
+                # args.rank % torch.cuda.device_count()` under SLURM: the host-local rank its callers compare
+                return _code(found)
             ranks = {n for t in parent.targets if (n := _last_name(t.target))}
             compared, copies = self._compared_and_copied()
             ranks |= {m for r in ranks for m in copies.get(r, ())}
@@ -1647,6 +1655,13 @@ def checks_to_keep(
                 f"with `{state}` it asks whether an object placed on a GPU can be used without CUDA (it was "
                 "saved on a GPU): on a TPU host the answer is still no"
             )
+        elif (suffix := _ordinal_appended(c)) is not None:
+            # nerfstudio's trainer: `if self.device == "cuda": self.device += f":{local_rank}"`; renamed, every
+            # process of a multi-process run named 'tpu:<local rank>', a device only rank 0 has
+            why = (
+                f"its branch appends the process's ordinal to the device name (`{suffix[:50]}`): TorchTPU binds "
+                "one device per process, so 'tpu' takes no ordinal"
+            )
         elif (listed := _collection_list(flow, c.node)) is not None:
             # open-instruct's conftest: `if not torch.cuda.is_available(): collect_ignore += [*_gpu.py]`; renamed,
             # a TPU host collects the GPU test files, whose imports need the CUDA stack
@@ -2079,6 +2094,23 @@ def _placement_map_write(n: cst.CSTNode) -> str | None:
         return n.target.value if type(n.target) is cst.Name and n.target.value in _PLACEMENT_MAPS else None
     if t is cst.Arg and n.keyword is not None and n.keyword.value in _PLACEMENT_MAPS:
         return n.keyword.value
+    return None
+
+
+def _ordinal_appended(c: Check) -> str | None:
+    """``if device == "cuda": device += f":{rank}"``: the branch of a device comparison that appends an ordinal to
+    the compared name (the code of that statement), else None."""
+    if c.predicate != "compare" or type(c.node) is not cst.Comparison:
+        return None
+    subject = _code(c.node.left)
+    for n in walk_regions(c.regions):
+        if (
+            type(n) is cst.AugAssign
+            and type(n.operator) is cst.AddAssign
+            and _code(n.target) == subject
+            and re.match(r"""f?['"]:""", _code(n.value))
+        ):
+            return _code(n)
     return None
 
 

@@ -36,6 +36,7 @@ _ATTRIBUTE, _CALL, _ASNAME, _DEL = (node_types(c) for c in (cst.Attribute, cst.C
 _NAMED_BINDERS = node_types(cst.Param, cst.FunctionDef, cst.ClassDef)
 _DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
 _LOOPS = node_types(cst.For, cst.While)
+_TRIES = node_types(cst.Try, cst.TryStar)
 _IF = node_types(cst.If)
 _FSTRING = node_types(cst.FormattedString)
 _IF_WHILE = node_types(cst.If, cst.While)
@@ -204,6 +205,14 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def enclosing_definitions(self) -> list[cst.FunctionDef | cst.ClassDef]:
         return [s for s in self._stack if type(s) in _DEFINITIONS]  # type: ignore[misc]
+
+    def in_try(self) -> bool:
+        for s in reversed(self._stack):
+            if type(s) in _DEFINITIONS:
+                return False
+            if type(s) in _TRIES:
+                return True
+        return False
 
     def in_loop(self) -> bool:
         for s in reversed(self._stack):

@@ -1382,26 +1382,57 @@ class LiteralRule(Rule):
         for s in strings if imports_limited else ():
             ctx.claim_string(s, "", "rewritten", "", value=None)
 
-    def _config_device_of_limited_program(self, ctx: Context, node: cst.Assign) -> None:
-        """``train.device = "cuda"`` at the top of a config module (detrex's LazyConfig files) whose program reaches
-        a project module built on a library with CPU and CUDA kernels only (detectron2): that module is left as
-        written, its ``.cuda()`` calls CUDA's, so the configured device stays CUDA's with it. Kept and flagged."""
+    def _foreign_object_device(self, ctx: Context, node: cst.Assign) -> None:
+        """``cfg = parse_env_cfg(...)`` then ``cfg.sim.device = f"cuda:{rank}"`` (skrl's Isaac Lab loader): the device
+        of an object another library built and reads (Isaac Lab's simulator takes 'cpu' or 'cuda:N'), not torch's.
+        Kept and flagged."""
         value = node.value
-        if type(value) is not cst.SimpleString or self.new_body(string_body(value)) is None:
+        if not (
+            len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Attribute
+            and node.targets[0].target.attr.value == "device"
+            and type(value) in (cst.SimpleString, cst.FormattedString)
+        ):
             return
-        if not any(type(t.target) is cst.Attribute and t.target.attr.value == "device" for t in node.targets):
-            return
-        path = getattr(ctx, "path", None)
-        facts = facts_for(ctx.scratch, ctx.source_text)
-        reach = facts.reaches_device_limited.get(os.path.abspath(path)) if path else None
-        if reach is not None:
-            ctx.claim_string(
-                value,  # type: ignore[arg-type]
-                self.code,
-                "flagged",
-                f"'{string_body(value)}' kept: {reach}; the modules built on it are left as written, so the "
-                "configured device stays with them: move them to 'tpu' together",
+        root = node.targets[0].target.value
+        while type(root) is cst.Attribute:
+            root = root.value
+        if type(value) is cst.SimpleString:
+            ours = self.new_body(string_body(value)) is not None
+        else:
+            first = value.parts[0] if value.parts else None  # type: ignore[attr-defined]
+            ours = (
+                type(first) is cst.FormattedStringText
+                and self.new_body(first.value.split(":")[0]) is not None
             )
+        if type(root) is not cst.Name or not ours:
+            return
+        scope = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+        todo: list[cst.CSTNode] = (
+            [scope.body if scope is not None else ctx.module] if (scope or ctx.module) else []
+        )
+        maker = None
+        while todo and maker is None:
+            n = todo.pop()
+            if (
+                type(n) is cst.Assign
+                and type(n.value) is cst.Call
+                and any(type(t.target) is cst.Name and t.target.value == root.value for t in n.targets)
+                and third_party(ctx.qname(n.value.func), getattr(ctx, "path", None))
+            ):
+                maker = code(n.value.func)
+            elif type(n) not in (cst.FunctionDef, cst.ClassDef) or n is scope:
+                todo.extend(child_nodes(n))
+        if maker is None:
+            return
+        why = (
+            f"the device of `{code(node.targets[0].target)}`, an object `{maker}` (another library) built and reads: "
+            "kept as that library's device name; give it the device it supports on a TPU host ('cpu') by hand"
+        )
+        if type(value) is cst.SimpleString:
+            ctx.claim_string(value, self.code, "flagged", why)  # type: ignore[arg-type]
+        else:
+            ctx.scratch.setdefault("kept-fstrings", {})[id(value)] = (self.code, why)  # type: ignore[index]
 
     def _prefix_cut_by_length(self, ctx: Context, node: cst.Call) -> None:
         """``if d.startswith("cuda:"): d = int(d[5:])`` (axolotl's NVML helper): the code cuts the prefix off by
@@ -1484,8 +1515,6 @@ class LiteralRule(Rule):
             _keep_attribute_names(ctx, node)  # type: ignore[arg-type]
             if mentions(ctx, "torch.testing._internal"):
                 self._torch_harness_args(ctx, node)  # type: ignore[arg-type]
-        if t is cst.Assign and self.code == "TPU101" and not ctx.enclosing_definitions():
-            self._config_device_of_limited_program(ctx, node)  # type: ignore[arg-type]
         if (t is cst.If or t is cst.IfExp) and (check := _unresolved_cuda_check(ctx, node.test)):  # type: ignore[union-attr]
             self._keep_unresolved_choice(ctx, node, check)  # type: ignore[arg-type]
         if t is cst.If:
@@ -1732,8 +1761,13 @@ class LiteralRule(Rule):
                             f"{', '.join(repr(w) for w in seen)}: kept ({why})",
                             value=None,
                         )
-        elif t is cst.Assign and mentions(ctx, "Config"):
-            self._openmmlab_config_device(ctx, node)  # type: ignore[arg-type]
+        elif t is cst.Assign:
+            if mentions(ctx, "Config"):
+                self._openmmlab_config_device(ctx, node)  # type: ignore[arg-type]
+            if self.code == "TPU101" and mentions(
+                ctx, ".device ="
+            ):  # (after it: its own claim is the precise one)
+                self._foreign_object_device(ctx, node)  # type: ignore[arg-type]
         elif t is cst.Subscript:
             # cfg["xla"], results["cuda"]: a key into data, not a device (the data still says "xla")
             for el in node.slice:
@@ -2469,6 +2503,8 @@ class LiteralRule(Rule):
             )
             is not None
         ):
+            if isinstance(kept, tuple):  # (a rule's own: the other literal rules leave it)
+                kept = kept[1] if kept[0] == self.code else ""
             if kept:
                 ctx.flag(orig, kept, code=self.code)
             return None

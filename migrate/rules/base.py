@@ -64,6 +64,9 @@ class Context(Protocol):
     def in_loop(self) -> bool:
         """Whether a ``for``/``while`` of the innermost def (or of the module) surrounds the node being visited."""
 
+    def in_try(self) -> bool:
+        """Whether a ``try`` of the innermost def (or of the module) surrounds the node being visited."""
+
     def is_target(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is an assignment, deletion or loop target."""
 

@@ -1243,6 +1243,19 @@ class CudaToAccelerator(Rule):
     def statement(self, ctx: Context, orig, node, qname, call, target):
         if call is None or target is not None:
             return None
+        chosen = call.args[0].value if call.args else None
+        if type(chosen) is cst.Subscript and _USER_DEVICE_LIST.search(code(chosen.value)):
+            # LLaMA2-Accessory's model workers: `torch.cuda.set_device(gpu_ids[rank - 1])` in processes started with
+            # subprocess.Popen: removed, every worker opened the one unbound TPU and the user's list chose nothing
+            ctx.flag(
+                call,
+                f"`torch.cuda.set_device({code(chosen)[:40]})` picks this process's GPU from the user's list: kept; "
+                "TorchTPU binds one chip per process before it starts (TPU_VISIBLE_CHIPS, or "
+                "torch.tpu.distributed.set_tpu_launch_env for the workers you start): bind each worker there and "
+                "drop this call",
+                code=self.code,
+            )
+            return None
         ctx.report(
             orig,
             "removed `torch.cuda.set_device(...)`: TorchTPU binds one device per process (the "
@@ -1387,12 +1400,36 @@ def _note_ladder(ctx: Context, node: cst.If | cst.IfExp) -> None:
         tests.append(rest.body)
     elif isinstance(rest, cst.BaseExpression):  # `"cuda" if torch.cuda.is_available() else "mps"`
         tests.append(rest)
-    if not any(_helpers.OTHER_ACCELERATOR.search(code(t)) for t in tests):
-        return
     mine = [c for c in _calls_in(node.test) if ctx.qname(c.func) == "torch.cuda.is_available"]
+    if not mine or (
+        not any(_helpers.OTHER_ACCELERATOR.search(code(t)) for t in tests)
+        and not _other_accelerator_next(ctx)
+    ):
+        return
     ladders = ctx.scratch.setdefault("cuda-ladders", set())
     for c in mine:
         ladders.add(id(c))  # type: ignore[union-attr]
+
+
+#: A list of device ids the user chose (``gpu_ids``, ``args.devices``, ``device_list``).
+_USER_DEVICE_LIST = re.compile(r"(?i)(?:gpu|device|cuda)s?_?(?:ids|list)\b|\bdevices\b|\bgpus\b")
+#: A test for another accelerator's presence (``torch.backends.mps.is_available()``, ``torch.xpu.is_available()``).
+_OTHER_PRESENT = re.compile(r"\b(?:backends\.)?(?:mps|xpu|npu|hpu|mlu|musa)\.is_available\(")
+
+
+def _other_accelerator_next(ctx: Context) -> bool:
+    """The function around the check also tests for another accelerator (tortoise's HiFi-GAN decoder: ``device =
+    torch.device('cuda' if torch.cuda.is_available() else 'cpu')`` then ``if torch.backends.mps.is_available():
+    device = torch.device('mps')``): a ladder written as two statements."""
+    if not _OTHER_PRESENT.search(ctx.source_text):
+        return False
+    fn = next((d for d in reversed(ctx.enclosing_definitions()) if type(d) is cst.FunctionDef), None)
+    if fn is None:
+        return False
+    seen = ctx.scratch.setdefault("other-accelerator-functions", {})
+    if id(fn) not in seen:  # type: ignore[operator]
+        seen[id(fn)] = _OTHER_PRESENT.search(code(fn)) is not None  # type: ignore[index]
+    return seen[id(fn)]  # type: ignore[index,return-value]
 
 
 def _to_accelerator(
@@ -2382,6 +2419,7 @@ KERNEL_MODULES = (
     "bitsandbytes",
     "flash_attn",
     "flash_attn_interface",
+    "ring_flash_attn",  # (ring attention over flash_attn's varlen kernels: axolotl's ring_attn patch)
     "xformers",
     "cupy",
     "pycuda",
@@ -2835,6 +2873,8 @@ class CustomKernels(Rule):
             mods = [cst.helpers.get_full_name_for_node(a.name) or "" for a in node.names]
         mod = next((m for m in mods if m in found), None)
         said = ctx.scratch.setdefault("nested-cuda-only-said", set())
+        if mod is not None and not ctx.enclosing_definitions() and ctx.in_try():
+            return  # (an optional import with its fallback: InternVL's `try: from .flash_attention import ...`)
         if mod is not None and mod not in said:  # type: ignore[operator]
             said.add(mod)  # type: ignore[union-attr]  # (one TODO per module a file's functions import)
             why = found[mod]

@@ -141,28 +141,6 @@ def test_a_module_level_branch_importing_a_cuda_only_project_module_is_flagged(t
     )
 
 
-# --- a config's device for a program built on a CPU/CUDA-only library (detrex's LazyConfig: `train.device = "cuda"`
-# in a config whose model module imports detectron2 and is left as written): renamed, the trainer moved the
-# model to 'tpu' while its modules kept CUDA's devices and ops ---
-
-
-def test_a_config_device_of_a_program_built_on_a_limited_library_is_kept(tmp_path):
-    proj = tmp_path / "proj"
-    (proj / "configs" / "models").mkdir(parents=True)
-    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='proj')\n")
-    (proj / "configs" / "__init__.py").write_text("")
-    (proj / "configs" / "models" / "__init__.py").write_text("")
-    (proj / "configs" / "models" / "net.py").write_text(
-        "import torch\nfrom detectron2.modeling.backbone import ResNet\n\nmodel = dict(backbone=ResNet)\n"
-    )
-    (proj / "configs" / "train_cfg.py").write_text(
-        "from types import SimpleNamespace\n\nfrom .models.net import model\n\n"
-        "train = SimpleNamespace()\ntrain.device = 'cuda'\n"
-    )
-    out = write_tree(tmp_path)["proj/configs/train_cfg.py"]
-    assert "train.device = 'cuda'" in out and "detectron2" in out
-
-
 def test_a_launcher_handing_its_workers_a_config_does_not_speak_of_tensors():
     src = (
         "import torch\nfrom torch import multiprocessing as mp\n\n\n"
@@ -199,3 +177,80 @@ def test_an_enabled_switch_stays_when_the_autocast_dtype_is_chosen_at_run_time()
         "    scaler.scale(loss).backward()\n"
     )
     assert "enabled=dtype == torch.float16" in run(src).new_source
+
+
+# --- from the sixth reading (tool 831c179) ---
+
+
+def test_a_comparison_whose_branch_appends_the_rank_to_the_device_is_kept():
+    # nerfstudio's trainer: renamed, every process named 'tpu:<local rank>', a device only rank 0 has
+    src = (
+        "import torch\n\n\nclass Trainer:\n    def __init__(self, config, local_rank=0):\n"
+        "        self.device = config.device_type\n        if self.device == 'cuda':\n"
+        "            self.device += f':{local_rank}'\n        self.x = torch.zeros(2, device=self.device)\n"
+    )
+    res = run(src)
+    assert "if self.device == 'cuda':" in res.new_source
+    assert any("'tpu' takes no ordinal" in d.message for d in res.diagnostics)
+
+
+def test_set_device_from_the_users_gpu_list_is_kept_and_flagged():
+    # LLaMA2-Accessory's model workers started by subprocess.Popen: removed, the user's list chose nothing
+    src = "import torch\n\n\ndef worker(rank, gpu_ids):\n    torch.cuda.set_device(gpu_ids[rank - 1])\n"
+    res = run(src)
+    assert "torch.cuda.set_device(gpu_ids[rank - 1])" in res.new_source
+    assert any("picks this process's GPU from the user's list" in d.message for d in res.diagnostics)
+
+
+def test_set_device_of_the_local_rank_is_still_removed():
+    src = "import torch\n\n\ndef setup(local_rank):\n    torch.cuda.set_device(local_rank)\n"
+    assert "set_device" not in run(src).new_source
+
+
+def test_a_cuda_choice_followed_by_an_mps_test_asks_for_a_tpu_by_name():
+    # tortoise's HiFi-GAN decoder: torch.accelerator.is_available() is true on a Mac, where torch.device('tpu')
+    # raised before the MPS test after it could run
+    src = (
+        "import torch\n\n\nclass Decoder:\n    def __init__(self):\n"
+        "        self.device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "        if torch.backends.mps.is_available():\n            self.device = torch.device('mps')\n"
+    )
+    out = run(src).new_source
+    assert "torch.accelerator.is_available()" not in out and '== "tpu"' in out
+
+
+def test_the_device_of_an_object_another_library_built_is_kept():
+    # skrl's Isaac Lab loader: the simulator takes 'cpu' or 'cuda:N'
+    src = (
+        "import torch\n\n\ndef load(args, rank):\n    from isaaclab_tasks.utils import parse_env_cfg\n\n"
+        "    cfg = parse_env_cfg(args.task)\n    cfg.sim.device = f'cuda:{rank}'\n"
+        "    x = torch.zeros(2, device='cuda')\n    return cfg, x\n"
+    )
+    res = run(src)
+    assert "cfg.sim.device = f'cuda:{rank}'" in res.new_source and "device='tpu'" in res.new_source
+    assert sum("another library" in d.message for d in res.diagnostics) == 1
+
+
+def test_a_host_rank_stored_where_a_local_rank_branch_stores_it_is_kept():
+    # DETR's init_distributed_mode: `args.gpu = rank % device_count()` under SLURM, LOCAL_RANK in the other branch
+    src = (
+        "import os\nimport torch\n\n\ndef init(args):\n    if 'RANK' in os.environ:\n"
+        "        args.gpu = int(os.environ['LOCAL_RANK'])\n    elif 'SLURM_PROCID' in os.environ:\n"
+        "        args.rank = int(os.environ['SLURM_PROCID'])\n        args.gpu = args.rank % torch.cuda.device_count()\n"
+    )
+    assert "args.rank % torch.cuda.device_count()" in run(src).new_source
+
+
+def test_an_optional_module_level_import_with_its_fallback_is_not_flagged_as_a_branch(tmp_path):
+    # InternVL: `try: from .flash_attention import FlashAttention; has_flash_attn = True except: ...`
+    proj = tmp_path / "proj"
+    (proj / "pkg").mkdir(parents=True)
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
+    (proj / "pkg" / "__init__.py").write_text("")
+    (proj / "pkg" / "flash_attention.py").write_text("from flash_attn.bert_padding import unpad_input\n")
+    (proj / "pkg" / "vit.py").write_text(
+        "import torch\n\ntry:\n    from .flash_attention import FlashAttention\n    has_flash_attn = True\n"
+        "except ImportError:\n    has_flash_attn = False\n\nx = torch.zeros(2).cuda()\n"
+    )
+    out = write_tree(tmp_path)["proj/pkg/vit.py"]
+    assert "in a branch" not in out and '.to("tpu")' in out
