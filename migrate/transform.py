@@ -129,6 +129,9 @@ class MigrationTransformer(cst.CSTTransformer):
         #: Per-file scratch space for rules (rule instances are shared between files).
         self.scratch: dict[str, object] = {}
         self.source_text = "\n".join(source_lines)
+        #: Answers that depend on :attr:`source_text` alone: shared by every rule pass over one file
+        #: (migrate.groups runs one per group of a big file; see source._rule_pass).
+        self.text_memo: dict[object, object] = {}
         #: ``ast.parse(source_text)`` when the caller has it (migrate.source), else None: parsed when needed.
         self.source_tree: ast.Module | None = None
         self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
