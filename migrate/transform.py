@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
 from ._fstring import requote_fields
-from ._positions import start_positions
+from ._positions import node_hooks, start_positions
 from ._quiet import quiet_statements
 from ._spans import SourceMap
 from ._walk import child_nodes
@@ -182,11 +182,12 @@ class MigrationTransformer(cst.CSTTransformer):
         self, smap: SourceMap
     ) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
         by_top: dict[int, Callable[[cst.CSTNode], tuple[int, int] | None]] = {}
-        for top in {id(t): t for t in self._tops.values()}.values():
-            found = smap.positions(top)
-            if found is None:
-                return None
-            by_top[id(top)] = found
+        with node_hooks():  # (once around all the statements generated: see _positions.node_hooks)
+            for top in {id(t): t for t in self._tops.values()}.values():
+                found = smap.positions(top)
+                if found is None:
+                    return None
+                by_top[id(top)] = found
         tops = self._tops
 
         def pos(node: cst.CSTNode) -> tuple[int, int] | None:
