@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from ._positions import Spans, line_starts_of, position_lookup, recorded_codegen, reusing_codegen
+from ._positions import Spans, line_starts_of, node_hooks, position_lookup, recorded_codegen, reusing_codegen
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 #: SourceMap(tree=) default: parse the source here.
@@ -50,7 +50,7 @@ class SourceMap:
         self._checked: dict[int, bool] = {}
         #: Node spans of the checked statements, for copying their unchanged parts (see _positions).
         self._spans: Spans = {}
-        self._starts: dict[int, dict[cst.CSTNode, int]] = {}
+        self._starts: dict[int, dict[int, int]] = {}
         #: Code of new statements already generated: id -> (statement, code); a second splice after the
         #: import clean-up regenerates only the statements it changed.
         self._generated: dict[int, tuple[cst.CSTNode, str]] = {}
@@ -131,6 +131,7 @@ class SourceMap:
             return None
         return position_lookup(self._starts[i], self.line_starts)
 
+    @node_hooks()  # (once around every statement it generates)
     def splice(self, new: cst.Module) -> str | None:
         """The code of ``new`` (this module after a rewrite), reusing the source of every top-level
         statement that is still the very same object; None when that cannot be done safely."""
@@ -158,6 +159,7 @@ class SourceMap:
         # Module.code pops the last token, the newline the parser added: here the original's own (splice_check)
         return code[: len(code) - len(self.added)]
 
+    @node_hooks()  # (once around every statement it generates)
     def pieces(self, new: cst.Module) -> list[tuple[int | None, str]] | None:
         """Like :meth:`splice`, one entry per statement of ``new``: (index of the very same old statement, or
         None for a new one; its code with its leading lines). The header is ``source[:starts[0]]`` and the

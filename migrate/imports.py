@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import libcst as cst
 
@@ -50,7 +51,11 @@ class _Used(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in TRIVIA_TYPES:  # no names inside
             return False
-        return super().on_visit(node)
+        # CSTVisitor.on_visit, with the visit_<Type> method looked up once per type, not per node
+        hook = _USED_HOOKS.get(type(node), _NO_HOOK)
+        if hook is _NO_HOOK:
+            hook = _USED_HOOKS[type(node)] = getattr(_Used, f"visit_{type(node).__name__}", None)
+        return hook is None or hook(self, node) is not False
 
     # No per-attribute or leave hooks: skip libcst's name-based look-up for every node and field.
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -92,6 +97,11 @@ class _Used(cst.CSTVisitor):
         body = node.value.strip("rRbBuU")[1:-1]
         if body.isidentifier():
             self.names.add(body)
+
+
+#: node type -> _Used's visit_<Type> function (libcst's no-op ones included), filled as types are met.
+_USED_HOOKS: dict[type, Any] = {}
+_NO_HOOK = object()
 
 
 def removable_aliases(stmt: cst.Import | cst.ImportFrom) -> list[tuple[cst.ImportAlias, str]]:

@@ -4,7 +4,8 @@ libcst's parse (and everything after it: the rule pass, the flow layer's scopes)
 text it is given, and most of a large file holds no device code. Python's own ``ast`` (C, already built for
 the depth check) finds, per top-level statement, what the rules and the flow layer could need from it; each
 statement that cannot matter is replaced by a placeholder expression spanning the same lines
-(``("@@7@@"`` … ``)``), so line numbers, the leading comments and blank lines of every statement, and the
+(a triple-quoted string ``@@7@@`` … : one token, where parentheses would make each line break inside an
+``EmptyLine`` node of libcst's), so line numbers, the leading comments and blank lines of every statement, and the
 order of the module body stay as they were. After the migration each placeholder is swapped back for the
 original text.
 
@@ -534,8 +535,7 @@ def _build(f: _File, units: list[_Unit], holes: list[_Unit]) -> Reduced:
         first = lines[u.first - 1]
         indent = first[: len(first) - len(first.lstrip(" \t\f"))]
         span = u.last - u.first + 1
-        mark = f'"@@{len(placed)}@@"'
-        placeholder = f"{indent}({mark})" if span == 1 else f"{indent}({mark}" + "\n" * (span - 1) + ")"
+        placeholder = f'{indent}"""@@{len(placed)}@@' + "\n" * (span - 1) + '"""'
         parts.append(source[at:a])
         parts.append(placeholder)
         placed.append((placeholder, source[a:b]))

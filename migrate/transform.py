@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
 from ._fstring import requote_fields
-from ._positions import start_positions
+from ._positions import node_hooks, start_positions
 from ._quiet import quiet_statements
 from ._spans import SourceMap
 from ._walk import child_nodes
@@ -130,6 +130,9 @@ class MigrationTransformer(cst.CSTTransformer):
         #: Per-file scratch space for rules (rule instances are shared between files).
         self.scratch: dict[str, object] = {}
         self.source_text = "\n".join(source_lines)
+        #: Answers that depend on :attr:`source_text` alone: shared by every rule pass over one file
+        #: (migrate.groups runs one per group of a big file; see source._rule_pass).
+        self.text_memo: dict[object, object] = {}
         #: ``ast.parse(source_text)`` when the caller has it (migrate.source), else None: parsed when needed.
         self.source_tree: ast.Module | None = None
         self._carry: tuple[int, Sequence[cst.EmptyLine]] | None = None
@@ -180,11 +183,12 @@ class MigrationTransformer(cst.CSTTransformer):
         self, smap: SourceMap
     ) -> Callable[[cst.CSTNode], tuple[int, int] | None] | None:
         by_top: dict[int, Callable[[cst.CSTNode], tuple[int, int] | None]] = {}
-        for top in {id(t): t for t in self._tops.values()}.values():
-            found = smap.positions(top)
-            if found is None:
-                return None
-            by_top[id(top)] = found
+        with node_hooks():  # (once around all the statements generated: see _positions.node_hooks)
+            for top in {id(t): t for t in self._tops.values()}.values():
+                found = smap.positions(top)
+                if found is None:
+                    return None
+                by_top[id(top)] = found
         tops = self._tops
 
         def pos(node: cst.CSTNode) -> tuple[int, int] | None:

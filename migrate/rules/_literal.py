@@ -698,11 +698,11 @@ def cuda_only_functions(ctx: Context) -> frozenset[int]:
 
 def _file_has(ctx: Context, pattern: re.Pattern[str]) -> bool:
     """Whether the file's text matches ``pattern``, searched once per file (rules ask per function: searching
-    the whole text each time is quadratic in the file's size)."""
+    the whole text each time is quadratic in the file's size; a big file's group passes share the answer)."""
     key = ("file-has", pattern.pattern)
-    found = ctx.scratch.get(key)  # type: ignore[call-overload]
+    found = ctx.text_memo.get(key)
     if found is None:
-        found = ctx.scratch[key] = pattern.search(ctx.source_text) is not None  # type: ignore[index]
+        found = ctx.text_memo[key] = pattern.search(ctx.source_text) is not None
     return bool(found)
 
 

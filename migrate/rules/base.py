@@ -42,6 +42,8 @@ class Context(Protocol):
     string_claims: dict[int, StringClaim]
     #: The whole source text of the file.
     source_text: str
+    #: Answers that depend on :attr:`source_text` alone (shared by the passes over one file).
+    text_memo: dict[object, object]
     #: The module being migrated (the original tree).
     module: cst.Module | None
 

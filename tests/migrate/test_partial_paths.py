@@ -159,7 +159,7 @@ def test_the_partial_path_hides_what_no_rule_touches_and_restores_it(small):
     assert "def plain" not in red.text and "class Other" not in red.text and "x.cuda()" in red.text
     assert red.text.count("\n") == text.count("\n")  # (line numbers kept)
     assert red.restore(red.text) == text
-    assert red.restore(red.text.replace('"@@0@@"', "")) is None  # a placeholder lost: whole-file path
+    assert red.restore(red.text.replace('"@@0@@', '"')) is None  # a placeholder lost: whole-file path
     a, b = _both(small, text)
     assert a == b and a[0] == "changed"
 
