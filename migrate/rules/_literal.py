@@ -30,6 +30,21 @@ CLI_CHOICES = frozenset({"click.Choice"})
 _COMPARE_METHODS = frozenset({"startswith", "endswith"})
 COMPARISON_CODE = "TPU102"
 #: An indented import of a library with CPU and CUDA kernels only (a cheap test before walking functions).
+#: Libraries whose objects hold a program's own settings (a device stored there is the program's, migrated).
+_SETTINGS_LIBRARIES = frozenset(
+    {
+        "omegaconf",
+        "hydra",
+        "yaml",
+        "easydict",
+        "ml_collections",
+        "addict",
+        "munch",
+        "box",
+        "attrdict",
+        "dotmap",
+    }
+)
 #: Other array frameworks: a function importing one (skrl's JAX config class, beside its PyTorch one) names that
 #: framework's devices ("cuda:0" is jax.devices("cuda")[0] there), not torch's.
 _OTHER_FRAMEWORKS = ("jax", "jaxlib", "flax", "tensorflow", "paddle", "mindspore", "mxnet", "cupy")
@@ -1418,7 +1433,8 @@ class LiteralRule(Rule):
                 type(n) is cst.Assign
                 and type(n.value) is cst.Call
                 and any(type(t.target) is cst.Name and t.target.value == root.value for t in n.targets)
-                and third_party(ctx.qname(n.value.func), getattr(ctx, "path", None))
+                and third_party(q := ctx.qname(n.value.func), getattr(ctx, "path", None))
+                and (q or "").split(".")[0] not in _SETTINGS_LIBRARIES
             ):
                 maker = code(n.value.func)
             elif type(n) not in (cst.FunctionDef, cst.ClassDef) or n is scope:
