@@ -49,3 +49,17 @@ def write_tree(root) -> dict[str, str]:
     cli = [sys.executable, "-m", "tpu_workbench.migrate.cli", "--write", "-q", str(root)]
     subprocess.run(cli, capture_output=True, text=True, timeout=300, check=False)
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+def write_quant_project(tmp_path, demo: str):
+    """A project whose ``pkg/util/quant.py`` is built on bitsandbytes (a CUDA-only stack), with ``demo`` as its
+    ``demo.py`` (LLaMA2-Accessory's demos importing ``accessory.util.quant``)."""
+    proj = tmp_path / "proj"
+    (proj / "pkg" / "util").mkdir(parents=True)
+    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
+    for init in ("pkg/__init__.py", "pkg/util/__init__.py"):
+        (proj / init).write_text("")
+    (proj / "pkg" / "util" / "quant.py").write_text(
+        "import bitsandbytes as bnb\n\n\ndef quantize(model):\n    return bnb.nn.Linear4bit\n"
+    )
+    (proj / "demo.py").write_text(demo)

@@ -3,7 +3,7 @@ words, each asserting what the tool must (not) do."""
 
 from __future__ import annotations
 
-from migrate_helpers import run, write_tree
+from migrate_helpers import run, write_quant_project, write_tree
 
 # --- a backend tested where the run chose it (torchdrug's `def init_process_group(backend, ...)` testing
 # `backend == "nccl"` after creating the group with the translated name; Pointcept's `get_backend() == "nccl"` in a
@@ -191,17 +191,10 @@ def test_a_project_objects_own_cuda_is_kept_with_the_tensors_it_meets(tmp_path):
 
 
 def test_a_function_importing_a_project_module_built_on_a_cuda_only_stack_is_flagged(tmp_path):
-    proj = tmp_path / "proj"
-    (proj / "pkg" / "util").mkdir(parents=True)
-    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
-    for init in ("pkg/__init__.py", "pkg/util/__init__.py"):
-        (proj / init).write_text("")
-    (proj / "pkg" / "util" / "quant.py").write_text(
-        "import bitsandbytes as bnb\n\n\ndef quantize(model):\n    return bnb.nn.Linear4bit\n"
-    )
-    (proj / "demo.py").write_text(
+    write_quant_project(
+        tmp_path,
         "import torch\n\n\ndef main(model, quant):\n    if quant:\n        from pkg.util.quant import quantize\n\n"
-        "        quantize(model)\n    model.cuda()\n"
+        "        quantize(model)\n    model.cuda()\n",
     )
     out = write_tree(tmp_path)["proj/demo.py"]
     assert "this function imports the project's `pkg/util/quant.py`, built on `bitsandbytes`" in out

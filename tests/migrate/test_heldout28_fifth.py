@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from migrate_helpers import run, write_tree
+from migrate_helpers import run, write_quant_project, write_tree
 
 # --- `is_cuda` choosing shared memory (skrl's parallel trainer: `if not obs.is_cuda: obs.share_memory_()` before a
 # multiprocessing queue): CUDA tensors cross processes through CUDA's IPC, CPU ones through shared memory; renamed,
@@ -123,17 +123,10 @@ def test_a_device_comparison_placing_the_model_stays_with_its_kept_twins():
 
 
 def test_a_module_level_branch_importing_a_cuda_only_project_module_is_flagged(tmp_path):
-    proj = tmp_path / "proj"
-    (proj / "pkg" / "util").mkdir(parents=True)
-    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
-    for init in ("pkg/__init__.py", "pkg/util/__init__.py"):
-        (proj / init).write_text("")
-    (proj / "pkg" / "util" / "quant.py").write_text(
-        "import bitsandbytes as bnb\n\n\ndef quantize(model):\n    return bnb.nn.Linear4bit\n"
-    )
-    (proj / "demo.py").write_text(
+    write_quant_project(
+        tmp_path,
         "import sys\nimport torch\n\nmodel = torch.nn.Linear(2, 2)\nif '--quant' in sys.argv:\n"
-        "    from pkg.util.quant import quantize\n\n    quantize(model)\nmodel.cuda()\n"
+        "    from pkg.util.quant import quantize\n\n    quantize(model)\nmodel.cuda()\n",
     )
     out = write_tree(tmp_path)["proj/demo.py"]
     assert (
