@@ -45,6 +45,13 @@ TRIGGERS: tuple[tuple[str, str], ...] = (
     ("cpp_extension", "cpp_extension"),  # load(sources=[... .cu]) builds a CUDA kernel
     ("CUDA", "CUDAGraph"),
     ("tpu-migrate", "tpu-migrate"),
+    # ops with CPU and CUDA kernels only, called in a file with no device word (DETA's transformer calls
+    # detectron2's batched_nms on every forward): rules/cuda_api.py CPU_CUDA_OPS flags the call
+    ("nms", r"\b(?:batched_)?nms(?:_rotated)?\s*\("),
+    ("roi_", r"\b(?:ps_)?roi_(?:align|pool)(?:_rotated)?\s*\("),
+    ("ROIAlign", r"\bROIAlign(?:Rotated)?\s*\("),
+    ("RoI", r"\b(?:PS)?RoI(?:Align|Pool)\s*\("),
+    ("eform", r"\b(?:Modulated)?[Dd]eform_?[Cc]onv(?:2d)?\s*\("),
     # framework knobs (rules/frameworks.py)
     ("accelerator", r"""\baccelerator\s*=\s*['"]"""),
     ("accelerator", r"\baccelerator=[A-Za-z_]"),  # accelerator=args.accelerator (a run-time choice)

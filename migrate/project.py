@@ -102,6 +102,10 @@ class ProjectFacts:
     #: absolute path of a module -> {a name it imports at top level from a project file built on a CUDA-only
     #: stack: that stack} (axolotl's marlin ``from . import load_ext``, the package building ``.cu`` sources)
     cuda_only_names: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: absolute paths of the modules whose top-level imports load, directly or through project files, a project
+    #: file built on a CPU-or-CUDA-only library (DETA's configs -> its modeling package -> detectron2's
+    #: batched_nms): the program they build runs on the CPU or CUDA only, so they are left as written
+    loads_device_limited: frozenset[str] = frozenset()
 
     def merged(self, other: ProjectFacts) -> ProjectFacts:
         if not (
@@ -119,6 +123,7 @@ class ProjectFacts:
             or other.own_cuda_classes
             or other.nested_cuda_only
             or other.cuda_only_names
+            or other.loads_device_limited
         ):
             return self
         params = dict(self.enum_params)
@@ -142,6 +147,7 @@ class ProjectFacts:
             self.own_cuda_classes | other.own_cuda_classes,
             {**other.nested_cuda_only, **self.nested_cuda_only},
             {**other.cuda_only_names, **self.cuda_only_names},
+            self.loads_device_limited | other.loads_device_limited,
         )
 
 
@@ -454,7 +460,7 @@ def scan_sources(
         if tree is not None and enum_words:
             enums.update(_device_enums(tree))
         seen.append((path, text, tree))
-    helpers, built_on, reaches, nested, names = _cuda_only_links(
+    helpers, built_on, reaches, nested, names, loads_limited = _cuda_only_links(
         [(p, t) for p, t, _ in seen], is_cuda_only, is_device_limited
     )
     helpers = {**_on_deepspeed_accelerator([(p, t) for p, t, _ in seen]), **helpers}
@@ -473,6 +479,7 @@ def scan_sources(
         star_names=_star_names([(p, t) for p, t, _ in seen]),
         nested_cuda_only=nested,
         cuda_only_names=names,
+        loads_device_limited=loads_limited,
         own_cuda_classes=_with_subclasses(
             frozenset(c for _p, t, tree in seen for c in _own_cuda_classes(t, tree)), [t for _p, t, _ in seen]
         ),
@@ -605,7 +612,8 @@ def scan_files(
 # modded-nanogpt's evals/hellaswag.py is called only from train_gpt.py, which imports triton and so is left as
 # written (flag-only): migrated alone, the helper put its tensors on 'tpu' beside a model left on 'cuda'.
 _IMPORT = re.compile(
-    r"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?[ \t]*([\w \t,]*)|import[ \t]+([\w.][\w., \t]*))",
+    r"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(?:\(([^()]*)\)|([\w \t,]*))"
+    r"|import[ \t]+([\w.][\w., \t]*))",
     re.M,
 )
 #: A kernel defined with a stack's decorator (``@triton.jit``, ``@triton.autotune(...)``, ``@tilelang.jit``): the
@@ -631,17 +639,28 @@ TEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 
 def _imports(text: str) -> Iterator[tuple[bool, int, str, list[str]]]:
     """(at top level, relative level, module, imported names) of each import line; ``import a, b`` gives one
-    entry per module. A text scan: an import split over lines keeps its first line's names."""
+    entry per module. A text scan: a parenthesised list of names may run over lines."""
     for m in _IMPORT.finditer(text):
         top = m.group(1) == ""
-        if m.group(5) is not None:
-            for part in m.group(5).split(","):
+        if m.group(6) is not None:
+            for part in m.group(6).split(","):
                 mod = part.split(" as ")[0].strip()
                 if mod:
                     yield top, 0, mod, []
             continue
-        names = [n.split(" as ")[0].strip() for n in m.group(4).split(",")]
+        listed = m.group(4) if m.group(4) is not None else m.group(5)
+        listed = re.sub(r"#[^\n]*", "", listed)  # (a parenthesised list over lines, its comments dropped)
+        names = [n.split(" as ")[0].strip() for n in listed.split(",")]
         yield top, len(m.group(2)), m.group(3), [n for n in names if n and n != "*"]
+
+
+#: A name imported from a module that can be a compiled extension by its name (``ngram_repeat_block_cuda``,
+#: ``cuda_ops``), not a function that merely mentions CUDA (detectron2's ``retry_if_cuda_oom``).
+_EXTENSION_NAME = re.compile(r"(?:^|_)cuda$|^cuda_")
+
+
+def _module_like(name: str) -> bool:
+    return "cuda" not in name.lower() or _EXTENSION_NAME.search(name) is not None
 
 
 def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], bool]) -> str | None:
@@ -656,7 +675,9 @@ def _imports_cuda_only(path: str, text: str, is_cuda_only: Callable[[str, str], 
             return mod
         # d2go's detr: `from detr import _C as MSDA`, the `detr._C` its setup.py builds with CUDAExtension
         if (
-            kernel := next((f"{mod}.{n}" for n in names if is_cuda_only(f"{mod}.{n}", path)), None)
+            kernel := next(
+                (f"{mod}.{n}" for n in names if _module_like(n) and is_cuda_only(f"{mod}.{n}", path)), None
+            )
         ) is not None:
             return kernel
     if "cpp_extension" in text and builds_cuda_sources(text) and not _cuda_build_optional(text):
@@ -878,11 +899,27 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
         return {c for c in cands if c in files}
     out: set[str] = set()
     for dotted in (mod, *(f"{mod}.{n}" for n in names)):
-        if "." in dotted:
+        if (
+            dotted.count(".") > 3
+        ):  # (deeper than the keys: axolotl's `axolotl.integrations.kernels.libs.<pkg>.<mod>`)
+            out |= _nearest(_deep_candidates(dotted, by_key), here)
+        elif "." in dotted:
             out |= _nearest(by_key.get(dotted, set()), here)
         else:  # `import hellaswag`: a module beside the importer
             out |= {c for c in (os.path.join(here, dotted + ".py"),) if c in files}
     return out
+
+
+def _deep_candidates(dotted: str, by_key: dict[str, set[str]]) -> set[str]:
+    """The files a dotted name of more than four parts can mean: those its last four parts key whose folders
+    carry the rest of its parts too."""
+    parts = dotted.split(".")
+    tail = os.sep + os.sep.join(parts)
+    return {
+        c
+        for c in by_key.get(".".join(parts[-4:]), set())
+        if (c[: -len("/__init__.py")] if c.endswith("__init__.py") else c[: -len(".py")]).endswith(tail)
+    }
 
 
 def _nearest(candidates: set[str], here: str) -> set[str]:
@@ -954,18 +991,24 @@ def _cuda_only_links(
     is_cuda_only: Callable[[str, str], bool] | None,
     is_device_limited: Callable[[str], bool] | None = None,
 ) -> tuple[
-    dict[str, str], dict[str, str], dict[str, str], dict[str, dict[str, str]], dict[str, dict[str, str]]
+    dict[str, str],
+    dict[str, str],
+    dict[str, str],
+    dict[str, dict[str, str]],
+    dict[str, dict[str, str]],
+    frozenset[str],
 ]:
     """(modules only CUDA-only files import: left as written with them, modules built on a CUDA-only file,
     modules that reach a file built on a device-limited library, imports inside functions of a file built on a
-    CUDA-only stack: ProjectFacts.nested_cuda_only, names imported from one: ProjectFacts.cuda_only_names)."""
+    CUDA-only stack: ProjectFacts.nested_cuda_only, names imported from one: ProjectFacts.cuda_only_names,
+    modules whose top-level imports load a file built on a device-limited library: loads_device_limited)."""
     if is_cuda_only is None:
-        return {}, {}, {}, {}, {}
+        return {}, {}, {}, {}, {}, frozenset()
     unguarded = {p: m for p, t in sources if (m := _imports_cuda_only(p, t, is_cuda_only))}
     guarded = {p: m for p, t in sources if p not in unguarded and (m := _guarded_kernels(p, t, is_cuda_only))}
     cuda_only = unguarded | guarded
     if not cuda_only:
-        return {}, {}, {}, {}, {}
+        return {}, {}, {}, {}, {}, frozenset()
     files = {p for p, _ in sources}
     by_key = _modules_by_key(files)
     importers: dict[str, set[str]] = {}
@@ -1006,7 +1049,9 @@ def _cuda_only_links(
         )
     limited = {p: m for p, m in cuda_only.items() if is_device_limited is not None and is_device_limited(m)}
     reaches = _reaching(limited, importers, skip=cuda_only.keys() | out.keys())
-    return out, {p: msg for p, msg in built_on.items() if p not in out}, reaches, nested, names_from
+    loads_limited = frozenset(_built_on(limited, loads)) if limited else frozenset()
+    built = {p: msg for p, msg in built_on.items() if p not in out}
+    return out, built, reaches, nested, names_from, loads_limited
 
 
 def _reaching(roots: dict[str, str], importers: dict[str, set[str]], skip: Iterable[str]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from .rules.base import all_rules
 from .rules.cuda_api import (
     DEVICE_LIMITED_CALLS,
     cuda_only_module,
+    detectron2_device,
     device_limited,
     import_time_smalls,
     imported_modules,
@@ -111,6 +112,10 @@ def flag_only_mode(source: str, module: cst.Module, table: ImportTable, path: st
         return "cuda-only"  # the project's own CUDA extension, whose only fallback is another build of it
     if _imports_device_limited(module, path):
         return "cuda-only"  # (also inside a module-level try: pytorchvideo's optional detectron2 detector)
+    if "MODEL.DEVICE" in source and detectron2_device(source):
+        return "cuda-only"  # (d2go's runner helpers: TPU211 says so at the first `MODEL.DEVICE`)
+    if path and os.path.abspath(path) in project.current().loads_device_limited:
+        return "cuda-only"  # (DETA's configs: its model calls detectron2's NMS; TPU211 says so at the import)
     if "class " in source and _subclasses_cuda_only(source, table):
         return "cuda-only"
     if "cuda." in source and _patches_cuda(source, table):

@@ -338,6 +338,10 @@ _CUDA_SOURCES_BUILD = re.compile(
 _CUDA_KERNEL_FUNCTION = re.compile(r"(?i)cuda_?kernels?(?:_|$)|_triton(?:_|$)|^triton_|cuda_?graph")
 
 
+#: A function named for CUDA's out-of-memory error (detectron2's ``retry_if_cuda_oom``, ``_ignore_torch_cuda_oom``).
+_CUDA_OOM_FUNCTION = re.compile(r"(?i)cuda_?oom")
+
+
 def _kept_whole(fn: cst.FunctionDef) -> str | None:
     """Why a function stays CUDA's whole (left as written, one TODO at its ``def``), else None."""
     name = fn.name.value
@@ -347,6 +351,13 @@ def _kept_whole(fn: cst.FunctionDef) -> str | None:
         return (
             f"`{name}` is called only by tests that run where CUDA is (kept as CUDA code): kept with them; add a "
             "TPU variant of both by hand"
+        )
+    if _CUDA_OOM_FUNCTION.search(name):
+        # Mask2Former's copy of detectron2's retry_if_cuda_oom: its `torch.cuda.empty_cache()` runs only after a
+        # CUDA out-of-memory error; removed, a CUDA run retried without clearing the cache
+        return (
+            f"`{name}` handles CUDA's out-of-memory error (its cache clearing and CPU retry are CUDA's): left as "
+            "written; on TPU the error is not caught here"
         )
     if _CUDA_KERNEL_FUNCTION.search(name):
         # axolotl's falcon_h1 `patched_cuda_kernels_forward` (mamba_ssm's Triton scans, chosen by a kept
@@ -393,6 +404,9 @@ def _module_gate(ctx: Context, node: cst.Assign, rule_code: str) -> None:
         "CUDA code; add TPU variants by hand",
         code=rule_code,
     )
+    # (the other marks of the list are the same tests' gates: axolotl's VRAM guard
+    # `torch.cuda.get_device_properties(0).total_memory < 24e9` measures the CUDA device those tests use)
+    ctx.skip_inside(node.value)
     here = ctx.statement()
     body = list(ctx.module.body)
     after = next((i + 1 for i, stmt in enumerate(body) if stmt is here), len(body))
@@ -2411,6 +2425,53 @@ class CudaGraphsNvtx(Rule):
         return None
 
 
+#: detectron2, judged by what a module takes from it (detrex): its structures, configs, checkpointer, data, layers
+#: and backbones are plain torch; its detectors, their R-CNN parts (proposal generators, ROI heads, poolers: NMS and
+#: ROIAlign inside, CPU and CUDA kernels only), ``build_model`` and ``DefaultPredictor`` / ``DefaultTrainer`` run on
+#: a model placed by detectron2's own ``cfg.MODEL.DEVICE``. Those are the library a program is built on. Its ops
+#: called by the project's own code (``batched_nms``, ``ROIAlign``, ``DeformConv``) are flagged at the call, as
+#: torchvision's are (CPU_CUDA_OPS): DeformConv in detrex's ResNet runs only where a stage asks for it. Judged as
+#: one package, detrex's model modules were left on 'cuda' while their criteria and configs moved to 'tpu'. A
+#: name taken from a package (``from detectron2.modeling import build_model``) counts as that module
+#: (imported_modules).
+DETECTRON2_MODELS = tuple(
+    f"detectron2.{name}"
+    for name in (
+        "_C",
+        *(
+            f"modeling.{n}"
+            for n in ("poolers", "ROIPooler", "proposal_generator", "build_proposal_generator")
+        ),
+        *(f"modeling.{n}" for n in ("RPN", "roi_heads", "build_roi_heads", "ROIHeads", "StandardROIHeads")),
+        *(
+            f"modeling.{n}"
+            for n in ("Res5ROIHeads", "CascadeROIHeads", "meta_arch.rcnn", "meta_arch.retinanet")
+        ),
+        *(f"modeling.{n}" for n in ("build_model", "meta_arch.build", "GeneralizedRCNN", "ProposalNetwork")),
+        *(
+            f"modeling.{n}"
+            for n in ("RetinaNet", "FCOS", "PanopticFPN", "meta_arch.fcos", "meta_arch.panoptic_fpn")
+        ),
+        *(f"engine.{n}" for n in ("DefaultPredictor", "DefaultTrainer")),
+        *(f"engine.defaults.{n}" for n in ("DefaultPredictor", "DefaultTrainer")),
+    )
+)
+#: detectron2's ops with CPU and CUDA kernels only (detectron2._C, torchvision's nms / roi_align), by the names
+#: the project calls them.
+_DETECTRON2_OPS = frozenset(
+    f"detectron2.layers.{where}{name}"
+    for names, module in (
+        (("nms", "batched_nms", "nms_rotated", "batched_nms_rotated"), "nms"),
+        (("roi_align", "ROIAlign"), "roi_align"),
+        (("roi_align_rotated", "ROIAlignRotated"), "roi_align_rotated"),
+        (("DeformConv", "ModulatedDeformConv", "deform_conv", "modulated_deform_conv"), "deform_conv"),
+        (("pairwise_iou_rotated",), "rotated_boxes"),
+    )
+    for name in names
+    for where in ("", f"{module}.")
+) | frozenset(
+    {"detectron2.structures.pairwise_iou_rotated", "detectron2.structures.rotated_boxes.pairwise_iou_rotated"}
+)
 #: Python packages that only run on NVIDIA GPUs (kernels, compilers, bindings, monitoring).
 KERNEL_MODULES = (
     "triton",
@@ -2457,7 +2518,8 @@ KERNEL_MODULES = (
     *("diff_gaussian_rasterization", "simple_knn", "gsplat", "natten", "nvtx"),
     *("torchrec.distributed", "fbgemm_gpu"),  # (see _DEVICE_LIMITED: they run on the CPU too, never on TPU)
     *("torch_sparse", "torch_scatter", "torch_cluster", "torch_spline_conv", "dgl"),  # (the same)
-    *("detectron2", "warp"),  # (the same)
+    *DETECTRON2_MODELS,  # (the same)
+    "warp",  # (the same)
     *("faster_whisper", "ctranslate2"),  # (the same: CTranslate2 runs on the CPU or CUDA only)
     "tvm",  # (the same: Apache TVM builds kernels for a target such as "llvm" or "cuda"; Pyraformer's)
     # quantization kernels: hqq's ATEN backends are the hqq_aten CUDA extension (fsdp_qlora's notebooks; hqq itself
@@ -2487,7 +2549,9 @@ _STACK_ADVICE = {
 }
 #: The packages of KERNEL_MODULES a repository may carry a copy of (not the dotted entries, whose first part is a
 #: general library: numba, torchrec).
-_KERNEL_ROOTS = frozenset(m for m in KERNEL_MODULES if "." not in m)
+_KERNEL_ROOTS = frozenset(m for m in KERNEL_MODULES if "." not in m) | {"detectron2"}
+#: The dotted entries of KERNEL_MODULES, for a name taken from its package (``from detectron2.layers import nms``).
+_DOTTED_KERNELS = frozenset(m for m in KERNEL_MODULES if "." in m)
 #: Libraries that place, shard and compute on "cpu" or "cuda" only (torchrec's sharding planner, whose Topology
 #: takes cpu/cuda/mtia, and DistributedModelParallel; fbgemm_gpu's CPU and CUDA embedding ops): a program built on
 #: them ran on the CPU on a host without CUDA, and handed the device "tpu" it fails. Like the CUDA stacks, such a
@@ -2501,9 +2565,11 @@ _DEVICE_LIMITED: dict[str, str] = {
     "torch_cluster": "sample on the CPU and move the batches",
     "torch_spline_conv": "port the convolution to torch ops",
     "dgl": "keep the graph on the CPU and move its feature tensors by hand",
-    # detectron2's models run its CPU/CUDA ops (ROIAlign, nms, deformable conv) and place themselves by
-    # cfg.MODEL.DEVICE (SlowFast's and pytorchvideo's detectors); NVIDIA Warp compiles kernels for CPU or CUDA
-    "detectron2": "run its model on the CPU (cfg.MODEL.DEVICE = 'cpu') and move its outputs to 'tpu'",
+    # detectron2's detectors place themselves by cfg.MODEL.DEVICE and run its CPU/CUDA ops (SlowFast's and
+    # pytorchvideo's detectors); NVIDIA Warp compiles kernels for CPU or CUDA
+    **dict.fromkeys(
+        DETECTRON2_MODELS, "run its model on the CPU (cfg.MODEL.DEVICE = 'cpu') and move its outputs to 'tpu'"
+    ),
     "warp": "give it the device 'cpu' and move its outputs to 'tpu'",
     # CTranslate2 engines (whisperX's and faster-whisper's ASR models): devices 'cpu', 'cuda' or 'auto' only
     "faster_whisper": "give its models the device 'cpu' (CTranslate2 runs on the CPU or CUDA only)",
@@ -2546,20 +2612,24 @@ DEVICE_LIMITED_CALLS = {
 }
 #: torchvision's compiled detection ops (simple-faster-rcnn's nms and RoIPool): kernels for the CPU, CUDA and
 #: MPS only; TorchTPU has no CPU fallback by default (contract §12), so on 'tpu' tensors they raise.
-CPU_CUDA_OPS = frozenset(
-    f"torchvision.ops.{name}"
-    for base in (
-        "nms",
-        "batched_nms",
-        "roi_align",
-        "roi_pool",
-        "ps_roi_align",
-        "ps_roi_pool",
-        "deform_conv2d",
+CPU_CUDA_OPS = (
+    frozenset(
+        f"torchvision.ops.{name}"
+        for base in (
+            "nms",
+            "batched_nms",
+            "roi_align",
+            "roi_pool",
+            "ps_roi_align",
+            "ps_roi_pool",
+            "deform_conv2d",
+        )
+        for name in (base, f"boxes.{base}", f"{base}.{base}")
     )
-    for name in (base, f"boxes.{base}", f"{base}.{base}")
-) | frozenset(
-    f"torchvision.ops.{c}" for c in ("RoIAlign", "RoIPool", "PSRoIAlign", "PSRoIPool", "DeformConv2d")
+    | frozenset(
+        f"torchvision.ops.{c}" for c in ("RoIAlign", "RoIPool", "PSRoIAlign", "PSRoIPool", "DeformConv2d")
+    )
+    | _DETECTRON2_OPS
 )
 _FLASH_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 #: transformers' loading keywords that quantize with bitsandbytes (LLaVA-style loaders pass them on).
@@ -2586,6 +2656,25 @@ def _builds_cuda(call: cst.Call) -> bool:
     if kwarg(call, "cuda_sources") is not None:
         return True
     return any(_CU_SOURCE.search(string_body(s) or "") for a in call.args for s in literals(a.value))
+
+
+#: ``cfg.MODEL.DEVICE`` in a file that imports the detectron2 family: the yacs key detectron2's build_model,
+#: DefaultTrainer and DefaultPredictor place their detectors by (d2go's runners, maskrcnn-benchmark, AdelaiDet).
+_MODEL_DEVICE = re.compile(r"\bMODEL\.DEVICE\b")
+_DETECTRON2_FAMILY = re.compile(
+    r"^[ \t]*(?:from|import)[ \t]+(?:detectron2|d2go|maskrcnn_benchmark|adet)\b", re.M
+)
+MODEL_DEVICE_MESSAGE = (
+    "`MODEL.DEVICE` is the device detectron2's detectors are built on (build_model, DefaultTrainer, "
+    "DefaultPredictor: NMS and ROIAlign inside, CPU and CUDA kernels only): this file is left as written; run the "
+    "detector with MODEL.DEVICE = 'cpu' on a TPU host, or port its R-CNN parts"
+)
+
+
+def detectron2_device(source: str) -> bool:
+    """The file sets or reads detectron2's ``MODEL.DEVICE`` and imports that family (d2go's distributed launch
+    and QAT calibration, which move the model to ``cfg.MODEL.DEVICE``): its device is the detector's."""
+    return _MODEL_DEVICE.search(source) is not None and _DETECTRON2_FAMILY.search(source) is not None
 
 
 def device_limited(mod: str) -> bool:
@@ -2777,7 +2866,7 @@ def imported_modules(small: cst.CSTNode) -> list[str]:
         names = () if isinstance(small.names, cst.ImportStar) else small.names
         # d2go's detr: `from detr import _C as MSDA` imports the `detr._C` its setup.py builds from CUDA sources
         kernels = [f"{mod}.{a.name.value}" for a in names if type(a.name) is cst.Name]
-        return [mod, *(k for k in kernels if k in current().cuda_extensions)]
+        return [mod, *(k for k in kernels if k in current().cuda_extensions or k in _DOTTED_KERNELS)]
     return []
 
 
@@ -2827,8 +2916,11 @@ class CustomKernels(Rule):
         "Pallas kernel (torch.tpu.pallas.jax_op), or drop it\nimport triton\n"
     )
     refs = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
-    words = frozenset(q.rsplit(".", 1)[-1] for q in (*DEVICE_LIMITED_CALLS, *CPU_CUDA_OPS)) | {"load_ext"}
-    node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call)
+    words = frozenset(q.rsplit(".", 1)[-1] for q in (*DEVICE_LIMITED_CALLS, *CPU_CUDA_OPS)) | {
+        "load_ext",
+        "MODEL.DEVICE",
+    }
+    node_types = (cst.Import, cst.ImportFrom, cst.SimpleString, cst.Call, cst.Attribute)
 
     def _helper_of_cuda_only(self, ctx, node: cst.CSTNode) -> None:
         """A module only CUDA-only files of the project import (migrate.project) is left as written with them:
@@ -2848,6 +2940,7 @@ class CustomKernels(Rule):
                 else ": this module is migrated, and runs on TPU once that is ported"
             )
         if why:
+            ctx.scratch["file-why-said"] = True
             ctx.flag(node, why, code=self.code)
 
     @staticmethod
@@ -2887,6 +2980,7 @@ class CustomKernels(Rule):
         if limited is not None and cuda_only_module(mod, getattr(ctx, "path", None)):
             if _earlier_import_of(ctx, node, limited):
                 return  # one TODO per file: the first import says it
+            ctx.scratch["file-why-said"] = True
             ctx.flag(node, _limited_message(limited), code=self.code)
         elif cuda_only_module(mod, getattr(ctx, "path", None)):
             root = mod.split(".")[0]
@@ -2911,6 +3005,16 @@ class CustomKernels(Rule):
             ctx.flag(node, f"`{mod}` is CUDA-only (kernels or NVIDIA tooling); {port}", code=self.code)
 
     def visit_node(self, ctx, node):
+        if (
+            type(node) is cst.Attribute
+            and node.attr.value == "DEVICE"
+            and code(node.value).endswith("MODEL")
+            and not ctx.scratch.get("model-device-said")
+            and not ctx.scratch.get("file-why-said")  # (left as written for a reason said above it already)
+            and detectron2_device(ctx.source_text)
+        ):
+            ctx.scratch["model-device-said"] = True
+            ctx.flag(node, MODEL_DEVICE_MESSAGE, code=self.code)
         if type(node) is cst.Call and (lib := DEVICE_LIMITED_CALLS.get(ctx.qname(node.func) or "")):
             ctx.flag(node, _limited_message(lib), code=self.code)
         if type(node) is cst.Call and loads_compiled_ops(ctx.qname(node.func) or code(node.func)):
