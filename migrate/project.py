@@ -899,9 +899,7 @@ def _targets(importer: str, level: int, mod: str, names: list[str], by_key, file
         return {c for c in cands if c in files}
     out: set[str] = set()
     for dotted in (mod, *(f"{mod}.{n}" for n in names)):
-        if (
-            dotted.count(".") > 3
-        ):  # (deeper than the keys: axolotl's `axolotl.integrations.kernels.libs.<pkg>.<mod>`)
+        if dotted.count(".") > 3:  # deeper than the keys (axolotl.integrations.kernels.libs.<pkg>.<mod>)
             out |= _nearest(_deep_candidates(dotted, by_key), here)
         elif "." in dotted:
             out |= _nearest(by_key.get(dotted, set()), here)

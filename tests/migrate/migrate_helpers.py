@@ -51,6 +51,14 @@ def write_tree(root) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
 
 
+def write_files(root, files: dict[str, str]) -> None:
+    """Write ``{relative path: text}`` under ``root``, making the folders."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def write_quant_project(tmp_path, demo: str):
     """A project whose ``pkg/util/quant.py`` is built on bitsandbytes (a CUDA-only stack), with ``demo`` as its
     ``demo.py`` (LLaMA2-Accessory's demos importing ``accessory.util.quant``)."""

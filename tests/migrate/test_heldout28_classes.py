@@ -395,19 +395,12 @@ def test_a_kernel_package_beside_a_differently_named_extension_makes_its_users_c
 
 
 def test_a_cuda_only_stack_on_an_optional_path_does_not_keep_the_functions_devices(tmp_path):
-    proj = tmp_path / "proj"
-    (proj / "pkg" / "util").mkdir(parents=True)
-    (proj / "setup.py").write_text("from setuptools import setup\nsetup(name='pkg')\n")
-    for init in ("pkg/__init__.py", "pkg/util/__init__.py"):
-        (proj / init).write_text("")
-    (proj / "pkg" / "util" / "quant.py").write_text(
-        "import bitsandbytes as bnb\n\n\ndef quantize(model):\n    return bnb.nn.Linear4bit\n"
-    )
-    (proj / "demo.py").write_text(
+    write_quant_project(
+        tmp_path,
         "import torch\nfrom pkg.util.quant import quantize\n\n\ndef load(model, quant):\n    if quant:\n"
         "        quantize(model)\n    return model.cuda()\n\n\ndef main(model, quant):\n    if quant:\n"
         "        from pkg.util.quant import quantize as q\n\n        q(model)\n    x = torch.ones(2, device='cuda')\n"
-        "    return model.cuda(), x\n"
+        "    return model.cuda(), x\n",
     )
     out = write_tree(tmp_path)["proj/demo.py"]
     assert "return model.cuda()" not in out and "device='tpu'" in out

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from migrate_helpers import codes, run, write_tree
+from migrate_helpers import codes, run, write_files, write_tree
 
 # --- detectron2 is judged by what a module takes from it (detrex): its structures, configs, checkpointer, layers
 # and backbones are plain torch; its detectors (build_model, DefaultPredictor, R-CNN heads) place a model by
@@ -74,10 +74,7 @@ def test_a_config_reaching_a_module_built_on_a_detectron2_detector_keeps_its_dev
             "from projects.dino.modeling import DINO\n\nmodel = dict(cls=DINO, device='cuda')\n"
         ),
     }
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_files(tmp_path, files)
     out = write_tree(tmp_path)
     assert "device='cuda'" in out["projects/rcnn/config.py"] and "TPU211" in out["projects/rcnn/config.py"]
     assert "device='cuda'" in out["projects/rcnn/modeling.py"]
@@ -109,13 +106,11 @@ def test_every_mark_of_a_kept_module_gate_stays_cudas():
 
 
 def test_a_function_named_for_cuda_oom_is_not_a_cuda_extension(tmp_path):
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "setup.py").write_text("")
-    (proj / "model.py").write_text(
+    model = (
         "import torch\nfrom detectron2.utils.memory import retry_if_cuda_oom\n\n\n"
         "def f(x):\n    return retry_if_cuda_oom(torch.sigmoid)(x.cuda())\n"
     )
+    write_files(tmp_path, {"proj/setup.py": "", "proj/model.py": model})
     out = write_tree(tmp_path)["proj/model.py"]
     assert '.to("tpu")' in out and "TPU211" not in out
 
@@ -126,14 +121,12 @@ def test_a_function_named_for_cuda_oom_is_not_a_cuda_extension(tmp_path):
 
 
 def test_an_import_deeper_than_four_parts_links_to_the_project_file(tmp_path):
-    proj = tmp_path / "proj"
-    kern = proj / "src" / "pkg" / "a" / "b" / "c"
-    kern.mkdir(parents=True)
-    (proj / "setup.py").write_text("")
-    for d in (proj / "src" / "pkg", proj / "src" / "pkg" / "a", proj / "src" / "pkg" / "a" / "b", kern):
-        (d / "__init__.py").write_text("")
-    (kern / "ops.py").write_text("import torch\nimport triton\n\n\ndef f(x):\n    return x\n")
-    (proj / "bench.py").write_text("import torch\nfrom pkg.a.b.c.ops import f\n\nDEVICE = 'cuda'\n")
+    pkg = "proj/src/pkg"
+    files = {f"{pkg}/{d}__init__.py": "" for d in ("", "a/", "a/b/", "a/b/c/")}
+    files[f"{pkg}/a/b/c/ops.py"] = "import torch\nimport triton\n\n\ndef f(x):\n    return x\n"
+    files["proj/setup.py"] = ""
+    files["proj/bench.py"] = "import torch\nfrom pkg.a.b.c.ops import f\n\nDEVICE = 'cuda'\n"
+    write_files(tmp_path, files)
     out = write_tree(tmp_path)["proj/bench.py"]
     assert "built on `triton`" in out
 
